@@ -1,0 +1,5 @@
+"""safe-uninstall: remove Python packages without breaking the environment."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

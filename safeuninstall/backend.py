@@ -1,0 +1,110 @@
+"""The installer that really removes and installs: uv, else the target's own pip."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import process
+from .errors import BackendError
+from .snapshot import PackageEntry
+
+_TIMEOUT = 3600.0
+
+
+def find_uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return shutil.which("uv")
+    try:
+        return str(find_uv_bin())
+    except FileNotFoundError:
+        return shutil.which("uv")
+
+
+def requirement_for(entry: PackageEntry) -> list[str]:
+    """The install arguments that bring back exactly this distribution from its recorded source."""
+    source = entry.source
+    if source.kind == "editable" and source.url:
+        return ["-e", source.url]
+    if source.kind == "vcs" and source.url and source.vcs and source.commit:
+        url = f"{source.vcs}+{source.url}@{source.commit}"
+        if source.subdirectory:
+            url += f"#subdirectory={source.subdirectory}"
+        return [f"{entry.name} @ {url}"]
+    if source.kind in ("url", "file", "directory") and source.url:
+        url = source.url
+        if source.subdirectory:
+            url += f"#subdirectory={source.subdirectory}"
+        return [f"{entry.name} @ {url}"]
+    return [entry.pin]
+
+
+@dataclass(frozen=True)
+class Backend:
+    python: Path
+    uv: str | None
+
+    @classmethod
+    def for_python(cls, python: Path) -> Backend:
+        return cls(python=python, uv=find_uv())
+
+    @property
+    def name(self) -> str:
+        return "uv" if self.uv else "pip"
+
+    def _base(self, verb: str) -> list[str]:
+        if self.uv:
+            return [self.uv, "pip", verb, "--python", str(self.python)]
+        return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]:
+        argv = self._base("uninstall")
+        if not self.uv:
+            argv.append("--yes")
+        return [*argv, *names]
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+        argv = [*self._base("install"), "--no-deps"]
+        if offline:
+            argv.append("--offline" if self.uv else "--no-index")
+        for entry in entries:
+            argv.extend(requirement_for(entry))
+        return argv
+
+    def uninstall(self, names: Sequence[str]) -> process.Completed:
+        return self._run(self.uninstall_argv(names))
+
+    def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed:
+        return self._run(self.install_argv(entries, offline=offline))
+
+    def _run(self, argv: list[str]) -> process.Completed:
+        try:
+            done = process.run(argv, timeout=_TIMEOUT)
+        except OSError as err:
+            raise BackendError(f"cannot run {argv[0]}: {err.strerror}") from err
+        if not done.ok:
+            raise BackendError(
+                f"{self.name} exited with code {done.returncode}: {' '.join(argv)}",
+                detail=done.output(),
+            )
+        return done
+
+    def check_available(self) -> None:
+        """Fail before any change when neither uv nor the target's pip can run."""
+        if self.uv:
+            return
+        try:
+            done = process.run([str(self.python), "-m", "pip", "--version"], timeout=60)
+        except OSError as err:
+            raise BackendError(f"cannot run {self.python}: {err.strerror}") from err
+        if not done.ok:
+            raise BackendError("no uv found and the target environment has no pip")
+
+
+def shell_line(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

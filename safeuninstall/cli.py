@@ -1,0 +1,404 @@
+"""The command line: parse options into frozen dataclasses, call one core function, render.
+
+``safe-uninstall PACKAGE...`` is the ``uninstall`` command; the other commands are subcommands.
+A package whose name equals a subcommand is removed with ``safe-uninstall uninstall NAME``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__, core, report
+from . import snapshot as snapshot_file
+from .errors import EXIT_UNCHANGED, SafeUninstallError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+target_options = _compose(
+    click.option(
+        "-p",
+        "--python",
+        metavar="PYTHON",
+        help="Target interpreter or environment directory "
+        "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+    ),
+    click.option(
+        "--state-dir",
+        metavar="DIR",
+        envvar="SAFE_UNINSTALL_STATE_DIR",
+        help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
+    ),
+    click.option(
+        "--lock-timeout",
+        type=click.FloatRange(min=0),
+        default=60.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long to wait for another operation on the same environment.",
+    ),
+)
+
+output_options = _compose(
+    click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+    click.option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
+    click.option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
+)
+
+probe_options = _compose(
+    click.option(
+        "--probe",
+        "probes",
+        multiple=True,
+        metavar="CODE",
+        help="Python code run by the target interpreter; repeatable.",
+    ),
+    click.option(
+        "--probe-cmd",
+        "probe_cmds",
+        multiple=True,
+        metavar="COMMAND",
+        help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
+    ),
+    click.option(
+        "--probe-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        help="Kill a probe (its whole process group) after this long. [default: 300]",
+    ),
+    click.option("--no-probe", is_flag=True, help="Run no probe at all."),
+)
+
+offline_option = click.option(
+    "--offline", is_flag=True, help="A reinstall, if one is needed, uses no network."
+)
+
+
+def _target(python: str | None, state_dir: str | None, lock_timeout: float) -> core.TargetOptions:
+    return core.TargetOptions(
+        python=python,
+        cwd=Path.cwd(),
+        environ=dict(os.environ),
+        command=("safe-uninstall", *sys.argv[1:]),
+        state_dir=state_dir,
+        lock_timeout=lock_timeout,
+    )
+
+
+def _probe(
+    probes: tuple[str, ...],
+    probe_cmds: tuple[str, ...],
+    probe_timeout: float | None,
+    no_probe: bool,
+) -> core.ProbeOptions:
+    return core.ProbeOptions(
+        probes=probes, probe_cmds=probe_cmds, timeout=probe_timeout, disabled=no_probe
+    )
+
+
+def _emit(result: core.OperationResult, as_json: bool, verbose: bool, quiet: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        click.echo(report.operation(result, verbose=verbose, quiet=quiet))
+    sys.exit(result.exit_code)
+
+
+def _fail(err: SafeUninstallError, as_json: bool, verbose: bool) -> None:
+    if as_json:
+        payload = {
+            "outcome": "error",
+            "exit_code": err.exit_code,
+            "error": err.message,
+            "detail": err.detail,
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(f"safe-uninstall: error: {err.message}", err=True)
+        if err.detail:
+            lines = err.detail.rstrip().splitlines()
+            if not verbose and len(lines) > 20:
+                lines = ["...", *lines[-20:]]
+            click.echo("\n".join("    " + line for line in lines), err=True)
+        if err.exit_code == EXIT_UNCHANGED:
+            click.echo("safe-uninstall: the environment was not changed", err=True)
+    sys.exit(err.exit_code)
+
+
+def _run_operation(
+    call: Callable[[], core.OperationResult], as_json: bool, verbose: bool, quiet: bool
+) -> None:
+    try:
+        result = call()
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        _emit(result, as_json, verbose, quiet)
+
+
+class _DefaultToUninstall(click.Group):
+    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["uninstall", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="safe-uninstall")
+def cli() -> None:
+    """Remove Python packages without breaking the environment.
+
+    safe-uninstall PACKAGE... snapshots the installed set, keeps the removed files, uninstalls
+    through uv, runs a probe, and restores everything in one batch if the probe fails.
+    """
+
+
+@cli.command("uninstall")
+@click.argument("packages", nargs=-1)
+@click.option(
+    "-r",
+    "--requirements",
+    "requirement_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the names to remove from a file; repeatable.",
+)
+@target_options
+@probe_options
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option(
+    "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
+)
+@offline_option
+@output_options
+def uninstall_command(
+    packages: tuple[str, ...],
+    requirement_files: tuple[Path, ...],
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    probes: tuple[str, ...],
+    probe_cmds: tuple[str, ...],
+    probe_timeout: float | None,
+    no_probe: bool,
+    dry_run: bool,
+    keep_on_failure: bool,
+    offline: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Uninstall PACKAGE... safely (the default command)."""
+
+    def call() -> core.OperationResult:
+        names = list(packages)
+        for path in requirement_files:
+            names += read_requirement_names(path)
+        if not names:
+            raise SafeUninstallError("no package names given (pass PACKAGE... or -r FILE)")
+        return core.uninstall(
+            _target(python, state_dir, lock_timeout),
+            _probe(probes, probe_cmds, probe_timeout, no_probe),
+            core.UninstallOptions(
+                names=tuple(names),
+                dry_run=dry_run,
+                keep_on_failure=keep_on_failure,
+                offline=offline,
+            ),
+        )
+
+    _run_operation(call, as_json, verbose, quiet)
+
+
+def read_requirement_names(path: Path) -> list[str]:
+    """Distribution names from a requirements file: one per line, specifiers and markers ignored."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SafeUninstallError(f"-r {path}: cannot read it: {err.strerror}") from None
+    names = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            raise SafeUninstallError(f"{path}:{number}: options are not supported here: {line!r}")
+        try:
+            names.append(Requirement(line).name)
+        except InvalidRequirement:
+            raise SafeUninstallError(f"{path}:{number}: not a requirement: {line!r}") from None
+    return names
+
+
+@cli.command("rollback")
+@click.argument("snapshot", required=False)
+@target_options
+@probe_options
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@offline_option
+@output_options
+def rollback_command(
+    snapshot: str | None,
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    probes: tuple[str, ...],
+    probe_cmds: tuple[str, ...],
+    probe_timeout: float | None,
+    no_probe: bool,
+    dry_run: bool,
+    offline: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
+    _run_operation(
+        lambda: core.rollback(
+            _target(python, state_dir, lock_timeout),
+            _probe(probes, probe_cmds, probe_timeout, no_probe),
+            core.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=offline),
+        ),
+        as_json,
+        verbose,
+        quiet,
+    )
+
+
+@cli.command("snapshot")
+@target_options
+@click.option(
+    "--stash/--no-stash",
+    default=True,
+    show_default=True,
+    help="Also keep every installed file (hard links: no data is copied).",
+)
+@output_options
+def snapshot_command(
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    stash: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Take a snapshot of the environment now."""
+    try:
+        snap = core.snapshot_now(_target(python, state_dir, lock_timeout), stash=stash)
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(snap.to_dict(), indent=2))
+        else:
+            click.echo(f"snapshot {snap.id}: {len(snap.packages)} distributions")
+
+
+@cli.command("snapshots")
+@target_options
+@output_options
+def snapshots_command(
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """List the snapshots of the environment, newest first."""
+    try:
+        summaries = core.list_snapshots(_target(python, state_dir, lock_timeout))
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps([vars(s) for s in summaries], indent=2, default=list))
+        else:
+            click.echo(report.snapshots_table(summaries))
+
+
+@cli.command("show")
+@click.argument("snapshot", required=False)
+@target_options
+@output_options
+def show_command(
+    snapshot: str | None,
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Show one snapshot (default: the latest)."""
+    try:
+        snap = core.show_snapshot(_target(python, state_dir, lock_timeout), snapshot)
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(snap.to_dict(), indent=2))
+        elif verbose:
+            click.echo(snapshot_file.dumps(snap))
+        else:
+            click.echo(report.snapshot_details(snap))
+
+
+@cli.command("probe")
+@target_options
+@probe_options
+@output_options
+def probe_command(
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    probes: tuple[str, ...],
+    probe_cmds: tuple[str, ...],
+    probe_timeout: float | None,
+    no_probe: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Run the configured probes now."""
+    _run_operation(
+        lambda: core.probe_now(
+            _target(python, state_dir, lock_timeout),
+            _probe(probes, probe_cmds, probe_timeout, no_probe),
+        ),
+        as_json,
+        verbose,
+        quiet,
+    )
+
+
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM takes the same path as Ctrl-C: an in-flight removal is restored before exit.
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+    cli(prog_name="safe-uninstall")

@@ -1,0 +1,258 @@
+"""The target environment: which interpreter, where its packages live, what is installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import process
+from .errors import EnvironmentNotFound
+from .names import canonical
+from .records import RecordEntry, read_record
+
+_BIN = "Scripts" if sys.platform == "win32" else "bin"
+
+# Asked of the target interpreter once per run; -I keeps the user's site and env out.
+_QUERY = r"""
+import json, os, platform, sys, sysconfig
+paths = sysconfig.get_paths()
+impl = sys.implementation.name
+markers = {
+    "implementation_name": impl,
+    "implementation_version": "{0.major}.{0.minor}.{0.micro}".format(sys.implementation.version),
+    "os_name": os.name,
+    "platform_machine": platform.machine(),
+    "platform_release": platform.release(),
+    "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "platform_python_implementation": platform.python_implementation(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
+print(json.dumps({
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "version": platform.python_version(),
+    "purelib": paths["purelib"],
+    "platlib": paths["platlib"],
+    "scripts": paths["scripts"],
+    "markers": markers,
+}))
+"""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """What the target interpreter said about itself."""
+
+    executable: str
+    prefix: str
+    base_prefix: str
+    version: str
+    purelib: str
+    platlib: str
+    scripts: str
+    markers: Mapping[str, str]
+
+    @property
+    def is_venv(self) -> bool:
+        return self.prefix != self.base_prefix
+
+    @property
+    def site_dirs(self) -> tuple[Path, ...]:
+        dirs = [Path(self.purelib)]
+        if self.platlib != self.purelib:
+            dirs.append(Path(self.platlib))
+        return tuple(dirs)
+
+
+def find_python(python: str | None, *, cwd: Path, environ: Mapping[str, str]) -> Path:
+    """Resolve the target interpreter the way uv does: -p, else $VIRTUAL_ENV, else .venv upwards."""
+    if python:
+        candidate = Path(python).expanduser()
+        if candidate.is_dir():
+            return _venv_python(candidate, origin=f"--python {python}")
+        if candidate.is_file():
+            return candidate.absolute()
+        raise EnvironmentNotFound(
+            f"--python {python}: no such interpreter or environment directory"
+        )
+    virtual_env = environ.get("VIRTUAL_ENV")
+    if virtual_env:
+        return _venv_python(Path(virtual_env), origin=f"VIRTUAL_ENV={virtual_env}")
+    for folder in (cwd, *cwd.parents):
+        venv = folder / ".venv"
+        if (venv / "pyvenv.cfg").is_file():
+            return _venv_python(venv, origin=str(venv))
+    raise EnvironmentNotFound(
+        "no target environment: pass --python, activate a virtualenv, "
+        "or run inside a folder that has a .venv"
+    )
+
+
+def _venv_python(venv: Path, *, origin: str) -> Path:
+    for name in ("python", "python3", "python.exe"):
+        exe = venv / _BIN / name
+        if exe.is_file():
+            return exe.absolute()
+    raise EnvironmentNotFound(f"{origin}: {venv} is not a Python environment (no {_BIN}/python)")
+
+
+def query_interpreter(python: Path) -> Interpreter:
+    try:
+        done = process.run([str(python), "-I", "-c", _QUERY], timeout=60)
+    except OSError as err:
+        raise EnvironmentNotFound(f"{python}: cannot run it: {err.strerror}") from err
+    if not done.ok:
+        raise EnvironmentNotFound(
+            f"{python} is not a working Python interpreter", detail=done.output()
+        )
+    try:
+        data = json.loads(done.stdout)
+        return Interpreter(**data)
+    except (ValueError, TypeError) as err:
+        raise EnvironmentNotFound(f"{python}: unexpected answer to the interpreter query") from err
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a distribution came from, as its direct_url.json (PEP 610) says."""
+
+    kind: str  # "index", "editable", "directory", "url", "file", "vcs"
+    url: str | None = None
+    vcs: str | None = None
+    commit: str | None = None
+    requested_revision: str | None = None
+    subdirectory: str | None = None
+
+    @classmethod
+    def from_direct_url(cls, data: Mapping[str, object]) -> Source:
+        url = str(data.get("url", ""))
+        subdirectory = data.get("subdirectory")
+        sub = str(subdirectory) if subdirectory else None
+        vcs_info = data.get("vcs_info")
+        if isinstance(vcs_info, dict):
+            revision = vcs_info.get("requested_revision")
+            return cls(
+                kind="vcs",
+                url=url,
+                vcs=str(vcs_info.get("vcs", "")),
+                commit=str(vcs_info.get("commit_id", "")),
+                requested_revision=str(revision) if revision else None,
+                subdirectory=sub,
+            )
+        dir_info = data.get("dir_info")
+        if isinstance(dir_info, dict):
+            kind = "editable" if dir_info.get("editable") else "directory"
+            return cls(kind=kind, url=url, subdirectory=sub)
+        kind = "file" if url.startswith("file:") else "url"
+        return cls(kind=kind, url=url, subdirectory=sub)
+
+
+@dataclass(frozen=True)
+class InstalledDistribution:
+    """One ``*.dist-info`` folder as found on disk."""
+
+    name: str  # as in METADATA
+    version: str
+    dist_info: Path
+    installer: str
+    requested: bool
+    source: Source
+
+    @property
+    def key(self) -> str:
+        return canonical(self.name)
+
+    @property
+    def site_dir(self) -> Path:
+        return self.dist_info.parent
+
+    def record(self) -> list[RecordEntry]:
+        return read_record(self.dist_info / "RECORD")
+
+    def metadata_text(self) -> str:
+        return (self.dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+
+
+def _read_name_version(metadata: Path) -> tuple[str, str] | None:
+    """Name and Version from a METADATA header, without parsing the whole file."""
+    name = version = None
+    try:
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line in ("\n", "\r\n"):
+                    break  # the body starts; the header had no Name/Version
+                if line.startswith("Name:"):
+                    name = line[5:].strip()
+                elif line.startswith("Version:"):
+                    version = line[8:].strip()
+                if name and version:
+                    return name, version
+    except OSError:
+        return None
+    return None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def read_distribution(dist_info: Path) -> InstalledDistribution | None:
+    found = _read_name_version(dist_info / "METADATA")
+    if found is None:
+        return None
+    name, version = found
+    source = Source(kind="index")
+    direct_url = _read_text(dist_info / "direct_url.json")
+    if direct_url:
+        try:
+            data = json.loads(direct_url)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            source = Source.from_direct_url(data)
+    return InstalledDistribution(
+        name=name,
+        version=version,
+        dist_info=dist_info,
+        installer=(_read_text(dist_info / "INSTALLER") or "").strip(),
+        requested=(dist_info / "REQUESTED").exists(),
+        source=source,
+    )
+
+
+def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDistribution]:
+    """Every distribution in the target's site-packages, keyed by canonical name.
+
+    Where two dist-info folders claim one name (a broken environment), the first in sys.path
+    order wins, as importlib.metadata would pick it.
+    """
+    found: dict[str, InstalledDistribution] = {}
+    for site_dir in interpreter.site_dirs:
+        try:
+            entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(".dist-info") or not entry.is_dir():
+                continue
+            dist = read_distribution(Path(entry.path))
+            if dist is not None and dist.key not in found:
+                found[dist.key] = dist
+    return found
+
+
+def ensure_writable(interpreter: Interpreter) -> None:
+    for site_dir in interpreter.site_dirs:
+        if not os.access(site_dir, os.W_OK):
+            raise EnvironmentNotFound(f"{site_dir} is not writable: permission denied")

@@ -1,0 +1,77 @@
+"""Every failure the tool expects, each with the exit code the CLI returns for it.
+
+Exit codes (the same table is in README.md and docs/exit-codes.md):
+
+==== =====================================================================
+code meaning
+==== =====================================================================
+0    done; every probe passed
+1    error before any change: the environment was not changed
+2    usage error (bad option or argument)
+3    the probe failed after the removal; everything was restored and verified
+4    restore incomplete: the environment differs from the snapshot
+5    rollback done and verified, but the probe fails in the restored state
+==== =====================================================================
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_UNCHANGED = 1
+EXIT_USAGE = 2
+EXIT_RESTORED = 3
+EXIT_INCOMPLETE = 4
+EXIT_PROBE_FAILS_AFTER_ROLLBACK = 5
+
+
+class SafeUninstallError(Exception):
+    """Base of every expected failure; ``str(err)`` is written for the user."""
+
+    exit_code = EXIT_UNCHANGED
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class UsageError(SafeUninstallError):
+    exit_code = EXIT_USAGE
+
+
+class EnvironmentNotFound(SafeUninstallError):
+    """No target environment could be found, or it is not a Python environment."""
+
+
+class SnapshotInvalid(SafeUninstallError):
+    """A snapshot file is corrupt, of an unknown format, or names something unsafe."""
+
+
+class SnapshotNotFound(SafeUninstallError):
+    pass
+
+
+class LockBusy(SafeUninstallError):
+    """Another safe-uninstall operation holds this environment."""
+
+
+class BaselineProbeFailed(SafeUninstallError):
+    """The probe already fails before any change, so it cannot judge a removal."""
+
+
+class BackendError(SafeUninstallError):
+    """uv (or pip) could not be found or exited non-zero."""
+
+
+class StashError(SafeUninstallError):
+    """Files could not be preserved; raised before anything is removed."""
+
+
+class UnfinishedTransaction(SafeUninstallError):
+    """A previous operation on this environment was interrupted and must be recovered."""
+
+
+class RestoreIncomplete(SafeUninstallError):
+    """After a restore the environment still differs from its snapshot."""
+
+    exit_code = EXIT_INCOMPLETE

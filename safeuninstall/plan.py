@@ -1,0 +1,137 @@
+"""Pure planning: what to remove, what to restore and from where. No I/O here.
+
+The apply steps (stash, uninstall, restore) take these plans as they are; everything that decides
+is in this module and unit-tested without an environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .environment import Source
+from .snapshot import PackageEntry, Snapshot
+
+
+@dataclass(frozen=True)
+class RemovalPlan:
+    remove: tuple[str, ...]  # canonical names, installed
+    absent: tuple[str, ...]  # asked for but not installed: reported and skipped, like uv
+
+
+def plan_removal(requested: Sequence[str], installed: Iterable[str]) -> RemovalPlan:
+    present = set(installed)
+    return RemovalPlan(
+        remove=tuple(n for n in requested if n in present),
+        absent=tuple(n for n in requested if n not in present),
+    )
+
+
+@dataclass(frozen=True)
+class StashCandidate:
+    """A stash of name==version held by some snapshot."""
+
+    snapshot_id: str
+    entry: PackageEntry
+
+
+StashIndex = Mapping[tuple[str, str], Sequence[StashCandidate]]
+
+
+def build_stash_index(snapshots: Iterable[Snapshot]) -> dict[tuple[str, str], list[StashCandidate]]:
+    """Every complete stash by (name, version); snapshots given newest first keep that order."""
+    index: dict[tuple[str, str], list[StashCandidate]] = {}
+    seen: set[str] = set()
+    for snap in snapshots:
+        if snap.id in seen:
+            continue
+        seen.add(snap.id)
+        for entry in snap.packages:
+            if entry.stash is not None and entry.stash.complete:
+                key = (entry.name, entry.version)
+                index.setdefault(key, []).append(StashCandidate(snap.id, entry))
+    return index
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    # (entry to bring back, stashes that hold it in the order to try them)
+    from_stash: tuple[tuple[PackageEntry, tuple[StashCandidate, ...]], ...]
+    reinstall: tuple[PackageEntry, ...]  # no stash holds them: one pinned install
+
+
+def plan_restore(
+    entries: Sequence[PackageEntry], index: StashIndex, *, preferred_snapshot: str | None = None
+) -> RestorePlan:
+    """Stash first (the given snapshot's own stash before others), pinned reinstall for the rest."""
+    from_stash = []
+    reinstall = []
+    for entry in entries:
+        candidates = list(index.get((entry.name, entry.version), ()))
+        candidates.sort(key=lambda c: c.snapshot_id != preferred_snapshot)  # stable: keeps order
+        if candidates:
+            from_stash.append((entry, tuple(candidates)))
+        else:
+            reinstall.append(entry)
+    return RestorePlan(from_stash=tuple(from_stash), reinstall=tuple(reinstall))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the rollback planner needs to know of one installed distribution."""
+
+    name: str
+    version: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    remove: tuple[str, ...]  # added since the snapshot, or changed: stashed, then uninstalled
+    restore: tuple[PackageEntry, ...]  # missing or changed: brought back as the snapshot has them
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.remove and not self.restore
+
+
+def _same_install(entry: PackageEntry, current: Installed) -> bool:
+    return entry.version == current.version and entry.source == current.source
+
+
+def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> RollbackPlan:
+    wanted = {entry.name: entry for entry in target.packages}
+    added = sorted(set(installed) - set(wanted))
+    missing = sorted(set(wanted) - set(installed))
+    changed = sorted(
+        name
+        for name in set(wanted) & set(installed)
+        if not _same_install(wanted[name], installed[name])
+    )
+    return RollbackPlan(
+        remove=tuple(sorted([*added, *changed])),
+        restore=tuple(wanted[name] for name in sorted([*missing, *changed])),
+        added=tuple(added),
+        changed=tuple(changed),
+        missing=tuple(missing),
+    )
+
+
+@dataclass(frozen=True)
+class SetDifference:
+    missing: tuple[str, ...]  # pins the snapshot has and the environment lacks
+    unexpected: tuple[str, ...]  # pins the environment has and the snapshot lacks
+
+    @property
+    def equal(self) -> bool:
+        return not self.missing and not self.unexpected
+
+
+def compare_sets(expected: Mapping[str, str], actual: Mapping[str, str]) -> SetDifference:
+    """Compare {name: version} maps; differences are given as name==version pins."""
+    want = {f"{n}=={v}" for n, v in expected.items()}
+    have = {f"{n}=={v}" for n, v in actual.items()}
+    return SetDifference(missing=tuple(sorted(want - have)), unexpected=tuple(sorted(have - want)))

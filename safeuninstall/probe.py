@@ -1,0 +1,218 @@
+"""Smoke probes: does the environment still work?
+
+A Python probe runs in the target interpreter through a small driver that, at the end, records
+which shared objects the process had loaded (from /proc/self/maps), so a removal that "passes"
+only because the loader found another copy of a library can be told apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import process
+from .environment import InstalledDistribution, Interpreter
+from .errors import UsageError
+
+DEFAULT_TIMEOUT = 300.0
+TORCH_PROBE = "import torch; torch.cuda.device_count()"
+
+# Runs the probe code as __main__, then writes the loaded shared objects to argv[2].
+_DRIVER = r"""
+import sys
+_code, _maps_out = sys.argv[1], sys.argv[2]
+del sys.argv[1:]
+def _record_maps():
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({l.split(None, 5)[5].strip() for l in f
+                           if len(l.split(None, 5)) == 6 and ".so" in l})
+    except OSError:
+        return
+    import json
+    with open(_maps_out, "w") as out:
+        json.dump(libs, out)
+try:
+    exec(compile(_code, "<probe>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+finally:
+    _record_maps()
+"""
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: str  # "python" or "command"
+    code: str  # Python code, or the command line as typed
+    origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "default: ..."
+
+    @property
+    def label(self) -> str:
+        return self.code if self.kind == "python" else f"$ {self.code}"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    probe: Probe
+    passed: bool
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    output: str
+    # realpaths of shared objects the probe process loaded; None where that can't be known
+    libraries: tuple[str, ...] | None = None
+
+    def summary(self) -> str:
+        if self.passed:
+            return f"passed in {self.seconds:.2f} s"
+        if self.timed_out:
+            return f"timed out after {self.seconds:.1f} s (process group killed)"
+        return f"failed with exit code {self.returncode}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "probe": self.probe.label,
+            "kind": self.probe.kind,
+            "origin": self.probe.origin,
+            "passed": self.passed,
+            "returncode": self.returncode,
+            "timed_out": self.timed_out,
+            "seconds": round(self.seconds, 3),
+            "output": self.output,
+        }
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    probes: tuple[Probe, ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
+    disabled: bool = False
+    # probes chosen by default are explained to the user; configured ones are not
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def python_probe(code: str, origin: str) -> Probe:
+    try:
+        compile(code, "<probe>", "exec")
+    except SyntaxError as err:
+        raise UsageError(f"probe from {origin} is not valid Python: {err.msg} ({code!r})") from None
+    return Probe(kind="python", code=code, origin=origin)
+
+
+def command_probe(line: str, origin: str) -> Probe:
+    try:
+        argv = shlex.split(line)
+    except ValueError as err:
+        raise UsageError(f"probe command from {origin} cannot be split: {err}") from None
+    if not argv:
+        raise UsageError(f"probe command from {origin} is empty")
+    return Probe(kind="command", code=line, origin=origin)
+
+
+def run_probe(probe: Probe, interpreter: Interpreter, *, timeout: float) -> ProbeResult:
+    bin_dir = interpreter.scripts
+    env = process.clean_environ({"PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
+    if interpreter.is_venv:
+        env["VIRTUAL_ENV"] = interpreter.prefix
+    # An empty working folder, so a package in the user's current folder can't shadow one.
+    with tempfile.TemporaryDirectory(prefix="safe-uninstall-probe-") as workdir:
+        maps_out = Path(workdir) / "maps.json"
+        if probe.kind == "python":
+            argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
+        else:
+            argv = shlex.split(probe.code)
+        try:
+            done = process.run(argv, timeout=timeout, env=env, cwd=Path(workdir))
+        except OSError as err:
+            return ProbeResult(
+                probe=probe,
+                passed=False,
+                returncode=None,
+                timed_out=False,
+                seconds=0.0,
+                output=f"cannot start {argv[0]}: {err.strerror}",
+            )
+        libraries = _read_libraries(maps_out) if probe.kind == "python" else None
+    return ProbeResult(
+        probe=probe,
+        passed=done.ok,
+        returncode=None if done.timed_out else done.returncode,
+        timed_out=done.timed_out,
+        seconds=done.seconds,
+        output=done.output(),
+        libraries=libraries,
+    )
+
+
+def _read_libraries(path: Path) -> tuple[str, ...] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return tuple(str(item) for item in data) if isinstance(data, list) else None
+
+
+def run_all(settings: ProbeSettings, interpreter: Interpreter) -> list[ProbeResult]:
+    return [run_probe(p, interpreter, timeout=settings.timeout) for p in settings.probes]
+
+
+def top_level_modules(dist: InstalledDistribution) -> list[str]:
+    """The importable top-level names a distribution provides."""
+    top_level = dist.dist_info / "top_level.txt"
+    try:
+        names = [line.strip() for line in top_level.read_text().splitlines() if line.strip()]
+    except OSError:
+        names = []
+    if not names:
+        names = _modules_from_record(dist)
+    return sorted({n for n in names if n.isidentifier() and not n.startswith("_")})
+
+
+def _modules_from_record(dist: InstalledDistribution) -> list[str]:
+    try:
+        entries = dist.record()
+    except OSError:
+        return []
+    names = set()
+    for entry in entries:
+        first, _, rest = entry.path.partition("/")
+        if first.startswith("..") or first.endswith((".dist-info", ".data")):
+            continue
+        if rest.startswith("__init__.") and rest.endswith((".py", ".so")):
+            names.add(first)
+        elif not rest and first.endswith(".py"):
+            names.add(first[:-3])
+        elif not rest and (".so" in first or first.endswith(".pyd")):
+            names.add(first.split(".", 1)[0])
+    return sorted(names)
+
+
+def import_probe(dists: Iterable[InstalledDistribution], origin: str) -> Probe | None:
+    modules = sorted({m for d in dists for m in top_level_modules(d)})
+    if not modules:
+        return None
+    return Probe(kind="python", code="; ".join(f"import {m}" for m in modules), origin=origin)
+
+
+def default_probes(
+    installed: Mapping[str, InstalledDistribution], dependents: Sequence[str]
+) -> tuple[tuple[Probe, ...], str]:
+    """The probe used when none is configured, and a sentence that says why it was chosen."""
+    if "torch" in installed:
+        probe = Probe(kind="python", code=TORCH_PROBE, origin="default: torch is installed")
+        return (probe,), "torch is installed: probing with its CUDA initialisation"
+    if not dependents:
+        return (), "no installed distribution depends on what is removed: no probe to run"
+    imports = import_probe(
+        (installed[name] for name in dependents), origin="default: import of the dependents"
+    )
+    if imports is None:
+        return (), "the dependents provide no importable module: no probe to run"
+    return (imports,), f"probing an import of the dependents ({', '.join(dependents)})"

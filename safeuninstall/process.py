@@ -1,0 +1,140 @@
+"""The one way this tool runs a subprocess.
+
+argv lists only (never a shell); the caller's virtualenv and PYTHONPATH do not leak into the
+target; output is captured but bounded (head and tail kept); a timeout kills the child's whole
+process group, grandchildren included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+# Kept per stream: the first and the last part. A probe that prints megabytes costs this much.
+_HEAD_BYTES = 32 * 1024
+_TAIL_BYTES = 32 * 1024
+
+# Variables that would make a child act on another environment than the target.
+_LEAKY_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "CONDA_PREFIX")
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def output(self) -> str:
+        """stdout and stderr as one text, for messages."""
+        return "\n".join(part for part in (self.stdout.strip(), self.stderr.strip()) if part)
+
+
+class _BoundedReader(threading.Thread):
+    """Drains a pipe, keeping the first and last bytes and counting what was dropped."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__(daemon=True)
+        self._stream = stream
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._dropped = 0
+
+    def run(self) -> None:
+        while chunk := self._stream.read(65536):
+            room = _HEAD_BYTES - len(self._head)
+            if room > 0:
+                self._head += chunk[:room]
+                chunk = chunk[room:]
+            self._tail += chunk
+            excess = len(self._tail) - _TAIL_BYTES
+            if excess > 0:
+                del self._tail[:excess]
+                self._dropped += excess
+        self._stream.close()
+
+    def text(self) -> str:
+        head = self._head.decode(errors="replace")
+        tail = self._tail.decode(errors="replace")
+        if self._dropped:
+            return f"{head}\n[... {self._dropped} bytes of output not kept ...]\n{tail}"
+        return head + tail
+
+
+def clean_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY_VARIABLES}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Completed:
+    """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env) if env is not None else clean_environ(),
+        cwd=cwd,
+        start_new_session=True,  # its own process group, so a timeout can kill all of it
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = [_BoundedReader(proc.stdout), _BoundedReader(proc.stderr)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    except BaseException:
+        # Interrupted (Ctrl-C): don't leave the child running behind us.
+        _kill_group(proc)
+        raise
+    finally:
+        if timed_out:
+            _kill_group(proc)
+    # The group may have grandchildren still holding the pipes; they were killed above on
+    # timeout, but a well-behaved child can also leave a daemon behind: don't wait forever.
+    for reader in readers:
+        reader.join(timeout=5)
+    if any(reader.is_alive() for reader in readers):
+        _kill_group(proc)
+        for reader in readers:
+            reader.join(timeout=5)
+    return Completed(
+        argv=tuple(argv),
+        returncode=proc.returncode,
+        stdout=readers[0].text(),
+        stderr=readers[1].text(),
+        seconds=time.monotonic() - started,
+        timed_out=timed_out,
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

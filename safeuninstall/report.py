@@ -1,0 +1,128 @@
+"""Results as text for a person. Every function returns a string; the CLI prints it once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .core import OperationResult, SnapshotSummary
+from .probe import ProbeResult
+from .snapshot import Snapshot
+
+_OUTCOMES = {
+    "nothing-to-do": "nothing to do",
+    "dry-run": "dry run: nothing was changed",
+    "removed": "removed; every probe passed",
+    "probe-failed-restored": "the probe failed after the removal: all was restored and verified",
+    "probe-failed-incomplete": "the probe failed after the removal and the restore is INCOMPLETE",
+    "probe-failed-kept": "the probe failed after the removal; not restored (--keep-on-failure)",
+    "uninstall-failed-restored": "the uninstall failed: everything was restored and verified",
+    "uninstall-failed-incomplete": "the uninstall failed and the restore is INCOMPLETE",
+    "interrupted-restored": "interrupted: everything was restored and verified",
+    "interrupted-incomplete": "interrupted and the restore is INCOMPLETE",
+    "already-matches": "the environment already matches the snapshot",
+    "rolled-back": "rolled back; the environment matches the snapshot",
+    "rolled-back-probe-fails": "rolled back and verified, but the probe fails in that state",
+    "incomplete": "the rollback is INCOMPLETE",
+    "passed": "every probe passed",
+    "failed": "a probe failed",
+}
+
+
+def _probe_lines(title: str, results: Sequence[ProbeResult], verbose: bool) -> list[str]:
+    lines = []
+    for r in results:
+        lines.append(f"{title}: {r.probe.label} -- {r.summary()}")
+        if r.output and (verbose or not r.passed):
+            lines.extend("    " + line for line in _tail(r.output, 0 if verbose else 12))
+    return lines
+
+
+def _tail(text: str, count: int) -> list[str]:
+    lines = text.rstrip().splitlines()
+    return lines if count == 0 or len(lines) <= count else ["...", *lines[-count:]]
+
+
+def operation(result: OperationResult, *, verbose: bool, quiet: bool) -> str:
+    headline = f"{result.command}: {_OUTCOMES.get(result.outcome, result.outcome)}"
+    if quiet:
+        lines = [headline]
+        if result.next_command:
+            lines.append(f"to finish: {result.next_command}")
+        return "\n".join(lines)
+    lines = [f"environment: {result.python}"]
+    if result.snapshot:
+        lines.append(f"snapshot: {result.snapshot}")
+    lines += [f"not installed, skipped: {name}" for name in result.absent]
+    plan = result.rollback_plan
+    if plan is not None:
+        lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
+        lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
+        lines += [f"missing, to restore: {name}" for name in plan.missing]
+    elif result.removed:
+        verb = "would remove" if result.outcome == "dry-run" else "removing"
+        lines.append(f"{verb}: {', '.join(result.removed)}")
+    if result.dependents:
+        lines.append(f"installed distributions that depend on it: {', '.join(result.dependents)}")
+    lines += [f"probe: {note}" for note in result.probe_notes]
+    lines += _probe_lines("baseline probe", result.baseline, verbose)
+    lines += _probe_lines("probe after the change", result.probes, verbose)
+    if result.restore is not None:
+        r = result.restore
+        if r.from_stash:
+            lines.append(f"restored from the stash: {', '.join(r.from_stash)}")
+        if r.reinstalled:
+            lines.append(f"reinstalled: {', '.join(r.reinstalled)}")
+        if r.failed:
+            lines.append(f"could NOT be restored: {', '.join(r.failed)}")
+        lines += [f"note: {note}" for note in r.notes]
+    if result.verification is not None:
+        v = result.verification
+        if v.ok:
+            lines.append(
+                f"verified: the installed set equals the snapshot; "
+                f"{v.files_checked} restored files match their RECORD sha256"
+            )
+        else:
+            lines.append("verification FAILED: the environment differs from the snapshot")
+            lines += ["  " + line for line in v.describe()]
+    lines += _probe_lines("probe after the restore", result.final_probes, verbose)
+    lines += result.messages
+    lines.append(headline)
+    if result.next_command:
+        lines.append(f"to finish the job, run: {result.next_command}")
+    return "\n".join(lines)
+
+
+def snapshots_table(summaries: Sequence[SnapshotSummary]) -> str:
+    if not summaries:
+        return "no snapshots"
+    lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'removed':<30} command"]
+    for s in summaries:
+        if s.error:
+            lines.append(f"{s.id:<6} unreadable: {s.error}")
+            continue
+        removed = ", ".join(s.removed) or "-"
+        lines.append(f"{s.id:<6} {s.created[:19]:<20} {s.outcome:<24} {removed:<30} {s.command}")
+    return "\n".join(lines)
+
+
+def snapshot_details(snap: Snapshot) -> str:
+    lines = [
+        f"snapshot {snap.id} ({snap.operation}, {snap.outcome})",
+        f"created: {snap.created}",
+        f"python: {snap.target.python} ({snap.target.version})",
+        f"command: {' '.join(snap.command)}",
+    ]
+    if snap.removed:
+        lines.append(f"removed: {', '.join(snap.removed)}")
+    lines.append(f"packages: {len(snap.packages)}")
+    for entry in snap.packages:
+        extra = []
+        if entry.source.kind != "index":
+            extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
+        if entry.stash is not None:
+            state = "stashed" if entry.stash.complete else "partly stashed"
+            extra.append(f"{state}, {len(entry.stash.files)} files")
+        suffix = f"  [{'; '.join(extra)}]" if extra else ""
+        lines.append(f"  {entry.pin}{suffix}")
+    return "\n".join(lines)

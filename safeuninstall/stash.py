@@ -1,0 +1,161 @@
+"""Keeping the exact files of a distribution, and putting them back.
+
+Stashing hard-links every RECORD file into the snapshot folder (same filesystem: no data is
+copied; the uninstall then only drops the other name of each inode) and falls back to a copy
+where linking is impossible. Restoring links them back after checking each one's sha256, so what
+comes back is proven to be the bytes the RECORD lists.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .environment import InstalledDistribution
+from .errors import StashError
+from .records import sha256_file
+from .snapshot import PackageStash, StashedFile
+
+
+def relative_to_root(path: Path, root: Path) -> str | None:
+    """``path`` (lexically normalised, symlinks not followed) relative to ``root``, or None."""
+    normal = os.path.normpath(path)
+    try:
+        rel = Path(normal).relative_to(root)
+    except ValueError:
+        return None
+    return rel.as_posix()
+
+
+def stash_folder_name(name: str, version: str) -> str:
+    return f"{name}-{version}"
+
+
+def stash_distribution(
+    dist: InstalledDistribution, *, env_root: Path, snapshot_dir: Path
+) -> PackageStash:
+    """Link (else copy) every file of ``dist`` into the snapshot folder.
+
+    Raises StashError when a file can't be kept for a reason that could lose data (disk full,
+    I/O error); the caller must then remove nothing. Files outside the environment root make
+    the stash incomplete instead: such a distribution is reinstalled rather than restored.
+    """
+    folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
+    dest_root = snapshot_dir / folder
+    try:
+        entries = dist.record()
+    except OSError as err:
+        raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
+    files: list[StashedFile] = []
+    complete = True
+    for entry in entries:
+        source = dist.site_dir / entry.path
+        rel = relative_to_root(source, env_root)
+        if rel is None:
+            complete = False
+            continue
+        try:
+            info = source.lstat()
+        except FileNotFoundError:
+            continue  # listed but already gone: nothing to remove, nothing to keep
+        except OSError as err:
+            raise StashError(f"cannot read {source}: {err.strerror}") from err
+        dest = dest_root / rel
+        try:
+            _link_or_copy(source, dest)
+            sha256 = entry.sha256 or sha256_file(dest)
+        except OSError as err:
+            raise StashError(_stash_failure(source, err)) from err
+        files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
+    return PackageStash(folder=folder, files=tuple(files), complete=complete)
+
+
+def _stash_failure(source: Path, err: OSError) -> str:
+    if err.errno == errno.ENOSPC:
+        return f"no space left on device while keeping {source}; nothing was removed"
+    return f"cannot keep a copy of {source}: {err.strerror or err}; nothing was removed"
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        os.link(source, dest, follow_symlinks=False)
+    except FileExistsError:
+        dest.unlink()
+        os.link(source, dest, follow_symlinks=False)
+    except OSError as err:
+        # Another filesystem, or a filesystem without hard links: copy the bytes.
+        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+            raise
+        shutil.copy2(source, dest, follow_symlinks=False)
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    path: str
+    problem: str
+
+
+def check_stash(stash: PackageStash, snapshot_dir: Path) -> list[FileProblem]:
+    """Every stashed file exists and hashes to its recorded sha256 (reads all bytes once)."""
+    problems = []
+    for stashed in stash.files:
+        kept = snapshot_dir / stash.folder / stashed.path
+        try:
+            if kept.is_symlink():
+                continue  # RECORD hashes a symlink's target; checked after restore instead
+            actual = sha256_file(kept)
+        except OSError as err:
+            problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {err.strerror}"))
+            continue
+        if actual != stashed.sha256:
+            problems.append(FileProblem(stashed.path, "stashed copy does not match its sha256"))
+    return problems
+
+
+def restore_files(
+    stash: PackageStash, *, snapshot_dir: Path, env_root: Path, displaced_dir: Path
+) -> None:
+    """Link every stashed file back to its place in the environment.
+
+    A different file already at a place is first kept under ``displaced_dir`` (nothing is
+    lost), then replaced atomically. Raises OSError on failure.
+    """
+    real_root = Path(os.path.realpath(env_root))
+    for stashed in stash.files:
+        kept = snapshot_dir / stash.folder / stashed.path
+        dest = env_root / stashed.path
+        _refuse_escape(dest, real_root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists() or dest.is_symlink():
+            if _same_file(kept, dest):
+                continue
+            saved = displaced_dir / stashed.path
+            _link_or_copy(dest, saved)
+        tmp = dest.with_name(f".{dest.name}.safe-uninstall-tmp")
+        if tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
+        _link_or_copy(kept, tmp)
+        os.replace(tmp, dest)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samestat(a.lstat(), b.lstat())
+    except OSError:
+        return False
+
+
+def _refuse_escape(dest: Path, real_root: Path) -> None:
+    """A symlinked folder inside the environment must not lead a restore outside it."""
+    real_parent = os.path.realpath(dest.parent)
+    if real_parent != str(real_root) and not real_parent.startswith(str(real_root) + os.sep):
+        raise OSError(errno.EPERM, f"{dest} resolves outside the environment ({real_parent})")
+
+
+def is_safe_relative(path: str) -> bool:
+    return not posixpath.isabs(path) and ".." not in path.split("/")

@@ -1,0 +1,134 @@
+"""Where snapshots and stashes live, and the lock that serialises operations on one environment.
+
+Default: ``<venv>/.safe-uninstall/`` for a virtual environment (one filesystem with
+site-packages, so stashing is a hard link), ``$XDG_STATE_HOME/safe-uninstall/<slug>/`` for a
+non-virtual interpreter. ``--state-dir`` / ``SAFE_UNINSTALL_STATE_DIR`` override it.
+
+Layout::
+
+    <state>/lock                      filelock; not uv's <venv>/.lock
+    <state>/snapshots/0007/snapshot.toml
+    <state>/snapshots/0007/stash/<name>-<version>/<path relative to the environment root>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from . import snapshot as snapshot_file
+from .environment import Interpreter
+from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound
+from .snapshot import Snapshot
+
+STATE_DIR_NAME = ".safe-uninstall"
+_ID = re.compile(r"\d{1,9}")
+
+
+def default_state_dir(interpreter: Interpreter, environ: Mapping[str, str]) -> Path:
+    override = environ.get("SAFE_UNINSTALL_STATE_DIR")
+    if override:
+        return Path(override).expanduser().absolute()
+    if interpreter.is_venv:
+        return Path(interpreter.prefix) / STATE_DIR_NAME
+    base = Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    slug = hashlib.sha256(interpreter.prefix.encode()).hexdigest()[:12]
+    return base / "safe-uninstall" / slug
+
+
+@dataclass(frozen=True)
+class Store:
+    root: Path
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "snapshots"
+
+    def folder(self, snapshot_id: str) -> Path:
+        return self.snapshots_dir / snapshot_id
+
+    def snapshot_path(self, snapshot_id: str) -> Path:
+        return self.folder(snapshot_id) / snapshot_file.SNAPSHOT_FILE
+
+    def ids(self) -> list[str]:
+        """Snapshot ids, oldest first."""
+        try:
+            names = [e.name for e in os.scandir(self.snapshots_dir) if e.is_dir()]
+        except FileNotFoundError:
+            return []
+        return sorted((n for n in names if _ID.fullmatch(n)), key=int)
+
+    def new_folder(self) -> tuple[str, Path]:
+        """Create the folder of the next snapshot, readable by the owner only."""
+        self.snapshots_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ids = self.ids()
+        number = int(ids[-1]) + 1 if ids else 1
+        while True:
+            snapshot_id = f"{number:04d}"
+            folder = self.folder(snapshot_id)
+            try:
+                folder.mkdir(mode=0o700)
+            except FileExistsError:
+                number += 1
+                continue
+            return snapshot_id, folder
+
+    def resolve_id(self, text: str | None) -> str:
+        """A user's snapshot reference (``7``, ``0007``, ``latest`` or None) to an existing id."""
+        ids = self.ids()
+        if text in (None, "latest"):
+            if not ids:
+                raise SnapshotNotFound(f"no snapshots in {self.snapshots_dir}")
+            return ids[-1]
+        assert text is not None
+        if _ID.fullmatch(text):
+            wanted = int(text)
+            for existing in ids:
+                if int(existing) == wanted:
+                    return existing
+        raise SnapshotNotFound(
+            f"no snapshot {text!r} in {self.snapshots_dir} (have: {', '.join(ids[-5:]) or 'none'})"
+        )
+
+    def load(self, snapshot_id: str) -> Snapshot:
+        loaded = snapshot_file.load(self.snapshot_path(snapshot_id))
+        if loaded.id != snapshot_id:
+            raise SnapshotInvalid(
+                f"{self.snapshot_path(snapshot_id)}: id: {loaded.id!r} does not match its folder"
+            )
+        return loaded
+
+    def save(self, snap: Snapshot) -> None:
+        snapshot_file.save(snap, self.snapshot_path(snap.id))
+
+    def iter_loadable(self) -> Iterator[tuple[str, Snapshot | SnapshotInvalid]]:
+        """Every snapshot, newest first, or the error that prevents reading it."""
+        for snapshot_id in reversed(self.ids()):
+            try:
+                yield snapshot_id, self.load(snapshot_id)
+            except SnapshotInvalid as err:
+                yield snapshot_id, err
+
+    @contextmanager
+    def locked(self, timeout: float) -> Iterator[None]:
+        """One operation at a time per environment. A lock of a dead process is free (flock)."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = filelock.FileLock(str(self.root / "lock"), timeout=timeout)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise LockBusy(
+                f"another safe-uninstall operation is running on this environment "
+                f"(lock {self.root / 'lock'} still held after {timeout:g} s)"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()

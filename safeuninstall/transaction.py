@@ -1,0 +1,188 @@
+"""Applying a restore plan in one batch, and proving the result.
+
+``restore`` brings back a list of snapshot entries: from a stash where one holds the exact
+name==version and its bytes still hash right, else in ONE pinned ``--no-deps`` install.
+``verify`` then compares the installed set with the snapshot and hashes every restored file
+against its RECORD.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backend import Backend, shell_line
+from .environment import InstalledDistribution, Interpreter, installed_distributions
+from .errors import BackendError
+from .plan import SetDifference, StashIndex, compare_sets, plan_restore
+from .records import sha256_file
+from .snapshot import PackageEntry, Snapshot, StashedFile
+from .stash import check_stash, restore_files
+from .store import Store
+
+
+@dataclass
+class RestoreReport:
+    from_stash: list[str] = field(default_factory=list)  # pins restored from a stash
+    reinstalled: list[str] = field(default_factory=list)  # pins reinstalled by uv/pip
+    failed: list[str] = field(default_factory=list)  # pins that could not be brought back
+    notes: list[str] = field(default_factory=list)  # what happened on the way, for the user
+    # (st_dev, st_ino) of files linked back from a stash whose sha256 was checked
+    verified_inodes: set[tuple[int, int]] = field(default_factory=set)
+    install_command: str = ""  # the reinstall command that was (or would have to be) run
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "from_stash": self.from_stash,
+            "reinstalled": self.reinstalled,
+            "failed": self.failed,
+            "notes": self.notes,
+        }
+
+
+def restore(
+    entries: Sequence[PackageEntry],
+    *,
+    index: StashIndex,
+    store: Store,
+    interpreter: Interpreter,
+    backend: Backend,
+    offline: bool,
+    displaced_dir: Path,
+    preferred_snapshot: str | None = None,
+) -> RestoreReport:
+    report = RestoreReport()
+    plan = plan_restore(entries, index, preferred_snapshot=preferred_snapshot)
+    env_root = Path(interpreter.prefix)
+    reinstall = list(plan.reinstall)
+    for entry, candidates in plan.from_stash:
+        for candidate in candidates:
+            stash = candidate.entry.stash
+            assert stash is not None  # the index holds complete stashes only
+            folder = store.folder(candidate.snapshot_id)
+            problems = check_stash(stash, folder)
+            if problems:
+                report.notes.append(
+                    f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "
+                    + "; ".join(f"{p.path}: {p.problem}" for p in problems[:3])
+                )
+                continue
+            try:
+                restore_files(
+                    stash, snapshot_dir=folder, env_root=env_root, displaced_dir=displaced_dir
+                )
+            except OSError as err:
+                report.notes.append(f"{entry.pin}: restore from stash failed: {err}")
+                continue
+            report.verified_inodes.update(_inodes(stash.files, folder / stash.folder))
+            report.from_stash.append(entry.pin)
+            break
+        else:
+            reinstall.append(entry)
+    if reinstall:
+        argv = backend.install_argv(reinstall, offline=offline)
+        report.install_command = shell_line(argv)
+        try:
+            backend.install(reinstall, offline=offline)
+        except BackendError as err:
+            report.failed.extend(e.pin for e in reinstall)
+            report.notes.append(f"reinstall failed: {err.message}\n{err.detail}".strip())
+        else:
+            report.reinstalled.extend(e.pin for e in reinstall)
+    return report
+
+
+def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
+    found = set()
+    for stashed in files:
+        try:
+            info = (root / stashed.path).lstat()
+        except OSError:
+            continue
+        found.add((info.st_dev, info.st_ino))
+    return found
+
+
+@dataclass(frozen=True)
+class Verification:
+    difference: SetDifference
+    hash_mismatches: tuple[str, ...]  # "name==version: path"
+    files_checked: int
+
+    @property
+    def ok(self) -> bool:
+        return self.difference.equal and not self.hash_mismatches
+
+    def describe(self) -> list[str]:
+        lines = [f"missing: {pin}" for pin in self.difference.missing]
+        lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
+        lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
+        return lines
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "missing": list(self.difference.missing),
+            "unexpected": list(self.difference.unexpected),
+            "hash_mismatches": list(self.hash_mismatches),
+            "files_checked": self.files_checked,
+        }
+
+
+def verify(
+    snapshot: Snapshot,
+    interpreter: Interpreter,
+    *,
+    restored: Iterable[str],
+    verified_inodes: set[tuple[int, int]],
+) -> tuple[Verification, dict[str, InstalledDistribution]]:
+    """The installed set equals the snapshot; every restored file matches its RECORD sha256."""
+    installed = installed_distributions(interpreter)
+    difference = compare_sets(
+        {e.name: e.version for e in snapshot.packages},
+        {name: dist.version for name, dist in installed.items()},
+    )
+    mismatches: list[str] = []
+    checked = 0
+    for name in restored:
+        dist = installed.get(name)
+        if dist is None:
+            continue  # reported as missing above
+        bad, count = _check_record(dist, verified_inodes)
+        checked += count
+        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
+    return Verification(difference, tuple(mismatches), checked), installed
+
+
+def _check_record(
+    dist: InstalledDistribution, verified_inodes: set[tuple[int, int]]
+) -> tuple[list[str], int]:
+    try:
+        entries = dist.record()
+    except OSError:
+        return ["RECORD unreadable"], 0
+    bad = []
+    checked = 0
+    for entry in entries:
+        if entry.sha256 is None:
+            continue
+        path = dist.site_dir / entry.path
+        try:
+            info = os.stat(path)
+        except OSError:
+            bad.append(entry.path)
+            continue
+        checked += 1
+        # A file linked back from a stash whose bytes were hashed just before is that same
+        # inode: hashing it again would read every byte twice.
+        if (info.st_dev, info.st_ino) in verified_inodes:
+            continue
+        if sha256_file(path) != entry.sha256:
+            bad.append(entry.path)
+    return bad, checked
+
+
+def pins(entries: Mapping[str, InstalledDistribution]) -> dict[str, str]:
+    return {name: dist.version for name, dist in entries.items()}
