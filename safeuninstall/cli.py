@@ -157,9 +157,30 @@ class _DefaultToUninstall(click.Group):
     """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
-            args = ["uninstall", *args]
+        if args and args[0] not in ("--help", "-h", "--version"):
+            args = self._route(ctx, args)
         return super().parse_args(ctx, args)
+
+    def _route(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``."""
+        uninstall = self.commands["uninstall"]
+        takes_value = {
+            opt
+            for param in uninstall.get_params(ctx)
+            if isinstance(param, click.Option) and not param.is_flag
+            for opt in param.opts
+        }
+        index = 0
+        while index < len(args):
+            token = args[index]
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-":
+                if token in self.commands:
+                    return [token, *args[:index], *args[index + 1 :]]
+                break
+            index += 2 if token in takes_value else 1
+        return ["uninstall", *args]
 
 
 @click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})

@@ -126,7 +126,7 @@ def configured_probes(
 def _with_default(
     settings: ProbeSettings,
     installed: Mapping[str, InstalledDistribution],
-    dependents: Sequence[str],
+    dependents: Sequence[str] | None,
 ) -> ProbeSettings:
     if settings.probes or settings.disabled:
         return settings
@@ -442,7 +442,7 @@ def rollback(
         if plan.empty:
             result.messages.append(f"the environment already matches snapshot {snapshot_id}")
             return result
-        settings = _with_default(configured, installed, [])
+        settings = _with_default(configured, installed, None)
         result.probe_notes = list(settings.notes)
         if options.dry_run:
             result.outcome = "dry-run"
@@ -561,7 +561,7 @@ def probe_now(target: TargetOptions, probes: ProbeOptions) -> OperationResult:
     configured = configured_probes(probes, target.cwd, target.environ)
     ctx = open_target(target)
     installed = installed_distributions(ctx.interpreter)
-    settings = _with_default(configured, installed, [])
+    settings = _with_default(configured, installed, None)
     results = run_all(settings, ctx.interpreter)
     passed = all(r.passed for r in results)
     return OperationResult(

@@ -202,12 +202,17 @@ def import_probe(dists: Iterable[InstalledDistribution], origin: str) -> Probe |
 
 
 def default_probes(
-    installed: Mapping[str, InstalledDistribution], dependents: Sequence[str]
+    installed: Mapping[str, InstalledDistribution], dependents: Sequence[str] | None
 ) -> tuple[tuple[Probe, ...], str]:
-    """The probe used when none is configured, and a sentence that says why it was chosen."""
+    """The probe used when none is configured, and a sentence that says why it was chosen.
+
+    ``dependents`` is None when the operation is not a removal (rollback, probe).
+    """
     if "torch" in installed:
         probe = Probe(kind="python", code=TORCH_PROBE, origin="default: torch is installed")
         return (probe,), "torch is installed: probing with its CUDA initialisation"
+    if dependents is None:
+        return (), "no probe configured and torch is not installed: no probe to run"
     if not dependents:
         return (), "no installed distribution depends on what is removed: no probe to run"
     imports = import_probe(

@@ -186,7 +186,7 @@ def _package_from_dict(reader: _Reader) -> PackageEntry:
         version=reader.version("version"),
         installer=reader.string("installer"),
         requested=reader.boolean("requested"),
-        dist_info=reader.relative_path("dist_info"),
+        dist_info=reader.relative_path("dist_info") if reader.data.get("dist_info") else "",
         source=Source(
             kind=kind,
             url=source.optional_string("url"),

@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from safeuninstall.backend import find_uv
+from tests.wheels import build_wheel, compile_shared_library
+
+UV = find_uv()
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No PIP_*, UV_*, VIRTUAL_ENV or SAFE_UNINSTALL_* from the developer's shell."""
+    for key in list(os.environ):
+        if key.startswith(("PIP_", "UV_", "SAFE_UNINSTALL_")) or key in (
+            "VIRTUAL_ENV",
+            "PYTHONPATH",
+            "LD_LIBRARY_PATH",
+        ):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    monkeypatch.setenv("UV_NO_PROGRESS", "1")
+
+
+@pytest.fixture(scope="session")
+def uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("uv-cache")
+
+
+# -- the wheelhouse: every wheel the tests install, built once per session -------------------
+
+LIB_TEMPLATE = """
+int {func}(void) {{ return {value}; }}
+"""
+
+CONSUMER_C = """
+int foo_version(void); int bar_version(void); int baz_version(void);
+int consumer_check(void) { return foo_version() * 100 + bar_version() * 10 + baz_version(); }
+"""
+
+CONSUMER_INIT = """
+import ctypes, os
+_lib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libconsumer.so"))
+CHECK = _lib.consumer_check()
+"""
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    path: Path
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
+    house = tmp_path_factory.mktemp("wheelhouse")
+    build = tmp_path_factory.mktemp("build")
+    # Pure-Python packages: a requests/urllib3-like pair and friends.
+    build_wheel(house, "urllib3", "2.2.1", {"urllib3/__init__.py": "VERSION = '2.2.1'\n"})
+    build_wheel(house, "urllib3", "2.3.0", {"urllib3/__init__.py": "VERSION = '2.3.0'\n"})
+    build_wheel(
+        house,
+        "requests",
+        "2.32.3",
+        {"requests/__init__.py": "import urllib3\n", "requests/api.py": "def get(): pass\n"},
+        requires=["urllib3>=2"],
+    )
+    build_wheel(
+        house,
+        "toolpkg",
+        "1.0",
+        {"toolpkg/__init__.py": "def main():\n    print('tool ran')\n"},
+        entry_points="[console_scripts]\ntoolpkg = toolpkg:main\n",
+    )
+    build_wheel(house, "leftpad", "1.0", {"leftpad.py": "def pad(s): return ' ' + s\n"})
+    # The canonical case: three provider wheels that ship a shared library each, and a
+    # consumer whose library needs all three through RUNPATH, as torch needs the nvidia wheels.
+    libs = {}
+    for pkg, lib, func, value in (
+        ("nvfoo", "libfoo.so.1", "foo_version", 1),
+        ("nvbar", "libbar.so.2", "bar_version", 2),
+        ("nvbaz", "libbaz.so.3", "baz_version", 3),
+    ):
+        out = compile_shared_library(
+            build / pkg / lib, LIB_TEMPLATE.format(func=func, value=value), soname=lib
+        )
+        libs[pkg] = out
+        build_wheel(
+            house,
+            f"{pkg}-cu13",
+            "1.0",
+            {f"{pkg}/__init__.py": "", f"{pkg}/lib/{lib}": out.read_bytes()},
+            tag="py3-none-linux_x86_64",
+        )
+    runpath = ":".join(f"$ORIGIN/../../{pkg}/lib" for pkg in ("nvfoo", "nvbar", "nvbaz"))
+    consumer = compile_shared_library(
+        build / "consumer" / "libconsumer.so", CONSUMER_C, link=list(libs.values()), rpath=runpath
+    )
+    build_wheel(
+        house,
+        "consumer",
+        "1.0",
+        {
+            "consumer/__init__.py": CONSUMER_INIT,
+            "consumer/lib/libconsumer.so": consumer.read_bytes(),
+        },
+        tag="py3-none-linux_x86_64",
+    )
+    return Wheelhouse(house)
+
+
+# -- real environments --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Venv:
+    root: Path
+    uv_cache: Path
+    wheelhouse: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def site_packages(self) -> Path:
+        (site,) = (self.root / "lib").glob("python3*/site-packages")
+        return site
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "UV_CACHE_DIR": str(self.uv_cache)}
+
+    def uv(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        assert UV is not None
+        return subprocess.run(
+            [UV, *args], env=self.env(), capture_output=True, text=True, check=check
+        )
+
+    def install(self, *requirements: str) -> None:
+        self.uv(
+            "pip",
+            "install",
+            "--python",
+            str(self.python),
+            "--no-index",
+            "--find-links",
+            str(self.wheelhouse),
+            *requirements,
+        )
+
+    def installed(self) -> dict[str, str]:
+        """{canonical name: version} as uv itself reports it."""
+        done = self.uv("pip", "list", "--python", str(self.python), "--format", "json")
+        return {item["name"]: item["version"] for item in json.loads(done.stdout)}
+
+    def run_python(self, code: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.python), "-c", code], capture_output=True, text=True, cwd=self.root
+        )
+
+    def tool(self, *args: str, cwd: Path | None = None, **extra_env: str) -> Run:
+        """``safe-uninstall -p <venv> ARGS`` with the network off and an empty uv cache.
+
+        UV_OFFLINE=1 and a fresh UV_CACHE_DIR: whatever the tool restores must come from its own
+        stash, unless a test passes UV_FIND_LINKS/UV_NO_INDEX to allow a local reinstall.
+        """
+        empty_cache = self.root.parent / f"empty-uv-cache-{self.root.name}"
+        env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(empty_cache), **extra_env}
+        return run_tool("--python", str(self.root), *args, env=env, cwd=cwd)
+
+    def file_hashes(self) -> dict[str, str]:
+        """sha256 of every file in site-packages and bin, except caches and our own state."""
+        hashes = {}
+        for base in (self.site_packages, self.root / "bin"):
+            for path in sorted(base.rglob("*")):
+                if "__pycache__" in path.parts or not path.is_file():
+                    continue
+                hashes[str(path.relative_to(self.root))] = hashlib.sha256(
+                    path.read_bytes()
+                ).hexdigest()
+        return hashes
+
+
+MakeVenv = Callable[..., Venv]
+
+
+@pytest.fixture
+def make_venv(tmp_path: Path, uv_cache: Path, wheelhouse: Wheelhouse) -> Iterator[MakeVenv]:
+    counter = iter(range(1000))
+
+    def make(*requirements: str, python: str = sys.executable) -> Venv:
+        root = tmp_path / f"venv{next(counter)}"
+        venv = Venv(root=root, uv_cache=uv_cache, wheelhouse=wheelhouse.path)
+        venv.uv("venv", "--quiet", "--python", python, str(root))
+        if requirements:
+            venv.install(*requirements)
+        return venv
+
+    yield make
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, object]:
+        data = json.loads(self.stdout)
+        assert isinstance(data, dict)
+        return data
+
+
+def run_tool(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Run:
+    """The real command, as a user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "safeuninstall", *args],
+        capture_output=True,
+        text=True,
+        env=env if env is not None else dict(os.environ),
+        cwd=cwd,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)

@@ -1,0 +1,465 @@
+"""End to end: real venvs, real wheels, real gcc-built libraries, the real command and real uv."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Venv, run_tool
+from tests.wheels import build_wheel
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+PROVIDERS = ("nvfoo-cu13", "nvbar-cu13", "nvbaz-cu13")
+GPU_SET = ("consumer", *PROVIDERS)
+
+
+def snapshot_dirs(venv: Venv) -> list[Path]:
+    return sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
+
+
+# -- the quickstart -------------------------------------------------------------------------
+
+
+def test_quickstart_requests_urllib3_restored_exit_3(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+    before = venv.file_hashes()
+
+    run = venv.tool("--probe", "import requests", "urllib3")
+
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "No module named 'urllib3'" in run.stdout
+    assert "restored from the stash: urllib3==2.3.0" in run.stdout
+    assert "all was restored and verified" in run.stdout
+    assert venv.file_hashes() == before
+    assert venv.run_python("import requests").returncode == 0
+
+
+def test_json_output_has_the_contract_fields(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+    data = venv.tool("--json", "--probe", "import requests", "urllib3").json()
+    assert data["outcome"] == "probe-failed-restored"
+    assert data["exit_code"] == 3
+    assert data["snapshot"] == "0001"
+    assert data["removed"] == ["urllib3==2.3.0"]
+    assert data["restored"] == ["urllib3==2.3.0"]
+    probes = data["probes"]
+    assert isinstance(probes, dict)
+    assert [p["passed"] for p in probes["baseline"]] == [True]
+    assert [p["passed"] for p in probes["after"]] == [False]
+    assert [p["passed"] for p in probes["after_restore"]] == [True]
+    verification = data["verification"]
+    assert isinstance(verification, dict) and verification["ok"] is True
+
+
+# -- the canonical case: libraries found only through RUNPATH ---------------------------------
+
+
+def test_bare_uninstall_reveals_one_missing_library_at_a_time(make_venv: MakeVenv) -> None:
+    """What the tool exists for, shown with bare uv: each round of repair finds the next one."""
+    venv = make_venv(*GPU_SET)
+    venv.uv("pip", "uninstall", "--python", str(venv.python), *PROVIDERS)
+    seen = []
+    for provider, lib in zip(
+        PROVIDERS, ("libfoo.so.1", "libbar.so.2", "libbaz.so.3"), strict=False
+    ):
+        failure = venv.run_python("import consumer")
+        assert failure.returncode != 0
+        assert f"{lib}: cannot open shared object file" in failure.stderr
+        seen.append(lib)
+        venv.install(provider)
+    assert seen == ["libfoo.so.1", "libbar.so.2", "libbaz.so.3"]
+    assert venv.run_python("import consumer; assert consumer.CHECK == 123").returncode == 0
+
+
+def test_all_providers_come_back_in_one_batch(make_venv: MakeVenv) -> None:
+    venv = make_venv(*GPU_SET)
+    before = venv.file_hashes()
+    installed_before = venv.installed()
+
+    run = venv.tool("--json", "--probe", "import consumer", *PROVIDERS)
+
+    data = run.json()
+    assert run.returncode == 3
+    assert "libfoo.so.1: cannot open shared object file" in str(data["probes"])
+    restore = data["restore"]
+    assert isinstance(restore, dict)
+    assert sorted(restore["from_stash"]) == sorted(f"{p}==1.0" for p in PROVIDERS)
+    assert restore["reinstalled"] == []
+    assert venv.installed() == installed_before
+    assert venv.file_hashes() == before
+    assert venv.run_python("import consumer; assert consumer.CHECK == 123").returncode == 0
+
+
+def test_stash_is_hard_links_owner_only(make_venv: MakeVenv) -> None:
+    venv = make_venv(*GPU_SET)
+    lib = venv.site_packages / "nvfoo" / "lib" / "libfoo.so.1"
+    inode = lib.stat().st_ino
+
+    run = venv.tool("--no-probe", "nvfoo-cu13")
+
+    assert run.returncode == 0, run.stderr
+    assert not lib.exists()
+    (folder,) = snapshot_dirs(venv)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    kept = list(folder.rglob("libfoo.so.1"))
+    assert len(kept) == 1
+    assert kept[0].stat().st_ino == inode  # linked, not copied
+    assert (folder / "snapshot.toml").stat().st_mode & 0o777 == 0o600
+
+
+# -- passing removals, rollback, rollback of a rollback -------------------------------------
+
+
+def test_rollback_after_a_passing_removal_and_rollback_of_rollback(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    before = venv.file_hashes()
+    assert (venv.root / "bin" / "toolpkg").exists()
+
+    removed = venv.tool("--probe", "import requests", "leftpad", "toolpkg")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert "removed; every probe passed" in removed.stdout
+    assert "leftpad" not in venv.installed()
+    assert not (venv.root / "bin" / "toolpkg").exists()
+    after_removal = venv.file_hashes()
+
+    dry = venv.tool("rollback", "--dry-run")
+    assert dry.returncode == 0
+    assert "missing, to restore: leftpad" in dry.stdout
+    assert venv.file_hashes() == after_removal
+
+    back = venv.tool("rollback")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert venv.file_hashes() == before
+    assert subprocess.run([venv.root / "bin" / "toolpkg"], capture_output=True).returncode == 0
+
+    # The rollback itself took snapshot 0002 of the state it left: roll back to it.
+    again = venv.tool("rollback", "2")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert venv.file_hashes() == after_removal
+    assert "leftpad" not in venv.installed()
+
+
+def test_rollback_replaces_a_changed_version_and_removes_added(make_venv: MakeVenv) -> None:
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0
+    before = venv.file_hashes()
+    venv.install("urllib3==2.3.0", "leftpad")
+
+    run = venv.tool("rollback", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["rollback_plan"] == {"added": ["leftpad"], "changed": ["urllib3"], "missing": []}
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert venv.file_hashes() == before
+
+
+def test_snapshots_and_show(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    venv.tool("--no-probe", "leftpad")
+    listing = venv.tool("snapshots")
+    assert listing.returncode == 0
+    assert "0001" in listing.stdout and "leftpad" in listing.stdout and "removed" in listing.stdout
+    shown = venv.tool("show", "1")
+    assert "leftpad==1.0  [stashed" in shown.stdout
+    assert "requests==2.32.3" in shown.stdout
+    missing = venv.tool("show", "9")
+    assert missing.returncode == 1
+    assert "no snapshot '9'" in missing.stderr
+
+
+# -- offline exactness: packages no index could give back ------------------------------------
+
+
+def test_local_wheel_and_editable_restored_offline(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv()
+    local = build_wheel(tmp_path / "local", "localbuilt", "0.0.1+local", {"localbuilt.py": "X=1\n"})
+    src = tmp_path / "editable-src"
+    (src / "edpkg").mkdir(parents=True)
+    (src / "edpkg" / "__init__.py").write_text("VALUE = 42\n")
+    (src / "pyproject.toml").write_text(
+        '[project]\nname = "edpkg"\nversion = "0.1"\n'
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    )
+    # A minimal in-tree PEP 660 backend: no setuptools download needed, offline.
+    shutil.copy(Path(__file__).parent / "fixtures" / "editable_backend.py", src / "backend.py")
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(local))
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", "-e", str(src))
+    assert venv.run_python("import edpkg, localbuilt").returncode == 0
+    before = venv.file_hashes()
+
+    run = venv.tool(
+        "--probe", "import edpkg, localbuilt; raise SystemExit(0)", "edpkg", "localbuilt"
+    )
+
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert venv.file_hashes() == before
+    assert venv.run_python("import edpkg; assert edpkg.VALUE == 42").returncode == 0
+    shown = venv.tool("show")
+    assert "edpkg==0.1  [editable file://" in shown.stdout
+    assert "localbuilt==0.0.1+local  [file file://" in shown.stdout
+
+
+# -- when the stash can't be used ------------------------------------------------------------
+
+
+def corrupt_stash(venv: Venv, name: str) -> None:
+    (folder,) = snapshot_dirs(venv)
+    victim = next(p for p in (folder / "stash").rglob("*.py") if name in str(p))
+    # Break the link first: writing through it would also change the installed file.
+    data = victim.read_bytes()
+    victim.unlink()
+    victim.write_bytes(data + b"# tampered\n")
+
+
+def test_tampered_stash_falls_back_to_one_pinned_reinstall(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    corrupt_stash(venv, "leftpad")
+
+    run = venv.tool(
+        "rollback",
+        "--json",
+        UV_OFFLINE="0",
+        UV_NO_INDEX="1",
+        UV_FIND_LINKS=str(venv.wheelhouse),
+    )
+
+    data = run.json()
+    assert run.returncode == 0, data
+    restore = data["restore"]
+    assert isinstance(restore, dict)
+    assert restore["reinstalled"] == ["leftpad==1.0"]
+    assert "does not match its sha256" in str(restore["notes"])
+    assert venv.file_hashes() == before
+
+
+def test_restore_that_cannot_finish_exits_4_with_the_command(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    corrupt_stash(venv, "leftpad")
+
+    run = venv.tool("rollback")  # offline, empty cache: nothing can reinstall it
+
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "could NOT be restored: leftpad==1.0" in run.stdout
+    assert "missing: leftpad==1.0" in run.stdout
+    assert "to finish the job, run: safe-uninstall --python" in run.stdout
+    assert "rollback 0001" in run.stdout
+
+
+def test_keep_on_failure_reports_and_leaves_it_removed(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+    run = venv.tool("--keep-on-failure", "--probe", "import requests", "urllib3")
+    assert run.returncode == 4
+    assert "urllib3" not in venv.installed()
+    assert "rollback 0001" in run.stdout
+    assert venv.tool("rollback", "1").returncode == 0
+    assert "urllib3" in venv.installed()
+
+
+# -- before any change -----------------------------------------------------------------------
+
+
+def test_baseline_failure_changes_nothing(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    run = venv.tool("--probe", "import not_installed_anywhere", "leftpad")
+    assert run.returncode == 1
+    assert "already fails before any change" in run.stderr
+    assert "No module named 'not_installed_anywhere'" in run.stderr
+    assert venv.file_hashes() == before
+    assert not (venv.root / ".safe-uninstall" / "snapshots").exists() or not snapshot_dirs(venv)
+
+
+def test_dry_run_changes_nothing(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+    before = venv.file_hashes()
+    run = venv.tool("--dry-run", "urllib3")
+    assert run.returncode == 0
+    assert "would remove: urllib3==2.3.0" in run.stdout
+    assert "depend on it: requests" in run.stdout
+    assert venv.file_hashes() == before
+
+
+def test_names_not_installed_are_skipped(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("--no-probe", "absent-one", "leftpad")
+    assert run.returncode == 0
+    assert "not installed, skipped: absent-one" in run.stdout
+    nothing = venv.tool("absent-one", "absent-two")
+    assert nothing.returncode == 0
+    assert "nothing to do" in nothing.stdout
+
+
+def test_invalid_name_is_a_usage_error(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("not a name")
+    assert run.returncode == 2
+    assert "is not a valid distribution name" in run.stderr
+
+
+def test_requirements_file(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad", "toolpkg", "requests")
+    reqs = tmp_path / "remove.txt"
+    reqs.write_text("# cleanup\nleftpad==1.0\ntoolpkg ; python_version > '3'\n")
+    run = venv.tool("--no-probe", "-r", str(reqs))
+    assert run.returncode == 0, run.stderr
+    assert set(venv.installed()) == {"requests", "urllib3"}
+    missing = venv.tool("-r", str(tmp_path / "nope.txt"))
+    assert missing.returncode == 1
+    assert "cannot read it" in missing.stderr
+
+
+def test_package_named_like_a_subcommand(make_venv: MakeVenv) -> None:
+    venv = make_venv()
+    wheel = build_wheel(venv.root.parent / "w", "rollback", "1.0", {"rollback_pkg.py": ""})
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(wheel))
+    run = venv.tool("uninstall", "--no-probe", "rollback")
+    assert run.returncode == 0, run.stderr
+    assert "rollback" not in venv.installed()
+
+
+# -- probes ----------------------------------------------------------------------------------
+
+
+def test_default_probe_is_torch_when_torch_is_installed(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("leftpad")
+    fake_torch = build_wheel(
+        tmp_path / "t",
+        "torch",
+        "2.11.0",
+        {
+            "torch/__init__.py": "from torch import cuda\n",
+            "torch/cuda.py": "import leftpad\ndef device_count():\n    return 0\n",
+        },
+    )
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(fake_torch))
+    run = venv.tool("leftpad")
+    assert run.returncode == 3, run.stdout
+    assert "torch is installed" in run.stdout
+    assert "import torch; torch.cuda.device_count()" in run.stdout
+
+
+def test_default_probe_imports_dependents(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+    run = venv.tool("urllib3")
+    assert run.returncode == 3
+    assert "probing an import of the dependents (requests)" in run.stdout
+
+
+def test_probe_config_precedence(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("requests")
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[tool.safe-uninstall]\nprobe = "raise SystemExit(7)"\n'
+    )
+    from_project = venv.tool("probe", "--json", cwd=project / "sub").json()
+    assert from_project["outcome"] == "failed"
+    assert "pyproject.toml" in str(from_project["probes"])
+    from_env = venv.tool(
+        "probe", "--json", cwd=project / "sub", SAFE_UNINSTALL_PROBE="import requests"
+    ).json()
+    assert from_env["outcome"] == "passed"
+    from_cli = venv.tool(
+        "probe",
+        "--json",
+        "--probe",
+        "raise SystemExit(3)",
+        cwd=project,
+        SAFE_UNINSTALL_PROBE="import requests",
+    ).json()
+    assert from_cli["outcome"] == "failed"
+    (project / "pyproject.toml").write_text('[tool.safe-uninstall]\nprobes = "x"\n')
+    unknown = venv.tool("probe", cwd=project)
+    assert unknown.returncode == 2
+    assert "unknown key 'probes'" in unknown.stderr
+
+
+def test_probe_cmd_runs_with_env_bin_on_path(make_venv: MakeVenv) -> None:
+    venv = make_venv("toolpkg")
+    ok = venv.tool("probe", "--probe-cmd", "toolpkg")
+    assert ok.returncode == 0, ok.stdout
+    run = venv.tool("--probe-cmd", "toolpkg", "toolpkg")
+    assert run.returncode == 3
+    assert (venv.root / "bin" / "toolpkg").exists()
+
+
+def test_probe_timeout_kills_the_whole_group(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "time.sleep(60)\n"
+    )
+    run = venv.tool("probe", "--probe", code, "--probe-timeout", "1")
+    assert run.returncode == 1
+    assert "timed out" in run.stdout
+    child = int(pidfile.read_text())
+    assert not is_running(child)
+
+
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie lingers where PID 1 does not reap)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status
+
+
+def test_syntax_error_probe_is_refused_before_anything(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("--probe", "import (", "leftpad")
+    assert run.returncode == 2
+    assert "is not valid Python" in run.stderr
+    assert "leftpad" in venv.installed()
+
+
+# -- finding the target ----------------------------------------------------------------------
+
+
+def test_target_from_virtual_env_and_dot_venv(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    env = {**os.environ, "VIRTUAL_ENV": str(venv.root)}
+    listed = run_tool("snapshots", env=env)
+    assert listed.returncode == 0, listed.stderr
+    project = tmp_path / "proj"
+    (project / "deep").mkdir(parents=True)
+    os.symlink(venv.root, project / ".venv")
+    dry = run_tool("--dry-run", "leftpad", cwd=project / "deep")
+    assert dry.returncode == 0, dry.stderr
+    assert str(project / ".venv") in dry.stdout
+    nowhere = run_tool("--dry-run", "leftpad", cwd=tmp_path)
+    assert nowhere.returncode == 1
+    assert "no target environment" in nowhere.stderr
+
+
+def test_target_that_is_not_an_environment(tmp_path: Path) -> None:
+    run = run_tool("--python", str(tmp_path), "leftpad")
+    assert run.returncode == 1
+    assert "is not a Python environment" in run.stderr
+
+
+def test_second_operation_waits_then_gives_up(make_venv: MakeVenv) -> None:
+    import filelock
+
+    venv = make_venv("leftpad")
+    state = venv.root / ".safe-uninstall"
+    state.mkdir()
+    with filelock.FileLock(str(state / "lock")):
+        run = venv.tool("--lock-timeout", "0.2", "--no-probe", "leftpad")
+    assert run.returncode == 1
+    assert "another safe-uninstall operation is running" in run.stderr
+    assert "leftpad" in venv.installed()

@@ -1,0 +1,321 @@
+"""Unit tests of the pure parts: planning, the snapshot format, names, RECORD, requirements."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from safeuninstall import snapshot as snapshot_file
+from safeuninstall.backend import Backend, requirement_for
+from safeuninstall.environment import Source
+from safeuninstall.errors import SnapshotInvalid, UsageError
+from safeuninstall.impact import Dependency, dependents_of, requires_dist
+from safeuninstall.names import canonical, parse_requested
+from safeuninstall.plan import (
+    Installed,
+    build_stash_index,
+    compare_sets,
+    plan_removal,
+    plan_restore,
+    plan_rollback,
+)
+from safeuninstall.records import read_record
+from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
+
+SHA = "a" * 64
+
+
+def make_snapshot(
+    snapshot_id: str = "0001", packages: tuple[PackageEntry, ...] = (), **kw: object
+) -> Snapshot:
+    return Snapshot(
+        id=snapshot_id,
+        created="2026-11-29T00:00:00+00:00",
+        tool_version="0.1.0",
+        command=("safe-uninstall", "x"),
+        operation="uninstall",
+        target=Target(python="/v/bin/python", prefix="/v", version="3.11.7"),
+        packages=packages,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def stashed(name: str, version: str) -> PackageEntry:
+    return PackageEntry(
+        name=name,
+        version=version,
+        stash=PackageStash(
+            folder=f"stash/{name}-{version}",
+            files=(StashedFile(path=f"lib/{name}.py", sha256=SHA, size=3),),
+            complete=True,
+        ),
+    )
+
+
+# -- names ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Requests", "requests"),
+        ("nvidia_cudnn.cu13", "nvidia-cudnn-cu13"),
+        ("zope.interface", "zope-interface"),
+        ("A__B--C", "a-b-c"),
+    ],
+)
+def test_canonical_names(raw: str, expected: str) -> None:
+    assert canonical(raw) == expected
+
+
+def test_parse_requested_keeps_first_of_equal_names() -> None:
+    assert parse_requested(["Foo_Bar", "foo-bar", "baz"]) == ["foo-bar", "baz"]
+
+
+@pytest.mark.parametrize("bad", ["", "-foo", "foo bar", "../etc", "foo==1.0"])
+def test_parse_requested_rejects_invalid(bad: str) -> None:
+    with pytest.raises(UsageError, match="not a valid distribution name"):
+        parse_requested([bad])
+
+
+# -- plans ----------------------------------------------------------------------------------
+
+
+def test_plan_removal_splits_present_and_absent() -> None:
+    plan = plan_removal(["a", "b", "c"], ["c", "a", "z"])
+    assert plan.remove == ("a", "c")
+    assert plan.absent == ("b",)
+
+
+def test_plan_restore_prefers_own_snapshot_then_newest() -> None:
+    older = make_snapshot("0001", (stashed("a", "1.0"),))
+    newer = make_snapshot("0002", (stashed("a", "1.0"), stashed("b", "2.0")))
+    index = build_stash_index([newer, older])
+    wanted = [PackageEntry(name="a", version="1.0"), PackageEntry(name="c", version="3.0")]
+    plan = plan_restore(wanted, index, preferred_snapshot="0001")
+    ((entry, candidates),) = plan.from_stash
+    assert entry.name == "a"
+    assert [c.snapshot_id for c in candidates] == ["0001", "0002"]
+    assert [e.name for e in plan.reinstall] == ["c"]
+
+
+def test_stash_index_ignores_incomplete_and_duplicate_snapshots() -> None:
+    incomplete = dataclasses.replace(
+        stashed("a", "1.0"), stash=PackageStash(folder="stash/a-1.0", files=(), complete=False)
+    )
+    snap = make_snapshot("0003", (incomplete, stashed("b", "1.0")))
+    index = build_stash_index([snap, snap])
+    assert list(index) == [("b", "1.0")]
+    assert len(index[("b", "1.0")]) == 1
+
+
+def test_plan_restore_needs_exact_version() -> None:
+    index = build_stash_index([make_snapshot("0001", (stashed("a", "1.0"),))])
+    plan = plan_restore([PackageEntry(name="a", version="1.1")], index)
+    assert plan.from_stash == ()
+    assert [e.pin for e in plan.reinstall] == ["a==1.1"]
+
+
+def test_plan_rollback_added_changed_missing() -> None:
+    target = make_snapshot(
+        packages=(
+            PackageEntry(name="keep", version="1"),
+            PackageEntry(name="gone", version="2"),
+            PackageEntry(name="bumped", version="3"),
+            PackageEntry(name="resourced", version="4"),
+        )
+    )
+    index_source = Source(kind="index")
+    installed = {
+        "keep": Installed("keep", "1", index_source),
+        "bumped": Installed("bumped", "3.1", index_source),
+        "resourced": Installed("resourced", "4", Source(kind="editable", url="file:///src")),
+        "new": Installed("new", "9", index_source),
+    }
+    plan = plan_rollback(target, installed)
+    assert plan.added == ("new",)
+    assert plan.missing == ("gone",)
+    assert plan.changed == ("bumped", "resourced")
+    assert plan.remove == ("bumped", "new", "resourced")
+    assert [e.name for e in plan.restore] == ["bumped", "gone", "resourced"]
+
+
+def test_plan_rollback_of_identical_set_is_empty() -> None:
+    target = make_snapshot(packages=(PackageEntry(name="a", version="1"),))
+    plan = plan_rollback(target, {"a": Installed("a", "1", Source(kind="index"))})
+    assert plan.empty
+
+
+def test_compare_sets_reports_pins() -> None:
+    diff = compare_sets({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "4"})
+    assert diff.missing == ("b==2",)
+    assert diff.unexpected == ("b==3", "c==4")
+    assert not diff.equal
+    assert compare_sets({"a": "1"}, {"a": "1"}).equal
+
+
+def test_dependents_transitive_and_optional() -> None:
+    edges = [
+        Dependency("requests", "urllib3", ">=2"),
+        Dependency("app", "requests", ""),
+        Dependency("extras-user", "urllib3", "", extra="socks"),
+        Dependency("unrelated", "idna", ""),
+    ]
+    assert dependents_of(["urllib3"], edges) == ["app", "requests"]
+    assert dependents_of(["urllib3"], edges, include_optional=True) == [
+        "app",
+        "extras-user",
+        "requests",
+    ]
+
+
+def test_requires_dist_reads_header_only() -> None:
+    text = "Name: x\nRequires-Dist: a>=1\nRequires-Dist: b; extra == 'y'\n\nRequires-Dist: body\n"
+    assert requires_dist(text) == ["a>=1", "b; extra == 'y'"]
+
+
+# -- reinstall commands ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (Source(kind="index"), ["pkg==1.0"]),
+        (Source(kind="editable", url="file:///src/pkg"), ["-e", "file:///src/pkg"]),
+        (Source(kind="file", url="file:///w/pkg-1.0.whl"), ["pkg @ file:///w/pkg-1.0.whl"]),
+        (
+            Source(kind="vcs", url="https://h/r.git", vcs="git", commit="abc", subdirectory="s"),
+            ["pkg @ git+https://h/r.git@abc#subdirectory=s"],
+        ),
+    ],
+)
+def test_requirement_for_each_source(source: Source, expected: list[str]) -> None:
+    assert requirement_for(PackageEntry(name="pkg", version="1.0", source=source)) == expected
+
+
+def test_install_command_is_one_pinned_no_deps_call() -> None:
+    backend = Backend(python=Path("/v/bin/python"), uv="/bin/uv")
+    entries = [PackageEntry(name="a", version="1"), PackageEntry(name="b", version="2")]
+    assert backend.install_argv(entries, offline=True) == [
+        "/bin/uv",
+        "pip",
+        "install",
+        "--python",
+        "/v/bin/python",
+        "--no-deps",
+        "--offline",
+        "a==1",
+        "b==2",
+    ]
+    assert backend.uninstall_argv(["a", "b"]) == [
+        "/bin/uv",
+        "pip",
+        "uninstall",
+        "--python",
+        "/v/bin/python",
+        "a",
+        "b",
+    ]
+
+
+def test_pip_fallback_commands() -> None:
+    backend = Backend(python=Path("/v/bin/python"), uv=None)
+    assert backend.uninstall_argv(["a"])[-2:] == ["--yes", "a"]
+    assert backend.install_argv([PackageEntry(name="a", version="1")], offline=True)[-2:] == [
+        "--no-index",
+        "a==1",
+    ]
+
+
+# -- RECORD ---------------------------------------------------------------------------------
+
+
+def test_read_record_decodes_hashes(tmp_path: Path) -> None:
+    record = tmp_path / "RECORD"
+    record.write_text(
+        "pkg/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n"
+        "pkg-1.dist-info/RECORD,,\n"
+        '"pkg/with,comma.py",md5=abc,3\n'
+    )
+    entries = read_record(record)
+    assert entries[0].sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    assert entries[0].size == 0
+    assert entries[1].sha256 is None
+    assert entries[2].path == "pkg/with,comma.py"
+    assert entries[2].sha256 is None  # not a sha256: verified by our own hash instead
+
+
+# -- the snapshot file ----------------------------------------------------------------------
+
+
+def full_snapshot() -> Snapshot:
+    return make_snapshot(
+        packages=(
+            dataclasses.replace(
+                stashed("urllib3", "2.2.1"), installer="uv", requested=True, dist_info="lib/u"
+            ),
+            PackageEntry(
+                name="pkg",
+                version="1.0",
+                source=Source(kind="vcs", url="https://h/r", vcs="git", commit="abc"),
+            ),
+        ),
+        removed=("urllib3",),
+        outcome="removed",
+    )
+
+
+def test_snapshot_toml_round_trip(tmp_path: Path) -> None:
+    snap = full_snapshot()
+    path = tmp_path / "snapshot.toml"
+    snapshot_file.save(snap, path)
+    assert snapshot_file.load(path) == snap
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert "format = 1" in path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(format=2), "format: unknown format version 2"),
+        (lambda d: d.pop("target"), "target: missing"),
+        (lambda d: d["packages"][1].update(version="not a version"), r"packages\[1\].version"),
+        (lambda d: d["packages"][0].update(name="Not_Canonical"), r"packages\[0\].name"),
+        (lambda d: d["packages"][0].update(requested="yes"), r"packages\[0\].requested"),
+        (
+            lambda d: d["packages"][0]["stash"]["files"][0].update(path="../../etc/passwd"),
+            r"packages\[0\].stash.files\[0\].path",
+        ),
+        (
+            lambda d: d["packages"][0]["stash"]["files"][0].update(path="/etc/passwd"),
+            "is absolute",
+        ),
+        (
+            lambda d: d["packages"][0]["stash"]["files"][0].update(sha256="xyz"),
+            "64 lowercase hex",
+        ),
+        (lambda d: d["packages"][0]["source"].update(kind="ftp"), "unknown source kind"),
+        (lambda d: d["packages"].append(d["packages"][0]), "listed twice"),
+        (lambda d: d.update(removed=["a b"]), r"removed\[0\]"),
+    ],
+)
+def test_snapshot_validation_names_the_key(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
+    import tomli_w
+
+    data = full_snapshot().to_dict()
+    edit(data)
+    path = tmp_path / "snapshot.toml"
+    path.write_text(tomli_w.dumps(data))
+    with pytest.raises(SnapshotInvalid, match=message) as info:
+        snapshot_file.load(path)
+    assert str(path) in info.value.message
+
+
+@pytest.mark.parametrize("content", [b"", b"format = ", b"\xff\xfe", b"[[packages]\n"])
+def test_corrupt_snapshot_is_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "snapshot.toml"
+    path.write_bytes(content)
+    with pytest.raises(SnapshotInvalid, match=str(path)):
+        snapshot_file.load(path)
