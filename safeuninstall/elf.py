@@ -1,0 +1,873 @@
+"""Fast ELF dynamic-section reader and a glibc-style shared library resolver.
+
+Only what is needed to answer "which DT_NEEDED entry would stop resolving if
+these files disappeared?" is read: the ELF header, the program headers, the
+PT_DYNAMIC segment and the few strings it references.  Everything is bounded,
+so a 500 MB library costs a handful of small ``pread`` calls.
+
+Simplifications relative to glibc's ``ld.so`` (all deliberate, see ``Loader``):
+
+* Only the object's own DT_RPATH is searched; the RPATHs of the loading chain
+  (the objects that loaded it, up to the executable) are searched only when the
+  caller passes them as ``loader_chain_rpaths``.
+* Only ``$ORIGIN``/``${ORIGIN}`` is expanded.  A search path entry using
+  ``$LIB`` or ``$PLATFORM`` is treated as unresolvable and skipped.
+* Empty search path entries (which glibc treats as the current directory) are
+  dropped; LD_LIBRARY_PATH entries using a DST (relative to the executable,
+  unknown here) are skipped.
+* glibc-hwcaps and legacy hwcap subdirectories, DF_1_NODEFLIB, secure mode and
+  the "already loaded under this soname" shortcut are not modelled.
+* In the ld.so.cache step the entries for a soname are tried in cache order
+  until one exists and matches; glibc tries only its single best entry whose
+  flags match (pass a flags-filtered mapping, see ``read_ld_cache``, to get
+  the same answer except for duplicate same-arch entries).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import sys
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+from safeuninstall.atomicfile import write_atomically
+
+__all__ = [
+    "DEFAULT_LD_CACHE",
+    "EM_386",
+    "EM_AARCH64",
+    "EM_ARM",
+    "EM_LOONGARCH",
+    "EM_PPC64",
+    "EM_RISCV",
+    "EM_S390",
+    "EM_X86_64",
+    "ElfCache",
+    "ElfInfo",
+    "LdCacheEntry",
+    "Loader",
+    "default_library_dirs",
+    "expand_origin",
+    "is_elf_candidate",
+    "ld_cache_flags",
+    "read_elf",
+    "read_ld_cache",
+    "read_ld_cache_entries",
+    "split_ld_library_path",
+]
+
+DEFAULT_LD_CACHE: Final = "/etc/ld.so.cache"
+
+# e_machine values used by the tables below.
+EM_386: Final = 3
+EM_ARM: Final = 40
+EM_PPC64: Final = 21
+EM_S390: Final = 22
+EM_X86_64: Final = 62
+EM_AARCH64: Final = 183
+EM_RISCV: Final = 243
+EM_LOONGARCH: Final = 258
+
+
+@dataclass(frozen=True, slots=True)
+class ElfInfo:
+    """Dynamic-linking facts of one ELF file.
+
+    ``path`` is the path the file was read at, exactly as given (not made
+    absolute, symlinks not resolved).  Search path entries keep ``$ORIGIN``
+    unexpanded; empty entries are dropped.
+    """
+
+    path: str
+    elf_class: int
+    machine: int
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------
+# ELF reading
+
+_ELF_MAGIC: Final = b"\x7fELF"
+_HEAD_READ: Final = 4096  # ELF header + typical program headers in one read
+_MAX_PHDR_BYTES: Final = 1 << 20
+_MAX_DYNAMIC_BYTES: Final = 1 << 20  # real dynamic segments are < 4 KiB
+_STR_CHUNK: Final = 256  # first guess for one string's length
+_STR_GAP: Final = 4096  # merge string reads closer than this into one pread
+_STR_GROW: Final = 65536
+_PN_XNUM: Final = 0xFFFF
+
+_PT_LOAD: Final = 1
+_PT_DYNAMIC: Final = 2
+
+_DT_NULL: Final = 0
+_DT_NEEDED: Final = 1
+_DT_STRTAB: Final = 5
+_DT_STRSZ: Final = 10
+_DT_SONAME: Final = 14
+_DT_RPATH: Final = 15
+_DT_RUNPATH: Final = 29
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Struct layouts for one (ELF class, byte order) combination."""
+
+    elf_class: int
+    # -> e_machine, e_phoff, e_shoff, e_phentsize, e_phnum, e_shentsize
+    ehdr: struct.Struct
+    # -> p_type, p_offset, p_vaddr, p_filesz
+    phdr: struct.Struct
+    # -> d_tag, d_val
+    dyn: struct.Struct
+    # -> sh_info of a section header (extended phnum lives in section 0)
+    sh_info: struct.Struct
+
+
+def _layout(elf_class: int, order: str) -> _Layout:
+    if elf_class == 64:
+        return _Layout(
+            64,
+            struct.Struct(order + "16x2xH4x8xQQ4x2xHHH4x"),
+            struct.Struct(order + "I4xQQ8xQ16x"),
+            struct.Struct(order + "qQ"),
+            struct.Struct(order + "44xI"),
+        )
+    return _Layout(
+        32,
+        struct.Struct(order + "16x2xH4x4xII4x2xHHH4x"),
+        struct.Struct(order + "III4xI12x"),
+        struct.Struct(order + "iI"),
+        struct.Struct(order + "28xI"),
+    )
+
+
+# Keyed by (EI_CLASS, EI_DATA) byte values.
+_LAYOUTS: Final[Mapping[tuple[int, int], _Layout]] = MappingProxyType(
+    {
+        (1, 1): _layout(32, "<"),
+        (1, 2): _layout(32, ">"),
+        (2, 1): _layout(64, "<"),
+        (2, 2): _layout(64, ">"),
+    }
+)
+
+
+class _BadElf(Exception):
+    """Internal: the file is not a usable dynamic ELF."""
+
+
+def read_elf(path: str | os.PathLike[str]) -> ElfInfo | None:
+    """Read the dynamic-linking facts of ``path``.
+
+    Returns None for non-ELF files, truncated or corrupt ELF files, ELF files
+    without a dynamic segment (object files, static executables) and also for
+    files that cannot be opened or read (the OSError is swallowed).  Never
+    raises for bad content.
+    """
+    name = os.fspath(path)
+    try:
+        # O_NONBLOCK: a FIFO named like a library must not hang the scan.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return _read_elf_fd(fd, name)
+    except (_BadElf, OSError, ValueError, OverflowError, struct.error):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _pread_exact(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise _BadElf("truncated")
+    return data
+
+
+def _read_elf_fd(fd: int, path: str) -> ElfInfo | None:
+    head = os.pread(fd, _HEAD_READ, 0)
+    if len(head) < 16 or head[:4] != _ELF_MAGIC:
+        return None
+    layout = _LAYOUTS.get((head[4], head[5]))
+    if layout is None or len(head) < layout.ehdr.size:
+        return None
+    machine, phoff, shoff, phentsize, phnum, shentsize = layout.ehdr.unpack_from(head)
+    if phnum == _PN_XNUM:
+        phnum = _extended_phnum(fd, layout, shoff, shentsize)
+    if phnum == 0 or phentsize < layout.phdr.size:
+        return None
+    loads, dynamic = _scan_phdrs(fd, head, layout, phoff, phentsize, phnum)
+    if dynamic is None:
+        return None
+    return _read_dynamic(fd, path, layout, machine, loads, dynamic)
+
+
+def _extended_phnum(fd: int, layout: _Layout, shoff: int, shentsize: int) -> int:
+    # With >= 0xffff program headers the real count is sh_info of section 0.
+    if shoff == 0 or shentsize < layout.sh_info.size:
+        raise _BadElf("bad extended phnum")
+    count: int = layout.sh_info.unpack(_pread_exact(fd, layout.sh_info.size, shoff))[0]
+    return count
+
+
+_Segment = tuple[int, int, int]  # (p_vaddr, p_offset, p_filesz)
+
+
+def _scan_phdrs(
+    fd: int, head: bytes, layout: _Layout, phoff: int, phentsize: int, phnum: int
+) -> tuple[list[_Segment], tuple[int, int] | None]:
+    """Return the PT_LOAD segments and the (offset, size) of PT_DYNAMIC."""
+    size = phnum * phentsize
+    if size > _MAX_PHDR_BYTES:
+        raise _BadElf("too many program headers")
+    if phoff + size <= len(head):
+        table, base = head, phoff
+    else:
+        table, base = _pread_exact(fd, size, phoff), 0
+    loads: list[_Segment] = []
+    dynamic: tuple[int, int] | None = None
+    unpack = layout.phdr.unpack_from
+    for index in range(phnum):
+        p_type, offset, vaddr, filesz = unpack(table, base + index * phentsize)
+        if p_type == _PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif p_type == _PT_DYNAMIC:
+            dynamic = (offset, filesz)  # glibc: the last one wins
+    if dynamic is not None and dynamic[1] == 0:
+        dynamic = None
+    return loads, dynamic
+
+
+@dataclass(slots=True)
+class _DynamicTags:
+    needed: list[int]
+    soname: int | None = None
+    rpath: int | None = None
+    runpath: int | None = None
+    strtab: int | None = None
+    strsz: int | None = None
+
+    def string_offsets(self) -> list[int]:
+        singles = (self.soname, self.rpath, self.runpath)
+        return self.needed + [off for off in singles if off is not None]
+
+
+def _parse_dynamic(data: bytes, layout: _Layout) -> _DynamicTags:
+    tags = _DynamicTags(needed=[])
+    usable = len(data) - len(data) % layout.dyn.size
+    # Single-valued tags: the last entry wins, as in glibc's l_info[] table.
+    for tag, value in layout.dyn.iter_unpack(data[:usable]):
+        if tag == _DT_NULL:
+            break
+        if tag == _DT_NEEDED:
+            tags.needed.append(value)
+        elif tag == _DT_SONAME:
+            tags.soname = value
+        elif tag == _DT_RPATH:
+            tags.rpath = value
+        elif tag == _DT_RUNPATH:
+            tags.runpath = value
+        elif tag == _DT_STRTAB:
+            tags.strtab = value
+        elif tag == _DT_STRSZ:
+            tags.strsz = value
+    return tags
+
+
+def _read_dynamic(
+    fd: int,
+    path: str,
+    layout: _Layout,
+    machine: int,
+    loads: list[_Segment],
+    dynamic: tuple[int, int],
+) -> ElfInfo:
+    offset, filesz = dynamic
+    size = min(filesz, _MAX_DYNAMIC_BYTES)
+    tags = _parse_dynamic(_pread_exact(fd, size, offset), layout)
+    strings = _read_dynstr(fd, loads, tags)
+
+    def text(off: int | None) -> str | None:
+        return None if off is None else os.fsdecode(strings[off])
+
+    return ElfInfo(
+        path=path,
+        elf_class=layout.elf_class,
+        machine=machine,
+        soname=text(tags.soname),
+        needed=tuple(os.fsdecode(strings[off]) for off in tags.needed),
+        rpath=_split_path_list(text(tags.rpath)),
+        runpath=_split_path_list(text(tags.runpath)),
+    )
+
+
+def _split_path_list(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(entry for entry in value.split(":") if entry)
+
+
+def _read_dynstr(fd: int, loads: list[_Segment], tags: _DynamicTags) -> dict[int, bytes]:
+    offsets = tags.string_offsets()
+    if not offsets:
+        return {}
+    if tags.strtab is None:
+        raise _BadElf("strings referenced without DT_STRTAB")
+    base, limit = _strtab_extent(loads, tags.strtab, tags.strsz)
+    if max(offsets) >= limit:
+        raise _BadElf("string offset outside DT_STRSZ")
+    return _read_strings(fd, base, limit, offsets)
+
+
+def _strtab_extent(loads: list[_Segment], address: int, strsz: int | None) -> tuple[int, int]:
+    """Map DT_STRTAB (a virtual address) to (file offset, readable size)."""
+    for vaddr, offset, filesz in loads:
+        if vaddr <= address < vaddr + filesz:
+            in_segment = vaddr + filesz - address
+            limit = in_segment if strsz is None else min(strsz, in_segment)
+            return offset + address - vaddr, limit
+    raise _BadElf("DT_STRTAB not inside a PT_LOAD segment")
+
+
+def _read_strings(fd: int, base: int, limit: int, offsets: list[int]) -> dict[int, bytes]:
+    """Read NUL-terminated strings at ``offsets`` with few, small preads.
+
+    Nearby offsets are merged into one read; the whole table (which can be
+    megabytes for big C++ libraries) is never read.
+    """
+    pending = sorted(set(offsets))
+    found: dict[int, bytes] = {}
+    first = 0
+    while first < len(pending):
+        start = pending[first]
+        end = min(start + _STR_CHUNK, limit)
+        last = first + 1
+        while last < len(pending) and pending[last] <= end + _STR_GAP:
+            end = min(max(end, pending[last] + _STR_CHUNK), limit)
+            last += 1
+        block = _pread_exact(fd, end - start, base + start)
+        for off in pending[first:last]:
+            found[off] = _string_in_block(fd, base, limit, block, start, off)
+        first = last
+    return found
+
+
+def _string_in_block(fd: int, base: int, limit: int, block: bytes, start: int, off: int) -> bytes:
+    nul = block.find(b"\0", off - start)
+    if nul != -1:
+        return block[off - start : nul]
+    # Longer than the block: keep reading, still bounded by DT_STRSZ.
+    parts = [block[off - start :]]
+    pos = start + len(block)
+    while pos < limit:
+        chunk = _pread_exact(fd, min(_STR_GROW, limit - pos), base + pos)
+        nul = chunk.find(b"\0")
+        if nul != -1:
+            parts.append(chunk[:nul])
+            return b"".join(parts)
+        parts.append(chunk)
+        pos += len(chunk)
+    raise _BadElf("unterminated string")
+
+
+def is_elf_candidate(name: str) -> bool:
+    """Cheap filename filter: ``*.so`` and ``*.so.*`` (a path is accepted too)."""
+    base = name.rpartition("/")[2]
+    return base.endswith(".so") or ".so." in base
+
+
+# --------------------------------------------------------------------------
+# Persistent cache of read_elf results
+
+_CACHE_FORMAT: Final = "safeuninstall-elf-cache"
+_CACHE_VERSION: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class _CacheEntry:
+    size: int
+    mtime_ns: int
+    info: ElfInfo | None
+
+
+class ElfCache:
+    """``read_elf`` results keyed by (path, size, mtime_ns), storable as JSON.
+
+    ``get`` is a drop-in ``reader`` for ``Loader``.  Results of None (non-ELF
+    files) are cached too, so unchanged non-ELF ``.so`` files are not reopened.
+    """
+
+    def __init__(self, reader: Callable[[str], ElfInfo | None] = read_elf) -> None:
+        self._reader = reader
+        self._entries: dict[str, _CacheEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, path: str, stat: os.stat_result | None = None) -> ElfInfo | None:
+        """``read_elf(path)``, answered from the cache when size and mtime match.
+
+        Pass ``stat`` (e.g. from ``os.DirEntry.stat()``) to save a syscall.
+        Returns None without caching if the file cannot be stat'ed.
+        """
+        if stat is None:
+            try:
+                stat = os.stat(path)
+            except OSError:
+                return None
+        entry = self._entries.get(path)
+        if entry is not None and entry.size == stat.st_size and entry.mtime_ns == stat.st_mtime_ns:
+            return entry.info
+        info = self._reader(path)
+        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, info)
+        return info
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Replace the contents with the cache file; missing or corrupt -> empty."""
+        try:
+            with open(path, encoding="utf-8") as stream:
+                raw = json.load(stream)
+            self._entries = _entries_from_json(raw)
+        except (OSError, ValueError, TypeError, KeyError):
+            self._entries = {}
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically: temp file in the same directory, fsync, os.replace."""
+        payload = json.dumps(
+            {
+                "format": _CACHE_FORMAT,
+                "version": _CACHE_VERSION,
+                "entries": {p: _entry_to_json(e) for p, e in self._entries.items()},
+            },
+            separators=(",", ":"),
+        )
+        write_atomically(Path(path), payload.encode("utf-8"), mode=0o644)
+
+
+def _entry_to_json(entry: _CacheEntry) -> list[object]:
+    info = entry.info
+    if info is None:
+        return [entry.size, entry.mtime_ns, None]
+    fields = [
+        info.elf_class,
+        info.machine,
+        info.soname,
+        list(info.needed),
+        list(info.rpath),
+        list(info.runpath),
+    ]
+    return [entry.size, entry.mtime_ns, fields]
+
+
+def _entries_from_json(raw: object) -> dict[str, _CacheEntry]:
+    if not isinstance(raw, dict) or raw.get("format") != _CACHE_FORMAT:
+        raise ValueError("not an ELF cache")
+    if raw.get("version") != _CACHE_VERSION:
+        raise ValueError("unsupported ELF cache version")
+    entries = raw["entries"]
+    if not isinstance(entries, dict):
+        raise ValueError("bad entries")
+    return {_str(path): _entry_from_json(_str(path), value) for path, value in entries.items()}
+
+
+def _entry_from_json(path: str, value: object) -> _CacheEntry:
+    if not isinstance(value, list) or len(value) != 3:
+        raise ValueError("bad cache entry")
+    size, mtime_ns, fields = value
+    if fields is None:
+        return _CacheEntry(_int(size), _int(mtime_ns), None)
+    if not isinstance(fields, list) or len(fields) != 6:
+        raise ValueError("bad cached ElfInfo")
+    elf_class, machine, soname, needed, rpath, runpath = fields
+    info = ElfInfo(
+        path=path,
+        elf_class=_int(elf_class),
+        machine=_int(machine),
+        soname=None if soname is None else _str(soname),
+        needed=_str_tuple(needed),
+        rpath=_str_tuple(rpath),
+        runpath=_str_tuple(runpath),
+    )
+    return _CacheEntry(_int(size), _int(mtime_ns), info)
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError("expected an integer")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _str_tuple(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError("expected a list")
+    return tuple(_str(item) for item in value)
+
+
+# --------------------------------------------------------------------------
+# ld.so.cache
+
+_OLD_MAGIC: Final = b"ld.so-1.7.0"
+_NEW_MAGIC: Final = b"glibc-ld.so.cache"
+_NEW_VERSION: Final = b"1.1"
+_OLD_HEADER_SIZE: Final = 16  # magic[11], pad, uint32 nlibs
+_OLD_ENTRY: Final = struct.Struct("=iII")  # flags, key, value
+_NEW_HEADER_SIZE: Final = 48
+_MAX_LD_CACHE_BYTES: Final = 64 << 20
+
+# Flag values glibc's _dl_cache_check_flags accepts, by (ELF class, e_machine).
+_LD_CACHE_FLAGS: Final[Mapping[tuple[int, int], frozenset[int]]] = MappingProxyType(
+    {
+        (64, EM_X86_64): frozenset({0x0303}),
+        (32, EM_X86_64): frozenset({0x0803}),  # x32
+        (32, EM_386): frozenset({0x0001, 0x0003}),
+        (64, EM_AARCH64): frozenset({0x0A03}),
+        (32, EM_ARM): frozenset({0x0001, 0x0003, 0x0903, 0x0B03}),
+        (64, EM_PPC64): frozenset({0x0503}),
+        (64, EM_S390): frozenset({0x0403}),
+        (64, EM_RISCV): frozenset({0x0F03, 0x1003}),
+        (64, EM_LOONGARCH): frozenset({0x1103, 0x1203}),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LdCacheEntry:
+    """One ld.so.cache record; ``flags`` e.g. 0x0303 = ``(libc6,x86-64)``."""
+
+    soname: str
+    path: str
+    flags: int
+    hwcap: int
+
+
+def ld_cache_flags(elf_class: int, machine: int) -> frozenset[int] | None:
+    """Cache flags glibc accepts for objects of this kind; None if unknown."""
+    return _LD_CACHE_FLAGS.get((elf_class, machine))
+
+
+def read_ld_cache_entries(path: str | os.PathLike[str] = DEFAULT_LD_CACHE) -> list[LdCacheEntry]:
+    """All entries of an ld.so.cache in file order; [] if missing or corrupt.
+
+    Reads the new format (``glibc-ld.so.cache1.1``), also when it follows an
+    old ``ld.so-1.7.0`` section (glibc < 2.32 "compat" files), and old-only
+    files.
+    """
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(_MAX_LD_CACHE_BYTES + 1)
+    except OSError:
+        return []
+    if len(data) > _MAX_LD_CACHE_BYTES:
+        return []
+    try:
+        return _parse_ld_cache(data)
+    except (ValueError, struct.error):
+        return []
+
+
+def read_ld_cache(
+    path: str | os.PathLike[str] = DEFAULT_LD_CACHE,
+    *,
+    flags: Container[int] | None = None,
+) -> dict[str, list[str]]:
+    """Map soname -> paths in cache order; {} if the file is missing or corrupt.
+
+    ``flags`` keeps only entries with those flag values, e.g.
+    ``ld_cache_flags(64, EM_X86_64)``; None keeps every entry.
+    """
+    result: dict[str, list[str]] = {}
+    for entry in read_ld_cache_entries(path):
+        if flags is None or entry.flags in flags:
+            result.setdefault(entry.soname, []).append(entry.path)
+    return result
+
+
+def _parse_ld_cache(data: bytes) -> list[LdCacheEntry]:
+    if data.startswith(_NEW_MAGIC):
+        return _parse_new_cache(data, 0)
+    if not data.startswith(_OLD_MAGIC):
+        raise ValueError("not an ld.so.cache")
+    (nlibs,) = struct.unpack_from("=I", data, 12)
+    old_end = _OLD_HEADER_SIZE + nlibs * _OLD_ENTRY.size
+    if old_end > len(data):
+        raise ValueError("truncated old cache")
+    # The new section is aligned to alignof(struct cache_file_new): 8, or 4 on
+    # ABIs where uint64_t is 4-aligned (i386).
+    for align in (8, 4):
+        start = -(-old_end // align) * align
+        if data.startswith(_NEW_MAGIC, start):
+            return _parse_new_cache(data, start)
+    return _parse_old_cache(data, old_end)
+
+
+def _parse_new_cache(data: bytes, base: int) -> list[LdCacheEntry]:
+    if len(data) < base + _NEW_HEADER_SIZE:
+        raise ValueError("truncated header")
+    if data[base + 17 : base + 20] != _NEW_VERSION:
+        raise ValueError("unsupported cache version")
+    order = {0: "=", 2: "<", 3: ">"}.get(data[base + 28] & 3)
+    if order is None:
+        raise ValueError("invalid endianness flag")
+    (nlibs,) = struct.unpack_from(order + "I", data, base + 20)
+    record = struct.Struct(order + "iIIIQ")  # flags, key, value, osversion, hwcap
+    first = base + _NEW_HEADER_SIZE
+    if first + nlibs * record.size > len(data):
+        raise ValueError("truncated entries")
+    entries = []
+    for flags, key, value, _osversion, hwcap in record.iter_unpack(
+        data[first : first + nlibs * record.size]
+    ):
+        # String offsets are relative to the start of the new-format header.
+        entries.append(
+            LdCacheEntry(_cstring(data, base + key), _cstring(data, base + value), flags, hwcap)
+        )
+    return entries
+
+
+def _parse_old_cache(data: bytes, strings: int) -> list[LdCacheEntry]:
+    entries = []
+    for flags, key, value in _OLD_ENTRY.iter_unpack(data[_OLD_HEADER_SIZE:strings]):
+        # Old-format offsets are relative to the end of the entry array.
+        entries.append(
+            LdCacheEntry(_cstring(data, strings + key), _cstring(data, strings + value), flags, 0)
+        )
+    return entries
+
+
+def _cstring(data: bytes, offset: int) -> str:
+    end = data.find(b"\0", offset)
+    if offset >= len(data) or end == -1:
+        raise ValueError("bad string offset")
+    return os.fsdecode(data[offset:end])
+
+
+# --------------------------------------------------------------------------
+# Resolution
+
+# (ELF class, e_machine) -> (Debian multiarch triplet, non-multiarch lib dir name)
+_LIBDIR_LAYOUT: Final[Mapping[tuple[int, int], tuple[str, str]]] = MappingProxyType(
+    {
+        (64, EM_X86_64): ("x86_64-linux-gnu", "lib64"),
+        (32, EM_X86_64): ("x86_64-linux-gnux32", "libx32"),
+        (32, EM_386): ("i386-linux-gnu", "lib"),
+        (64, EM_AARCH64): ("aarch64-linux-gnu", "lib64"),
+        (32, EM_ARM): ("arm-linux-gnueabihf", "lib"),
+        (64, EM_PPC64): ("powerpc64le-linux-gnu", "lib64"),
+        (64, EM_S390): ("s390x-linux-gnu", "lib64"),
+        (64, EM_RISCV): ("riscv64-linux-gnu", "lib64"),
+        (64, EM_LOONGARCH): ("loongarch64-linux-gnu", "lib64"),
+    }
+)
+
+
+def default_library_dirs(
+    elf_class: int, machine: int, *, multiarch: bool | None = None
+) -> tuple[str, ...]:
+    """glibc's built-in trusted directories for objects of this kind.
+
+    Debian/Ubuntu (multiarch, detected by ``/usr/lib/<triplet>`` existing when
+    ``multiarch`` is None) search ``/lib/<triplet>``, ``/usr/lib/<triplet>``,
+    ``/lib``, ``/usr/lib`` (as ``ld.so --help`` reports; no ``/lib64``).
+    Otherwise upstream glibc's ``/lib64``+``/usr/lib64`` (or ``/lib``+``/usr/lib``
+    for 32-bit) are used.
+    """
+    triplet, libdir = _LIBDIR_LAYOUT.get(
+        (elf_class, machine), ("", "lib64" if elf_class == 64 else "lib")
+    )
+    if multiarch is None:
+        multiarch = bool(triplet) and os.path.isdir("/usr/lib/" + triplet)
+    if multiarch and triplet:
+        return (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
+    return (f"/{libdir}", f"/usr/{libdir}")
+
+
+def split_ld_library_path(value: str | None) -> tuple[str, ...]:
+    """Split LD_LIBRARY_PATH like glibc (':' and ';'), dropping empty entries."""
+    if not value:
+        return ()
+    return tuple(entry for entry in re.split("[:;]", value) if entry)
+
+
+# Same rules as glibc's is_dst(): "$NAME" must not be followed by [A-Za-z0-9_].
+_DST_RE: Final = re.compile(
+    r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))"
+)
+
+
+def expand_origin(entry: str, origin: str) -> str | None:
+    """Expand ``$ORIGIN``/``${ORIGIN}``; None if ``$LIB``/``$PLATFORM`` is used."""
+    if "$" not in entry:
+        return entry
+    for match in _DST_RE.finditer(entry):
+        if (match.group(1) or match.group(2)) != "ORIGIN":
+            return None
+    return _DST_RE.sub(lambda _match: origin, entry)
+
+
+def _origin_of(path: str) -> str:
+    # glibc's l_origin for a shared object: the directory part of the path it
+    # was found at, made absolute with the cwd; no symlink resolution, no
+    # '..' folding (checked against ld.so of glibc 2.36).
+    if not path.startswith("/"):
+        path = os.getcwd().rstrip("/") + "/" + path
+    directory = path.rpartition("/")[0]
+    return directory or "/"
+
+
+def _join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name
+
+
+_FOUND: Final = "found"
+_SKIP: Final = "skip"
+_FATAL: Final = "fatal"
+
+
+class Loader:
+    """Resolve DT_NEEDED sonames in glibc ``ld.so`` search order.
+
+    For a soname without '/': the object's DT_RPATH (only if it has no
+    DT_RUNPATH) followed by ``loader_chain_rpaths``, LD_LIBRARY_PATH, the
+    object's DT_RUNPATH, the ld.so.cache, then the default directories.
+
+    ``exists`` and ``reader`` are injectable so a removal can be simulated:
+    ``exists`` says whether a candidate file is present, ``reader`` (e.g.
+    ``ElfCache.get``) gives its ElfInfo.  As in glibc, a candidate of another
+    ELF class or machine is skipped, while a candidate that exists but is not a
+    readable dynamic ELF ends the search (ld.so fails with "invalid ELF
+    header"/"file too short").
+
+    Returned paths are spelled the way ld.so would spell them, e.g.
+    ``/x/lib/../foo/libfoo.so.1``; normalise them before comparing.
+    See the module docstring for the simplifications.
+    """
+
+    def __init__(
+        self,
+        ld_library_path: Sequence[str],
+        ld_cache: Mapping[str, Sequence[str]],
+        default_dirs: Sequence[str] | None = None,
+        *,
+        exists: Callable[[str], bool] = os.path.isfile,
+        reader: Callable[[str], ElfInfo | None] = read_elf,
+    ) -> None:
+        self._ld_library_path = tuple(entry for entry in ld_library_path if entry)
+        self._ld_cache = ld_cache
+        self._default_dirs = None if default_dirs is None else tuple(default_dirs)
+        self._exists = exists
+        self._reader = reader
+        self._default_dirs_by_kind: dict[tuple[int, int], tuple[str, ...]] = {}
+
+    @classmethod
+    def for_host(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        ld_cache_path: str | os.PathLike[str] = DEFAULT_LD_CACHE,
+        exists: Callable[[str], bool] = os.path.isfile,
+        reader: Callable[[str], ElfInfo | None] = read_elf,
+    ) -> Loader:
+        """A Loader for this machine: LD_LIBRARY_PATH from ``environ`` (default
+        ``os.environ``) and the ld.so.cache filtered to the running
+        interpreter's architecture (unfiltered if that cannot be determined).
+        """
+        env = os.environ if environ is None else environ
+        interpreter = read_elf(sys.executable) if sys.executable else None
+        flags = (
+            None
+            if interpreter is None
+            else ld_cache_flags(interpreter.elf_class, interpreter.machine)
+        )
+        return cls(
+            split_ld_library_path(env.get("LD_LIBRARY_PATH")),
+            read_ld_cache(ld_cache_path, flags=flags),
+            exists=exists,
+            reader=reader,
+        )
+
+    def resolve(
+        self, obj: ElfInfo, soname: str, *, loader_chain_rpaths: Sequence[str] = ()
+    ) -> str | None:
+        """Path ld.so would load for ``soname`` needed by ``obj``, or None.
+
+        ``loader_chain_rpaths``: already-expanded DT_RPATH directories of the
+        objects that loaded ``obj`` (nearest first, executable last); searched
+        after ``obj``'s own DT_RPATH and, like it, only if ``obj`` has no
+        DT_RUNPATH.
+        """
+        if "/" in soname:
+            path = expand_origin(soname, _origin_of(obj.path))
+            return path if path is not None and self._check(obj, path) == _FOUND else None
+        for candidate in self._candidates(obj, soname, loader_chain_rpaths):
+            verdict = self._check(obj, candidate)
+            if verdict == _FOUND:
+                return candidate
+            if verdict == _FATAL:
+                return None
+        return None
+
+    def resolve_all(
+        self, obj: ElfInfo, *, loader_chain_rpaths: Sequence[str] = ()
+    ) -> dict[str, str | None]:
+        """``resolve`` for every DT_NEEDED entry of ``obj``."""
+        return {
+            soname: self.resolve(obj, soname, loader_chain_rpaths=loader_chain_rpaths)
+            for soname in obj.needed
+        }
+
+    def _candidates(self, obj: ElfInfo, soname: str, chain_rpaths: Sequence[str]) -> Iterator[str]:
+        origin = _origin_of(obj.path)
+        if not obj.runpath:
+            yield from self._in_dirs(_expand_all(obj.rpath, origin), soname)
+            yield from self._in_dirs(chain_rpaths, soname)
+        # $ORIGIN in LD_LIBRARY_PATH refers to the executable, unknown here.
+        yield from self._in_dirs((d for d in self._ld_library_path if "$" not in d), soname)
+        yield from self._in_dirs(_expand_all(obj.runpath, origin), soname)
+        yield from self._ld_cache.get(soname, ())
+        yield from self._in_dirs(self._defaults_for(obj), soname)
+
+    @staticmethod
+    def _in_dirs(directories: Iterable[str], soname: str) -> Iterator[str]:
+        return (_join(directory, soname) for directory in directories)
+
+    def _defaults_for(self, obj: ElfInfo) -> tuple[str, ...]:
+        if self._default_dirs is not None:
+            return self._default_dirs
+        kind = (obj.elf_class, obj.machine)
+        dirs = self._default_dirs_by_kind.get(kind)
+        if dirs is None:
+            dirs = self._default_dirs_by_kind[kind] = default_library_dirs(*kind)
+        return dirs
+
+    def _check(self, obj: ElfInfo, path: str) -> str:
+        if not self._exists(path):
+            return _SKIP
+        info = self._reader(path)
+        if info is None:
+            return _FATAL
+        if info.elf_class != obj.elf_class or info.machine != obj.machine:
+            return _SKIP
+        return _FOUND
+
+
+def _expand_all(entries: Sequence[str], origin: str) -> Iterator[str]:
+    for entry in entries:
+        expanded = expand_origin(entry, origin)
+        if expanded is not None:
+            yield expanded
