@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,11 @@ from .snapshot import PackageEntry
 _TIMEOUT = 3600.0
 
 
-def find_uv() -> str | None:
+def find_uv(environ: Mapping[str, str] | None = None) -> str | None:
+    """``SAFE_UNINSTALL_UV`` (a path, or ``none`` to use pip), else the uv the package ships."""
+    chosen = (environ if environ is not None else os.environ).get("SAFE_UNINSTALL_UV")
+    if chosen:
+        return None if chosen == "none" else chosen
     try:
         from uv import find_uv_bin
     except ImportError:
@@ -50,8 +55,8 @@ class Backend:
     uv: str | None
 
     @classmethod
-    def for_python(cls, python: Path) -> Backend:
-        return cls(python=python, uv=find_uv())
+    def for_python(cls, python: Path, environ: Mapping[str, str] | None = None) -> Backend:
+        return cls(python=python, uv=find_uv(environ))
 
     @property
     def name(self) -> str:
@@ -97,6 +102,8 @@ class Backend:
     def check_available(self) -> None:
         """Fail before any change when neither uv nor the target's pip can run."""
         if self.uv:
+            if not os.access(self.uv, os.X_OK):
+                raise BackendError(f"uv not found or not executable: {self.uv}")
             return
         try:
             done = process.run([str(self.python), "-m", "pip", "--version"], timeout=60)

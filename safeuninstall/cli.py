@@ -18,7 +18,7 @@ import click
 
 from . import __version__, core, report
 from . import snapshot as snapshot_file
-from .errors import EXIT_UNCHANGED, SafeUninstallError
+from .errors import EXIT_UNCHANGED, InvalidInput, SafeUninstallError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -91,6 +91,10 @@ offline_option = click.option(
 )
 
 
+def _say_waiting(message: str) -> None:
+    click.echo(f"safe-uninstall: {message}", err=True)
+
+
 def _target(python: str | None, state_dir: str | None, lock_timeout: float) -> core.TargetOptions:
     return core.TargetOptions(
         python=python,
@@ -99,6 +103,7 @@ def _target(python: str | None, state_dir: str | None, lock_timeout: float) -> c
         command=("safe-uninstall", *sys.argv[1:]),
         state_dir=state_dir,
         lock_timeout=lock_timeout,
+        on_wait=_say_waiting,
     )
 
 
@@ -235,7 +240,7 @@ def uninstall_command(
         for path in requirement_files:
             names += read_requirement_names(path)
         if not names:
-            raise SafeUninstallError("no package names given (pass PACKAGE... or -r FILE)")
+            raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
         return core.uninstall(
             _target(python, state_dir, lock_timeout),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
@@ -257,18 +262,18 @@ def read_requirement_names(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise SafeUninstallError(f"-r {path}: cannot read it: {err.strerror}") from None
+        raise InvalidInput(f"-r {path}: cannot read it: {err.strerror}") from None
     names = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("-"):
-            raise SafeUninstallError(f"{path}:{number}: options are not supported here: {line!r}")
+            raise InvalidInput(f"{path}:{number}: options are not supported here: {line!r}")
         try:
             names.append(Requirement(line).name)
         except InvalidRequirement:
-            raise SafeUninstallError(f"{path}:{number}: not a requirement: {line!r}") from None
+            raise InvalidInput(f"{path}:{number}: not a requirement: {line!r}") from None
     return names
 
 
@@ -413,6 +418,92 @@ def probe_command(
         verbose,
         quiet,
     )
+
+
+@cli.command("recover")
+@target_options
+@probe_options
+@offline_option
+@output_options
+def recover_command(
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    probes: tuple[str, ...],
+    probe_cmds: tuple[str, ...],
+    probe_timeout: float | None,
+    no_probe: bool,
+    offline: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Finish an operation that was killed half way: back to its snapshot, verified."""
+    _run_operation(
+        lambda: core.recover(
+            _target(python, state_dir, lock_timeout),
+            _probe(probes, probe_cmds, probe_timeout, no_probe),
+            core.RollbackOptions(offline=offline),
+        ),
+        as_json,
+        verbose,
+        quiet,
+    )
+
+
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``500M``, ``2G``, ``1.5GiB`` or a number of bytes (units are powers of 1024)."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    try:
+        size = float(text[: len(text) - len(unit)]) * _SIZE_UNITS[unit]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a size like 500M or 2G") from None
+    if size < 0:
+        raise click.BadParameter("a size can't be negative")
+    return int(size)
+
+
+@cli.command("prune")
+@target_options
+@click.option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
+@click.option(
+    "--max-size",
+    callback=_parse_size,
+    metavar="SIZE",
+    help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@output_options
+def prune_command(
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    keep: int | None,
+    max_size: int | None,
+    dry_run: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Delete old snapshots and their stashes (never the latest, nor one still in use)."""
+    try:
+        result = core.prune(
+            _target(python, state_dir, lock_timeout),
+            core.PruneOptions(keep=keep, max_size=max_size, dry_run=dry_run),
+        )
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), indent=2))
+        else:
+            click.echo(report.prune_summary(result))
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -8,8 +8,12 @@ is a result whose exit code says what state the environment is in (0, 3, 4 or 5)
 from __future__ import annotations
 
 import datetime
+import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,13 +33,25 @@ from .errors import (
     EXIT_OK,
     EXIT_PROBE_FAILS_AFTER_ROLLBACK,
     EXIT_RESTORED,
+    EXIT_UNCHANGED,
     BackendError,
     BaselineProbeFailed,
-    SafeUninstallError,
+    Interrupted,
+    InvalidInput,
     SnapshotInvalid,
+    SnapshotNotFound,
 )
+from .journal import Entry as JournalEntry
+from .journal import Journal
 from .names import parse_requested
-from .plan import Installed, RollbackPlan, build_stash_index, plan_removal, plan_rollback
+from .plan import (
+    Installed,
+    RollbackPlan,
+    build_stash_index,
+    plan_prune,
+    plan_removal,
+    plan_rollback,
+)
 from .probe import (
     DEFAULT_TIMEOUT,
     Probe,
@@ -62,6 +78,8 @@ class TargetOptions:
     command: tuple[str, ...] = ()
     state_dir: str | None = None
     lock_timeout: float = 60.0
+    # told when the environment is busy and this call starts to wait for it
+    on_wait: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +110,7 @@ def open_target(options: TargetOptions) -> Context:
         python=python,
         interpreter=interpreter,
         store=Store(state),
-        backend=Backend.for_python(python),
+        backend=Backend.for_python(python, options.environ),
     )
 
 
@@ -157,21 +175,22 @@ def take_snapshot(
     ctx: Context,
     installed: Mapping[str, InstalledDistribution],
     *,
+    folder: tuple[str, Path],
     operation: str,
     command: Sequence[str],
     stash: Sequence[str],
     removed: Sequence[str] = (),
 ) -> Snapshot:
-    """Write a snapshot of ``installed``, stashing the distributions named in ``stash`` first.
+    """Write a snapshot of ``installed`` into ``folder``, stashing the ``stash`` ones first.
 
-    On any failure the half-made snapshot folder is deleted and the error raised: nothing has
-    been removed yet, so nothing is lost.
+    On any failure (disk full, Ctrl-C) the half-made folder is deleted and the error raised:
+    nothing has been removed yet, so nothing is lost.
     """
-    snapshot_id, folder = ctx.store.new_folder()
+    snapshot_id, path = folder
     env_root = Path(ctx.interpreter.prefix)
     try:
         stashes = {
-            name: stash_distribution(installed[name], env_root=env_root, snapshot_dir=folder)
+            name: stash_distribution(installed[name], env_root=env_root, snapshot_dir=path)
             for name in stash
         }
         snap = Snapshot(
@@ -193,13 +212,33 @@ def take_snapshot(
         )
         ctx.store.save(snap)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
         raise
     return snap
 
 
 def _loadable_snapshots(store: Store) -> list[Snapshot]:
     return [snap for _, snap in store.iter_loadable() if isinstance(snap, Snapshot)]
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[list[int]]:
+    """While a restore runs, Ctrl-C and SIGTERM are noted, not obeyed: a half-done restore is
+    worse than a late exit. (A SIGKILL still stops it; the journal then leads to ``recover``.)"""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # -- uninstall ------------------------------------------------------------------------------
@@ -278,15 +317,21 @@ def _probe_failure_text(results: Sequence[ProbeResult]) -> str:
     )
 
 
+def _rollback_command(ctx: Context, snapshot_id: str) -> str:
+    return shell_line(["safe-uninstall", "--python", str(ctx.python), "rollback", snapshot_id])
+
+
 def uninstall(
     target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
 ) -> OperationResult:
     requested = parse_requested(list(options.names))
     if not requested:
-        raise SafeUninstallError("no package names given")
+        raise InvalidInput("no package names given")
     configured = configured_probes(probes, target.cwd, target.environ)
     ctx = open_target(target)
-    with ctx.store.locked(target.lock_timeout):
+    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
+        journal = Journal(ctx.store.root)
+        journal.refuse_if_unfinished()
         installed = installed_distributions(ctx.interpreter)
         removal = plan_removal(requested, installed)
         result = OperationResult(
@@ -306,27 +351,35 @@ def uninstall(
         result.probe_notes = list(settings.notes)
         if options.dry_run:
             result.outcome = "dry-run"
-            result.baseline = []
             return result
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()
         result.baseline = run_all(settings, ctx.interpreter)
         if not all(r.passed for r in result.baseline):
             raise BaselineProbeFailed(
-                "the probe already fails before any change, so it cannot judge this removal; "
-                "nothing was changed",
+                "the probe already fails before any change, so it cannot judge this removal",
                 detail=_probe_failure_text(result.baseline),
             )
-        snap = take_snapshot(
-            ctx,
-            installed,
-            operation="uninstall",
-            command=target.command,
-            stash=removal.remove,
-            removed=removal.remove,
-        )
+        folder = ctx.store.new_folder()
+        entry = journal.begin("uninstall", folder[0], "stash")
+        try:
+            snap = take_snapshot(
+                ctx,
+                installed,
+                folder=folder,
+                operation="uninstall",
+                command=target.command,
+                stash=removal.remove,
+                removed=removal.remove,
+            )
+        except KeyboardInterrupt:
+            journal.finish()
+            raise Interrupted("interrupted while stashing, before anything was removed") from None
+        except BaseException:
+            journal.finish()
+            raise
         result.snapshot = snap.id
-        return _remove_probe_restore(ctx, snap, settings, options, result)
+        return _remove_probe_restore(ctx, snap, settings, options, result, journal, entry)
 
 
 def _remove_probe_restore(
@@ -335,29 +388,37 @@ def _remove_probe_restore(
     settings: ProbeSettings,
     options: UninstallOptions,
     result: OperationResult,
+    journal: Journal,
+    entry: JournalEntry,
 ) -> OperationResult:
-    """Uninstall, probe, and restore on failure or interruption. The snapshot is already saved."""
+    """Uninstall, probe, and restore on failure or interruption. The snapshot is saved."""
     try:
+        entry = journal.step(entry, "uninstall")
         try:
             ctx.backend.uninstall(snap.removed)
         except BackendError as err:
             result.messages.append(f"{err.message}\n{err.detail}".strip())
-            return _restore_after(ctx, snap, settings, options, result, reason="uninstall-failed")
-        result.probes = run_all(settings, ctx.interpreter)
+            reason = "uninstall-failed"
+        else:
+            entry = journal.step(entry, "probe")
+            result.probes = run_all(settings, ctx.interpreter)
+            if all(r.passed for r in result.probes):
+                result.outcome = "removed"
+                ctx.store.save(snap.with_outcome("removed"))
+                journal.finish()
+                return result
+            if options.keep_on_failure:
+                result.outcome = "probe-failed-kept"
+                result.exit_code = EXIT_INCOMPLETE
+                result.next_command = _rollback_command(ctx, snap.id)
+                ctx.store.save(snap.with_outcome("probe-failed-kept"))
+                journal.finish()
+                return result
+            reason = "probe-failed"
     except KeyboardInterrupt:
         result.messages.append("interrupted: restoring what was removed")
-        return _restore_after(ctx, snap, settings, options, result, reason="interrupted")
-    if all(r.passed for r in result.probes):
-        result.outcome = "removed"
-        ctx.store.save(snap.with_outcome("removed"))
-        return result
-    if options.keep_on_failure:
-        result.outcome = "probe-failed-kept"
-        result.exit_code = EXIT_INCOMPLETE
-        result.next_command = f"safe-uninstall --python {ctx.python} rollback {snap.id}"
-        ctx.store.save(snap.with_outcome("probe-failed-kept"))
-        return result
-    return _restore_after(ctx, snap, settings, options, result, reason="probe-failed")
+        reason = "interrupted"
+    return _restore_after(ctx, snap, settings, options, result, journal, entry, reason=reason)
 
 
 def _restore_after(
@@ -366,44 +427,54 @@ def _restore_after(
     settings: ProbeSettings,
     options: UninstallOptions,
     result: OperationResult,
+    journal: Journal,
+    entry: JournalEntry,
     *,
     reason: str,
 ) -> OperationResult:
     """Bring back everything ``snap`` removed in one batch, verify, probe again."""
-    entries = [entry for name in snap.removed if (entry := snap.package(name)) is not None]
-    index = build_stash_index([snap, *_loadable_snapshots(ctx.store)])
-    report = restore(
-        entries,
-        index=index,
-        store=ctx.store,
-        interpreter=ctx.interpreter,
-        backend=ctx.backend,
-        offline=options.offline,
-        displaced_dir=ctx.store.folder(snap.id) / "displaced",
-        preferred_snapshot=snap.id,
-    )
-    result.restore = report
-    verification, _ = verify(
-        snap,
-        ctx.interpreter,
-        restored=[e.name for e in entries],
-        verified_inodes=report.verified_inodes,
-    )
-    result.verification = verification
-    if verification.ok:
-        result.final_probes = run_all(settings, ctx.interpreter)
-    restored_ok = verification.ok and all(r.passed for r in result.final_probes)
-    result.outcome = f"{reason}-restored" if restored_ok else f"{reason}-incomplete"
-    if restored_ok:
-        result.exit_code = EXIT_RESTORED
-    else:
-        result.exit_code = EXIT_INCOMPLETE
-        result.next_command = f"safe-uninstall --python {ctx.python} rollback {snap.id}"
-    ctx.store.save(snap.with_outcome(result.outcome))
+    entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
+    with _interrupts_deferred() as received:
+        entry = journal.step(entry, "restore")
+        result.restore = restore(
+            entries,
+            index=build_stash_index([snap, *_loadable_snapshots(ctx.store)]),
+            store=ctx.store,
+            interpreter=ctx.interpreter,
+            backend=ctx.backend,
+            offline=options.offline,
+            displaced_dir=ctx.store.folder(snap.id) / "displaced",
+            preferred_snapshot=snap.id,
+            checkpoint=lambda step: journal.step(entry, step),
+        )
+        entry = journal.step(entry, "verify")
+        verification, _ = verify(
+            snap,
+            ctx.interpreter,
+            restored=[e.name for e in entries],
+            verified_inodes=result.restore.verified_inodes,
+        )
+        result.verification = verification
+        if verification.ok:
+            result.final_probes = run_all(settings, ctx.interpreter)
+        restored_ok = verification.ok and all(r.passed for r in result.final_probes)
+        result.outcome = f"{reason}-restored" if restored_ok else f"{reason}-incomplete"
+        if not restored_ok:
+            result.exit_code = EXIT_INCOMPLETE
+            result.next_command = _rollback_command(ctx, snap.id)
+        elif reason == "uninstall-failed":
+            result.exit_code = EXIT_UNCHANGED  # proven to be as before: nothing changed
+        else:
+            result.exit_code = EXIT_RESTORED
+        ctx.store.save(snap.with_outcome(result.outcome))
+        if verification.ok:
+            journal.finish()  # else keep it: ``recover`` must finish the job
+    if received:
+        result.messages.append("an interrupt arrived during the restore; it finished first")
     return result
 
 
-# -- rollback -------------------------------------------------------------------------------
+# -- rollback and recover -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -425,78 +496,165 @@ def rollback(
 ) -> OperationResult:
     configured = configured_probes(probes, target.cwd, target.environ)
     ctx = open_target(target)
-    with ctx.store.locked(target.lock_timeout):
+    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
+        journal = Journal(ctx.store.root)
+        journal.refuse_if_unfinished()
         snapshot_id = ctx.store.resolve_id(options.snapshot)
-        wanted = ctx.store.load(snapshot_id)
-        installed = installed_distributions(ctx.interpreter)
-        plan = plan_rollback(wanted, _installed_view(installed))
+        return _rollback_to(
+            ctx, ctx.store.load(snapshot_id), configured, options, target, journal, None
+        )
+
+
+def recover(
+    target: TargetOptions, probes: ProbeOptions, options: RollbackOptions
+) -> OperationResult:
+    """Finish what an interrupted operation left: return to the snapshot its journal names."""
+    configured = configured_probes(probes, target.cwd, target.environ)
+    ctx = open_target(target)
+    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
+        journal = Journal(ctx.store.root)
+        entry = journal.read()
         result = OperationResult(
-            command="rollback",
-            outcome="already-matches",
+            command="recover",
+            outcome="nothing-to-recover",
             exit_code=EXIT_OK,
             python=str(ctx.python),
-            snapshot=snapshot_id,
-            rollback_plan=plan,
-            removed=[f"{n}=={installed[n].version}" for n in plan.remove],
         )
-        if plan.empty:
-            result.messages.append(f"the environment already matches snapshot {snapshot_id}")
+        if entry is None:
+            result.messages.append("no unfinished operation on this environment")
             return result
-        settings = _with_default(configured, installed, None)
-        result.probe_notes = list(settings.notes)
-        if options.dry_run:
-            result.outcome = "dry-run"
-            return result
-        ensure_writable(ctx.interpreter)
-        ctx.backend.check_available()
+        result.messages.append(f"found: {entry.describe()}")
+        ctx.store.remove_unsaved()
+        snapshot_id = entry.snapshot
+        if not snapshot_id or not ctx.store.snapshot_path(snapshot_id).is_file():
+            return _recover_without_snapshot(ctx, entry, journal, result)
+        wanted = ctx.store.load(snapshot_id)
+        entry = journal.step(entry, "recover")
+        return _rollback_to(ctx, wanted, configured, options, target, journal, entry)
+
+
+def _recover_without_snapshot(
+    ctx: Context, entry: JournalEntry, journal: Journal, result: OperationResult
+) -> OperationResult:
+    if entry.step == "stash" and entry.snapshot:
+        # Killed while stashing: the snapshot was never saved, so nothing was removed yet.
+        shutil.rmtree(ctx.store.folder(entry.snapshot), ignore_errors=True)
+        journal.finish()
+        result.outcome = "recovered"
+        result.messages.append(
+            "it stopped while stashing, before anything was removed: the environment was "
+            "not changed; the partial snapshot folder was deleted"
+        )
+        return result
+    raise SnapshotNotFound(
+        f"the journal {journal.path} names no readable snapshot ({entry.describe()}); "
+        "pick one with `safe-uninstall snapshots` and run `safe-uninstall rollback ID`, "
+        f"then delete {journal.path}"
+    )
+
+
+def _rollback_to(
+    ctx: Context,
+    wanted: Snapshot,
+    configured: ProbeSettings,
+    options: RollbackOptions,
+    target: TargetOptions,
+    journal: Journal,
+    recovering: JournalEntry | None,
+) -> OperationResult:
+    """Make the installed set equal ``wanted``'s; the journal entry is reused when recovering."""
+    installed = installed_distributions(ctx.interpreter)
+    plan = plan_rollback(wanted, _installed_view(installed))
+    command = "recover" if recovering else "rollback"
+    result = OperationResult(
+        command=command,
+        outcome="already-matches",
+        exit_code=EXIT_OK,
+        python=str(ctx.python),
+        snapshot=wanted.id,
+        rollback_plan=plan,
+        removed=[f"{n}=={installed[n].version}" for n in plan.remove],
+    )
+    if plan.empty and recovering is None:
+        result.messages.append(f"the environment already matches snapshot {wanted.id}")
+        return result
+    settings = _with_default(configured, installed, None)
+    result.probe_notes = list(settings.notes)
+    if options.dry_run:
+        result.outcome = "dry-run"
+        return result
+    ensure_writable(ctx.interpreter)
+    ctx.backend.check_available()
+    with _interrupts_deferred() as received:
+        folder = ctx.store.new_folder()
+        if recovering is None:
+            # An interruption from here on is recovered to the state before the rollback.
+            entry = journal.begin("rollback", folder[0], "stash")
+        else:
+            entry = journal.step(recovering, "recover:stash")
         # The state we leave is itself a snapshot, so a rollback can be rolled back.
         before = take_snapshot(
             ctx,
             installed,
-            operation="rollback",
+            folder=folder,
+            operation=command,
             command=target.command,
             stash=plan.remove,
             removed=plan.remove,
         )
-        result.messages.append(f"the state before this rollback is snapshot {before.id}")
+        result.messages.append(f"the state before this {command} is snapshot {before.id}")
+        prefix = "recover:" if recovering else ""
         if plan.remove:
+            entry = journal.step(entry, f"{prefix}uninstall")
             try:
                 ctx.backend.uninstall(plan.remove)
             except BackendError as err:
                 result.messages.append(f"{err.message}\n{err.detail}".strip())
-        index = build_stash_index([wanted, *_loadable_snapshots(ctx.store)])
-        report = restore(
+        entry = journal.step(entry, f"{prefix}restore")
+        result.restore = restore(
             list(plan.restore),
-            index=index,
+            index=build_stash_index([wanted, *_loadable_snapshots(ctx.store)]),
             store=ctx.store,
             interpreter=ctx.interpreter,
             backend=ctx.backend,
             offline=options.offline,
             displaced_dir=ctx.store.folder(before.id) / "displaced",
-            preferred_snapshot=snapshot_id,
+            preferred_snapshot=wanted.id,
+            checkpoint=lambda step: journal.step(entry, prefix + step),
         )
-        result.restore = report
+        entry = journal.step(entry, f"{prefix}verify")
         verification, _ = verify(
             wanted,
             ctx.interpreter,
             restored=[e.name for e in plan.restore],
-            verified_inodes=report.verified_inodes,
+            verified_inodes=result.restore.verified_inodes,
         )
         result.verification = verification
         if not verification.ok:
             result.outcome = "incomplete"
             result.exit_code = EXIT_INCOMPLETE
-            result.next_command = f"safe-uninstall --python {ctx.python} rollback {snapshot_id}"
-            ctx.store.save(before.with_outcome("rollback-incomplete"))
+            result.next_command = (
+                "safe-uninstall --python " + shlex.quote(str(ctx.python)) + " recover"
+                if recovering
+                else _rollback_command(ctx, wanted.id)
+            )
+            ctx.store.save(before.with_outcome(f"{command}-incomplete"))
+            if recovering is None:
+                journal.finish()  # a rollback that stopped short is retried by running it again
             return result
-        result.final_probes = run_all(settings, ctx.interpreter)
-        if all(r.passed for r in result.final_probes):
-            result.outcome = "rolled-back"
-        else:
-            result.outcome = "rolled-back-probe-fails"
-            result.exit_code = EXIT_PROBE_FAILS_AFTER_ROLLBACK
-        ctx.store.save(before.with_outcome(f"rolled-back-to-{snapshot_id}"))
-        return result
+        ctx.store.save(before.with_outcome(f"{command}-to-{wanted.id}"))
+        if recovering is not None:
+            ctx.store.save(wanted.with_outcome("recovered"))
+        journal.finish()
+    if received:
+        result.messages.append(f"an interrupt arrived during the {command}; it finished first")
+    result.final_probes = run_all(settings, ctx.interpreter)
+    if all(r.passed for r in result.final_probes):
+        result.outcome = "recovered" if recovering else "rolled-back"
+    else:
+        result.outcome = f"{'recovered' if recovering else 'rolled-back'}-probe-fails"
+        result.exit_code = EXIT_PROBE_FAILS_AFTER_ROLLBACK
+    return result
 
 
 # -- snapshot, snapshots, show, probe -------------------------------------------------------
@@ -504,11 +662,12 @@ def rollback(
 
 def snapshot_now(target: TargetOptions, *, stash: bool) -> Snapshot:
     ctx = open_target(target)
-    with ctx.store.locked(target.lock_timeout):
+    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
         installed = installed_distributions(ctx.interpreter)
         snap = take_snapshot(
             ctx,
             installed,
+            folder=ctx.store.new_folder(),
             operation="snapshot",
             command=target.command,
             stash=sorted(installed) if stash else (),
@@ -576,3 +735,57 @@ def probe_now(target: TargetOptions, probes: ProbeOptions) -> OperationResult:
 
 def describe_probe(probe: Probe) -> str:
     return f"{probe.label}  ({probe.origin})"
+
+
+# -- prune ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruneOptions:
+    keep: int | None = None  # keep the newest N snapshots
+    max_size: int | None = None  # bytes the remaining snapshots may hold at most
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it alone held)
+    kept: tuple[tuple[str, int], ...]
+    protected: tuple[str, ...]  # never removed: the latest, the journal's
+    dry_run: bool
+
+    @property
+    def freed(self) -> int:
+        return sum(size for _, size in self.removed)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "removed": [{"id": i, "bytes": b} for i, b in self.removed],
+            "kept": [{"id": i, "bytes": b} for i, b in self.kept],
+            "protected": list(self.protected),
+            "freed_bytes": self.freed,
+            "dry_run": self.dry_run,
+        }
+
+
+def prune(target: TargetOptions, options: PruneOptions) -> PruneResult:
+    if options.keep is None and options.max_size is None:
+        raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
+    ctx = open_target(target)
+    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
+        ids = ctx.store.ids()
+        entry = Journal(ctx.store.root).read()
+        protected = {ids[-1]} if ids else set()
+        if entry is not None and entry.snapshot:
+            protected.add(entry.snapshot)
+        sizes = {i: ctx.store.exclusive_size(i) for i in ids}
+        plan = plan_prune(ids, sizes, protected, keep=options.keep, max_size=options.max_size)
+        if not options.dry_run:
+            for snapshot_id in plan:
+                shutil.rmtree(ctx.store.folder(snapshot_id))
+        return PruneResult(
+            removed=tuple((i, sizes[i]) for i in plan),
+            kept=tuple((i, sizes[i]) for i in ids if i not in plan),
+            protected=tuple(sorted(protected)),
+            dry_run=options.dry_run,
+        )

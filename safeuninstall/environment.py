@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import process
-from .errors import EnvironmentNotFound
+from .errors import EnvironmentNotFound, EnvironmentNotWritable
 from .names import canonical
 from .records import RecordEntry, read_record
 
@@ -253,6 +254,16 @@ def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDist
 
 
 def ensure_writable(interpreter: Interpreter) -> None:
-    for site_dir in interpreter.site_dirs:
-        if not os.access(site_dir, os.W_OK):
-            raise EnvironmentNotFound(f"{site_dir} is not writable: permission denied")
+    """Refuse a read-only environment before any change. A real write, because os.access says
+    yes to root even on a read-only mount or an immutable folder."""
+    for folder in (*interpreter.site_dirs, Path(interpreter.scripts)):
+        if not folder.is_dir():
+            continue
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".safe-uninstall-write-test-", dir=folder)
+        except OSError as err:
+            raise EnvironmentNotWritable(
+                f"{folder} is not writable ({err.strerror}): nothing can be removed from it"
+            ) from None
+        os.close(fd)
+        os.unlink(probe)

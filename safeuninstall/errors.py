@@ -36,11 +36,21 @@ class SafeUninstallError(Exception):
 
 
 class UsageError(SafeUninstallError):
+    """The command line or a configuration file is malformed."""
+
     exit_code = EXIT_USAGE
+
+
+class InvalidInput(SafeUninstallError):
+    """A value the user gave can't be used: a distribution name, a probe, a requirements file."""
 
 
 class EnvironmentNotFound(SafeUninstallError):
     """No target environment could be found, or it is not a Python environment."""
+
+
+class EnvironmentNotWritable(SafeUninstallError):
+    """The target's site-packages or bin folder can't be written (read-only, permissions)."""
 
 
 class SnapshotInvalid(SafeUninstallError):
@@ -69,6 +79,10 @@ class StashError(SafeUninstallError):
 
 class UnfinishedTransaction(SafeUninstallError):
     """A previous operation on this environment was interrupted and must be recovered."""
+
+
+class Interrupted(SafeUninstallError):
+    """Ctrl-C or SIGTERM arrived before anything was changed."""
 
 
 class RestoreIncomplete(SafeUninstallError):

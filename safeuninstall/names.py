@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from packaging.utils import InvalidName, canonicalize_name
 
-from .errors import UsageError
+from .errors import InvalidInput
 
 
 def canonical(name: str) -> str:
@@ -19,6 +19,6 @@ def parse_requested(names: list[str]) -> list[str]:
         try:
             key = str(canonicalize_name(name, validate=True))
         except InvalidName:
-            raise UsageError(f"{raw!r} is not a valid distribution name") from None
+            raise InvalidInput(f"{raw!r} is not a valid distribution name") from None
         seen.setdefault(key, None)
     return list(seen)

@@ -135,3 +135,29 @@ def compare_sets(expected: Mapping[str, str], actual: Mapping[str, str]) -> SetD
     want = {f"{n}=={v}" for n, v in expected.items()}
     have = {f"{n}=={v}" for n, v in actual.items()}
     return SetDifference(missing=tuple(sorted(want - have)), unexpected=tuple(sorted(have - want)))
+
+
+def plan_prune(
+    ids: Sequence[str],
+    sizes: Mapping[str, int],
+    protected: Iterable[str],
+    *,
+    keep: int | None,
+    max_size: int | None,
+) -> list[str]:
+    """Snapshots to delete, oldest first: beyond the newest ``keep``, then oldest first until
+    the rest fit in ``max_size``. Protected ones (the latest, the journal's) always stay."""
+    safe = set(protected)
+    doomed: list[str] = []
+    if keep is not None:
+        doomed = [i for i in ids[: max(len(ids) - keep, 0)] if i not in safe]
+    if max_size is not None:
+        remaining = sum(sizes[i] for i in ids if i not in doomed)
+        for snapshot_id in ids:
+            if remaining <= max_size:
+                break
+            if snapshot_id in safe or snapshot_id in doomed:
+                continue
+            doomed.append(snapshot_id)
+            remaining -= sizes[snapshot_id]
+    return sorted(doomed, key=ids.index)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import process
 from .environment import InstalledDistribution, Interpreter
-from .errors import UsageError
+from .errors import InvalidInput
 
 DEFAULT_TIMEOUT = 300.0
 TORCH_PROBE = "import torch; torch.cuda.device_count()"
@@ -100,7 +100,9 @@ def python_probe(code: str, origin: str) -> Probe:
     try:
         compile(code, "<probe>", "exec")
     except SyntaxError as err:
-        raise UsageError(f"probe from {origin} is not valid Python: {err.msg} ({code!r})") from None
+        raise InvalidInput(
+            f"probe from {origin} is not valid Python: {err.msg} ({code!r})"
+        ) from None
     return Probe(kind="python", code=code, origin=origin)
 
 
@@ -108,9 +110,9 @@ def command_probe(line: str, origin: str) -> Probe:
     try:
         argv = shlex.split(line)
     except ValueError as err:
-        raise UsageError(f"probe command from {origin} cannot be split: {err}") from None
+        raise InvalidInput(f"probe command from {origin} cannot be split: {err}") from None
     if not argv:
-        raise UsageError(f"probe command from {origin} is empty")
+        raise InvalidInput(f"probe command from {origin} is empty")
     return Probe(kind="command", code=line, origin=origin)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .core import OperationResult, SnapshotSummary
+from .core import OperationResult, PruneResult, SnapshotSummary
 from .probe import ProbeResult
 from .snapshot import Snapshot
 
@@ -23,6 +23,9 @@ _OUTCOMES = {
     "rolled-back": "rolled back; the environment matches the snapshot",
     "rolled-back-probe-fails": "rolled back and verified, but the probe fails in that state",
     "incomplete": "the rollback is INCOMPLETE",
+    "nothing-to-recover": "nothing to recover",
+    "recovered": "recovered; the environment matches the snapshot",
+    "recovered-probe-fails": "recovered and verified, but the probe fails in that state",
     "passed": "every probe passed",
     "failed": "a probe failed",
 }
@@ -125,4 +128,23 @@ def snapshot_details(snap: Snapshot) -> str:
             extra.append(f"{state}, {len(entry.stash.files)} files")
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
+    return "\n".join(lines)
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def prune_summary(result: PruneResult) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    lines = [f"{verb} snapshot {i} ({_size(b)})" for i, b in result.removed]
+    lines.append(
+        f"{verb} {len(result.removed)} snapshots, {_size(result.freed)} freed; "
+        f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
+    )
     return "\n".join(lines)

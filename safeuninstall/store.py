@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Mapping
+import shutil
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,13 +117,51 @@ class Store:
             except SnapshotInvalid as err:
                 yield snapshot_id, err
 
+    def exclusive_size(self, snapshot_id: str) -> int:
+        """Bytes that deleting this snapshot would free: files no other path links to.
+
+        A stashed file still installed in the environment (or stashed by another snapshot too)
+        has other links, and deleting it here frees nothing.
+        """
+        links: dict[tuple[int, int], list[os.stat_result]] = {}
+        for folder, _, files in os.walk(self.folder(snapshot_id)):
+            for name in files:
+                try:
+                    info = os.lstat(os.path.join(folder, name))
+                except OSError:
+                    continue
+                links.setdefault((info.st_dev, info.st_ino), []).append(info)
+        return sum(seen[0].st_size for seen in links.values() if seen[0].st_nlink <= len(seen))
+
+    def remove_unsaved(self) -> list[str]:
+        """Delete snapshot folders whose snapshot.toml was never written (a process died while
+        stashing). Only under the lock: then no live process is still filling one."""
+        removed = []
+        for snapshot_id in self.ids():
+            if not self.snapshot_path(snapshot_id).exists():
+                shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+                removed.append(snapshot_id)
+        return removed
+
     @contextmanager
-    def locked(self, timeout: float) -> Iterator[None]:
+    def locked(
+        self, timeout: float, *, on_wait: Callable[[str], None] | None = None
+    ) -> Iterator[None]:
         """One operation at a time per environment. A lock of a dead process is free (flock)."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock = filelock.FileLock(str(self.root / "lock"), timeout=timeout)
+        lock = filelock.FileLock(str(self.root / "lock"))
         try:
-            lock.acquire()
+            try:
+                lock.acquire(timeout=0)
+            except filelock.Timeout:
+                if timeout <= 0:
+                    raise
+                if on_wait is not None:
+                    on_wait(
+                        f"another safe-uninstall operation is running on this environment; "
+                        f"waiting up to {timeout:g} s for it"
+                    )
+                lock.acquire(timeout=timeout)
         except filelock.Timeout:
             raise LockBusy(
                 f"another safe-uninstall operation is running on this environment "

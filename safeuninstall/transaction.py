@@ -9,7 +9,7 @@ against its RECORD.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +52,9 @@ def restore(
     offline: bool,
     displaced_dir: Path,
     preferred_snapshot: str | None = None,
+    checkpoint: Callable[[str], object] = lambda step: None,
 ) -> RestoreReport:
+    """``checkpoint`` is called at the step boundary inside: before the reinstall."""
     report = RestoreReport()
     plan = plan_restore(entries, index, preferred_snapshot=preferred_snapshot)
     env_root = Path(interpreter.prefix)
@@ -81,6 +83,7 @@ def restore(
             break
         else:
             reinstall.append(entry)
+    checkpoint("restore-reinstall")
     if reinstall:
         argv = backend.install_argv(reinstall, offline=offline)
         report.install_command = shell_line(argv)

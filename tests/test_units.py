@@ -10,7 +10,7 @@ import pytest
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall.backend import Backend, requirement_for
 from safeuninstall.environment import Source
-from safeuninstall.errors import SnapshotInvalid, UsageError
+from safeuninstall.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.impact import Dependency, dependents_of, requires_dist
 from safeuninstall.names import canonical, parse_requested
 from safeuninstall.plan import (
@@ -76,7 +76,7 @@ def test_parse_requested_keeps_first_of_equal_names() -> None:
 
 @pytest.mark.parametrize("bad", ["", "-foo", "foo bar", "../etc", "foo==1.0"])
 def test_parse_requested_rejects_invalid(bad: str) -> None:
-    with pytest.raises(UsageError, match="not a valid distribution name"):
+    with pytest.raises(InvalidInput, match="not a valid distribution name"):
         parse_requested([bad])
 
 

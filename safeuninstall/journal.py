@@ -1,0 +1,120 @@
+"""The transaction journal: what a mutating operation intends, written before it does it.
+
+One file per environment, ``<state>/journal.toml``. It exists exactly while an operation that can
+change the environment is under way: created (and fsynced) before the first mutating step,
+updated before each further step, removed once the outcome is verified. A journal found by the
+next call (under the lock, so its writer is gone) means that writer died half way; ``recover``
+brings the environment back to the snapshot the journal names.
+
+``checkpoint`` is also where the fault-injection suite kills or signals the process: with
+``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM>`` the process sends itself that signal when it
+reaches ``<step>``. The variable is for tests; nothing else reads it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli_w
+
+from .atomicfile import write_atomically
+from .errors import UnfinishedTransaction
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+JOURNAL_FILE = "journal.toml"
+FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
+_SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
+
+
+@dataclass(frozen=True)
+class Entry:
+    operation: str  # "uninstall", "rollback", "recover"
+    snapshot: str  # the snapshot that recover returns to
+    step: str  # the step that was about to run, or the last one done
+    pid: int
+    started: str
+
+    def describe(self) -> str:
+        return (
+            f"a {self.operation} (pid {self.pid}, started {self.started[:19]}) stopped at step "
+            f"{self.step!r}; its snapshot is {self.snapshot}"
+        )
+
+
+class Journal:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / JOURNAL_FILE
+
+    def read(self) -> Entry | None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+            return Entry(
+                operation=str(data["operation"]),
+                snapshot=str(data["snapshot"]),
+                step=str(data["step"]),
+                pid=int(data["pid"]),
+                started=str(data["started"]),
+            )
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError):
+            # A journal is written atomically, so this is damage from outside: still a
+            # transaction whose state is unknown, which recover must look at.
+            return Entry("unknown", "", "unreadable journal", 0, "")
+
+    def refuse_if_unfinished(self) -> None:
+        entry = self.read()
+        if entry is not None:
+            raise UnfinishedTransaction(
+                f"an earlier operation on this environment did not finish: {entry.describe()}. "
+                "Run `safe-uninstall recover` first."
+            )
+
+    def begin(self, operation: str, snapshot: str, step: str) -> Entry:
+        entry = Entry(
+            operation=operation,
+            snapshot=snapshot,
+            step=step,
+            pid=os.getpid(),
+            started=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        )
+        self._write(entry)
+        checkpoint(step)
+        return entry
+
+    def step(self, entry: Entry, step: str) -> Entry:
+        """Record that ``step`` is about to run, then pass the fault-injection point."""
+        updated = Entry(entry.operation, entry.snapshot, step, entry.pid, entry.started)
+        self._write(updated)
+        checkpoint(step)
+        return updated
+
+    def finish(self) -> None:
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return
+
+    def _write(self, entry: Entry) -> None:
+        write_atomically(self.path, tomli_w.dumps(vars(entry)).encode("utf-8"))
+
+
+def checkpoint(step: str) -> None:
+    """A step boundary; the fault-injection suite can make the process die or be signalled here."""
+    fault = os.environ.get(FAULT_VARIABLE)
+    if not fault:
+        return
+    wanted, _, kind = fault.rpartition(":")
+    if wanted == step and kind in _SIGNALS:
+        os.kill(os.getpid(), _SIGNALS[kind])
