@@ -18,7 +18,7 @@ import click
 
 from . import __version__, core, report
 from . import snapshot as snapshot_file
-from .errors import EXIT_UNCHANGED, InvalidInput, SafeUninstallError
+from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -154,6 +154,10 @@ def _run_operation(
         result = call()
     except SafeUninstallError as err:
         _fail(err, as_json, verbose)
+    except KeyboardInterrupt:
+        # The core restores whatever it changed before letting an interrupt out; one that
+        # reaches here came before any change.
+        _fail(Interrupted("interrupted before any change"), as_json, verbose)
     else:
         _emit(result, as_json, verbose, quiet)
 

@@ -63,7 +63,7 @@ from .probe import (
     run_all,
 )
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
-from .stash import relative_to_root, stash_distribution
+from .stash import check_restore_paths, relative_to_root, stash_distribution
 from .store import Store, default_state_dir
 from .transaction import RestoreReport, Verification, restore, verify
 
@@ -361,8 +361,8 @@ def uninstall(
                 detail=_probe_failure_text(result.baseline),
             )
         folder = ctx.store.new_folder()
-        entry = journal.begin("uninstall", folder[0], "stash")
         try:
+            entry = journal.begin("uninstall", folder[0], "stash")
             snap = take_snapshot(
                 ctx,
                 installed,
@@ -585,6 +585,9 @@ def _rollback_to(
         return result
     ensure_writable(ctx.interpreter)
     ctx.backend.check_available()
+    check_restore_paths(
+        wanted, plan.restore, Path(ctx.interpreter.prefix), ctx.store.snapshot_path(wanted.id)
+    )
     with _interrupts_deferred() as received:
         folder = ctx.store.new_folder()
         if recovering is None:
@@ -593,15 +596,20 @@ def _rollback_to(
         else:
             entry = journal.step(recovering, "recover:stash")
         # The state we leave is itself a snapshot, so a rollback can be rolled back.
-        before = take_snapshot(
-            ctx,
-            installed,
-            folder=folder,
-            operation=command,
-            command=target.command,
-            stash=plan.remove,
-            removed=plan.remove,
-        )
+        try:
+            before = take_snapshot(
+                ctx,
+                installed,
+                folder=folder,
+                operation=command,
+                command=target.command,
+                stash=plan.remove,
+                removed=plan.remove,
+            )
+        except BaseException:
+            if recovering is None:
+                journal.finish()  # nothing was changed yet
+            raise
         result.messages.append(f"the state before this {command} is snapshot {before.id}")
         prefix = "recover:" if recovering else ""
         if plan.remove:

@@ -61,6 +61,10 @@ class SnapshotNotFound(SafeUninstallError):
     pass
 
 
+class StateDirError(SafeUninstallError):
+    """The folder for snapshots and stashes can't be created or written."""
+
+
 class LockBusy(SafeUninstallError):
     """Another safe-uninstall operation holds this environment."""
 

@@ -8,17 +8,18 @@ comes back is proven to be the bytes the RECORD lists.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-import posixpath
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .environment import InstalledDistribution
-from .errors import StashError
+from .errors import SnapshotInvalid, StashError
 from .records import sha256_file
-from .snapshot import PackageStash, StashedFile
+from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
 
 
 def relative_to_root(path: Path, root: Path) -> str | None:
@@ -80,8 +81,17 @@ def _stash_failure(source: Path, err: OSError) -> str:
     return f"cannot keep a copy of {source}: {err.strerror or err}; nothing was removed"
 
 
+def _makedirs_private(folder: Path) -> None:
+    """Like mkdir -p, but every folder it creates is owner-only (mkdir's mode skips parents)."""
+    if folder.is_dir():
+        return
+    _makedirs_private(folder.parent)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+
+
 def _link_or_copy(source: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _makedirs_private(dest.parent)
     try:
         os.link(source, dest, follow_symlinks=False)
     except FileExistsError:
@@ -157,5 +167,26 @@ def _refuse_escape(dest: Path, real_root: Path) -> None:
         raise OSError(errno.EPERM, f"{dest} resolves outside the environment ({real_parent})")
 
 
-def is_safe_relative(path: str) -> bool:
-    return not posixpath.isabs(path) and ".." not in path.split("/")
+def check_restore_paths(
+    snapshot: Snapshot, entries: Iterable[PackageEntry], env_root: Path, source: Path
+) -> None:
+    """Before any change: every file a restore would write lands inside the environment.
+
+    The snapshot loader already refuses absolute and ``..`` paths; this catches a symlinked
+    folder inside the environment (or in the stash) that leads out of it. The error names the
+    snapshot file and the key path.
+    """
+    real_root = Path(os.path.realpath(env_root))
+    positions = {entry.name: index for index, entry in enumerate(snapshot.packages)}
+    for entry in entries:
+        if entry.stash is None:
+            continue
+        for file_index, stashed in enumerate(entry.stash.files):
+            dest = env_root / stashed.path
+            real = Path(os.path.realpath(dest.parent))
+            if real != real_root and real_root not in real.parents:
+                key = f"packages[{positions[entry.name]}].stash.files[{file_index}].path"
+                raise SnapshotInvalid(
+                    f"{source}: {key}: {stashed.path!r} resolves outside the environment "
+                    f"({real}); refusing to restore"
+                )

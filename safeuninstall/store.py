@@ -26,7 +26,7 @@ import filelock
 
 from . import snapshot as snapshot_file
 from .environment import Interpreter
-from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound
+from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound, StateDirError
 from .snapshot import Snapshot
 
 STATE_DIR_NAME = ".safe-uninstall"
@@ -148,7 +148,14 @@ class Store:
         self, timeout: float, *, on_wait: Callable[[str], None] | None = None
     ) -> Iterator[None]:
         """One operation at a time per environment. A lock of a dead process is free (flock)."""
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as err:
+            raise StateDirError(
+                f"cannot create the state folder {self.root}: {err.strerror}"
+            ) from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise StateDirError(f"the state folder {self.root} is not writable")
         lock = filelock.FileLock(str(self.root / "lock"))
         try:
             try:

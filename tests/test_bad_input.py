@@ -1,0 +1,365 @@
+"""Hostile and bad input: each is one clear line, exit 1, and the environment unchanged (the
+sha256 of every file in site-packages and bin compared before and after)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from safeuninstall import snapshot as snapshot_file
+from safeuninstall.errors import SnapshotInvalid
+from tests.conftest import UV, MakeVenv, Venv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def assert_refused(
+    venv: Venv, before: dict[str, str], run_args: tuple[str, ...], message: str, **env: str
+) -> str:
+    run = venv.tool(*run_args, **env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    first = run.stderr.splitlines()[0]
+    assert first.startswith("safe-uninstall: error: "), run.stderr
+    assert message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    assert venv.file_hashes() == before
+    return run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("not a name",), "is not a valid distribution name"),
+        (("-r", "/nonexistent/reqs.txt"), "cannot read it"),
+        (("--probe", "import (", "leftpad"), "is not valid Python"),
+        (("--probe-cmd", "'unclosed", "leftpad"), "cannot be split"),
+        (("--probe", "raise SystemExit(1)", "leftpad"), "already fails before any change"),
+    ],
+)
+def test_bad_arguments(make_venv: MakeVenv, args: tuple[str, ...], message: str) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    assert_refused(venv, before, args, message)
+
+
+def test_unknown_option_is_a_usage_error(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    run = venv.tool("leftpad", "--bad-option")
+    assert run.returncode == 2  # click's own command-line errors keep exit 2
+    assert "No such option" in run.stderr
+    assert venv.file_hashes() == before
+
+
+def test_not_an_environment(tmp_path: Path) -> None:
+    from tests.conftest import run_tool
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("not an interpreter")
+    (tmp_path / "bin" / "python").chmod(0o755)
+    run = run_tool("--python", str(tmp_path), "leftpad")
+    assert run.returncode == 1
+    assert "cannot run it" in run.stderr or "not a working Python" in run.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("chattr") is None, reason="needs root+chattr")
+def test_read_only_environment(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    # Immutable: even root can't create or delete entries (os.access would still say yes).
+    if subprocess.run(["chattr", "+i", str(venv.site_packages)]).returncode != 0:
+        pytest.skip("this filesystem has no immutable attribute")
+    try:
+        assert_refused(venv, before, ("--no-probe", "leftpad"), "is not writable")
+    finally:
+        subprocess.run(["chattr", "-i", str(venv.site_packages)], check=True)
+
+
+def test_state_dir_permission_denied(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    blocker = tmp_path / "file-not-folder"
+    blocker.write_text("")
+    assert_refused(
+        venv,
+        before,
+        ("--state-dir", str(blocker / "state"), "--no-probe", "leftpad"),
+        "cannot create the state folder",
+    )
+
+
+def test_probe_that_prints_megabytes_is_bounded(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("probe", "--json", "--probe", "import sys; sys.stdout.write('x' * 50_000_000)")
+    assert run.returncode == 0
+    assert len(run.stdout) < 200_000
+    assert "bytes of output not kept" in run.stdout
+
+
+def test_no_uv_and_no_pip(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")  # uv venv: no pip inside
+    before = venv.file_hashes()
+    assert_refused(
+        venv,
+        before,
+        ("--no-probe", "leftpad"),
+        "no uv found and the target environment has no pip",
+        SAFE_UNINSTALL_UV="none",
+    )
+
+
+def test_uv_that_fails(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    fake = tmp_path / "fake-uv"
+    fake.write_text("#!/bin/sh\necho 'error: the disk said no' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    stderr_or_out = venv.tool("--json", "--no-probe", "leftpad", SAFE_UNINSTALL_UV=str(fake))
+    data = stderr_or_out.json()
+    assert stderr_or_out.returncode == 1, data
+    assert data["outcome"] == "uninstall-failed-restored"
+    assert "the disk said no" in str(data["messages"])
+    assert venv.file_hashes() == before
+
+
+def test_disk_full_while_stashing(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """A 64 KiB tmpfs as the state folder: another filesystem, so stashing copies, and the copy
+    of a 1 MiB file runs out of space. Nothing may be removed."""
+    venv = make_venv()
+    from tests.wheels import build_wheel
+
+    wheel = build_wheel(tmp_path / "w", "bigpkg", "1.0", {"bigpkg/data.bin": os.urandom(1 << 20)})
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(wheel))
+    before = venv.file_hashes()
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        stderr = assert_refused(
+            venv, before, ("--state-dir", str(mount), "--no-probe", "bigpkg"), "no space left"
+        )
+        assert "nothing was removed" in stderr
+        assert list((mount / "snapshots").iterdir()) == []
+        assert not (mount / "journal.toml").exists()
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+# -- snapshot files edited by someone else --------------------------------------------------
+
+
+@pytest.fixture
+def removed_leftpad(make_venv: MakeVenv) -> Venv:
+    venv = make_venv("leftpad", "requests")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    return venv
+
+
+def snapshot_path(venv: Venv) -> Path:
+    return venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+
+
+def edit_snapshot(venv: Venv, edit) -> None:  # type: ignore[no-untyped-def]
+    path = snapshot_path(venv)
+    data = snapshot_file.tomllib.loads(path.read_text())
+    edit(data)
+    path.write_text(tomli_w.dumps(data))
+
+
+def leftpad_index(data: dict) -> int:  # type: ignore[type-arg]
+    return next(i for i, p in enumerate(data["packages"]) if p["name"] == "leftpad")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(format=99), "unknown format version 99"),
+        (lambda d: d["packages"][0].update(name="../../etc"), "packages[0].name"),
+        (lambda d: d["packages"][0].update(version="1.0; rm -rf /"), "packages[0].version"),
+        (
+            lambda d: d["packages"][leftpad_index(d)]["stash"]["files"][0].update(
+                path="../../../../etc/passwd"
+            ),
+            ".stash.files[0].path",
+        ),
+        (
+            lambda d: d["packages"][leftpad_index(d)]["stash"]["files"][0].update(
+                path="/etc/passwd"
+            ),
+            "is absolute",
+        ),
+        (lambda d: d["packages"][leftpad_index(d)]["stash"].update(folder="../x"), "stash.folder"),
+    ],
+)
+def test_edited_snapshot_is_refused(removed_leftpad: Venv, edit, message: str) -> None:  # type: ignore[no-untyped-def]
+    venv = removed_leftpad
+    before = venv.file_hashes()
+    edit_snapshot(venv, edit)
+    stderr = assert_refused(venv, before, ("rollback", "1"), message)
+    assert str(snapshot_path(venv)) in stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"format = 1\n[target", b"\x00\xff" * 50])
+def test_corrupt_or_truncated_snapshot_is_refused(removed_leftpad: Venv, content: bytes) -> None:
+    venv = removed_leftpad
+    before = venv.file_hashes()
+    original = snapshot_path(venv).read_bytes()
+    snapshot_path(venv).write_bytes(content or original[: len(original) // 2])
+    assert_refused(venv, before, ("rollback", "1"), str(snapshot_path(venv)))
+
+
+def test_symlink_leading_out_of_the_environment_is_refused(
+    removed_leftpad: Venv, tmp_path: Path
+) -> None:
+    venv = removed_leftpad
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (venv.site_packages / "sneaky").symlink_to(outside)
+    before = venv.file_hashes()
+    rel = str((venv.site_packages / "sneaky" / "leftpad.py").relative_to(venv.root))
+    edit_snapshot(
+        venv,
+        lambda d: d["packages"][leftpad_index(d)]["stash"]["files"][0].update(path=rel),
+    )
+    assert_refused(venv, before, ("rollback", "1"), "resolves outside the environment")
+    assert list(outside.iterdir()) == []
+
+
+# -- a property: the loader accepts a valid file or refuses it clearly, never a traceback ---
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.text(max_size=20),
+    st.just("../../etc/passwd"),
+    st.just("/abs"),
+    st.lists(st.text(max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
+)
+
+
+def _paths(data: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+def _sample_snapshot() -> dict:  # type: ignore[type-arg]
+    from tests.test_units import full_snapshot
+
+    return full_snapshot().to_dict()
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_random_edits_are_accepted_or_refused_clearly(data: st.DataObject, tmp_path: Path) -> None:
+    snap = _sample_snapshot()
+    for _ in range(data.draw(st.integers(1, 4))):
+        paths = _paths(snap)
+        where = data.draw(st.sampled_from(paths))
+        parent: object = snap
+        for key in where[:-1]:
+            parent = parent[key]  # type: ignore[index]
+        action = data.draw(st.sampled_from(["set", "delete"]))
+        if action == "delete" and isinstance(parent, dict):
+            del parent[where[-1]]
+        elif action == "delete" and isinstance(parent, list):
+            parent.pop(where[-1])  # type: ignore[arg-type]
+        else:
+            value = data.draw(_VALUES)
+            parent[where[-1]] = value  # type: ignore[index]
+    path = tmp_path / "snapshot.toml"
+    try:
+        path.write_text(tomli_w.dumps(_drop_none(snap)))
+    except (TypeError, ValueError):
+        return  # not representable in TOML: nothing to load
+    try:
+        loaded = snapshot_file.load(path)
+    except SnapshotInvalid as err:
+        assert str(path) in err.message
+        assert "\n" not in err.message
+    else:
+        assert loaded.to_dict() == snapshot_file.Snapshot.from_dict(loaded.to_dict()).to_dict()
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    cut=st.integers(min_value=0),
+    flip=st.binary(min_size=1, max_size=4),
+    at=st.integers(min_value=0),
+)
+def test_random_bytes_are_refused_clearly(cut: int, flip: bytes, at: int, tmp_path: Path) -> None:
+    from tests.test_units import full_snapshot
+
+    raw = snapshot_file.dumps(full_snapshot()).encode()
+    raw = raw[: cut % (len(raw) + 1)]
+    position = at % (len(raw) + 1)
+    raw = raw[:position] + flip + raw[position + len(flip) :]
+    path = tmp_path / "snapshot.toml"
+    path.write_bytes(raw)
+    try:
+        snapshot_file.load(path)
+    except SnapshotInvalid as err:
+        assert str(path) in err.message
+
+
+def _drop_none(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value if v is not None]
+    return value
+
+
+def test_prune_keeps_latest_and_journal_snapshot(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "toolpkg", "requests")
+    for _ in range(3):
+        assert venv.tool("snapshot").returncode == 0
+    dry = venv.tool("prune", "--keep", "1", "--dry-run", "--json")
+    assert json.loads(dry.stdout)["removed"][0]["id"] == "0001"
+    assert len(list((venv.root / ".safe-uninstall" / "snapshots").iterdir())) == 3
+    # An unfinished transaction's snapshot is protected even when old.
+    assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL").returncode == -9
+    pruned = venv.tool("prune", "--keep", "1", "--json")
+    data = json.loads(pruned.stdout)
+    assert pruned.returncode == 0, pruned.stderr
+    assert [r["id"] for r in data["removed"]] == ["0001", "0002", "0003"]
+    assert data["protected"] == ["0004"]
+    assert venv.tool("recover", "--no-probe").returncode == 0
+    assert "leftpad" in venv.installed()
+    bad = venv.tool("prune")
+    assert bad.returncode == 1 and "needs --keep" in bad.stderr
+    size = venv.tool("prune", "--max-size", "lots")
+    assert size.returncode == 2 and "is not a size" in size.stderr
+
+
+def test_stash_folders_are_private(removed_leftpad: Venv) -> None:
+    folder = snapshot_path(removed_leftpad).parent
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_dir():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o700, path

@@ -1,0 +1,203 @@
+"""The fault-injection suite: the real command killed or signalled at every step boundary of
+uninstall, restore, rollback and recover; then the environment must be exactly as before.
+
+``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM>`` makes the process send itself that signal when it
+reaches the step (safeuninstall/journal.py). "As before" means: the installed set and the sha256
+of every file in site-packages and bin are equal to what they were before the operation started.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Venv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+UNINSTALL_STEPS = ("stash", "uninstall", "probe", "restore", "restore-reinstall", "verify")
+ROLLBACK_STEPS = ("stash", "uninstall", "restore", "restore-reinstall", "verify")
+RECOVER_STEPS = (
+    "recover",
+    "recover:stash",
+    "recover:restore",
+    "recover:restore-reinstall",
+    "recover:verify",
+)
+
+
+def journal(venv: Venv) -> Path:
+    return venv.root / ".safe-uninstall" / "journal.toml"
+
+
+def assert_recovered(venv: Venv, hashes: dict[str, str], installed: dict[str, str]) -> None:
+    run = venv.tool("recover", "--no-probe")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+@pytest.mark.parametrize("step", UNINSTALL_STEPS)
+def test_kill_during_uninstall_then_recover(make_venv: MakeVenv, step: str) -> None:
+    venv = make_venv("requests", "leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool("--probe", "import requests", "urllib3", SAFE_UNINSTALL_FAULT=f"{step}:KILL")
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    if step in ("probe", "restore"):
+        assert "urllib3" not in venv.installed()  # killed with the package removed
+    refused = venv.tool("--no-probe", "leftpad")
+    assert refused.returncode == 1
+    assert "did not finish" in refused.stderr and "safe-uninstall recover" in refused.stderr
+    assert "leftpad" in venv.installed()
+    assert_recovered(venv, hashes, installed)
+    # The environment is usable again: the next operation is not refused.
+    assert venv.tool("--dry-run", "leftpad").returncode == 0
+
+
+def test_kill_after_a_passing_probe_is_recovered_to_the_snapshot(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    killed = venv.tool("--probe", "import requests", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL")
+    assert killed.returncode == -9
+    assert "leftpad" not in venv.installed()
+    assert_recovered(venv, hashes, installed)
+
+
+def prepared_for_rollback(make_venv: MakeVenv) -> Venv:
+    """leftpad removed (snapshot 0001 has it), toolpkg added since: a rollback has both kinds."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    venv.install("toolpkg")
+    return venv
+
+
+@pytest.mark.parametrize("step", ROLLBACK_STEPS)
+def test_kill_during_rollback_then_recover(make_venv: MakeVenv, step: str) -> None:
+    venv = prepared_for_rollback(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT=f"{step}:KILL")
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    # Recover returns to the state before the rollback (its own snapshot); from there the
+    # rollback can simply be run again.
+    assert_recovered(venv, hashes, installed)
+    again = venv.tool("rollback", "1", "--no-probe")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "leftpad" in venv.installed() and "toolpkg" not in venv.installed()
+
+
+@pytest.mark.parametrize("step", RECOVER_STEPS)
+def test_kill_during_recover_then_recover_again(make_venv: MakeVenv, step: str) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert (
+        venv.tool("--no-probe", "leftpad", "toolpkg", SAFE_UNINSTALL_FAULT="probe:KILL").returncode
+        == -9
+    )
+
+    second = venv.tool("recover", "--no-probe", SAFE_UNINSTALL_FAULT=f"{step}:KILL")
+
+    assert second.returncode == -9
+    assert journal(venv).exists()
+    assert_recovered(venv, hashes, installed)
+
+
+@pytest.mark.parametrize("signal_name", ["INT", "TERM"])
+@pytest.mark.parametrize("step", UNINSTALL_STEPS)
+def test_signal_during_uninstall_restores_before_exit(
+    make_venv: MakeVenv, step: str, signal_name: str
+) -> None:
+    venv = make_venv("requests")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool(
+        "--json",
+        "--probe",
+        "import requests",
+        "urllib3",
+        SAFE_UNINSTALL_FAULT=f"{step}:{signal_name}",
+    )
+
+    data = run.json()
+    if step == "stash":
+        assert run.returncode == 1, data  # nothing had been removed yet
+        assert "before anything was removed" in str(data["error"])
+    else:
+        assert run.returncode == 3, data
+        assert str(data["outcome"]).endswith("-restored")
+    assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+@pytest.mark.parametrize("signal_name", ["INT", "TERM"])
+@pytest.mark.parametrize("step", ROLLBACK_STEPS)
+def test_signal_during_rollback_finishes_it_first(
+    make_venv: MakeVenv, step: str, signal_name: str
+) -> None:
+    venv = prepared_for_rollback(make_venv)
+    run = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT=f"{step}:{signal_name}")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "an interrupt arrived during the rollback; it finished first" in run.stdout
+    assert not journal(venv).exists()
+    assert set(venv.installed()) == {"requests", "urllib3", "leftpad"}
+
+
+def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_path: Path) -> None:
+    from tests.wheels import build_wheel
+
+    names = [f"tiny{i}" for i in range(8)]
+    for name in names:
+        build_wheel(tmp_path / "w", name, "1.0", {f"{name}.py": f"NAME = {name!r}\n"})
+    venv = make_venv("leftpad")
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(tmp_path / "w"),
+        *names,
+    )
+    env = {"UV_OFFLINE": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "safeuninstall", "-p", str(venv.root), "--no-probe", name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
+        for name in names
+    ]
+    results = [(*p.communicate(timeout=120), p.returncode) for p in procs]
+    assert [code for _, _, code in results] == [0] * 8, results
+    assert set(venv.installed()) == {"leftpad"}
+    # Serialised: snapshot k saw exactly the packages the k-1 earlier operations left.
+    from safeuninstall import snapshot as snapshot_file
+
+    snapshots = [
+        snapshot_file.load(folder / "snapshot.toml")
+        for folder in sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
+    ]
+    assert [s.id for s in snapshots] == [f"{i:04d}" for i in range(1, 9)]
+    for k, snap in enumerate(snapshots):
+        tiny_left = {p.name for p in snap.packages} - {"leftpad"}
+        assert len(tiny_left) == 8 - k
+        assert len(snap.removed) == 1 and snap.removed[0] in tiny_left
+        assert snap.outcome == "removed"
+    # Everything removed can still come back, from the stashes alone.
+    back = venv.tool("rollback", "1", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert set(venv.installed()) == {"leftpad", *names}
