@@ -7,10 +7,10 @@ code meaning
 ==== =====================================================================
 0    done; every probe passed
 1    error before any change: the environment was not changed
-2    usage error (bad option or argument)
+2    command-line usage error, malformed configuration
 3    the probe failed after the removal; everything was restored and verified
 4    restore incomplete: the environment differs from the snapshot
-5    rollback done and verified, but the probe fails in the restored state
+5    rollback/recover done and verified, but the probe fails in the restored state
 ==== =====================================================================
 """
 
