@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, impact
+from . import __version__
 from . import config as config_file
 from .backend import Backend, shell_line
+from .doctor import Finding, diagnose
 from .environment import (
     InstalledDistribution,
     Interpreter,
@@ -41,8 +42,10 @@ from .errors import (
     SnapshotInvalid,
     SnapshotNotFound,
 )
+from .impact import ImpactReport, impact_report
 from .journal import Entry as JournalEntry
 from .journal import Journal
+from .libraries import ELF_CACHE_FILE, Drift, LibraryIndex, Ownership, drift, ownership
 from .names import parse_requested
 from .plan import (
     Installed,
@@ -144,11 +147,11 @@ def configured_probes(
 def _with_default(
     settings: ProbeSettings,
     installed: Mapping[str, InstalledDistribution],
-    dependents: Sequence[str] | None,
+    affected: Sequence[str] | None,
 ) -> ProbeSettings:
     if settings.probes or settings.disabled:
         return settings
-    probes, note = default_probes(installed, dependents)
+    probes, note = default_probes(installed, affected)
     return ProbeSettings(probes=probes, timeout=settings.timeout, notes=(note,))
 
 
@@ -250,6 +253,8 @@ class UninstallOptions:
     dry_run: bool = False
     keep_on_failure: bool = False
     offline: bool = False
+    strict: bool = False  # refuse when the impact report finds breakage or drift
+    allow_drift: bool = False  # a probe that passes on another copy of a library still passes
 
 
 @dataclass
@@ -271,6 +276,9 @@ class OperationResult:
     restore: RestoreReport | None = None
     verification: Verification | None = None
     rollback_plan: RollbackPlan | None = None
+    impact: ImpactReport | None = None
+    drift: list[Drift] = field(default_factory=list)
+    diagnosis: list[Finding] = field(default_factory=list)
     next_command: str | None = None
     messages: list[str] = field(default_factory=list)
 
@@ -294,6 +302,9 @@ class OperationResult:
                 "after_restore": [p.to_dict() for p in self.final_probes],
             },
             "rollback_plan": _rollback_plan_dict(self.rollback_plan),
+            "impact": self.impact.to_dict() if self.impact else None,
+            "drift": [d.to_dict() for d in self.drift],
+            "diagnosis": [f.to_dict() for f in self.diagnosis],
             "next_command": self.next_command,
             "messages": self.messages,
         }
@@ -321,6 +332,38 @@ def _rollback_command(ctx: Context, snapshot_id: str) -> str:
     return shell_line(["safe-uninstall", "--python", str(ctx.python), "rollback", snapshot_id])
 
 
+@dataclass(frozen=True)
+class _Analysis:
+    report: ImpactReport
+    owned: Ownership
+    index: LibraryIndex
+
+
+def _analyse(
+    ctx: Context,
+    installed: Mapping[str, InstalledDistribution],
+    remove: Sequence[str],
+    environ: Mapping[str, str],
+) -> _Analysis:
+    index = LibraryIndex(environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+    owned = ownership(installed)
+    report = impact_report(installed, ctx.interpreter.markers, remove, index, owned)
+    index.save()
+    return _Analysis(report, owned, index)
+
+
+def _drift(
+    baseline: Sequence[ProbeResult], after: Sequence[ProbeResult], analysis: _Analysis
+) -> list[Drift]:
+    """Compare what each Python probe loaded before and after (Linux /proc/self/maps)."""
+    found: list[Drift] = []
+    for old, new in zip(baseline, after, strict=True):
+        if old.libraries is None or new.libraries is None or not new.passed:
+            continue
+        found += drift(old.libraries, new.libraries, analysis.index, analysis.owned)
+    return found
+
+
 def uninstall(
     target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
 ) -> OperationResult:
@@ -345,10 +388,16 @@ def uninstall(
         if not removal.remove:
             result.messages.append("nothing to do: none of the named packages is installed")
             return result
-        edges = impact.dependencies(installed, ctx.interpreter.markers)
-        result.dependents = impact.dependents_of(removal.remove, edges)
-        settings = _with_default(configured, installed, result.dependents)
+        analysis = _analyse(ctx, installed, removal.remove, target.environ)
+        result.impact = analysis.report
+        result.dependents = list(analysis.report.dependents)
+        settings = _with_default(configured, installed, analysis.report.affected)
         result.probe_notes = list(settings.notes)
+        if options.strict and (analysis.report.finds_breakage or analysis.report.drifts):
+            result.outcome = "refused-strict"
+            result.exit_code = EXIT_UNCHANGED
+            result.messages.append("--strict: the impact report finds breakage or drift")
+            return result
         if options.dry_run:
             result.outcome = "dry-run"
             return result
@@ -379,7 +428,7 @@ def uninstall(
             journal.finish()
             raise
         result.snapshot = snap.id
-        return _remove_probe_restore(ctx, snap, settings, options, result, journal, entry)
+        return _remove_probe_restore(ctx, snap, settings, options, result, journal, entry, analysis)
 
 
 def _remove_probe_restore(
@@ -390,6 +439,7 @@ def _remove_probe_restore(
     result: OperationResult,
     journal: Journal,
     entry: JournalEntry,
+    analysis: _Analysis,
 ) -> OperationResult:
     """Uninstall, probe, and restore on failure or interruption. The snapshot is saved."""
     try:
@@ -402,7 +452,20 @@ def _remove_probe_restore(
         else:
             entry = journal.step(entry, "probe")
             result.probes = run_all(settings, ctx.interpreter)
-            if all(r.passed for r in result.probes):
+            result.drift = _drift(result.baseline, result.probes, analysis)
+            passed = all(r.passed for r in result.probes)
+            if not passed:
+                result.diagnosis = diagnose(
+                    (r.output for r in result.probes if not r.passed),
+                    [snap, *_loadable_snapshots(ctx.store)],
+                )
+            elif result.drift and not options.allow_drift:
+                passed = False
+                result.messages.append(
+                    "the probe passed, but on other copies of libraries (drift); "
+                    "--allow-drift accepts that"
+                )
+            if passed:
                 result.outcome = "removed"
                 ctx.store.save(snap.with_outcome("removed"))
                 journal.finish()
@@ -414,7 +477,7 @@ def _remove_probe_restore(
                 ctx.store.save(snap.with_outcome("probe-failed-kept"))
                 journal.finish()
                 return result
-            reason = "probe-failed"
+            reason = "drift" if all(r.passed for r in result.probes) else "probe-failed"
     except KeyboardInterrupt:
         result.messages.append("interrupted: restoring what was removed")
         reason = "interrupted"

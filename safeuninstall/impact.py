@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .environment import InstalledDistribution
+from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes, normalise
 from .names import canonical
+from .probe import top_level_modules
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,9 @@ def requires_dist(metadata_text: str) -> list[str]:
     return values
 
 
-def _marker_extra(requirement: Requirement, markers: Mapping[str, str]) -> tuple[bool, str | None]:
+def applies_on_target(
+    requirement: Requirement, markers: Mapping[str, str]
+) -> tuple[bool, str | None]:
     """(applies, extra): does the requirement apply on the target, and behind which extra."""
     if requirement.marker is None:
         return True, None
@@ -74,7 +79,7 @@ def dependencies(
             required = canonical(requirement.name)
             if required not in installed or required == key:
                 continue
-            applies, extra = _marker_extra(requirement, markers)
+            applies, extra = applies_on_target(requirement, markers)
             if applies:
                 edges.append(Dependency(key, required, str(requirement.specifier), extra))
     return edges
@@ -98,3 +103,144 @@ def dependents_of(
                 found.add(edge.dependent)
                 frontier.append(edge.dependent)
     return sorted(found)
+
+
+# -- the impact report: everything a removal will affect, before it happens -----------------
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """``path`` is listed by removed ``removed_dist`` and by ``other`` that stays: the removal
+    deletes it, leaving ``other`` installed but hollow."""
+
+    path: str
+    removed_dist: str
+    other: str
+
+
+@dataclass(frozen=True)
+class MetadataOnly:
+    name: str
+    provided_by: tuple[str, ...]  # where the files it stands for come from, when found
+
+
+@dataclass(frozen=True)
+class ImpactReport:
+    removed: tuple[str, ...]
+    dependents: tuple[str, ...]  # need a removed one (transitively), markers of the target
+    optional_dependents: tuple[Dependency, ...]  # only through an extra
+    shared_files: tuple[SharedFile, ...]
+    library_changes: tuple[LibraryChange, ...]
+    metadata_only: tuple[MetadataOnly, ...]
+
+    @property
+    def hollow(self) -> tuple[str, ...]:
+        return tuple(sorted({s.other for s in self.shared_files}))
+
+    @property
+    def breaks(self) -> tuple[LibraryChange, ...]:
+        return tuple(c for c in self.library_changes if c.breaks)
+
+    @property
+    def drifts(self) -> tuple[LibraryChange, ...]:
+        return tuple(c for c in self.library_changes if not c.breaks)
+
+    @property
+    def affected(self) -> tuple[str, ...]:
+        """Distributions whose code may stop working: what a default probe should import."""
+        names = set(self.dependents) | set(self.hollow)
+        names |= {c.consumer_dist for c in self.library_changes if c.consumer_dist}
+        return tuple(sorted(names - set(self.removed)))
+
+    @property
+    def finds_breakage(self) -> bool:
+        return bool(self.dependents or self.breaks or self.shared_files)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "removed": list(self.removed),
+            "dependents": list(self.dependents),
+            "optional_dependents": [
+                {"dependent": d.dependent, "requires": d.required, "extra": d.extra}
+                for d in self.optional_dependents
+            ],
+            "shared_files": [vars(s) for s in self.shared_files],
+            "hollow": list(self.hollow),
+            "breaks": [c.to_dict() for c in self.breaks],
+            "drifts": [c.to_dict() for c in self.drifts],
+            "metadata_only": [
+                {"name": m.name, "provided_by": list(m.provided_by)} for m in self.metadata_only
+            ],
+        }
+
+
+def _shared_files(owned: Ownership, removed: Sequence[str]) -> list[SharedFile]:
+    removed_set = set(removed)
+    shared = []
+    for name in removed:
+        for path in owned.files.get(name, ()):
+            for other in owned.owners.get(path, ()):
+                if other not in removed_set:
+                    shared.append(SharedFile(path, name, other))
+    return shared
+
+
+def _metadata_only(
+    installed: Mapping[str, InstalledDistribution], owned: Ownership, removed: Sequence[str]
+) -> list[MetadataOnly]:
+    """Removed distributions whose RECORD lists nothing outside their own dist-info."""
+    found = []
+    for name in removed:
+        dist = installed[name]
+        info_dir = normalise(str(dist.dist_info))
+        if any(not p.startswith(info_dir + os.sep) for p in owned.files.get(name, ())):
+            continue
+        found.append(MetadataOnly(name, _providers_of(dist, installed, owned)))
+    return found
+
+
+def _providers_of(
+    dist: InstalledDistribution, installed: Mapping[str, InstalledDistribution], owned: Ownership
+) -> tuple[str, ...]:
+    """Who supplies what a metadata-only distribution stands for: the owners of the top-level
+    modules it names (top_level.txt, else its own name), or the unowned path itself."""
+    names = top_level_modules(dist) or [dist.key.replace("-", "_")]
+    providers: set[str] = set()
+    for module in names:
+        for site_dir in {d.site_dir for d in installed.values()}:
+            for candidate in (site_dir / module, site_dir / f"{module}.py"):
+                if not candidate.exists():
+                    continue
+                owners = {
+                    owner
+                    for path, owner_list in owned.owners.items()
+                    if path.startswith(normalise(str(candidate)))
+                    for owner in owner_list
+                    if owner != dist.key
+                }
+                providers |= owners or {f"{candidate} (no distribution lists it)"}
+    return tuple(sorted(providers))
+
+
+def impact_report(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    removed: Sequence[str],
+    index: LibraryIndex,
+    owned: Ownership,
+) -> ImpactReport:
+    edges = dependencies(installed, markers)
+    required = dependents_of(removed, edges)
+    optional = tuple(
+        e
+        for e in edges
+        if e.extra is not None and e.required in removed and e.dependent not in removed
+    )
+    return ImpactReport(
+        removed=tuple(removed),
+        dependents=tuple(required),
+        optional_dependents=optional,
+        shared_files=tuple(_shared_files(owned, removed)),
+        library_changes=tuple(library_changes(index, owned, removed)),
+        metadata_only=tuple(_metadata_only(installed, owned, removed)),
+    )

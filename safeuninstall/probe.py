@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,16 @@ from .environment import InstalledDistribution, Interpreter
 from .errors import InvalidInput
 
 DEFAULT_TIMEOUT = 300.0
-TORCH_PROBE = "import torch; torch.cuda.device_count()"
+# torch's own check, plus the libraries a CUDA build loads lazily: without these a removal of
+# cuDNN or NCCL passes `import torch` and fails at the first real call (see FACTS.md).
+TORCH_PROBE = """import torch
+torch.cuda.device_count()
+if torch.version.cuda:
+    torch.backends.cudnn.version()
+    if hasattr(torch.cuda, "nccl"):
+        torch.cuda.nccl.version()"""
+# Top-level names that wheels ship by mistake; importing them proves nothing.
+_NOT_MODULES = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
 
 # Runs the probe code as __main__, then writes the loaded shared objects to argv[2].
 _DRIVER = r"""
@@ -174,7 +183,9 @@ def top_level_modules(dist: InstalledDistribution) -> list[str]:
         names = []
     if not names:
         names = _modules_from_record(dist)
-    return sorted({n for n in names if n.isidentifier() and not n.startswith("_")})
+    return sorted(
+        {n for n in names if n.isidentifier() and not n.startswith("_") and n not in _NOT_MODULES}
+    )
 
 
 def _modules_from_record(dist: InstalledDistribution) -> list[str]:
@@ -196,30 +207,34 @@ def _modules_from_record(dist: InstalledDistribution) -> list[str]:
     return sorted(names)
 
 
-def import_probe(dists: Iterable[InstalledDistribution], origin: str) -> Probe | None:
-    modules = sorted({m for d in dists for m in top_level_modules(d)})
-    if not modules:
-        return None
-    return Probe(kind="python", code="; ".join(f"import {m}" for m in modules), origin=origin)
-
-
 def default_probes(
-    installed: Mapping[str, InstalledDistribution], dependents: Sequence[str] | None
+    installed: Mapping[str, InstalledDistribution], affected: Sequence[str] | None
 ) -> tuple[tuple[Probe, ...], str]:
     """The probe used when none is configured, and a sentence that says why it was chosen.
 
-    ``dependents`` is None when the operation is not a removal (rollback, probe).
+    ``affected`` are the distributions the impact report says a removal touches (metadata
+    dependents, library consumers, distributions left hollow); None when the operation is not
+    a removal (rollback, recover, probe). One probe process covers them all: a probe run is the
+    tool's main cost.
     """
-    if "torch" in installed:
-        probe = Probe(kind="python", code=TORCH_PROBE, origin="default: torch is installed")
-        return (probe,), "torch is installed: probing with its CUDA initialisation"
-    if dependents is None:
-        return (), "no probe configured and torch is not installed: no probe to run"
-    if not dependents:
-        return (), "no installed distribution depends on what is removed: no probe to run"
-    imports = import_probe(
-        (installed[name] for name in dependents), origin="default: import of the dependents"
+    modules = sorted(
+        {
+            module
+            for name in affected or ()
+            if name != "torch"
+            for module in top_level_modules(installed[name])
+        }
     )
-    if imports is None:
-        return (), "the dependents provide no importable module: no probe to run"
-    return (imports,), f"probing an import of the dependents ({', '.join(dependents)})"
+    lines = [f"import {module}" for module in modules]
+    reasons = []
+    if modules:
+        reasons.append(f"an import of what the removal affects ({', '.join(affected or ())})")
+    if "torch" in installed:
+        lines.append(TORCH_PROBE)
+        reasons.append("torch's CUDA initialisation (and cuDNN/NCCL versions on CUDA builds)")
+    if not lines:
+        if affected is None:
+            return (), "no probe configured and torch is not installed: no probe to run"
+        return (), "nothing installed is affected by this removal: no probe to run"
+    probe = Probe(kind="python", code="\n".join(lines), origin="default")
+    return (probe,), "probing " + " and ".join(reasons)
