@@ -218,6 +218,16 @@ def cli() -> None:
 @click.option(
     "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse (exit 1, nothing changed) when the impact report finds breakage or drift.",
+)
+@click.option(
+    "--allow-drift",
+    is_flag=True,
+    help="Accept a probe that passes only because a library now loads from another file.",
+)
 @offline_option
 @output_options
 def uninstall_command(
@@ -232,6 +242,8 @@ def uninstall_command(
     no_probe: bool,
     dry_run: bool,
     keep_on_failure: bool,
+    strict: bool,
+    allow_drift: bool,
     offline: bool,
     as_json: bool,
     verbose: bool,
@@ -253,6 +265,8 @@ def uninstall_command(
                 dry_run=dry_run,
                 keep_on_failure=keep_on_failure,
                 offline=offline,
+                strict=strict,
+                allow_drift=allow_drift,
             ),
         )
 
@@ -422,6 +436,55 @@ def probe_command(
         verbose,
         quiet,
     )
+
+
+@cli.command("check")
+@click.argument("packages", nargs=-1, required=True)
+@target_options
+@click.option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
+@output_options
+def check_command(
+    packages: tuple[str, ...],
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    strict: bool,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Report what removing PACKAGE... would break or change; change nothing."""
+    _run_operation(
+        lambda: core.check(_target(python, state_dir, lock_timeout), packages, strict=strict),
+        as_json,
+        verbose,
+        quiet,
+    )
+
+
+@cli.command("doctor")
+@target_options
+@output_options
+def doctor_command(
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Find everything already broken (missing libraries, unmet requirements, hollow installs)
+    and print the one command that repairs it."""
+    try:
+        report_ = core.doctor(_target(python, state_dir, lock_timeout))
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(report_.to_dict(), indent=2))
+        else:
+            click.echo(report.doctor_report(report_))
+        sys.exit(0 if report_.healthy else 1)
 
 
 @cli.command("recover")

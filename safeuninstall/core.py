@@ -8,11 +8,12 @@ is a result whose exit code says what state the environment is in (0, 3, 4 or 5)
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
 import shutil
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from . import __version__
 from . import config as config_file
 from .backend import Backend, shell_line
-from .doctor import Finding, diagnose
+from .doctor import DoctorReport, Finding, diagnose, examine, hollow_distributions
 from .environment import (
     InstalledDistribution,
     Interpreter,
@@ -183,6 +184,7 @@ def take_snapshot(
     command: Sequence[str],
     stash: Sequence[str],
     removed: Sequence[str] = (),
+    shared: Collection[str] = (),
 ) -> Snapshot:
     """Write a snapshot of ``installed`` into ``folder``, stashing the ``stash`` ones first.
 
@@ -193,7 +195,9 @@ def take_snapshot(
     env_root = Path(ctx.interpreter.prefix)
     try:
         stashes = {
-            name: stash_distribution(installed[name], env_root=env_root, snapshot_dir=path)
+            name: stash_distribution(
+                installed[name], env_root=env_root, snapshot_dir=path, shared=shared
+            )
             for name in stash
         }
         snap = Snapshot(
@@ -364,6 +368,16 @@ def _drift(
     return found
 
 
+def _left_hollow(analysis: _Analysis) -> list[str]:
+    """Remaining distributions whose files the removal deleted (shared paths), checked on disk:
+    certain breakage, found without a probe."""
+    return [
+        name
+        for name in analysis.report.hollow
+        if any(not os.path.lexists(path) for path in analysis.owned.files.get(name, ()))
+    ]
+
+
 def uninstall(
     target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
 ) -> OperationResult:
@@ -420,6 +434,7 @@ def uninstall(
                 command=target.command,
                 stash=removal.remove,
                 removed=removal.remove,
+                shared=analysis.owned.shared_paths(),
             )
         except KeyboardInterrupt:
             journal.finish()
@@ -451,6 +466,16 @@ def _remove_probe_restore(
             reason = "uninstall-failed"
         else:
             entry = journal.step(entry, "probe")
+            hollow = _left_hollow(analysis)
+            if hollow:
+                result.messages.append(
+                    "the removal deleted files that stay listed by "
+                    + ", ".join(hollow)
+                    + " (shared paths): they are installed but hollow"
+                )
+                return _restore_after(
+                    ctx, snap, settings, options, result, journal, entry, reason="hollow"
+                )
             result.probes = run_all(settings, ctx.interpreter)
             result.drift = _drift(result.baseline, result.probes, analysis)
             passed = all(r.passed for r in result.probes)
@@ -547,9 +572,12 @@ class RollbackOptions:
     offline: bool = False
 
 
-def _installed_view(installed: Mapping[str, InstalledDistribution]) -> dict[str, Installed]:
+def _installed_view(
+    installed: Mapping[str, InstalledDistribution], owned: Ownership
+) -> dict[str, Installed]:
+    hollow = set(hollow_distributions(owned, installed))
     return {
-        name: Installed(name=name, version=d.version, source=d.source)
+        name: Installed(name=name, version=d.version, source=d.source, intact=name not in hollow)
         for name, d in installed.items()
     }
 
@@ -627,7 +655,8 @@ def _rollback_to(
 ) -> OperationResult:
     """Make the installed set equal ``wanted``'s; the journal entry is reused when recovering."""
     installed = installed_distributions(ctx.interpreter)
-    plan = plan_rollback(wanted, _installed_view(installed))
+    owned = ownership(installed)
+    plan = plan_rollback(wanted, _installed_view(installed, owned))
     command = "recover" if recovering else "rollback"
     result = OperationResult(
         command=command,
@@ -668,6 +697,7 @@ def _rollback_to(
                 command=target.command,
                 stash=plan.remove,
                 removed=plan.remove,
+                shared=owned.shared_paths(),
             )
         except BaseException:
             if recovering is None:
@@ -742,6 +772,7 @@ def snapshot_now(target: TargetOptions, *, stash: bool) -> Snapshot:
             operation="snapshot",
             command=target.command,
             stash=sorted(installed) if stash else (),
+            shared=ownership(installed).shared_paths() if stash else (),
         )
         ctx.store.save(snap.with_outcome("taken"))
         return snap.with_outcome("taken")
@@ -860,3 +891,72 @@ def prune(target: TargetOptions, options: PruneOptions) -> PruneResult:
             protected=tuple(sorted(protected)),
             dry_run=options.dry_run,
         )
+
+
+# -- check and doctor -----------------------------------------------------------------------
+
+
+def check(target: TargetOptions, names: Sequence[str], *, strict: bool) -> OperationResult:
+    """The impact report of removing ``names``, changing nothing."""
+    requested = parse_requested(list(names))
+    ctx = open_target(target)
+    installed = installed_distributions(ctx.interpreter)
+    removal = plan_removal(requested, installed)
+    result = OperationResult(
+        command="check",
+        outcome="checked",
+        exit_code=EXIT_OK,
+        python=str(ctx.python),
+        removed=[f"{n}=={installed[n].version}" for n in removal.remove],
+        absent=list(removal.absent),
+    )
+    if not removal.remove:
+        result.messages.append("none of the named packages is installed")
+        return result
+    report = _analyse(ctx, installed, removal.remove, target.environ).report
+    result.impact = report
+    result.dependents = list(report.dependents)
+    if strict and (report.finds_breakage or report.drifts):
+        result.outcome = "refused-strict"
+        result.exit_code = EXIT_UNCHANGED
+    return result
+
+
+def doctor(target: TargetOptions) -> DoctorReport:
+    """Everything broken in the environment at once, and the one command that repairs it."""
+    ctx = open_target(target)
+    installed = installed_distributions(ctx.interpreter)
+    index = LibraryIndex(target.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+    owned = ownership(installed)
+    snapshots = _loadable_snapshots(ctx.store)  # newest first
+    report = DoctorReport(examine(installed, ctx.interpreter.markers, index, owned, snapshots))
+    index.save()
+    if report.healthy:
+        return report
+    view = _installed_view(installed, owned)
+    wanted = {f.provider for f in report.findings}
+    for snap in snapshots:
+        plan = plan_rollback(snap, view)
+        pins = {e.pin for e in plan.restore}
+        # A rollback is the repair when it brings back every missing piece and takes nothing
+        # away that is installed and intact now.
+        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
+        if None not in wanted and wanted <= pins and takes_nothing:
+            report.repair_snapshot = snap.id
+            report.repair_command = _rollback_command(ctx, snap.id)
+            return report
+    pinned = sorted(p for p in wanted if p is not None)
+    if pinned and None not in wanted:
+        entries = [_entry_for_pin(snapshots, pin) for pin in pinned]
+        report.repair_command = shell_line(
+            ctx.backend.install_argv([e for e in entries if e is not None], offline=False)
+        )
+    return report
+
+
+def _entry_for_pin(snapshots: Sequence[Snapshot], pin: str) -> PackageEntry | None:
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.pin == pin:
+                return entry
+    return None

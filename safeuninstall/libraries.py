@@ -49,6 +49,10 @@ class Ownership:
     owners: Mapping[str, tuple[str, ...]]
     files: Mapping[str, tuple[str, ...]]  # dist key -> its files
 
+    def shared_paths(self) -> set[str]:
+        """Paths that more than one distribution lists."""
+        return {path for path, owners in self.owners.items() if len(owners) > 1}
+
     def owner_of(self, path: str | None) -> str | None:
         if path is None:
             return None

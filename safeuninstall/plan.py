@@ -83,6 +83,7 @@ class Installed:
     name: str
     version: str
     source: Source
+    intact: bool = True  # every file its RECORD lists is on disk
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ class RollbackPlan:
 
 
 def _same_install(entry: PackageEntry, current: Installed) -> bool:
-    return entry.version == current.version and entry.source == current.source
+    """A hollow install (files gone behind its metadata) counts as changed: it is replaced."""
+    return entry.version == current.version and entry.source == current.source and current.intact
 
 
 def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> RollbackPlan:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .core import OperationResult, PruneResult, SnapshotSummary
+from .doctor import DoctorReport
+from .impact import ImpactReport
+from .libraries import LibraryChange
 from .probe import ProbeResult
 from .snapshot import Snapshot
 
@@ -26,6 +29,12 @@ _OUTCOMES = {
     "nothing-to-recover": "nothing to recover",
     "recovered": "recovered; the environment matches the snapshot",
     "recovered-probe-fails": "recovered and verified, but the probe fails in that state",
+    "refused-strict": "refused (--strict): nothing was changed",
+    "checked": "checked: nothing was changed",
+    "hollow-restored": "the removal left another distribution hollow: all was restored",
+    "hollow-incomplete": "the removal left another distribution hollow; restore INCOMPLETE",
+    "drift-restored": "the probe passed only on other copies of libraries: all was restored",
+    "drift-incomplete": "drift found after the removal and the restore is INCOMPLETE",
     "passed": "every probe passed",
     "failed": "a probe failed",
 }
@@ -64,11 +73,15 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool) -> str:
     elif result.removed:
         verb = "would remove" if result.outcome == "dry-run" else "removing"
         lines.append(f"{verb}: {', '.join(result.removed)}")
-    if result.dependents:
+    if result.impact is not None:
+        lines += impact_lines(result.impact)
+    elif result.dependents:
         lines.append(f"installed distributions that depend on it: {', '.join(result.dependents)}")
     lines += [f"probe: {note}" for note in result.probe_notes]
     lines += _probe_lines("baseline probe", result.baseline, verbose)
     lines += _probe_lines("probe after the change", result.probes, verbose)
+    lines += [f"drift: {d.describe()}" for d in result.drift]
+    lines += [f"diagnosis: {f.describe()}" for f in result.diagnosis]
     if result.restore is not None:
         r = result.restore
         if r.from_stash:
@@ -147,4 +160,47 @@ def prune_summary(result: PruneResult) -> str:
         f"{verb} {len(result.removed)} snapshots, {_size(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
+    return "\n".join(lines)
+
+
+def _change_line(change: LibraryChange) -> str:
+    consumer = f"{change.consumer} ({change.consumer_dist or 'no distribution'})"
+    before = f"{change.before} ({change.before_dist or 'no distribution'})"
+    if change.after is None:
+        return f"BREAKS: {consumer} needs {change.soname}, now {before}, afterwards nothing"
+    after = f"{change.after} ({change.after_dist or 'owned by no distribution'})"
+    return f"DRIFTS: {consumer} needs {change.soname}, now {before}, afterwards {after}"
+
+
+def impact_lines(report: ImpactReport) -> list[str]:
+    lines = []
+    if report.dependents:
+        lines.append(f"depend on it (Requires-Dist): {', '.join(report.dependents)}")
+    for dep in report.optional_dependents:
+        lines.append(f"optional dependent: {dep.dependent} needs {dep.required} for [{dep.extra}]")
+    for shared in report.shared_files:
+        lines.append(
+            f"shared file: {shared.path} is also listed by {shared.other}, "
+            f"which removing {shared.removed_dist} leaves hollow"
+        )
+    lines += [_change_line(c) for c in report.library_changes]
+    for meta in report.metadata_only:
+        source = ", ".join(meta.provided_by) or "nowhere that could be found"
+        lines.append(
+            f"metadata-only: {meta.name} has no files besides its metadata; "
+            f"what it stands for comes from: {source}"
+        )
+    if not lines:
+        lines.append("impact: nothing installed depends on it, by metadata or by library")
+    return lines
+
+
+def doctor_report(report: DoctorReport) -> str:
+    if report.healthy:
+        return "doctor: no missing library, unmet requirement or hollow distribution found"
+    lines = [f.describe() for f in report.findings]
+    if report.repair_command:
+        lines.append(f"to repair, run: {report.repair_command}")
+    else:
+        lines.append("no snapshot or pinned install can repair all of it; see the lines above")
     return "\n".join(lines)

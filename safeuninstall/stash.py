@@ -12,12 +12,13 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .environment import InstalledDistribution
 from .errors import SnapshotInvalid, StashError
+from .libraries import normalise
 from .records import sha256_file
 from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
 
@@ -37,13 +38,22 @@ def stash_folder_name(name: str, version: str) -> str:
 
 
 def stash_distribution(
-    dist: InstalledDistribution, *, env_root: Path, snapshot_dir: Path
+    dist: InstalledDistribution,
+    *,
+    env_root: Path,
+    snapshot_dir: Path,
+    shared: Collection[str] = (),
 ) -> PackageStash:
     """Link (else copy) every file of ``dist`` into the snapshot folder.
 
     Raises StashError when a file can't be kept for a reason that could lose data (disk full,
     I/O error); the caller must then remove nothing. Files outside the environment root make
     the stash incomplete instead: such a distribution is reinstalled rather than restored.
+
+    The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
+    the uninstall), except for ``shared`` paths (normalised, see libraries.normalise) that
+    other distributions list too: another build may have overwritten them, so their bytes are
+    hashed as they are.
     """
     folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
     dest_root = snapshot_dir / folder
@@ -68,7 +78,9 @@ def stash_distribution(
         dest = dest_root / rel
         try:
             _link_or_copy(source, dest)
-            sha256 = entry.sha256 or sha256_file(dest)
+            sha256 = entry.sha256
+            if sha256 is None or (shared and normalise(str(source)) in shared):
+                sha256 = sha256_file(dest)
         except OSError as err:
             raise StashError(_stash_failure(source, err)) from err
         files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))

@@ -114,7 +114,42 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
         },
         tag="py3-none-linux_x86_64",
     )
+    # Drift: a consumer that finds libfoo.so.1 through DT_RPATH, which the loader searches
+    # before LD_LIBRARY_PATH; once nvfoo is gone, a copy on LD_LIBRARY_PATH is taken silently.
+    drifting = compile_shared_library(
+        build / "drift" / "libdriftc.so",
+        "int foo_version(void);\nint drift_check(void) { return foo_version(); }\n",
+        link=[libs["nvfoo"]],
+        rpath="$ORIGIN/../../nvfoo/lib",
+        old_dtags=True,
+    )
+    drift_init = CONSUMER_INIT.replace("libconsumer.so", "libdriftc.so").replace(
+        "consumer_check", "drift_check"
+    )
+    build_wheel(
+        house,
+        "driftconsumer",
+        "1.0",
+        {
+            "driftconsumer/__init__.py": drift_init,
+            "driftconsumer/lib/libdriftc.so": drifting.read_bytes(),
+        },
+        tag="py3-none-linux_x86_64",
+    )
+    # Two builds of one library that install the same path (a cu12 and a cu13 wheel).
+    for flavour in ("cu12", "cu13"):
+        build_wheel(
+            house,
+            f"sharedlib-{flavour}",
+            "1.0",
+            {"sharedlib/__init__.py": f"FLAVOUR = {flavour!r}\n", f"sharedlib/{flavour}.txt": ""},
+        )
+    # Metadata only: stands for nvfoo, ships nothing but its dist-info.
+    build_wheel(house, "nvfoo-meta", "1.0", {}, top_level=["nvfoo"])
     return Wheelhouse(house)
+
+
+SYSTEM_FOO = "int foo_version(void) { return 9; }\n"  # an older "system" copy of libfoo.so.1
 
 
 # -- real environments --------------------------------------------------------------------

@@ -284,7 +284,7 @@ def test_dry_run_changes_nothing(make_venv: MakeVenv) -> None:
     run = venv.tool("--dry-run", "urllib3")
     assert run.returncode == 0
     assert "would remove: urllib3==2.3.0" in run.stdout
-    assert "depend on it: requests" in run.stdout
+    assert "depend on it (Requires-Dist): requests" in run.stdout
     assert venv.file_hashes() == before
 
 

@@ -64,8 +64,13 @@ def compile_shared_library(
     soname: str | None = None,
     link: Sequence[Path] = (),
     rpath: str | None = None,
+    old_dtags: bool = False,
 ) -> Path:
-    """gcc -shared -fPIC; ``link`` are libraries to put in DT_NEEDED (by their soname)."""
+    """gcc -shared -fPIC; ``link`` are libraries to put in DT_NEEDED (by their soname).
+
+    ``rpath`` becomes DT_RUNPATH (Debian's default), or DT_RPATH with ``old_dtags``: RPATH is
+    searched before LD_LIBRARY_PATH, RUNPATH after it.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     c_file = out.with_suffix(".c")
     c_file.write_text(source)
@@ -75,7 +80,9 @@ def compile_shared_library(
     for library in link:
         argv.append(str(library))  # linked by path: DT_NEEDED gets the library's soname
     if rpath is not None:
-        argv.append(f"-Wl,-rpath,{rpath}")  # RUNPATH on Debian's toolchain (new dtags)
+        argv.append(f"-Wl,-rpath,{rpath}")
+        if old_dtags:
+            argv.append("-Wl,--disable-new-dtags")
     subprocess.run(argv, check=True, capture_output=True)
     c_file.unlink()
     return out
