@@ -54,8 +54,6 @@ def build_site(root: Path, dists: int, elf_files: int) -> Path:
         )
     runpath = ":".join(f"$ORIGIN/../../nvidia/{n}/lib" for n in providers)
     needing = [work / soname for soname, _ in providers.values()]
-    for path, (soname, data) in zip(needing, providers.values(), strict=True):
-        path.write_bytes(data)
     consumer = _gcc(
         work / "libconsumer.so",
         "int g(void){return 0;}",
