@@ -478,6 +478,11 @@ def _remove_probe_restore(
                 )
             result.probes = run_all(settings, ctx.interpreter)
             result.drift = _drift(result.baseline, result.probes, analysis)
+            if any(r.probe.kind == "python" and r.libraries is None for r in result.probes):
+                result.messages.append(
+                    "which libraries the probe loaded is unknown here (no /proc/self/maps): "
+                    "drift detection is off, only the probe's exit code counts"
+                )
             passed = all(r.passed for r in result.probes)
             if not passed:
                 result.diagnosis = diagnose(
