@@ -13,7 +13,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -88,8 +88,14 @@ def run(
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> Completed:
-    """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start."""
+    """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start.
+
+    ``on_start`` receives the child, so that another thread can kill its group (``kill``).
+    The wait itself blocks in waitpid: a timer kills the group on timeout, so the end of the
+    child is seen at once (Popen.wait(timeout) would poll, up to 50 ms late).
+    """
     started = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -100,28 +106,37 @@ def run(
         cwd=cwd,
         start_new_session=True,  # its own process group, so a timeout can kill all of it
     )
+    if on_start is not None:
+        on_start(proc)
     assert proc.stdout is not None and proc.stderr is not None
     readers = [_BoundedReader(proc.stdout), _BoundedReader(proc.stderr)]
     for reader in readers:
         reader.start()
-    timed_out = False
+    expired = threading.Event()
+    timer = None
+    if timeout is not None:
+
+        def expire() -> None:
+            expired.set()
+            kill(proc)
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        proc.wait()
     except BaseException:
         # Interrupted (Ctrl-C): don't leave the child running behind us.
-        _kill_group(proc)
+        kill(proc)
         raise
     finally:
-        if timed_out:
-            _kill_group(proc)
-    # The group may have grandchildren still holding the pipes; they were killed above on
-    # timeout, but a well-behaved child can also leave a daemon behind: don't wait forever.
+        if timer is not None:
+            timer.cancel()
+    # A child can leave a daemon behind that still holds the pipes: don't wait for it forever.
     for reader in readers:
         reader.join(timeout=5)
     if any(reader.is_alive() for reader in readers):
-        _kill_group(proc)
+        kill(proc)
         for reader in readers:
             reader.join(timeout=5)
     return Completed(
@@ -130,11 +145,11 @@ def run(
         stdout=readers[0].text(),
         stderr=readers[1].text(),
         seconds=time.monotonic() - started,
-        timed_out=timed_out,
+        timed_out=expired.is_set(),
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's whole process group (grandchildren too)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
