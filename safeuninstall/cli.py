@@ -224,6 +224,11 @@ def cli() -> None:
     help="Refuse (exit 1, nothing changed) when the impact report finds breakage or drift.",
 )
 @click.option(
+    "--fresh-baseline",
+    is_flag=True,
+    help="Run the baseline probe even when a cached pass for this environment is valid.",
+)
+@click.option(
     "--allow-drift",
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
@@ -243,6 +248,7 @@ def uninstall_command(
     dry_run: bool,
     keep_on_failure: bool,
     strict: bool,
+    fresh_baseline: bool,
     allow_drift: bool,
     offline: bool,
     as_json: bool,
@@ -267,6 +273,7 @@ def uninstall_command(
                 offline=offline,
                 strict=strict,
                 allow_drift=allow_drift,
+                fresh_baseline=fresh_baseline,
             ),
         )
 

@@ -18,9 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
+from . import __version__, baseline
 from . import config as config_file
 from .backend import Backend, shell_line
+from .baseline import BaselineCache, fingerprint
 from .doctor import DoctorReport, Finding, diagnose, examine, hollow_distributions
 from .environment import (
     InstalledDistribution,
@@ -100,6 +101,7 @@ class Context:
     interpreter: Interpreter
     store: Store
     backend: Backend
+    environ: Mapping[str, str]
 
 
 def open_target(options: TargetOptions) -> Context:
@@ -115,6 +117,7 @@ def open_target(options: TargetOptions) -> Context:
         interpreter=interpreter,
         store=Store(state),
         backend=Backend.for_python(python, options.environ),
+        environ=options.environ,
     )
 
 
@@ -258,6 +261,7 @@ class UninstallOptions:
     keep_on_failure: bool = False
     offline: bool = False
     strict: bool = False  # refuse when the impact report finds breakage or drift
+    fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes
 
 
@@ -417,12 +421,12 @@ def uninstall(
             return result
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()
-        result.baseline = run_all(settings, ctx.interpreter)
-        if not all(r.passed for r in result.baseline):
-            raise BaselineProbeFailed(
-                "the probe already fails before any change, so it cannot judge this removal",
-                detail=_probe_failure_text(result.baseline),
-            )
+        cache = BaselineCache(ctx.store.root)
+        env_print = fingerprint(ctx.interpreter, target.environ)
+        cached = None if options.fresh_baseline else cache.get(settings, env_print)
+        # The baseline runs while the snapshot and stash are made; nothing is removed before
+        # it has passed.
+        running = baseline.start(settings, ctx.interpreter) if cached is None else None
         folder = ctx.store.new_folder()
         try:
             entry = journal.begin("uninstall", folder[0], "stash")
@@ -436,14 +440,30 @@ def uninstall(
                 removed=removal.remove,
                 shared=analysis.owned.shared_paths(),
             )
+            result.baseline = running.results() if running is not None else list(cached or ())
+            if not all(r.passed for r in result.baseline):
+                shutil.rmtree(folder[1], ignore_errors=True)
+                raise BaselineProbeFailed(
+                    "the probe already fails before any change, so it cannot judge this removal",
+                    detail=_probe_failure_text(result.baseline),
+                )
         except KeyboardInterrupt:
+            _stop(running)
             journal.finish()
             raise Interrupted("interrupted while stashing, before anything was removed") from None
         except BaseException:
+            _stop(running)
             journal.finish()
             raise
+        if running is not None:
+            cache.put(settings, env_print, result.baseline)
         result.snapshot = snap.id
         return _remove_probe_restore(ctx, snap, settings, options, result, journal, entry, analysis)
+
+
+def _stop(running: baseline.Background | None) -> None:
+    if running is not None:
+        running.cancel()
 
 
 def _remove_probe_restore(
@@ -497,6 +517,9 @@ def _remove_probe_restore(
                 )
             if passed:
                 result.outcome = "removed"
+                BaselineCache(ctx.store.root).put(
+                    settings, fingerprint(ctx.interpreter, ctx.environ), result.probes
+                )
                 ctx.store.save(snap.with_outcome("removed"))
                 journal.finish()
                 return result
@@ -550,6 +573,9 @@ def _restore_after(
         result.verification = verification
         if verification.ok:
             result.final_probes = run_all(settings, ctx.interpreter)
+            BaselineCache(ctx.store.root).put(
+                settings, fingerprint(ctx.interpreter, ctx.environ), result.final_probes
+            )
         restored_ok = verification.ok and all(r.passed for r in result.final_probes)
         result.outcome = f"{reason}-restored" if restored_ok else f"{reason}-incomplete"
         if not restored_ok:

@@ -12,9 +12,10 @@ import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from subprocess import Popen
 
 from . import process
 from .environment import InstalledDistribution, Interpreter
@@ -75,8 +76,14 @@ class ProbeResult:
     output: str
     # realpaths of shared objects the probe process loaded; None where that can't be known
     libraries: tuple[str, ...] | None = None
+    cached: bool = False  # a baseline taken from the cache, not run now
 
     def summary(self) -> str:
+        if self.cached:
+            return "passed (cached: the environment is unchanged since it last passed)"
+        return self._outcome()
+
+    def _outcome(self) -> str:
         if self.passed:
             return f"passed in {self.seconds:.2f} s"
         if self.timed_out:
@@ -92,6 +99,7 @@ class ProbeResult:
             "returncode": self.returncode,
             "timed_out": self.timed_out,
             "seconds": round(self.seconds, 3),
+            "cached": self.cached,
             "output": self.output,
         }
 
@@ -125,7 +133,13 @@ def command_probe(line: str, origin: str) -> Probe:
     return Probe(kind="command", code=line, origin=origin)
 
 
-def run_probe(probe: Probe, interpreter: Interpreter, *, timeout: float) -> ProbeResult:
+def run_probe(
+    probe: Probe,
+    interpreter: Interpreter,
+    *,
+    timeout: float,
+    on_start: Callable[[Popen[bytes]], None] | None = None,
+) -> ProbeResult:
     bin_dir = interpreter.scripts
     env = process.clean_environ({"PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
     if interpreter.is_venv:
@@ -138,7 +152,7 @@ def run_probe(probe: Probe, interpreter: Interpreter, *, timeout: float) -> Prob
         else:
             argv = shlex.split(probe.code)
         try:
-            done = process.run(argv, timeout=timeout, env=env, cwd=Path(workdir))
+            done = process.run(argv, timeout=timeout, env=env, cwd=Path(workdir), on_start=on_start)
         except OSError as err:
             return ProbeResult(
                 probe=probe,

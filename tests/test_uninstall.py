@@ -464,3 +464,26 @@ def test_second_operation_waits_then_gives_up(make_venv: MakeVenv) -> None:
     assert run.returncode == 1
     assert "another safe-uninstall operation is running" in run.stderr
     assert "leftpad" in venv.installed()
+
+
+def test_baseline_is_cached_for_an_unchanged_environment(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    first = venv.tool("--json", "--probe", "import requests", "leftpad").json()
+    assert [p["cached"] for p in first["probes"]["baseline"]] == [False]  # type: ignore[index]
+    # The passing probe after the first removal is the baseline of the environment it left.
+    second = venv.tool("--json", "--probe", "import requests", "toolpkg").json()
+    assert second["exit_code"] == 0
+    assert [p["cached"] for p in second["probes"]["baseline"]] == [True]  # type: ignore[index]
+    # Another probe, or --fresh-baseline, runs it again.
+    venv.install("leftpad")
+    other = venv.tool("--json", "--fresh-baseline", "--probe", "import requests", "leftpad").json()
+    assert [p["cached"] for p in other["probes"]["baseline"]] == [False]  # type: ignore[index]
+
+
+def test_changed_environment_invalidates_the_cached_baseline(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    assert venv.tool("--probe", "import requests", "leftpad").returncode == 0
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "urllib3")  # behind our back
+    run = venv.tool("--probe", "import requests", "toolpkg")
+    assert run.returncode == 1  # the baseline really ran, and failed
+    assert "already fails before any change" in run.stderr

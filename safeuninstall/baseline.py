@@ -1,0 +1,156 @@
+"""The baseline: the probes' results before a change, run concurrently and cached.
+
+A probe run is the tool's main cost (3-5 s for `import torch` with CUDA), and the baseline is a
+second one. Two ways to pay less:
+
+- **Concurrently**: the baseline runs in a thread while the snapshot, the stash and the impact
+  report are made; nothing is removed until it has passed.
+- **Cached**: a passing baseline is kept, keyed by the probes and a fingerprint of the
+  environment (the dist-info folders' names and mtimes, the interpreter, LD_LIBRARY_PATH). A passing probe after a removal is the baseline of the new
+  environment, and is cached too. ``--fresh-baseline`` ignores the cache.
+
+A change that touches no dist-info folder (a file deleted by hand inside a package) does not
+change the fingerprint; that is what ``--fresh-baseline`` is for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import Popen
+
+from . import process
+from .atomicfile import write_atomically
+from .environment import Interpreter
+from .probe import ProbeResult, ProbeSettings, run_probe
+
+CACHE_FILE = "baseline-cache.json"
+_KEEP = 16  # cached baselines per environment
+
+
+def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
+    digest = hashlib.sha256()
+    digest.update(interpreter.executable.encode())
+    digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
+    for site_dir in interpreter.site_dirs:
+        # Not the folder's own mtime: the write test before a removal touches it every time.
+        digest.update(str(site_dir).encode())
+        try:
+            entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".dist-info"):
+                with contextlib.suppress(OSError):
+                    digest.update(f"{entry.name}:{entry.stat().st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def _probes_key(settings: ProbeSettings) -> str:
+    return json.dumps([[p.kind, p.code] for p in settings.probes])
+
+
+class BaselineCache:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / CACHE_FILE
+
+    def _read(self) -> dict[str, dict[str, object]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, settings: ProbeSettings, env_fingerprint: str) -> list[ProbeResult] | None:
+        """The cached passing results of exactly these probes in this environment, or None."""
+        entry = self._read().get(_key(settings, env_fingerprint))
+        if not isinstance(entry, dict):
+            return None
+        libraries, seconds = entry.get("libraries"), entry.get("seconds")
+        if not isinstance(libraries, list) or not isinstance(seconds, list):
+            return None
+        if not len(libraries) == len(seconds) == len(settings.probes):
+            return None
+        return [
+            ProbeResult(
+                probe=probe,
+                passed=True,
+                returncode=0,
+                timed_out=False,
+                seconds=float(took),
+                output="(cached: passed in this same environment before)",
+                libraries=tuple(libs) if isinstance(libs, list) else None,
+                cached=True,
+            )
+            for probe, libs, took in zip(settings.probes, libraries, seconds, strict=True)
+        ]
+
+    def put(
+        self, settings: ProbeSettings, env_fingerprint: str, results: Sequence[ProbeResult]
+    ) -> None:
+        if not results or not all(r.passed for r in results):
+            return
+        data = self._read()
+        data.pop(_key(settings, env_fingerprint), None)
+        data[_key(settings, env_fingerprint)] = {
+            "libraries": [list(r.libraries) if r.libraries is not None else None for r in results],
+            "seconds": [r.seconds for r in results],
+        }
+        while len(data) > _KEEP:
+            data.pop(next(iter(data)))  # oldest first: dicts keep insertion order
+        # Only time is lost when this cache can't be written.
+        with contextlib.suppress(OSError):
+            write_atomically(self.path, json.dumps(data).encode("utf-8"))
+
+
+def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
+    return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
+
+
+@dataclass
+class Background:
+    """Probes running in a thread; ``results`` blocks until they are done."""
+
+    _thread: threading.Thread
+    _results: list[ProbeResult]
+    _children: list[Popen[bytes]]
+    _error: list[BaseException]
+
+    def results(self) -> list[ProbeResult]:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._results
+
+    def cancel(self) -> None:
+        """Kill whatever probe is running (its whole group) and wait for the thread."""
+        for child in self._children:
+            process.kill(child)
+        self._thread.join()
+
+
+def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
+    results: list[ProbeResult] = []
+    children: list[Popen[bytes]] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for probe in settings.probes:
+                results.append(
+                    run_probe(
+                        probe, interpreter, timeout=settings.timeout, on_start=children.append
+                    )
+                )
+        except BaseException as err:  # handed to the caller's thread by results()
+            errors.append(err)
+
+    thread = threading.Thread(target=work, name="baseline-probe", daemon=True)
+    thread.start()
+    return Background(thread, results, children, errors)
