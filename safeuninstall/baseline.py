@@ -3,11 +3,12 @@
 A probe run is the tool's main cost (3-5 s for `import torch` with CUDA), and the baseline is a
 second one. Two ways to pay less:
 
-- **Concurrently**: the baseline runs in a thread while the snapshot, the stash and the impact
-  report are made; nothing is removed until it has passed.
+- **Concurrently**: the baseline runs in a thread while the snapshot and the stash are made;
+  nothing is removed until it has passed.
 - **Cached**: a passing baseline is kept, keyed by the probes and a fingerprint of the
-  environment (the dist-info folders' names and mtimes, the interpreter, LD_LIBRARY_PATH). A passing probe after a removal is the baseline of the new
-  environment, and is cached too. ``--fresh-baseline`` ignores the cache.
+  environment (the dist-info folders' names and mtimes, the interpreter, LD_LIBRARY_PATH).
+  A passing probe after a removal is the baseline of the new environment, and is cached too.
+  ``--fresh-baseline`` ignores the cache.
 
 A change that touches no dist-info folder (a file deleted by hand inside a package) does not
 change the fingerprint; that is what ``--fresh-baseline`` is for.
@@ -106,7 +107,7 @@ class BaselineCache:
             data.pop(next(iter(data)))  # oldest first: dicts keep insertion order
         # Only time is lost when this cache can't be written.
         with contextlib.suppress(OSError):
-            write_atomically(self.path, json.dumps(data).encode("utf-8"))
+            write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
 
 
 def _key(settings: ProbeSettings, env_fingerprint: str) -> str:

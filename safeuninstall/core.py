@@ -485,7 +485,7 @@ def _remove_probe_restore(
             result.messages.append(f"{err.message}\n{err.detail}".strip())
             reason = "uninstall-failed"
         else:
-            entry = journal.step(entry, "probe")
+            entry = journal.step(entry, "probe", durable=False)
             hollow = _left_hollow(analysis)
             if hollow:
                 result.messages.append(
@@ -520,14 +520,14 @@ def _remove_probe_restore(
                 BaselineCache(ctx.store.root).put(
                     settings, fingerprint(ctx.interpreter, ctx.environ), result.probes
                 )
-                ctx.store.save(snap.with_outcome("removed"))
+                ctx.store.set_outcome(snap.id, "removed")
                 journal.finish()
                 return result
             if options.keep_on_failure:
                 result.outcome = "probe-failed-kept"
                 result.exit_code = EXIT_INCOMPLETE
                 result.next_command = _rollback_command(ctx, snap.id)
-                ctx.store.save(snap.with_outcome("probe-failed-kept"))
+                ctx.store.set_outcome(snap.id, "probe-failed-kept")
                 journal.finish()
                 return result
             reason = "drift" if all(r.passed for r in result.probes) else "probe-failed"
@@ -585,7 +585,7 @@ def _restore_after(
             result.exit_code = EXIT_UNCHANGED  # proven to be as before: nothing changed
         else:
             result.exit_code = EXIT_RESTORED
-        ctx.store.save(snap.with_outcome(result.outcome))
+        ctx.store.set_outcome(snap.id, result.outcome)
         if verification.ok:
             journal.finish()  # else keep it: ``recover`` must finish the job
     if received:
@@ -770,13 +770,13 @@ def _rollback_to(
                 if recovering
                 else _rollback_command(ctx, wanted.id)
             )
-            ctx.store.save(before.with_outcome(f"{command}-incomplete"))
+            ctx.store.set_outcome(before.id, f"{command}-incomplete")
             if recovering is None:
                 journal.finish()  # a rollback that stopped short is retried by running it again
             return result
-        ctx.store.save(before.with_outcome(f"{command}-to-{wanted.id}"))
+        ctx.store.set_outcome(before.id, f"{command}-to-{wanted.id}")
         if recovering is not None:
-            ctx.store.save(wanted.with_outcome("recovered"))
+            ctx.store.set_outcome(wanted.id, "recovered")
         journal.finish()
     if received:
         result.messages.append(f"an interrupt arrived during the {command}; it finished first")
@@ -805,7 +805,7 @@ def snapshot_now(target: TargetOptions, *, stash: bool) -> Snapshot:
             stash=sorted(installed) if stash else (),
             shared=ownership(installed).shared_paths() if stash else (),
         )
-        ctx.store.save(snap.with_outcome("taken"))
+        ctx.store.set_outcome(snap.id, "taken")
         return snap.with_outcome("taken")
 
 

@@ -451,7 +451,7 @@ class ElfCache:
             },
             separators=(",", ":"),
         )
-        write_atomically(Path(path), payload.encode("utf-8"), mode=0o644)
+        write_atomically(Path(path), payload.encode("utf-8"), mode=0o644, durable=False)
 
 
 def _entry_to_json(entry: _CacheEntry) -> list[object]:

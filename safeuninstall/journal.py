@@ -93,10 +93,14 @@ class Journal:
         checkpoint(step)
         return entry
 
-    def step(self, entry: Entry, step: str) -> Entry:
-        """Record that ``step`` is about to run, then pass the fault-injection point."""
+    def step(self, entry: Entry, step: str, *, durable: bool = True) -> Entry:
+        """Record that ``step`` is about to run, then pass the fault-injection point.
+
+        ``durable=False`` for a step that changes nothing (the probe): the note may be lost
+        in a power cut, the previous durable step still tells ``recover`` what to do.
+        """
         updated = Entry(entry.operation, entry.snapshot, step, entry.pid, entry.started)
-        self._write(updated)
+        self._write(updated, durable=durable)
         checkpoint(step)
         return updated
 
@@ -106,8 +110,8 @@ class Journal:
         except FileNotFoundError:
             return
 
-    def _write(self, entry: Entry) -> None:
-        write_atomically(self.path, tomli_w.dumps(vars(entry)).encode("utf-8"))
+    def _write(self, entry: Entry, *, durable: bool = True) -> None:
+        write_atomically(self.path, tomli_w.dumps(vars(entry)).encode("utf-8"), durable=durable)
 
 
 def checkpoint(step: str) -> None:

@@ -25,11 +25,13 @@ from pathlib import Path
 import filelock
 
 from . import snapshot as snapshot_file
+from .atomicfile import write_atomically
 from .environment import Interpreter
 from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound, StateDirError
 from .snapshot import Snapshot
 
 STATE_DIR_NAME = ".safe-uninstall"
+OUTCOME_FILE = "outcome"
 _ID = re.compile(r"\d{1,9}")
 
 
@@ -104,10 +106,24 @@ class Store:
             raise SnapshotInvalid(
                 f"{self.snapshot_path(snapshot_id)}: id: {loaded.id!r} does not match its folder"
             )
-        return loaded
+        outcome = self._read_outcome(snapshot_id)
+        return loaded.with_outcome(outcome) if outcome else loaded
 
     def save(self, snap: Snapshot) -> None:
+        """Write snapshot.toml, durably; it is not rewritten afterwards."""
         snapshot_file.save(snap, self.snapshot_path(snap.id))
+
+    def set_outcome(self, snapshot_id: str, outcome: str) -> None:
+        """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
+        snapshot file itself is never rewritten, so a crash here can't damage it)."""
+        write_atomically(self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False)
+
+    def _read_outcome(self, snapshot_id: str) -> str | None:
+        try:
+            text = (self.folder(snapshot_id) / OUTCOME_FILE).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None
 
     def iter_loadable(self) -> Iterator[tuple[str, Snapshot | SnapshotInvalid]]:
         """Every snapshot, newest first, or the error that prevents reading it."""

@@ -185,12 +185,10 @@ def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_pat
     assert [code for _, _, code in results] == [0] * 8, results
     assert set(venv.installed()) == {"leftpad"}
     # Serialised: snapshot k saw exactly the packages the k-1 earlier operations left.
-    from safeuninstall import snapshot as snapshot_file
+    from safeuninstall.store import Store
 
-    snapshots = [
-        snapshot_file.load(folder / "snapshot.toml")
-        for folder in sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
-    ]
+    store = Store(venv.root / ".safe-uninstall")
+    snapshots = [store.load(snapshot_id) for snapshot_id in store.ids()]
     assert [s.id for s in snapshots] == [f"{i:04d}" for i in range(1, 9)]
     for k, snap in enumerate(snapshots):
         tiny_left = {p.name for p in snap.packages} - {"leftpad"}
