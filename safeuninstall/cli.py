@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from . import __version__, config, core, report
 from . import snapshot as snapshot_file
@@ -195,6 +196,16 @@ class _DefaultToUninstall(click.Group):
                 break
             index += 2 if token in takes_value else 1
         return ["uninstall", *args]
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """At the top level ``uninstall``'s options are valid too: offer them with ours."""
+        items = super().shell_complete(ctx, incomplete)
+        if incomplete.startswith("-"):
+            uninstall = self.commands["uninstall"]
+            sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
+            known = {item.value for item in items}
+            items += [i for i in uninstall.shell_complete(sub, incomplete) if i.value not in known]
+        return items
 
 
 @click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})
