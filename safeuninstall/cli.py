@@ -18,6 +18,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, config, core, report
+from . import export as export_file
 from . import snapshot as snapshot_file
 from .errors import EXIT_UNCHANGED, SafeUninstallError
 
@@ -516,3 +517,64 @@ def config_command(as_json: bool, verbose: bool, quiet: bool) -> None:
             click.echo(json.dumps(settings.to_dict(), indent=2))
         else:
             click.echo(report.settings(settings, verbose=verbose, quiet=quiet))
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+@cli.command("export")
+@click.argument("snapshot", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(export_file.FORMATS),
+    default="requirements",
+    show_default=True,
+    help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
+    "(else requirements, and why).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE (atomically) instead of standard output.",
+)
+@target_options
+@output_options
+def export_command(
+    snapshot: str | None,
+    fmt: str,
+    output: Path | None,
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float | None,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Write SNAPSHOT's exact set as a requirements file or a pylock.toml.
+
+    SNAPSHOT is an id (default: the latest) or the path of a snapshot.toml. Give the set back
+    in a fresh environment with: uv pip sync FILE.
+    """
+    try:
+        result = export_file.export(
+            _target(python, state_dir, lock_timeout),
+            export_file.ExportOptions(snapshot=snapshot, format=fmt, output=output),
+        )
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), indent=2))
+            return
+        if result.fallback_reason:
+            click.echo(
+                f"safe-uninstall: no pylock.toml for snapshot {result.snapshot}, requirements "
+                f"instead: {result.fallback_reason}",
+                err=True,
+            )
+        if result.output is None:
+            click.echo(result.text, nl=False)
+        elif not quiet:
+            click.echo(f"wrote {result.output}: {result.packages} distributions ({result.format})")

@@ -133,6 +133,7 @@ def test_completion_of_commands_options_and_choices() -> None:
     assert complete("safe-uninstall --probe x --dr") == ["--dry-run"]
     assert complete("safe-uninstall rollback --dr") == ["--dry-run"]
     assert complete("safe-uninstall --color ") == ["auto", "always", "never"]
+    assert complete("safe-uninstall export 1 --format ") == ["requirements", "pylock"]
 
 
 @needs_script
