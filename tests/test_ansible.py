@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+f
 
 def playbook(
     tmp_path: Path, nodes: dict[str, Path], *extra: str, **extra_vars: object
-) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, int]], dict[str, dict]]:  # type: ignore[type-arg]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, int]], dict[str, Any]]:
     """Run the example playbook; return the process, the play recap and the per-node report."""
     inventory = {
         "all": {

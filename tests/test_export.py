@@ -88,7 +88,7 @@ def test_pylock_from_source_trees_is_valid_pep_751() -> None:
     text = export.pylock(snapshot_of("vcs", "editable", "directory"))
     lock = Pylock.from_dict(tomllib.loads(text))
     assert str(lock.lock_version) == "1.0" and lock.created_by == "safe-uninstall"
-    by_name = {p.name: p for p in lock.packages}
+    by_name = {str(p.name): p for p in lock.packages}
     assert sorted(by_name) == ["dirpkg", "edpkg", "vcspkg"]
     # PEP 751: no version for a source tree, it can't be guaranteed to match the code.
     assert all(p.version is None for p in lock.packages)
