@@ -98,7 +98,8 @@ KEYS: tuple[Key, ...] = (
         None,
         "The folder of one environment's snapshots and stashes. Unset: `<venv>/.safe-uninstall` "
         "(or `$XDG_STATE_HOME/safe-uninstall/<hash>` for a non-virtual interpreter). "
-        "A relative path in a file is relative to that file's folder.",
+        "A relative path in a file is relative to that file's folder. Not for the user file: "
+        "every environment would share one folder.",
     ),
     Key(
         "lock-timeout",

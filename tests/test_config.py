@@ -7,7 +7,6 @@ import json
 import os
 from pathlib import Path
 
-import click
 import filelock
 import pytest
 
@@ -186,12 +185,7 @@ def test_empty_variable_is_unset_and_unknown_ones_are_listed(places: Places) -> 
 def test_every_key_is_an_option_of_uninstall_with_the_same_default() -> None:
     """Keys and options must not drift apart: the same names, the documented defaults."""
     command = cli.commands["uninstall"]
-    options = {
-        opt
-        for param in command.get_params(click.Context(command))
-        if isinstance(param, click.Option)
-        for opt in param.opts
-    }
+    options = {opt for param in command.params for opt in getattr(param, "opts", ())}
     assert {key.option for key in config.KEYS} <= options
     defaults = {key.name: key.default for key in config.KEYS}
     assert defaults["probe-timeout"] == DEFAULT_TIMEOUT
