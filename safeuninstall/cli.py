@@ -12,11 +12,13 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
-from . import __version__, core, report
+from . import __version__, config, core, report
+from . import export as export_file
 from . import snapshot as snapshot_file
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
 
@@ -43,16 +45,13 @@ target_options = _compose(
     click.option(
         "--state-dir",
         metavar="DIR",
-        envvar="SAFE_UNINSTALL_STATE_DIR",
         help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
     ),
     click.option(
         "--lock-timeout",
         type=click.FloatRange(min=0),
-        default=60.0,
-        show_default=True,
         metavar="SECONDS",
-        help="How long to wait for another operation on the same environment.",
+        help="How long to wait for another operation on the same environment. [default: 60]",
     ),
 )
 
@@ -60,6 +59,14 @@ output_options = _compose(
     click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
     click.option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
     click.option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
+    click.option(
+        "--color",
+        type=click.Choice(config.COLOR_CHOICES),
+        expose_value=False,
+        callback=lambda ctx, param, value: _remember_color(ctx, value),
+        help="Colour the text output (auto: on a terminal, unless NO_COLOR is set). "
+        "[default: auto]",
+    ),
 )
 
 probe_options = _compose(
@@ -87,7 +94,9 @@ probe_options = _compose(
 )
 
 offline_option = click.option(
-    "--offline", is_flag=True, help="A reinstall, if one is needed, uses no network."
+    "--offline/--no-offline",
+    default=None,
+    help="A reinstall, if one is needed, uses no network. [default: no-offline]",
 )
 
 
@@ -95,7 +104,10 @@ def _say_waiting(message: str) -> None:
     click.echo(f"safe-uninstall: {message}", err=True)
 
 
-def _target(python: str | None, state_dir: str | None, lock_timeout: float) -> core.TargetOptions:
+def _target(
+    python: str | None, state_dir: str | None, lock_timeout: float | None
+) -> core.TargetOptions:
+    state_dir, lock_timeout = _configured_target(state_dir, lock_timeout)
     return core.TargetOptions(
         python=python,
         cwd=Path.cwd(),
@@ -122,7 +134,9 @@ def _emit(result: core.OperationResult, as_json: bool, verbose: bool, quiet: boo
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        click.echo(report.operation(result, verbose=verbose, quiet=quiet))
+        color = _use_color(sys.stdout)
+        text = report.operation(result, verbose=verbose, quiet=quiet, paint=_painter(color))
+        click.echo(text, color=color)
     sys.exit(result.exit_code)
 
 
@@ -136,7 +150,9 @@ def _fail(err: SafeUninstallError, as_json: bool, verbose: bool) -> None:
         }
         click.echo(json.dumps(payload, indent=2))
     else:
-        click.echo(f"safe-uninstall: error: {err.message}", err=True)
+        color = _use_color(sys.stderr)
+        error = _painter(color)("error:", "bad")
+        click.echo(f"safe-uninstall: {error} {err.message}", err=True, color=color)
         if err.detail:
             lines = err.detail.rstrip().splitlines()
             if not verbose and len(lines) > 20:
@@ -191,6 +207,16 @@ class _DefaultToUninstall(click.Group):
             index += 2 if token in takes_value else 1
         return ["uninstall", *args]
 
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """At the top level ``uninstall``'s options are valid too: offer them with ours."""
+        items = super().shell_complete(ctx, incomplete)
+        if incomplete.startswith("-"):
+            uninstall = self.commands["uninstall"]
+            sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
+            known = {item.value for item in items}
+            items += [i for i in uninstall.shell_complete(sub, incomplete) if i.value not in known]
+        return items
+
 
 @click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="safe-uninstall")
@@ -240,7 +266,7 @@ def uninstall_command(
     requirement_files: tuple[Path, ...],
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     probes: tuple[str, ...],
     probe_cmds: tuple[str, ...],
     probe_timeout: float | None,
@@ -250,7 +276,7 @@ def uninstall_command(
     strict: bool,
     fresh_baseline: bool,
     allow_drift: bool,
-    offline: bool,
+    offline: bool | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -270,7 +296,7 @@ def uninstall_command(
                 names=tuple(names),
                 dry_run=dry_run,
                 keep_on_failure=keep_on_failure,
-                offline=offline,
+                offline=_offline(offline),
                 strict=strict,
                 allow_drift=allow_drift,
                 fresh_baseline=fresh_baseline,
@@ -313,13 +339,13 @@ def rollback_command(
     snapshot: str | None,
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     probes: tuple[str, ...],
     probe_cmds: tuple[str, ...],
     probe_timeout: float | None,
     no_probe: bool,
     dry_run: bool,
-    offline: bool,
+    offline: bool | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -329,7 +355,7 @@ def rollback_command(
         lambda: core.rollback(
             _target(python, state_dir, lock_timeout),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
-            core.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=offline),
+            core.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=_offline(offline)),
         ),
         as_json,
         verbose,
@@ -349,7 +375,7 @@ def rollback_command(
 def snapshot_command(
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     stash: bool,
     as_json: bool,
     verbose: bool,
@@ -373,7 +399,7 @@ def snapshot_command(
 def snapshots_command(
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -398,7 +424,7 @@ def show_command(
     snapshot: str | None,
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -424,7 +450,7 @@ def show_command(
 def probe_command(
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     probes: tuple[str, ...],
     probe_cmds: tuple[str, ...],
     probe_timeout: float | None,
@@ -454,7 +480,7 @@ def check_command(
     packages: tuple[str, ...],
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     strict: bool,
     as_json: bool,
     verbose: bool,
@@ -475,7 +501,7 @@ def check_command(
 def doctor_command(
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -502,12 +528,12 @@ def doctor_command(
 def recover_command(
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     probes: tuple[str, ...],
     probe_cmds: tuple[str, ...],
     probe_timeout: float | None,
     no_probe: bool,
-    offline: bool,
+    offline: bool | None,
     as_json: bool,
     verbose: bool,
     quiet: bool,
@@ -517,7 +543,7 @@ def recover_command(
         lambda: core.recover(
             _target(python, state_dir, lock_timeout),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
-            core.RollbackOptions(offline=offline),
+            core.RollbackOptions(offline=_offline(offline)),
         ),
         as_json,
         verbose,
@@ -557,7 +583,7 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 def prune_command(
     python: str | None,
     state_dir: str | None,
-    lock_timeout: float,
+    lock_timeout: float | None,
     keep: int | None,
     max_size: int | None,
     dry_run: bool,
@@ -588,3 +614,132 @@ def _terminate(signum: int, frame: object) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     cli(prog_name="safe-uninstall")
+
+
+# -- configuration and colour ----------------------------------------------------------------
+# What was typed wins; what was not comes from config.resolve (environment, pyproject.toml,
+# the user's config.toml, defaults). These are read inside each command's error handling, so a
+# bad configuration file is reported like any other error (exit 2, JSON under --json).
+
+_COLOR_META = "safe_uninstall.color"
+_TONES = {"good": "green", "warn": "yellow", "bad": "red"}
+
+
+def _remember_color(ctx: click.Context, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_COLOR_META] = value
+
+
+def _settings(typed: dict[str, config.Value] | None = None) -> config.Settings:
+    ctx = click.get_current_context(silent=True)
+    color = ctx.meta.get(_COLOR_META) if ctx is not None else None
+    return config.resolve(Path.cwd(), os.environ, {"color": color, **(typed or {})})
+
+
+def _configured_target(
+    state_dir: str | None, lock_timeout: float | None
+) -> tuple[str | None, float]:
+    settings = _settings({"state-dir": state_dir, "lock-timeout": lock_timeout})
+    return settings.text("state-dir"), settings.seconds("lock-timeout")
+
+
+def _offline(offline: bool | None) -> bool:
+    return _settings({"offline": offline}).flag("offline")
+
+
+def _use_color(stream: TextIO) -> bool:
+    try:
+        choice = _settings().text("color") or "auto"
+    except SafeUninstallError:
+        # The configuration itself is what failed: still honour --color and NO_COLOR.
+        ctx = click.get_current_context(silent=True)
+        choice = (ctx.meta.get(_COLOR_META) if ctx is not None else None) or "auto"
+    return report.use_color(choice, isatty=stream.isatty(), environ=os.environ)
+
+
+def _painter(color: bool) -> report.Paint:
+    if not color:
+        return report.plain
+    return lambda text, tone: click.style(text, fg=_TONES[tone], bold=tone == "bad" or None)
+
+
+@cli.command("config")
+@output_options
+def config_command(as_json: bool, verbose: bool, quiet: bool) -> None:
+    """Show every setting's effective value and where it came from.
+
+    Places, strongest first: the command line, SAFE_UNINSTALL_* environment variables,
+    [tool.safe-uninstall] in the nearest pyproject.toml, the user's
+    $XDG_CONFIG_HOME/safe-uninstall/config.toml; then the defaults. -q prints the effective
+    values as TOML (unset keys left out); -v also names the files consulted.
+    """
+    try:
+        settings = _settings()
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(settings.to_dict(), indent=2))
+        else:
+            click.echo(report.settings(settings, verbose=verbose, quiet=quiet))
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+@cli.command("export")
+@click.argument("snapshot", required=False)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(export_file.FORMATS),
+    default="requirements",
+    show_default=True,
+    help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
+    "(else requirements, and why).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE (atomically) instead of standard output.",
+)
+@target_options
+@output_options
+def export_command(
+    snapshot: str | None,
+    fmt: str,
+    output: Path | None,
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float | None,
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
+) -> None:
+    """Write SNAPSHOT's exact set as a requirements file or a pylock.toml.
+
+    SNAPSHOT is an id (default: the latest) or the path of a snapshot.toml. Give the set back
+    in a fresh environment with: uv pip sync FILE.
+    """
+    try:
+        result = export_file.export(
+            _target(python, state_dir, lock_timeout),
+            export_file.ExportOptions(snapshot=snapshot, format=fmt, output=output),
+        )
+    except SafeUninstallError as err:
+        _fail(err, as_json, verbose)
+    else:
+        if as_json:
+            click.echo(json.dumps(result.to_dict(), indent=2))
+            return
+        if result.fallback_reason:
+            click.echo(
+                f"safe-uninstall: no pylock.toml for snapshot {result.snapshot}, requirements "
+                f"instead: {result.fallback_reason}",
+                err=True,
+            )
+        if result.output is None:
+            click.echo(result.text, nl=False)
+        elif not quiet:
+            click.echo(f"wrote {result.output}: {result.packages} distributions ({result.format})")

@@ -1,6 +1,7 @@
 """Every failure the tool expects, each with the exit code the CLI returns for it.
 
-Exit codes (the same table is in README.md and docs/exit-codes.md):
+Exit codes (EXIT_CODES below; the same table is in README.md and, generated from it,
+docs/reference/exit-codes.md):
 
 ==== =====================================================================
 code meaning
@@ -22,6 +23,19 @@ EXIT_USAGE = 2
 EXIT_RESTORED = 3
 EXIT_INCOMPLETE = 4
 EXIT_PROBE_FAILS_AFTER_ROLLBACK = 5
+
+# What each code means, for the documentation (tests check README.md's table against it).
+EXIT_CODES = {
+    EXIT_OK: "done; every probe passed (or nothing to do)",
+    EXIT_UNCHANGED: "error before any change: the environment was not changed",
+    EXIT_USAGE: "command-line usage error (unknown option, bad option value) or malformed "
+    "configuration",
+    EXIT_RESTORED: "the probe failed after the removal; everything was restored and verified",
+    EXIT_INCOMPLETE: "restore incomplete, or `--keep-on-failure`: the environment differs from "
+    "the snapshot; the output names each difference and the one command that finishes the job",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK: "`rollback` or `recover` done and verified, but the probe "
+    "fails in that state",
+}
 
 
 class SafeUninstallError(Exception):

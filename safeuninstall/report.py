@@ -1,9 +1,15 @@
-"""Results as text for a person. Every function returns a string; the CLI prints it once."""
+"""Results as text for a person. Every function returns a string; the CLI prints it once.
+
+Colour is the caller's choice: a function that colours takes ``paint(text, tone)`` (the CLI
+passes one built on click.style when colour is wanted) and defaults to plain text.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 
+from .config import Settings
 from .core import OperationResult, PruneResult, SnapshotSummary
 from .doctor import DoctorReport
 from .impact import ImpactReport
@@ -40,10 +46,35 @@ _OUTCOMES = {
 }
 
 
-def _probe_lines(title: str, results: Sequence[ProbeResult], verbose: bool) -> list[str]:
+# (text, tone) -> text; tones: "good", "warn", "bad"
+Paint = Callable[[str, str], str]
+
+
+def plain(text: str, tone: str) -> str:
+    return text
+
+
+def use_color(choice: str, *, isatty: bool, environ: Mapping[str, str]) -> bool:
+    """``always``/``never`` are obeyed; ``auto`` colours a terminal unless NO_COLOR is set
+    (to anything but the empty string, as no-color.org asks) or TERM is ``dumb``."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    return isatty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+
+
+def _tone(exit_code: int) -> str:
+    return "good" if exit_code == 0 else "warn" if exit_code == 3 else "bad"
+
+
+def _probe_lines(
+    title: str, results: Sequence[ProbeResult], verbose: bool, paint: Paint = plain
+) -> list[str]:
     lines = []
     for r in results:
-        lines.append(f"{title}: {r.probe.label} -- {r.summary()}")
+        summary = paint(r.summary(), "good" if r.passed else "bad")
+        lines.append(f"{title}: {r.probe.label} -- {summary}")
         if r.output and (verbose or not r.passed):
             lines.extend("    " + line for line in _tail(r.output, 0 if verbose else 12))
     return lines
@@ -54,8 +85,9 @@ def _tail(text: str, count: int) -> list[str]:
     return lines if count == 0 or len(lines) <= count else ["...", *lines[-count:]]
 
 
-def operation(result: OperationResult, *, verbose: bool, quiet: bool) -> str:
-    headline = f"{result.command}: {_OUTCOMES.get(result.outcome, result.outcome)}"
+def operation(result: OperationResult, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
+    outcome = paint(_OUTCOMES.get(result.outcome, result.outcome), _tone(result.exit_code))
+    headline = f"{result.command}: {outcome}"
     if quiet:
         lines = [headline]
         if result.next_command:
@@ -78,8 +110,8 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool) -> str:
     elif result.dependents:
         lines.append(f"installed distributions that depend on it: {', '.join(result.dependents)}")
     lines += [f"probe: {note}" for note in result.probe_notes]
-    lines += _probe_lines("baseline probe", result.baseline, verbose)
-    lines += _probe_lines("probe after the change", result.probes, verbose)
+    lines += _probe_lines("baseline probe", result.baseline, verbose, paint)
+    lines += _probe_lines("probe after the change", result.probes, verbose, paint)
     lines += [f"drift: {d.describe()}" for d in result.drift]
     lines += [f"diagnosis: {f.describe()}" for f in result.diagnosis]
     if result.restore is not None:
@@ -89,7 +121,7 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool) -> str:
         if r.reinstalled:
             lines.append(f"reinstalled: {', '.join(r.reinstalled)}")
         if r.failed:
-            lines.append(f"could NOT be restored: {', '.join(r.failed)}")
+            lines.append(paint(f"could NOT be restored: {', '.join(r.failed)}", "bad"))
         lines += [f"note: {note}" for note in r.notes]
     if result.verification is not None:
         v = result.verification
@@ -99,9 +131,11 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool) -> str:
                 f"{v.files_checked} restored files match their RECORD sha256"
             )
         else:
-            lines.append("verification FAILED: the environment differs from the snapshot")
+            lines.append(
+                paint("verification FAILED: the environment differs from the snapshot", "bad")
+            )
             lines += ["  " + line for line in v.describe()]
-    lines += _probe_lines("probe after the restore", result.final_probes, verbose)
+    lines += _probe_lines("probe after the restore", result.final_probes, verbose, paint)
     lines += result.messages
     lines.append(headline)
     if result.next_command:
@@ -203,4 +237,37 @@ def doctor_report(report: DoctorReport) -> str:
         lines.append(f"to repair, run: {report.repair_command}")
     else:
         lines.append("no snapshot or pinned install can repair all of it; see the lines above")
+    return "\n".join(lines)
+
+
+def _toml_value(value: object) -> str:
+    # JSON's strings, numbers, booleans and arrays are valid TOML values too.
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+_UNSET = {
+    "probe": "(unset: the default probe)",
+    "probe-cmd": "(unset)",
+    "state-dir": "(unset: <venv>/.safe-uninstall)",
+}
+
+
+def settings(config: Settings, *, verbose: bool, quiet: bool) -> str:
+    """``key = value  # origin`` per key; quiet: the effective values as TOML, unset keys out."""
+    lines = []
+    for name, setting in config.by_key.items():
+        unset = setting.value is None or setting.value == ()
+        if quiet:
+            if not unset:
+                lines.append(f"{name} = {_toml_value(setting.value)}")
+            continue
+        shown = _UNSET.get(name, "(unset)") if unset else _toml_value(setting.value)
+        lines.append(f"{name:<13} = {shown:<34} # {setting.origin}")
+    if quiet:
+        return "\n".join(lines)
+    lines += [f"ignored: {var} is not a safe-uninstall setting" for var in config.ignored_variables]
+    if verbose:
+        project = config.project_file or "none found from the current folder up"
+        state = "" if config.user_file_exists else " (no such file)"
+        lines += [f"project file: {project}", f"user file: {config.user_file}{state}"]
     return "\n".join(lines)

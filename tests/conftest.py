@@ -18,15 +18,21 @@ UV = find_uv()
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No PIP_*, UV_*, VIRTUAL_ENV or SAFE_UNINSTALL_* from the developer's shell."""
+def _clean_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """No PIP_*, UV_*, VIRTUAL_ENV, SAFE_UNINSTALL_*, NO_COLOR or user config.toml from the
+    developer's shell."""
     for key in list(os.environ):
         if key.startswith(("PIP_", "UV_", "SAFE_UNINSTALL_")) or key in (
             "VIRTUAL_ENV",
             "PYTHONPATH",
             "LD_LIBRARY_PATH",
+            "NO_COLOR",
         ):
             monkeypatch.delenv(key, raising=False)
+    # An empty config home: ~/.config/safe-uninstall/config.toml must not steer the tests.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
     monkeypatch.setenv("UV_NO_PROGRESS", "1")
 

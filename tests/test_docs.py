@@ -1,0 +1,60 @@
+"""The documentation cannot drift from the code: the reference pages are generated, and the
+checked-in ones must equal what the generator writes now."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from safeuninstall import errors
+
+ROOT = Path(__file__).parent.parent
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "gen_reference", ROOT / "docs" / "gen_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GENERATOR = load_generator()
+
+
+@pytest.mark.parametrize("page", sorted(GENERATOR.PAGES))
+def test_checked_in_reference_page_is_what_the_generator_writes(page: str) -> None:
+    checked_in = (ROOT / "docs" / "reference" / page).read_text(encoding="utf-8")
+    assert checked_in == GENERATOR.PAGES[page](), (
+        f"docs/reference/{page} is out of date: run python docs/gen_reference.py"
+    )
+
+
+def test_cli_reference_has_every_command_and_option() -> None:
+    from safeuninstall.cli import cli
+
+    text = GENERATOR.cli_reference()
+    for name, command in cli.commands.items():
+        assert f"\n## {name}\n" in text
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("-"):
+                    assert f"`{opt}" in text or f", {opt}" in text, (name, opt)
+
+
+def test_every_exit_code_has_a_meaning_and_readme_shows_the_same_table() -> None:
+    constants = {v for k, v in vars(errors).items() if k.startswith("EXIT_") and k != "EXIT_CODES"}
+    assert constants == set(errors.EXIT_CODES)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for code, meaning in errors.EXIT_CODES.items():
+        assert f"| {code} | {meaning} |" in readme
+
+
+def test_generator_check_mode_agrees(capsys: pytest.CaptureFixture[str]) -> None:
+    assert GENERATOR.main(["--check"]) == 0
+    assert capsys.readouterr().out == ""

@@ -1,0 +1,184 @@
+"""Terminal manners: colour that honours --color and NO_COLOR (never in --json), and click's
+shell completion, run for real in bash (and fish where it is installed)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from safeuninstall import report
+from tests.conftest import UV, MakeVenv, Venv
+
+ESC = "\x1b["
+needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+@pytest.mark.parametrize(
+    ("choice", "isatty", "environ", "expected"),
+    [
+        ("auto", True, {}, True),
+        ("auto", False, {}, False),
+        ("auto", True, {"NO_COLOR": "1"}, False),
+        ("auto", True, {"NO_COLOR": ""}, True),  # no-color.org: empty means unset
+        ("auto", True, {"TERM": "dumb"}, False),
+        ("always", False, {"NO_COLOR": "1"}, True),  # an explicit choice beats NO_COLOR
+        ("never", True, {}, False),
+    ],
+)
+def test_when_to_colour(choice: str, isatty: bool, environ: dict[str, str], expected: bool) -> None:
+    assert report.use_color(choice, isatty=isatty, environ=environ) is expected
+
+
+def run_on_a_terminal(venv: Venv, *args: str, **extra_env: str) -> str:
+    """The tool with stdout and stderr on a pseudo-terminal, as a person runs it."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", **extra_env}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    return b"".join(chunks).decode()
+
+
+@needs_uv
+def test_colour_on_a_terminal_unless_no_color(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    probe = ("probe", "--probe", "import leftpad")
+
+    coloured = run_on_a_terminal(venv, *probe)
+    assert f"{ESC}32mevery probe passed{ESC}0m" in coloured
+    assert f"{ESC}32mpassed in " in coloured
+
+    assert ESC not in run_on_a_terminal(venv, *probe, NO_COLOR="1")
+    assert ESC not in run_on_a_terminal(venv, *probe, "--color", "never")
+    assert ESC not in run_on_a_terminal(venv, *probe, SAFE_UNINSTALL_COLOR="never")
+    forced = run_on_a_terminal(venv, *probe, "--color", "always", NO_COLOR="1")
+    assert f"{ESC}32mevery probe passed" in forced
+    assert ESC not in run_on_a_terminal(venv, *probe, "--json", "--color", "always")
+
+
+@needs_uv
+def test_colour_through_a_pipe_only_when_asked(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+    piped = venv.tool("--probe", "import requests", "urllib3")
+    assert piped.returncode == 3
+    assert ESC not in piped.stdout + piped.stderr
+
+    forced = venv.tool("--color", "always", "--probe", "import requests", "urllib3")
+    assert forced.returncode == 3
+    assert f"{ESC}31m{ESC}1mfailed with exit code 1" in forced.stdout
+    assert f"{ESC}33mthe probe failed after the removal: all was restored" in forced.stdout
+
+    as_json = venv.tool("--json", "--color", "always", "--probe", "import requests", "urllib3")
+    assert as_json.json()["outcome"] == "probe-failed-restored"
+    assert ESC not in as_json.stdout
+
+    error = venv.tool("rollback", "--color", "always", "9")
+    assert error.returncode == 1
+    assert error.stderr.startswith(f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m no snapshot '9'")
+
+
+# -- shell completion: click's, under the variable _SAFE_UNINSTALL_COMPLETE --------------------
+
+TOOL = Path(sys.executable).with_name("safe-uninstall")
+needs_script = pytest.mark.skipif(not TOOL.exists(), reason="the console script is not installed")
+
+
+def complete(words: str) -> list[str]:
+    """What click answers bash for the command line ``words`` (the last word is incomplete)."""
+    parts = words.split(" ")
+    done = subprocess.run(
+        [str(TOOL)],
+        env={
+            **os.environ,
+            "_SAFE_UNINSTALL_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(parts) - 1),
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [line.split(",", 1)[1] for line in done.stdout.splitlines()]
+
+
+@needs_script
+def test_completion_of_commands_options_and_choices() -> None:
+    assert complete("safe-uninstall ro") == ["rollback"]
+    assert complete("safe-uninstall sn") == ["snapshot", "snapshots"]
+    assert complete("safe-uninstall co") == ["config"]
+    # safe-uninstall [OPTIONS] PACKAGE... is the uninstall command: its options at the top too
+    assert complete("safe-uninstall --pro") == ["--probe", "--probe-cmd", "--probe-timeout"]
+    assert complete("safe-uninstall --probe x --dr") == ["--dry-run"]
+    assert complete("safe-uninstall rollback --dr") == ["--dry-run"]
+    assert complete("safe-uninstall --color ") == ["auto", "always", "never"]
+    assert complete("safe-uninstall export 1 --format ") == ["requirements", "pylock"]
+
+
+@needs_script
+def test_bash_completion_script_really_completes(tmp_path: Path) -> None:
+    script = (
+        'eval "$(_SAFE_UNINSTALL_COMPLETE=bash_source safe-uninstall)"\n'
+        "COMP_WORDS=(safe-uninstall rollb); COMP_CWORD=1\n"
+        "_safe_uninstall_completion safe-uninstall\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+        "complete -p safe-uninstall\n"
+    )
+    env = {**os.environ, "PATH": f"{TOOL.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "--norc", "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == [
+        "rollback",
+        "complete -o nosort -F _safe_uninstall_completion safe-uninstall",
+    ]
+
+
+@needs_script
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completion_script_really_completes() -> None:
+    script = (
+        "env _SAFE_UNINSTALL_COMPLETE=fish_source safe-uninstall | source\n"
+        'complete -C "safe-uninstall --color "\n'
+    )
+    env = {**os.environ, "PATH": f"{TOOL.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["fish", "--no-config", "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert sorted(done.stdout.split()) == ["always", "auto", "never"]
+
+
+@needs_script
+def test_zsh_completion_script_is_generated() -> None:
+    """zsh itself needs an interactive completion widget (checked by hand under tmux, see
+    docs/how-to/shell-completion.md); here: the script click writes for it."""
+    done = subprocess.run(
+        [str(TOOL)],
+        env={**os.environ, "_SAFE_UNINSTALL_COMPLETE": "zsh_source"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "#compdef safe-uninstall" in done.stdout
+    assert "compdef _safe_uninstall_completion safe-uninstall" in done.stdout
