@@ -675,6 +675,15 @@ def _recover_without_snapshot(
     )
 
 
+def _same_environment(snap: Snapshot, ctx: Context) -> None:
+    """A snapshot of another environment (a shared --state-dir) must not be applied here."""
+    if os.path.realpath(snap.target.prefix) != os.path.realpath(ctx.interpreter.prefix):
+        raise SnapshotInvalid(
+            f"snapshot {snap.id} was taken of {snap.target.prefix}, not of this environment "
+            f"({ctx.interpreter.prefix}); refusing to apply it here"
+        )
+
+
 def _rollback_to(
     ctx: Context,
     wanted: Snapshot,
@@ -685,6 +694,7 @@ def _rollback_to(
     recovering: JournalEntry | None,
 ) -> OperationResult:
     """Make the installed set equal ``wanted``'s; the journal entry is reused when recovering."""
+    _same_environment(wanted, ctx)
     installed = installed_distributions(ctx.interpreter)
     owned = ownership(installed)
     plan = plan_rollback(wanted, _installed_view(installed, owned))

@@ -363,3 +363,15 @@ def test_stash_folders_are_private(removed_leftpad: Venv) -> None:
     for path in [folder, *folder.rglob("*")]:
         if path.is_dir():
             assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+
+
+def test_snapshot_of_another_environment_is_refused(make_venv: MakeVenv, tmp_path: Path) -> None:
+    first = make_venv("leftpad")
+    second = make_venv("leftpad", "toolpkg")
+    shared = tmp_path / "one-state-for-both"
+    assert first.tool("--state-dir", str(shared), "snapshot").returncode == 0
+    before = second.file_hashes()
+    stderr = assert_refused(
+        second, before, ("--state-dir", str(shared), "rollback", "1"), "not of this environment"
+    )
+    assert str(first.root) in stderr
