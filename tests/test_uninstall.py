@@ -487,3 +487,53 @@ def test_changed_environment_invalidates_the_cached_baseline(make_venv: MakeVenv
     run = venv.tool("--probe", "import requests", "toolpkg")
     assert run.returncode == 1  # the baseline really ran, and failed
     assert "already fails before any change" in run.stderr
+
+
+def test_pip_fallback_when_no_uv(tmp_path: Path, wheelhouse: object) -> None:
+    """SAFE_UNINSTALL_UV=none: the target's own pip removes, and the stash restores."""
+    import sys
+
+    from tests.conftest import Wheelhouse
+
+    assert isinstance(wheelhouse, Wheelhouse)
+    root = tmp_path / "pipvenv"
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)  # ensurepip: offline
+    python = root / "bin" / "python"
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            wheelhouse.path,
+            "requests",
+        ],
+        check=True,
+    )
+    env = {**os.environ, "SAFE_UNINSTALL_UV": "none"}
+    run = run_tool("-p", str(root), "--json", "--probe", "import requests", "urllib3", env=env)
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["restored"] == ["urllib3==2.3.0"]
+    assert subprocess.run([python, "-c", "import requests"]).returncode == 0
+    passed = run_tool("-p", str(root), "--no-probe", "urllib3", env=env)
+    assert passed.returncode == 0, passed.stderr
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format", "freeze"], capture_output=True, text=True
+    )
+    assert "urllib3" not in listed.stdout
+
+
+def test_different_environments_do_not_wait_for_each_other(make_venv: MakeVenv) -> None:
+    import filelock
+
+    busy, free = make_venv("leftpad"), make_venv("leftpad")
+    (busy.root / ".safe-uninstall").mkdir()
+    with filelock.FileLock(str(busy.root / ".safe-uninstall" / "lock")):
+        run = free.tool("--lock-timeout", "0", "--no-probe", "leftpad")
+        blocked = busy.tool("--lock-timeout", "0", "--no-probe", "leftpad")
+    assert run.returncode == 0, run.stderr
+    assert blocked.returncode == 1 and "another safe-uninstall operation" in blocked.stderr
