@@ -18,11 +18,12 @@ import click
 from click.shell_completion import CompletionItem
 
 from . import __version__, config, core, report
-from . import export as export_file
 from . import snapshot as snapshot_file
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
 
 
 def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
@@ -692,7 +693,7 @@ def config_command(as_json: bool, verbose: bool, quiet: bool) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(export_file.FORMATS),
+    type=click.Choice(EXPORT_FORMATS),
     default="requirements",
     show_default=True,
     help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
@@ -723,6 +724,8 @@ def export_command(
     in a fresh environment with: uv pip sync FILE.
     """
     try:
+        from . import export as export_file  # only here: it pulls in urllib and packaging.pylock
+
         result = export_file.export(
             _target(python, state_dir, lock_timeout),
             export_file.ExportOptions(snapshot=snapshot, format=fmt, output=output),
