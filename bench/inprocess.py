@@ -10,10 +10,12 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from safeuninstall import core
 from safeuninstall.environment import installed_distributions
 from safeuninstall.plan import build_stash_index
+from safeuninstall.stash import restore_files
 from safeuninstall.transaction import restore, verify
 
 from .envs import Venv
@@ -85,3 +87,26 @@ def restore_from_stash(ctx: core.Context, snapshot_id: str, names: Sequence[str]
     if len(report.from_stash) != len(entries) or not verification.ok:
         raise BenchError(f"in-process restore did not restore {list(names)}: {report.to_dict()}")
     return RestoreWork(restored - started, verified - restored)
+
+
+def link_back_only(ctx: core.Context, snapshot_id: str, names: Sequence[str]) -> float:
+    """Seconds to link ``names`` back from the stash with stash.restore_files() alone: no
+    sha256 of the stash first, no verification after. What a restore costs without hashing."""
+    snap = ctx.store.load(snapshot_id)
+    stashes = [
+        entry.stash
+        for name in names
+        if (entry := snap.package(name)) is not None and entry.stash is not None
+    ]
+    if len(stashes) != len(names):
+        raise BenchError(f"snapshot {snapshot_id} has no stash of every one of {list(names)}")
+    folder = ctx.store.folder(snap.id)
+    started = time.perf_counter()
+    for stash in stashes:
+        restore_files(
+            stash,
+            snapshot_dir=folder,
+            env_root=Path(ctx.interpreter.prefix),
+            displaced_dir=folder / "displaced",
+        )
+    return time.perf_counter() - started

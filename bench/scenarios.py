@@ -182,14 +182,23 @@ def snapshot_scaling(ws: Workspace, cfg: Config, results: Results) -> None:
         _snapshot_one_size(ws, cfg, results, size)
 
 
-def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) -> None:
-    venv = ws.make_venv(f"snapshot-{size}")
+def population_venv(ws: Workspace, results: Results, size: int) -> Venv:
+    """The venv of ``size`` synthetic distributions, built on first use."""
+    venv = Venv(ws.root / f"population-{size}")
+    if venv.root.exists():
+        return venv
+    venv = ws.make_venv(venv.root.name)
     started = time.perf_counter()
     for spec in synthetic_population(size):
         write_installed(venv.site, spec)
     results.info[f"building the {size}-distribution venv"] = (
         f"{time.perf_counter() - started:.2f} s"
     )
+    return venv
+
+
+def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) -> None:
+    venv = population_venv(ws, results, size)
     argv = [*tool_argv(), "-p", str(venv.root), "snapshot", "--no-stash"]
     cli = Series()
 
@@ -332,7 +341,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     results.info["first `uv pip install` of that wheel (fills the warm cache)"] = (
         f"{first.seconds:.2f} s"
     )
-    rollback, in_restore, in_verify, warm, cold, cold_binary = (Series() for _ in range(6))
+    rollback, in_restore, in_verify, in_link, warm, cold, cold_binary = (Series() for _ in range(7))
 
     def remove_with_tool() -> str:
         pristine.install_into(stash_venv.site)
@@ -363,6 +372,14 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
             in_restore.add(work.restore_seconds)
             in_verify.add(work.verify_seconds)
 
+    def link_only(warmup: bool) -> None:
+        snapshot_id = remove_with_tool()
+        ctx = inprocess.open_context(stash_venv)
+        seconds = inprocess.link_back_only(ctx, snapshot_id, [spec.name])
+        check_back(stash_venv, "stash.restore_files")
+        if not warmup:
+            in_link.add(seconds)
+
     def uv_warm(warmup: bool) -> None:
         ws.uv_pip(uv_venv, "uninstall", spec.name)
         done = ws.uv_pip(uv_venv, "install", "--offline", *from_links, env=warm_env)
@@ -389,7 +406,8 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     def uv_cold_binary(warmup: bool) -> None:
         cold_install(binary_wheel, cold_binary, warmup)
 
-    _timed_rounds(cfg, [tool_rollback, in_process, uv_warm, uv_cold, uv_cold_binary])
+    steps = [tool_rollback, in_process, link_only, uv_warm, uv_cold, uv_cold_binary]
+    _timed_rounds(cfg, steps)
     stash_venv.reset_state()
     results.add(
         section,
@@ -397,8 +415,21 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
         rollback,
         key="restore.rollback",
     )
-    results.add(section, f"  in-process transaction.restore(), {label}", in_restore)
+    results.add(
+        section,
+        f"  in-process transaction.restore(), {label}",
+        in_restore,
+        key="restore.in_process",
+        note="sha256 of every stashed byte, then link back",
+    )
     results.add(section, f"  in-process transaction.verify(), {label}", in_verify)
+    results.add(
+        section,
+        f"  in-process stash.restore_files() alone, {label}",
+        in_link,
+        key="restore.link_only",
+        note="link back only: no sha256 before, no verify after",
+    )
     results.add(
         section,
         f"`uv pip install --offline`, warm uv cache, {label}",
@@ -489,6 +520,88 @@ def probe_multiples(ws: Workspace, cfg: Config, results: Results) -> None:
     )
 
 
+# -- a large environment: removal and rollback where the tool reads every distribution ------
+
+
+HISTORY = 5  # earlier snapshots of the whole environment, for the rollback-with-history row
+
+
+def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
+    section = "large env"
+    size = max(cfg.snapshot_sizes)
+    venv = population_venv(ws, results, size)
+    spec = small_dist("tinydist", files=cfg.small_files)
+    pristine = Pristine.create(ws.root / "pristine-large" / spec.name, spec)
+    tool = tool_argv()
+    # The history is made once and copied in before each run that wants it.
+    template = ws.root / f"history-{size}"
+    venv.reset_state()
+    for _ in range(HISTORY):
+        ws.run([*tool, "-p", str(venv.root), "snapshot", "--no-stash"])
+    shutil.copytree(venv.state_dir, template)
+    venv.reset_state()
+    remove, uv_remove, rollback, rollback_history = (Series() for _ in range(4))
+
+    def fresh_state(history: bool) -> None:
+        venv.reset_state()
+        if history:
+            shutil.copytree(template, venv.state_dir)
+
+    def tool_remove(warmup: bool) -> None:
+        pristine.install_into(venv.site)
+        fresh_state(history=False)
+        done = ws.run([*tool, "--no-probe", "-p", str(venv.root), spec.name])
+        if not warmup:
+            remove.add_run(done)
+
+    def uv_uninstall(warmup: bool) -> None:
+        pristine.install_into(venv.site)
+        done = ws.uv_pip(venv, "uninstall", spec.name)
+        if not warmup:
+            uv_remove.add_run(done)
+
+    def tool_rollback(history: bool, series: Series) -> Callable[[bool], None]:
+        def run(warmup: bool) -> None:
+            pristine.install_into(venv.site)
+            fresh_state(history)
+            removal = ws.run([*tool, "--no-probe", "--json", "-p", str(venv.root), spec.name])
+            snapshot_id = json.loads(removal.stdout)["snapshot"]
+            done = ws.run([*tool, "--no-probe", "-p", str(venv.root), "rollback", snapshot_id])
+            if not pristine.is_installed_in(venv.site):
+                raise BenchError("rollback in the large environment did not restore")
+            if not warmup:
+                series.add_run(done)
+
+        return run
+
+    _timed_rounds(
+        cfg,
+        [
+            tool_remove,
+            uv_uninstall,
+            tool_rollback(False, rollback),
+            tool_rollback(True, rollback_history),
+        ],
+    )
+    venv.reset_state()
+    pristine.install_into(venv.site)
+    label = f"{len(spec.files)}-file dist in a {size + 1}-dist env"
+    results.add(section, f"`safe-uninstall --no-probe`, {label}", remove)
+    results.add(
+        section,
+        f"`uv pip uninstall`, {label}",
+        uv_remove,
+        note=f"tool / uv = {remove.median / uv_remove.median:.1f}",
+    )
+    results.add(section, "`safe-uninstall rollback` of it, no earlier snapshots", rollback)
+    results.add(
+        section,
+        f"`safe-uninstall rollback` of it, {HISTORY} earlier {size}-dist snapshots",
+        rollback_history,
+        note="every snapshot is read to index the stashes",
+    )
+
+
 def impact_placeholder(ws: Workspace, cfg: Config, results: Results) -> None:
     results.not_measured("impact report", "impact report vs environment size", IMPACT_PLACEHOLDER)
 
@@ -499,6 +612,7 @@ SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
     uninstall_comparison,
     restore_comparison,
     probe_multiples,
+    large_environment,
     impact_placeholder,
 )
 

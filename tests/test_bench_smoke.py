@@ -58,6 +58,7 @@ def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
         "uninstall",
         "restore",
         "probe",
+        "large env",
     }
     for row in measured:
         assert row.runs == 1 and row.seconds is not None and row.seconds > 0, row
@@ -72,7 +73,7 @@ def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
     assert results.imports, "no -X importtime figures were parsed"
 
     targets = report.evaluate(results)
-    assert len(targets) == 11
+    assert len(targets) == 13
     if bundled_pip_wheel() is not None:
         assert all(t.measured is not None and t.passed is not None for t in targets), targets
     text = report.render(results, {"machine": "test"})
