@@ -55,8 +55,14 @@ def main(argv: list[str] | None = None) -> int:
             "uv": _uv_version(ws.uv),
             "tool": " ".join(tool_argv()),
         }
+        load_before = os.getloadavg()
         results = scenarios.run_all(
             ws, cfg, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr)
+        )
+        load_after = os.getloadavg()
+        # Other work on the machine skews absolute times more than side-by-side ratios.
+        header["load average (1 min) before / after"] = (
+            f"{load_before[0]:.2f} / {load_after[0]:.2f} on {os.cpu_count()} CPUs"
         )
         text = report.render(results, header)
     finally:
