@@ -14,8 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import inprocess
-from .dists import DistSpec, Pristine, big_dist, small_dist, synthetic_population, write_installed
-from .dists import write_wheel as write_zero_wheel
+from .dists import (
+    DistSpec,
+    Pristine,
+    big_dist,
+    small_dist,
+    synthetic_population,
+    write_installed,
+    write_wheel,
+)
 from .envs import Venv, Workspace, bundled_pip_wheel, tool_argv
 from .measure import BenchError, Series, Timed
 
@@ -321,13 +328,13 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     label = payload_label(spec)
     pristine = Pristine.create(ws.root / "pristine-restore" / spec.name, spec)
     started = time.perf_counter()
-    wheel = write_zero_wheel(ws.root / "wheels", spec)
+    wheel = write_wheel(ws.root / "wheels", spec)
     results.info[f"building the {label} wheel (deflate)"] = (
         f"{time.perf_counter() - started:.2f} s, {_mib(wheel.stat().st_size)} on disk"
     )
     binary_spec = big_dist("cudalike", cfg.big_bytes, files=cfg.big_files, binary_like=True)
     started = time.perf_counter()
-    binary_wheel = write_zero_wheel(ws.root / "wheels-binary-like", binary_spec)
+    binary_wheel = write_wheel(ws.root / "wheels-binary-like", binary_spec)
     results.info[f"building the binary-like {label} wheel (deflate)"] = (
         f"{time.perf_counter() - started:.2f} s, {_mib(binary_wheel.stat().st_size)} on disk"
     )
