@@ -1,0 +1,112 @@
+"""The tool's own functions called in this process, so that start-up and work can be told apart.
+
+Every call into safeuninstall's internals is here, in one place: when the core's functions
+change, this module is the one to follow them.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from safeuninstall import core
+from safeuninstall.environment import installed_distributions
+from safeuninstall.plan import build_stash_index
+from safeuninstall.stash import restore_files
+from safeuninstall.transaction import restore, verify
+
+from .envs import Venv
+from .measure import BenchError
+
+
+def open_context(venv: Venv) -> core.Context:
+    """The tool's context for ``venv`` (asks its interpreter once, as every command does)."""
+    return core.open_target(core.TargetOptions(python=str(venv.root), cwd=venv.root, environ={}))
+
+
+@dataclass(frozen=True)
+class SnapshotWork:
+    read_seconds: float  # installed_distributions()
+    write_seconds: float  # take_snapshot(), no stash: build the model, write the TOML
+    distributions: int
+
+
+def snapshot_work(ctx: core.Context) -> SnapshotWork:
+    started = time.perf_counter()
+    installed = installed_distributions(ctx.interpreter)
+    read = time.perf_counter()
+    core.take_snapshot(ctx, installed, operation="snapshot", command=(), stash=())
+    written = time.perf_counter()
+    return SnapshotWork(read - started, written - read, len(installed))
+
+
+def snapshot_traced_peak(ctx: core.Context) -> int:
+    """Peak bytes allocated by Python (tracemalloc) during one in-process snapshot."""
+    tracemalloc.start()
+    try:
+        snapshot_work(ctx)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+@dataclass(frozen=True)
+class RestoreWork:
+    restore_seconds: float  # transaction.restore(): check each stash's sha256, link back
+    verify_seconds: float  # transaction.verify(): installed set, RECORD hashes not yet proven
+
+
+def restore_from_stash(ctx: core.Context, snapshot_id: str, names: Sequence[str]) -> RestoreWork:
+    """Bring ``names`` back from snapshot ``snapshot_id``'s stash as a failed removal does."""
+    snap = ctx.store.load(snapshot_id)
+    entries = [entry for name in names if (entry := snap.package(name)) is not None]
+    index = build_stash_index([snap])
+    started = time.perf_counter()
+    report = restore(
+        entries,
+        index=index,
+        store=ctx.store,
+        interpreter=ctx.interpreter,
+        backend=ctx.backend,
+        offline=True,
+        displaced_dir=ctx.store.folder(snap.id) / "displaced",
+        preferred_snapshot=snap.id,
+    )
+    restored = time.perf_counter()
+    verification, _ = verify(
+        snap,
+        ctx.interpreter,
+        restored=[e.name for e in entries],
+        verified_inodes=report.verified_inodes,
+    )
+    verified = time.perf_counter()
+    if len(report.from_stash) != len(entries) or not verification.ok:
+        raise BenchError(f"in-process restore did not restore {list(names)}: {report.to_dict()}")
+    return RestoreWork(restored - started, verified - restored)
+
+
+def link_back_only(ctx: core.Context, snapshot_id: str, names: Sequence[str]) -> float:
+    """Seconds to link ``names`` back from the stash with stash.restore_files() alone: no
+    sha256 of the stash first, no verification after. What a restore costs without hashing."""
+    snap = ctx.store.load(snapshot_id)
+    stashes = [
+        entry.stash
+        for name in names
+        if (entry := snap.package(name)) is not None and entry.stash is not None
+    ]
+    if len(stashes) != len(names):
+        raise BenchError(f"snapshot {snapshot_id} has no stash of every one of {list(names)}")
+    folder = ctx.store.folder(snap.id)
+    started = time.perf_counter()
+    for stash in stashes:
+        restore_files(
+            stash,
+            snapshot_dir=folder,
+            env_root=Path(ctx.interpreter.prefix),
+            displaced_dir=folder / "displaced",
+        )
+    return time.perf_counter() - started

@@ -1,0 +1,230 @@
+"""The targets of issue 5, judged on one run's medians, and the Markdown that shows them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .scenarios import ImportCost, Results, Row
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    threshold: str
+    measured: float | None  # the ratio (or seconds) compared with the threshold
+    passed: bool | None  # None: not measured
+    detail: str
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.3f} s"
+
+
+def _at_most(limit: float) -> Callable[[float], bool]:
+    return lambda measured: measured <= limit
+
+
+def _ratio_target(
+    values: Mapping[str, float],
+    name: str,
+    threshold: str,
+    keys: tuple[str, ...],
+    compute: Callable[..., tuple[float, str]],
+    ok: Callable[[float], bool],
+) -> Target:
+    if not all(k in values for k in keys):
+        missing = ", ".join(k for k in keys if k not in values)
+        return Target(name, threshold, None, None, f"not measured ({missing})")
+    measured, detail = compute(*(values[k] for k in keys))
+    return Target(name, threshold, measured, ok(measured), detail)
+
+
+def evaluate(results: Results) -> list[Target]:
+    v = results.values
+    targets = []
+    for case, label in (("small", "10-file dist"), ("big", "large dist")):
+        targets.append(
+            _ratio_target(
+                v,
+                f"`--no-probe` / `pip uninstall -y`, {label}",
+                "<= 0.6",
+                (f"uninstall.{case}.tool", f"uninstall.{case}.pip"),
+                lambda tool, pip: (tool / pip, f"{_ms(tool)} / {_ms(pip)}"),
+                lambda r: r <= 0.6,
+            )
+        )
+    for case, label in (("small", "10-file dist"), ("big", "large dist")):
+        targets.append(
+            _ratio_target(
+                v,
+                f"(tool - uv) / import start-up, {label}",
+                "<= 2.0",
+                (f"uninstall.{case}.tool", f"uninstall.{case}.uv", "startup.import"),
+                lambda tool, uv, start: (
+                    (tool - uv) / start,
+                    f"({_ms(tool)} - {_ms(uv)}) / {_ms(start)}",
+                ),
+                lambda r: r <= 2.0,
+            )
+        )
+    for key, label in (("rollback", "`rollback`, end to end"), ("in_process", "restore()")):
+        targets.append(
+            _ratio_target(
+                v,
+                f"{label} from stash / warm-cache `uv pip install --offline`",
+                "<= 1.5",
+                (f"restore.{key}", "restore.uv_warm"),
+                lambda tool, warm: (tool / warm, f"{_ms(tool)} / {_ms(warm)}"),
+                lambda r: r <= 1.5,
+            )
+        )
+    for cold_key, cold_label, key, label in (
+        ("uv_cold", "zeros", "rollback", "`rollback`"),
+        ("uv_cold_binary", "binary-like", "rollback", "`rollback`"),
+        ("uv_cold_binary", "binary-like", "in_process", "restore()"),
+    ):
+        targets.append(
+            _ratio_target(
+                v,
+                f"cold install ({cold_label}) / {label} from stash",
+                ">= 50",
+                (f"restore.{cold_key}", f"restore.{key}"),
+                lambda cold, tool: (cold / tool, f"{_ms(cold)} / {_ms(tool)}"),
+                lambda r: r >= 50,
+            )
+        )
+    sizes = sorted(results.config.snapshot_sizes)
+    if len(sizes) >= 2:
+        small, large = sizes[-2], sizes[-1]
+        targets.append(
+            _ratio_target(
+                v,
+                f"snapshot linear: in-process work per dist at {large} / at {small}",
+                "<= 1.5",
+                (f"snapshot.work.{small}", f"snapshot.work.{large}"),
+                lambda a, b: (
+                    (b / large) / (a / small),
+                    f"{_ms(b)} / {large} vs {_ms(a)} / {small}",
+                ),
+                lambda r: r <= 1.5,
+            )
+        )
+    largest = sizes[-1]
+    targets.append(
+        _ratio_target(
+            v,
+            f"`snapshot --no-stash` of {largest} dists, end to end (seconds)",
+            "< 0.5 s",
+            (f"snapshot.cli.{largest}",),
+            lambda t: (t, _ms(t)),
+            lambda t: t < 0.5,
+        )
+    )
+    for key, label, limit in (("failing", "failing", 2.2), ("passing", "passing", 2.1)):
+        targets.append(
+            _ratio_target(
+                v,
+                f"{label} removal / one probe run",
+                f"<= {limit}",
+                (f"probe.{key}", "probe.one"),
+                lambda total, one: (total / one, f"{_ms(total)} / {_ms(one)}"),
+                _at_most(limit),
+            )
+        )
+    return targets
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def rows_table(rows: list[Row]) -> str:
+    lines = [
+        "| section | measurement | runs | median | peak memory | note |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        runs = str(row.runs) if row.runs is not None else "-"
+        median = _ms(row.seconds) if row.seconds is not None else "-"
+        lines.append(
+            f"| {row.section} | {_cell(row.what)} | {runs} | {median} | {row.peak} "
+            f"| {_cell(row.note)} |"
+        )
+    return "\n".join(lines)
+
+
+def targets_table(targets: list[Target]) -> str:
+    lines = [
+        "| target | threshold | measured | result | from |",
+        "| --- | --- | ---: | --- | --- |",
+    ]
+    for target in targets:
+        measured = f"{target.measured:.2f}" if target.measured is not None else "-"
+        result = {True: "PASS", False: "FAIL", None: "not measured"}[target.passed]
+        lines.append(
+            f"| {_cell(target.name)} | {target.threshold} | {measured} | {result} "
+            f"| {_cell(target.detail)} |"
+        )
+    return "\n".join(lines)
+
+
+def imports_table(imports: list[ImportCost], *, top: int = 12) -> str:
+    if not imports:
+        return "(no -X importtime data)"
+    total = sum(i.cumulative_us for i in imports if i.depth == 0)
+    by_package: dict[str, float] = {}
+    for item in imports:
+        package = item.name.split(".")[0]
+        by_package[package] = by_package.get(package, 0.0) + item.self_us
+    heaviest = sorted(imports, key=lambda i: i.self_us, reverse=True)[:top]
+    packages = sorted(by_package.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    lines = [
+        f"All imports: {total / 1000:.1f} ms (sum of the top-level cumulative times).",
+        "",
+        "| module (self time) | self | cumulative | | package (sum of self) | self |",
+        "| --- | ---: | ---: | --- | --- | ---: |",
+    ]
+    for index in range(max(len(heaviest), len(packages))):
+        left = (
+            f"{heaviest[index].name} | {heaviest[index].self_us / 1000:.1f} ms "
+            f"| {heaviest[index].cumulative_us / 1000:.1f} ms"
+            if index < len(heaviest)
+            else " | |"
+        )
+        right = (
+            f"{packages[index][0]} | {packages[index][1] / 1000:.1f} ms"
+            if index < len(packages)
+            else " |"
+        )
+        lines.append(f"| {left} | | {right} |")
+    return "\n".join(lines)
+
+
+def render(results: Results, header: Mapping[str, str]) -> str:
+    cfg = results.config
+    parts = ["# safe-uninstall benchmarks", ""]
+    parts += [f"- {key}: {value}" for key, value in header.items()]
+    parts += [
+        f"- mode: {cfg.label}; each figure is the median of {cfg.runs} timed runs"
+        + (" after one untimed warm-up round" if cfg.warmup else "")
+        + "; the commands compared in a section run round-robin, one of each per round, so "
+        "every ratio is measured side by side in this run",
+        "- peak memory: the command's own peak RSS (wait4 in bench/launcher.c) for subprocess "
+        "rows; tracemalloc's peak for in-process rows",
+        "",
+        rows_table(results.rows),
+        "",
+        "## Targets",
+        "",
+        targets_table(evaluate(results)),
+        "",
+        f"## Start-up: `python -X importtime -m safeuninstall --help` "
+        f"(medians of {cfg.importtime_runs})",
+        "",
+        imports_table(results.imports),
+    ]
+    if results.info:
+        parts += ["", "## Set-up costs (one run each, not benchmark figures)", ""]
+        parts += [f"- {key}: {value}" for key, value in results.info.items()]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,80 @@
+"""Run every benchmark scenario offline and print one Markdown report.
+
+    python bench/run.py            # full: 7 runs per figure, a 1 GB distribution, 1 s probe
+    python bench/run.py --quick    # 3 runs per figure, 200 MB, 0.5 s probe: a rough look
+
+Needs the tool installed in this interpreter's environment (``pip install -e ".[test]"``) and
+nothing else: every wheel and environment is built in a temporary folder, no index is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Run as a script (python bench/run.py): make the repository importable (bench, tests.wheels).
+_REPO = Path(__file__).resolve().parent.parent
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+from bench import report, scenarios  # noqa: E402 - needs the path set above
+from bench.envs import Workspace, tool_argv  # noqa: E402
+
+
+def _uv_version(uv: str) -> str:
+    done = subprocess.run([uv, "--version"], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs, smaller sizes")
+    parser.add_argument("--runs", type=int, help="timed runs per figure (default 7, quick 3)")
+    parser.add_argument("--workdir", type=Path, help="where to build (default: a temp folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder afterwards")
+    parser.add_argument("-o", "--output", type=Path, help="also write the report to this file")
+    args = parser.parse_args(argv)
+
+    cfg = scenarios.QUICK if args.quick else scenarios.FULL
+    if args.runs:
+        cfg = scenarios.Config(**{**vars(cfg), "runs": args.runs})
+    root = Path(tempfile.mkdtemp(prefix="safe-uninstall-bench-", dir=args.workdir))
+    try:
+        ws = Workspace.create(root)
+        header = {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}",
+            "python": f"{platform.python_version()} ({sys.executable})",
+            "uv": _uv_version(ws.uv),
+            "tool": " ".join(tool_argv()),
+        }
+        load_before = os.getloadavg()
+        results = scenarios.run_all(
+            ws, cfg, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr)
+        )
+        load_after = os.getloadavg()
+        # Other work on the machine skews absolute times more than side-by-side ratios.
+        header["load average (1 min) before / after"] = (
+            f"{load_before[0]:.2f} / {load_after[0]:.2f} on {os.cpu_count()} CPUs"
+        )
+        text = report.render(results, header)
+    finally:
+        if args.keep:
+            print(f"[bench] kept {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    print(text, end="")
+    if args.output:
+        args.output.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The benchmarks (bench/) run end to end at a tiny size: every scenario works and yields numbers.
+
+Nothing about time is asserted here; `python bench/run.py` measures and judges that.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import report, scenarios
+from bench.dists import big_dist, record_hash, small_dist, write_installed, zeros_record_hash
+from bench.envs import Workspace, bundled_pip_wheel
+from bench.inprocess import open_context
+from safeuninstall import core
+from safeuninstall.environment import installed_distributions
+from safeuninstall.transaction import verify
+from tests.conftest import UV
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def test_zeros_hash_is_the_hash_of_zero_bytes() -> None:
+    for size in (0, 1, 1024 * 1024 + 7):
+        assert zeros_record_hash(size) == record_hash(bytes(size))
+
+
+def test_directly_written_distributions_verify_against_their_record(tmp_path: Path) -> None:
+    """What the benchmarks write into site-packages is what the tool accepts as installed: the
+    sparse files hash to their RECORD entries."""
+    ws = Workspace.create(tmp_path / "bench")
+    venv = ws.make_venv("venv")
+    specs = [small_dist("tinydist", files=3), big_dist("cudalike", 3 * 10**6, files=4)]
+    for spec in specs:
+        write_installed(venv.site, spec)
+    ctx = open_context(venv)
+    installed = installed_distributions(ctx.interpreter)
+    assert {n: d.version for n, d in installed.items()} == {"tinydist": "1.0", "cudalike": "1.0"}
+    snap = core.take_snapshot(ctx, installed, operation="snapshot", command=(), stash=())
+    verification, _ = verify(
+        snap, ctx.interpreter, restored=sorted(installed), verified_inodes=set()
+    )
+    assert verification.ok, verification.describe()
+    # the payload files, and each distribution's METADATA, INSTALLER and WHEEL
+    assert verification.files_checked == 3 + 4 + 3 * 2
+
+
+def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
+    ws = Workspace.create(tmp_path / "bench")
+
+    results = scenarios.run_all(ws, scenarios.SMOKE)
+
+    measured = [row for row in results.rows if row.runs is not None]
+    assert {row.section for row in measured} == {
+        "start-up",
+        "snapshot",
+        "uninstall",
+        "restore",
+        "probe",
+        "large env",
+    }
+    for row in measured:
+        assert row.runs == 1 and row.seconds is not None and row.seconds > 0, row
+    expected_gaps = [("impact report", scenarios.IMPACT_PLACEHOLDER)]
+    if bundled_pip_wheel() is None:
+        expected_gaps = [
+            ("uninstall", "no bundled pip wheel"),
+            ("uninstall", "no bundled pip wheel"),
+            *expected_gaps,
+        ]
+    assert [(row.section, row.note) for row in results.rows if row.runs is None] == expected_gaps
+    assert results.imports, "no -X importtime figures were parsed"
+
+    targets = report.evaluate(results)
+    assert len(targets) == 13
+    if bundled_pip_wheel() is not None:
+        assert all(t.measured is not None and t.passed is not None for t in targets), targets
+    text = report.render(results, {"machine": "test"})
+    assert scenarios.IMPACT_PLACEHOLDER in text
+    assert sum(line.count("| PASS |") + line.count("| FAIL |") for line in text.splitlines()) == (
+        sum(t.passed is not None for t in targets)
+    )
