@@ -38,7 +38,9 @@ def snapshot_work(ctx: core.Context) -> SnapshotWork:
     started = time.perf_counter()
     installed = installed_distributions(ctx.interpreter)
     read = time.perf_counter()
-    core.take_snapshot(ctx, installed, operation="snapshot", command=(), stash=())
+    core.take_snapshot(
+        ctx, installed, folder=ctx.store.new_folder(), operation="snapshot", command=(), stash=()
+    )
     written = time.perf_counter()
     return SnapshotWork(read - started, written - read, len(installed))
 

@@ -256,6 +256,12 @@ def cli() -> None:
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
 @click.option(
+    "--probe-after-restore",
+    is_flag=True,
+    help="Run the probe again after a restore even when the restore is proven byte-identical "
+    "to the state the baseline passed in.",
+)
+@click.option(
     "--allow-drift",
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
@@ -276,6 +282,7 @@ def uninstall_command(
     keep_on_failure: bool,
     strict: bool,
     fresh_baseline: bool,
+    probe_after_restore: bool,
     allow_drift: bool,
     offline: bool | None,
     as_json: bool,
@@ -301,6 +308,7 @@ def uninstall_command(
                 strict=strict,
                 allow_drift=allow_drift,
                 fresh_baseline=fresh_baseline,
+                probe_after_restore=probe_after_restore,
             ),
         )
 

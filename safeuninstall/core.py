@@ -17,12 +17,12 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__, baseline
 from . import config as config_file
 from .backend import Backend, shell_line
 from .baseline import BaselineCache, fingerprint
-from .doctor import DoctorReport, Finding, diagnose, examine, hollow_distributions
 from .environment import (
     InstalledDistribution,
     Interpreter,
@@ -68,9 +68,12 @@ from .probe import (
     run_all,
 )
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
-from .stash import check_restore_paths, relative_to_root, stash_distribution
+from .stash import StashHasher, check_restore_paths, relative_to_root, stash_distribution
 from .store import Store, default_state_dir
 from .transaction import RestoreReport, Verification, restore, verify
+
+if TYPE_CHECKING:
+    from .doctor import DoctorReport, Finding
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,7 @@ class UninstallOptions:
     offline: bool = False
     strict: bool = False  # refuse when the impact report finds breakage or drift
     fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
+    probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes
 
 
@@ -281,6 +285,7 @@ class OperationResult:
     baseline: list[ProbeResult] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)  # after the change
     final_probes: list[ProbeResult] = field(default_factory=list)  # after a restore
+    final_probe_skipped: str | None = None  # why the probe after a restore was not run
     restore: RestoreReport | None = None
     verification: Verification | None = None
     rollback_plan: RollbackPlan | None = None
@@ -308,6 +313,7 @@ class OperationResult:
                 "baseline": [p.to_dict() for p in self.baseline],
                 "after": [p.to_dict() for p in self.probes],
                 "after_restore": [p.to_dict() for p in self.final_probes],
+                "after_restore_skipped": self.final_probe_skipped,
             },
             "rollback_plan": _rollback_plan_dict(self.rollback_plan),
             "impact": self.impact.to_dict() if self.impact else None,
@@ -440,8 +446,10 @@ def uninstall(
                 removed=removal.remove,
                 shared=analysis.owned.shared_paths(),
             )
+            hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
             result.baseline = running.results() if running is not None else list(cached or ())
             if not all(r.passed for r in result.baseline):
+                hasher.cancel()
                 shutil.rmtree(folder[1], ignore_errors=True)
                 raise BaselineProbeFailed(
                     "the probe already fails before any change, so it cannot judge this removal",
@@ -458,7 +466,9 @@ def uninstall(
         if running is not None:
             cache.put(settings, env_print, result.baseline)
         result.snapshot = snap.id
-        return _remove_probe_restore(ctx, snap, settings, options, result, journal, entry, analysis)
+        return _remove_probe_restore(
+            ctx, snap, settings, options, result, journal, entry, analysis, hasher
+        )
 
 
 def _stop(running: baseline.Background | None) -> None:
@@ -475,6 +485,7 @@ def _remove_probe_restore(
     journal: Journal,
     entry: JournalEntry,
     analysis: _Analysis,
+    hasher: StashHasher,
 ) -> OperationResult:
     """Uninstall, probe, and restore on failure or interruption. The snapshot is saved."""
     try:
@@ -494,7 +505,7 @@ def _remove_probe_restore(
                     + " (shared paths): they are installed but hollow"
                 )
                 return _restore_after(
-                    ctx, snap, settings, options, result, journal, entry, reason="hollow"
+                    ctx, snap, settings, options, result, journal, entry, hasher, reason="hollow"
                 )
             result.probes = run_all(settings, ctx.interpreter)
             result.drift = _drift(result.baseline, result.probes, analysis)
@@ -505,6 +516,8 @@ def _remove_probe_restore(
                 )
             passed = all(r.passed for r in result.probes)
             if not passed:
+                from .doctor import diagnose  # only when a probe fails
+
                 result.diagnosis = diagnose(
                     (r.output for r in result.probes if not r.passed),
                     [snap, *_loadable_snapshots(ctx.store)],
@@ -534,7 +547,9 @@ def _remove_probe_restore(
     except KeyboardInterrupt:
         result.messages.append("interrupted: restoring what was removed")
         reason = "interrupted"
-    return _restore_after(ctx, snap, settings, options, result, journal, entry, reason=reason)
+    return _restore_after(
+        ctx, snap, settings, options, result, journal, entry, hasher, reason=reason
+    )
 
 
 def _restore_after(
@@ -545,6 +560,7 @@ def _restore_after(
     result: OperationResult,
     journal: Journal,
     entry: JournalEntry,
+    hasher: StashHasher,
     *,
     reason: str,
 ) -> OperationResult:
@@ -552,6 +568,7 @@ def _restore_after(
     entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
     with _interrupts_deferred() as received:
         entry = journal.step(entry, "restore")
+        hasher.wait()  # usually done already: it ran while the probes did
         result.restore = restore(
             entries,
             index=build_stash_index([snap, *_loadable_snapshots(ctx.store)]),
@@ -571,10 +588,28 @@ def _restore_after(
             verified_inodes=result.restore.verified_inodes,
         )
         result.verification = verification
-        if verification.ok:
+        proven = (
+            verification.ok
+            and not result.restore.reinstalled
+            and not options.probe_after_restore
+            and all(r.passed for r in result.baseline)
+        )
+        if proven and settings.probes:
+            # Every restored file came from a hash-checked stash and the installed set equals
+            # the snapshot: this is, byte for byte, the environment the baseline passed in.
+            # Running the probe again would prove nothing more and cost a whole probe run.
+            result.final_probe_skipped = (
+                f"not run again: the restore is proven identical to the state the baseline "
+                f"passed in ({verification.files_checked} files hash-checked, the installed set "
+                "equal to the snapshot); --probe-after-restore runs it anyway"
+            )
+        elif verification.ok:
             result.final_probes = run_all(settings, ctx.interpreter)
+        if verification.ok:
             BaselineCache(ctx.store.root).put(
-                settings, fingerprint(ctx.interpreter, ctx.environ), result.final_probes
+                settings,
+                fingerprint(ctx.interpreter, ctx.environ),
+                result.final_probes or result.baseline,
             )
         restored_ok = verification.ok and all(r.passed for r in result.final_probes)
         result.outcome = f"{reason}-restored" if restored_ok else f"{reason}-incomplete"
@@ -606,6 +641,8 @@ class RollbackOptions:
 def _installed_view(
     installed: Mapping[str, InstalledDistribution], owned: Ownership
 ) -> dict[str, Installed]:
+    from .doctor import hollow_distributions
+
     hollow = set(hollow_distributions(owned, installed))
     return {
         name: Installed(name=name, version=d.version, source=d.source, intact=name not in hollow)
@@ -965,6 +1002,8 @@ def check(target: TargetOptions, names: Sequence[str], *, strict: bool) -> Opera
 
 def doctor(target: TargetOptions) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
+    from .doctor import DoctorReport, examine
+
     ctx = open_target(target)
     installed = installed_distributions(ctx.interpreter)
     index = LibraryIndex(target.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)

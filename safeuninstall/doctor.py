@@ -13,7 +13,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .environment import InstalledDistribution
-from .impact import applies_on_target, requires_dist
+from .impact import applies_on_target
 from .libraries import LibraryIndex, Ownership, unresolved
 from .names import canonical
 from .snapshot import PackageEntry, Snapshot
@@ -132,11 +132,7 @@ def unmet_requirements(
     """(dependent, requirement) for every Requires-Dist the target does not satisfy."""
     unmet = []
     for key, dist in installed.items():
-        try:
-            text = dist.metadata_text()
-        except OSError:
-            continue
-        for value in requires_dist(text):
+        for value in dist.requires_dist():
             try:
                 requirement = Requirement(value)
             except InvalidRequirement:

@@ -217,8 +217,19 @@ class InstalledDistribution:
     def record(self) -> list[RecordEntry]:
         return read_record(self.dist_info / "RECORD")
 
-    def metadata_text(self) -> str:
-        return (self.dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    def requires_dist(self) -> list[str]:
+        """Requires-Dist values from the METADATA header; the long description is not read."""
+        values = []
+        try:
+            with open(self.dist_info / "METADATA", encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if line in ("\n", "\r\n"):
+                        break
+                    if line.startswith("Requires-Dist:"):
+                        values.append(line[len("Requires-Dist:") :].strip())
+        except OSError:
+            return []
+        return values
 
 
 def _read_name_version(metadata: Path) -> tuple[str, str] | None:

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .config import Settings
 from .core import OperationResult, PruneResult, SnapshotSummary
-from .doctor import DoctorReport
 from .impact import ImpactReport
 from .libraries import LibraryChange
 from .probe import ProbeResult
 from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .doctor import DoctorReport
 
 _OUTCOMES = {
     "nothing-to-do": "nothing to do",
@@ -136,6 +139,8 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool, paint: Pai
             )
             lines += ["  " + line for line in v.describe()]
     lines += _probe_lines("probe after the restore", result.final_probes, verbose, paint)
+    if result.final_probe_skipped:
+        lines.append(f"probe after the restore: {result.final_probe_skipped}")
     lines += result.messages
     lines.append(headline)
     if result.next_command:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
-from collections.abc import Collection, Iterable
+import stat
+import threading
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomicfile import write_atomically
 from .environment import InstalledDistribution
 from .errors import SnapshotInvalid, StashError
 from .libraries import normalise
@@ -122,14 +126,44 @@ class FileProblem:
     problem: str
 
 
-def check_stash(stash: PackageStash, snapshot_dir: Path) -> list[FileProblem]:
-    """Every stashed file exists and hashes to its recorded sha256 (reads all bytes once)."""
+VERIFIED_FILE = "stash-verified.json"
+
+# (st_ino, st_size, st_mtime_ns) of a stashed file when its bytes were hashed and matched.
+Identity = tuple[int, int, int]
+
+
+def _identity(info: os.stat_result) -> Identity:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def read_verified(snapshot_dir: Path) -> dict[str, Identity]:
+    """Stashed files already proven to hash right, as long as they are unchanged since."""
+    try:
+        data = json.loads((snapshot_dir / VERIFIED_FILE).read_text(encoding="utf-8"))
+        return {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in data.items()}
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return {}
+
+
+def check_stash(
+    stash: PackageStash, snapshot_dir: Path, verified: Mapping[str, Identity] | None = None
+) -> list[FileProblem]:
+    """Every stashed file exists and hashes to its recorded sha256.
+
+    A file in ``verified`` whose inode, size and mtime are those it had when its hash was
+    proven is not read again: rewriting its bytes would change the mtime. (Someone who sets
+    the mtime back by hand can fool this; the stash is the user's own, mode 0700.)
+    """
     problems = []
     for stashed in stash.files:
-        kept = snapshot_dir / stash.folder / stashed.path
+        key = f"{stash.folder}/{stashed.path}"
+        kept = snapshot_dir / key
         try:
-            if kept.is_symlink():
+            info = kept.lstat()
+            if stat.S_ISLNK(info.st_mode):
                 continue  # RECORD hashes a symlink's target; checked after restore instead
+            if verified is not None and verified.get(key) == _identity(info):
+                continue
             actual = sha256_file(kept)
         except OSError as err:
             problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {err.strerror}"))
@@ -137,6 +171,51 @@ def check_stash(stash: PackageStash, snapshot_dir: Path) -> list[FileProblem]:
         if actual != stashed.sha256:
             problems.append(FileProblem(stashed.path, "stashed copy does not match its sha256"))
     return problems
+
+
+class StashHasher:
+    """Hashes a snapshot's stash in a thread while the probes run (they take seconds, 1 GB
+    takes about 0.5 s), and records what matched in ``stash-verified.json``: a restore then
+    links files back without reading them again."""
+
+    def __init__(self, snapshot_dir: Path, stashes: Sequence[PackageStash]) -> None:
+        self._dir = snapshot_dir
+        self._stashes = stashes
+        self._cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        verified: dict[str, Identity] = {}
+        for stash in self._stashes:
+            for stashed in stash.files:
+                if self._cancelled.is_set():
+                    return
+                key = f"{stash.folder}/{stashed.path}"
+                kept = self._dir / key
+                try:
+                    before = kept.lstat()
+                    if stat.S_ISLNK(before.st_mode) or sha256_file(kept) != stashed.sha256:
+                        continue
+                    if _identity(kept.lstat()) == _identity(before):
+                        verified[key] = _identity(before)
+                except OSError:
+                    continue
+        if self._cancelled.is_set():
+            return
+        # Losing this file costs a re-hash, nothing else.
+        with contextlib.suppress(OSError):
+            write_atomically(
+                self._dir / VERIFIED_FILE, json.dumps(verified).encode("utf-8"), durable=False
+            )
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def cancel(self) -> None:
+        """Stop after the file being hashed, write nothing (its snapshot is being deleted)."""
+        self._cancelled.set()
+        self._thread.join()
 
 
 def restore_files(

@@ -19,7 +19,7 @@ from .errors import BackendError
 from .plan import SetDifference, StashIndex, compare_sets, plan_restore
 from .records import sha256_file
 from .snapshot import PackageEntry, Snapshot, StashedFile
-from .stash import check_stash, restore_files
+from .stash import check_stash, read_verified, restore_files
 from .store import Store
 
 
@@ -64,7 +64,7 @@ def restore(
             stash = candidate.entry.stash
             assert stash is not None  # the index holds complete stashes only
             folder = store.folder(candidate.snapshot_id)
-            problems = check_stash(stash, folder)
+            problems = check_stash(stash, folder, read_verified(folder))
             if problems:
                 report.notes.append(
                     f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "

@@ -37,7 +37,9 @@ def test_directly_written_distributions_verify_against_their_record(tmp_path: Pa
     ctx = open_context(venv)
     installed = installed_distributions(ctx.interpreter)
     assert {n: d.version for n, d in installed.items()} == {"tinydist": "1.0", "cudalike": "1.0"}
-    snap = core.take_snapshot(ctx, installed, operation="snapshot", command=(), stash=())
+    snap = core.take_snapshot(
+        ctx, installed, folder=ctx.store.new_folder(), operation="snapshot", command=(), stash=()
+    )
     verification, _ = verify(
         snap, ctx.interpreter, restored=sorted(installed), verified_inodes=set()
     )

@@ -129,7 +129,11 @@ def test_completion_of_commands_options_and_choices() -> None:
     assert complete("safe-uninstall sn") == ["snapshot", "snapshots"]
     assert complete("safe-uninstall co") == ["config"]
     # safe-uninstall [OPTIONS] PACKAGE... is the uninstall command: its options at the top too
-    assert complete("safe-uninstall --pro") == ["--probe", "--probe-cmd", "--probe-timeout"]
+    assert complete("safe-uninstall --probe-") == [
+        "--probe-cmd",
+        "--probe-timeout",
+        "--probe-after-restore",
+    ]
     assert complete("safe-uninstall --probe x --dr") == ["--dry-run"]
     assert complete("safe-uninstall rollback --dr") == ["--dry-run"]
     assert complete("safe-uninstall --color ") == ["auto", "always", "never"]
