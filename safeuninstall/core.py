@@ -412,27 +412,37 @@ def uninstall(
         if not removal.remove:
             result.messages.append("nothing to do: none of the named packages is installed")
             return result
-        analysis = _analyse(ctx, installed, removal.remove, target.environ)
-        result.impact = analysis.report
-        result.dependents = list(analysis.report.dependents)
-        settings = _with_default(configured, installed, analysis.report.affected)
-        result.probe_notes = list(settings.notes)
-        if options.strict and (analysis.report.finds_breakage or analysis.report.drifts):
-            result.outcome = "refused-strict"
-            result.exit_code = EXIT_UNCHANGED
-            result.messages.append("--strict: the impact report finds breakage or drift")
-            return result
-        if options.dry_run:
-            result.outcome = "dry-run"
-            return result
-        ensure_writable(ctx.interpreter)
-        ctx.backend.check_available()
+        # Configured probes are known now: their baseline starts before the impact report,
+        # so it overlaps the report, the snapshot and the stash.
+        baseline_now = bool(configured.probes) and not (options.dry_run or options.strict)
         cache = BaselineCache(ctx.store.root)
         env_print = fingerprint(ctx.interpreter, target.environ)
-        cached = None if options.fresh_baseline else cache.get(settings, env_print)
-        # The baseline runs while the snapshot and stash are made; nothing is removed before
-        # it has passed.
-        running = baseline.start(settings, ctx.interpreter) if cached is None else None
+        cached, running = (
+            _begin_baseline(configured, options, cache, env_print, ctx)
+            if baseline_now
+            else (None, None)
+        )
+        try:
+            analysis = _analyse(ctx, installed, removal.remove, target.environ)
+            result.impact = analysis.report
+            result.dependents = list(analysis.report.dependents)
+            settings = _with_default(configured, installed, analysis.report.affected)
+            result.probe_notes = list(settings.notes)
+            if options.strict and (analysis.report.finds_breakage or analysis.report.drifts):
+                result.outcome = "refused-strict"
+                result.exit_code = EXIT_UNCHANGED
+                result.messages.append("--strict: the impact report finds breakage or drift")
+                return result
+            if options.dry_run:
+                result.outcome = "dry-run"
+                return result
+            ensure_writable(ctx.interpreter)
+            ctx.backend.check_available()
+        except BaseException:
+            _stop(running)
+            raise
+        if not baseline_now:
+            cached, running = _begin_baseline(settings, options, cache, env_print, ctx)
         folder = ctx.store.new_folder()
         try:
             entry = journal.begin("uninstall", folder[0], "stash")
@@ -469,6 +479,20 @@ def uninstall(
         return _remove_probe_restore(
             ctx, snap, settings, options, result, journal, entry, analysis, hasher
         )
+
+
+def _begin_baseline(
+    settings: ProbeSettings,
+    options: UninstallOptions,
+    cache: BaselineCache,
+    env_print: str,
+    ctx: Context,
+) -> tuple[list[ProbeResult] | None, baseline.Background | None]:
+    """A cached pass of these probes in this environment, or the baseline started in a thread."""
+    cached = None if options.fresh_baseline else cache.get(settings, env_print)
+    if cached is not None:
+        return cached, None
+    return None, baseline.start(settings, ctx.interpreter)
 
 
 def _stop(running: baseline.Background | None) -> None:
