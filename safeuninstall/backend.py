@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +53,16 @@ def requirement_for(entry: PackageEntry) -> list[str]:
 class Backend:
     python: Path
     uv: str | None
+    echo: Callable[[str], None] | None = None  # the installer's output, live (-v)
 
     @classmethod
-    def for_python(cls, python: Path, environ: Mapping[str, str] | None = None) -> Backend:
-        return cls(python=python, uv=find_uv(environ))
+    def for_python(
+        cls,
+        python: Path,
+        environ: Mapping[str, str] | None = None,
+        echo: Callable[[str], None] | None = None,
+    ) -> Backend:
+        return cls(python=python, uv=find_uv(environ), echo=echo)
 
     @property
     def name(self) -> str:
@@ -89,7 +95,7 @@ class Backend:
 
     def _run(self, argv: list[str]) -> process.Completed:
         try:
-            done = process.run(argv, timeout=_TIMEOUT)
+            done = process.run(argv, timeout=_TIMEOUT, echo=self.echo)
         except OSError as err:
             raise BackendError(f"cannot run {argv[0]}: {err.strerror}") from err
         if not done.ok:

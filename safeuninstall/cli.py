@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -105,8 +106,40 @@ def _say_waiting(message: str) -> None:
     click.echo(f"safe-uninstall: {message}", err=True)
 
 
+def _echo_installer(text: str) -> None:
+    click.echo(text, err=True, nl=False)
+
+
+class _ProgressBar:
+    """A one-line bar on stderr for file steps that take more than a second (a copy to
+    another filesystem, hashing a large stash); nothing for the instant ones."""
+
+    _DELAY = 1.0
+    _WIDTH = 30
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        started = self._started.setdefault(step, now)
+        if now - started < self._DELAY or total <= 0:
+            return
+        filled = self._WIDTH * done // total
+        mib = 1024 * 1024
+        line = (
+            f"\r{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] "
+            f"{done // mib}/{total // mib} MiB"
+        )
+        click.echo(line, err=True, nl=done >= total)
+
+
 def _target(
-    python: str | None, state_dir: str | None, lock_timeout: float | None
+    python: str | None,
+    state_dir: str | None,
+    lock_timeout: float | None,
+    *,
+    verbose: bool = False,
 ) -> core.TargetOptions:
     state_dir, lock_timeout = _configured_target(state_dir, lock_timeout)
     return core.TargetOptions(
@@ -117,6 +150,8 @@ def _target(
         state_dir=state_dir,
         lock_timeout=lock_timeout,
         on_wait=_say_waiting,
+        on_installer_output=_echo_installer if verbose else None,
+        on_progress=_ProgressBar() if sys.stderr.isatty() else None,
     )
 
 
@@ -298,7 +333,7 @@ def uninstall_command(
         if not names:
             raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
         return core.uninstall(
-            _target(python, state_dir, lock_timeout),
+            _target(python, state_dir, lock_timeout, verbose=verbose),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
             core.UninstallOptions(
                 names=tuple(names),
@@ -362,7 +397,7 @@ def rollback_command(
     """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
     _run_operation(
         lambda: core.rollback(
-            _target(python, state_dir, lock_timeout),
+            _target(python, state_dir, lock_timeout, verbose=verbose),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
             core.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=_offline(offline)),
         ),
@@ -550,7 +585,7 @@ def recover_command(
     """Finish an operation that was killed half way: back to its snapshot, verified."""
     _run_operation(
         lambda: core.recover(
-            _target(python, state_dir, lock_timeout),
+            _target(python, state_dir, lock_timeout, verbose=verbose),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
             core.RollbackOptions(offline=_offline(offline)),
         ),

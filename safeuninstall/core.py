@@ -7,6 +7,7 @@ is a result whose exit code says what state the environment is in (0, 3, 4 or 5)
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shlex
@@ -95,6 +96,10 @@ class TargetOptions:
     lock_timeout: float = 60.0
     # told when the environment is busy and this call starts to wait for it
     on_wait: Callable[[str], None] | None = None
+    # receives uv's (or pip's) own output as it comes (-v)
+    on_installer_output: Callable[[str], None] | None = None
+    # told how far a long file step is: (step, bytes done, bytes in all)
+    on_progress: Callable[[str, int, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,7 @@ class Context:
     store: Store
     backend: Backend
     environ: Mapping[str, str]
+    on_progress: Callable[[str, int, int], None] | None = None
 
 
 def open_target(options: TargetOptions) -> Context:
@@ -126,8 +132,9 @@ def open_target(options: TargetOptions) -> Context:
         python=python,
         interpreter=interpreter,
         store=Store(state),
-        backend=Backend.for_python(python, options.environ),
+        backend=Backend.for_python(python, options.environ, options.on_installer_output),
         environ=options.environ,
+        on_progress=options.on_progress,
     )
 
 
@@ -206,10 +213,15 @@ def take_snapshot(
     """
     snapshot_id, path = folder
     env_root = Path(ctx.interpreter.prefix)
+    on_bytes = _stash_progress(ctx, installed, stash)
     try:
         stashes = {
             name: stash_distribution(
-                installed[name], env_root=env_root, snapshot_dir=path, shared=shared
+                installed[name],
+                env_root=env_root,
+                snapshot_dir=path,
+                shared=shared,
+                on_bytes=on_bytes,
             )
             for name in stash
         }
@@ -235,6 +247,28 @@ def take_snapshot(
         shutil.rmtree(path, ignore_errors=True)
         raise
     return snap
+
+
+def _stash_progress(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], stash: Sequence[str]
+) -> Callable[[int], None] | None:
+    """A byte counter for the progress bar, when someone shows one (RECORD sizes give the
+    total; reading them is skipped otherwise)."""
+    report = ctx.on_progress
+    if report is None or not stash:
+        return None
+    total = 0
+    for name in stash:
+        with contextlib.suppress(OSError):
+            total += sum(e.size or 0 for e in installed[name].record())
+    done = 0
+
+    def add(count: int) -> None:
+        nonlocal done
+        done = min(done + count, total)
+        report("stash", done, total)
+
+    return add
 
 
 def _stash_index(
@@ -630,6 +664,7 @@ def _restore_after(
             displaced_dir=ctx.store.folder(snap.id) / "displaced",
             preferred_snapshot=snap.id,
             checkpoint=lambda step: journal.step(entry, step),
+            progress=ctx.on_progress,
         )
         entry = journal.step(entry, "verify")
         verification, _ = verify(
@@ -851,6 +886,7 @@ def _rollback_to(
             displaced_dir=ctx.store.folder(before.id) / "displaced",
             preferred_snapshot=wanted.id,
             checkpoint=lambda step: journal.step(entry, prefix + step),
+            progress=ctx.on_progress,
         )
         entry = journal.step(entry, f"{prefix}verify")
         verification, _ = verify(

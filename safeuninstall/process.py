@@ -7,6 +7,7 @@ process group, grandchildren included.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
@@ -47,15 +48,20 @@ class Completed:
 class _BoundedReader(threading.Thread):
     """Drains a pipe, keeping the first and last bytes and counting what was dropped."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], echo: Callable[[str], None] | None = None) -> None:
         super().__init__(daemon=True)
         self._stream = stream
         self._head = bytearray()
         self._tail = bytearray()
         self._dropped = 0
+        self._echo = echo
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def run(self) -> None:
-        while chunk := self._stream.read(65536):
+        # read1: hand on what the child wrote as soon as it wrote it, for live output under -v.
+        while chunk := self._stream.read1(65536):  # type: ignore[attr-defined]
+            if self._echo is not None:
+                self._echo(self._decoder.decode(chunk))
             room = _HEAD_BYTES - len(self._head)
             if room > 0:
                 self._head += chunk[:room]
@@ -89,10 +95,12 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    echo: Callable[[str], None] | None = None,
 ) -> Completed:
     """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start.
 
-    ``on_start`` receives the child, so that another thread can kill its group (``kill``).
+    ``on_start`` receives the child, so that another thread can kill its group (``kill``);
+    ``echo`` receives its output (both streams) as it comes, besides the bounded capture.
     The wait itself blocks in waitpid: a timer kills the group on timeout, so the end of the
     child is seen at once (Popen.wait(timeout) would poll, up to 50 ms late).
     """
@@ -109,7 +117,7 @@ def run(
     if on_start is not None:
         on_start(proc)
     assert proc.stdout is not None and proc.stderr is not None
-    readers = [_BoundedReader(proc.stdout), _BoundedReader(proc.stderr)]
+    readers = [_BoundedReader(proc.stdout, echo), _BoundedReader(proc.stderr, echo)]
     for reader in readers:
         reader.start()
     expired = threading.Event()

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import threading
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +47,12 @@ def stash_distribution(
     env_root: Path,
     snapshot_dir: Path,
     shared: Collection[str] = (),
+    on_bytes: Callable[[int], None] | None = None,
 ) -> PackageStash:
     """Link (else copy) every file of ``dist`` into the snapshot folder.
+
+    ``on_bytes`` is told the size of each file once it is kept (for a progress bar: linking
+    is instant, a copy to another filesystem is not).
 
     Raises StashError when a file can't be kept for a reason that could lose data (disk full,
     I/O error); the caller must then remove nothing. Files outside the environment root make
@@ -88,6 +92,8 @@ def stash_distribution(
         except OSError as err:
             raise StashError(_stash_failure(source, err)) from err
         files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
+        if on_bytes is not None:
+            on_bytes(info.st_size)
     return PackageStash(folder=folder, files=tuple(files), complete=complete)
 
 
@@ -146,7 +152,10 @@ def read_verified(snapshot_dir: Path) -> dict[str, Identity]:
 
 
 def check_stash(
-    stash: PackageStash, snapshot_dir: Path, verified: Mapping[str, Identity] | None = None
+    stash: PackageStash,
+    snapshot_dir: Path,
+    verified: Mapping[str, Identity] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
 ) -> list[FileProblem]:
     """Every stashed file exists and hashes to its recorded sha256.
 
@@ -156,6 +165,8 @@ def check_stash(
     """
     problems = []
     for stashed in stash.files:
+        if on_bytes is not None:
+            on_bytes(stashed.size)
         key = f"{stash.folder}/{stashed.path}"
         kept = snapshot_dir / key
         try:

@@ -16,7 +16,7 @@ from pathlib import Path
 from .backend import Backend, shell_line
 from .environment import InstalledDistribution, Interpreter, installed_distributions
 from .errors import BackendError
-from .plan import SetDifference, StashIndex, compare_sets, plan_restore
+from .plan import RestorePlan, SetDifference, StashIndex, compare_sets, plan_restore
 from .records import sha256_file
 from .snapshot import PackageEntry, Snapshot, StashedFile
 from .stash import check_stash, read_verified, restore_files
@@ -53,10 +53,13 @@ def restore(
     displaced_dir: Path,
     preferred_snapshot: str | None = None,
     checkpoint: Callable[[str], object] = lambda step: None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> RestoreReport:
-    """``checkpoint`` is called at the step boundary inside: before the reinstall."""
+    """``checkpoint`` is called at the step boundary inside: before the reinstall.
+    ``progress`` is told (step, bytes checked, bytes in all) while stashes are checked."""
     report = RestoreReport()
     plan = plan_restore(entries, index, preferred_snapshot=preferred_snapshot)
+    on_bytes = _counter(progress, "restore", plan) if progress is not None else None
     env_root = Path(interpreter.prefix)
     reinstall = list(plan.reinstall)
     for entry, candidates in plan.from_stash:
@@ -64,7 +67,7 @@ def restore(
             stash = candidate.entry.stash
             assert stash is not None  # the index holds complete stashes only
             folder = store.folder(candidate.snapshot_id)
-            problems = check_stash(stash, folder, read_verified(folder))
+            problems = check_stash(stash, folder, read_verified(folder), on_bytes)
             if problems:
                 report.notes.append(
                     f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "
@@ -95,6 +98,24 @@ def restore(
         else:
             report.reinstalled.extend(e.pin for e in reinstall)
     return report
+
+
+def _counter(
+    progress: Callable[[str, int, int], None], step: str, plan: RestorePlan
+) -> Callable[[int], None]:
+    """Bytes checked so far, against the first stash each entry will try."""
+    total = 0
+    for _, candidates in plan.from_stash:
+        stash = candidates[0].entry.stash
+        total += sum(f.size for f in stash.files) if stash else 0
+    done = 0
+
+    def add(count: int) -> None:
+        nonlocal done
+        done = min(done + count, total)
+        progress(step, done, total)
+
+    return add
 
 
 def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:

@@ -186,3 +186,57 @@ def test_zsh_completion_script_is_generated() -> None:
     )
     assert "#compdef safe-uninstall" in done.stdout
     assert "compdef _safe_uninstall_completion safe-uninstall" in done.stdout
+
+
+def test_progress_bar_shows_only_steps_longer_than_a_second(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safeuninstall import cli
+
+    clock = iter([0.0, 0.5, 1.5, 2.0])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    bar = cli._ProgressBar()
+    mib = 1024 * 1024
+    bar("restore", 10 * mib, 100 * mib)  # t=0: starts the clock
+    bar("restore", 20 * mib, 100 * mib)  # t=0.5: still quiet
+    bar("restore", 50 * mib, 100 * mib)  # t=1.5: shown
+    bar("restore", 100 * mib, 100 * mib)  # t=2.0: shown, and the line ends
+    err = capsys.readouterr().err
+    assert "20/100" not in err
+    assert "restore  [###############---------------] 50/100 MiB" in err
+    assert err.endswith("100/100 MiB\n")
+
+
+def test_verbose_streams_the_installers_output(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "toolpkg")
+    loud = venv.tool("-v", "--no-probe", "leftpad")
+    assert loud.returncode == 0
+    assert "Uninstalled 1 package" in loud.stderr
+    quiet = venv.tool("--no-probe", "toolpkg")
+    assert "Uninstalled" not in quiet.stderr
+
+
+def test_core_reports_stash_progress(make_venv: MakeVenv) -> None:
+    from safeuninstall import core
+    from safeuninstall.environment import installed_distributions
+
+    venv = make_venv("leftpad")
+    calls: list[tuple[str, int, int]] = []
+    target = core.TargetOptions(
+        python=str(venv.root),
+        cwd=venv.root,
+        environ=dict(os.environ),
+        on_progress=lambda step, done, total: calls.append((step, done, total)),
+    )
+    ctx = core.open_target(target)
+    installed = installed_distributions(ctx.interpreter)
+    core.take_snapshot(
+        ctx,
+        installed,
+        folder=ctx.store.new_folder(),
+        operation="snapshot",
+        command=(),
+        stash=["leftpad"],
+    )
+    assert calls and calls[-1][0] == "stash"
+    assert calls[-1][1] == calls[-1][2] > 0
