@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safeuninstall.backend import find_uv
+from safeuninstall.journal import JOURNAL_FILE
 
 from .measure import BenchError, Timed, build_launcher, run_timed
 
@@ -60,8 +61,15 @@ class Venv:
         return self.root / STATE_DIR_NAME
 
     def reset_state(self) -> None:
-        """Forget every snapshot and stash: each run starts from an empty history."""
+        """Forget everything the tool keeps here: the run after this is its first in the venv."""
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def clear_history(self) -> None:
+        """Forget every snapshot, stash and journal, but keep the caches the tool builds on its
+        first run (interpreter.json, elf-cache.json, baseline-cache.json): the run after this
+        is a user's next command, with an empty history."""
+        shutil.rmtree(self.state_dir / "snapshots", ignore_errors=True)
+        (self.state_dir / JOURNAL_FILE).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from safeuninstall import core
 from safeuninstall.environment import installed_distributions
 from safeuninstall.plan import build_stash_index
-from safeuninstall.stash import restore_files
+from safeuninstall.stash import VERIFIED_FILE, StashHasher, read_verified, restore_files
 from safeuninstall.transaction import restore, verify
 
 from .envs import Venv
@@ -112,3 +112,26 @@ def link_back_only(ctx: core.Context, snapshot_id: str, names: Sequence[str]) ->
             displaced_dir=folder / "displaced",
         )
     return time.perf_counter() - started
+
+
+def prove_stash(ctx: core.Context, snapshot_id: str) -> int:
+    """Hash snapshot ``snapshot_id``'s stash with the tool's StashHasher, as it does while the
+    probes run, and wait for it: a complete stash-verified.json. Returns the files it lists."""
+    snap = ctx.store.load(snapshot_id)
+    stashes = [entry.stash for entry in snap.packages if entry.stash is not None]
+    folder = ctx.store.folder(snapshot_id)
+    StashHasher(folder, stashes).wait()
+    proven = len(read_verified(folder))
+    expected = sum(len(stash.files) for stash in stashes)
+    if proven != expected:
+        raise BenchError(f"the stash hasher proved {proven} of {expected} files")
+    return proven
+
+
+def forget_proof(ctx: core.Context, snapshot_id: str) -> bool:
+    """Delete stash-verified.json, so that the next restore hashes every byte again.
+    True when there was one (a hasher that finished before its process exited)."""
+    path = ctx.store.folder(snapshot_id) / VERIFIED_FILE
+    existed = path.exists()
+    path.unlink(missing_ok=True)
+    return existed
