@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import inprocess
+from safeuninstall.libraries import ELF_CACHE_FILE
+
+from . import impact, inprocess
 from .dists import (
     DistSpec,
     Pristine,
@@ -26,7 +28,7 @@ from .dists import (
 from .envs import Venv, Workspace, bundled_pip_wheel, tool_argv
 from .measure import BenchError, Series, Timed
 
-IMPACT_PLACEHOLDER = "not measured: impact report not implemented"
+TIMED_CLI = Path(__file__).with_name("timed_cli.py")
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,21 @@ class Config:
     probe_sleep: float = 1.0
     importtime_runs: int = 5
     warmup: bool = True  # one untimed run of every step first (page cache, .pyc files)
+    # (distributions, ELF files) of the impact-report environments; the target is judged at
+    # impact_target, which must be one of them
+    impact_sizes: tuple[tuple[int, int], ...] = ((50, 200), (200, 850), (800, 3200))
+    impact_target: tuple[int, int] = (200, 850)
 
 
 FULL = Config(label="full", runs=7)
-QUICK = Config(label="quick", runs=3, big_bytes=200 * 10**6, probe_sleep=0.5, importtime_runs=3)
+QUICK = Config(
+    label="quick",
+    runs=3,
+    big_bytes=200 * 10**6,
+    probe_sleep=0.5,
+    importtime_runs=3,
+    impact_sizes=((50, 200), (200, 850)),
+)
 # For the smoke test: every code path once, at a size where time means nothing.
 SMOKE = Config(
     label="smoke",
@@ -53,6 +66,8 @@ SMOKE = Config(
     probe_sleep=0.05,
     importtime_runs=1,
     warmup=False,
+    impact_sizes=((12, 16),),
+    impact_target=(12, 16),
 )
 
 
@@ -210,7 +225,7 @@ def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) 
     cli = Series()
 
     def run_cli(warmup: bool) -> None:
-        venv.reset_state()
+        venv.clear_history()
         done = ws.run(argv)
         if f": {size} distributions" not in done.stdout:
             raise BenchError(f"snapshot did not see {size} distributions: {done.stdout!r}")
@@ -222,7 +237,7 @@ def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) 
     read, write, work = Series(), Series(), Series()
 
     def run_in_process(warmup: bool) -> None:
-        venv.reset_state()
+        venv.clear_history()
         done_work = inprocess.snapshot_work(ctx)
         if done_work.distributions != size:
             raise BenchError(f"in-process snapshot saw {done_work.distributions} of {size}")
@@ -232,9 +247,9 @@ def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) 
             work.add(done_work.read_seconds + done_work.write_seconds)
 
     _timed_rounds(cfg, [run_in_process])
-    venv.reset_state()
+    venv.clear_history()
     traced = inprocess.snapshot_traced_peak(ctx)
-    venv.reset_state()
+    venv.clear_history()
     section = "snapshot"
     results.add(
         section,
@@ -279,6 +294,7 @@ def _uninstall_one(
     pristine = Pristine.create(ws.root / "pristine" / spec.name, spec)
     commands = {
         "tool": [*tool_argv(), "--no-probe", "-p", str(venv.root), spec.name],
+        "tool_first": [*tool_argv(), "--no-probe", "-p", str(venv.root), spec.name],
         "uv": [ws.uv, "pip", "uninstall", "--python", str(venv.python), spec.name],
     }
     has_pip = (venv.python.parent / "pip").exists()
@@ -289,7 +305,12 @@ def _uninstall_one(
     def step(name: str) -> Callable[[bool], None]:
         def run(warmup: bool) -> None:
             pristine.install_into(venv.site)
-            venv.reset_state()
+            # A user's next command keeps the caches the first one built; "tool_first" is
+            # the first command in this venv, with none.
+            if name == "tool_first":
+                venv.reset_state()
+            else:
+                venv.clear_history()
             done = ws.run(commands[name])
             if pristine.is_installed_in(venv.site):
                 raise BenchError(f"{commands[name]} left {spec.name} installed")
@@ -299,12 +320,18 @@ def _uninstall_one(
         return run
 
     _timed_rounds(cfg, [step(name) for name in commands])
-    venv.reset_state()
+    venv.clear_history()
     results.add(
         section,
         f"`safe-uninstall --no-probe`, {label}",
         series["tool"],
         key=f"uninstall.{case}.tool",
+    )
+    results.add(
+        section,
+        "  the same, first command in the venv (no interpreter or ELF cache yet)",
+        series["tool_first"],
+        key=f"uninstall.{case}.tool_first",
     )
     results.add(section, f"`uv pip uninstall`, {label}", series["uv"], key=f"uninstall.{case}.uv")
     if has_pip:
@@ -319,10 +346,18 @@ def payload_label(spec: DistSpec) -> str:
     return f"{_size(spec.payload_bytes)} in {len(spec.files)} files"
 
 
-# -- restore: rollback from the stash vs uv warm cache vs cold install -------------------------
+# -- restore: from the stash vs uv warm cache vs cold install ---------------------------------
 
 
 def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
+    """The 1 GB distribution brought back three ways by the tool, and by uv.
+
+    (a) ``rollback`` after a ``--no-probe`` removal: that process exits before its stash hasher
+        finishes, so the rollback hashes every byte itself;
+    (b) the restore step of a failing removal: the hasher ran while the probes did, so the
+        restore re-reads nothing; timed inside the real command (bench/timed_cli.py);
+    (c) transaction.restore() in this process, stash-verified.json complete: the mechanism alone.
+    """
     section = "restore"
     spec = big_dist("cudalike", cfg.big_bytes, files=cfg.big_files)
     label = payload_label(spec)
@@ -348,11 +383,37 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     results.info["first `uv pip install` of that wheel (fills the warm cache)"] = (
         f"{first.seconds:.2f} s"
     )
-    rollback, in_restore, in_verify, in_link, warm, cold, cold_binary = (Series() for _ in range(7))
+    # The probe of the failing removal: passes before, fails after the removal, each time
+    # after sleeping, like an import that takes a while and then misses a library.
+    failing_probe = (
+        f"import importlib.metadata as m, time; time.sleep({cfg.probe_sleep}); "
+        f"m.version({spec.name!r})"
+    )
+    timings_file = ws.root / "restore-timings.json"
+    figures: dict[str, Series] = {
+        key: Series()
+        for key in (
+            "rollback",
+            "rollback_proven",
+            "failing_total",
+            "in_removal",
+            "in_removal_wait",
+            "in_removal_restore",
+            "in_removal_verify",
+            "in_process",
+            "in_process_verify",
+            "in_process_hashing",
+            "link_only",
+            "uv_warm",
+            "uv_cold",
+            "uv_cold_binary",
+        )
+    }
+    finished_hashers = 0  # --no-probe removals whose hasher finished before the process exited
 
     def remove_with_tool() -> str:
         pristine.install_into(stash_venv.site)
-        stash_venv.reset_state()
+        stash_venv.clear_history()
         done = ws.run([*tool, "--no-probe", "--json", "-p", str(stash_venv.root), spec.name])
         snapshot_id = json.loads(done.stdout)["snapshot"]
         if not isinstance(snapshot_id, str) or pristine.is_installed_in(stash_venv.site):
@@ -363,21 +424,66 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
         if not pristine.is_installed_in(venv.site):
             raise BenchError(f"{what} did not bring {spec.name} back")
 
-    def tool_rollback(warmup: bool) -> None:
-        snapshot_id = remove_with_tool()
+    def rollback_cli(snapshot_id: str) -> Timed:
         done = ws.run([*tool, "--no-probe", "-p", str(stash_venv.root), "rollback", snapshot_id])
         check_back(stash_venv, "safe-uninstall rollback")
-        if not warmup:
-            rollback.add_run(done)
+        return done
 
-    def in_process(warmup: bool) -> None:
+    def tool_rollback(warmup: bool) -> None:
+        nonlocal finished_hashers
         snapshot_id = remove_with_tool()
-        ctx = inprocess.open_context(stash_venv)
-        work = inprocess.restore_from_stash(ctx, snapshot_id, [spec.name])
-        check_back(stash_venv, "transaction.restore")
+        if inprocess.forget_proof(inprocess.open_context(stash_venv), snapshot_id):
+            finished_hashers += 1
+        done = rollback_cli(snapshot_id)
         if not warmup:
-            in_restore.add(work.restore_seconds)
-            in_verify.add(work.verify_seconds)
+            figures["rollback"].add_run(done)
+
+    def tool_rollback_proven(warmup: bool) -> None:
+        snapshot_id = remove_with_tool()
+        inprocess.prove_stash(inprocess.open_context(stash_venv), snapshot_id)
+        done = rollback_cli(snapshot_id)
+        if not warmup:
+            figures["rollback_proven"].add_run(done)
+
+    def failing_removal(warmup: bool) -> None:
+        pristine.install_into(stash_venv.site)
+        stash_venv.clear_history()
+        timings_file.unlink(missing_ok=True)
+        argv = [sys.executable, str(TIMED_CLI), str(timings_file)]
+        argv += ["-p", str(stash_venv.root), "--json", "--fresh-baseline"]
+        argv += ["--probe", failing_probe, spec.name]
+        done = ws.run(argv, check=False).check(3)
+        outcome = json.loads(done.stdout)
+        if outcome["outcome"] != "probe-failed-restored" or outcome["restore"]["reinstalled"]:
+            raise BenchError(f"the failing removal did not restore from the stash: {done.stdout}")
+        check_back(stash_venv, "the restore of a failing removal")
+        clocks = json.loads(timings_file.read_text())
+        if not warmup:
+            figures["failing_total"].add_run(done)
+            figures["in_removal"].add(clocks["restore_step"])
+            figures["in_removal_wait"].add(clocks["hasher_wait"])
+            figures["in_removal_restore"].add(clocks["restore"])
+            figures["in_removal_verify"].add(clocks["verify"])
+
+    def in_process(proven: bool) -> Callable[[bool], None]:
+        def run(warmup: bool) -> None:
+            snapshot_id = remove_with_tool()
+            ctx = inprocess.open_context(stash_venv)
+            if proven:
+                inprocess.prove_stash(ctx, snapshot_id)
+            else:
+                inprocess.forget_proof(ctx, snapshot_id)
+            work = inprocess.restore_from_stash(ctx, snapshot_id, [spec.name])
+            check_back(stash_venv, "transaction.restore")
+            if warmup:
+                return
+            if proven:
+                figures["in_process"].add(work.restore_seconds)
+                figures["in_process_verify"].add(work.verify_seconds)
+            else:
+                figures["in_process_hashing"].add(work.restore_seconds)
+
+        return run
 
     def link_only(warmup: bool) -> None:
         snapshot_id = remove_with_tool()
@@ -385,14 +491,14 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
         seconds = inprocess.link_back_only(ctx, snapshot_id, [spec.name])
         check_back(stash_venv, "stash.restore_files")
         if not warmup:
-            in_link.add(seconds)
+            figures["link_only"].add(seconds)
 
     def uv_warm(warmup: bool) -> None:
         ws.uv_pip(uv_venv, "uninstall", spec.name)
         done = ws.uv_pip(uv_venv, "install", "--offline", *from_links, env=warm_env)
         check_back(uv_venv, "uv pip install (warm cache)")
         if not warmup:
-            warm.add_run(done)
+            figures["uv_warm"].add_run(done)
 
     def cold_install(wheel_file: Path, series: Series, warmup: bool) -> None:
         ws.uv_pip(uv_venv, "uninstall", spec.name)
@@ -408,123 +514,220 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
             series.add_run(done)
 
     def uv_cold(warmup: bool) -> None:
-        cold_install(wheel, cold, warmup)
+        cold_install(wheel, figures["uv_cold"], warmup)
 
     def uv_cold_binary(warmup: bool) -> None:
-        cold_install(binary_wheel, cold_binary, warmup)
+        cold_install(binary_wheel, figures["uv_cold_binary"], warmup)
 
-    steps = [tool_rollback, in_process, link_only, uv_warm, uv_cold, uv_cold_binary]
+    steps = [
+        tool_rollback,
+        tool_rollback_proven,
+        failing_removal,
+        in_process(proven=True),
+        in_process(proven=False),
+        link_only,
+        uv_warm,
+        uv_cold,
+        uv_cold_binary,
+    ]
     _timed_rounds(cfg, steps)
-    stash_venv.reset_state()
-    results.add(
-        section,
-        f"`safe-uninstall rollback` after `--no-probe`, {label}",
-        rollback,
-        key="restore.rollback",
+    stash_venv.clear_history()
+    results.info["`--no-probe` removals whose stash hasher finished before the process exited"] = (
+        f"{finished_hashers} of {cfg.runs + cfg.warmup} (their stash-verified.json was deleted "
+        "before the `rollback` row, so that it always hashes)"
     )
-    results.add(
-        section,
-        f"  in-process transaction.restore(), {label}",
-        in_restore,
-        key="restore.in_process",
-        note="sha256 of every stashed byte, then link back",
+
+    def add(what: str, key: str, note: str = "") -> None:
+        results.add(section, what, figures[key], key=f"restore.{key}", note=note)
+
+    add(
+        f"(a) `safe-uninstall rollback` after `--no-probe`, {label}",
+        "rollback",
+        "end to end; the stash was never hash-checked: sha256 of every stashed byte",
     )
-    results.add(section, f"  in-process transaction.verify(), {label}", in_verify)
-    results.add(
-        section,
-        f"  in-process stash.restore_files() alone, {label}",
-        in_link,
-        key="restore.link_only",
-        note="link back only: no sha256 before, no verify after",
+    add(
+        "  `rollback` of a stash already hash-checked (stash-verified.json complete)",
+        "rollback_proven",
+        "end to end; as after a removal whose probe outlasted the hasher",
     )
-    results.add(
-        section,
-        f"`uv pip install --offline`, warm uv cache, {label}",
-        warm,
-        key="restore.uv_warm",
+    add(
+        f"failing removal of it: baseline, remove, probe fails after {cfg.probe_sleep:g} s, "
+        "restore (exit 3)",
+        "failing_total",
+        "end to end, `--fresh-baseline`; the baseline overlaps the snapshot and the stash",
     )
-    results.add(
-        section,
+    add(
+        "  (b) its restore step, timed inside the command",
+        "in_removal",
+        "core._restore_after: hasher wait, restore, verify, outcome; no third probe run",
+    )
+    add("    of which waiting for the stash hasher", "in_removal_wait")
+    add("    of which transaction.restore()", "in_removal_restore")
+    add("    of which transaction.verify()", "in_removal_verify")
+    add(
+        "(c) in-process transaction.restore(), stash-verified.json complete",
+        "in_process",
+        "lstat of every stashed file, link back",
+    )
+    add("  in-process transaction.verify() after it", "in_process_verify")
+    add(
+        "  in-process transaction.restore(), no stash-verified.json",
+        "in_process_hashing",
+        "sha256 of every stashed byte, then link back",
+    )
+    add(
+        "  in-process stash.restore_files() alone",
+        "link_only",
+        "link back only: no check before, no verify after",
+    )
+    add(f"`uv pip install --offline`, warm uv cache, {label}", "uv_warm")
+    add(
         f"`uv pip install --offline` of the wheel file, empty uv cache, {label}",
-        cold,
-        key="restore.uv_cold",
-        note="inflates and writes every byte (zeros inflate fast); stash and warm cache link",
+        "uv_cold",
+        "inflates and writes every byte (zeros inflate fast); stash and warm cache link",
     )
-    results.add(
-        section,
-        f"  the same, binary-like payload (deflates to ~50 %), {label}",
-        cold_binary,
-        key="restore.uv_cold_binary",
-        note="closer to a real CUDA wheel's cold install",
+    add(
+        "  the same, binary-like payload (deflates to ~50 %)",
+        "uv_cold_binary",
+        "closer to a real CUDA wheel's cold install",
     )
 
 
-# -- probes: a failing and a passing removal in units of one probe run --------------------------
+# -- probes: removals in units of one probe run ---------------------------------------------
 
 
 def probe_multiples(ws: Workspace, cfg: Config, results: Results) -> None:
+    """Failing and passing removals, with a fresh and with a cached baseline.
+
+    The probe sleeps, then imports probepkg: it fails once probepkg is removed and passes when
+    a spare package is. Each round runs, in this order (the cached cases rely on the one
+    before them):
+
+    - a failing removal with ``--fresh-baseline``: baseline (concurrent with the snapshot and
+      stash), removal, failing probe, restore proven byte-identical, so no third run; its
+      passing baseline is then cached for the restored environment;
+    - the same failing removal again, without the flag: the baseline comes from that cache;
+    - the failing removal with ``--fresh-baseline --probe-after-restore``: three probe runs;
+    - a passing removal of sparepkg with ``--fresh-baseline``: its passing probe is cached as
+      the baseline of the environment it leaves;
+    - a passing removal of sparepkg2 in that unchanged environment: cached baseline.
+    """
     from tests.wheels import build_wheel
 
     section = "probe"
     house = ws.root / "probe-wheels"
+    spares = ("sparepkg", "sparepkg2")
     build_wheel(house, "probepkg", "1.0", {"probepkg/__init__.py": "VALUE = 1\n"})
-    build_wheel(house, "sparepkg", "1.0", {"sparepkg/__init__.py": "VALUE = 2\n"})
+    for spare in spares:
+        build_wheel(house, spare, "1.0", {f"{spare}/__init__.py": "VALUE = 2\n"})
     venv = ws.make_venv("probe")
     install = ["--no-index", "--find-links", str(house), "--no-deps"]
-    ws.uv_pip(venv, "install", *install, "probepkg==1.0", "sparepkg==1.0")
+    ws.uv_pip(venv, "install", *install, "probepkg==1.0", *(f"{p}==1.0" for p in spares))
     code = f"import time; time.sleep({cfg.probe_sleep}); import probepkg"
     tool = [*tool_argv(), "-p", str(venv.root), "--json", "--probe", code]
-    one, failing, passing, failing_rest, passing_rest = (Series() for _ in range(5))
-
-    def probe_seconds(done: Timed) -> float:
-        probes = json.loads(done.stdout)["probes"]
-        phases = ("baseline", "after", "after_restore")
-        return float(sum(p["seconds"] for phase in phases for p in probes[phase]))
+    one = Series()
 
     def one_probe(warmup: bool) -> None:
         done = ws.run([str(venv.python), "-c", code])
         if not warmup:
             one.add_run(done)
 
-    def failing_removal(warmup: bool) -> None:
-        venv.reset_state()
-        done = ws.run([*tool, "probepkg"], check=False).check(3)
-        if not warmup:
-            failing.add_run(done)
-            failing_rest.add(done.seconds - probe_seconds(done))
+    @dataclass(frozen=True)
+    class Case:
+        key: str
+        what: str
+        flags: tuple[str, ...]
+        package: str
+        exit_code: int
+        cached: bool  # the baseline must come from the cache
+        runs: int  # probe processes it must start
+        series: Series = field(default_factory=Series)
 
-    def passing_removal(warmup: bool) -> None:
-        venv.reset_state()
-        done = ws.run([*tool, "sparepkg"])
-        ws.uv_pip(venv, "install", *install, "sparepkg==1.0")
-        if not warmup:
-            passing.add_run(done)
-            passing_rest.add(done.seconds - probe_seconds(done))
+    fresh = "--fresh-baseline"
+    cases = [
+        Case(
+            "failing",
+            "failing removal, fresh baseline: baseline, remove, probe fails, restore (exit 3)",
+            (fresh,),
+            "probepkg",
+            3,
+            cached=False,
+            runs=2,
+        ),
+        Case(
+            "failing_cached",
+            "failing removal, cached baseline (the same removal again)",
+            (),
+            "probepkg",
+            3,
+            cached=True,
+            runs=1,
+        ),
+        Case(
+            "failing_probe_after_restore",
+            "failing removal, fresh baseline, `--probe-after-restore`",
+            (fresh, "--probe-after-restore"),
+            "probepkg",
+            3,
+            cached=False,
+            runs=3,
+        ),
+        Case(
+            "passing",
+            "passing removal, fresh baseline: baseline, remove, probe passes (exit 0)",
+            (fresh,),
+            spares[0],
+            0,
+            cached=False,
+            runs=2,
+        ),
+        Case(
+            "passing_cached",
+            "passing removal, cached baseline (a second removal in the unchanged environment)",
+            (),
+            spares[1],
+            0,
+            cached=True,
+            runs=1,
+        ),
+    ]
 
-    _timed_rounds(cfg, [one_probe, failing_removal, passing_removal])
-    venv.reset_state()
+    def removal(case: Case) -> Callable[[bool], None]:
+        def run(warmup: bool) -> None:
+            venv.clear_history()
+            done = ws.run([*tool, *case.flags, case.package], check=False).check(case.exit_code)
+            probes = json.loads(done.stdout)["probes"]
+            baseline = probes["baseline"]
+            started = sum(not p["cached"] for p in baseline)
+            started += len(probes["after"]) + len(probes["after_restore"])
+            if any(p["cached"] for p in baseline) != case.cached or started != case.runs:
+                raise BenchError(f"{case.key}: not the probe runs this case measures: {probes}")
+            if case.package in spares and case.package == spares[-1]:
+                ws.uv_pip(venv, "install", *install, *(f"{p}==1.0" for p in spares))
+            if not warmup:
+                case.series.add_run(done)
+
+        return run
+
+    _timed_rounds(cfg, [one_probe, *(removal(case) for case in cases)])
+    venv.clear_history()
     results.add(
         section, f"one probe run (`python -c`, sleeps {cfg.probe_sleep:g} s)", one, key="probe.one"
     )
-    results.add(
-        section,
-        "failing removal: baseline, remove, probe fails, restore, probe (exit 3)",
-        failing,
-        key="probe.failing",
-    )
-    results.add(
-        section,
-        "  of which not inside a probe (total - probe seconds the tool reports)",
-        failing_rest,
-    )
-    results.add(
-        section, "passing removal: baseline, remove, probe (exit 0)", passing, key="probe.passing"
-    )
-    results.add(
-        section,
-        "  of which not inside a probe (total - probe seconds the tool reports)",
-        passing_rest,
-    )
+    for case in cases:
+        multiple = case.series.median / one.median
+        beyond = case.series.median - case.runs * one.median
+        results.add(
+            section,
+            case.what,
+            case.series,
+            key=f"probe.{case.key}",
+            note=f"{multiple:.2f} probe runs; {case.runs} run, {_signed_ms(beyond)} beyond them",
+        )
+
+
+def _signed_ms(seconds: float) -> str:
+    return f"{seconds * 1000:+.0f} ms"
 
 
 # -- a large environment: removal and rollback where the tool reads every distribution ------
@@ -542,17 +745,17 @@ def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
     tool = tool_argv()
     # The history is made once and copied in before each run that wants it.
     template = ws.root / f"history-{size}"
-    venv.reset_state()
+    venv.clear_history()
     for _ in range(HISTORY):
         ws.run([*tool, "-p", str(venv.root), "snapshot", "--no-stash"])
-    shutil.copytree(venv.state_dir, template)
-    venv.reset_state()
+    shutil.copytree(venv.state_dir / "snapshots", template)
+    venv.clear_history()
     remove, uv_remove, rollback, rollback_history = (Series() for _ in range(4))
 
     def fresh_state(history: bool) -> None:
-        venv.reset_state()
+        venv.clear_history()
         if history:
-            shutil.copytree(template, venv.state_dir)
+            shutil.copytree(template, venv.state_dir / "snapshots")
 
     def tool_remove(warmup: bool) -> None:
         pristine.install_into(venv.site)
@@ -590,7 +793,7 @@ def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
             tool_rollback(True, rollback_history),
         ],
     )
-    venv.reset_state()
+    venv.clear_history()
     pristine.install_into(venv.site)
     label = f"{len(spec.files)}-file dist in a {size + 1}-dist env"
     results.add(section, f"`safe-uninstall --no-probe`, {label}", remove)
@@ -605,12 +808,97 @@ def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
         section,
         f"`safe-uninstall rollback` of it, {HISTORY} earlier {size}-dist snapshots",
         rollback_history,
-        note="every snapshot is read to index the stashes",
+        note="only snapshots whose stash holds the distribution are read",
     )
 
 
-def impact_placeholder(ws: Workspace, cfg: Config, results: Results) -> None:
-    results.not_measured("impact report", "impact report vs environment size", IMPACT_PLACEHOLDER)
+# -- the impact report: metadata and ELF analysis before a removal ----------------------------
+
+
+def impact_scaling(ws: Workspace, cfg: Config, results: Results) -> None:
+    """The impact report of removing the four provider distributions (bench/impact.py builds
+    the environments: ~4 gcc-built ELF objects per distribution, one in ten needing the
+    providers' libraries through a torch-like RUNPATH), in this process at every size, cold (no
+    ELF cache file) and warm; and ``safe-uninstall check`` end to end at the target size."""
+    if cfg.impact_target not in cfg.impact_sizes:
+        raise BenchError(f"impact_target {cfg.impact_target} is not one of {cfg.impact_sizes}")
+    for dists, elf_files in cfg.impact_sizes:
+        venv = ws.make_venv(f"impact-{dists}")
+        started = time.perf_counter()
+        impact.populate_site(venv.site, ws.root / f"impact-build-{dists}", dists, elf_files)
+        results.info[f"building the {dists}-distribution impact venv"] = (
+            f"{time.perf_counter() - started:.2f} s"
+        )
+        _impact_one_size(ws, cfg, results, venv, dists)
+        if (dists, elf_files) == cfg.impact_target:
+            _impact_check_command(ws, cfg, results, venv, dists)
+
+
+def _impact_one_size(ws: Workspace, cfg: Config, results: Results, venv: Venv, dists: int) -> None:
+    ctx = inprocess.open_context(venv)
+    cache_file = ctx.store.root / ELF_CACHE_FILE
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    cold, warm = Series(), Series()
+    seen: list[impact.ImpactRun] = []
+
+    def run(is_cold: bool) -> Callable[[bool], None]:
+        def once(warmup: bool) -> None:
+            done = impact.report_once(ctx.interpreter, cache_file, ws.env, cold=is_cold)
+            if done.breaks == 0:
+                raise BenchError(f"the impact report found no broken library at {dists} dists")
+            seen.append(done)
+            if not warmup:
+                (cold if is_cold else warm).add(done.seconds)
+
+        return once
+
+    # cold, then warm: each warm run reads the cache file the cold run before it wrote
+    _timed_rounds(cfg, [run(True), run(False)])
+    shape = f"{seen[0].distributions} dists, {seen[0].elf_objects} ELF files"
+    section = "impact report"
+    results.add(
+        section,
+        f"in-process impact report, {shape}, no ELF cache",
+        cold,
+        key=f"impact.cold.{dists}",
+        note=f"{seen[0].breaks} broken (object, library) links found",
+    )
+    results.add(
+        section,
+        f"  the same, ELF cache warm, {shape}",
+        warm,
+        key=f"impact.warm.{dists}",
+    )
+
+
+def _impact_check_command(
+    ws: Workspace, cfg: Config, results: Results, venv: Venv, dists: int
+) -> None:
+    argv = [*tool_argv(), "-p", str(venv.root), "check", "--json", *impact.PROVIDERS]
+    cache_file = venv.state_dir / ELF_CACHE_FILE
+    cold, warm = Series(), Series()
+
+    def run(is_cold: bool) -> Callable[[bool], None]:
+        def once(warmup: bool) -> None:
+            if is_cold:
+                cache_file.unlink(missing_ok=True)
+            done = ws.run(argv)
+            if not json.loads(done.stdout)["impact"]["breaks"]:
+                raise BenchError(f"`check` found no broken library: {done.stdout[:2000]}")
+            if not warmup:
+                (cold if is_cold else warm).add_run(done)
+
+        return once
+
+    _timed_rounds(cfg, [run(True), run(False)])
+    section = "impact report"
+    results.add(
+        section,
+        f"`safe-uninstall check` of the four, {dists} dists, no ELF cache (end to end)",
+        cold,
+        key="impact.check.cold",
+    )
+    results.add(section, "  the same, ELF cache warm", warm, key="impact.check.warm")
 
 
 SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
@@ -620,7 +908,7 @@ SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
     restore_comparison,
     probe_multiples,
     large_environment,
-    impact_placeholder,
+    impact_scaling,
 )
 
 

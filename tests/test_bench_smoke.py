@@ -61,25 +61,23 @@ def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
         "restore",
         "probe",
         "large env",
+        "impact report",
     }
     for row in measured:
-        assert row.runs == 1 and row.seconds is not None and row.seconds > 0, row
-    expected_gaps = [("impact report", scenarios.IMPACT_PLACEHOLDER)]
+        # the hasher may have finished before the restore asked: a wait of 0 is a figure too
+        assert row.runs == 1 and row.seconds is not None and row.seconds >= 0, row
+    expected_gaps = []
     if bundled_pip_wheel() is None:
-        expected_gaps = [
-            ("uninstall", "no bundled pip wheel"),
-            ("uninstall", "no bundled pip wheel"),
-            *expected_gaps,
-        ]
+        expected_gaps = [("uninstall", "no bundled pip wheel")] * 2
     assert [(row.section, row.note) for row in results.rows if row.runs is None] == expected_gaps
     assert results.imports, "no -X importtime figures were parsed"
 
     targets = report.evaluate(results)
-    assert len(targets) == 13
+    assert len(targets) == 23
+    judged = [t for t in targets if t.judged]
+    assert len(judged) == 14
     if bundled_pip_wheel() is not None:
         assert all(t.measured is not None and t.passed is not None for t in targets), targets
     text = report.render(results, {"machine": "test"})
-    assert scenarios.IMPACT_PLACEHOLDER in text
-    assert sum(line.count("| PASS |") + line.count("| FAIL |") for line in text.splitlines()) == (
-        sum(t.passed is not None for t in targets)
-    )
+    verdicts = sum(line.count("| PASS |") + line.count("| FAIL |") for line in text.splitlines())
+    assert verdicts == sum(t.passed is not None for t in judged)
