@@ -33,6 +33,24 @@ def _uv_version(uv: str) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def _commit() -> str:
+    """The repository's commit, and whether the tool's sources differ from it."""
+    git = ["git", "-C", str(_REPO)]
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    if head.returncode != 0:
+        return "unknown (not a git checkout)"
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--", "safeuninstall"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    changed = " + uncommitted changes in safeuninstall/" if dirty.stdout else ""
+    return head.stdout.strip() + changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs, smaller sizes")
@@ -54,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
             "python": f"{platform.python_version()} ({sys.executable})",
             "uv": _uv_version(ws.uv),
             "tool": " ".join(tool_argv()),
+            "commit": _commit(),
         }
         load_before = os.getloadavg()
         results = scenarios.run_all(
             ws, cfg, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr)
         )
         load_after = os.getloadavg()
+        header["commit at the end"] = _commit()
         # Other work on the machine skews absolute times more than side-by-side ratios.
         header["load average (1 min) before / after"] = (
             f"{load_before[0]:.2f} / {load_after[0]:.2f} on {os.cpu_count()} CPUs"
