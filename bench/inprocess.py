@@ -79,12 +79,7 @@ def restore_from_stash(ctx: core.Context, snapshot_id: str, names: Sequence[str]
         preferred_snapshot=snap.id,
     )
     restored = time.perf_counter()
-    verification, _ = verify(
-        snap,
-        ctx.interpreter,
-        restored=[e.name for e in entries],
-        verified_inodes=report.verified_inodes,
-    )
+    verification = verify(snap, ctx.interpreter, report)
     verified = time.perf_counter()
     if len(report.from_stash) != len(entries) or not verification.ok:
         raise BenchError(f"in-process restore did not restore {list(names)}: {report.to_dict()}")

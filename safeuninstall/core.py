@@ -54,6 +54,7 @@ from .plan import (
     Installed,
     RollbackPlan,
     StashCandidate,
+    StashKey,
     build_stash_index,
     plan_prune,
     plan_removal,
@@ -272,8 +273,8 @@ def _stash_progress(
 
 
 def _stash_index(
-    store: Store, entries: Sequence[PackageEntry], first: Sequence[Snapshot]
-) -> dict[tuple[str, str], list[StashCandidate]]:
+    store: Store, entries: Sequence[PackageEntry], first: Sequence[Snapshot], prefix: str
+) -> dict[StashKey, list[StashCandidate]]:
     """Where each entry's exact name==version is stashed: ``first`` snapshots, then any other,
     newest first. Only snapshots whose stash folder has that distribution are read (a folder
     check each): parsing every 3000-package snapshot would cost 0.1 s apiece."""
@@ -288,7 +289,7 @@ def _stash_index(
             snapshots.append(store.load(snapshot_id))
         except SnapshotInvalid:
             continue  # an unreadable snapshot can't vouch for its stash
-    return build_stash_index(snapshots)
+    return build_stash_index(snapshots, prefix=prefix)
 
 
 def _loadable_snapshots(store: Store) -> list[Snapshot]:
@@ -590,7 +591,16 @@ def _remove_probe_restore(
                     + " (shared paths): they are installed but hollow"
                 )
                 return _restore_after(
-                    ctx, snap, settings, options, result, journal, entry, hasher, reason="hollow"
+                    ctx,
+                    snap,
+                    settings,
+                    options,
+                    result,
+                    journal,
+                    entry,
+                    hasher,
+                    reason="hollow",
+                    intact=analysis.report.hollow,
                 )
             result.probes = run_all(settings, ctx.interpreter)
             result.drift = _drift(result.baseline, result.probes, analysis)
@@ -633,7 +643,16 @@ def _remove_probe_restore(
         result.messages.append("interrupted: restoring what was removed")
         reason = "interrupted"
     return _restore_after(
-        ctx, snap, settings, options, result, journal, entry, hasher, reason=reason
+        ctx,
+        snap,
+        settings,
+        options,
+        result,
+        journal,
+        entry,
+        hasher,
+        reason=reason,
+        intact=analysis.report.hollow,
     )
 
 
@@ -648,15 +667,19 @@ def _restore_after(
     hasher: StashHasher,
     *,
     reason: str,
+    intact: Sequence[str] = (),
 ) -> OperationResult:
-    """Bring back everything ``snap`` removed in one batch, verify, probe again."""
+    """Bring back everything ``snap`` removed in one batch, verify, probe again.
+
+    ``intact``: distributions that share files with what was removed; they must be whole again.
+    """
     entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
     with _interrupts_deferred() as received:
         entry = journal.step(entry, "restore")
         hasher.wait()  # usually done already: it ran while the probes did
         result.restore = restore(
             entries,
-            index=_stash_index(ctx.store, entries, [snap]),
+            index=_stash_index(ctx.store, entries, [snap], ctx.interpreter.prefix),
             store=ctx.store,
             interpreter=ctx.interpreter,
             backend=ctx.backend,
@@ -667,12 +690,7 @@ def _restore_after(
             progress=ctx.on_progress,
         )
         entry = journal.step(entry, "verify")
-        verification, _ = verify(
-            snap,
-            ctx.interpreter,
-            restored=[e.name for e in entries],
-            verified_inodes=result.restore.verified_inodes,
-        )
+        verification = verify(snap, ctx.interpreter, result.restore, intact=intact)
         result.verification = verification
         proven = (
             verification.ok
@@ -798,6 +816,20 @@ def _recover_without_snapshot(
     )
 
 
+def _sharing_files(owned: Ownership, removed: Sequence[str]) -> list[str]:
+    """Distributions not in ``removed`` that list a file one of ``removed`` lists."""
+    gone = set(removed)
+    return sorted(
+        {
+            other
+            for name in removed
+            for path in owned.files.get(name, ())
+            for other in owned.owners.get(path, ())
+            if other not in gone
+        }
+    )
+
+
 def _same_environment(snap: Snapshot, ctx: Context) -> None:
     """A snapshot of another environment (a shared --state-dir) must not be applied here."""
     if os.path.realpath(snap.target.prefix) != os.path.realpath(ctx.interpreter.prefix):
@@ -844,6 +876,12 @@ def _rollback_to(
     check_restore_paths(
         wanted, plan.restore, Path(ctx.interpreter.prefix), ctx.store.snapshot_path(wanted.id)
     )
+    # Distributions that stay but share files with what the rollback removes (a cu12 and a
+    # cu13 build of one library): the uninstall deletes those files, so they are stashed with
+    # the rest and restored after it.
+    kept_shared = _sharing_files(owned, plan.remove)
+    wanted_by_name = {e.name: e for e in wanted.packages}
+    rewhole = [wanted_by_name[n] for n in kept_shared if n in wanted_by_name]
     with _interrupts_deferred() as received:
         folder = ctx.store.new_folder()
         if recovering is None:
@@ -859,7 +897,7 @@ def _rollback_to(
                 folder=folder,
                 operation=command,
                 command=target.command,
-                stash=plan.remove,
+                stash=[*plan.remove, *kept_shared],
                 removed=plan.remove,
                 shared=owned.shared_paths(),
             )
@@ -876,9 +914,10 @@ def _rollback_to(
             except BackendError as err:
                 result.messages.append(f"{err.message}\n{err.detail}".strip())
         entry = journal.step(entry, f"{prefix}restore")
+        to_restore = [*plan.restore, *rewhole]
         result.restore = restore(
-            list(plan.restore),
-            index=_stash_index(ctx.store, plan.restore, [wanted]),
+            to_restore,
+            index=_stash_index(ctx.store, to_restore, [wanted, before], ctx.interpreter.prefix),
             store=ctx.store,
             interpreter=ctx.interpreter,
             backend=ctx.backend,
@@ -889,12 +928,7 @@ def _rollback_to(
             progress=ctx.on_progress,
         )
         entry = journal.step(entry, f"{prefix}verify")
-        verification, _ = verify(
-            wanted,
-            ctx.interpreter,
-            restored=[e.name for e in plan.restore],
-            verified_inodes=result.restore.verified_inodes,
-        )
+        verification = verify(wanted, ctx.interpreter, result.restore, intact=kept_shared)
         result.verification = verification
         if not verification.ok:
             result.outcome = "incomplete"

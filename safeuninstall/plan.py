@@ -6,6 +6,7 @@ is in this module and unit-tested without an environment.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,22 +36,36 @@ class StashCandidate:
     entry: PackageEntry
 
 
-StashIndex = Mapping[tuple[str, str], Sequence[StashCandidate]]
+# (name, version, source): a stash restores exactly that build, nothing that merely shares
+# its version number (a +cu128 wheel and a local build can both be "2.11.0").
+StashKey = tuple[str, str, Source]
+StashIndex = Mapping[StashKey, Sequence[StashCandidate]]
 
 
-def build_stash_index(snapshots: Iterable[Snapshot]) -> dict[tuple[str, str], list[StashCandidate]]:
-    """Every complete stash by (name, version); snapshots given newest first keep that order."""
-    index: dict[tuple[str, str], list[StashCandidate]] = {}
+def stash_key(entry: PackageEntry) -> StashKey:
+    return (entry.name, entry.version, entry.source)
+
+
+def build_stash_index(
+    snapshots: Iterable[Snapshot], *, prefix: str | None = None
+) -> dict[StashKey, list[StashCandidate]]:
+    """Every complete stash by (name, version, source); snapshots given newest first keep that
+    order. With ``prefix``, only snapshots taken of that environment count: files stashed from
+    another venv (a shared --state-dir) have other paths and another interpreter."""
+    index: dict[StashKey, list[StashCandidate]] = {}
     seen: set[str] = set()
     for snap in snapshots:
-        if snap.id in seen:
+        if snap.id in seen or (prefix is not None and not same_prefix(snap.target.prefix, prefix)):
             continue
         seen.add(snap.id)
         for entry in snap.packages:
             if entry.stash is not None and entry.stash.complete:
-                key = (entry.name, entry.version)
-                index.setdefault(key, []).append(StashCandidate(snap.id, entry))
+                index.setdefault(stash_key(entry), []).append(StashCandidate(snap.id, entry))
     return index
+
+
+def same_prefix(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,7 @@ def plan_restore(
     from_stash = []
     reinstall = []
     for entry in entries:
-        candidates = list(index.get((entry.name, entry.version), ()))
+        candidates = list(index.get(stash_key(entry), ()))
         candidates.sort(key=lambda c: c.snapshot_id != preferred_snapshot)  # stable: keeps order
         if candidates:
             from_stash.append((entry, tuple(candidates)))

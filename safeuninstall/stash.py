@@ -142,28 +142,42 @@ def _identity(info: os.stat_result) -> Identity:
     return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-def read_verified(snapshot_dir: Path) -> dict[str, Identity]:
-    """Stashed files already proven to hash right, as long as they are unchanged since."""
+def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
+    """Stashed files whose bytes were hashed (identity then, sha256 of the bytes as installed),
+    trusted as long as the identity is unchanged."""
     try:
         data = json.loads((snapshot_dir / VERIFIED_FILE).read_text(encoding="utf-8"))
-        return {str(k): (int(v[0]), int(v[1]), int(v[2])) for k, v in data.items()}
+        return {str(k): ((int(v[0]), int(v[1]), int(v[2])), str(v[3])) for k, v in data.items()}
     except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return {}
+
+
+@dataclass(frozen=True)
+class StashCheck:
+    problems: list[FileProblem]
+    # sha256 of each stashed file as accepted (by path relative to the environment root):
+    # the RECORD's, or the bytes as installed when the stash was hashed before a change
+    accepted: dict[str, str]
+    modified: list[str]  # files that differed from their RECORD already before the removal
 
 
 def check_stash(
     stash: PackageStash,
     snapshot_dir: Path,
-    verified: Mapping[str, Identity] | None = None,
+    verified: Mapping[str, tuple[Identity, str]] | None = None,
     on_bytes: Callable[[int], None] | None = None,
-) -> list[FileProblem]:
-    """Every stashed file exists and hashes to its recorded sha256.
+) -> StashCheck:
+    """Every stashed file exists and holds the bytes that were installed.
 
-    A file in ``verified`` whose inode, size and mtime are those it had when its hash was
-    proven is not read again: rewriting its bytes would change the mtime. (Someone who sets
-    the mtime back by hand can fool this; the stash is the user's own, mode 0700.)
+    A file in ``verified`` whose inode, size and mtime are those it had when it was hashed is
+    not read again (rewriting its bytes would change the mtime; someone who sets the mtime back
+    by hand can fool this, and the stash is the user's own, mode 0700), and is accepted with the
+    hash it had then, even where that differs from its RECORD: those were the installed bytes.
+    Without such a record a file must match its RECORD sha256.
     """
     problems = []
+    accepted: dict[str, str] = {}
+    modified = []
     for stashed in stash.files:
         if on_bytes is not None:
             on_bytes(stashed.size)
@@ -173,7 +187,11 @@ def check_stash(
             info = kept.lstat()
             if stat.S_ISLNK(info.st_mode):
                 continue  # RECORD hashes a symlink's target; checked after restore instead
-            if verified is not None and verified.get(key) == _identity(info):
+            known = verified.get(key) if verified is not None else None
+            if known is not None and known[0] == _identity(info):
+                accepted[stashed.path] = known[1]
+                if known[1] != stashed.sha256:
+                    modified.append(stashed.path)
                 continue
             actual = sha256_file(kept)
         except OSError as err:
@@ -181,13 +199,16 @@ def check_stash(
             continue
         if actual != stashed.sha256:
             problems.append(FileProblem(stashed.path, "stashed copy does not match its sha256"))
-    return problems
+        else:
+            accepted[stashed.path] = actual
+    return StashCheck(problems, accepted, modified)
 
 
 class StashHasher:
     """Hashes a snapshot's stash in a thread while the probes run (they take seconds, 1 GB
-    takes about 0.5 s), and records what matched in ``stash-verified.json``: a restore then
-    links files back without reading them again."""
+    takes about 0.5 s), and records each file's identity and sha256 in
+    ``stash-verified.json``: a restore then links files back without reading them again, and
+    a file that was modified locally after its install is restored as it was, not refused."""
 
     def __init__(self, snapshot_dir: Path, stashes: Sequence[PackageStash]) -> None:
         self._dir = snapshot_dir
@@ -197,7 +218,7 @@ class StashHasher:
         self._thread.start()
 
     def _run(self) -> None:
-        verified: dict[str, Identity] = {}
+        verified: dict[str, list[object]] = {}
         for stash in self._stashes:
             for stashed in stash.files:
                 if self._cancelled.is_set():
@@ -206,10 +227,11 @@ class StashHasher:
                 kept = self._dir / key
                 try:
                     before = kept.lstat()
-                    if stat.S_ISLNK(before.st_mode) or sha256_file(kept) != stashed.sha256:
+                    if stat.S_ISLNK(before.st_mode):
                         continue
+                    digest = sha256_file(kept)
                     if _identity(kept.lstat()) == _identity(before):
-                        verified[key] = _identity(before)
+                        verified[key] = [*_identity(before), digest]
                 except OSError:
                     continue
         if self._cancelled.is_set():
@@ -238,7 +260,7 @@ def restore_files(
     lost), then replaced atomically. Raises OSError on failure.
     """
     real_root = Path(os.path.realpath(env_root))
-    for stashed in stash.files:
+    for stashed in sorted(stash.files, key=_metadata_last):
         kept = snapshot_dir / stash.folder / stashed.path
         dest = env_root / stashed.path
         _refuse_escape(dest, real_root)
@@ -253,6 +275,15 @@ def restore_files(
             tmp.unlink()
         _link_or_copy(kept, tmp)
         os.replace(tmp, dest)
+
+
+def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:
+    """A distribution becomes visible with its METADATA: link that last, after the rest of its
+    dist-info, so that a restore killed half way leaves no distribution that looks installed
+    but is not (the next restore then simply completes it)."""
+    parts = stashed.path.split("/")
+    in_dist_info = any(part.endswith(".dist-info") for part in parts[:-1])
+    return in_dist_info, in_dist_info and parts[-1] == "METADATA"
 
 
 def _same_file(a: Path, b: Path) -> bool:

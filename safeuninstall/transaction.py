@@ -9,12 +9,13 @@ against its RECORD.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import stat
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .backend import Backend, shell_line
-from .environment import InstalledDistribution, Interpreter, installed_distributions
+from .environment import InstalledDistribution, Interpreter, Source, installed_distributions
 from .errors import BackendError
 from .plan import RestorePlan, SetDifference, StashIndex, compare_sets, plan_restore
 from .records import sha256_file
@@ -31,6 +32,9 @@ class RestoreReport:
     notes: list[str] = field(default_factory=list)  # what happened on the way, for the user
     # (st_dev, st_ino) of files linked back from a stash whose sha256 was checked
     verified_inodes: set[tuple[int, int]] = field(default_factory=set)
+    # per distribution restored from a stash: {path relative to the environment: sha256}
+    accepted: dict[str, dict[str, str]] = field(default_factory=dict)
+    reinstalled_names: list[str] = field(default_factory=list)
     install_command: str = ""  # the reinstall command that was (or would have to be) run
 
     def to_dict(self) -> dict[str, object]:
@@ -67,11 +71,11 @@ def restore(
             stash = candidate.entry.stash
             assert stash is not None  # the index holds complete stashes only
             folder = store.folder(candidate.snapshot_id)
-            problems = check_stash(stash, folder, read_verified(folder), on_bytes)
-            if problems:
+            checked = check_stash(stash, folder, read_verified(folder), on_bytes)
+            if checked.problems:
                 report.notes.append(
                     f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "
-                    + "; ".join(f"{p.path}: {p.problem}" for p in problems[:3])
+                    + "; ".join(f"{p.path}: {p.problem}" for p in checked.problems[:3])
                 )
                 continue
             try:
@@ -82,7 +86,13 @@ def restore(
                 report.notes.append(f"{entry.pin}: restore from stash failed: {err}")
                 continue
             report.verified_inodes.update(_inodes(stash.files, folder / stash.folder))
+            report.accepted[entry.name] = checked.accepted
             report.from_stash.append(entry.pin)
+            if checked.modified:
+                report.notes.append(
+                    f"{entry.pin}: restored as it was installed, which differed from its RECORD "
+                    f"(modified locally before the removal): {', '.join(checked.modified[:3])}"
+                )
             break
         else:
             reinstall.append(entry)
@@ -97,6 +107,7 @@ def restore(
             report.notes.append(f"reinstall failed: {err.message}\n{err.detail}".strip())
         else:
             report.reinstalled.extend(e.pin for e in reinstall)
+            report.reinstalled_names.extend(e.name for e in reinstall)
     return report
 
 
@@ -133,15 +144,17 @@ def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
 class Verification:
     difference: SetDifference
     hash_mismatches: tuple[str, ...]  # "name==version: path"
+    source_mismatches: tuple[str, ...]  # same version, another build
     files_checked: int
 
     @property
     def ok(self) -> bool:
-        return self.difference.equal and not self.hash_mismatches
+        return self.difference.equal and not self.hash_mismatches and not self.source_mismatches
 
     def describe(self) -> list[str]:
         lines = [f"missing: {pin}" for pin in self.difference.missing]
         lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
+        lines += [f"another build: {item}" for item in self.source_mismatches]
         lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
         return lines
 
@@ -150,6 +163,7 @@ class Verification:
             "ok": self.ok,
             "missing": list(self.difference.missing),
             "unexpected": list(self.difference.unexpected),
+            "source_mismatches": list(self.source_mismatches),
             "hash_mismatches": list(self.hash_mismatches),
             "files_checked": self.files_checked,
         }
@@ -158,31 +172,69 @@ class Verification:
 def verify(
     snapshot: Snapshot,
     interpreter: Interpreter,
+    report: RestoreReport,
     *,
-    restored: Iterable[str],
-    verified_inodes: set[tuple[int, int]],
-) -> tuple[Verification, dict[str, InstalledDistribution]]:
-    """The installed set equals the snapshot; every restored file matches its RECORD sha256."""
+    intact: Iterable[str] = (),
+) -> Verification:
+    """Prove the restore.
+
+    - The installed set equals the snapshot's, name, version and source.
+    - Every file restored from a stash is back with the bytes it had (the stash's: its RECORD
+      hash, or the bytes as installed where they differed). Files the RECORD lists that were
+      already gone before the removal are not asked for.
+    - Every reinstalled distribution matches its RECORD.
+    - ``intact``: distributions that share paths with what was removed still have every file.
+    """
     installed = installed_distributions(interpreter)
+    wanted = {e.name: e for e in snapshot.packages}
     difference = compare_sets(
-        {e.name: e.version for e in snapshot.packages},
+        {name: e.version for name, e in wanted.items()},
         {name: dist.version for name, dist in installed.items()},
     )
+    sources = tuple(
+        f"{name}=={dist.version} (snapshot: {_source(wanted[name].source)}, "
+        f"installed: {_source(dist.source)})"
+        for name, dist in sorted(installed.items())
+        if name in wanted
+        and wanted[name].version == dist.version
+        and wanted[name].source != dist.source
+    )
+    env_root = Path(interpreter.prefix)
     mismatches: list[str] = []
     checked = 0
-    for name in restored:
+    for name, files in report.accepted.items():
+        pin = f"{name}=={wanted[name].version}" if name in wanted else name
+        for rel, sha256 in files.items():
+            checked += 1
+            if not _holds(env_root / rel, sha256, report.verified_inodes):
+                mismatches.append(f"{pin}: {rel}")
+    for name in [*report.reinstalled_names, *intact]:
         dist = installed.get(name)
         if dist is None:
             continue  # reported as missing above
-        bad, count = _check_record(dist, verified_inodes)
+        bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
         checked += count
         mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
-    return Verification(difference, tuple(mismatches), checked), installed
+    return Verification(difference, tuple(mismatches), sources, checked)
 
 
-def _check_record(
-    dist: InstalledDistribution, verified_inodes: set[tuple[int, int]]
-) -> tuple[list[str], int]:
+def _source(source: Source) -> str:
+    return f"{source.kind} {source.url}" if source.url else source.kind
+
+
+def _holds(path: Path, sha256: str, verified_inodes: set[tuple[int, int]]) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    # A file linked back from a stash whose bytes were just checked is that same inode:
+    # hashing it again would read every byte twice.
+    if (info.st_dev, info.st_ino) in verified_inodes or stat.S_ISLNK(info.st_mode):
+        return True
+    return sha256_file(path) == sha256
+
+
+def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[list[str], int]:
     try:
         entries = dist.record()
     except OSError:
@@ -190,23 +242,14 @@ def _check_record(
     bad = []
     checked = 0
     for entry in entries:
-        if entry.sha256 is None:
-            continue
         path = dist.site_dir / entry.path
-        try:
-            info = os.stat(path)
-        except OSError:
-            bad.append(entry.path)
+        if not os.path.lexists(path):
+            if not entry.path.endswith(".pyc"):
+                bad.append(entry.path)
+            continue
+        if entry.sha256 is None or not check_hashes:
             continue
         checked += 1
-        # A file linked back from a stash whose bytes were hashed just before is that same
-        # inode: hashing it again would read every byte twice.
-        if (info.st_dev, info.st_ino) in verified_inodes:
-            continue
         if sha256_file(path) != entry.sha256:
             bad.append(entry.path)
     return bad, checked
-
-
-def pins(entries: Mapping[str, InstalledDistribution]) -> dict[str, str]:
-    return {name: dist.version for name, dist in entries.items()}

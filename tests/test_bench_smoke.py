@@ -15,7 +15,7 @@ from bench.envs import Workspace, bundled_pip_wheel
 from bench.inprocess import open_context
 from safeuninstall import core
 from safeuninstall.environment import installed_distributions
-from safeuninstall.transaction import verify
+from safeuninstall.transaction import RestoreReport, verify
 from tests.conftest import UV
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -40,9 +40,8 @@ def test_directly_written_distributions_verify_against_their_record(tmp_path: Pa
     snap = core.take_snapshot(
         ctx, installed, folder=ctx.store.new_folder(), operation="snapshot", command=(), stash=()
     )
-    verification, _ = verify(
-        snap, ctx.interpreter, restored=sorted(installed), verified_inodes=set()
-    )
+    # As if all were reinstalled: every file is hashed against its RECORD.
+    verification = verify(snap, ctx.interpreter, RestoreReport(reinstalled_names=sorted(installed)))
     assert verification.ok, verification.describe()
     # the payload files, and each distribution's METADATA, INSTALLER and WHEEL
     assert verification.files_checked == 3 + 4 + 3 * 2

@@ -580,3 +580,45 @@ def test_stash_hashed_during_the_probe_is_trusted_only_while_unchanged(
     data = run.json()
     assert run.returncode == 0, data
     assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]
+
+
+def test_a_file_already_missing_before_the_removal_does_not_block_the_restore(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("requests")
+    (venv.site_packages / "requests" / "api.py").unlink()  # gone before we came
+    before = venv.file_hashes()
+    run = venv.tool("--json", "--probe", "import requests", "requests")
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["verification"]["ok"] is True  # type: ignore[index]
+    assert venv.file_hashes() == before  # as it was: still without that file
+    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+    assert venv.tool("--dry-run", "requests").returncode == 0  # nothing left to recover
+
+
+def test_a_locally_modified_file_comes_back_as_it_was(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    patched = venv.site_packages / "leftpad.py"
+    patched.write_text(patched.read_text() + "# patched on this machine\n")
+    before = venv.file_hashes()
+    # The probe sleeps, so the stash is hashed (as installed) while it runs.
+    probe = "import time; time.sleep(0.5); import leftpad"
+    run = venv.tool("--json", "--probe", probe, "leftpad")
+    data = run.json()
+    assert run.returncode == 3, data
+    assert "modified locally before the removal" in str(data["restore"])
+    assert venv.file_hashes() == before
+
+
+def test_rollback_keeps_a_distribution_that_shares_files_whole(make_venv: MakeVenv) -> None:
+    venv = make_venv("sharedlib-cu12")
+    assert venv.tool("snapshot").returncode == 0
+    before = venv.file_hashes()
+    venv.install("sharedlib-cu13")  # overwrites sharedlib/__init__.py
+    run = venv.tool("rollback", "--json", "1", "--no-probe")
+    data = run.json()
+    assert run.returncode == 0, data
+    assert venv.installed() == {"sharedlib-cu12": "1.0"}
+    assert venv.file_hashes() == before
+    assert venv.run_python("import sharedlib; assert sharedlib.FLAVOUR == 'cu12'").returncode == 0

@@ -107,8 +107,24 @@ def test_stash_index_ignores_incomplete_and_duplicate_snapshots() -> None:
     )
     snap = make_snapshot("0003", (incomplete, stashed("b", "1.0")))
     index = build_stash_index([snap, snap])
-    assert list(index) == [("b", "1.0")]
-    assert len(index[("b", "1.0")]) == 1
+    key = ("b", "1.0", Source(kind="index"))
+    assert list(index) == [key]
+    assert len(index[key]) == 1
+
+
+def test_stash_index_keys_on_the_build_and_the_environment() -> None:
+    local = dataclasses.replace(
+        stashed("a", "1.0"), source=Source(kind="file", url="file:///w/a-1.0.whl")
+    )
+    other_env = dataclasses.replace(
+        make_snapshot("0002", (stashed("a", "1.0"),)),
+        target=Target(python="/w/bin/python", prefix="/w", version="3.12.1"),
+    )
+    index = build_stash_index([make_snapshot("0001", (local,)), other_env], prefix="/v")
+    # the index build is not the local one, and the other venv's stash does not count here
+    plan = plan_restore([PackageEntry(name="a", version="1.0")], index)
+    assert plan.from_stash == ()
+    assert [e.pin for e in plan.reinstall] == ["a==1.0"]
 
 
 def test_plan_restore_needs_exact_version() -> None:
@@ -319,3 +335,18 @@ def test_corrupt_snapshot_is_refused(tmp_path: Path, content: bytes) -> None:
     path.write_bytes(content)
     with pytest.raises(SnapshotInvalid, match=str(path)):
         snapshot_file.load(path)
+
+
+def test_restore_links_metadata_last() -> None:
+    from safeuninstall.stash import _metadata_last
+
+    files = [
+        StashedFile(path="lib/p/x-1.dist-info/METADATA", sha256=SHA, size=1),
+        StashedFile(path="lib/p/x/__init__.py", sha256=SHA, size=1),
+        StashedFile(path="lib/p/x-1.dist-info/RECORD", sha256=SHA, size=1),
+        StashedFile(path="bin/x", sha256=SHA, size=1),
+    ]
+    ordered = [f.path for f in sorted(files, key=_metadata_last)]
+    assert ordered[-1].endswith("METADATA")
+    assert ordered[-2].endswith("RECORD")
+    assert set(ordered[:2]) == {"lib/p/x/__init__.py", "bin/x"}
