@@ -656,12 +656,13 @@ def probe_multiples(ws: Workspace, cfg: Config, results: Results) -> None:
         ),
         Case(
             "failing_cached",
-            "failing removal, cached baseline (the same removal again)",
+            "failing removal, cached baseline (the same removal again): the probe runs after "
+            "the restore too, since no baseline ran in this call",
             (),
             "probepkg",
             3,
             cached=True,
-            runs=1,
+            runs=2,
         ),
         Case(
             "failing_probe_after_restore",

@@ -6,7 +6,8 @@ second one. Two ways to pay less:
 - **Concurrently**: the baseline runs in a thread while the snapshot and the stash are made;
   nothing is removed until it has passed.
 - **Cached**: a passing baseline is kept, keyed by the probes and a fingerprint of the
-  environment (the dist-info folders' names and mtimes, the interpreter, LD_LIBRARY_PATH).
+  environment (the dist-info folders' names and mtimes, the interpreter, the process
+  environment the probe inherits).
   A passing probe after a removal is the baseline of the new environment, and is cached too.
   ``--fresh-baseline`` ignores the cache.
 
@@ -35,10 +36,19 @@ CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
 
 
+# Variables that change from one shell to the next without changing what a probe does.
+_VOLATILE = ("_", "PWD", "OLDPWD", "SHLVL", "TERM", "COLUMNS", "LINES", "SSH_", "WINDOWID")
+
+
 def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
+    """The environment a probe runs in: installed set, interpreter, and the process
+    environment it inherits (a probe may read any variable: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
+    a flag of the user's own)."""
     digest = hashlib.sha256()
     digest.update(interpreter.executable.encode())
-    digest.update(environ.get("LD_LIBRARY_PATH", "").encode())
+    for key in sorted(environ):
+        if not key.startswith(_VOLATILE):
+            digest.update(f"\0{key}={environ[key]}".encode())
     for site_dir in interpreter.site_dirs:
         # Not the folder's own mtime: the write test before a removal touches it every time.
         digest.update(str(site_dir).encode())
@@ -122,6 +132,7 @@ class Background:
     _results: list[ProbeResult]
     _children: list[Popen[bytes]]
     _error: list[BaseException]
+    _cancelled: threading.Event
 
     def results(self) -> list[ProbeResult]:
         self._thread.join()
@@ -130,20 +141,26 @@ class Background:
         return self._results
 
     def cancel(self) -> None:
-        """Kill whatever probe is running (its whole group) and wait for the thread."""
-        for child in self._children:
-            process.kill(child)
-        self._thread.join()
+        """Start no further probe, kill the one running (its whole group), wait for the thread."""
+        self._cancelled.set()
+        while self._thread.is_alive():
+            # poll() is None only for a child not yet reaped: its pid can't have been reused.
+            if self._children and self._children[-1].poll() is None:
+                process.kill(self._children[-1])
+            self._thread.join(0.05)
 
 
 def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
     results: list[ProbeResult] = []
     children: list[Popen[bytes]] = []
     errors: list[BaseException] = []
+    cancelled = threading.Event()
 
     def work() -> None:
         try:
             for probe in settings.probes:
+                if cancelled.is_set():
+                    return
                 results.append(
                     run_probe(
                         probe, interpreter, timeout=settings.timeout, on_start=children.append
@@ -154,4 +171,4 @@ def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
 
     thread = threading.Thread(target=work, name="baseline-probe", daemon=True)
     thread.start()
-    return Background(thread, results, children, errors)
+    return Background(thread, results, children, errors, cancelled)

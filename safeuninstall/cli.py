@@ -7,6 +7,7 @@ A package whose name equals a subcommand is removed with ``safe-uninstall uninst
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -23,6 +24,16 @@ from . import snapshot as snapshot_file
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """FloatRange lets nan through (every comparison with nan is false)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds")
+    return value
+
 
 EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
 
@@ -51,7 +62,8 @@ target_options = _compose(
     ),
     click.option(
         "--lock-timeout",
-        type=click.FloatRange(min=0),
+        type=click.FloatRange(min=0, max=_WEEK),
+        callback=_finite,
         metavar="SECONDS",
         help="How long to wait for another operation on the same environment. [default: 60]",
     ),
@@ -88,7 +100,8 @@ probe_options = _compose(
     ),
     click.option(
         "--probe-timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=click.FloatRange(min=0, min_open=True, max=_WEEK),
+        callback=_finite,
         metavar="SECONDS",
         help="Kill a probe (its whole process group) after this long. [default: 300]",
     ),
@@ -210,6 +223,9 @@ def _run_operation(
         # The core restores whatever it changed before letting an interrupt out; one that
         # reaches here came before any change.
         _fail(Interrupted("interrupted before any change"), as_json, verbose)
+    except OSError as err:
+        # Likewise: the core turns errors after a change into a restore and a result.
+        _fail(SafeUninstallError(str(err)), as_json, verbose)
     else:
         _emit(result, as_json, verbose, quiet)
 
@@ -358,6 +374,8 @@ def read_requirement_names(path: Path) -> list[str]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise InvalidInput(f"-r {path}: cannot read it: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"-r {path}: not a UTF-8 text file") from None
     names = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split(" #", 1)[0].strip()
@@ -455,7 +473,8 @@ def snapshots_command(
         _fail(err, as_json, verbose)
     else:
         if as_json:
-            click.echo(json.dumps([vars(s) for s in summaries], indent=2, default=list))
+            payload = {"snapshots": [vars(s) for s in summaries]}
+            click.echo(json.dumps(payload, indent=2, default=list))
         else:
             click.echo(report.snapshots_table(summaries))
 
@@ -656,8 +675,15 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main() -> None:
+    # SIGTERM and a hang-up (an SSH session that drops) take the same path as Ctrl-C: an
+    # in-flight removal is restored before exit.
     signal.signal(signal.SIGTERM, _terminate)
-    cli(prog_name="safe-uninstall")
+    signal.signal(signal.SIGHUP, _terminate)
+    try:
+        cli(prog_name="safe-uninstall")
+    except OSError as err:  # the last resort: one line, never a traceback
+        click.echo(f"safe-uninstall: error: {err}", err=True)
+        sys.exit(1)
 
 
 # -- configuration and colour ----------------------------------------------------------------

@@ -505,8 +505,10 @@ def uninstall(
             raise
         if not baseline_now:
             cached, running = _begin_baseline(settings, options, cache, env_print, ctx)
-        folder = ctx.store.new_folder()
+        folder: tuple[str, Path] | None = None
+        hasher: StashHasher | None = None
         try:
+            folder = ctx.store.new_folder()
             entry = journal.begin("uninstall", folder[0], "stash")
             snap = take_snapshot(
                 ctx,
@@ -521,19 +523,22 @@ def uninstall(
             hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
             result.baseline = running.results() if running is not None else list(cached or ())
             if not all(r.passed for r in result.baseline):
-                hasher.cancel()
-                shutil.rmtree(folder[1], ignore_errors=True)
                 raise BaselineProbeFailed(
                     "the probe already fails before any change, so it cannot judge this removal",
                     detail=_probe_failure_text(result.baseline),
                 )
-        except KeyboardInterrupt:
+        except BaseException as err:
+            # Nothing was removed: undo the snapshot too, so no "pending" one is left behind.
             _stop(running)
+            if hasher is not None:
+                hasher.cancel()
+            if folder is not None:
+                shutil.rmtree(folder[1], ignore_errors=True)
             journal.finish()
-            raise Interrupted("interrupted while stashing, before anything was removed") from None
-        except BaseException:
-            _stop(running)
-            journal.finish()
+            if isinstance(err, KeyboardInterrupt):
+                raise Interrupted(
+                    "interrupted before anything was removed; nothing was changed"
+                ) from None
             raise
         if running is not None:
             cache.put(settings, env_print, result.baseline)
@@ -642,6 +647,9 @@ def _remove_probe_restore(
     except KeyboardInterrupt:
         result.messages.append("interrupted: restoring what was removed")
         reason = "interrupted"
+    except Exception as err:  # whatever broke, what was removed comes back first
+        result.messages.append(f"unexpected error after the uninstall started: {err!r}")
+        reason = "error"
     return _restore_after(
         ctx,
         snap,
@@ -675,7 +683,7 @@ def _restore_after(
     """
     entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
     with _interrupts_deferred() as received:
-        entry = journal.step(entry, "restore")
+        entry = journal.step(entry, "restore", must_write=False)
         hasher.wait()  # usually done already: it ran while the probes did
         result.restore = restore(
             entries,
@@ -686,17 +694,17 @@ def _restore_after(
             offline=options.offline,
             displaced_dir=ctx.store.folder(snap.id) / "displaced",
             preferred_snapshot=snap.id,
-            checkpoint=lambda step: journal.step(entry, step),
+            checkpoint=lambda step: journal.step(entry, step, must_write=False),
             progress=ctx.on_progress,
         )
-        entry = journal.step(entry, "verify")
+        entry = journal.step(entry, "verify", must_write=False)
         verification = verify(snap, ctx.interpreter, result.restore, intact=intact)
         result.verification = verification
         proven = (
             verification.ok
             and not result.restore.reinstalled
             and not options.probe_after_restore
-            and all(r.passed for r in result.baseline)
+            and all(r.passed and not r.cached for r in result.baseline)
         )
         if proven and settings.probes:
             # Every restored file came from a hash-checked stash and the installed set equals
@@ -720,7 +728,7 @@ def _restore_after(
         if not restored_ok:
             result.exit_code = EXIT_INCOMPLETE
             result.next_command = _rollback_command(ctx, snap.id)
-        elif reason == "uninstall-failed":
+        elif reason in ("uninstall-failed", "error"):
             result.exit_code = EXIT_UNCHANGED  # proven to be as before: nothing changed
         else:
             result.exit_code = EXIT_RESTORED
@@ -884,13 +892,13 @@ def _rollback_to(
     rewhole = [wanted_by_name[n] for n in kept_shared if n in wanted_by_name]
     with _interrupts_deferred() as received:
         folder = ctx.store.new_folder()
-        if recovering is None:
-            # An interruption from here on is recovered to the state before the rollback.
-            entry = journal.begin("rollback", folder[0], "stash")
-        else:
-            entry = journal.step(recovering, "recover:stash")
         # The state we leave is itself a snapshot, so a rollback can be rolled back.
         try:
+            if recovering is None:
+                # An interruption from here on is recovered to the state before the rollback.
+                entry = journal.begin("rollback", folder[0], "stash")
+            else:
+                entry = journal.step(recovering, "recover:stash")
             before = take_snapshot(
                 ctx,
                 installed,
@@ -902,6 +910,7 @@ def _rollback_to(
                 shared=owned.shared_paths(),
             )
         except BaseException:
+            shutil.rmtree(folder[1], ignore_errors=True)
             if recovering is None:
                 journal.finish()  # nothing was changed yet
             raise
@@ -948,7 +957,17 @@ def _rollback_to(
         journal.finish()
     if received:
         result.messages.append(f"an interrupt arrived during the {command}; it finished first")
-    result.final_probes = run_all(settings, ctx.interpreter)
+    try:
+        result.final_probes = run_all(settings, ctx.interpreter)
+    except KeyboardInterrupt:
+        # The environment already matches the snapshot; only the check is missing.
+        result.outcome = f"{'recovered' if recovering else 'rolled-back'}-probe-interrupted"
+        result.exit_code = EXIT_PROBE_FAILS_AFTER_ROLLBACK
+        result.messages.append(
+            "the probe after it was interrupted: the environment matches the snapshot, but "
+            "nothing proved it works; run `safe-uninstall probe`"
+        )
+        return result
     if all(r.passed for r in result.final_probes):
         result.outcome = "recovered" if recovering else "rolled-back"
     else:
@@ -1050,14 +1069,16 @@ class PruneOptions:
 
 @dataclass(frozen=True)
 class PruneResult:
-    removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it alone held)
+    removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it held on its own)
     kept: tuple[tuple[str, int], ...]
     protected: tuple[str, ...]  # never removed: the latest, the journal's
     dry_run: bool
+    held_before: int = 0  # bytes all snapshots kept on disk
+    held_after: int = 0  # bytes the remaining snapshots keep on disk
 
     @property
     def freed(self) -> int:
-        return sum(size for _, size in self.removed)
+        return self.held_before - self.held_after
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -1065,6 +1086,7 @@ class PruneResult:
             "kept": [{"id": i, "bytes": b} for i, b in self.kept],
             "protected": list(self.protected),
             "freed_bytes": self.freed,
+            "held_after_bytes": self.held_after,
             "dry_run": self.dry_run,
         }
 
@@ -1074,21 +1096,27 @@ def prune(target: TargetOptions, options: PruneOptions) -> PruneResult:
         raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
     ctx = open_target(target)
     with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
-        ids = ctx.store.ids()
         entry = Journal(ctx.store.root).read()
-        protected = {ids[-1]} if ids else set()
+        if not options.dry_run and entry is None:
+            ctx.store.remove_unsaved()  # folders of operations that died while stashing
+        ids = ctx.store.ids()
+        saved = [i for i in ids if ctx.store.snapshot_path(i).is_file()]
+        protected = {saved[-1]} if saved else set()  # the latest that is a snapshot at all
         if entry is not None and entry.snapshot:
             protected.add(entry.snapshot)
-        sizes = {i: ctx.store.exclusive_size(i) for i in ids}
-        plan = plan_prune(ids, sizes, protected, keep=options.keep, max_size=options.max_size)
+        holdings = ctx.store.holdings(ids)
+        plan = plan_prune(ids, holdings, protected, keep=options.keep, max_size=options.max_size)
         if not options.dry_run:
             for snapshot_id in plan:
                 shutil.rmtree(ctx.store.folder(snapshot_id))
+        rest = [i for i in ids if i not in plan]
         return PruneResult(
-            removed=tuple((i, sizes[i]) for i in plan),
-            kept=tuple((i, sizes[i]) for i in ids if i not in plan),
+            removed=tuple((i, holdings.held([i])) for i in plan),
+            kept=tuple((i, holdings.held([i])) for i in rest),
             protected=tuple(sorted(protected)),
             dry_run=options.dry_run,
+            held_before=holdings.held(ids),
+            held_after=holdings.held(rest),
         )
 
 

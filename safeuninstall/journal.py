@@ -7,13 +7,15 @@ next call (under the lock, so its writer is gone) means that writer died half wa
 brings the environment back to the snapshot the journal names.
 
 ``checkpoint`` is also where the fault-injection suite kills or signals the process: with
-``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM>`` the process sends itself that signal when it
-reaches ``<step>``. The variable is for tests; nothing else reads it.
+``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM|ENOSPC>`` the process sends itself that signal (or
+fails as on a full disk) when it reaches ``<step>``. The variable is for tests; nothing else
+reads it.
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import signal
 import sys
@@ -37,7 +39,7 @@ _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM
 
 @dataclass(frozen=True)
 class Entry:
-    operation: str  # "uninstall", "rollback", "recover"
+    operation: str  # "uninstall" or "rollback"
     snapshot: str  # the snapshot that recover returns to
     step: str  # the step that was about to run, or the last one done
     pid: int
@@ -93,14 +95,22 @@ class Journal:
         checkpoint(step)
         return entry
 
-    def step(self, entry: Entry, step: str, *, durable: bool = True) -> Entry:
+    def step(
+        self, entry: Entry, step: str, *, durable: bool = True, must_write: bool = True
+    ) -> Entry:
         """Record that ``step`` is about to run, then pass the fault-injection point.
 
         ``durable=False`` for a step that changes nothing (the probe): the note may be lost
         in a power cut, the previous durable step still tells ``recover`` what to do.
+        ``must_write=False`` inside a restore: a full disk must not stop the restore itself;
+        the journal then still names an earlier step, which ``recover`` handles the same way.
         """
         updated = Entry(entry.operation, entry.snapshot, step, entry.pid, entry.started)
-        self._write(updated, durable=durable)
+        try:
+            self._write(updated, durable=durable)
+        except OSError:
+            if must_write:
+                raise
         checkpoint(step)
         return updated
 
@@ -120,5 +130,9 @@ def checkpoint(step: str) -> None:
     if not fault:
         return
     wanted, _, kind = fault.rpartition(":")
-    if wanted == step and kind in _SIGNALS:
+    if wanted != step:
+        return
+    if kind in _SIGNALS:
         os.kill(os.getpid(), _SIGNALS[kind])
+    elif kind == "ENOSPC":  # the disk fills up at this step
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "(fault injected)")

@@ -154,27 +154,43 @@ def compare_sets(expected: Mapping[str, str], actual: Mapping[str, str]) -> SetD
     return SetDifference(missing=tuple(sorted(want - have)), unexpected=tuple(sorted(have - want)))
 
 
+Inode = tuple[int, int]  # (st_dev, st_ino)
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What each snapshot's files are, by inode, and which inodes only snapshots link to."""
+
+    files: Mapping[str, Mapping[Inode, int]]  # snapshot id -> {inode: size}
+    only_in_snapshots: frozenset[Inode]  # no link outside the snapshot folders
+
+    def held(self, ids: Iterable[str]) -> int:
+        """Bytes these snapshots keep on disk once every other snapshot is gone: a file still
+        installed in the environment costs nothing, one shared by two snapshots counts once."""
+        union: dict[Inode, int] = {}
+        for snapshot_id in ids:
+            union.update(self.files.get(snapshot_id, {}))
+        return sum(size for inode, size in union.items() if inode in self.only_in_snapshots)
+
+
 def plan_prune(
     ids: Sequence[str],
-    sizes: Mapping[str, int],
+    holdings: Holdings,
     protected: Iterable[str],
     *,
     keep: int | None,
     max_size: int | None,
 ) -> list[str]:
     """Snapshots to delete, oldest first: beyond the newest ``keep``, then oldest first until
-    the rest fit in ``max_size``. Protected ones (the latest, the journal's) always stay."""
+    the rest hold at most ``max_size``. Protected ones (the latest, the journal's) always stay."""
     safe = set(protected)
     doomed: list[str] = []
     if keep is not None:
         doomed = [i for i in ids[: max(len(ids) - keep, 0)] if i not in safe]
     if max_size is not None:
-        remaining = sum(sizes[i] for i in ids if i not in doomed)
         for snapshot_id in ids:
-            if remaining <= max_size:
+            if holdings.held(i for i in ids if i not in doomed) <= max_size:
                 break
-            if snapshot_id in safe or snapshot_id in doomed:
-                continue
-            doomed.append(snapshot_id)
-            remaining -= sizes[snapshot_id]
+            if snapshot_id not in safe and snapshot_id not in doomed:
+                doomed.append(snapshot_id)
     return sorted(doomed, key=ids.index)

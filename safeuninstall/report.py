@@ -40,6 +40,10 @@ _OUTCOMES = {
     "recovered-probe-fails": "recovered and verified, but the probe fails in that state",
     "refused-strict": "refused (--strict): nothing was changed",
     "checked": "checked: nothing was changed",
+    "error-restored": "an error after the uninstall started: all was restored and verified",
+    "error-incomplete": "an error after the uninstall started, and the restore is INCOMPLETE",
+    "rolled-back-probe-interrupted": "rolled back; the probe after it was interrupted",
+    "recovered-probe-interrupted": "recovered; the probe after it was interrupted",
     "hollow-restored": "the removal left another distribution hollow: all was restored",
     "hollow-incomplete": "the removal left another distribution hollow; restore INCOMPLETE",
     "drift-restored": "the probe passed only on other copies of libraries: all was restored",
@@ -114,7 +118,8 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool, paint: Pai
         lines.append(f"installed distributions that depend on it: {', '.join(result.dependents)}")
     lines += [f"probe: {note}" for note in result.probe_notes]
     lines += _probe_lines("baseline probe", result.baseline, verbose, paint)
-    lines += _probe_lines("probe after the change", result.probes, verbose, paint)
+    after = "probe" if result.command == "probe" else "probe after the change"
+    lines += _probe_lines(after, result.probes, verbose, paint)
     lines += [f"drift: {d.describe()}" for d in result.drift]
     lines += [f"diagnosis: {f.describe()}" for f in result.diagnosis]
     if result.restore is not None:

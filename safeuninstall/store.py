@@ -13,11 +13,12 @@ Layout::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from . import snapshot as snapshot_file
 from .atomicfile import write_atomically
 from .environment import Interpreter
 from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound, StateDirError
+from .plan import Holdings, Inode
 from .snapshot import Snapshot
 
 STATE_DIR_NAME = ".safe-uninstall"
@@ -66,6 +68,8 @@ class Store:
             names = [e.name for e in os.scandir(self.snapshots_dir) if e.is_dir()]
         except FileNotFoundError:
             return []
+        except OSError as err:
+            raise StateDirError(f"cannot read {self.snapshots_dir}: {err.strerror}") from None
         return sorted((n for n in names if _ID.fullmatch(n)), key=int)
 
     def new_folder(self) -> tuple[str, Path]:
@@ -116,7 +120,10 @@ class Store:
     def set_outcome(self, snapshot_id: str, outcome: str) -> None:
         """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
         snapshot file itself is never rewritten, so a crash here can't damage it)."""
-        write_atomically(self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False)
+        with contextlib.suppress(OSError):  # a full disk must not turn a result into an error
+            write_atomically(
+                self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False
+            )
 
     def _read_outcome(self, snapshot_id: str) -> str | None:
         try:
@@ -133,21 +140,26 @@ class Store:
             except SnapshotInvalid as err:
                 yield snapshot_id, err
 
-    def exclusive_size(self, snapshot_id: str) -> int:
-        """Bytes that deleting this snapshot would free: files no other path links to.
-
-        A stashed file still installed in the environment (or stashed by another snapshot too)
-        has other links, and deleting it here frees nothing.
-        """
-        links: dict[tuple[int, int], list[os.stat_result]] = {}
-        for folder, _, files in os.walk(self.folder(snapshot_id)):
-            for name in files:
-                try:
-                    info = os.lstat(os.path.join(folder, name))
-                except OSError:
-                    continue
-                links.setdefault((info.st_dev, info.st_ino), []).append(info)
-        return sum(seen[0].st_size for seen in links.values() if seen[0].st_nlink <= len(seen))
+    def holdings(self, ids: Sequence[str]) -> Holdings:
+        """Every file of these snapshots by inode; an inode all of whose links are inside the
+        snapshot folders is one that deleting snapshots can free."""
+        files: dict[str, dict[Inode, int]] = {}
+        links_seen: dict[Inode, int] = {}
+        nlink: dict[Inode, int] = {}
+        for snapshot_id in ids:
+            held = files.setdefault(snapshot_id, {})
+            for folder, _, names in os.walk(self.folder(snapshot_id)):
+                for name in names:
+                    try:
+                        info = os.lstat(os.path.join(folder, name))
+                    except OSError:
+                        continue
+                    inode = (info.st_dev, info.st_ino)
+                    held[inode] = info.st_size
+                    links_seen[inode] = links_seen.get(inode, 0) + 1
+                    nlink[inode] = info.st_nlink
+        only = frozenset(i for i, count in links_seen.items() if nlink[i] <= count)
+        return Holdings(files, only)
 
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while

@@ -375,3 +375,55 @@ def test_snapshot_of_another_environment_is_refused(make_venv: MakeVenv, tmp_pat
         second, before, ("--state-dir", str(shared), "rollback", "1"), "not of this environment"
     )
     assert str(first.root) in stderr
+
+
+def test_prune_max_size_counts_a_stash_shared_by_snapshots(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    from tests.wheels import build_wheel
+
+    venv = make_venv("leftpad")
+    wheel = build_wheel(tmp_path / "w", "bigpkg", "1.0", {"bigpkg/data.bin": os.urandom(1 << 20)})
+    # Copied, not linked from uv's cache: a cache link would keep the bytes on disk anyway.
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--offline",
+        "--link-mode",
+        "copy",
+        str(wheel),
+    )
+    assert venv.tool("snapshot").returncode == 0  # 0001: links the installed files
+    assert venv.tool("snapshot").returncode == 0  # 0002: the same inodes again
+    assert venv.tool("--no-probe", "bigpkg").returncode == 0  # 0003: now only stashes hold it
+    data = json.loads(venv.tool("prune", "--max-size", "100K", "--json").stdout)
+    assert [r["id"] for r in data["removed"]] == ["0001", "0002"]
+    assert data["protected"] == ["0003"]
+    assert data["held_after_bytes"] >= 1 << 20  # the latest keeps the only copy
+    assert venv.tool("rollback", "--no-probe").returncode == 0
+    assert "bigpkg" in venv.installed()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_probe_timeout_must_be_a_real_duration(make_venv: MakeVenv, value: str) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("--probe-timeout", value, "--no-probe", "leftpad")
+    assert run.returncode == 2
+    assert "leftpad" in venv.installed()
+
+
+def test_state_dir_that_is_a_file_and_a_binary_requirements_file(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("leftpad")
+    before = venv.file_hashes()
+    not_a_dir = tmp_path / "plain-file"
+    not_a_dir.write_text("")
+    listed = venv.tool("--state-dir", str(not_a_dir), "snapshots", "--json")
+    assert listed.returncode == 1
+    assert "Traceback" not in listed.stderr + listed.stdout
+    binary = tmp_path / "reqs.txt"
+    binary.write_bytes(b"\xff\xfe\x00leftpad\n")
+    assert_refused(venv, before, ("-r", str(binary)), "not a UTF-8 text file")

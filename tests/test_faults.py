@@ -199,3 +199,22 @@ def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_pat
     back = venv.tool("rollback", "1", "--no-probe")
     assert back.returncode == 0, back.stdout + back.stderr
     assert set(venv.installed()) == {"leftpad", *names}
+
+
+@pytest.mark.parametrize("step", ["uninstall", "probe"])
+def test_an_error_after_the_uninstall_started_is_restored_not_raised(
+    make_venv: MakeVenv, step: str
+) -> None:
+    venv = make_venv("requests")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    run = venv.tool(
+        "--json", "--probe", "import requests", "urllib3", SAFE_UNINSTALL_FAULT=f"{step}:ENOSPC"
+    )
+    data = run.json()
+    assert run.returncode == 1, data  # proven unchanged
+    assert data["outcome"] == "error-restored"
+    assert "No space left on device" in str(data["messages"])
+    assert "Traceback" not in run.stderr
+    assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes

@@ -350,3 +350,25 @@ def test_restore_links_metadata_last() -> None:
     assert ordered[-1].endswith("METADATA")
     assert ordered[-2].endswith("RECORD")
     assert set(ordered[:2]) == {"lib/p/x/__init__.py", "bin/x"}
+
+
+def test_plan_prune_counts_files_shared_by_snapshots_once() -> None:
+    from safeuninstall.plan import Holdings, plan_prune
+
+    big, small, installed = (1, 1), (1, 2), (1, 3)
+    holdings = Holdings(
+        files={
+            "0001": {big: 800, installed: 50},
+            "0002": {big: 800, small: 10},
+            "0003": {small: 10},
+        },
+        only_in_snapshots=frozenset({big, small}),  # `installed` is still in the venv
+    )
+    assert holdings.held(["0001"]) == 800
+    assert holdings.held(["0001", "0002"]) == 810  # the shared 800 once
+    # 810 > 100: 0001 goes, but 0002 still holds the big file; 0003 is protected.
+    ids = ["0001", "0002", "0003"]
+    assert plan_prune(ids, holdings, {"0003"}, keep=None, max_size=100) == ["0001", "0002"]
+    assert plan_prune(ids, holdings, {"0003"}, keep=None, max_size=1000) == []
+    assert plan_prune(ids, holdings, {"0003"}, keep=1, max_size=None) == ["0001", "0002"]
+    assert plan_prune(ids, holdings, {"0001", "0003"}, keep=1, max_size=None) == ["0002"]
