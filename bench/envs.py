@@ -19,8 +19,18 @@ from .measure import BenchError, Timed, build_launcher, run_timed
 STATE_DIR_NAME = ".safe-uninstall"  # the tool's default state folder inside a venv
 
 # Variables of the developer's shell that would change what uv, pip or the tool do.
+# PYTHONDONTWRITEBYTECODE too: where nothing was compiled at install time (an editable
+# install, uv without --compile-bytecode) it makes every command compile the tool's modules
+# again, about 40 ms here, which no user pays after the first run.
 _DROPPED_PREFIXES = ("UV_", "PIP_", "SAFE_UNINSTALL_")
-_DROPPED = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX", "PYTHONSTARTUP")
+_DROPPED = (
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "CONDA_PREFIX",
+    "PYTHONSTARTUP",
+    "PYTHONDONTWRITEBYTECODE",
+)
 
 
 def tool_argv() -> list[str]:
