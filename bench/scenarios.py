@@ -606,7 +606,8 @@ def probe_multiples(ws: Workspace, cfg: Config, results: Results) -> None:
     - a failing removal with ``--fresh-baseline``: baseline (concurrent with the snapshot and
       stash), removal, failing probe, restore proven byte-identical, so no third run; its
       passing baseline is then cached for the restored environment;
-    - the same failing removal again, without the flag: the baseline comes from that cache;
+    - the same failing removal again, without the flag: the baseline comes from that cache,
+      and since no baseline ran in this call, the probe runs again after the restore;
     - the failing removal with ``--fresh-baseline --probe-after-restore``: three probe runs;
     - a passing removal of sparepkg with ``--fresh-baseline``: its passing probe is cached as
       the baseline of the environment it leaves;
