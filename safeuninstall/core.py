@@ -62,7 +62,6 @@ from .plan import (
 )
 from .probe import (
     DEFAULT_TIMEOUT,
-    Probe,
     ProbeResult,
     ProbeSettings,
     command_probe,
@@ -79,7 +78,7 @@ from .stash import (
     stash_folder_name,
 )
 from .store import Store, default_state_dir
-from .transaction import RestoreReport, Verification, restore, verify
+from .transaction import RestoreReport, Verification, byte_counter, restore, verify
 
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
@@ -262,14 +261,7 @@ def _stash_progress(
     for name in stash:
         with contextlib.suppress(OSError):
             total += sum(e.size or 0 for e in installed[name].record())
-    done = 0
-
-    def add(count: int) -> None:
-        nonlocal done
-        done = min(done + count, total)
-        report("stash", done, total)
-
-    return add
+    return byte_counter(report, "stash", total)
 
 
 def _stash_index(
@@ -377,23 +369,13 @@ class OperationResult:
                 "after_restore": [p.to_dict() for p in self.final_probes],
                 "after_restore_skipped": self.final_probe_skipped,
             },
-            "rollback_plan": _rollback_plan_dict(self.rollback_plan),
+            "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
             "impact": self.impact.to_dict() if self.impact else None,
             "drift": [d.to_dict() for d in self.drift],
             "diagnosis": [f.to_dict() for f in self.diagnosis],
             "next_command": self.next_command,
             "messages": self.messages,
         }
-
-
-def _rollback_plan_dict(plan: RollbackPlan | None) -> dict[str, object] | None:
-    if plan is None:
-        return None
-    return {
-        "added": list(plan.added),
-        "changed": list(plan.changed),
-        "missing": list(plan.missing),
-    }
 
 
 def _probe_failure_text(results: Sequence[ProbeResult]) -> str:
@@ -1053,10 +1035,6 @@ def probe_now(target: TargetOptions, probes: ProbeOptions) -> OperationResult:
     )
 
 
-def describe_probe(probe: Probe) -> str:
-    return f"{probe.label}  ({probe.origin})"
-
-
 # -- prune ----------------------------------------------------------------------------------
 
 
@@ -1173,6 +1151,8 @@ def doctor(target: TargetOptions) -> DoctorReport:
         if None not in wanted and wanted <= pins and takes_nothing:
             report.repair_snapshot = snap.id
             report.repair_command = _rollback_command(ctx, snap.id)
+            # Said, not hidden: a rollback also brings back what was removed since on purpose.
+            report.repair_also = sorted(p for p in pins - wanted if p is not None)
             return report
     pinned = sorted(p for p in wanted if p is not None)
     if pinned and None not in wanted:

@@ -112,6 +112,7 @@ class DoctorReport:
     findings: list[Finding] = field(default_factory=list)
     repair_command: str | None = None
     repair_snapshot: str | None = None
+    repair_also: list[str] = field(default_factory=list)  # what the repair brings back besides
 
     @property
     def healthy(self) -> bool:
@@ -123,6 +124,7 @@ class DoctorReport:
             "findings": [f.to_dict() for f in self.findings],
             "repair_command": self.repair_command,
             "repair_snapshot": self.repair_snapshot,
+            "repair_also": self.repair_also,
         }
 
 

@@ -101,9 +101,3 @@ class UnfinishedTransaction(SafeUninstallError):
 
 class Interrupted(SafeUninstallError):
     """Ctrl-C or SIGTERM arrived before anything was changed."""
-
-
-class RestoreIncomplete(SafeUninstallError):
-    """After a restore the environment still differs from its snapshot."""
-
-    exit_code = EXIT_INCOMPLETE

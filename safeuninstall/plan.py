@@ -113,6 +113,13 @@ class RollbackPlan:
     def empty(self) -> bool:
         return not self.remove and not self.restore
 
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "added": list(self.added),
+            "changed": list(self.changed),
+            "missing": list(self.missing),
+        }
+
 
 def _same_install(entry: PackageEntry, current: Installed) -> bool:
     """A hollow install (files gone behind its metadata) counts as changed: it is replaced."""

@@ -245,6 +245,8 @@ def doctor_report(report: DoctorReport) -> str:
     lines = [f.describe() for f in report.findings]
     if report.repair_command:
         lines.append(f"to repair, run: {report.repair_command}")
+        if report.repair_also:
+            lines.append(f"  (it also brings back: {', '.join(report.repair_also)})")
     else:
         lines.append("no snapshot or pinned install can repair all of it; see the lines above")
     return "\n".join(lines)

@@ -11,7 +11,7 @@ import dataclasses
 import posixpath
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -341,8 +341,3 @@ def dumps(snapshot: Snapshot) -> str:
 
 def save(snapshot: Snapshot, path: Path) -> None:
     write_atomically(path, dumps(snapshot).encode("utf-8"))
-
-
-def validate_names(names: Sequence[str]) -> None:
-    for index, value in enumerate(names):
-        _check_name(f"[{index}]", value)

@@ -63,7 +63,9 @@ def restore(
     ``progress`` is told (step, bytes checked, bytes in all) while stashes are checked."""
     report = RestoreReport()
     plan = plan_restore(entries, index, preferred_snapshot=preferred_snapshot)
-    on_bytes = _counter(progress, "restore", plan) if progress is not None else None
+    on_bytes = (
+        byte_counter(progress, "restore", _restore_total(plan)) if progress is not None else None
+    )
     env_root = Path(interpreter.prefix)
     reinstall = list(plan.reinstall)
     for entry, candidates in plan.from_stash:
@@ -111,22 +113,27 @@ def restore(
     return report
 
 
-def _counter(
-    progress: Callable[[str, int, int], None], step: str, plan: RestorePlan
+def byte_counter(
+    report: Callable[[str, int, int], None], step: str, total: int
 ) -> Callable[[int], None]:
-    """Bytes checked so far, against the first stash each entry will try."""
-    total = 0
-    for _, candidates in plan.from_stash:
-        stash = candidates[0].entry.stash
-        total += sum(f.size for f in stash.files) if stash else 0
+    """Adds up bytes as a step goes and reports (step, done, total) after each addition."""
     done = 0
 
     def add(count: int) -> None:
         nonlocal done
         done = min(done + count, total)
-        progress(step, done, total)
+        report(step, done, total)
 
     return add
+
+
+def _restore_total(plan: RestorePlan) -> int:
+    """Bytes to check: the first stash each entry will try."""
+    total = 0
+    for _, candidates in plan.from_stash:
+        stash = candidates[0].entry.stash
+        total += sum(f.size for f in stash.files) if stash else 0
+    return total
 
 
 def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:

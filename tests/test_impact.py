@@ -269,5 +269,6 @@ def test_doctor_finds_a_hollow_distribution(make_venv: MakeVenv) -> None:
     data = venv.tool("doctor", "--json").json()
     kinds = {(f["kind"], f["what"]) for f in data["findings"]}  # type: ignore[union-attr]
     assert ("hollow", "sharedlib-cu13==1.0") in kinds
+    assert data["repair_also"] == ["sharedlib-cu12==1.0"]  # said, since it was removed
     assert venv.tool(*str(data["repair_command"]).split()[1:], "--no-probe").returncode == 0
     assert venv.run_python("import sharedlib").returncode == 0
