@@ -7,7 +7,8 @@ import os
 import shutil
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,9 +71,20 @@ class Venv:
     def state_dir(self) -> Path:
         return self.root / STATE_DIR_NAME
 
-    def reset_state(self) -> None:
-        """Forget everything the tool keeps here: the run after this is its first in the venv."""
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+    @contextmanager
+    def first_command(self) -> Iterator[None]:
+        """The tool's state moved aside while the block runs, then put back: the command run
+        inside is the first in this venv, and the caches of the others are kept."""
+        aside = self.root / f"{STATE_DIR_NAME}.aside"
+        shutil.rmtree(aside, ignore_errors=True)
+        if self.state_dir.exists():
+            self.state_dir.rename(aside)
+        try:
+            yield
+        finally:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            if aside.exists():
+                aside.rename(self.state_dir)
 
     def clear_history(self) -> None:
         """Forget every snapshot, stash and journal, but keep the caches the tool builds on its

@@ -58,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="where to build (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder afterwards")
     parser.add_argument("-o", "--output", type=Path, help="also write the report to this file")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="SCENARIO",
+        help="run only this scenario (repeatable): "
+        + ", ".join(scenario.__name__ for scenario in scenarios.SCENARIOS),
+    )
     args = parser.parse_args(argv)
 
     cfg = scenarios.QUICK if args.quick else scenarios.FULL
@@ -76,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         load_before = os.getloadavg()
         results = scenarios.run_all(
-            ws, cfg, progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr)
+            ws,
+            cfg,
+            progress=lambda name: print(f"[bench] {name} ...", file=sys.stderr),
+            only=args.only,
         )
         load_after = os.getloadavg()
         header["commit at the end"] = _commit()

@@ -305,13 +305,14 @@ def _uninstall_one(
     def step(name: str) -> Callable[[bool], None]:
         def run(warmup: bool) -> None:
             pristine.install_into(venv.site)
-            # A user's next command keeps the caches the first one built; "tool_first" is
-            # the first command in this venv, with none.
+            venv.clear_history()
+            # A user's next command keeps the caches the first one built (the interpreter
+            # query, the ELF cache); "tool_first" is the first command in this venv, with none.
             if name == "tool_first":
-                venv.reset_state()
+                with venv.first_command():
+                    done = ws.run(commands[name])
             else:
-                venv.clear_history()
-            done = ws.run(commands[name])
+                done = ws.run(commands[name])
             if pristine.is_installed_in(venv.site):
                 raise BenchError(f"{commands[name]} left {spec.name} installed")
             if not warmup:
@@ -915,10 +916,21 @@ SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
 
 
 def run_all(
-    ws: Workspace, cfg: Config, *, progress: Callable[[str], None] = lambda _: None
+    ws: Workspace,
+    cfg: Config,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+    only: Sequence[str] = (),
 ) -> Results:
+    """Every scenario in turn, or those named in ``only``."""
+    known = [scenario.__name__ for scenario in SCENARIOS]
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise BenchError(f"no scenario {', '.join(unknown)}; there are {', '.join(known)}")
     results = Results(config=cfg)
     for scenario in SCENARIOS:
+        if only and scenario.__name__ not in only:
+            continue
         progress(scenario.__name__)
         scenario(ws, cfg, results)
     return results
