@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from packaging.utils import InvalidName, canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from .atomicfile import write_atomically
 from .environment import Source
 from .errors import SnapshotInvalid
+from .names import canonical, is_valid
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -266,6 +265,8 @@ class _Reader:
         return _check_name(self.key(name), self.string(name))
 
     def version(self, name: str) -> str:
+        from packaging.version import InvalidVersion, Version  # only when a snapshot is read
+
         value = self.string(name)
         try:
             Version(value)
@@ -295,12 +296,10 @@ class _Reader:
 
 
 def _check_name(key: str, value: str) -> str:
-    try:
-        canonical = canonicalize_name(value, validate=True)
-    except InvalidName:
-        raise _invalid(key, f"{value!r} is not a valid distribution name") from None
-    if canonical != value:
-        raise _invalid(key, f"{value!r} is not in canonical form ({canonical!r})")
+    if not is_valid(value):
+        raise _invalid(key, f"{value!r} is not a valid distribution name")
+    if canonical(value) != value:
+        raise _invalid(key, f"{value!r} is not in canonical form ({canonical(value)!r})")
     return value
 
 

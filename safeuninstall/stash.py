@@ -260,11 +260,14 @@ def restore_files(
     lost), then replaced atomically. Raises OSError on failure.
     """
     real_root = Path(os.path.realpath(env_root))
+    ready: set[Path] = set()  # folders checked and created: a package has few, files many
     for stashed in sorted(stash.files, key=_metadata_last):
         kept = snapshot_dir / stash.folder / stashed.path
         dest = env_root / stashed.path
-        _refuse_escape(dest, real_root)
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.parent not in ready:
+            _refuse_escape(dest, real_root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            ready.add(dest.parent)
         if dest.exists() or dest.is_symlink():
             if _same_file(kept, dest):
                 continue

@@ -372,3 +372,35 @@ def test_plan_prune_counts_files_shared_by_snapshots_once() -> None:
     assert plan_prune(ids, holdings, {"0003"}, keep=None, max_size=1000) == []
     assert plan_prune(ids, holdings, {"0003"}, keep=1, max_size=None) == ["0001", "0002"]
     assert plan_prune(ids, holdings, {"0001", "0003"}, keep=1, max_size=None) == ["0002"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Django",
+        "zope.interface",
+        "A__B--C",
+        "nvidia_cudnn.cu13",
+        "a",
+        "1",
+        "x-",
+        "-x",
+        "a b",
+        "foo==1",
+        "",
+        "_x_",
+        "Ünïcode",
+        "a.b-c_d",
+        "ABC...def",
+    ],
+)
+def test_names_agree_with_packaging(name: str) -> None:
+    from packaging.utils import InvalidName, canonicalize_name
+
+    from safeuninstall.names import is_valid
+
+    try:
+        expected: str | None = str(canonicalize_name(name, validate=True))
+    except InvalidName:
+        expected = None
+    assert (canonical(name) if is_valid(name) else None) == expected
