@@ -52,6 +52,7 @@ from .libraries import ELF_CACHE_FILE, Drift, LibraryIndex, Ownership, drift, ow
 from .names import parse_requested
 from .plan import (
     Installed,
+    RemovalPlan,
     RollbackPlan,
     StashCandidate,
     StashKey,
@@ -432,6 +433,23 @@ def _left_hollow(analysis: _Analysis) -> list[str]:
     ]
 
 
+def _removal_result(
+    command: str,
+    outcome: str,
+    ctx: Context,
+    installed: Mapping[str, InstalledDistribution],
+    removal: RemovalPlan,
+) -> OperationResult:
+    return OperationResult(
+        command=command,
+        outcome=outcome,
+        exit_code=EXIT_OK,
+        python=str(ctx.python),
+        removed=[f"{n}=={installed[n].version}" for n in removal.remove],
+        absent=list(removal.absent),
+    )
+
+
 def uninstall(
     target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
 ) -> OperationResult:
@@ -445,14 +463,7 @@ def uninstall(
         journal.refuse_if_unfinished()
         installed = installed_distributions(ctx.interpreter)
         removal = plan_removal(requested, installed)
-        result = OperationResult(
-            command="uninstall",
-            outcome="nothing-to-do",
-            exit_code=EXIT_OK,
-            python=str(ctx.python),
-            removed=[f"{n}=={installed[n].version}" for n in removal.remove],
-            absent=list(removal.absent),
-        )
+        result = _removal_result("uninstall", "nothing-to-do", ctx, installed, removal)
         if not removal.remove:
             result.messages.append("nothing to do: none of the named packages is installed")
             return result
@@ -472,7 +483,7 @@ def uninstall(
             result.dependents = list(analysis.report.dependents)
             settings = _with_default(configured, installed, analysis.report.affected)
             result.probe_notes = list(settings.notes)
-            if options.strict and (analysis.report.finds_breakage or analysis.report.drifts):
+            if options.strict and analysis.report.refused_by_strict:
                 result.outcome = "refused-strict"
                 result.exit_code = EXIT_UNCHANGED
                 result.messages.append("--strict: the impact report finds breakage or drift")
@@ -1107,21 +1118,14 @@ def check(target: TargetOptions, names: Sequence[str], *, strict: bool) -> Opera
     ctx = open_target(target)
     installed = installed_distributions(ctx.interpreter)
     removal = plan_removal(requested, installed)
-    result = OperationResult(
-        command="check",
-        outcome="checked",
-        exit_code=EXIT_OK,
-        python=str(ctx.python),
-        removed=[f"{n}=={installed[n].version}" for n in removal.remove],
-        absent=list(removal.absent),
-    )
+    result = _removal_result("check", "checked", ctx, installed, removal)
     if not removal.remove:
         result.messages.append("none of the named packages is installed")
         return result
     report = _analyse(ctx, installed, removal.remove, target.environ).report
     result.impact = report
     result.dependents = list(report.dependents)
-    if strict and (report.finds_breakage or report.drifts):
+    if strict and report.refused_by_strict:
         result.outcome = "refused-strict"
         result.exit_code = EXIT_UNCHANGED
     return result

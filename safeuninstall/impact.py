@@ -196,6 +196,11 @@ class ImpactReport:
     def finds_breakage(self) -> bool:
         return bool(self.dependents or self.breaks or self.shared_files)
 
+    @property
+    def refused_by_strict(self) -> bool:
+        """--strict refuses breakage and drift alike."""
+        return self.finds_breakage or bool(self.drifts)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "removed": list(self.removed),
