@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-import shlex
 import shutil
 import signal
 import threading
@@ -387,6 +386,10 @@ def _probe_failure_text(results: Sequence[ProbeResult]) -> str:
     )
 
 
+def _recover_command(ctx: Context) -> str:
+    return shell_line(["safe-uninstall", "--python", str(ctx.python), "recover"])
+
+
 def _rollback_command(ctx: Context, snapshot_id: str) -> str:
     return shell_line(["safe-uninstall", "--python", str(ctx.python), "rollback", snapshot_id])
 
@@ -718,9 +721,16 @@ def _restore_after(
             )
         restored_ok = verification.ok and all(r.passed for r in result.final_probes)
         result.outcome = f"{reason}-restored" if restored_ok else f"{reason}-incomplete"
-        if not restored_ok:
+        if not verification.ok:
+            # The journal stays, so other commands are refused until this one finishes it.
             result.exit_code = EXIT_INCOMPLETE
-            result.next_command = _rollback_command(ctx, snap.id)
+            result.next_command = _recover_command(ctx)
+        elif not restored_ok:
+            result.exit_code = EXIT_INCOMPLETE
+            result.messages.append(
+                "the environment equals the snapshot again, yet the probe fails after the "
+                "restore: it does not judge this environment reliably"
+            )
         elif reason in ("uninstall-failed", "error"):
             result.exit_code = EXIT_UNCHANGED  # proven to be as before: nothing changed
         else:
@@ -936,9 +946,7 @@ def _rollback_to(
             result.outcome = "incomplete"
             result.exit_code = EXIT_INCOMPLETE
             result.next_command = (
-                "safe-uninstall --python " + shlex.quote(str(ctx.python)) + " recover"
-                if recovering
-                else _rollback_command(ctx, wanted.id)
+                _recover_command(ctx) if recovering else _rollback_command(ctx, wanted.id)
             )
             ctx.store.set_outcome(before.id, f"{command}-incomplete")
             if recovering is None:
