@@ -925,7 +925,8 @@ def _rollback_to(
                 ctx.backend.uninstall(plan.remove)
             except BackendError as err:
                 result.messages.append(f"{err.message}\n{err.detail}".strip())
-        entry = journal.step(entry, f"{prefix}restore")
+        # From here a full disk must not stop the restore (see Journal.step).
+        entry = journal.step(entry, f"{prefix}restore", must_write=False)
         to_restore = [*plan.restore, *rewhole]
         result.restore = restore(
             to_restore,
@@ -936,10 +937,10 @@ def _rollback_to(
             offline=options.offline,
             displaced_dir=ctx.store.folder(before.id) / "displaced",
             preferred_snapshot=wanted.id,
-            checkpoint=lambda step: journal.step(entry, prefix + step),
+            checkpoint=lambda step: journal.step(entry, prefix + step, must_write=False),
             progress=ctx.on_progress,
         )
-        entry = journal.step(entry, f"{prefix}verify")
+        entry = journal.step(entry, f"{prefix}verify", must_write=False)
         verification = verify(wanted, ctx.interpreter, result.restore, intact=kept_shared)
         result.verification = verification
         if not verification.ok:
