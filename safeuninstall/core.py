@@ -155,12 +155,12 @@ def configured_probes(
         )
     if options.probes or options.probe_cmds:
         probes = [python_probe(code, "--probe") for code in options.probes]
-        probes += [command_probe(line, "--probe-cmd") for line in options.probe_cmds]
+        probes += [command_probe(line, "--probe-cmd", cwd) for line in options.probe_cmds]
         return ProbeSettings(probes=tuple(probes), timeout=timeout)
     for layer in layers:
         if layer.probes or layer.probe_cmds:
             probes = [python_probe(code, layer.origin) for code in layer.probes]
-            probes += [command_probe(line, layer.origin) for line in layer.probe_cmds]
+            probes += [command_probe(line, layer.origin, cwd) for line in layer.probe_cmds]
             return ProbeSettings(probes=tuple(probes), timeout=timeout)
     return ProbeSettings(timeout=timeout)
 

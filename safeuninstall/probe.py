@@ -123,13 +123,17 @@ def python_probe(code: str, origin: str) -> Probe:
     return Probe(kind="python", code=code, origin=origin)
 
 
-def command_probe(line: str, origin: str) -> Probe:
+def command_probe(line: str, origin: str, cwd: Path) -> Probe:
+    """A command probe. A relative program path (``./check.sh``) is made absolute against
+    ``cwd`` now: probes run in an empty temporary folder, where it would not be found."""
     try:
         argv = shlex.split(line)
     except ValueError as err:
         raise InvalidInput(f"probe command from {origin} cannot be split: {err}") from None
     if not argv:
         raise InvalidInput(f"probe command from {origin} is empty")
+    if "/" in argv[0] and not os.path.isabs(argv[0]):
+        line = shlex.join([str(cwd / argv[0]), *argv[1:]])
     return Probe(kind="command", code=line, origin=origin)
 
 

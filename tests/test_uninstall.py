@@ -622,3 +622,15 @@ def test_rollback_keeps_a_distribution_that_shares_files_whole(make_venv: MakeVe
     assert venv.installed() == {"sharedlib-cu12": "1.0"}
     assert venv.file_hashes() == before
     assert venv.run_python("import sharedlib; assert sharedlib.FLAVOUR == 'cu12'").returncode == 0
+
+
+def test_probe_cmd_with_a_relative_path(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """Probes run in an empty folder; ./check.sh is found where the user typed it."""
+    venv = make_venv("toolpkg")
+    script = tmp_path / "check.sh"
+    script.write_text("#!/bin/sh\nexec toolpkg\n")
+    script.chmod(0o755)
+    ok = venv.tool("probe", "--probe-cmd", "./check.sh", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    run = venv.tool("--probe-cmd", "./check.sh", "toolpkg", cwd=tmp_path)
+    assert run.returncode == 3, run.stdout
