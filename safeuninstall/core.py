@@ -563,6 +563,55 @@ def _stop(running: baseline.Background | None) -> None:
         running.cancel()
 
 
+def _judge_probes(
+    ctx: Context,
+    snap: Snapshot,
+    settings: ProbeSettings,
+    options: UninstallOptions,
+    result: OperationResult,
+    journal: Journal,
+    analysis: _Analysis,
+) -> str | None:
+    """Probe after the uninstall. None when the removal stands (passed, or kept on request);
+    else the reason to restore: ``probe-failed`` or ``drift``."""
+    result.probes = run_all(settings, ctx.interpreter)
+    result.drift = _drift(result.baseline, result.probes, analysis)
+    if any(r.probe.kind == "python" and r.libraries is None for r in result.probes):
+        result.messages.append(
+            "which libraries the probe loaded is unknown here (no /proc/self/maps): "
+            "drift detection is off, only the probe's exit code counts"
+        )
+    passed = all(r.passed for r in result.probes)
+    if not passed:
+        from .doctor import diagnose  # only when a probe fails
+
+        result.diagnosis = diagnose(
+            (r.output for r in result.probes if not r.passed),
+            [snap, *_loadable_snapshots(ctx.store)],
+        )
+    elif result.drift and not options.allow_drift:
+        passed = False
+        result.messages.append(
+            "the probe passed, but on other copies of libraries (drift); --allow-drift accepts that"
+        )
+    if passed:
+        result.outcome = "removed"
+        BaselineCache(ctx.store.root).put(
+            settings, fingerprint(ctx.interpreter, ctx.environ), result.probes
+        )
+        ctx.store.set_outcome(snap.id, "removed")
+        journal.finish()
+        return None
+    if options.keep_on_failure:
+        result.outcome = "probe-failed-kept"
+        result.exit_code = EXIT_INCOMPLETE
+        result.next_command = _rollback_command(ctx, snap.id)
+        ctx.store.set_outcome(snap.id, "probe-failed-kept")
+        journal.finish()
+        return None
+    return "drift" if all(r.passed for r in result.probes) else "probe-failed"
+
+
 def _remove_probe_restore(
     ctx: Context,
     snap: Snapshot,
@@ -591,55 +640,12 @@ def _remove_probe_restore(
                     + ", ".join(hollow)
                     + " (shared paths): they are installed but hollow"
                 )
-                return _restore_after(
-                    ctx,
-                    snap,
-                    settings,
-                    options,
-                    result,
-                    journal,
-                    entry,
-                    hasher,
-                    reason="hollow",
-                    intact=analysis.report.hollow,
-                )
-            result.probes = run_all(settings, ctx.interpreter)
-            result.drift = _drift(result.baseline, result.probes, analysis)
-            if any(r.probe.kind == "python" and r.libraries is None for r in result.probes):
-                result.messages.append(
-                    "which libraries the probe loaded is unknown here (no /proc/self/maps): "
-                    "drift detection is off, only the probe's exit code counts"
-                )
-            passed = all(r.passed for r in result.probes)
-            if not passed:
-                from .doctor import diagnose  # only when a probe fails
-
-                result.diagnosis = diagnose(
-                    (r.output for r in result.probes if not r.passed),
-                    [snap, *_loadable_snapshots(ctx.store)],
-                )
-            elif result.drift and not options.allow_drift:
-                passed = False
-                result.messages.append(
-                    "the probe passed, but on other copies of libraries (drift); "
-                    "--allow-drift accepts that"
-                )
-            if passed:
-                result.outcome = "removed"
-                BaselineCache(ctx.store.root).put(
-                    settings, fingerprint(ctx.interpreter, ctx.environ), result.probes
-                )
-                ctx.store.set_outcome(snap.id, "removed")
-                journal.finish()
-                return result
-            if options.keep_on_failure:
-                result.outcome = "probe-failed-kept"
-                result.exit_code = EXIT_INCOMPLETE
-                result.next_command = _rollback_command(ctx, snap.id)
-                ctx.store.set_outcome(snap.id, "probe-failed-kept")
-                journal.finish()
-                return result
-            reason = "drift" if all(r.passed for r in result.probes) else "probe-failed"
+                reason = "hollow"
+            else:
+                judged = _judge_probes(ctx, snap, settings, options, result, journal, analysis)
+                if judged is None:
+                    return result
+                reason = judged
     except KeyboardInterrupt:
         result.messages.append("interrupted: restoring what was removed")
         reason = "interrupted"
