@@ -185,7 +185,8 @@ class Venv:
             [UV, *args], env=self.env(), capture_output=True, text=True, check=check
         )
 
-    def install(self, *requirements: str) -> None:
+    def install(self, *requirements: str, find_links: Path | None = None) -> None:
+        """Offline, from the session's wheelhouse or from ``find_links``."""
         self.uv(
             "pip",
             "install",
@@ -193,7 +194,7 @@ class Venv:
             str(self.python),
             "--no-index",
             "--find-links",
-            str(self.wheelhouse),
+            str(find_links or self.wheelhouse),
             *requirements,
         )
 

@@ -160,16 +160,7 @@ def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_pat
     for name in names:
         build_wheel(tmp_path / "w", name, "1.0", {f"{name}.py": f"NAME = {name!r}\n"})
     venv = make_venv("leftpad")
-    venv.uv(
-        "pip",
-        "install",
-        "--python",
-        str(venv.python),
-        "--no-index",
-        "--find-links",
-        str(tmp_path / "w"),
-        *names,
-    )
+    venv.install(*names, find_links=tmp_path / "w")
     env = {"UV_OFFLINE": "1"}
     procs = [
         subprocess.Popen(

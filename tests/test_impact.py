@@ -151,18 +151,7 @@ def test_markers_are_evaluated_for_the_target_interpreter(
         {"needs_for_extra.py": ""},
         requires=['leftpad; extra == "pad"'],
     )
-    venv.uv(
-        "pip",
-        "install",
-        "--python",
-        str(venv.python),
-        "--no-index",
-        "--find-links",
-        str(wheels),
-        "needs-on-target",
-        "needs-on-tool",
-        "needs-for-extra",
-    )
+    venv.install("needs-on-target", "needs-on-tool", "needs-for-extra", find_links=wheels)
     data = venv.tool("check", "--json", "leftpad").json()
     impact = data["impact"]
     assert isinstance(impact, dict)
