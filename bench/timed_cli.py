@@ -45,14 +45,14 @@ def _clocked(key: str, func: Callable[..., Any], timings: dict[str, float]) -> C
 
 def main(argv: list[str]) -> None:
     out = Path(argv[0])
-    from safeuninstall import cli, core, stash
+    from safeuninstall import cli, core, stash, transaction
 
     timings: dict[str, float] = {}
     # (where the name is looked up when called, the name, the key in OUT)
     clocks: list[tuple[object, str, str]] = [
         (core, "_restore_after", "restore_step"),
-        (core, "restore", "restore"),
-        (core, "verify", "verify"),
+        (transaction, "restore", "restore"),
+        (transaction, "verify", "verify"),
         (stash.StashHasher, "wait", "hasher_wait"),
     ]
     for owner, name, key in clocks:

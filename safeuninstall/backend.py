@@ -51,6 +51,8 @@ def requirement_for(entry: PackageEntry) -> list[str]:
 
 @dataclass(frozen=True)
 class Backend:
+    """The installer that removes and reinstalls in one environment: uv, else its own pip."""
+
     python: Path
     uv: str | None
     echo: Callable[[str], None] | None = None  # the installer's output, live (-v)

@@ -18,7 +18,6 @@ change the fingerprint; that is what ``--fresh-baseline`` is for.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import threading
@@ -44,6 +43,8 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
     """The environment a probe runs in: installed set, interpreter, and the process
     environment it inherits (a probe may read any variable: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
     a flag of the user's own)."""
+    import hashlib  # on first use: it loads OpenSSL, about 2 ms of every start-up
+
     digest = hashlib.sha256()
     digest.update(interpreter.executable.encode())
     for key in sorted(environ):
@@ -121,6 +122,8 @@ class BaselineCache:
 
 
 def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
+    import hashlib
+
     return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
 
 

@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from . import tomlfile
 from .errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 # One typed value of a setting.
 Value: TypeAlias = str | float | bool | tuple[str, ...] | None
@@ -223,8 +218,8 @@ def user_config_path(environ: Mapping[str, str]) -> Path:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        return tomlfile.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
         raise UsageError(f"{path}: cannot read it: {err}") from None
 
 
@@ -305,6 +300,8 @@ def read_layers(cwd: Path, environ: Mapping[str, str]) -> list[Layer]:
 
 @dataclass(frozen=True)
 class Setting:
+    """One configured value and where it came from."""
+
     key: Key
     value: Value
     origin: str  # "command line", a variable name, a file, or "default"

@@ -78,10 +78,10 @@ from .stash import (
     stash_folder_name,
 )
 from .store import Store, default_state_dir
-from .transaction import RestoreReport, Verification, byte_counter, restore, verify
 
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
+    from .transaction import RestoreReport, Verification
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,8 @@ class TargetOptions:
 
 @dataclass(frozen=True)
 class ProbeOptions:
+    """The probes asked for on the command line, and their time limit."""
+
     probes: tuple[str, ...] = ()
     probe_cmds: tuple[str, ...] = ()
     timeout: float | None = None
@@ -112,6 +114,8 @@ class ProbeOptions:
 
 @dataclass(frozen=True)
 class Context:
+    """The opened target environment: its interpreter, state folder and installer."""
+
     python: Path
     interpreter: Interpreter
     store: Store
@@ -261,6 +265,8 @@ def _stash_progress(
     for name in stash:
         with contextlib.suppress(OSError):
             total += sum(e.size or 0 for e in installed[name].record())
+    from .transaction import byte_counter
+
     return byte_counter(report, "stash", total)
 
 
@@ -313,6 +319,8 @@ def _interrupts_deferred() -> Iterator[list[int]]:
 
 @dataclass(frozen=True)
 class UninstallOptions:
+    """What to remove, and how careful to be about it."""
+
     names: tuple[str, ...]
     dry_run: bool = False
     keep_on_failure: bool = False
@@ -396,6 +404,8 @@ def _rollback_command(ctx: Context, snapshot_id: str) -> str:
 
 @dataclass(frozen=True)
 class _Analysis:
+    """The impact report of a removal, with the ownership and library index it was built from."""
+
     report: ImpactReport
     owned: Ownership
     index: LibraryIndex
@@ -516,7 +526,10 @@ def uninstall(
                 removed=removal.remove,
                 shared=analysis.owned.shared_paths(),
             )
-            hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
+            if settings.probes:
+                # Hashes the stash while the probe runs, so a restore need not. Without a
+                # probe there is no time to use: a restore hashes what it links back.
+                hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
             result.baseline = running.results() if running is not None else list(cached or ())
             if not all(r.passed for r in result.baseline):
                 raise BaselineProbeFailed(
@@ -621,7 +634,7 @@ def _remove_probe_restore(
     journal: Journal,
     entry: JournalEntry,
     analysis: _Analysis,
-    hasher: StashHasher,
+    hasher: StashHasher | None,
 ) -> OperationResult:
     """Uninstall, probe, and restore on failure or interruption. The snapshot is saved."""
     try:
@@ -674,7 +687,7 @@ def _restore_after(
     result: OperationResult,
     journal: Journal,
     entry: JournalEntry,
-    hasher: StashHasher,
+    hasher: StashHasher | None,
     *,
     reason: str,
     intact: Sequence[str] = (),
@@ -683,10 +696,13 @@ def _restore_after(
 
     ``intact``: distributions that share files with what was removed; they must be whole again.
     """
+    from .transaction import restore, verify  # a removal that stands never needs them
+
     entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
     with _interrupts_deferred() as received:
         entry = journal.step(entry, "restore", must_write=False)
-        hasher.wait()  # usually done already: it ran while the probes did
+        if hasher is not None:
+            hasher.wait()  # usually done already: it ran while the probes did
         result.restore = restore(
             entries,
             index=_stash_index(ctx.store, entries, [snap], ctx.interpreter.prefix),
@@ -754,6 +770,8 @@ def _restore_after(
 
 @dataclass(frozen=True)
 class RollbackOptions:
+    """Which snapshot to return to, and whether only to show the plan."""
+
     snapshot: str | None = None
     dry_run: bool = False
     offline: bool = False
@@ -899,6 +917,8 @@ def _rollback_to(
     kept_shared = _sharing_files(owned, plan.remove)
     wanted_by_name = {e.name: e for e in wanted.packages}
     rewhole = [wanted_by_name[n] for n in kept_shared if n in wanted_by_name]
+    from .transaction import restore, verify
+
     with _interrupts_deferred() as received:
         folder = ctx.store.new_folder()
         # The state we leave is itself a snapshot, so a rollback can be rolled back.
@@ -1006,6 +1026,8 @@ def snapshot_now(target: TargetOptions, *, stash: bool) -> Snapshot:
 
 @dataclass(frozen=True)
 class SnapshotSummary:
+    """One line of ``snapshots``: a saved snapshot and how its operation ended."""
+
     id: str
     created: str
     command: str
@@ -1066,6 +1088,8 @@ def probe_now(target: TargetOptions, probes: ProbeOptions) -> OperationResult:
 
 @dataclass(frozen=True)
 class PruneOptions:
+    """How many snapshots, or how many bytes of them, to keep."""
+
     keep: int | None = None  # keep the newest N snapshots
     max_size: int | None = None  # bytes the remaining snapshots may hold at most
     dry_run: bool = False
@@ -1073,6 +1097,8 @@ class PruneOptions:
 
 @dataclass(frozen=True)
 class PruneResult:
+    """Snapshots removed and kept by ``prune``, with the bytes each held on its own."""
+
     removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it held on its own)
     kept: tuple[tuple[str, int], ...]
     protected: tuple[str, ...]  # never removed: the latest, the journal's

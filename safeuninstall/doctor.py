@@ -24,6 +24,8 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 @dataclass(frozen=True)
 class Finding:
+    """One thing missing from the environment, and who needs it."""
+
     kind: str  # "library", "module", "requirement", "hollow"
     what: str  # the soname, module, requirement or distribution
     needed_by: str  # who needs it (distribution or object path), "" when unknown
@@ -109,6 +111,8 @@ def diagnose(outputs: Iterable[str], snapshots: Sequence[Snapshot]) -> list[Find
 
 @dataclass
 class DoctorReport:
+    """Every finding of ``doctor``, and the one command that repairs them, when known."""
+
     findings: list[Finding] = field(default_factory=list)
     repair_command: str | None = None
     repair_snapshot: str | None = None

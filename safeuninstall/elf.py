@@ -250,6 +250,8 @@ def _scan_phdrs(
 
 @dataclass(slots=True)
 class _DynamicTags:
+    """The dynamic-section entries the loader model needs, as string-table offsets."""
+
     needed: list[int]
     soname: int | None = None
     rpath: int | None = None
@@ -395,6 +397,8 @@ _CACHE_VERSION: Final = 1
 
 @dataclass(frozen=True, slots=True)
 class _CacheEntry:
+    """A file's ELF reading, valid while its size and mtime are unchanged."""
+
     size: int
     mtime_ns: int
     info: ElfInfo | None

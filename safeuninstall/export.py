@@ -174,6 +174,8 @@ def _names(names: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class ExportOptions:
+    """Which snapshot to export, in which format, and where to."""
+
     snapshot: str | None  # an id, "latest", or the path of a snapshot.toml (or its folder)
     format: str  # "requirements" or "pylock"
     output: Path | None = None  # None: the caller prints the text
@@ -181,6 +183,8 @@ class ExportOptions:
 
 @dataclass(frozen=True)
 class ExportResult:
+    """The exported text, and the format it ended up in."""
+
     snapshot: str
     requested: str  # the format asked for
     format: str  # the format written

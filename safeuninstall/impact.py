@@ -160,12 +160,16 @@ class SharedFile:
 
 @dataclass(frozen=True)
 class MetadataOnly:
+    """A distribution that installs no files of its own, only metadata."""
+
     name: str
     provided_by: tuple[str, ...]  # where the files it stands for come from, when found
 
 
 @dataclass(frozen=True)
 class ImpactReport:
+    """What removing some distributions would break, drift or leave behind."""
+
     removed: tuple[str, ...]
     dependents: tuple[str, ...]  # need a removed one (transitively), markers of the target
     optional_dependents: tuple[Dependency, ...]  # only through an extra

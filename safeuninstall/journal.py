@@ -18,19 +18,14 @@ import datetime
 import errno
 import os
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import tomli_w
 
+from . import tomlfile
 from .atomicfile import write_atomically
 from .errors import UnfinishedTransaction
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 JOURNAL_FILE = "journal.toml"
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
@@ -39,6 +34,8 @@ _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM
 
 @dataclass(frozen=True)
 class Entry:
+    """The operation in progress, as recorded in the journal."""
+
     operation: str  # "uninstall" or "rollback"
     snapshot: str  # the snapshot that recover returns to
     step: str  # the step that was about to run, or the last one done
@@ -62,7 +59,7 @@ class Journal:
         except FileNotFoundError:
             return None
         try:
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = tomlfile.loads(raw.decode("utf-8"))
             return Entry(
                 operation=str(data["operation"]),
                 snapshot=str(data["snapshot"]),
@@ -70,7 +67,7 @@ class Journal:
                 pid=int(data["pid"]),
                 started=str(data["started"]),
             )
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError):
+        except (UnicodeDecodeError, KeyError, TypeError, ValueError):
             # A journal is written atomically, so this is damage from outside: still a
             # transaction whose state is unknown, which recover must look at.
             return Entry("unknown", "", "unreadable journal", 0, "")

@@ -16,6 +16,8 @@ from .snapshot import PackageEntry, Snapshot
 
 @dataclass(frozen=True)
 class RemovalPlan:
+    """The named distributions split into those to remove and those not installed."""
+
     remove: tuple[str, ...]  # canonical names, installed
     absent: tuple[str, ...]  # asked for but not installed: reported and skipped, like uv
 
@@ -70,6 +72,8 @@ def same_prefix(a: str, b: str) -> bool:
 
 @dataclass(frozen=True)
 class RestorePlan:
+    """How to bring back each missing distribution: from which stashes, else reinstalled."""
+
     # (entry to bring back, stashes that hold it in the order to try them)
     from_stash: tuple[tuple[PackageEntry, tuple[StashCandidate, ...]], ...]
     reinstall: tuple[PackageEntry, ...]  # no stash holds them: one pinned install
@@ -103,6 +107,8 @@ class Installed:
 
 @dataclass(frozen=True)
 class RollbackPlan:
+    """What a rollback removes and brings back to match a snapshot."""
+
     remove: tuple[str, ...]  # added since the snapshot, or changed: stashed, then uninstalled
     restore: tuple[PackageEntry, ...]  # missing or changed: brought back as the snapshot has them
     added: tuple[str, ...]
@@ -146,6 +152,8 @@ def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> Rollb
 
 @dataclass(frozen=True)
 class SetDifference:
+    """How an environment's name==version set differs from a snapshot's."""
+
     missing: tuple[str, ...]  # pins the snapshot has and the environment lacks
     unexpected: tuple[str, ...]  # pins the environment has and the snapshot lacks
 

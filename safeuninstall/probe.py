@@ -7,7 +7,6 @@ only because the loader found another copy of a library can be told apart.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -33,21 +32,24 @@ if torch.version.cuda:
 # Top-level names that wheels ship by mistake; importing them proves nothing.
 _NOT_MODULES = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
 
-# Runs the probe code as __main__, then writes the loaded shared objects to argv[2].
+# Runs the probe code as __main__, then writes the loaded shared objects to argv[2], one a line
+# (the kernel escapes a newline in a mapped path as \012), renamed into place once complete. No
+# json: importing it would add its start-up to every probe run.
 _DRIVER = r"""
 import sys
 _code, _maps_out = sys.argv[1], sys.argv[2]
 del sys.argv[1:]
 def _record_maps():
+    import os
     try:
         with open("/proc/self/maps") as f:
             libs = sorted({l.split(None, 5)[5].strip() for l in f
                            if len(l.split(None, 5)) == 6 and ".so" in l})
+        with open(_maps_out + ".part", "w") as out:
+            out.write("".join(lib + "\n" for lib in libs))
+        os.replace(_maps_out + ".part", _maps_out)
     except OSError:
         return
-    import json
-    with open(_maps_out, "w") as out:
-        json.dump(libs, out)
 try:
     exec(compile(_code, "<probe>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 finally:
@@ -57,6 +59,8 @@ finally:
 
 @dataclass(frozen=True)
 class Probe:
+    """One smoke probe: Python code run in the target, or a command."""
+
     kind: str  # "python" or "command"
     code: str  # Python code, or the command line as typed
     origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "default: ..."
@@ -68,6 +72,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class ProbeResult:
+    """How one probe run ended, and which shared libraries it loaded."""
+
     probe: Probe
     passed: bool
     returncode: int | None
@@ -106,6 +112,8 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class ProbeSettings:
+    """The probes to run around a change, and their time limit."""
+
     probes: tuple[Probe, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     disabled: bool = False
@@ -150,7 +158,7 @@ def run_probe(
         env["VIRTUAL_ENV"] = interpreter.prefix
     # An empty working folder, so a package in the user's current folder can't shadow one.
     with tempfile.TemporaryDirectory(prefix="safe-uninstall-probe-") as workdir:
-        maps_out = Path(workdir) / "maps.json"
+        maps_out = Path(workdir) / "maps.txt"
         if probe.kind == "python":
             argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
         else:
@@ -182,10 +190,10 @@ def _read_libraries(path: Path) -> tuple[str, ...] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return tuple(str(item) for item in data) if isinstance(data, list) else None
+        text = path.read_text()
+    except OSError:
+        return None  # the driver did not get to write it (killed, or no /proc)
+    return tuple(text.splitlines())
 
 
 def run_all(settings: ProbeSettings, interpreter: Interpreter) -> list[ProbeResult]:

@@ -29,6 +29,8 @@ _LEAKY_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", 
 
 @dataclass(frozen=True)
 class Completed:
+    """A finished subprocess: exit status, bounded output and wall time."""
+
     argv: tuple[str, ...]
     returncode: int
     stdout: str

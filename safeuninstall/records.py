@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import base64
+import binascii
 import csv
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 _CHUNK = 1024 * 1024
+_URLSAFE = str.maketrans("-_", "+/")  # base64.urlsafe_b64decode, without its import
 
 
 @dataclass(frozen=True)
 class RecordEntry:
+    """One line of a RECORD file."""
+
     path: str  # as written: relative to the site dir, may start with ../
     sha256: str | None  # hex digest, None when RECORD has no sha256 for it
     size: int | None
@@ -23,8 +25,9 @@ def _hex_from_record_hash(value: str) -> str | None:
     if algorithm != "sha256" or not encoded:
         return None
     try:
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
-    except ValueError:
+        padded = encoded.translate(_URLSAFE) + "=" * (-len(encoded) % 4)
+        return binascii.a2b_base64(padded).hex()
+    except ValueError:  # binascii.Error is one
         return None
 
 
@@ -49,6 +52,8 @@ def read_record(path: Path) -> list[RecordEntry]:
 
 
 def sha256_file(path: Path) -> str:
+    import hashlib  # on first use: it loads OpenSSL, about 2 ms of every start-up
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):

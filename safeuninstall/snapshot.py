@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +17,11 @@ from typing import Any
 
 import tomli_w
 
+from . import tomlfile
 from .atomicfile import write_atomically
 from .environment import Source
 from .errors import SnapshotInvalid
 from .names import canonical, is_valid
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 FORMAT_VERSION = 1
 SNAPSHOT_FILE = "snapshot.toml"
@@ -37,6 +32,8 @@ _SOURCE_KINDS = ("index", "editable", "directory", "url", "file", "vcs")
 
 @dataclass(frozen=True)
 class StashedFile:
+    """A file kept in a stash, with the sha256 it must have when it comes back."""
+
     path: str  # relative to the environment root, POSIX separators
     sha256: str
     size: int
@@ -55,6 +52,8 @@ class PackageStash:
 
 @dataclass(frozen=True)
 class PackageEntry:
+    """One installed distribution as the snapshot froze it."""
+
     name: str  # canonical
     version: str
     installer: str = ""
@@ -70,6 +69,8 @@ class PackageEntry:
 
 @dataclass(frozen=True)
 class Target:
+    """The environment a snapshot was taken of."""
+
     python: str
     prefix: str
     version: str
@@ -77,6 +78,8 @@ class Target:
 
 @dataclass(frozen=True)
 class Snapshot:
+    """The exact package set of an environment at one moment, and the stashes kept with it."""
+
     id: str
     created: str  # ISO 8601, UTC
     tool_version: str
@@ -325,8 +328,8 @@ def load(path: Path) -> Snapshot:
     except OSError as err:
         raise SnapshotInvalid(f"{path}: cannot read it: {err.strerror}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        data = tomlfile.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
         raise SnapshotInvalid(f"{path}: not a valid TOML file: {err}") from None
     try:
         return Snapshot.from_dict(data)

@@ -27,14 +27,16 @@ from .records import sha256_file
 from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
 
 
-def relative_to_root(path: Path, root: Path) -> str | None:
+def relative_to_root(path: Path | str, root: Path | str) -> str | None:
     """``path`` (lexically normalised, symlinks not followed) relative to ``root``, or None."""
     normal = os.path.normpath(path)
-    try:
-        rel = Path(normal).relative_to(root)
-    except ValueError:
+    base = os.path.normpath(root)
+    if normal == base:
+        return "."
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if not normal.startswith(prefix):
         return None
-    return rel.as_posix()
+    return normal[len(prefix) :].replace(os.sep, "/")
 
 
 def stash_folder_name(name: str, version: str) -> str:
@@ -64,33 +66,39 @@ def stash_distribution(
     hashed as they are.
     """
     folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
-    dest_root = snapshot_dir / folder
+    dest_root = os.path.join(snapshot_dir, folder)
+    site_dir = str(dist.site_dir)
     try:
         entries = dist.record()
     except OSError as err:
         raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
     files: list[StashedFile] = []
     complete = True
+    made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
     for entry in entries:
-        source = dist.site_dir / entry.path
+        source = os.path.join(site_dir, entry.path)
         rel = relative_to_root(source, env_root)
         if rel is None:
             complete = False
             continue
         try:
-            info = source.lstat()
+            info = os.lstat(source)
         except FileNotFoundError:
             continue  # listed but already gone: nothing to remove, nothing to keep
         except OSError as err:
             raise StashError(f"cannot read {source}: {err.strerror}") from err
-        dest = dest_root / rel
+        dest = os.path.join(dest_root, rel)
         try:
-            _link_or_copy(source, dest)
+            parent = os.path.dirname(dest)
+            if parent not in made:
+                _makedirs_private(Path(parent))
+                made.add(parent)
+            _link_or_copy(source, dest, parent_exists=True)
             sha256 = entry.sha256
-            if sha256 is None or (shared and normalise(str(source)) in shared):
-                sha256 = sha256_file(dest)
+            if sha256 is None or (shared and normalise(source) in shared):
+                sha256 = sha256_file(Path(dest))
         except OSError as err:
-            raise StashError(_stash_failure(source, err)) from err
+            raise StashError(_stash_failure(Path(source), err)) from err
         files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
         if on_bytes is not None:
             on_bytes(info.st_size)
@@ -112,12 +120,13 @@ def _makedirs_private(folder: Path) -> None:
         folder.mkdir(mode=0o700)
 
 
-def _link_or_copy(source: Path, dest: Path) -> None:
-    _makedirs_private(dest.parent)
+def _link_or_copy(source: Path | str, dest: Path | str, *, parent_exists: bool = False) -> None:
+    if not parent_exists:
+        _makedirs_private(Path(dest).parent)
     try:
         os.link(source, dest, follow_symlinks=False)
     except FileExistsError:
-        dest.unlink()
+        os.unlink(dest)
         os.link(source, dest, follow_symlinks=False)
     except OSError as err:
         # Another filesystem, or a filesystem without hard links: copy the bytes.
@@ -128,6 +137,8 @@ def _link_or_copy(source: Path, dest: Path) -> None:
 
 @dataclass(frozen=True)
 class FileProblem:
+    """A stashed file that cannot be restored as it is, and why."""
+
     path: str
     problem: str
 
@@ -154,6 +165,8 @@ def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
 
 @dataclass(frozen=True)
 class StashCheck:
+    """The result of checking a stash against its recorded hashes."""
+
     problems: list[FileProblem]
     # sha256 of each stashed file as accepted (by path relative to the environment root):
     # the RECORD's, or the bytes as installed when the stash was hashed before a change

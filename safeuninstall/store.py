@@ -14,7 +14,6 @@ Layout::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -44,12 +43,16 @@ def default_state_dir(interpreter: Interpreter, environ: Mapping[str, str]) -> P
     if interpreter.is_venv:
         return Path(interpreter.prefix) / STATE_DIR_NAME
     base = Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    import hashlib
+
     slug = hashlib.sha256(interpreter.prefix.encode()).hexdigest()[:12]
     return base / "safe-uninstall" / slug
 
 
 @dataclass(frozen=True)
 class Store:
+    """The state folder: snapshots, stashes, journal, caches and the lock."""
+
     root: Path
 
     @property

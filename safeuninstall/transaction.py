@@ -26,6 +26,8 @@ from .store import Store
 
 @dataclass
 class RestoreReport:
+    """What a restore brought back, how, and what it could not."""
+
     from_stash: list[str] = field(default_factory=list)  # pins restored from a stash
     reinstalled: list[str] = field(default_factory=list)  # pins reinstalled by uv/pip
     failed: list[str] = field(default_factory=list)  # pins that could not be brought back
@@ -149,6 +151,8 @@ def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Verification:
+    """The proof that an environment matches a snapshot again."""
+
     difference: SetDifference
     hash_mismatches: tuple[str, ...]  # "name==version: path"
     source_mismatches: tuple[str, ...]  # same version, another build

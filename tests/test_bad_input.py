@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from safeuninstall import snapshot as snapshot_file
+from safeuninstall import tomlfile
 from safeuninstall.errors import SnapshotInvalid
 from tests.conftest import UV, MakeVenv, Venv
 
@@ -176,7 +177,7 @@ def snapshot_path(venv: Venv) -> Path:
 
 def edit_snapshot(venv: Venv, edit) -> None:  # type: ignore[no-untyped-def]
     path = snapshot_path(venv)
-    data = snapshot_file.tomllib.loads(path.read_text())
+    data = tomlfile.loads(path.read_text())
     edit(data)
     path.write_text(tomli_w.dumps(data))
 

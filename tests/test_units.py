@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall.backend import Backend, requirement_for
@@ -21,7 +24,7 @@ from safeuninstall.plan import (
     plan_restore,
     plan_rollback,
 )
-from safeuninstall.records import read_record
+from safeuninstall.records import _hex_from_record_hash, read_record
 from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
 
 SHA = "a" * 64
@@ -261,6 +264,18 @@ def test_read_record_decodes_hashes(tmp_path: Path) -> None:
     assert entries[1].sha256 is None
     assert entries[2].path == "pkg/with,comma.py"
     assert entries[2].sha256 is None  # not a sha256: verified by our own hash instead
+
+
+@given(st.binary(max_size=64), st.sampled_from(["", "=", "==", "!", "é"]))
+def test_record_hash_decodes_like_base64(digest: bytes, suffix: str) -> None:
+    """records decodes RECORD's urlsafe base64 with binascii (base64's import is kept off the
+    start-up): it must agree with base64.urlsafe_b64decode, padding or junk included."""
+    encoded = base64.urlsafe_b64encode(digest).decode().rstrip("=") + suffix
+    try:
+        expected: str | None = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
+    except ValueError:
+        expected = None
+    assert _hex_from_record_hash(f"sha256={encoded}") == (expected if encoded else None)
 
 
 # -- the snapshot file ----------------------------------------------------------------------
