@@ -3,8 +3,9 @@
     python bench/timed_cli.py OUT [safe-uninstall arguments...]
 
 The restore inside a failing removal starts and ends in the middle of one process, so no
-outside clock can isolate it. This runs ``safeuninstall.cli.main`` unchanged in this process,
-with clocks around a few of the core's functions, and writes to OUT a JSON object of seconds:
+outside clock can isolate it. This runs ``safeuninstall.cli.run`` (the console script, less
+its final ``os._exit``) in this process, with clocks around a few of the core's functions, and
+writes to OUT a JSON object of seconds:
 
 - ``restore_step``: core._restore_after, all a user waits for once the probe has failed: the
   wait for the stash hasher, the restore, the verification, the probe after the restore if it
@@ -59,9 +60,10 @@ def main(argv: list[str]) -> None:
         setattr(owner, name, _clocked(key, getattr(owner, name), timings))
     sys.argv = ["safe-uninstall", *argv[1:]]
     try:
-        cli.main()
+        code = cli.run()
     finally:
         out.write_text(json.dumps(timings))
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -674,16 +674,30 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> int:
+    """Run one command line (default: ``sys.argv``) and return its exit code."""
     # SIGTERM and a hang-up (an SSH session that drops) take the same path as Ctrl-C: an
     # in-flight removal is restored before exit.
     signal.signal(signal.SIGTERM, _terminate)
     signal.signal(signal.SIGHUP, _terminate)
     try:
-        cli(prog_name="safe-uninstall")
+        cli(args=argv, prog_name="safe-uninstall")
+    except SystemExit as done:
+        return _exit_code(done.code)
     except OSError as err:  # the last resort: one line, never a traceback
         click.echo(f"safe-uninstall: error: {err}", err=True)
-        sys.exit(1)
+        return 1
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    """What the interpreter would make of ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(code, err=True)
+    return 1
 
 
 # -- configuration and colour ----------------------------------------------------------------
