@@ -28,8 +28,11 @@ from subprocess import Popen
 
 from . import process
 from .atomicfile import write_atomically
-from .environment import Interpreter
-from .probe import ProbeResult, ProbeSettings, run_probe
+from .environment import Interpreter, find_python, query_interpreter
+from .errors import SafeUninstallError
+from .options import ProbeOptions, TargetOptions, UninstallOptions
+from .probe import ProbeResult, ProbeSettings, configured_probes, run_probe
+from .store import state_dir
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
@@ -175,3 +178,99 @@ def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
     thread = threading.Thread(target=work, name="baseline-probe", daemon=True)
     thread.start()
     return Background(thread, results, children, errors, cancelled)
+
+
+@dataclass
+class Begun:
+    """A baseline under way: a cached pass of these probes in this environment, or the probes
+    running in a thread."""
+
+    settings: ProbeSettings
+    fingerprint: str  # of the environment it judges
+    cached: list[ProbeResult] | None = None
+    running: Background | None = None
+
+    def results(self) -> list[ProbeResult]:
+        return self.running.results() if self.running is not None else list(self.cached or ())
+
+    def cancel(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+
+
+def begin(
+    settings: ProbeSettings,
+    interpreter: Interpreter,
+    cache: BaselineCache,
+    env_fingerprint: str,
+    *,
+    fresh: bool,
+) -> Begun:
+    """The cached pass of ``settings`` in this environment, unless ``fresh``; else the probes,
+    started."""
+    cached = None if fresh else cache.get(settings, env_fingerprint)
+    if cached is not None:
+        return Begun(settings, env_fingerprint, cached=cached)
+    return Begun(settings, env_fingerprint, running=start(settings, interpreter))
+
+
+@dataclass(frozen=True)
+class HeadStart:
+    """The baseline of an uninstall, begun before the tool has finished starting up."""
+
+    python: Path
+    baseline: Begun
+
+
+def head_start(
+    target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
+) -> HeadStart | None:
+    """Begin the baseline before the core is imported (about 20 ms of the start-up).
+
+    Only the configured probes can start this early (a default probe is derived from the impact
+    report). ``core.uninstall`` takes the baseline over only if, once it holds the lock, it would
+    begin the very same one: the same interpreter and probes, the same environment fingerprint,
+    and a lock it did not have to wait for. Else it cancels it and begins again, so a head start
+    never judges an environment other than the one the removal changes.
+
+    None when there is nothing to begin, and whenever anything fails: the core then meets the
+    same problem and reports it.
+    """
+    if options.dry_run or options.strict or probes.disabled:
+        return None
+    try:
+        settings = configured_probes(probes, target.cwd, target.environ)
+        if not settings.probes:
+            return None
+        python = find_python(target.python, cwd=target.cwd, environ=target.environ)
+        interpreter = query_interpreter(python)
+        cache = BaselineCache(state_dir(target.state_dir, interpreter, target.environ))
+        env_fingerprint = fingerprint(interpreter, target.environ)
+    except (SafeUninstallError, OSError):
+        return None
+    begun = begin(settings, interpreter, cache, env_fingerprint, fresh=options.fresh_baseline)
+    return HeadStart(python, begun)
+
+
+def take_over(
+    early: HeadStart | None,
+    python: Path,
+    settings: ProbeSettings,
+    env_fingerprint: str,
+    *,
+    waited: bool,
+) -> Begun | None:
+    """``early``'s baseline if it is the one to begin now (see ``head_start``); else None, and
+    ``early`` is cancelled."""
+    if early is None:
+        return None
+    begun = early.baseline
+    if (
+        not waited
+        and early.python == python
+        and begun.settings == settings
+        and begun.fingerprint == env_fingerprint
+    ):
+        return begun
+    begun.cancel()
+    return None

@@ -14,14 +14,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 from click.shell_completion import CompletionItem
 
-from . import __version__, config, core, report
-from . import snapshot as snapshot_file
+from . import __version__, config, options, report
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
+
+if TYPE_CHECKING:
+    from .core import OperationResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -153,9 +155,9 @@ def _target(
     lock_timeout: float | None,
     *,
     verbose: bool = False,
-) -> core.TargetOptions:
+) -> options.TargetOptions:
     state_dir, lock_timeout = _configured_target(state_dir, lock_timeout)
-    return core.TargetOptions(
+    return options.TargetOptions(
         python=python,
         cwd=Path.cwd(),
         environ=dict(os.environ),
@@ -173,13 +175,13 @@ def _probe(
     probe_cmds: tuple[str, ...],
     probe_timeout: float | None,
     no_probe: bool,
-) -> core.ProbeOptions:
-    return core.ProbeOptions(
+) -> options.ProbeOptions:
+    return options.ProbeOptions(
         probes=probes, probe_cmds=probe_cmds, timeout=probe_timeout, disabled=no_probe
     )
 
 
-def _emit(result: core.OperationResult, as_json: bool, verbose: bool, quiet: bool) -> None:
+def _emit(result: OperationResult, as_json: bool, verbose: bool, quiet: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -213,7 +215,7 @@ def _fail(err: SafeUninstallError, as_json: bool, verbose: bool) -> None:
 
 
 def _run_operation(
-    call: Callable[[], core.OperationResult], as_json: bool, verbose: bool, quiet: bool
+    call: Callable[[], OperationResult], as_json: bool, verbose: bool, quiet: bool
 ) -> None:
     try:
         result = call()
@@ -342,26 +344,35 @@ def uninstall_command(
 ) -> None:
     """Uninstall PACKAGE... safely (the default command)."""
 
-    def call() -> core.OperationResult:
+    def call() -> OperationResult:
         names = list(packages)
         for path in requirement_files:
             names += read_requirement_names(path)
         if not names:
             raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
-        return core.uninstall(
-            _target(python, state_dir, lock_timeout, verbose=verbose),
-            _probe(probes, probe_cmds, probe_timeout, no_probe),
-            core.UninstallOptions(
-                names=tuple(names),
-                dry_run=dry_run,
-                keep_on_failure=keep_on_failure,
-                offline=_offline(offline),
-                strict=strict,
-                allow_drift=allow_drift,
-                fresh_baseline=fresh_baseline,
-                probe_after_restore=probe_after_restore,
-            ),
+        target = _target(python, state_dir, lock_timeout, verbose=verbose)
+        probe_options = _probe(probes, probe_cmds, probe_timeout, no_probe)
+        wanted = options.UninstallOptions(
+            names=tuple(names),
+            dry_run=dry_run,
+            keep_on_failure=keep_on_failure,
+            offline=_offline(offline),
+            strict=strict,
+            allow_drift=allow_drift,
+            fresh_baseline=fresh_baseline,
+            probe_after_restore=probe_after_restore,
         )
+        from .baseline import head_start
+
+        # The baseline probe begins before the core and all it needs are imported.
+        early = head_start(target, probe_options, wanted)
+        try:
+            from . import core
+
+            return core.uninstall(target, probe_options, wanted, early)
+        finally:
+            if early is not None:
+                early.baseline.cancel()  # no probe outlives the command
 
     _run_operation(call, as_json, verbose, quiet)
 
@@ -413,11 +424,13 @@ def rollback_command(
     quiet: bool,
 ) -> None:
     """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
+    from . import core
+
     _run_operation(
         lambda: core.rollback(
             _target(python, state_dir, lock_timeout, verbose=verbose),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
-            core.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=_offline(offline)),
+            options.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=_offline(offline)),
         ),
         as_json,
         verbose,
@@ -444,6 +457,8 @@ def snapshot_command(
     quiet: bool,
 ) -> None:
     """Take a snapshot of the environment now."""
+    from . import core
+
     try:
         snap = core.snapshot_now(_target(python, state_dir, lock_timeout), stash=stash)
     except SafeUninstallError as err:
@@ -467,6 +482,8 @@ def snapshots_command(
     quiet: bool,
 ) -> None:
     """List the snapshots of the environment, newest first."""
+    from . import core
+
     try:
         summaries = core.list_snapshots(_target(python, state_dir, lock_timeout))
     except SafeUninstallError as err:
@@ -493,6 +510,9 @@ def show_command(
     quiet: bool,
 ) -> None:
     """Show one snapshot (default: the latest)."""
+    from . import core
+    from .snapshot import dumps
+
     try:
         snap = core.show_snapshot(_target(python, state_dir, lock_timeout), snapshot)
     except SafeUninstallError as err:
@@ -501,7 +521,7 @@ def show_command(
         if as_json:
             click.echo(json.dumps(snap.to_dict(), indent=2))
         elif verbose:
-            click.echo(snapshot_file.dumps(snap))
+            click.echo(dumps(snap))
         else:
             click.echo(report.snapshot_details(snap))
 
@@ -523,6 +543,8 @@ def probe_command(
     quiet: bool,
 ) -> None:
     """Run the configured probes now."""
+    from . import core
+
     _run_operation(
         lambda: core.probe_now(
             _target(python, state_dir, lock_timeout),
@@ -550,6 +572,8 @@ def check_command(
     quiet: bool,
 ) -> None:
     """Report what removing PACKAGE... would break or change; change nothing."""
+    from . import core
+
     _run_operation(
         lambda: core.check(_target(python, state_dir, lock_timeout), packages, strict=strict),
         as_json,
@@ -571,6 +595,8 @@ def doctor_command(
 ) -> None:
     """Find everything already broken (missing libraries, unmet requirements, hollow installs)
     and print the one command that repairs it."""
+    from . import core
+
     try:
         report_ = core.doctor(_target(python, state_dir, lock_timeout))
     except SafeUninstallError as err:
@@ -602,11 +628,13 @@ def recover_command(
     quiet: bool,
 ) -> None:
     """Finish an operation that was killed half way: back to its snapshot, verified."""
+    from . import core
+
     _run_operation(
         lambda: core.recover(
             _target(python, state_dir, lock_timeout, verbose=verbose),
             _probe(probes, probe_cmds, probe_timeout, no_probe),
-            core.RollbackOptions(offline=_offline(offline)),
+            options.RollbackOptions(offline=_offline(offline)),
         ),
         as_json,
         verbose,
@@ -655,10 +683,12 @@ def prune_command(
     quiet: bool,
 ) -> None:
     """Delete old snapshots and their stashes (never the latest, nor one still in use)."""
+    from . import core
+
     try:
         result = core.prune(
             _target(python, state_dir, lock_timeout),
-            core.PruneOptions(keep=keep, max_size=max_size, dry_run=dry_run),
+            options.PruneOptions(keep=keep, max_size=max_size, dry_run=dry_run),
         )
     except SafeUninstallError as err:
         _fail(err, as_json, verbose)

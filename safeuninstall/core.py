@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__, baseline
-from . import config as config_file
 from .backend import Backend, shell_line
 from .baseline import BaselineCache, fingerprint
 from .environment import (
@@ -49,6 +48,7 @@ from .journal import Entry as JournalEntry
 from .journal import Journal
 from .libraries import ELF_CACHE_FILE, Drift, LibraryIndex, Ownership, drift, ownership
 from .names import parse_requested
+from .options import ProbeOptions, PruneOptions, RollbackOptions, TargetOptions, UninstallOptions
 from .plan import (
     Installed,
     RemovalPlan,
@@ -61,12 +61,10 @@ from .plan import (
     plan_rollback,
 )
 from .probe import (
-    DEFAULT_TIMEOUT,
     ProbeResult,
     ProbeSettings,
-    command_probe,
+    configured_probes,
     default_probes,
-    python_probe,
     run_all,
 )
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
@@ -77,39 +75,11 @@ from .stash import (
     stash_distribution,
     stash_folder_name,
 )
-from .store import Store, default_state_dir
+from .store import Store, state_dir
 
 if TYPE_CHECKING:
     from .doctor import DoctorReport, Finding
     from .transaction import RestoreReport, Verification
-
-
-@dataclass(frozen=True)
-class TargetOptions:
-    """Options every command takes: which environment, where its state is, how long to wait."""
-
-    python: str | None
-    cwd: Path
-    environ: Mapping[str, str]
-    command: tuple[str, ...] = ()
-    state_dir: str | None = None
-    lock_timeout: float = 60.0
-    # told when the environment is busy and this call starts to wait for it
-    on_wait: Callable[[str], None] | None = None
-    # receives uv's (or pip's) own output as it comes (-v)
-    on_installer_output: Callable[[str], None] | None = None
-    # told how far a long file step is: (step, bytes done, bytes in all)
-    on_progress: Callable[[str, int, int], None] | None = None
-
-
-@dataclass(frozen=True)
-class ProbeOptions:
-    """The probes asked for on the command line, and their time limit."""
-
-    probes: tuple[str, ...] = ()
-    probe_cmds: tuple[str, ...] = ()
-    timeout: float | None = None
-    disabled: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,15 +97,10 @@ class Context:
 def open_target(options: TargetOptions) -> Context:
     python = find_python(options.python, cwd=options.cwd, environ=options.environ)
     interpreter = query_interpreter(python)
-    state = (
-        Path(options.state_dir).expanduser().absolute()
-        if options.state_dir
-        else default_state_dir(interpreter, options.environ)
-    )
     return Context(
         python=python,
         interpreter=interpreter,
-        store=Store(state),
+        store=Store(state_dir(options.state_dir, interpreter, options.environ)),
         backend=Backend.for_python(python, options.environ, options.on_installer_output),
         environ=options.environ,
         on_progress=options.on_progress,
@@ -143,30 +108,6 @@ def open_target(options: TargetOptions) -> Context:
 
 
 # -- probes ---------------------------------------------------------------------------------
-
-
-def configured_probes(
-    options: ProbeOptions, cwd: Path, environ: Mapping[str, str]
-) -> ProbeSettings:
-    """Probes from the CLI, else the environment, else pyproject.toml. May be empty."""
-    layers = config_file.load_layers(cwd, environ)
-    timeout = options.timeout
-    if timeout is None:
-        timeout = next((lay.timeout for lay in layers if lay.timeout is not None), DEFAULT_TIMEOUT)
-    if options.disabled:
-        return ProbeSettings(
-            timeout=timeout, disabled=True, notes=("probes disabled (--no-probe)",)
-        )
-    if options.probes or options.probe_cmds:
-        probes = [python_probe(code, "--probe") for code in options.probes]
-        probes += [command_probe(line, "--probe-cmd", cwd) for line in options.probe_cmds]
-        return ProbeSettings(probes=tuple(probes), timeout=timeout)
-    for layer in layers:
-        if layer.probes or layer.probe_cmds:
-            probes = [python_probe(code, layer.origin) for code in layer.probes]
-            probes += [command_probe(line, layer.origin, cwd) for line in layer.probe_cmds]
-            return ProbeSettings(probes=tuple(probes), timeout=timeout)
-    return ProbeSettings(timeout=timeout)
 
 
 def _with_default(
@@ -317,20 +258,6 @@ def _interrupts_deferred() -> Iterator[list[int]]:
 # -- uninstall ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class UninstallOptions:
-    """What to remove, and how careful to be about it."""
-
-    names: tuple[str, ...]
-    dry_run: bool = False
-    keep_on_failure: bool = False
-    offline: bool = False
-    strict: bool = False  # refuse when the impact report finds breakage or drift
-    fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
-    probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
-    allow_drift: bool = False  # a probe that passes on another copy of a library still passes
-
-
 @dataclass
 class OperationResult:
     """What an operation did; rendered as text or JSON by the CLI."""
@@ -464,14 +391,22 @@ def _removal_result(
 
 
 def uninstall(
-    target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
+    target: TargetOptions,
+    probes: ProbeOptions,
+    options: UninstallOptions,
+    early: baseline.HeadStart | None = None,
 ) -> OperationResult:
+    """Remove ``options.names``, judged by the probes; restore everything if they fail.
+
+    ``early``: the baseline begun by ``baseline.head_start`` before this module was imported.
+    It is taken over if it is the one this call would begin, else cancelled.
+    """
     requested = parse_requested(list(options.names))
     if not requested:
         raise InvalidInput("no package names given")
     configured = configured_probes(probes, target.cwd, target.environ)
     ctx = open_target(target)
-    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait):
+    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait) as waited:
         journal = Journal(ctx.store.root)
         journal.refuse_if_unfinished()
         installed = installed_distributions(ctx.interpreter)
@@ -484,12 +419,12 @@ def uninstall(
         # so it overlaps the report, the snapshot and the stash.
         baseline_now = bool(configured.probes) and not (options.dry_run or options.strict)
         cache = BaselineCache(ctx.store.root)
-        env_print = fingerprint(ctx.interpreter, target.environ)
-        cached, running = (
-            _begin_baseline(configured, options, cache, env_print, ctx)
-            if baseline_now
-            else (None, None)
-        )
+        env_print = fingerprint(ctx.interpreter, target.environ) if configured.probes else ""
+        begun = baseline.take_over(early, ctx.python, configured, env_print, waited=waited)
+        if baseline_now and begun is None:
+            begun = baseline.begin(
+                configured, ctx.interpreter, cache, env_print, fresh=options.fresh_baseline
+            )
         try:
             analysis = _analyse(ctx, installed, removal.remove, target.environ)
             result.impact = analysis.report
@@ -507,10 +442,13 @@ def uninstall(
             ensure_writable(ctx.interpreter)
             ctx.backend.check_available()
         except BaseException:
-            _stop(running)
+            _stop(begun)
             raise
-        if not baseline_now:
-            cached, running = _begin_baseline(settings, options, cache, env_print, ctx)
+        if begun is None and settings.probes:  # the default probes, known from the report
+            env_print = env_print or fingerprint(ctx.interpreter, target.environ)
+            begun = baseline.begin(
+                settings, ctx.interpreter, cache, env_print, fresh=options.fresh_baseline
+            )
         folder: tuple[str, Path] | None = None
         hasher: StashHasher | None = None
         try:
@@ -530,7 +468,7 @@ def uninstall(
                 # Hashes the stash while the probe runs, so a restore need not. Without a
                 # probe there is no time to use: a restore hashes what it links back.
                 hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
-            result.baseline = running.results() if running is not None else list(cached or ())
+            result.baseline = begun.results() if begun is not None else []
             if not all(r.passed for r in result.baseline):
                 raise BaselineProbeFailed(
                     "the probe already fails before any change, so it cannot judge this removal",
@@ -538,7 +476,7 @@ def uninstall(
                 )
         except BaseException as err:
             # Nothing was removed: undo the snapshot too, so no "pending" one is left behind.
-            _stop(running)
+            _stop(begun)
             if hasher is not None:
                 hasher.cancel()
             if folder is not None:
@@ -549,7 +487,7 @@ def uninstall(
                     "interrupted before anything was removed; nothing was changed"
                 ) from None
             raise
-        if running is not None:
+        if begun is not None and begun.running is not None:
             cache.put(settings, env_print, result.baseline)
         result.snapshot = snap.id
         return _remove_probe_restore(
@@ -557,23 +495,9 @@ def uninstall(
         )
 
 
-def _begin_baseline(
-    settings: ProbeSettings,
-    options: UninstallOptions,
-    cache: BaselineCache,
-    env_print: str,
-    ctx: Context,
-) -> tuple[list[ProbeResult] | None, baseline.Background | None]:
-    """A cached pass of these probes in this environment, or the baseline started in a thread."""
-    cached = None if options.fresh_baseline else cache.get(settings, env_print)
-    if cached is not None:
-        return cached, None
-    return None, baseline.start(settings, ctx.interpreter)
-
-
-def _stop(running: baseline.Background | None) -> None:
-    if running is not None:
-        running.cancel()
+def _stop(begun: baseline.Begun | None) -> None:
+    if begun is not None:
+        begun.cancel()
 
 
 def _judge_probes(
@@ -587,7 +511,15 @@ def _judge_probes(
 ) -> str | None:
     """Probe after the uninstall. None when the removal stands (passed, or kept on request);
     else the reason to restore: ``probe-failed`` or ``drift``."""
-    result.probes = run_all(settings, ctx.interpreter)
+    running = baseline.start(settings, ctx.interpreter)
+    try:
+        # A passing probe is cached as the baseline of the environment it ran in: that
+        # environment's fingerprint is taken while the probe runs, not after it.
+        env_print = fingerprint(ctx.interpreter, ctx.environ)
+        result.probes = running.results()
+    except BaseException:
+        running.cancel()
+        raise
     result.drift = _drift(result.baseline, result.probes, analysis)
     if any(r.probe.kind == "python" and r.libraries is None for r in result.probes):
         result.messages.append(
@@ -609,9 +541,7 @@ def _judge_probes(
         )
     if passed:
         result.outcome = "removed"
-        BaselineCache(ctx.store.root).put(
-            settings, fingerprint(ctx.interpreter, ctx.environ), result.probes
-        )
+        BaselineCache(ctx.store.root).put(settings, env_print, result.probes)
         ctx.store.set_outcome(snap.id, "removed")
         journal.finish()
         return None
@@ -766,15 +696,6 @@ def _restore_after(
 
 
 # -- rollback and recover -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RollbackOptions:
-    """Which snapshot to return to, and whether only to show the plan."""
-
-    snapshot: str | None = None
-    dry_run: bool = False
-    offline: bool = False
 
 
 def _installed_view(
@@ -1084,15 +1005,6 @@ def probe_now(target: TargetOptions, probes: ProbeOptions) -> OperationResult:
 
 
 # -- prune ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PruneOptions:
-    """How many snapshots, or how many bytes of them, to keep."""
-
-    keep: int | None = None  # keep the newest N snapshots
-    max_size: int | None = None  # bytes the remaining snapshots may hold at most
-    dry_run: bool = False
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from . import __version__
 from . import snapshot as snapshot_file
 from .atomicfile import write_atomically
 from .backend import requirement_for
-from .core import TargetOptions, show_snapshot
+from .core import show_snapshot
 from .errors import SafeUninstallError
+from .options import TargetOptions
 from .snapshot import PackageEntry, Snapshot
 
 if sys.version_info >= (3, 11):

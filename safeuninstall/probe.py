@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import Popen
 
-from . import process
+from . import config, process
 from .environment import InstalledDistribution, Interpreter
 from .errors import InvalidInput
+from .options import ProbeOptions
 
 DEFAULT_TIMEOUT = 300.0
 # torch's own check, plus the libraries a CUDA build loads lazily: without these a removal of
@@ -119,6 +120,30 @@ class ProbeSettings:
     disabled: bool = False
     # probes chosen by default are explained to the user; configured ones are not
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def configured_probes(
+    options: ProbeOptions, cwd: Path, environ: Mapping[str, str]
+) -> ProbeSettings:
+    """Probes from the CLI, else the environment, else pyproject.toml. May be empty."""
+    layers = config.load_layers(cwd, environ)
+    timeout = options.timeout
+    if timeout is None:
+        timeout = next((lay.timeout for lay in layers if lay.timeout is not None), DEFAULT_TIMEOUT)
+    if options.disabled:
+        return ProbeSettings(
+            timeout=timeout, disabled=True, notes=("probes disabled (--no-probe)",)
+        )
+    if options.probes or options.probe_cmds:
+        probes = [python_probe(code, "--probe") for code in options.probes]
+        probes += [command_probe(line, "--probe-cmd", cwd) for line in options.probe_cmds]
+        return ProbeSettings(probes=tuple(probes), timeout=timeout)
+    for layer in layers:
+        if layer.probes or layer.probe_cmds:
+            probes = [python_probe(code, layer.origin) for code in layer.probes]
+            probes += [command_probe(line, layer.origin, cwd) for line in layer.probe_cmds]
+            return ProbeSettings(probes=tuple(probes), timeout=timeout)
+    return ProbeSettings(timeout=timeout)
 
 
 def python_probe(code: str, origin: str) -> Probe:

@@ -10,15 +10,14 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .config import Settings
-from .core import OperationResult, PruneResult, SnapshotSummary
-from .impact import ImpactReport
-from .libraries import LibraryChange
-from .probe import ProbeResult
-from .snapshot import Snapshot
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
+    from .config import Settings
+    from .core import OperationResult, PruneResult, SnapshotSummary
     from .doctor import DoctorReport
+    from .impact import ImpactReport
+    from .libraries import LibraryChange
+    from .probe import ProbeResult
+    from .snapshot import Snapshot
 
 _OUTCOMES = {
     "nothing-to-do": "nothing to do",

@@ -36,6 +36,13 @@ OUTCOME_FILE = "outcome"
 _ID = re.compile(r"\d{1,9}")
 
 
+def state_dir(chosen: str | None, interpreter: Interpreter, environ: Mapping[str, str]) -> Path:
+    """The state folder: the one chosen (``--state-dir`` or the configuration), else the default."""
+    if chosen:
+        return Path(chosen).expanduser().absolute()
+    return default_state_dir(interpreter, environ)
+
+
 def default_state_dir(interpreter: Interpreter, environ: Mapping[str, str]) -> Path:
     override = environ.get("SAFE_UNINSTALL_STATE_DIR")
     if override:
@@ -177,8 +184,11 @@ class Store:
     @contextmanager
     def locked(
         self, timeout: float, *, on_wait: Callable[[str], None] | None = None
-    ) -> Iterator[None]:
-        """One operation at a time per environment. A lock of a dead process is free (flock)."""
+    ) -> Iterator[bool]:
+        """One operation at a time per environment. A lock of a dead process is free (flock).
+
+        Yields whether it had to wait: another operation may have changed the environment.
+        """
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as err:
@@ -195,14 +205,16 @@ class Store:
         try:
             import fcntl
         except ImportError:  # not POSIX: filelock knows those platforms' locks
-            with _portable_lock(path, timeout, on_wait, busy):
-                yield
+            with _portable_lock(path, timeout, on_wait, busy) as waited:
+                yield waited
             return
         # flock, as filelock does on POSIX (so the two see each other), without its 7 ms of
         # imports on every command. The kernel drops the lock when its holder dies.
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        waited = False
         try:
             if not _try_flock(fd, fcntl):
+                waited = True
                 if timeout <= 0:
                     raise busy
                 if on_wait is not None:
@@ -212,7 +224,7 @@ class Store:
                     if time.monotonic() >= deadline:
                         raise busy
                     time.sleep(0.05)
-            yield
+            yield waited
         finally:
             os.close(fd)  # releases the lock
 
@@ -235,14 +247,16 @@ def _try_flock(fd: int, fcntl: Any) -> bool:
 @contextmanager
 def _portable_lock(
     path: Path, timeout: float, on_wait: Callable[[str], None] | None, busy: LockBusy
-) -> Iterator[None]:
+) -> Iterator[bool]:
     import filelock
 
     lock = filelock.FileLock(str(path))
+    waited = False
     try:
         try:
             lock.acquire(timeout=0)
         except filelock.Timeout:
+            waited = True
             if timeout <= 0:
                 raise
             if on_wait is not None:
@@ -251,6 +265,6 @@ def _portable_lock(
     except filelock.Timeout:
         raise busy from None
     try:
-        yield
+        yield waited
     finally:
         lock.release()

@@ -10,10 +10,11 @@ from pathlib import Path
 import filelock
 import pytest
 
-from safeuninstall import config, core
+from safeuninstall import config
+from safeuninstall import options as core_options
 from safeuninstall.cli import cli
 from safeuninstall.errors import UsageError
-from safeuninstall.probe import DEFAULT_TIMEOUT
+from safeuninstall.probe import DEFAULT_TIMEOUT, configured_probes
 from tests.conftest import UV, MakeVenv, run_tool
 from tests.test_uninstall import corrupt_stash
 
@@ -97,15 +98,15 @@ def test_probe_and_probe_cmd_come_together_from_the_strongest_place(places: Plac
 
 def test_core_configured_probes_reads_the_user_file(places: Places) -> None:
     user = places.user_file('probe = "import json"\nprobe-timeout = 9\n')
-    probes = core.configured_probes(core.ProbeOptions(), places.cwd, places.environ)
+    probes = configured_probes(core_options.ProbeOptions(), places.cwd, places.environ)
     assert [(p.code, p.origin) for p in probes.probes] == [("import json", str(user))]
     assert probes.timeout == 9.0
     places.project_file('probe-cmd = "true"\n')
-    probes = core.configured_probes(core.ProbeOptions(), places.cwd, places.environ)
+    probes = configured_probes(core_options.ProbeOptions(), places.cwd, places.environ)
     assert [p.code for p in probes.probes] == ["true"]
     assert probes.timeout == 9.0  # the timeout is its own key: still the user's
-    typed = core.configured_probes(
-        core.ProbeOptions(probes=("import os",), timeout=1.0), places.cwd, places.environ
+    typed = configured_probes(
+        core_options.ProbeOptions(probes=("import os",), timeout=1.0), places.cwd, places.environ
     )
     assert [(p.code, p.origin) for p in typed.probes] == [("import os", "--probe")]
     assert typed.timeout == 1.0
@@ -189,7 +190,7 @@ def test_every_key_is_an_option_of_uninstall_with_the_same_default() -> None:
     assert {key.option for key in config.KEYS} <= options
     defaults = {key.name: key.default for key in config.KEYS}
     assert defaults["probe-timeout"] == DEFAULT_TIMEOUT
-    assert defaults["lock-timeout"] == core.TargetOptions(None, Path(), {}).lock_timeout
+    assert defaults["lock-timeout"] == core_options.TargetOptions(None, Path(), {}).lock_timeout
     assert defaults["color"] == "auto"
 
 

@@ -217,12 +217,12 @@ def test_verbose_streams_the_installers_output(make_venv: MakeVenv) -> None:
 
 
 def test_core_reports_stash_progress(make_venv: MakeVenv) -> None:
-    from safeuninstall import core
+    from safeuninstall import core, options
     from safeuninstall.environment import installed_distributions
 
     venv = make_venv("leftpad")
     calls: list[tuple[str, int, int]] = []
-    target = core.TargetOptions(
+    target = options.TargetOptions(
         python=str(venv.root),
         cwd=venv.root,
         environ=dict(os.environ),

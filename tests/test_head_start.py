@@ -1,0 +1,94 @@
+"""The baseline's head start: begun before the core is imported, taken over only when valid.
+
+Each probe appends a character to a file when it starts, so the number of probe runs is exact;
+the head start's own run is awaited before the core is called, so a head start that is wrongly
+thrown away still shows up as one run too many.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from safeuninstall import baseline, core, options
+from safeuninstall.store import Store
+from tests.conftest import MakeVenv, Venv
+
+
+def _call(venv: Venv, tmp_path: Path) -> tuple[options.TargetOptions, options.ProbeOptions, Path]:
+    runs = tmp_path / "probe-runs.txt"
+    environ = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    target = options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ=environ)
+    probe = f"open({str(runs)!r}, 'a').write('x'); import requests"
+    return target, options.ProbeOptions(probes=(probe,)), runs
+
+
+def _started(target: options.TargetOptions, probes: options.ProbeOptions) -> baseline.HeadStart:
+    early = baseline.head_start(target, probes, options.UninstallOptions(names=("leftpad",)))
+    assert early is not None
+    assert early.baseline.running is not None  # no cached pass yet: the probe runs
+    assert all(r.passed for r in early.baseline.results())  # waits for it
+    return early
+
+
+def test_a_valid_head_start_is_taken_over(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("requests", "leftpad")
+    target, probes, runs = _call(venv, tmp_path)
+    early = _started(target, probes)
+    result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    assert result.outcome == "removed"
+    assert runs.read_text() == "xx"  # the head start's baseline and the probe after: no third
+    assert [r.cached for r in result.baseline] == [False]
+
+
+def test_a_head_start_in_a_changed_environment_is_thrown_away(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    target, probes, runs = _call(venv, tmp_path)
+    early = _started(target, probes)
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "toolpkg")  # in between
+    result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    assert result.outcome == "removed"
+    assert runs.read_text() == "xxx"  # the baseline ran again in the environment it judges
+
+
+def test_a_head_start_is_thrown_away_when_the_lock_was_busy(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Another operation held the environment: it may have changed it and put it back."""
+    venv = make_venv("requests", "leftpad")
+    target, probes, runs = _call(venv, tmp_path)
+    early = _started(target, probes)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with Store(venv.root / ".safe-uninstall").locked(5.0):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    threading.Timer(0.3, release.set).start()
+    try:
+        result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    finally:
+        release.set()
+        holder.join()
+    assert result.outcome == "removed"
+    assert runs.read_text() == "xxx"
+
+
+def test_no_probe_outlives_the_command(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """The head start begins before the core knows there is nothing to remove; it is stopped."""
+    venv = make_venv("requests")
+    marker = tmp_path / "still-running"
+    probe = f"import time, pathlib; time.sleep(1.0); pathlib.Path({str(marker)!r}).touch()"
+    run = venv.tool("--probe", probe, "leftpad")  # not installed: nothing to do
+    assert run.returncode == 0, run.stderr
+    assert "nothing to do" in run.stdout
+    time.sleep(1.5)
+    assert not marker.exists()
