@@ -414,6 +414,7 @@ class ElfCache:
     def __init__(self, reader: Callable[[str], ElfInfo | None] = read_elf) -> None:
         self._reader = reader
         self._entries: dict[str, _CacheEntry] = {}
+        self.changed = False  # a file was read since load(): the stored cache is out of date
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -434,10 +435,12 @@ class ElfCache:
             return entry.info
         info = self._reader(path)
         self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, info)
+        self.changed = True
         return info
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace the contents with the cache file; missing or corrupt -> empty."""
+        self.changed = False
         try:
             with open(path, encoding="utf-8") as stream:
                 raw = json.load(stream)

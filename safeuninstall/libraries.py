@@ -127,7 +127,8 @@ class LibraryIndex:
         return found
 
     def save(self) -> None:
-        if self.cache_file is not None:
+        """Store the ELF cache, if a file was read that it did not hold."""
+        if self.cache_file is not None and self.cache.changed:
             # A cache that can't be written only costs time on the next run.
             with contextlib.suppress(OSError):
                 self.cache.save(self.cache_file)

@@ -945,6 +945,10 @@ def test_elf_cache_round_trip(built: Built, tmp_path: Path) -> None:
     assert second.get(str(lib)) == info
     assert second.get(str(script)) is None
     assert reader.calls == []
+    assert not second.changed  # nothing new: LibraryIndex.save leaves the file alone
+    (tmp_path / "libbar.so").write_bytes(b"not ELF")
+    assert second.get(str(tmp_path / "libbar.so")) is None
+    assert second.changed
 
 
 def test_elf_cache_invalidates_on_mtime_and_size(built: Built, tmp_path: Path) -> None:

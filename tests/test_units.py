@@ -419,3 +419,13 @@ def test_names_agree_with_packaging(name: str) -> None:
     except InvalidName:
         expected = None
     assert (canonical(name) if is_valid(name) else None) == expected
+
+
+def test_find_uv_agrees_with_the_uv_package() -> None:
+    """find_uv checks uv's first place itself (no import of uv): the same binary is found."""
+    from uv import find_uv_bin
+
+    from safeuninstall.backend import find_uv
+
+    assert find_uv({}) == find_uv_bin()
+    assert find_uv({"SAFE_UNINSTALL_UV": "none"}) is None
