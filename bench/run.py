@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder afterwards")
     parser.add_argument("-o", "--output", type=Path, help="also write the report to this file")
     parser.add_argument(
+        "--probe-seconds",
+        type=float,
+        help="how long the probe sleeps (default 1, quick 0.5); the CUDA torch probe of FACTS.md "
+        "took 3.3-4.8 s",
+    )
+    parser.add_argument(
         "--only",
         action="append",
         default=[],
@@ -71,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = scenarios.QUICK if args.quick else scenarios.FULL
     if args.runs:
         cfg = scenarios.Config(**{**vars(cfg), "runs": args.runs})
+    if args.probe_seconds:
+        cfg = scenarios.Config(**{**vars(cfg), "probe_sleep": args.probe_seconds})
     root = Path(tempfile.mkdtemp(prefix="safe-uninstall-bench-", dir=args.workdir))
     try:
         ws = Workspace.create(root)

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
-from click.shell_completion import CompletionItem
 
 from . import __version__, config, options, report
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from .core import OperationResult
 
 F = TypeVar("F", bound=Callable[..., Any])
