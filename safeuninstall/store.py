@@ -22,14 +22,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import snapshot as snapshot_file
 from .atomicfile import write_atomically
 from .environment import Interpreter
 from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound, StateDirError
-from .plan import Holdings, Inode
-from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .plan import Holdings
+    from .snapshot import Snapshot
+
+# The snapshot format and the prune plan are imported where they are used: the baseline's head
+# start needs this module (state_dir) before the rest of the tool is loaded.
 
 STATE_DIR_NAME = ".safe-uninstall"
 OUTCOME_FILE = "outcome"
@@ -70,7 +74,9 @@ class Store:
         return self.snapshots_dir / snapshot_id
 
     def snapshot_path(self, snapshot_id: str) -> Path:
-        return self.folder(snapshot_id) / snapshot_file.SNAPSHOT_FILE
+        from .snapshot import SNAPSHOT_FILE
+
+        return self.folder(snapshot_id) / SNAPSHOT_FILE
 
     def ids(self) -> list[str]:
         """Snapshot ids, oldest first."""
@@ -115,6 +121,8 @@ class Store:
         )
 
     def load(self, snapshot_id: str) -> Snapshot:
+        from . import snapshot as snapshot_file
+
         loaded = snapshot_file.load(self.snapshot_path(snapshot_id))
         if loaded.id != snapshot_id:
             raise SnapshotInvalid(
@@ -125,6 +133,8 @@ class Store:
 
     def save(self, snap: Snapshot) -> None:
         """Write snapshot.toml, durably; it is not rewritten afterwards."""
+        from . import snapshot as snapshot_file
+
         snapshot_file.save(snap, self.snapshot_path(snap.id))
 
     def set_outcome(self, snapshot_id: str, outcome: str) -> None:
@@ -153,6 +163,8 @@ class Store:
     def holdings(self, ids: Sequence[str]) -> Holdings:
         """Every file of these snapshots by inode; an inode all of whose links are inside the
         snapshot folders is one that deleting snapshots can free."""
+        from .plan import Holdings, Inode
+
         files: dict[str, dict[Inode, int]] = {}
         links_seen: dict[Inode, int] = {}
         nlink: dict[Inode, int] = {}
