@@ -7,8 +7,9 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from . import process
 from .errors import BackendError
@@ -55,8 +56,7 @@ def requirement_for(entry: PackageEntry) -> list[str]:
     return [entry.pin]
 
 
-@dataclass(frozen=True)
-class Backend:
+class Backend(Struct, frozen=True):
     """The installer that removes and reinstalls in one environment: uv, else its own pip."""
 
     python: Path

@@ -22,9 +22,10 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from subprocess import Popen
+
+from msgspec import Struct
 
 from . import process
 from .atomicfile import write_atomically
@@ -130,8 +131,7 @@ def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
     return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
 
 
-@dataclass
-class Background:
+class Background(Struct):
     """Probes running in a thread; ``results`` blocks until they are done."""
 
     _thread: threading.Thread
@@ -180,8 +180,7 @@ def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
     return Background(thread, results, children, errors, cancelled)
 
 
-@dataclass
-class Begun:
+class Begun(Struct):
     """A baseline under way: a cached pass of these probes in this environment, or the probes
     running in a thread."""
 
@@ -214,8 +213,7 @@ def begin(
     return Begun(settings, env_fingerprint, running=start(settings, interpreter))
 
 
-@dataclass(frozen=True)
-class HeadStart:
+class HeadStart(Struct, frozen=True):
     """The baseline of an uninstall, begun before the tool has finished starting up."""
 
     python: Path

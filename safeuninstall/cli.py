@@ -1,4 +1,4 @@
-"""The command line: parse options into frozen dataclasses, call one core function, render.
+"""The command line: parse options into frozen records, call one core function, render.
 
 ``safe-uninstall PACKAGE...`` is the ``uninstall`` command; the other commands are subcommands.
 A package whose name equals a subcommand is removed with ``safe-uninstall uninstall NAME``.
@@ -491,7 +491,7 @@ def snapshots_command(
         _fail(err, as_json, verbose)
     else:
         if as_json:
-            payload = {"snapshots": [vars(s) for s in summaries]}
+            payload = {"snapshots": [s.to_dict() for s in summaries]}
             click.echo(json.dumps(payload, indent=2, default=list))
         else:
             click.echo(report.snapshots_table(summaries))

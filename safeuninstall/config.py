@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
+
+from msgspec import Struct
 
 from . import tomlfile
 from .errors import UsageError
@@ -35,8 +36,7 @@ COLOR_CHOICES = ("auto", "always", "never")
 _PROBE_PAIR = ("probe", "probe-cmd")
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(Struct, frozen=True):
     """One configuration key: its name in files, its type, its default and what it does."""
 
     name: str
@@ -187,8 +187,7 @@ def _seconds(key: Key, seconds: float, where: str) -> float:
 # -- the places ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(Struct, frozen=True):
     """What one place sets. ``origins`` says, per key, where exactly (file or variable)."""
 
     name: str  # "command line", "environment", "project", "user"
@@ -298,8 +297,7 @@ def read_layers(cwd: Path, environ: Mapping[str, str]) -> list[Layer]:
 # -- resolving -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(Struct, frozen=True):
     """One configured value and where it came from."""
 
     key: Key
@@ -307,8 +305,7 @@ class Setting:
     origin: str  # "command line", a variable name, a file, or "default"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(Struct, frozen=True):
     """Every key's effective value and where it came from, plus which files were consulted."""
 
     by_key: Mapping[str, Setting]
@@ -393,8 +390,7 @@ def resolve(
 # -- the probe view, for core.configured_probes ---------------------------------------------
 
 
-@dataclass(frozen=True)
-class ProbeConfig:
+class ProbeConfig(Struct, frozen=True):
     """Probe settings from one place; None/empty means that place does not set it."""
 
     origin: str

@@ -15,9 +15,11 @@ import signal
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import Struct, field
 
 from . import __version__, baseline
 from .backend import Backend, shell_line
@@ -82,8 +84,7 @@ if TYPE_CHECKING:
     from .transaction import RestoreReport, Verification
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(Struct, frozen=True):
     """The opened target environment: its interpreter, state folder and installer."""
 
     python: Path
@@ -258,8 +259,7 @@ def _interrupts_deferred() -> Iterator[list[int]]:
 # -- uninstall ------------------------------------------------------------------------------
 
 
-@dataclass
-class OperationResult:
+class OperationResult(Struct):
     """What an operation did; rendered as text or JSON by the CLI."""
 
     command: str  # "uninstall", "rollback", ...
@@ -329,8 +329,7 @@ def _rollback_command(ctx: Context, snapshot_id: str) -> str:
     return shell_line(["safe-uninstall", "--python", str(ctx.python), "rollback", snapshot_id])
 
 
-@dataclass(frozen=True)
-class _Analysis:
+class _Analysis(Struct, frozen=True):
     """The impact report of a removal, with the ownership and library index it was built from."""
 
     report: ImpactReport
@@ -945,8 +944,7 @@ def snapshot_now(target: TargetOptions, *, stash: bool) -> Snapshot:
         return snap.with_outcome("taken")
 
 
-@dataclass(frozen=True)
-class SnapshotSummary:
+class SnapshotSummary(Struct, frozen=True):
     """One line of ``snapshots``: a saved snapshot and how its operation ended."""
 
     id: str
@@ -957,6 +955,9 @@ class SnapshotSummary:
     outcome: str
     packages: int
     error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return msgspec.structs.asdict(self)
 
 
 def list_snapshots(target: TargetOptions) -> list[SnapshotSummary]:
@@ -1007,8 +1008,7 @@ def probe_now(target: TargetOptions, probes: ProbeOptions) -> OperationResult:
 # -- prune ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PruneResult:
+class PruneResult(Struct, frozen=True):
     """Snapshots removed and kept by ``prune``, with the bytes each held on its own."""
 
     removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it held on its own)

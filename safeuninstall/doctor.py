@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
+import msgspec
+from msgspec import Struct, field
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -22,8 +23,7 @@ _MISSING_LIBRARY = re.compile(r"([\w.+-]+\.so(?:\.[\w.]+)?): cannot open shared 
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Struct, frozen=True):
     """One thing missing from the environment, and who needs it."""
 
     kind: str  # "library", "module", "requirement", "hollow"
@@ -44,7 +44,7 @@ class Finding:
         return f"missing {self.kind} {self.what}{where}{source}"
 
     def to_dict(self) -> dict[str, object]:
-        return dict(vars(self))
+        return msgspec.structs.asdict(self)
 
 
 def _stash_basenames(entry: PackageEntry) -> set[str]:
@@ -109,8 +109,7 @@ def diagnose(outputs: Iterable[str], snapshots: Sequence[Snapshot]) -> list[Find
 # -- doctor: an environment that is already broken ------------------------------------------
 
 
-@dataclass
-class DoctorReport:
+class DoctorReport(Struct):
     """Every finding of ``doctor``, and the one command that repairs them, when known."""
 
     findings: list[Finding] = field(default_factory=list)

@@ -31,10 +31,11 @@ import re
 import struct
 import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
+
+from msgspec import Struct
 
 from safeuninstall.atomicfile import write_atomically
 
@@ -75,8 +76,7 @@ EM_RISCV: Final = 243
 EM_LOONGARCH: Final = 258
 
 
-@dataclass(frozen=True, slots=True)
-class ElfInfo:
+class ElfInfo(Struct, frozen=True):
     """Dynamic-linking facts of one ELF file.
 
     ``path`` is the path the file was read at, exactly as given (not made
@@ -117,8 +117,7 @@ _DT_RPATH: Final = 15
 _DT_RUNPATH: Final = 29
 
 
-@dataclass(frozen=True, slots=True)
-class _Layout:
+class _Layout(Struct, frozen=True):
     """Struct layouts for one (ELF class, byte order) combination."""
 
     elf_class: int
@@ -248,8 +247,7 @@ def _scan_phdrs(
     return loads, dynamic
 
 
-@dataclass(slots=True)
-class _DynamicTags:
+class _DynamicTags(Struct):
     """The dynamic-section entries the loader model needs, as string-table offsets."""
 
     needed: list[int]
@@ -395,8 +393,7 @@ _CACHE_FORMAT: Final = "safeuninstall-elf-cache"
 _CACHE_VERSION: Final = 1
 
 
-@dataclass(frozen=True, slots=True)
-class _CacheEntry:
+class _CacheEntry(Struct, frozen=True):
     """A file's ELF reading, valid while its size and mtime are unchanged."""
 
     size: int
@@ -553,8 +550,7 @@ _LD_CACHE_FLAGS: Final[Mapping[tuple[int, int], frozenset[int]]] = MappingProxyT
 )
 
 
-@dataclass(frozen=True, slots=True)
-class LdCacheEntry:
+class LdCacheEntry(Struct, frozen=True):
     """One ld.so.cache record; ``flags`` e.g. 0x0303 = ``(libc6,x86-64)``."""
 
     soname: str

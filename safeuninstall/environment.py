@@ -8,8 +8,9 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from . import process
 from .atomicfile import write_atomically
@@ -50,8 +51,7 @@ print(json.dumps({
 """
 
 
-@dataclass(frozen=True)
-class Interpreter:
+class Interpreter(Struct, frozen=True):
     """What the target interpreter said about itself."""
 
     executable: str
@@ -160,8 +160,7 @@ def _read_cached_interpreter(cache: Path, stamp: list[object]) -> Interpreter | 
         return None
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(Struct, frozen=True):
     """Where a distribution came from, as its direct_url.json (PEP 610) says."""
 
     kind: str  # "index", "editable", "directory", "url", "file", "vcs"
@@ -195,8 +194,7 @@ class Source:
         return cls(kind=kind, url=url, subdirectory=sub)
 
 
-@dataclass(frozen=True)
-class InstalledDistribution:
+class InstalledDistribution(Struct, frozen=True):
     """One ``*.dist-info`` folder as found on disk."""
 
     name: str  # as in METADATA

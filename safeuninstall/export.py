@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 import tomli_w
+from msgspec import Struct
 from packaging.pylock import Pylock, PylockValidationError
 from packaging.version import InvalidVersion, Version
 
@@ -173,8 +173,7 @@ def _names(names: Sequence[str]) -> str:
 # -- the operation ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ExportOptions:
+class ExportOptions(Struct, frozen=True):
     """Which snapshot to export, in which format, and where to."""
 
     snapshot: str | None  # an id, "latest", or the path of a snapshot.toml (or its folder)
@@ -182,8 +181,7 @@ class ExportOptions:
     output: Path | None = None  # None: the caller prints the text
 
 
-@dataclass(frozen=True)
-class ExportResult:
+class ExportResult(Struct, frozen=True):
     """The exported text, and the format it ended up in."""
 
     snapshot: str

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import Struct
 
 from .environment import InstalledDistribution
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes, normalise
@@ -17,8 +19,7 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 
-@dataclass(frozen=True)
-class Dependency:
+class Dependency(Struct, frozen=True):
     """``dependent`` requires ``required``; ``extra`` is set when only an extra needs it."""
 
     dependent: str
@@ -148,8 +149,7 @@ def dependents_of(
 # -- the impact report: everything a removal will affect, before it happens -----------------
 
 
-@dataclass(frozen=True)
-class SharedFile:
+class SharedFile(Struct, frozen=True):
     """``path`` is listed by removed ``removed_dist`` and by ``other`` that stays: the removal
     deletes it, leaving ``other`` installed but hollow."""
 
@@ -158,16 +158,14 @@ class SharedFile:
     other: str
 
 
-@dataclass(frozen=True)
-class MetadataOnly:
+class MetadataOnly(Struct, frozen=True):
     """A distribution that installs no files of its own, only metadata."""
 
     name: str
     provided_by: tuple[str, ...]  # where the files it stands for come from, when found
 
 
-@dataclass(frozen=True)
-class ImpactReport:
+class ImpactReport(Struct, frozen=True):
     """What removing some distributions would break, drift or leave behind."""
 
     removed: tuple[str, ...]
@@ -213,7 +211,7 @@ class ImpactReport:
                 {"dependent": d.dependent, "requires": d.required, "extra": d.extra}
                 for d in self.optional_dependents
             ],
-            "shared_files": [vars(s) for s in self.shared_files],
+            "shared_files": [msgspec.structs.asdict(s) for s in self.shared_files],
             "hollow": list(self.hollow),
             "breaks": [c.to_dict() for c in self.breaks],
             "drifts": [c.to_dict() for c in self.drifts],

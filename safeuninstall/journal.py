@@ -18,10 +18,11 @@ import datetime
 import errno
 import os
 import signal
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import tomli_w
+from msgspec import Struct
 
 from . import tomlfile
 from .atomicfile import write_atomically
@@ -32,8 +33,7 @@ FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
 _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Struct, frozen=True):
     """The operation in progress, as recorded in the journal."""
 
     operation: str  # "uninstall" or "rollback"
@@ -118,7 +118,9 @@ class Journal:
             return
 
     def _write(self, entry: Entry, *, durable: bool = True) -> None:
-        write_atomically(self.path, tomli_w.dumps(vars(entry)).encode("utf-8"), durable=durable)
+        write_atomically(
+            self.path, tomli_w.dumps(msgspec.structs.asdict(entry)).encode("utf-8"), durable=durable
+        )
 
 
 def checkpoint(step: str) -> None:

@@ -13,8 +13,10 @@ import functools
 import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
+from msgspec import Struct
 
 from .elf import (
     ElfCache,
@@ -42,8 +44,7 @@ def normalise(path: str) -> str:
     return os.path.join(_real_dir(folder), name)
 
 
-@dataclass(frozen=True)
-class Ownership:
+class Ownership(Struct, frozen=True):
     """Which installed distributions list each file in their RECORD (paths normalised)."""
 
     owners: Mapping[str, tuple[str, ...]]
@@ -77,8 +78,7 @@ def ownership(installed: Mapping[str, InstalledDistribution]) -> Ownership:
     return Ownership({p: tuple(o) for p, o in owners.items()}, files)
 
 
-@dataclass(frozen=True)
-class LibraryChange:
+class LibraryChange(Struct, frozen=True):
     """``consumer`` needs ``soname``; it resolves to ``before`` now and to ``after`` later."""
 
     consumer: str
@@ -94,7 +94,7 @@ class LibraryChange:
         return self.after is None
 
     def to_dict(self) -> dict[str, object]:
-        return dict(vars(self))
+        return msgspec.structs.asdict(self)
 
 
 class LibraryIndex:
@@ -210,8 +210,7 @@ def unresolved(index: LibraryIndex, owned: Ownership) -> list[tuple[str, str, st
 # -- what a probe process loaded ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Drift:
+class Drift(Struct, frozen=True):
     """A library the probe loaded from ``before`` and now loads from ``after`` (or not at all)."""
 
     library: str  # soname, or file name when it has none
@@ -229,7 +228,7 @@ class Drift:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return dict(vars(self))
+        return msgspec.structs.asdict(self)
 
 
 def _by_library(paths: Iterable[str], index: LibraryIndex) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""What the user asked for: each command's options, parsed by the CLI into frozen dataclasses.
+"""What the user asked for: each command's options, parsed by the CLI into frozen records.
 
 A module of its own, light to import, so the command line can build them (and start the
 baseline probe, see baseline.head_start) before the core and all it needs are imported.
@@ -7,12 +7,12 @@ baseline probe, see baseline.head_start) before the core and all it needs are im
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from msgspec import Struct
 
-@dataclass(frozen=True)
-class TargetOptions:
+
+class TargetOptions(Struct, frozen=True):
     """Options every command takes: which environment, where its state is, how long to wait."""
 
     python: str | None
@@ -29,8 +29,7 @@ class TargetOptions:
     on_progress: Callable[[str, int, int], None] | None = None
 
 
-@dataclass(frozen=True)
-class ProbeOptions:
+class ProbeOptions(Struct, frozen=True):
     """The probes asked for on the command line, and their time limit."""
 
     probes: tuple[str, ...] = ()
@@ -39,8 +38,7 @@ class ProbeOptions:
     disabled: bool = False
 
 
-@dataclass(frozen=True)
-class UninstallOptions:
+class UninstallOptions(Struct, frozen=True):
     """What to remove, and how careful to be about it."""
 
     names: tuple[str, ...]
@@ -53,8 +51,7 @@ class UninstallOptions:
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes
 
 
-@dataclass(frozen=True)
-class RollbackOptions:
+class RollbackOptions(Struct, frozen=True):
     """Which snapshot to return to, and whether only to show the plan."""
 
     snapshot: str | None = None
@@ -62,8 +59,7 @@ class RollbackOptions:
     offline: bool = False
 
 
-@dataclass(frozen=True)
-class PruneOptions:
+class PruneOptions(Struct, frozen=True):
     """How many snapshots, or how many bytes of them, to keep."""
 
     keep: int | None = None  # keep the newest N snapshots

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from .environment import Source
 from .snapshot import PackageEntry, Snapshot
 
 
-@dataclass(frozen=True)
-class RemovalPlan:
+class RemovalPlan(Struct, frozen=True):
     """The named distributions split into those to remove and those not installed."""
 
     remove: tuple[str, ...]  # canonical names, installed
@@ -30,8 +30,7 @@ def plan_removal(requested: Sequence[str], installed: Iterable[str]) -> RemovalP
     )
 
 
-@dataclass(frozen=True)
-class StashCandidate:
+class StashCandidate(Struct, frozen=True):
     """A stash of name==version held by some snapshot."""
 
     snapshot_id: str
@@ -70,8 +69,7 @@ def same_prefix(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-@dataclass(frozen=True)
-class RestorePlan:
+class RestorePlan(Struct, frozen=True):
     """How to bring back each missing distribution: from which stashes, else reinstalled."""
 
     # (entry to bring back, stashes that hold it in the order to try them)
@@ -95,8 +93,7 @@ def plan_restore(
     return RestorePlan(from_stash=tuple(from_stash), reinstall=tuple(reinstall))
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(Struct, frozen=True):
     """What the rollback planner needs to know of one installed distribution."""
 
     name: str
@@ -105,8 +102,7 @@ class Installed:
     intact: bool = True  # every file its RECORD lists is on disk
 
 
-@dataclass(frozen=True)
-class RollbackPlan:
+class RollbackPlan(Struct, frozen=True):
     """What a rollback removes and brings back to match a snapshot."""
 
     remove: tuple[str, ...]  # added since the snapshot, or changed: stashed, then uninstalled
@@ -150,8 +146,7 @@ def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> Rollb
     )
 
 
-@dataclass(frozen=True)
-class SetDifference:
+class SetDifference(Struct, frozen=True):
     """How an environment's name==version set differs from a snapshot's."""
 
     missing: tuple[str, ...]  # pins the snapshot has and the environment lacks
@@ -172,8 +167,7 @@ def compare_sets(expected: Mapping[str, str], actual: Mapping[str, str]) -> SetD
 Inode = tuple[int, int]  # (st_dev, st_ino)
 
 
-@dataclass(frozen=True)
-class Holdings:
+class Holdings(Struct, frozen=True):
     """What each snapshot's files are, by inode, and which inodes only snapshots link to."""
 
     files: Mapping[str, Mapping[Inode, int]]  # snapshot id -> {inode: size}

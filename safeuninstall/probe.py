@@ -12,9 +12,10 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import Popen
+
+from msgspec import Struct, field
 
 from . import config, process
 from .environment import InstalledDistribution, Interpreter
@@ -58,8 +59,7 @@ finally:
 """
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(Struct, frozen=True):
     """One smoke probe: Python code run in the target, or a command."""
 
     kind: str  # "python" or "command"
@@ -71,8 +71,7 @@ class Probe:
         return self.code if self.kind == "python" else f"$ {self.code}"
 
 
-@dataclass(frozen=True)
-class ProbeResult:
+class ProbeResult(Struct, frozen=True):
     """How one probe run ended, and which shared libraries it loaded."""
 
     probe: Probe
@@ -111,8 +110,7 @@ class ProbeResult:
         }
 
 
-@dataclass(frozen=True)
-class ProbeSettings:
+class ProbeSettings(Struct, frozen=True):
     """The probes to run around a change, and their time limit."""
 
     probes: tuple[Probe, ...] = ()

@@ -15,9 +15,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from msgspec import Struct
 
 # Kept per stream: the first and the last part. A probe that prints megabytes costs this much.
 _HEAD_BYTES = 32 * 1024
@@ -27,8 +28,7 @@ _TAIL_BYTES = 32 * 1024
 _LEAKY_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "CONDA_PREFIX")
 
 
-@dataclass(frozen=True)
-class Completed:
+class Completed(Struct, frozen=True):
     """A finished subprocess: exit status, bounded output and wall time."""
 
     argv: tuple[str, ...]

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import binascii
 import csv
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 _CHUNK = 1024 * 1024
 _URLSAFE = str.maketrans("-_", "+/")  # base64.urlsafe_b64decode, without its import
 
 
-@dataclass(frozen=True)
-class RecordEntry:
+class RecordEntry(Struct, frozen=True):
     """One line of a RECORD file."""
 
     path: str  # as written: relative to the site dir, may start with ../

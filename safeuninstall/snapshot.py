@@ -1,21 +1,22 @@
 """The snapshot: the exact installed set at one moment, and the stash that can give it back.
 
-A snapshot is a frozen dataclass with ``from_dict``/``to_dict``; ``load``/``save`` are the only
-TOML readers and writers. Everything read from disk is validated, and an error names the file
-and the key path (``packages[3].version``), because snapshot files can be edited by hand.
+A snapshot is a frozen record (a ``msgspec.Struct``) with ``from_dict``/``to_dict``;
+``load``/``save`` are the only TOML readers and writers. Everything read from disk is
+validated, and an error names the file and the key path (``packages[3].version``), because
+snapshot files can be edited by hand.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import tomli_w
+from msgspec import Struct, field
 
 from . import tomlfile
 from .atomicfile import write_atomically
@@ -30,8 +31,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SOURCE_KINDS = ("index", "editable", "directory", "url", "file", "vcs")
 
 
-@dataclass(frozen=True)
-class StashedFile:
+class StashedFile(Struct, frozen=True):
     """A file kept in a stash, with the sha256 it must have when it comes back."""
 
     path: str  # relative to the environment root, POSIX separators
@@ -39,8 +39,7 @@ class StashedFile:
     size: int
 
 
-@dataclass(frozen=True)
-class PackageStash:
+class PackageStash(Struct, frozen=True):
     """The files of one distribution, kept under the snapshot folder."""
 
     folder: str  # relative to the snapshot folder
@@ -50,8 +49,7 @@ class PackageStash:
     complete: bool
 
 
-@dataclass(frozen=True)
-class PackageEntry:
+class PackageEntry(Struct, frozen=True):
     """One installed distribution as the snapshot froze it."""
 
     name: str  # canonical
@@ -67,8 +65,7 @@ class PackageEntry:
         return f"{self.name}=={self.version}"
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Struct, frozen=True):
     """The environment a snapshot was taken of."""
 
     python: str
@@ -76,8 +73,7 @@ class Target:
     version: str
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Struct, frozen=True):
     """The exact package set of an environment at one moment, and the stashes kept with it."""
 
     id: str
@@ -98,7 +94,7 @@ class Snapshot:
         return None
 
     def with_outcome(self, outcome: str) -> Snapshot:
-        return dataclasses.replace(self, outcome=outcome)
+        return msgspec.structs.replace(self, outcome=outcome)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,7 +106,7 @@ class Snapshot:
             "operation": self.operation,
             "outcome": self.outcome,
             "removed": list(self.removed),
-            "target": dataclasses.asdict(self.target),
+            "target": msgspec.structs.asdict(self.target),
             "packages": [_package_to_dict(p) for p in self.packages],
         }
 
@@ -152,8 +148,7 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
         "installer": entry.installer,
         "requested": entry.requested,
         "dist_info": entry.dist_info,
-        # vars(), not dataclasses.asdict(): asdict deep-copies, a third of a 3000-package save.
-        "source": {k: v for k, v in vars(entry.source).items() if v is not None},
+        "source": {k: v for k, v in msgspec.structs.asdict(entry.source).items() if v is not None},
     }
     if entry.stash is not None:
         out["stash"] = {

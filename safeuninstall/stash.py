@@ -16,8 +16,9 @@ import shutil
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from .atomicfile import write_atomically
 from .environment import InstalledDistribution
@@ -135,8 +136,7 @@ def _link_or_copy(source: Path | str, dest: Path | str, *, parent_exists: bool =
         shutil.copy2(source, dest, follow_symlinks=False)
 
 
-@dataclass(frozen=True)
-class FileProblem:
+class FileProblem(Struct, frozen=True):
     """A stashed file that cannot be restored as it is, and why."""
 
     path: str
@@ -163,8 +163,7 @@ def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
         return {}
 
 
-@dataclass(frozen=True)
-class StashCheck:
+class StashCheck(Struct, frozen=True):
     """The result of checking a stash against its recorded hashes."""
 
     problems: list[FileProblem]

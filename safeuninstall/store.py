@@ -20,9 +20,10 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from .atomicfile import write_atomically
 from .environment import Interpreter
@@ -60,8 +61,7 @@ def default_state_dir(interpreter: Interpreter, environ: Mapping[str, str]) -> P
     return base / "safe-uninstall" / slug
 
 
-@dataclass(frozen=True)
-class Store:
+class Store(Struct, frozen=True):
     """The state folder: snapshots, stashes, journal, caches and the lock."""
 
     root: Path

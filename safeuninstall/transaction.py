@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from .backend import Backend, shell_line
 from .environment import InstalledDistribution, Interpreter, Source, installed_distributions
@@ -24,8 +25,7 @@ from .stash import check_stash, read_verified, restore_files
 from .store import Store
 
 
-@dataclass
-class RestoreReport:
+class RestoreReport(Struct):
     """What a restore brought back, how, and what it could not."""
 
     from_stash: list[str] = field(default_factory=list)  # pins restored from a stash
@@ -149,8 +149,7 @@ def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
     return found
 
 
-@dataclass(frozen=True)
-class Verification:
+class Verification(Struct, frozen=True):
     """The proof that an environment matches a snapshot again."""
 
     difference: SetDifference

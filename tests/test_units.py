@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -105,7 +105,7 @@ def test_plan_restore_prefers_own_snapshot_then_newest() -> None:
 
 
 def test_stash_index_ignores_incomplete_and_duplicate_snapshots() -> None:
-    incomplete = dataclasses.replace(
+    incomplete = msgspec.structs.replace(
         stashed("a", "1.0"), stash=PackageStash(folder="stash/a-1.0", files=(), complete=False)
     )
     snap = make_snapshot("0003", (incomplete, stashed("b", "1.0")))
@@ -116,10 +116,10 @@ def test_stash_index_ignores_incomplete_and_duplicate_snapshots() -> None:
 
 
 def test_stash_index_keys_on_the_build_and_the_environment() -> None:
-    local = dataclasses.replace(
+    local = msgspec.structs.replace(
         stashed("a", "1.0"), source=Source(kind="file", url="file:///w/a-1.0.whl")
     )
-    other_env = dataclasses.replace(
+    other_env = msgspec.structs.replace(
         make_snapshot("0002", (stashed("a", "1.0"),)),
         target=Target(python="/w/bin/python", prefix="/w", version="3.12.1"),
     )
@@ -284,7 +284,7 @@ def test_record_hash_decodes_like_base64(digest: bytes, suffix: str) -> None:
 def full_snapshot() -> Snapshot:
     return make_snapshot(
         packages=(
-            dataclasses.replace(
+            msgspec.structs.replace(
                 stashed("urllib3", "2.2.1"), installer="uv", requested=True, dist_info="lib/u"
             ),
             PackageEntry(
