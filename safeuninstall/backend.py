@@ -23,10 +23,11 @@ def find_uv(environ: Mapping[str, str] | None = None) -> str | None:
     chosen = (environ if environ is not None else os.environ).get("SAFE_UNINSTALL_UV")
     if chosen:
         return None if chosen == "none" else chosen
-    # The first place uv's find_uv_bin looks, the scripts folder of this interpreter, checked
-    # without importing uv and sysconfig (1.8 ms of every command here).
+    # In a virtual environment (pipx, uv tool, a venv), the first place uv's find_uv_bin looks:
+    # the environment's bin folder, checked without importing uv and sysconfig (1.8 ms of every
+    # command). Outside one, sysconfig's scripts folder may be elsewhere (/usr/local/bin).
     beside = os.path.join(sys.prefix, "bin", "uv")
-    if os.name == "posix" and os.path.isfile(beside):
+    if os.name == "posix" and sys.prefix != sys.base_prefix and os.path.isfile(beside):
         return beside
     try:
         from uv import find_uv_bin

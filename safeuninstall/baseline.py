@@ -30,10 +30,9 @@ from msgspec import Struct
 from . import process
 from .atomicfile import write_atomically
 from .environment import Interpreter, find_python, query_interpreter
-from .errors import SafeUninstallError
 from .options import ProbeOptions, TargetOptions, UninstallOptions
 from .probe import ProbeResult, ProbeSettings, configured_probes, run_probe
-from .store import state_dir
+from .store import Store, state_dir
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
@@ -50,13 +49,14 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
     import hashlib  # on first use: it loads OpenSSL, about 2 ms of every start-up
 
     digest = hashlib.sha256()
-    digest.update(interpreter.executable.encode())
+    digest.update(os.fsencode(interpreter.executable))
     for key in sorted(environ):
         if not key.startswith(_VOLATILE):
-            digest.update(f"\0{key}={environ[key]}".encode())
+            # os.fsencode: a variable that is not UTF-8 arrives as surrogate escapes
+            digest.update(os.fsencode(f"\0{key}={environ[key]}"))
     for site_dir in interpreter.site_dirs:
         # Not the folder's own mtime: the write test before a removal touches it every time.
-        digest.update(str(site_dir).encode())
+        digest.update(os.fsencode(site_dir))
         try:
             entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
         except OSError:
@@ -64,7 +64,7 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
         for entry in entries:
             if entry.name.endswith(".dist-info"):
                 with contextlib.suppress(OSError):
-                    digest.update(f"{entry.name}:{entry.stat().st_mtime_ns}".encode())
+                    digest.update(os.fsencode(f"{entry.name}:{entry.stat().st_mtime_ns}"))
     return digest.hexdigest()
 
 
@@ -132,16 +132,22 @@ def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
 
 
 class Background(Struct):
-    """Probes running in a thread; ``results`` blocks until they are done."""
+    """Probes running in a thread; ``results`` blocks until they are done.
+
+    Waits are on the ``done`` event, never on ``Thread.join``: on Python 3.11 and 3.12 a join
+    cut short by Ctrl-C marks the thread as finished while it still runs, and ``cancel`` would
+    then leave its probe running.
+    """
 
     _thread: threading.Thread
     _results: list[ProbeResult]
     _children: list[Popen[bytes]]
     _error: list[BaseException]
     _cancelled: threading.Event
+    _done: threading.Event
 
     def results(self) -> list[ProbeResult]:
-        self._thread.join()
+        self._done.wait()
         if self._error:
             raise self._error[0]
         return self._results
@@ -149,11 +155,11 @@ class Background(Struct):
     def cancel(self) -> None:
         """Start no further probe, kill the one running (its whole group), wait for the thread."""
         self._cancelled.set()
-        while self._thread.is_alive():
+        while not self._done.is_set():
             # poll() is None only for a child not yet reaped: its pid can't have been reused.
             if self._children and self._children[-1].poll() is None:
                 process.kill(self._children[-1])
-            self._thread.join(0.05)
+            self._done.wait(0.05)
 
 
 def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
@@ -161,6 +167,7 @@ def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
     children: list[Popen[bytes]] = []
     errors: list[BaseException] = []
     cancelled = threading.Event()
+    done = threading.Event()
 
     def work() -> None:
         try:
@@ -174,10 +181,22 @@ def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
                 )
         except BaseException as err:  # handed to the caller's thread by results()
             errors.append(err)
+        finally:
+            done.set()
 
     thread = threading.Thread(target=work, name="baseline-probe", daemon=True)
-    thread.start()
-    return Background(thread, results, children, errors, cancelled)
+    background = Background(thread, results, children, errors, cancelled, done)
+    try:
+        thread.start()
+    except BaseException:
+        # Ctrl-C while start() waits for the thread: it may run anyway, and its probe must not
+        # outlive us. Once cancelled, a thread not yet running starts no probe; one that runs
+        # (its ident is set first thing) is waited for and its probe killed.
+        cancelled.set()
+        if thread.ident is not None:
+            background.cancel()
+        raise
+    return background
 
 
 class Begun(Struct):
@@ -218,6 +237,7 @@ class HeadStart(Struct, frozen=True):
 
     python: Path
     baseline: Begun
+    latest: str | None  # the newest snapshot then: any operation since has made a newer one
 
 
 def head_start(
@@ -226,10 +246,12 @@ def head_start(
     """Begin the baseline before the core is imported (about 20 ms of the start-up).
 
     Only the configured probes can start this early (a default probe is derived from the impact
-    report). ``core.uninstall`` takes the baseline over only if, once it holds the lock, it would
-    begin the very same one: the same interpreter and probes, the same environment fingerprint,
-    and a lock it did not have to wait for. Else it cancels it and begins again, so a head start
-    never judges an environment other than the one the removal changes.
+    report), and only while no other operation holds the environment. ``core.uninstall`` takes
+    the baseline over only if, once it holds the lock, it would begin the very same one: the
+    same interpreter and probes, the same environment fingerprint, no snapshot made since, and a
+    lock it did not have to wait for (it cancels the baseline as soon as it has to). Else it is
+    cancelled and begun again, so a head start never judges an environment other than the one
+    the removal changes.
 
     None when there is nothing to begin, and whenever anything fails: the core then meets the
     same problem and reports it.
@@ -242,12 +264,21 @@ def head_start(
             return None
         python = find_python(target.python, cwd=target.cwd, environ=target.environ)
         interpreter = query_interpreter(python)
-        cache = BaselineCache(state_dir(target.state_dir, interpreter, target.environ))
+        store = Store(state_dir(target.state_dir, interpreter, target.environ))
+        if store.busy():
+            return None
+        latest = store.latest_id()
         env_fingerprint = fingerprint(interpreter, target.environ)
-    except (SafeUninstallError, OSError):
+    except Exception:  # an optimisation only: the core meets the same problem and reports it
         return None
-    begun = begin(settings, interpreter, cache, env_fingerprint, fresh=options.fresh_baseline)
-    return HeadStart(python, begun)
+    begun = begin(
+        settings,
+        interpreter,
+        BaselineCache(store.root),
+        env_fingerprint,
+        fresh=options.fresh_baseline,
+    )
+    return HeadStart(python, begun, latest)
 
 
 def take_over(
@@ -257,14 +288,16 @@ def take_over(
     env_fingerprint: str,
     *,
     waited: bool,
+    latest: str | None,
 ) -> Begun | None:
     """``early``'s baseline if it is the one to begin now (see ``head_start``); else None, and
-    ``early`` is cancelled."""
+    ``early`` is cancelled. Call it holding the lock."""
     if early is None:
         return None
     begun = early.baseline
     if (
         not waited
+        and early.latest == latest
         and early.python == python
         and begun.settings == settings
         and begun.fingerprint == env_fingerprint

@@ -12,6 +12,7 @@ import datetime
 import os
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -405,7 +406,14 @@ def uninstall(
         raise InvalidInput("no package names given")
     configured = configured_probes(probes, target.cwd, target.environ)
     ctx = open_target(target)
-    with ctx.store.locked(target.lock_timeout, on_wait=target.on_wait) as waited:
+
+    def waiting(message: str) -> None:
+        if early is not None:
+            early.baseline.cancel()  # another operation holds the environment: it may change it
+        if target.on_wait is not None:
+            target.on_wait(message)
+
+    with ctx.store.locked(target.lock_timeout, on_wait=waiting) as waited:
         journal = Journal(ctx.store.root)
         journal.refuse_if_unfinished()
         installed = installed_distributions(ctx.interpreter)
@@ -419,7 +427,9 @@ def uninstall(
         baseline_now = bool(configured.probes) and not (options.dry_run or options.strict)
         cache = BaselineCache(ctx.store.root)
         env_print = fingerprint(ctx.interpreter, target.environ) if configured.probes else ""
-        begun = baseline.take_over(early, ctx.python, configured, env_print, waited=waited)
+        begun = baseline.take_over(
+            early, ctx.python, configured, env_print, waited=waited, latest=ctx.store.latest_id()
+        )
         if baseline_now and begun is None:
             begun = baseline.begin(
                 configured, ctx.interpreter, cache, env_print, fresh=options.fresh_baseline
@@ -448,6 +458,7 @@ def uninstall(
             begun = baseline.begin(
                 settings, ctx.interpreter, cache, env_print, fresh=options.fresh_baseline
             )
+        _import_what_a_restore_needs(ctx)
         folder: tuple[str, Path] | None = None
         hasher: StashHasher | None = None
         try:
@@ -463,10 +474,9 @@ def uninstall(
                 removed=removal.remove,
                 shared=analysis.owned.shared_paths(),
             )
-            if settings.probes:
-                # Hashes the stash while the probe runs, so a restore need not. Without a
-                # probe there is no time to use: a restore hashes what it links back.
-                hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
+            # Hashes the stash while uv and the probe run: a restore then need not, and a file
+            # changed locally before the removal is vouched for (its RECORD hash no longer is).
+            hasher = StashHasher(folder[1], [e.stash for e in snap.packages if e.stash])
             result.baseline = begun.results() if begun is not None else []
             if not all(r.passed for r in result.baseline):
                 raise BaselineProbeFailed(
@@ -494,6 +504,16 @@ def uninstall(
         )
 
 
+def _import_what_a_restore_needs(ctx: Context) -> None:
+    """Removing from the tool's own environment can take away a module that it imports only
+    when needed (tomli on Python 3.10, for reading snapshots): import those first."""
+    if os.path.realpath(sys.prefix) != os.path.realpath(ctx.interpreter.prefix):
+        return
+    from . import doctor, tomlfile, transaction  # noqa: F401 - imported to have them loaded
+
+    tomlfile.loads("")  # the TOML parser
+
+
 def _stop(begun: baseline.Begun | None) -> None:
     if begun is not None:
         begun.cancel()
@@ -510,14 +530,16 @@ def _judge_probes(
 ) -> str | None:
     """Probe after the uninstall. None when the removal stands (passed, or kept on request);
     else the reason to restore: ``probe-failed`` or ``drift``."""
-    running = baseline.start(settings, ctx.interpreter)
+    running: baseline.Background | None = None
     try:
+        running = baseline.start(settings, ctx.interpreter)
         # A passing probe is cached as the baseline of the environment it ran in: that
         # environment's fingerprint is taken while the probe runs, not after it.
         env_print = fingerprint(ctx.interpreter, ctx.environ)
         result.probes = running.results()
     except BaseException:
-        running.cancel()
+        if running is not None:
+            running.cancel()
         raise
     result.drift = _drift(result.baseline, result.probes, analysis)
     if any(r.probe.kind == "python" and r.libraries is None for r in result.probes):

@@ -35,8 +35,8 @@ if torch.version.cuda:
 _NOT_MODULES = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
 
 # Runs the probe code as __main__, then writes the loaded shared objects to argv[2], one a line
-# (the kernel escapes a newline in a mapped path as \012), renamed into place once complete. No
-# json: importing it would add its start-up to every probe run.
+# (the kernel escapes a newline in a mapped path as \012), renamed into place once complete.
+# Bytes throughout, so no locale is involved; no json: its import would add to every probe run.
 _DRIVER = r"""
 import sys
 _code, _maps_out = sys.argv[1], sys.argv[2]
@@ -44,11 +44,11 @@ del sys.argv[1:]
 def _record_maps():
     import os
     try:
-        with open("/proc/self/maps") as f:
+        with open("/proc/self/maps", "rb") as f:
             libs = sorted({l.split(None, 5)[5].strip() for l in f
-                           if len(l.split(None, 5)) == 6 and ".so" in l})
-        with open(_maps_out + ".part", "w") as out:
-            out.write("".join(lib + "\n" for lib in libs))
+                           if len(l.split(None, 5)) == 6 and b".so" in l})
+        with open(_maps_out + ".part", "wb") as out:
+            out.write(b"".join(lib + b"\n" for lib in libs))
         os.replace(_maps_out + ".part", _maps_out)
     except OSError:
         return
@@ -213,10 +213,10 @@ def _read_libraries(path: Path) -> tuple[str, ...] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError:
         return None  # the driver did not get to write it (killed, or no /proc)
-    return tuple(text.splitlines())
+    return tuple(os.fsdecode(line) for line in data.split(b"\n") if line)
 
 
 def run_all(settings: ProbeSettings, interpreter: Interpreter) -> list[ProbeResult]:

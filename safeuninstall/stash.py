@@ -37,7 +37,10 @@ def relative_to_root(path: Path | str, root: Path | str) -> str | None:
     prefix = base if base.endswith(os.sep) else base + os.sep
     if not normal.startswith(prefix):
         return None
-    return normal[len(prefix) :].replace(os.sep, "/")
+    rel = normal[len(prefix) :]
+    if os.path.isabs(rel):  # "//x" under "/": POSIX keeps a leading double slash
+        return None
+    return rel.replace(os.sep, "/")
 
 
 def stash_folder_name(name: str, version: str) -> str:

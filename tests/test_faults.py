@@ -8,9 +8,12 @@ of every file in site-packages and bin are equal to what they were before the op
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -208,4 +211,81 @@ def test_an_error_after_the_uninstall_started_is_restored_not_raised(
     assert "Traceback" not in run.stderr
     assert not journal(venv).exists()
     assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def _tool_in_background(venv: Venv, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "uv-cache")}
+    argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _probe_that_outlives(started: Path, survived: Path, *, when_leftpad: bool) -> str:
+    """A probe that, in the state named, says it started, then sleeps 2 s and leaves a mark."""
+    test = "is not None" if when_leftpad else "is None"
+    return (
+        "import importlib.util, pathlib, time\n"
+        f"if importlib.util.find_spec('leftpad') {test}:\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n"
+        "    time.sleep(2)\n"
+        f"    pathlib.Path({str(survived)!r}).touch()\n"
+    )
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
+    make_venv: MakeVenv, tmp_path: Path, signal_number: int
+) -> None:
+    """The probe runs in a thread while the command waits: on Python 3.11/3.12 a wait cut short
+    by Ctrl-C used to leave that thread, and its probe, running (a join that CPython marks done)."""
+    venv = make_venv("requests", "leftpad")
+    hashes = venv.file_hashes()
+    started, survived = tmp_path / "started", tmp_path / "survived"
+    probe = _probe_that_outlives(started, survived, when_leftpad=False)
+    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
+    _wait_for(started)
+    proc.send_signal(signal_number)
+    out, err = proc.communicate(timeout=60)
+    assert json.loads(out)["outcome"] == "interrupted-restored", err
+    assert venv.file_hashes() == hashes
+    time.sleep(2.5)
+    assert not survived.exists(), "the probe outlived the command"
+
+
+def test_ctrl_c_during_the_baseline_kills_its_probe(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("requests", "leftpad")
+    hashes = venv.file_hashes()
+    started, survived = tmp_path / "started", tmp_path / "survived"
+    probe = _probe_that_outlives(started, survived, when_leftpad=True)
+    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
+    _wait_for(started)
+    time.sleep(0.3)  # the command is waiting for the baseline by now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    assert "nothing was changed" in out + err
+    assert venv.file_hashes() == hashes
+    time.sleep(2.5)
+    assert not survived.exists(), "the baseline probe outlived the command"
+
+
+def test_an_interrupted_no_probe_removal_restores_a_locally_changed_file(
+    make_venv: MakeVenv,
+) -> None:
+    """Its RECORD hash no longer matches: only the stash hasher, run before the restore, can
+    vouch for the bytes that were installed. It runs without a probe too."""
+    venv = make_venv("requests", "leftpad")
+    patched = venv.site_packages / "leftpad.py"
+    patched.write_text(patched.read_text() + "# patched on this machine\n")
+    hashes = venv.file_hashes()
+    run = venv.tool("--json", "--no-probe", "leftpad", SAFE_UNINSTALL_FAULT="probe:INT")
+    assert run.json()["outcome"] == "interrupted-restored", run.stdout
     assert venv.file_hashes() == hashes

@@ -92,3 +92,38 @@ def test_no_probe_outlives_the_command(make_venv: MakeVenv, tmp_path: Path) -> N
     assert "nothing to do" in run.stdout
     time.sleep(1.5)
     assert not marker.exists()
+
+
+def test_no_head_start_while_another_operation_holds_the_environment(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("requests", "leftpad")
+    target, probes, runs = _call(venv, tmp_path)
+    store = Store(venv.root / ".safe-uninstall")
+    with store.locked(5.0):
+        assert store.busy()
+        assert baseline.head_start(target, probes, options.UninstallOptions(names=("x",))) is None
+    assert not store.busy()
+    assert not runs.exists()  # no probe was started
+
+
+def test_a_head_start_is_thrown_away_after_another_operation_came_and_went(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A snapshot taken in between leaves the installed set as it was (same fingerprint) and the
+    lock free by the time the removal asks for it; the newer snapshot still shows it."""
+    venv = make_venv("requests", "leftpad")
+    target, probes, runs = _call(venv, tmp_path)
+    early = _started(target, probes)
+    assert venv.tool("snapshot").returncode == 0
+    result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    assert result.outcome == "removed"
+    assert runs.read_text() == "xxx"
+
+
+def test_a_variable_that_is_not_utf8_does_not_stop_a_removal(make_venv: MakeVenv) -> None:
+    """It reaches Python as surrogate escapes; the fingerprint hashes it as the bytes it is."""
+    venv = make_venv("requests", "leftpad")
+    run = venv.tool("--probe", "import requests", "leftpad", NOT_UTF8="caf\udce9")
+    assert run.returncode == 0, run.stderr
+    assert "leftpad" not in venv.installed()

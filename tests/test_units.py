@@ -429,3 +429,15 @@ def test_find_uv_agrees_with_the_uv_package() -> None:
 
     assert find_uv({}) == find_uv_bin()
     assert find_uv({"SAFE_UNINSTALL_UV": "none"}) is None
+
+
+def test_relative_to_root() -> None:
+    from safeuninstall.stash import relative_to_root
+
+    assert relative_to_root("/venv/lib/x.py", "/venv") == "lib/x.py"
+    assert relative_to_root("/venv/lib/../bin/y", "/venv/") == "bin/y"
+    assert relative_to_root("/venv/../etc/passwd", "/venv") is None
+    assert relative_to_root("/venvx/a", "/venv") is None
+    assert relative_to_root("/venv", "/venv") == "."
+    assert relative_to_root("//x", "/") is None  # POSIX keeps a leading "//": not under "/"
+    assert relative_to_root("/x", "/") == "x"
