@@ -268,17 +268,26 @@ def head_start(
         if store.busy():
             return None
         latest = store.latest_id()
-        env_fingerprint = fingerprint(interpreter, target.environ)
+        cached = None
+        if not options.fresh_baseline:
+            env_fingerprint = fingerprint(interpreter, target.environ)
+            cached = BaselineCache(store.root).get(settings, env_fingerprint)
     except Exception:  # an optimisation only: the core meets the same problem and reports it
         return None
-    begun = begin(
-        settings,
-        interpreter,
-        BaselineCache(store.root),
-        env_fingerprint,
-        fresh=options.fresh_baseline,
-    )
-    return HeadStart(python, begun, latest)
+    if cached is not None:
+        return HeadStart(python, Begun(settings, env_fingerprint, cached=cached), latest)
+    running = start(settings, interpreter)
+    if options.fresh_baseline:
+        # No cache was consulted, so the fingerprint can wait: it is taken while the probe runs
+        # (no operation holds the environment, see busy() above).
+        try:
+            env_fingerprint = fingerprint(interpreter, target.environ)
+        except BaseException as err:
+            running.cancel()
+            if isinstance(err, Exception):
+                return None  # as above
+            raise
+    return HeadStart(python, Begun(settings, env_fingerprint, running=running), latest)
 
 
 def take_over(
