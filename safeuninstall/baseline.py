@@ -246,12 +246,12 @@ def head_start(
     """Begin the baseline before the core is imported (about 20 ms of the start-up).
 
     Only the configured probes can start this early (a default probe is derived from the impact
-    report), and only while no other operation holds the environment. ``core.uninstall`` takes
-    the baseline over only if, once it holds the lock, it would begin the very same one: the
-    same interpreter and probes, the same environment fingerprint, no snapshot made since, and a
-    lock it did not have to wait for (it cancels the baseline as soon as it has to). Else it is
-    cancelled and begun again, so a head start never judges an environment other than the one
-    the removal changes.
+    report). ``core.uninstall`` takes the baseline over only if, once it holds the lock, it
+    would begin the very same one: the same interpreter and probes, the same environment
+    fingerprint, no snapshot made since, and a lock it did not have to wait for. If another
+    operation holds the environment, the core cancels the baseline the moment it has to wait
+    (some 10 ms after it began); in every other case it is cancelled and begun again, so a head
+    start never judges an environment other than the one the removal changes.
 
     None when there is nothing to begin, and whenever anything fails: the core then meets the
     same problem and reports it.
@@ -265,8 +265,6 @@ def head_start(
         python = find_python(target.python, cwd=target.cwd, environ=target.environ)
         interpreter = query_interpreter(python)
         store = Store(state_dir(target.state_dir, interpreter, target.environ))
-        if store.busy():
-            return None
         latest = store.latest_id()
         cached = None
         if not options.fresh_baseline:
@@ -278,8 +276,9 @@ def head_start(
         return HeadStart(python, Begun(settings, env_fingerprint, cached=cached), latest)
     running = start(settings, interpreter)
     if options.fresh_baseline:
-        # No cache was consulted, so the fingerprint can wait: it is taken while the probe runs
-        # (no operation holds the environment, see busy() above).
+        # No cache was consulted, so the fingerprint can wait: it is taken while the probe's
+        # interpreter is still starting. (A change that another tool makes while a probe runs
+        # is seen by no fingerprint, here or in the core.)
         try:
             env_fingerprint = fingerprint(interpreter, target.environ)
         except BaseException as err:

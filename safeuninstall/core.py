@@ -458,10 +458,10 @@ def uninstall(
             begun = baseline.begin(
                 settings, ctx.interpreter, cache, env_print, fresh=options.fresh_baseline
             )
-        _import_what_a_restore_needs(ctx)
         folder: tuple[str, Path] | None = None
         hasher: StashHasher | None = None
         try:
+            _import_what_a_restore_needs(ctx)
             folder = ctx.store.new_folder()
             entry = journal.begin("uninstall", folder[0], "stash")
             snap = take_snapshot(

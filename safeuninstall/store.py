@@ -92,36 +92,6 @@ class Store(Struct, frozen=True):
         ids = self.ids()
         return ids[-1] if ids else None
 
-    def busy(self) -> bool:
-        """Whether another operation holds the lock at this moment (a look: it may take the lock
-        right after)."""
-        path = self.root / "lock"
-        if not path.exists():
-            return False  # nobody has ever held it
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: ask filelock
-            import filelock
-
-            lock = filelock.FileLock(str(path))
-            try:
-                lock.acquire(timeout=0)
-            except filelock.Timeout:
-                return True
-            lock.release()
-            return False
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except OSError:
-            return False
-        try:
-            if not _try_flock(fd, fcntl):
-                return True
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return False
-        finally:
-            os.close(fd)
-
     def new_folder(self) -> tuple[str, Path]:
         """Create the folder of the next snapshot, readable by the owner only."""
         self.snapshots_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -94,19 +94,6 @@ def test_no_probe_outlives_the_command(make_venv: MakeVenv, tmp_path: Path) -> N
     assert not marker.exists()
 
 
-def test_no_head_start_while_another_operation_holds_the_environment(
-    make_venv: MakeVenv, tmp_path: Path
-) -> None:
-    venv = make_venv("requests", "leftpad")
-    target, probes, runs = _call(venv, tmp_path)
-    store = Store(venv.root / ".safe-uninstall")
-    with store.locked(5.0):
-        assert store.busy()
-        assert baseline.head_start(target, probes, options.UninstallOptions(names=("x",))) is None
-    assert not store.busy()
-    assert not runs.exists()  # no probe was started
-
-
 def test_a_head_start_is_thrown_away_after_another_operation_came_and_went(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
@@ -127,3 +114,49 @@ def test_a_variable_that_is_not_utf8_does_not_stop_a_removal(make_venv: MakeVenv
     run = venv.tool("--probe", "import requests", "leftpad", NOT_UTF8="caf\udce9")
     assert run.returncode == 0, run.stderr
     assert "leftpad" not in venv.installed()
+
+
+def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Another operation holds the environment: the head start's probe must not go on running
+    in an environment that operation is changing."""
+    venv = make_venv("requests", "leftpad")
+    target, _, _ = _call(venv, tmp_path)
+    slow, started, survived = tmp_path / "slow", tmp_path / "started", tmp_path / "survived"
+    probe = (
+        "import pathlib, time\n"
+        f"if pathlib.Path({str(slow)!r}).exists():\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n"
+        "    time.sleep(2)\n"
+        f"    pathlib.Path({str(survived)!r}).touch()\n"
+        "import requests\n"
+    )
+    probes = options.ProbeOptions(probes=(probe,))
+    wanted = options.UninstallOptions(names=("leftpad",))
+    slow.touch()
+    early = baseline.head_start(target, probes, wanted)
+    assert early is not None
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    slow.unlink()  # the probes the removal runs itself are quick
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with Store(venv.root / ".safe-uninstall").locked(5.0):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    threading.Timer(2.5, release.set).start()  # longer than the probe would still run
+    try:
+        result = core.uninstall(target, probes, wanted, early)
+    finally:
+        release.set()
+        holder.join()
+    assert result.outcome == "removed"
+    assert not survived.exists(), "the head start's probe ran on while another operation held on"
