@@ -284,7 +284,11 @@ def test_an_interrupted_no_probe_removal_restores_a_locally_changed_file(
     vouch for the bytes that were installed. It runs without a probe too."""
     venv = make_venv("requests", "leftpad")
     patched = venv.site_packages / "leftpad.py"
-    patched.write_text(patched.read_text() + "# patched on this machine\n")
+    # A new file, as an editor saves one: writing through the link would change uv's cache,
+    # which the session's other venvs install from.
+    text = patched.read_text()
+    patched.unlink()
+    patched.write_text(text + "# patched on this machine\n")
     hashes = venv.file_hashes()
     run = venv.tool("--json", "--no-probe", "leftpad", SAFE_UNINSTALL_FAULT="probe:INT")
     assert run.json()["outcome"] == "interrupted-restored", run.stdout

@@ -600,7 +600,11 @@ def test_a_file_already_missing_before_the_removal_does_not_block_the_restore(
 def test_a_locally_modified_file_comes_back_as_it_was(make_venv: MakeVenv) -> None:
     venv = make_venv("requests", "leftpad")
     patched = venv.site_packages / "leftpad.py"
-    patched.write_text(patched.read_text() + "# patched on this machine\n")
+    # A new file, as an editor saves one: writing through the link would change uv's cache,
+    # which the session's other venvs install from.
+    text = patched.read_text()
+    patched.unlink()
+    patched.write_text(text + "# patched on this machine\n")
     before = venv.file_hashes()
     # The probe sleeps, so the stash is hashed (as installed) while it runs.
     probe = "import time; time.sleep(0.5); import leftpad"
