@@ -654,20 +654,23 @@ def _restore_after(
         entry = journal.step(entry, "restore", must_write=False)
         if hasher is not None:
             hasher.wait()  # usually done already: it ran while the probes did
-        result.restore = restore(
-            entries,
-            index=_stash_index(ctx.store, entries, [snap], ctx.interpreter.prefix),
-            store=ctx.store,
-            interpreter=ctx.interpreter,
-            backend=ctx.backend,
-            offline=options.offline,
-            displaced_dir=ctx.store.folder(snap.id) / "displaced",
-            preferred_snapshot=snap.id,
-            checkpoint=lambda step: journal.step(entry, step, must_write=False),
-            progress=ctx.on_progress,
-        )
-        entry = journal.step(entry, "verify", must_write=False)
-        verification = verify(snap, ctx.interpreter, result.restore, intact=intact)
+        try:
+            result.restore = restore(
+                entries,
+                index=_stash_index(ctx.store, entries, [snap], ctx.interpreter.prefix),
+                store=ctx.store,
+                interpreter=ctx.interpreter,
+                backend=ctx.backend,
+                offline=options.offline,
+                displaced_dir=ctx.store.folder(snap.id) / "displaced",
+                preferred_snapshot=snap.id,
+                checkpoint=lambda step: journal.step(entry, step, must_write=False),
+                progress=ctx.on_progress,
+            )
+            entry = journal.step(entry, "verify", must_write=False)
+            verification = verify(snap, ctx.interpreter, result.restore, intact=intact)
+        except Exception as err:
+            return _restore_stopped(ctx, result, err, snap.id, f"{reason}-incomplete")
         result.verification = verification
         proven = (
             verification.ok
@@ -713,6 +716,24 @@ def _restore_after(
             journal.finish()  # else keep it: ``recover`` must finish the job
     if received:
         result.messages.append("an interrupt arrived during the restore; it finished first")
+    return result
+
+
+def _restore_stopped(
+    ctx: Context, result: OperationResult, err: Exception, snapshot_id: str, outcome: str
+) -> OperationResult:
+    """A restore that stopped on an error of its own (a file it cannot bring back is reported,
+    not raised): the environment is between two states. The journal stays, so every other
+    command is refused until ``recover`` has finished the job."""
+    result.outcome = outcome
+    result.exit_code = EXIT_INCOMPLETE
+    result.next_command = _recover_command(ctx)
+    result.messages.append(
+        f"the restore stopped on an unexpected error ({err!r}): the environment is only partly "
+        "restored"
+    )
+    with contextlib.suppress(OSError):
+        ctx.store.set_outcome(snapshot_id, outcome)
     return result
 
 
@@ -896,20 +917,23 @@ def _rollback_to(
         # From here a full disk must not stop the restore (see Journal.step).
         entry = journal.step(entry, f"{prefix}restore", must_write=False)
         to_restore = [*plan.restore, *rewhole]
-        result.restore = restore(
-            to_restore,
-            index=_stash_index(ctx.store, to_restore, [wanted, before], ctx.interpreter.prefix),
-            store=ctx.store,
-            interpreter=ctx.interpreter,
-            backend=ctx.backend,
-            offline=options.offline,
-            displaced_dir=ctx.store.folder(before.id) / "displaced",
-            preferred_snapshot=wanted.id,
-            checkpoint=lambda step: journal.step(entry, prefix + step, must_write=False),
-            progress=ctx.on_progress,
-        )
-        entry = journal.step(entry, f"{prefix}verify", must_write=False)
-        verification = verify(wanted, ctx.interpreter, result.restore, intact=kept_shared)
+        try:
+            result.restore = restore(
+                to_restore,
+                index=_stash_index(ctx.store, to_restore, [wanted, before], ctx.interpreter.prefix),
+                store=ctx.store,
+                interpreter=ctx.interpreter,
+                backend=ctx.backend,
+                offline=options.offline,
+                displaced_dir=ctx.store.folder(before.id) / "displaced",
+                preferred_snapshot=wanted.id,
+                checkpoint=lambda step: journal.step(entry, prefix + step, must_write=False),
+                progress=ctx.on_progress,
+            )
+            entry = journal.step(entry, f"{prefix}verify", must_write=False)
+            verification = verify(wanted, ctx.interpreter, result.restore, intact=kept_shared)
+        except Exception as err:
+            return _restore_stopped(ctx, result, err, before.id, f"{command}-incomplete")
         result.verification = verification
         if not verification.ok:
             result.outcome = "incomplete"

@@ -7,9 +7,9 @@ next call (under the lock, so its writer is gone) means that writer died half wa
 brings the environment back to the snapshot the journal names.
 
 ``checkpoint`` is also where the fault-injection suite kills or signals the process: with
-``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM|ENOSPC>`` the process sends itself that signal (or
-fails as on a full disk) when it reaches ``<step>``. The variable is for tests; nothing else
-reads it.
+``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM|ENOSPC|RAISE>`` the process sends itself that
+signal, fails as on a full disk, or raises as a bug of ours would, when it reaches ``<step>``.
+The variable is for tests; nothing else reads it.
 """
 
 from __future__ import annotations
@@ -135,3 +135,5 @@ def checkpoint(step: str) -> None:
         os.kill(os.getpid(), _SIGNALS[kind])
     elif kind == "ENOSPC":  # the disk fills up at this step
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "(fault injected)")
+    elif kind == "RAISE":  # a bug of ours at this step
+        raise RuntimeError(f"fault injected at {step}")

@@ -293,3 +293,37 @@ def test_an_interrupted_no_probe_removal_restores_a_locally_changed_file(
     run = venv.tool("--json", "--no-probe", "leftpad", SAFE_UNINSTALL_FAULT="probe:INT")
     assert run.json()["outcome"] == "interrupted-restored", run.stdout
     assert venv.file_hashes() == hashes
+
+
+def test_an_error_of_ours_inside_the_restore_leaves_exit_4_and_recover(
+    make_venv: MakeVenv,
+) -> None:
+    """Not a traceback and exit 1 ("nothing changed"): the environment is between two states,
+    the result says so, and ``recover`` finishes the job."""
+    venv = make_venv("requests")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    run = venv.tool(
+        "--json", "--probe", "import requests", "urllib3", SAFE_UNINSTALL_FAULT="verify:RAISE"
+    )
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "probe-failed-incomplete"
+    assert "recover" in str(data["next_command"])
+    assert "unexpected error" in str(data["messages"])
+    assert journal(venv).exists()
+    assert_recovered(venv, hashes, installed)
+
+
+def test_an_error_of_ours_inside_a_rollback_leaves_exit_4_and_recover(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("requests")
+    assert venv.tool("--no-probe", "urllib3").returncode == 0
+    hashes, installed = venv.file_hashes(), venv.installed()  # without urllib3
+    run = venv.tool("rollback", "--json", "--no-probe", SAFE_UNINSTALL_FAULT="verify:RAISE")
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "rollback-incomplete"
+    assert "recover" in str(data["next_command"])
+    assert journal(venv).exists()
+    assert_recovered(venv, hashes, installed)  # back to where the rollback started
