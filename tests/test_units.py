@@ -441,3 +441,32 @@ def test_relative_to_root() -> None:
     assert relative_to_root("/venv", "/venv") == "."
     assert relative_to_root("//x", "/") is None  # POSIX keeps a leading "//": not under "/"
     assert relative_to_root("/x", "/") == "x"
+
+
+def test_real_dir_equals_realpath(tmp_path: Path) -> None:
+    """libraries._real_dir builds a folder's real path on its parent's; it must agree with
+    os.path.realpath through symlinks (absolute, relative, nested), missing parts and '..'."""
+    import os
+
+    from safeuninstall.libraries import _real_dir
+
+    (tmp_path / "a" / "b" / "c").mkdir(parents=True)
+    (tmp_path / "x").mkdir()
+    os.symlink(tmp_path / "a" / "b", tmp_path / "x" / "abs")  # absolute target
+    os.symlink("../a", tmp_path / "x" / "rel")  # relative target
+    os.symlink(tmp_path / "x" / "rel", tmp_path / "chain")  # a link to a link
+    os.symlink("loop2", tmp_path / "loop1")
+    os.symlink("loop1", tmp_path / "loop2")
+    for folder in [
+        tmp_path / "a" / "b" / "c",
+        tmp_path / "x" / "abs" / "c",
+        tmp_path / "x" / "rel" / "b" / "c",
+        tmp_path / "chain" / "b",
+        tmp_path / "x" / "abs" / "missing" / "deeper",
+        tmp_path / "x" / "rel" / ".." / "x",
+        tmp_path / "loop1" / "inside",
+        Path("/"),
+    ]:
+        text = str(folder)
+        _real_dir.cache_clear()
+        assert _real_dir(text) == os.path.realpath(text), text
