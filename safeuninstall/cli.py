@@ -363,11 +363,12 @@ def uninstall_command(
             fresh_baseline=fresh_baseline,
             probe_after_restore=probe_after_restore,
         )
-        from .baseline import head_start
+        from .baseline import HeadStart, head_start
 
-        # The baseline probe begins before the core and all it needs are imported.
-        early = head_start(target, probe_options, wanted)
+        early: HeadStart | None = None
         try:
+            # The baseline probe begins before the core and all it needs are imported.
+            early = head_start(target, probe_options, wanted)
             from . import core
 
             return core.uninstall(target, probe_options, wanted, early)
