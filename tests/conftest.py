@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,3 +272,11 @@ def run_tool(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
         cwd=cwd,
     )
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+def wait_for(path: Path, seconds: float = 30.0) -> None:
+    """Until ``path`` exists (a background process says it got there)."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)

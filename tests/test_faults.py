@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, wait_for
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -221,13 +221,6 @@ def _tool_in_background(venv: Venv, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
 
 
-def _wait_for(path: Path) -> None:
-    deadline = time.monotonic() + 30
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-
-
 def _probe_that_outlives(started: Path, survived: Path, *, when_leftpad: bool) -> str:
     """A probe that, in the state named, says it started, then sleeps 2 s and leaves a mark."""
     test = "is not None" if when_leftpad else "is None"
@@ -251,7 +244,7 @@ def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
     started, survived = tmp_path / "started", tmp_path / "survived"
     probe = _probe_that_outlives(started, survived, when_leftpad=False)
     proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
-    _wait_for(started)
+    wait_for(started)
     proc.send_signal(signal_number)
     out, err = proc.communicate(timeout=60)
     assert json.loads(out)["outcome"] == "interrupted-restored", err
@@ -266,7 +259,7 @@ def test_ctrl_c_during_the_baseline_kills_its_probe(make_venv: MakeVenv, tmp_pat
     started, survived = tmp_path / "started", tmp_path / "survived"
     probe = _probe_that_outlives(started, survived, when_leftpad=True)
     proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
-    _wait_for(started)
+    wait_for(started)
     time.sleep(0.3)  # the command is waiting for the baseline by now
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

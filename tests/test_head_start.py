@@ -7,14 +7,16 @@ thrown away still shows up as one run too many.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from safeuninstall import baseline, core, options
 from safeuninstall.store import Store
-from tests.conftest import MakeVenv, Venv
+from tests.conftest import MakeVenv, Venv, wait_for
 
 
 def _call(venv: Venv, tmp_path: Path) -> tuple[options.TargetOptions, options.ProbeOptions, Path]:
@@ -31,6 +33,27 @@ def _started(target: options.TargetOptions, probes: options.ProbeOptions) -> bas
     assert early.baseline.running is not None  # no cached pass yet: the probe runs
     assert all(r.passed for r in early.baseline.results())  # waits for it
     return early
+
+
+@contextlib.contextmanager
+def _lock_held(venv: Venv, *, seconds: float) -> Iterator[None]:
+    """Another operation holds the environment's lock for ``seconds`` from now, in a thread."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with Store(venv.root / ".safe-uninstall").locked(5.0):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    threading.Timer(seconds, release.set).start()
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join()
 
 
 def test_a_valid_head_start_is_taken_over(make_venv: MakeVenv, tmp_path: Path) -> None:
@@ -62,22 +85,8 @@ def test_a_head_start_is_thrown_away_when_the_lock_was_busy(
     venv = make_venv("requests", "leftpad")
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with Store(venv.root / ".safe-uninstall").locked(5.0):
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
-    threading.Timer(0.3, release.set).start()
-    try:
+    with _lock_held(venv, seconds=0.3):
         result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
-    finally:
-        release.set()
-        holder.join()
     assert result.outcome == "removed"
     assert runs.read_text() == "xxx"
 
@@ -137,26 +146,9 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     slow.touch()
     early = baseline.head_start(target, probes, wanted)
     assert early is not None
-    deadline = time.monotonic() + 30
-    while not started.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(started)
     slow.unlink()  # the probes the removal runs itself are quick
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with Store(venv.root / ".safe-uninstall").locked(5.0):
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
-    threading.Timer(2.5, release.set).start()  # longer than the probe would still run
-    try:
+    with _lock_held(venv, seconds=2.5):  # longer than the probe would still run
         result = core.uninstall(target, probes, wanted, early)
-    finally:
-        release.set()
-        holder.join()
     assert result.outcome == "removed"
     assert not survived.exists(), "the head start's probe ran on while another operation held on"
