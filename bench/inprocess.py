@@ -12,19 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from safeuninstall import core
+from safeuninstall.context import Context, open_context
 from safeuninstall.environment import installed_distributions
+from safeuninstall.options import TargetOptions
 from safeuninstall.plan import build_stash_index
+from safeuninstall.restore import RestoreJob, restore, verify
 from safeuninstall.stash import VERIFIED_FILE, StashHasher, read_verified, restore_files
-from safeuninstall.transaction import restore, verify
+from safeuninstall.transaction import SnapshotSpec, take_snapshot
 
 from .envs import Venv
 from .measure import BenchError
 
 
-def open_context(venv: Venv) -> core.Context:
+def open_venv(venv: Venv) -> Context:
     """The tool's context for ``venv`` (asks its interpreter once, as every command does)."""
-    return core.open_target(core.TargetOptions(python=str(venv.root), cwd=venv.root, environ={}))
+    return open_context(TargetOptions(python=str(venv.root), cwd=venv.root, environ={}))
 
 
 @dataclass(frozen=True)
@@ -34,18 +36,16 @@ class SnapshotWork:
     distributions: int
 
 
-def snapshot_work(ctx: core.Context) -> SnapshotWork:
+def snapshot_work(ctx: Context) -> SnapshotWork:
     started = time.perf_counter()
     installed = installed_distributions(ctx.interpreter)
     read = time.perf_counter()
-    core.take_snapshot(
-        ctx, installed, folder=ctx.store.new_folder(), operation="snapshot", command=(), stash=()
-    )
+    take_snapshot(ctx, installed, ctx.store.new_folder(), SnapshotSpec(operation="snapshot"))
     written = time.perf_counter()
     return SnapshotWork(read - started, written - read, len(installed))
 
 
-def snapshot_traced_peak(ctx: core.Context) -> int:
+def snapshot_traced_peak(ctx: Context) -> int:
     """Peak bytes allocated by Python (tracemalloc) during one in-process snapshot."""
     tracemalloc.start()
     try:
@@ -58,26 +58,24 @@ def snapshot_traced_peak(ctx: core.Context) -> int:
 
 @dataclass(frozen=True)
 class RestoreWork:
-    restore_seconds: float  # transaction.restore(): check each stash's sha256, link back
-    verify_seconds: float  # transaction.verify(): installed set, RECORD hashes not yet proven
+    restore_seconds: float  # restore.restore(): check each stash's sha256, link back
+    verify_seconds: float  # restore.verify(): installed set, RECORD hashes not yet proven
 
 
-def restore_from_stash(ctx: core.Context, snapshot_id: str, names: Sequence[str]) -> RestoreWork:
+def restore_from_stash(ctx: Context, snapshot_id: str, names: Sequence[str]) -> RestoreWork:
     """Bring ``names`` back from snapshot ``snapshot_id``'s stash as a failed removal does."""
     snap = ctx.store.load(snapshot_id)
     entries = [entry for name in names if (entry := snap.package(name)) is not None]
     index = build_stash_index([snap])
     started = time.perf_counter()
-    report = restore(
-        entries,
+    job = RestoreJob(
+        entries=entries,
         index=index,
-        store=ctx.store,
-        interpreter=ctx.interpreter,
-        backend=ctx.backend,
-        offline=True,
         displaced_dir=ctx.store.folder(snap.id) / "displaced",
         preferred_snapshot=snap.id,
+        offline=True,
     )
+    report = restore(ctx, job)
     restored = time.perf_counter()
     verification = verify(snap, ctx.interpreter, report)
     verified = time.perf_counter()
@@ -86,7 +84,7 @@ def restore_from_stash(ctx: core.Context, snapshot_id: str, names: Sequence[str]
     return RestoreWork(restored - started, verified - restored)
 
 
-def link_back_only(ctx: core.Context, snapshot_id: str, names: Sequence[str]) -> float:
+def link_back_only(ctx: Context, snapshot_id: str, names: Sequence[str]) -> float:
     """Seconds to link ``names`` back from the stash with stash.restore_files() alone: no
     sha256 of the stash first, no verification after. What a restore costs without hashing."""
     snap = ctx.store.load(snapshot_id)
@@ -109,13 +107,14 @@ def link_back_only(ctx: core.Context, snapshot_id: str, names: Sequence[str]) ->
     return time.perf_counter() - started
 
 
-def prove_stash(ctx: core.Context, snapshot_id: str) -> int:
+def prove_stash(ctx: Context, snapshot_id: str) -> int:
     """Hash snapshot ``snapshot_id``'s stash with the tool's StashHasher, as it does while the
     probes run, and wait for it: a complete stash-verified.json. Returns the files it lists."""
     snap = ctx.store.load(snapshot_id)
     stashes = [entry.stash for entry in snap.packages if entry.stash is not None]
     folder = ctx.store.folder(snapshot_id)
-    StashHasher(folder, stashes).wait()
+    with StashHasher(folder, stashes):
+        pass
     proven = len(read_verified(folder))
     expected = sum(len(stash.files) for stash in stashes)
     if proven != expected:
@@ -123,7 +122,7 @@ def prove_stash(ctx: core.Context, snapshot_id: str) -> int:
     return proven
 
 
-def forget_proof(ctx: core.Context, snapshot_id: str) -> bool:
+def forget_proof(ctx: Context, snapshot_id: str) -> bool:
     """Delete stash-verified.json, so that the next restore hashes every byte again.
     True when there was one (a hasher that finished before its process exited)."""
     path = ctx.store.folder(snapshot_id) / VERIFIED_FILE

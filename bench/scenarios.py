@@ -233,7 +233,7 @@ def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) 
             cli.add_run(done)
 
     _timed_rounds(cfg, [run_cli])
-    ctx = inprocess.open_context(venv)
+    ctx = inprocess.open_venv(venv)
     read, write, work = Series(), Series(), Series()
 
     def run_in_process(warmup: bool) -> None:
@@ -433,7 +433,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     def tool_rollback(warmup: bool) -> None:
         nonlocal finished_hashers
         snapshot_id = remove_with_tool()
-        if inprocess.forget_proof(inprocess.open_context(stash_venv), snapshot_id):
+        if inprocess.forget_proof(inprocess.open_venv(stash_venv), snapshot_id):
             finished_hashers += 1
         done = rollback_cli(snapshot_id)
         if not warmup:
@@ -441,7 +441,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
 
     def tool_rollback_proven(warmup: bool) -> None:
         snapshot_id = remove_with_tool()
-        inprocess.prove_stash(inprocess.open_context(stash_venv), snapshot_id)
+        inprocess.prove_stash(inprocess.open_venv(stash_venv), snapshot_id)
         done = rollback_cli(snapshot_id)
         if not warmup:
             figures["rollback_proven"].add_run(done)
@@ -469,7 +469,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     def in_process(proven: bool) -> Callable[[bool], None]:
         def run(warmup: bool) -> None:
             snapshot_id = remove_with_tool()
-            ctx = inprocess.open_context(stash_venv)
+            ctx = inprocess.open_venv(stash_venv)
             if proven:
                 inprocess.prove_stash(ctx, snapshot_id)
             else:
@@ -488,7 +488,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
 
     def link_only(warmup: bool) -> None:
         snapshot_id = remove_with_tool()
-        ctx = inprocess.open_context(stash_venv)
+        ctx = inprocess.open_venv(stash_venv)
         seconds = inprocess.link_back_only(ctx, snapshot_id, [spec.name])
         check_back(stash_venv, "stash.restore_files")
         if not warmup:
@@ -560,7 +560,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
     add(
         "  (b) its restore step, timed inside the command",
         "in_removal",
-        "core._restore_after: hasher wait, restore, verify, outcome; no third probe run",
+        "the uninstall's restore step: hasher wait, restore, verify, outcome; no third probe run",
     )
     add("    of which waiting for the stash hasher", "in_removal_wait")
     add("    of which transaction.restore()", "in_removal_restore")
@@ -838,7 +838,7 @@ def impact_scaling(ws: Workspace, cfg: Config, results: Results) -> None:
 
 
 def _impact_one_size(ws: Workspace, cfg: Config, results: Results, venv: Venv, dists: int) -> None:
-    ctx = inprocess.open_context(venv)
+    ctx = inprocess.open_venv(venv)
     cache_file = ctx.store.root / ELF_CACHE_FILE
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     cold, warm = Series(), Series()

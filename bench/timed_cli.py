@@ -7,11 +7,11 @@ outside clock can isolate it. This runs ``safeuninstall.cli.run`` (the console s
 its final ``os._exit``) in this process, with clocks around a few of the core's functions, and
 writes to OUT a JSON object of seconds:
 
-- ``restore_step``: core._restore_after, all a user waits for once the probe has failed: the
-  wait for the stash hasher, the restore, the verification, the probe after the restore if it
-  runs, the outcome and the journal;
-- inside it: ``hasher_wait`` (StashHasher.wait), ``restore`` (transaction.restore) and
-  ``verify`` (transaction.verify).
+- ``restore_step``: the uninstall's restore (operations.uninstall._Attempt._restore), all a
+  user waits for once the probe has failed: the wait for the stash hasher, the restore, the
+  verification, the probe after the restore if it runs, the outcome and the journal;
+- inside it: ``hasher_wait`` (StashHasher.wait), ``restore`` (restore.restore) and
+  ``verify`` (restore.verify).
 
 A clock costs well under a microsecond, so the command's own wall time stays what it is.
 """
@@ -46,12 +46,13 @@ def _clocked(key: str, func: Callable[..., Any], timings: dict[str, float]) -> C
 
 def main(argv: list[str]) -> None:
     out = Path(argv[0])
-    from safeuninstall import cli, core, stash, transaction
+    from safeuninstall import cli, stash, transaction
+    from safeuninstall.operations import uninstall
 
     timings: dict[str, float] = {}
     # (where the name is looked up when called, the name, the key in OUT)
     clocks: list[tuple[object, str, str]] = [
-        (core, "_restore_after", "restore_step"),
+        (uninstall._Attempt, "_restore", "restore_step"),
         (transaction, "restore", "restore"),
         (transaction, "verify", "verify"),
         (stash.StashHasher, "wait", "hasher_wait"),

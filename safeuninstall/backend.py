@@ -8,8 +8,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-
-from msgspec import Struct
+from typing import Protocol
 
 from . import process
 from .errors import BackendError
@@ -57,44 +56,41 @@ def requirement_for(entry: PackageEntry) -> list[str]:
     return [entry.pin]
 
 
-class Backend(Struct, frozen=True):
-    """The installer that removes and reinstalls in one environment: uv, else its own pip."""
+class Backend(Protocol):
+    """The installer that removes and reinstalls in one environment."""
 
-    python: Path
-    uv: str | None
-    echo: Callable[[str], None] | None = None  # the installer's output, live (-v)
+    name: str
 
-    @classmethod
-    def for_python(
-        cls,
-        python: Path,
-        environ: Mapping[str, str] | None = None,
-        echo: Callable[[str], None] | None = None,
-    ) -> Backend:
-        return cls(python=python, uv=find_uv(environ), echo=echo)
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]: ...
 
-    @property
-    def name(self) -> str:
-        return "uv" if self.uv else "pip"
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]: ...
 
-    def _base(self, verb: str) -> list[str]:
-        if self.uv:
-            return [self.uv, "pip", verb, "--python", str(self.python)]
-        return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]
+    def check_available(self) -> None:
+        """Fail before any change when the installer cannot run."""
+
+    def uninstall(self, names: Sequence[str]) -> process.Completed: ...
+
+    def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed: ...
+
+
+class _Runner:
+    """What both installers share: run a command line in the child environment, bounded, and
+    turn a failure into a BackendError carrying the output."""
+
+    name = ""
+
+    def __init__(
+        self, python: Path, env: Mapping[str, str], echo: Callable[[str], None] | None = None
+    ) -> None:
+        self.python = python
+        self.env = env
+        self.echo = echo  # the installer's output, live (-v)
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
-        argv = self._base("uninstall")
-        if not self.uv:
-            argv.append("--yes")
-        return [*argv, *names]
+        raise NotImplementedError
 
     def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
-        argv = [*self._base("install"), "--no-deps"]
-        if offline:
-            argv.append("--offline" if self.uv else "--no-index")
-        for entry in entries:
-            argv.extend(requirement_for(entry))
-        return argv
+        raise NotImplementedError
 
     def uninstall(self, names: Sequence[str]) -> process.Completed:
         return self._run(self.uninstall_argv(names))
@@ -102,9 +98,9 @@ class Backend(Struct, frozen=True):
     def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed:
         return self._run(self.install_argv(entries, offline=offline))
 
-    def _run(self, argv: list[str]) -> process.Completed:
+    def _run(self, argv: list[str], timeout: float = _TIMEOUT) -> process.Completed:
         try:
-            done = process.run(argv, timeout=_TIMEOUT, echo=self.echo)
+            done = process.run(argv, timeout=timeout, env=self.env, echo=self.echo)
         except OSError as err:
             raise BackendError(f"cannot run {argv[0]}: {err.strerror}") from err
         if not done.ok:
@@ -114,18 +110,77 @@ class Backend(Struct, frozen=True):
             )
         return done
 
+
+def _requirements(entries: Sequence[PackageEntry]) -> list[str]:
+    return [arg for entry in entries for arg in requirement_for(entry)]
+
+
+class UvBackend(_Runner):
+    """``uv pip <verb> --python <target>``."""
+
+    name = "uv"
+
+    def __init__(
+        self,
+        python: Path,
+        uv: str,
+        env: Mapping[str, str],
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(python, env, echo)
+        self.uv = uv
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]:
+        return [self.uv, "pip", "uninstall", "--python", str(self.python), *names]
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+        argv = [self.uv, "pip", "install", "--python", str(self.python), "--no-deps"]
+        if offline:
+            argv.append("--offline")
+        return [*argv, *_requirements(entries)]
+
     def check_available(self) -> None:
-        """Fail before any change when neither uv nor the target's pip can run."""
-        if self.uv:
-            if not os.access(self.uv, os.X_OK):
-                raise BackendError(f"uv not found or not executable: {self.uv}")
-            return
+        if not os.access(self.uv, os.X_OK):
+            raise BackendError(f"uv not found or not executable: {self.uv}")
+
+
+class PipBackend(_Runner):
+    """The target's own pip (``SAFE_UNINSTALL_UV=none``, or no uv to be found)."""
+
+    name = "pip"
+
+    def _base(self, verb: str) -> list[str]:
+        return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]:
+        return [*self._base("uninstall"), "--yes", *names]
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+        argv = [*self._base("install"), "--no-deps"]
+        if offline:
+            argv.append("--no-index")
+        return [*argv, *_requirements(entries)]
+
+    def check_available(self) -> None:
+        argv = [str(self.python), "-m", "pip", "--version"]
         try:
-            done = process.run([str(self.python), "-m", "pip", "--version"], timeout=60)
+            done = process.run(argv, timeout=60, env=self.env)
         except OSError as err:
             raise BackendError(f"cannot run {self.python}: {err.strerror}") from err
         if not done.ok:
             raise BackendError("no uv found and the target environment has no pip")
+
+
+def backend_for(
+    python: Path,
+    environ: Mapping[str, str],
+    env: Mapping[str, str],
+    echo: Callable[[str], None] | None = None,
+) -> Backend:
+    """uv when one is found (``SAFE_UNINSTALL_UV`` in ``environ`` steers it), else pip;
+    ``env`` is the environment their processes get."""
+    uv = find_uv(environ)
+    return UvBackend(python, uv, env, echo) if uv else PipBackend(python, env, echo)
 
 
 def shell_line(argv: Sequence[str]) -> str:

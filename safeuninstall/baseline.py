@@ -20,19 +20,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from subprocess import Popen
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from . import process
 from .atomicfile import write_atomically
-from .environment import Interpreter, find_python, query_interpreter
-from .options import ProbeOptions, TargetOptions, UninstallOptions
-from .probe import ProbeResult, ProbeSettings, configured_probes, run_probe
-from .store import Store, state_dir
+from .environment import Interpreter
+from .options import UninstallOptions
+from .probe import ProbeResult, ProbeSettings, Running, start
+
+if TYPE_CHECKING:
+    from .context import Context
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
@@ -131,74 +131,6 @@ def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
     return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
 
 
-class Background(Struct):
-    """Probes running in a thread; ``results`` blocks until they are done.
-
-    Waits are on the ``done`` event, never on ``Thread.join``: on Python 3.11 and 3.12 a join
-    cut short by Ctrl-C marks the thread as finished while it still runs, and ``cancel`` would
-    then leave its probe running.
-    """
-
-    _thread: threading.Thread
-    _results: list[ProbeResult]
-    _children: list[Popen[bytes]]
-    _error: list[BaseException]
-    _cancelled: threading.Event
-    _done: threading.Event
-
-    def results(self) -> list[ProbeResult]:
-        self._done.wait()
-        if self._error:
-            raise self._error[0]
-        return self._results
-
-    def cancel(self) -> None:
-        """Start no further probe, kill the one running (its whole group), wait for the thread."""
-        self._cancelled.set()
-        while not self._done.is_set():
-            # poll() is None only for a child not yet reaped: its pid can't have been reused.
-            if self._children and self._children[-1].poll() is None:
-                process.kill(self._children[-1])
-            self._done.wait(0.05)
-
-
-def start(settings: ProbeSettings, interpreter: Interpreter) -> Background:
-    results: list[ProbeResult] = []
-    children: list[Popen[bytes]] = []
-    errors: list[BaseException] = []
-    cancelled = threading.Event()
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            for probe in settings.probes:
-                if cancelled.is_set():
-                    return
-                results.append(
-                    run_probe(
-                        probe, interpreter, timeout=settings.timeout, on_start=children.append
-                    )
-                )
-        except BaseException as err:  # handed to the caller's thread by results()
-            errors.append(err)
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=work, name="baseline-probe", daemon=True)
-    background = Background(thread, results, children, errors, cancelled, done)
-    try:
-        thread.start()
-    except BaseException:
-        # Ctrl-C while start() waits for the thread: it may run anyway, and its probe must not
-        # outlive us. Once cancelled, a thread not yet running starts no probe; one that runs
-        # (its ident is set first thing) is waited for and its probe killed.
-        cancelled.set()
-        if thread.ident is not None:
-            background.cancel()
-        raise
-    return background
-
-
 class Begun(Struct):
     """A baseline under way: a cached pass of these probes in this environment, or the probes
     running in a thread."""
@@ -206,7 +138,7 @@ class Begun(Struct):
     settings: ProbeSettings
     fingerprint: str  # of the environment it judges
     cached: list[ProbeResult] | None = None
-    running: Background | None = None
+    running: Running | None = None
 
     def results(self) -> list[ProbeResult]:
         return self.running.results() if self.running is not None else list(self.cached or ())
@@ -215,10 +147,16 @@ class Begun(Struct):
         if self.running is not None:
             self.running.cancel()
 
+    def describe(self) -> str:
+        labels = ", ".join(p.label for p in self.settings.probes)
+        if self.running is None:
+            return f"baseline probe: {labels}: passed before in this same environment (cached)"
+        return f"baseline probe running: {labels}"
+
 
 def begin(
     settings: ProbeSettings,
-    interpreter: Interpreter,
+    ctx: Context,
     cache: BaselineCache,
     env_fingerprint: str,
     *,
@@ -228,8 +166,12 @@ def begin(
     started."""
     cached = None if fresh else cache.get(settings, env_fingerprint)
     if cached is not None:
-        return Begun(settings, env_fingerprint, cached=cached)
-    return Begun(settings, env_fingerprint, running=start(settings, interpreter))
+        begun = Begun(settings, env_fingerprint, cached=cached)
+    else:
+        running = start(settings, ctx.interpreter, ctx.child_env())
+        begun = Begun(settings, env_fingerprint, running=running)
+    ctx.emit("baseline", begun.describe())
+    return begun
 
 
 class HeadStart(Struct, frozen=True):
@@ -241,62 +183,56 @@ class HeadStart(Struct, frozen=True):
 
 
 def head_start(
-    target: TargetOptions, probes: ProbeOptions, options: UninstallOptions
+    ctx: Context, settings: ProbeSettings, options: UninstallOptions
 ) -> HeadStart | None:
-    """Begin the baseline before the core is imported (about 20 ms of the start-up).
+    """Begin the baseline before the operations are imported (about 20 ms of the start-up).
 
     Only the configured probes can start this early (a default probe is derived from the impact
-    report). ``core.uninstall`` takes the baseline over only if, once it holds the lock, it
-    would begin the very same one: the same interpreter and probes, the same environment
+    report). The uninstall takes the baseline over only if, once it holds the lock, it would
+    begin the very same one: the same interpreter and probes, the same environment
     fingerprint, no snapshot made since, and a lock it did not have to wait for. If another
-    operation holds the environment, the core cancels the baseline the moment it has to wait
-    (some 10 ms after it began); in every other case it is cancelled and begun again, so a head
-    start never judges an environment other than the one the removal changes.
+    operation holds the environment, the uninstall cancels the baseline the moment it has to
+    wait (some 10 ms after it began); in every other case it is cancelled and begun again, so a
+    head start never judges an environment other than the one the removal changes.
 
-    None when there is nothing to begin, and whenever anything fails: the core then meets the
-    same problem and reports it.
+    None when there is nothing to begin, and whenever anything fails: the operation then meets
+    the same problem and reports it.
     """
-    if options.dry_run or options.strict or probes.disabled:
+    if options.dry_run or options.strict or settings.disabled or not settings.probes:
         return None
     try:
-        settings = configured_probes(probes, target.cwd, target.environ)
-        if not settings.probes:
-            return None
-        python = find_python(target.python, cwd=target.cwd, environ=target.environ)
-        interpreter = query_interpreter(python)
-        store = Store(state_dir(target.state_dir, interpreter, target.environ))
-        latest = store.latest_id()
-        cached = None
+        latest = ctx.store.latest_id()
+        cache = BaselineCache(ctx.store.root)
         if not options.fresh_baseline:
-            env_fingerprint = fingerprint(interpreter, target.environ)
-            cached = BaselineCache(store.root).get(settings, env_fingerprint)
-    except Exception:  # an optimisation only: the core meets the same problem and reports it
+            return HeadStart(
+                ctx.python,
+                begin(settings, ctx, cache, fingerprint(ctx.interpreter, ctx.environ), fresh=False),
+                latest,
+            )
+    except Exception:  # an optimisation only: the operation meets the same problem
         return None
-    if cached is not None:
-        return HeadStart(python, Begun(settings, env_fingerprint, cached=cached), latest)
-    running = start(settings, interpreter)
-    if options.fresh_baseline:
-        # No cache was consulted, so the fingerprint can wait: it is taken while the probe's
-        # interpreter is still starting. (A change that another tool makes while a probe runs
-        # is seen by no fingerprint, here or in the core.)
-        try:
-            env_fingerprint = fingerprint(interpreter, target.environ)
-        except BaseException as err:
-            running.cancel()
-            if isinstance(err, Exception):
-                return None  # as above
-            raise
-    return HeadStart(python, Begun(settings, env_fingerprint, running=running), latest)
+    running = start(settings, ctx.interpreter, ctx.child_env())
+    # No cache was consulted, so the fingerprint can wait: it is taken while the probe's
+    # interpreter is still starting. (A change that another tool makes while a probe runs is
+    # seen by no fingerprint, here or in the operation.)
+    try:
+        env_fingerprint = fingerprint(ctx.interpreter, ctx.environ)
+    except BaseException as err:
+        running.cancel()
+        if isinstance(err, Exception):
+            return None  # as above
+        raise
+    begun = Begun(settings, env_fingerprint, running=running)
+    ctx.emit("baseline", begun.describe())
+    return HeadStart(ctx.python, begun, latest)
 
 
 def take_over(
     early: HeadStart | None,
-    python: Path,
+    ctx: Context,
     settings: ProbeSettings,
     env_fingerprint: str,
-    *,
     waited: bool,
-    latest: str | None,
 ) -> Begun | None:
     """``early``'s baseline if it is the one to begin now (see ``head_start``); else None, and
     ``early`` is cancelled. Call it holding the lock."""
@@ -305,8 +241,8 @@ def take_over(
     begun = early.baseline
     if (
         not waited
-        and early.latest == latest
-        and early.python == python
+        and early.latest == ctx.store.latest_id()
+        and early.python == ctx.python
         and begun.settings == settings
         and begun.fingerprint == env_fingerprint
     ):

@@ -14,19 +14,24 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
+from msgspec import Struct
 
 from . import __version__, config, options, report
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
+from .events import Event, Events
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-    from .core import OperationResult
-
-F = TypeVar("F", bound=Callable[..., Any])
+    from .context import Context
+    from .doctor import DoctorReport
+    from .export import ExportResult
+    from .probe import ProbeSettings
+    from .results import PruneResult, Result, SnapshotList
+    from .snapshot import Snapshot
 
 _WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
 
@@ -41,16 +46,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
 
 
-def _compose(*decorators: Callable[[F], F]) -> Callable[[F], F]:
-    def apply(func: F) -> F:
-        for decorator in reversed(decorators):
-            func = decorator(func)
-        return func
-
-    return apply
-
-
-target_options = _compose(
+_TARGET_OPTIONS = (
     click.option(
         "-p",
         "--python",
@@ -72,7 +68,7 @@ target_options = _compose(
     ),
 )
 
-output_options = _compose(
+_OUTPUT_OPTIONS = (
     click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
     click.option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
     click.option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
@@ -86,7 +82,7 @@ output_options = _compose(
     ),
 )
 
-probe_options = _compose(
+_PROBE_OPTIONS = (
     click.option(
         "--probe",
         "probes",
@@ -111,15 +107,11 @@ probe_options = _compose(
     click.option("--no-probe", is_flag=True, help="Run no probe at all."),
 )
 
-offline_option = click.option(
+_OFFLINE_OPTION = click.option(
     "--offline/--no-offline",
     default=None,
     help="A reinstall, if one is needed, uses no network. [default: no-offline]",
 )
-
-
-def _say_waiting(message: str) -> None:
-    click.echo(f"safe-uninstall: {message}", err=True)
 
 
 def _echo_installer(text: str) -> None:
@@ -150,50 +142,143 @@ class _ProgressBar:
         click.echo(line, err=True, nl=done >= total)
 
 
-def _target(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    *,
-    verbose: bool = False,
-) -> options.TargetOptions:
-    state_dir, lock_timeout = _configured_target(state_dir, lock_timeout)
-    return options.TargetOptions(
-        python=python,
-        cwd=Path.cwd(),
-        environ=dict(os.environ),
-        command=("safe-uninstall", *sys.argv[1:]),
-        state_dir=state_dir,
-        lock_timeout=lock_timeout,
-        on_wait=_say_waiting,
-        on_installer_output=_echo_installer if verbose else None,
-        on_progress=_ProgressBar() if sys.stderr.isatty() else None,
-    )
+class Output(Struct, frozen=True):
+    """How the result is shown: the output options every command takes."""
+
+    as_json: bool = False
+    verbose: bool = False
+    quiet: bool = False
 
 
-def _probe(
-    probes: tuple[str, ...],
-    probe_cmds: tuple[str, ...],
-    probe_timeout: float | None,
-    no_probe: bool,
-) -> options.ProbeOptions:
-    return options.ProbeOptions(
-        probes=probes, probe_cmds=probe_cmds, timeout=probe_timeout, disabled=no_probe
-    )
+class _Live:
+    """Receives the core's events: each is written to stderr as it happens on a terminal
+    (not with --json or -q), and kept for --json. A wait for another operation is always
+    said: the command would otherwise seem to hang."""
+
+    def __init__(self, output: Output) -> None:
+        self.events: list[Event] = []
+        self._live = not (output.as_json or output.quiet) and sys.stderr.isatty()
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        if self._live or event.step == "waiting":
+            click.echo(f"safe-uninstall: {event.text}", err=True)
 
 
-def _emit(result: OperationResult, as_json: bool, verbose: bool, quiet: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+class Common:
+    """The options every command shares, as parsed, and what is built from them once per
+    command: the configuration, the probe settings, the opened target."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.output = Output(values.pop("as_json"), values.pop("verbose"), values.pop("quiet"))
+        self._typed: dict[str, config.Value] = {
+            "state-dir": values.pop("state_dir", None),
+            "lock-timeout": values.pop("lock_timeout", None),
+            "offline": values.pop("offline", None),
+        }
+        self._python: str | None = values.pop("python", None)
+        self._probes: options.ProbeOptions | None = None
+        if "probes" in values:
+            self._probes = options.ProbeOptions(
+                probes=values.pop("probes"),
+                probe_cmds=values.pop("probe_cmds"),
+                timeout=values.pop("probe_timeout"),
+                disabled=values.pop("no_probe"),
+            )
+        self.live = _Live(self.output)
+        self._context: Context | None = None
+
+    def settings(self) -> config.Settings:
+        """Resolved once per command (the first call wins; every call passes the same)."""
+        return _settings(self._typed)
+
+    @property
+    def offline(self) -> bool:
+        return self.settings().flag("offline")
+
+    def probes(self) -> ProbeSettings:
+        from .probe import configured_probes
+
+        assert self._probes is not None, "a command without probe options"
+        return configured_probes(self._probes, Path.cwd(), os.environ)
+
+    def context(self) -> Context:
+        """The target, opened on first use (``export`` of a snapshot file needs none)."""
+        if self._context is None:
+            settings = self.settings()
+            target = options.TargetOptions(
+                python=self._python,
+                cwd=Path.cwd(),
+                environ=dict(os.environ),
+                command=("safe-uninstall", *sys.argv[1:]),
+                state_dir=settings.text("state-dir"),
+                lock_timeout=settings.seconds("lock-timeout"),
+                on_installer_output=_echo_installer if self.output.verbose else None,
+                on_progress=_ProgressBar() if sys.stderr.isatty() else None,
+            )
+            from .context import open_context  # after the command line is parsed: 8 ms
+
+            self._context = open_context(target, Events(self.live))
+        return self._context
+
+
+def _command(
+    name: str, *, target: bool = True, probes: bool = False, offline: bool = False
+) -> Callable[[Callable[..., None]], click.Command]:
+    """A subcommand with the shared options: target and probe options before its own, offline
+    and output options after them; the function receives them as one ``Common`` first."""
+    before = [*(_TARGET_OPTIONS if target else ()), *(_PROBE_OPTIONS if probes else ())]
+    after = [*((_OFFLINE_OPTION,) if offline else ()), *_OUTPUT_OPTIONS]
+
+    def register(func: Callable[..., None]) -> click.Command:
+        def with_common(**values: Any) -> None:
+            func(Common(values), **values)
+
+        with_common.__doc__ = func.__doc__
+        # click lists a function's parameters in the reverse of the order they were added.
+        own = getattr(func, "__click_params__", [])
+        for option in reversed(after):
+            option(with_common)
+        with_common.__click_params__ += own  # type: ignore[attr-defined]
+        for option in reversed(before):
+            option(with_common)
+        return cli.command(name)(with_common)
+
+    return register
+
+
+Render = Callable[[Any, Output], str]
+
+
+def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
+    """The one way a command runs: call the core, print its result (text or JSON) once, exit
+    with its code; an expected failure is one line (JSON on stdout with --json)."""
+    output = common.output
+    try:
+        result = call()
+    except SafeUninstallError as err:
+        _fail(err, output)
+    except KeyboardInterrupt:
+        # The core restores whatever it changed before letting an interrupt out; one that
+        # reaches here came before any change.
+        _fail(Interrupted("interrupted before any change"), output)
+    except OSError as err:
+        # Likewise: the core turns errors after a change into a restore and a result.
+        _fail(SafeUninstallError(str(err)), output)
+    if output.as_json:
+        payload = result.to_dict()
+        if render is _operation_text:  # an operation's envelope: what happened, step by step
+            payload["events"] = [event.to_dict() for event in common.live.events]
+        click.echo(json.dumps(payload, indent=2, default=list))
     else:
-        color = _use_color(sys.stdout)
-        text = report.operation(result, verbose=verbose, quiet=quiet, paint=_painter(color))
-        click.echo(text, color=color)
-    sys.exit(result.exit_code)
+        text = render(result, output)
+        if text:
+            click.echo(text, color=_use_color(sys.stdout))
+    sys.exit(getattr(result, "exit_code", 0))
 
 
-def _fail(err: SafeUninstallError, as_json: bool, verbose: bool) -> None:
-    if as_json:
+def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
+    if output.as_json:
         payload = {
             "outcome": "error",
             "exit_code": err.exit_code,
@@ -205,9 +290,9 @@ def _fail(err: SafeUninstallError, as_json: bool, verbose: bool) -> None:
         color = _use_color(sys.stderr)
         error = _painter(color)("error:", "bad")
         click.echo(f"safe-uninstall: {error} {err.message}", err=True, color=color)
-        if err.detail:
+        if err.detail and not output.quiet:
             lines = err.detail.rstrip().splitlines()
-            if not verbose and len(lines) > 20:
+            if not output.verbose and len(lines) > 20:
                 lines = ["...", *lines[-20:]]
             click.echo("\n".join("    " + line for line in lines), err=True)
         if err.exit_code == EXIT_UNCHANGED:
@@ -215,22 +300,9 @@ def _fail(err: SafeUninstallError, as_json: bool, verbose: bool) -> None:
     sys.exit(err.exit_code)
 
 
-def _run_operation(
-    call: Callable[[], OperationResult], as_json: bool, verbose: bool, quiet: bool
-) -> None:
-    try:
-        result = call()
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    except KeyboardInterrupt:
-        # The core restores whatever it changed before letting an interrupt out; one that
-        # reaches here came before any change.
-        _fail(Interrupted("interrupted before any change"), as_json, verbose)
-    except OSError as err:
-        # Likewise: the core turns errors after a change into a restore and a result.
-        _fail(SafeUninstallError(str(err)), as_json, verbose)
-    else:
-        _emit(result, as_json, verbose, quiet)
+def _operation_text(result: Result, output: Output) -> str:
+    paint = _painter(_use_color(sys.stdout))
+    return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
 
 
 class _DefaultToUninstall(click.Group):
@@ -283,7 +355,7 @@ def cli() -> None:
     """
 
 
-@cli.command("uninstall")
+@_command("uninstall", probes=True, offline=True)
 @click.argument("packages", nargs=-1)
 @click.option(
     "-r",
@@ -293,8 +365,6 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Read the names to remove from a file; repeatable.",
 )
-@target_options
-@probe_options
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option(
     "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
@@ -320,63 +390,37 @@ def cli() -> None:
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
-@offline_option
-@output_options
 def uninstall_command(
+    common: Common,
     packages: tuple[str, ...],
     requirement_files: tuple[Path, ...],
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    probes: tuple[str, ...],
-    probe_cmds: tuple[str, ...],
-    probe_timeout: float | None,
-    no_probe: bool,
-    dry_run: bool,
-    keep_on_failure: bool,
-    strict: bool,
-    fresh_baseline: bool,
-    probe_after_restore: bool,
-    allow_drift: bool,
-    offline: bool | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
+    **flags: bool,
 ) -> None:
     """Uninstall PACKAGE... safely (the default command)."""
 
-    def call() -> OperationResult:
+    def call() -> Result:
         names = list(packages)
         for path in requirement_files:
             names += read_requirement_names(path)
         if not names:
             raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
-        target = _target(python, state_dir, lock_timeout, verbose=verbose)
-        probe_options = _probe(probes, probe_cmds, probe_timeout, no_probe)
-        wanted = options.UninstallOptions(
-            names=tuple(names),
-            dry_run=dry_run,
-            keep_on_failure=keep_on_failure,
-            offline=_offline(offline),
-            strict=strict,
-            allow_drift=allow_drift,
-            fresh_baseline=fresh_baseline,
-            probe_after_restore=probe_after_restore,
-        )
+        wanted = options.UninstallOptions(names=tuple(names), offline=common.offline, **flags)
+        configured = common.probes()
+        ctx = common.context()
         from .baseline import HeadStart, head_start
 
         early: HeadStart | None = None
         try:
-            # The baseline probe begins before the core and all it needs are imported.
-            early = head_start(target, probe_options, wanted)
-            from . import core
+            # The baseline probe begins before the operation and all it needs are imported.
+            early = head_start(ctx, configured, wanted)
+            from .operations.uninstall import uninstall
 
-            return core.uninstall(target, probe_options, wanted, early)
+            return uninstall(ctx, configured, wanted, early)
         finally:
             if early is not None:
                 early.baseline.cancel()  # no probe outlives the command
 
-    _run_operation(call, as_json, verbose, quiet)
+    _run(common, call, _operation_text)
 
 
 def read_requirement_names(path: Path) -> list[str]:
@@ -403,245 +447,126 @@ def read_requirement_names(path: Path) -> list[str]:
     return names
 
 
-@cli.command("rollback")
+@_command("rollback", probes=True, offline=True)
 @click.argument("snapshot", required=False)
-@target_options
-@probe_options
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-@offline_option
-@output_options
-def rollback_command(
-    snapshot: str | None,
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    probes: tuple[str, ...],
-    probe_cmds: tuple[str, ...],
-    probe_timeout: float | None,
-    no_probe: bool,
-    dry_run: bool,
-    offline: bool | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> None:
     """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
-    from . import core
 
-    _run_operation(
-        lambda: core.rollback(
-            _target(python, state_dir, lock_timeout, verbose=verbose),
-            _probe(probes, probe_cmds, probe_timeout, no_probe),
-            options.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=_offline(offline)),
-        ),
-        as_json,
-        verbose,
-        quiet,
-    )
+    def call() -> Result:
+        from .operations.rollback import rollback
+
+        wanted = options.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=common.offline)
+        return rollback(common.context(), common.probes(), wanted)
+
+    _run(common, call, _operation_text)
 
 
-@cli.command("snapshot")
-@target_options
+@_command("snapshot")
 @click.option(
     "--stash/--no-stash",
     default=True,
     show_default=True,
     help="Also keep every installed file (hard links: no data is copied).",
 )
-@output_options
-def snapshot_command(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    stash: bool,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
-    from . import core
 
-    try:
-        snap = core.snapshot_now(_target(python, state_dir, lock_timeout), stash=stash)
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            click.echo(json.dumps(snap.to_dict(), indent=2))
-        else:
-            click.echo(f"snapshot {snap.id}: {len(snap.packages)} distributions")
+    def call() -> Snapshot:
+        from .operations.snapshots import snapshot_now
+
+        return snapshot_now(common.context(), stash=stash)
+
+    def render(snap: Snapshot, output: Output) -> str:
+        if output.quiet:
+            return snap.id
+        return f"snapshot {snap.id}: {len(snap.packages)} distributions"
+
+    _run(common, call, render)
 
 
-@cli.command("snapshots")
-@target_options
-@output_options
-def snapshots_command(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+@_command("snapshots")
+def snapshots_command(common: Common) -> None:
     """List the snapshots of the environment, newest first."""
-    from . import core
 
-    try:
-        summaries = core.list_snapshots(_target(python, state_dir, lock_timeout))
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            payload = {"snapshots": [s.to_dict() for s in summaries]}
-            click.echo(json.dumps(payload, indent=2, default=list))
-        else:
-            click.echo(report.snapshots_table(summaries))
+    def call() -> SnapshotList:
+        from .operations.snapshots import list_snapshots
+
+        return list_snapshots(common.context())
+
+    _run(common, call, lambda listed, output: report.snapshots_table(listed, quiet=output.quiet))
 
 
-@cli.command("show")
+@_command("show")
 @click.argument("snapshot", required=False)
-@target_options
-@output_options
-def show_command(
-    snapshot: str | None,
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
-    from . import core
-    from .snapshot import dumps
 
-    try:
-        snap = core.show_snapshot(_target(python, state_dir, lock_timeout), snapshot)
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            click.echo(json.dumps(snap.to_dict(), indent=2))
-        elif verbose:
-            click.echo(dumps(snap))
-        else:
-            click.echo(report.snapshot_details(snap))
+    def call() -> Snapshot:
+        from .operations.snapshots import show_snapshot
+
+        return show_snapshot(common.context(), snapshot)
+
+    def render(snap: Snapshot, output: Output) -> str:
+        if output.verbose:
+            from .snapshot import dumps
+
+            return dumps(snap)
+        return report.snapshot_details(snap, quiet=output.quiet)
+
+    _run(common, call, render)
 
 
-@cli.command("probe")
-@target_options
-@probe_options
-@output_options
-def probe_command(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    probes: tuple[str, ...],
-    probe_cmds: tuple[str, ...],
-    probe_timeout: float | None,
-    no_probe: bool,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+@_command("probe", probes=True)
+def probe_command(common: Common) -> None:
     """Run the configured probes now."""
-    from . import core
 
-    _run_operation(
-        lambda: core.probe_now(
-            _target(python, state_dir, lock_timeout),
-            _probe(probes, probe_cmds, probe_timeout, no_probe),
-        ),
-        as_json,
-        verbose,
-        quiet,
-    )
+    def call() -> Result:
+        from .operations.inspect import probe_now
+
+        return probe_now(common.context(), common.probes())
+
+    _run(common, call, _operation_text)
 
 
-@cli.command("check")
+@_command("check")
 @click.argument("packages", nargs=-1, required=True)
-@target_options
 @click.option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
-@output_options
-def check_command(
-    packages: tuple[str, ...],
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    strict: bool,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> None:
     """Report what removing PACKAGE... would break or change; change nothing."""
-    from . import core
 
-    _run_operation(
-        lambda: core.check(_target(python, state_dir, lock_timeout), packages, strict=strict),
-        as_json,
-        verbose,
-        quiet,
-    )
+    def call() -> Result:
+        from .operations.inspect import check
+
+        return check(common.context(), packages, strict=strict)
+
+    _run(common, call, _operation_text)
 
 
-@cli.command("doctor")
-@target_options
-@output_options
-def doctor_command(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+@_command("doctor")
+def doctor_command(common: Common) -> None:
     """Find everything already broken (missing libraries, unmet requirements, hollow installs)
     and print the one command that repairs it."""
-    from . import core
 
-    try:
-        report_ = core.doctor(_target(python, state_dir, lock_timeout))
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            click.echo(json.dumps(report_.to_dict(), indent=2))
-        else:
-            click.echo(report.doctor_report(report_))
-        sys.exit(0 if report_.healthy else 1)
+    def call() -> DoctorReport:
+        from .operations.inspect import doctor
+
+        return doctor(common.context())
+
+    _run(common, call, lambda found, output: report.doctor_report(found, quiet=output.quiet))
 
 
-@cli.command("recover")
-@target_options
-@probe_options
-@offline_option
-@output_options
-def recover_command(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    probes: tuple[str, ...],
-    probe_cmds: tuple[str, ...],
-    probe_timeout: float | None,
-    no_probe: bool,
-    offline: bool | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+@_command("recover", probes=True, offline=True)
+def recover_command(common: Common) -> None:
     """Finish an operation that was killed half way: back to its snapshot, verified."""
-    from . import core
 
-    _run_operation(
-        lambda: core.recover(
-            _target(python, state_dir, lock_timeout, verbose=verbose),
-            _probe(probes, probe_cmds, probe_timeout, no_probe),
-            options.RollbackOptions(offline=_offline(offline)),
-        ),
-        as_json,
-        verbose,
-        quiet,
-    )
+    def call() -> Result:
+        from .operations.rollback import recover
+
+        wanted = options.RollbackOptions(offline=common.offline)
+        return recover(common.context(), common.probes(), wanted)
+
+    _run(common, call, _operation_text)
 
 
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -662,8 +587,7 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
     return int(size)
 
 
-@cli.command("prune")
-@target_options
+@_command("prune")
 @click.option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
 @click.option(
     "--max-size",
@@ -672,33 +596,16 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
-@output_options
-def prune_command(
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    keep: int | None,
-    max_size: int | None,
-    dry_run: bool,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+def prune_command(common: Common, keep: int | None, max_size: int | None, dry_run: bool) -> None:
     """Delete old snapshots and their stashes (never the latest, nor one still in use)."""
-    from . import core
 
-    try:
-        result = core.prune(
-            _target(python, state_dir, lock_timeout),
-            options.PruneOptions(keep=keep, max_size=max_size, dry_run=dry_run),
-        )
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2))
-        else:
-            click.echo(report.prune_summary(result))
+    def call() -> PruneResult:
+        from .operations.snapshots import prune
+
+        wanted = options.PruneOptions(keep=keep, max_size=max_size, dry_run=dry_run)
+        return prune(common.context(), wanted)
+
+    _run(common, call, lambda result, output: report.prune_summary(result, quiet=output.quiet))
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -738,6 +645,7 @@ def _exit_code(code: object) -> int:
 # bad configuration file is reported like any other error (exit 2, JSON under --json).
 
 _COLOR_META = "safe_uninstall.color"
+_SETTINGS_META = "safe_uninstall.settings"
 _TONES = {"good": "green", "warn": "yellow", "bad": "red"}
 
 
@@ -747,20 +655,16 @@ def _remember_color(ctx: click.Context, value: str | None) -> None:
 
 
 def _settings(typed: dict[str, config.Value] | None = None) -> config.Settings:
+    """The configuration, resolved once per command: typed values first (see config.resolve)."""
     ctx = click.get_current_context(silent=True)
-    color = ctx.meta.get(_COLOR_META) if ctx is not None else None
-    return config.resolve(Path.cwd(), os.environ, {"color": color, **(typed or {})})
-
-
-def _configured_target(
-    state_dir: str | None, lock_timeout: float | None
-) -> tuple[str | None, float]:
-    settings = _settings({"state-dir": state_dir, "lock-timeout": lock_timeout})
-    return settings.text("state-dir"), settings.seconds("lock-timeout")
-
-
-def _offline(offline: bool | None) -> bool:
-    return _settings({"offline": offline}).flag("offline")
+    meta = ctx.meta if ctx is not None else {}
+    if _SETTINGS_META not in meta:
+        color = meta.get(_COLOR_META)
+        meta[_SETTINGS_META] = config.resolve(
+            Path.cwd(), os.environ, {"color": color, **(typed or {})}
+        )
+    settings: config.Settings = meta[_SETTINGS_META]
+    return settings
 
 
 def _use_color(stream: TextIO) -> bool:
@@ -779,9 +683,8 @@ def _painter(color: bool) -> report.Paint:
     return lambda text, tone: click.style(text, fg=_TONES[tone], bold=tone == "bad" or None)
 
 
-@cli.command("config")
-@output_options
-def config_command(as_json: bool, verbose: bool, quiet: bool) -> None:
+@_command("config", target=False)
+def config_command(common: Common) -> None:
     """Show every setting's effective value and where it came from.
 
     Places, strongest first: the command line, SAFE_UNINSTALL_* environment variables,
@@ -789,21 +692,17 @@ def config_command(as_json: bool, verbose: bool, quiet: bool) -> None:
     $XDG_CONFIG_HOME/safe-uninstall/config.toml; then the defaults. -q prints the effective
     values as TOML (unset keys left out); -v also names the files consulted.
     """
-    try:
-        settings = _settings()
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            click.echo(json.dumps(settings.to_dict(), indent=2))
-        else:
-            click.echo(report.settings(settings, verbose=verbose, quiet=quiet))
+
+    def render(settings: config.Settings, output: Output) -> str:
+        return report.settings(settings, verbose=output.verbose, quiet=output.quiet)
+
+    _run(common, common.settings, render)
 
 
 # -- export ------------------------------------------------------------------------------------
 
 
-@cli.command("export")
+@_command("export")
 @click.argument("snapshot", required=False)
 @click.option(
     "--format",
@@ -820,44 +719,32 @@ def config_command(as_json: bool, verbose: bool, quiet: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write to FILE (atomically) instead of standard output.",
 )
-@target_options
-@output_options
-def export_command(
-    snapshot: str | None,
-    fmt: str,
-    output: Path | None,
-    python: str | None,
-    state_dir: str | None,
-    lock_timeout: float | None,
-    as_json: bool,
-    verbose: bool,
-    quiet: bool,
-) -> None:
+def export_command(common: Common, snapshot: str | None, fmt: str, output: Path | None) -> None:
     """Write SNAPSHOT's exact set as a requirements file or a pylock.toml.
 
     SNAPSHOT is an id (default: the latest) or the path of a snapshot.toml. Give the set back
     in a fresh environment with: uv pip sync FILE.
     """
-    try:
-        from . import export as export_file  # only here: it pulls in urllib and packaging.pylock
 
-        result = export_file.export(
-            _target(python, state_dir, lock_timeout),
-            export_file.ExportOptions(snapshot=snapshot, format=fmt, output=output),
+    def call() -> ExportResult:
+        from . import export  # only here: it pulls in urllib and packaging.pylock
+
+        wanted = export.ExportOptions(snapshot=snapshot, format=fmt, output=output, cwd=Path.cwd())
+        return export.export(wanted, common.context)
+
+    _run(common, call, _export_text)
+
+
+def _export_text(result: ExportResult, output: Output) -> str:
+    if result.fallback_reason:
+        click.echo(
+            f"safe-uninstall: no pylock.toml for snapshot {result.snapshot}, requirements "
+            f"instead: {result.fallback_reason}",
+            err=True,
         )
-    except SafeUninstallError as err:
-        _fail(err, as_json, verbose)
-    else:
-        if as_json:
-            click.echo(json.dumps(result.to_dict(), indent=2))
-            return
-        if result.fallback_reason:
-            click.echo(
-                f"safe-uninstall: no pylock.toml for snapshot {result.snapshot}, requirements "
-                f"instead: {result.fallback_reason}",
-                err=True,
-            )
-        if result.output is None:
-            click.echo(result.text, nl=False)
-        elif not quiet:
-            click.echo(f"wrote {result.output}: {result.packages} distributions ({result.format})")
+    if result.output is None:
+        click.echo(result.text, nl=False)
+        return ""
+    if output.quiet:
+        return ""
+    return f"wrote {result.output}: {result.packages} distributions ({result.format})"

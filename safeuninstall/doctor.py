@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from .environment import InstalledDistribution
 from .impact import applies_on_target
-from .libraries import LibraryIndex, Ownership, unresolved
+from .libraries import LibraryIndex, Ownership, hollow_distributions, unresolved
 from .names import canonical
 from .snapshot import PackageEntry, Snapshot
 
@@ -121,6 +121,10 @@ class DoctorReport(Struct):
     def healthy(self) -> bool:
         return not self.findings
 
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.healthy else 1
+
     def to_dict(self) -> dict[str, object]:
         return {
             "healthy": self.healthy,
@@ -156,19 +160,6 @@ def _satisfies(specifier: SpecifierSet, version: str) -> bool:
         return specifier.contains(Version(version), prereleases=True)
     except (InvalidVersion, InvalidSpecifier):
         return True  # can't judge a non-standard version: don't cry wolf
-
-
-def hollow_distributions(
-    owned: Ownership, installed: Mapping[str, InstalledDistribution]
-) -> list[str]:
-    """Installed distributions some of whose RECORD files are gone (compiled caches aside)."""
-    hollow = []
-    for key, files in owned.files.items():
-        if key not in installed:
-            continue
-        if any(not p.endswith(".pyc") and not os.path.lexists(p) for p in files):
-            hollow.append(key)
-    return sorted(hollow)
 
 
 def examine(

@@ -107,7 +107,7 @@ def _venv_python(venv: Path, *, origin: str) -> Path:
     raise EnvironmentNotFound(f"{origin}: {venv} is not a Python environment (no {_BIN}/python)")
 
 
-def query_interpreter(python: Path) -> Interpreter:
+def query_interpreter(python: Path, environ: Mapping[str, str]) -> Interpreter:
     """Ask the interpreter about itself, or reuse its last answer.
 
     For a venv the answer is cached in ``<venv>/.safe-uninstall/interpreter.json``, valid while
@@ -120,7 +120,9 @@ def query_interpreter(python: Path) -> Interpreter:
         if cached is not None:
             return cached
     try:
-        done = process.run([str(python), "-I", "-c", _QUERY], timeout=60)
+        done = process.run(
+            [str(python), "-I", "-c", _QUERY], timeout=60, env=process.scrubbed(environ)
+        )
     except OSError as err:
         raise EnvironmentNotFound(f"{python}: cannot run it: {err.strerror}") from err
     if not done.ok:

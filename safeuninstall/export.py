@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -31,9 +31,8 @@ from . import __version__
 from . import snapshot as snapshot_file
 from .atomicfile import write_atomically
 from .backend import requirement_for
-from .core import show_snapshot
+from .context import Context
 from .errors import SafeUninstallError
-from .options import TargetOptions
 from .snapshot import PackageEntry, Snapshot
 
 if sys.version_info >= (3, 11):
@@ -179,6 +178,7 @@ class ExportOptions(Struct, frozen=True):
     snapshot: str | None  # an id, "latest", or the path of a snapshot.toml (or its folder)
     format: str  # "requirements" or "pylock"
     output: Path | None = None  # None: the caller prints the text
+    cwd: Path = Path()  # what relative paths are relative to
 
 
 class ExportResult(Struct, frozen=True):
@@ -205,15 +205,16 @@ class ExportResult(Struct, frozen=True):
         }
 
 
-def _load(target: TargetOptions, reference: str | None) -> Snapshot:
+def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:
+    """The snapshot.toml at a path (no environment needed), else one of the target's."""
+    reference = options.snapshot
     if reference is not None and ("/" in reference or reference.endswith(".toml")):
-        path = Path(reference).expanduser()
-        if not path.is_absolute():
-            path = target.cwd / path
+        path = options.cwd / Path(reference).expanduser()
         if path.is_dir():
             path = path / snapshot_file.SNAPSHOT_FILE
         return snapshot_file.load(path)
-    return show_snapshot(target, reference)
+    store = target().store
+    return store.load(store.resolve_id(reference))
 
 
 def fallback_path(output: Path) -> Path:
@@ -222,10 +223,11 @@ def fallback_path(output: Path) -> Path:
     return output.with_suffix(".txt") if _PYLOCK_NAME.match(output.name) else output
 
 
-def export(target: TargetOptions, options: ExportOptions) -> ExportResult:
+def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResult:
+    """``target`` opens the environment, if a snapshot of it is wanted."""
     if options.format not in FORMATS:
         raise SafeUninstallError(f"unknown export format {options.format!r}")
-    snap = _load(target, options.snapshot)
+    snap = _load(options, target)
     fmt, reason, output = options.format, None, options.output
     if fmt == "pylock":
         try:
@@ -236,8 +238,7 @@ def export(target: TargetOptions, options: ExportOptions) -> ExportResult:
     if fmt == "requirements":
         text = requirements(snap)
     if output is not None:
-        if not output.is_absolute():
-            output = target.cwd / output
+        output = options.cwd / output
         try:
             write_atomically(output, text.encode("utf-8"), mode=0o644)
         except OSError as err:

@@ -266,3 +266,16 @@ def drift(
             )
         )
     return changes
+
+
+def hollow_distributions(
+    owned: Ownership, installed: Mapping[str, InstalledDistribution]
+) -> list[str]:
+    """Installed distributions some of whose RECORD files are gone (compiled caches aside)."""
+    hollow = []
+    for key, files in owned.files.items():
+        if key not in installed:
+            continue
+        if any(not p.endswith(".pyc") and not os.path.lexists(p) for p in files):
+            hollow.append(key)
+    return sorted(hollow)

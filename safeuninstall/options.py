@@ -21,8 +21,6 @@ class TargetOptions(Struct, frozen=True):
     command: tuple[str, ...] = ()
     state_dir: str | None = None
     lock_timeout: float = 60.0
-    # told when the environment is busy and this call starts to wait for it
-    on_wait: Callable[[str], None] | None = None
     # receives uv's (or pip's) own output as it comes (-v)
     on_installer_output: Callable[[str], None] | None = None
     # told how far a long file step is: (step, bytes done, bytes in all)

@@ -11,6 +11,7 @@ import os
 import shlex
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from subprocess import Popen
@@ -172,13 +173,9 @@ def run_probe(
     probe: Probe,
     interpreter: Interpreter,
     *,
-    timeout: float,
+    settings: RunSettings,
     on_start: Callable[[Popen[bytes]], None] | None = None,
 ) -> ProbeResult:
-    bin_dir = interpreter.scripts
-    env = process.clean_environ({"PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")})
-    if interpreter.is_venv:
-        env["VIRTUAL_ENV"] = interpreter.prefix
     # An empty working folder, so a package in the user's current folder can't shadow one.
     with tempfile.TemporaryDirectory(prefix="safe-uninstall-probe-") as workdir:
         maps_out = Path(workdir) / "maps.txt"
@@ -187,7 +184,13 @@ def run_probe(
         else:
             argv = shlex.split(probe.code)
         try:
-            done = process.run(argv, timeout=timeout, env=env, cwd=Path(workdir), on_start=on_start)
+            done = process.run(
+                argv,
+                timeout=settings.timeout,
+                env=settings.env,
+                cwd=Path(workdir),
+                on_start=on_start,
+            )
         except OSError as err:
             return ProbeResult(
                 probe=probe,
@@ -219,8 +222,90 @@ def _read_libraries(path: Path) -> tuple[str, ...] | None:
     return tuple(os.fsdecode(line) for line in data.split(b"\n") if line)
 
 
-def run_all(settings: ProbeSettings, interpreter: Interpreter) -> list[ProbeResult]:
-    return [run_probe(p, interpreter, timeout=settings.timeout) for p in settings.probes]
+class RunSettings(Struct, frozen=True):
+    """How a probe process is run: its time limit and its environment (Context.child_env)."""
+
+    timeout: float
+    env: Mapping[str, str]
+
+
+def run_all(
+    settings: ProbeSettings, interpreter: Interpreter, env: Mapping[str, str]
+) -> list[ProbeResult]:
+    how = RunSettings(settings.timeout, env)
+    return [run_probe(p, interpreter, settings=how) for p in settings.probes]
+
+
+class Running:
+    """Probes running in a thread; ``results`` blocks until they are done. The caller owns its
+    lifetime: every path out of it ends in ``results`` or ``cancel``.
+
+    Waits are on the ``done`` event, never on ``Thread.join``: on Python 3.11 and 3.12 a join
+    cut short by Ctrl-C marks the thread as finished while it still runs, and ``cancel`` would
+    then leave its probe running.
+    """
+
+    def __init__(self, settings: ProbeSettings, interpreter: Interpreter, env: Mapping[str, str]):
+        self._settings = settings
+        self._interpreter = interpreter
+        self._how = RunSettings(settings.timeout, env)
+        self._results: list[ProbeResult] = []
+        self._children: list[Popen[bytes]] = []
+        self._error: list[BaseException] = []
+        self._cancelled = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="probe", daemon=True)
+
+    def _work(self) -> None:
+        try:
+            for probe in self._settings.probes:
+                if self._cancelled.is_set():
+                    return
+                self._results.append(
+                    run_probe(
+                        probe,
+                        self._interpreter,
+                        settings=self._how,
+                        on_start=self._children.append,
+                    )
+                )
+        except BaseException as err:  # handed to the caller's thread by results()
+            self._error.append(err)
+        finally:
+            self._done.set()
+
+    def start(self) -> Running:
+        try:
+            self._thread.start()
+        except BaseException:
+            # Ctrl-C while start() waits for the thread: it may run anyway, and its probe must
+            # not outlive us. Once cancelled, a thread not yet running starts no probe; one that
+            # runs (its ident is set first thing) is waited for and its probe killed.
+            self._cancelled.set()
+            if self._thread.ident is not None:
+                self.cancel()
+            raise
+        return self
+
+    def results(self) -> list[ProbeResult]:
+        self._done.wait()
+        if self._error:
+            raise self._error[0]
+        return self._results
+
+    def cancel(self) -> None:
+        """Start no further probe, kill the one running (its whole group), wait for the thread."""
+        self._cancelled.set()
+        while not self._done.is_set():
+            # poll() is None only for a child not yet reaped: its pid can't have been reused.
+            if self._children and self._children[-1].poll() is None:
+                process.kill(self._children[-1])
+            self._done.wait(0.05)
+
+
+def start(settings: ProbeSettings, interpreter: Interpreter, env: Mapping[str, str]) -> Running:
+    """``settings``' probes, begun in a thread."""
+    return Running(settings, interpreter, env).start()
 
 
 def top_level_modules(dist: InstalledDistribution) -> list[str]:

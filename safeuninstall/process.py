@@ -24,8 +24,23 @@ from msgspec import Struct
 _HEAD_BYTES = 32 * 1024
 _TAIL_BYTES = 32 * 1024
 
-# Variables that would make a child act on another environment than the target.
-_LEAKY_VARIABLES = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "CONDA_PREFIX")
+# Variables that would make a child act on another environment than the target: another
+# interpreter's packages on sys.path, another install location for pip, code run at start-up.
+# (pipx's _fix_subprocess_env drops PYTHONPATH and __PYVENV_LAUNCHER__ for the same reason.)
+SCRUBBED_VARIABLES = (
+    "VIRTUAL_ENV",  # set again to the target by the caller when the target is a venv
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONSAFEPATH",
+    "PYTHONEXECUTABLE",
+    "__PYVENV_LAUNCHER__",
+    "PIP_TARGET",
+    "PIP_PREFIX",
+    "PIP_ROOT",
+    "PIP_USER",
+)
 
 
 class Completed(Struct, frozen=True):
@@ -83,18 +98,16 @@ class _BoundedReader(threading.Thread):
         return head + tail
 
 
-def clean_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _LEAKY_VARIABLES}
-    if extra:
-        env.update(extra)
-    return env
+def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without SCRUBBED_VARIABLES: the base of every child's environment."""
+    return {k: v for k, v in environ.items() if k not in SCRUBBED_VARIABLES}
 
 
 def run(
     argv: Sequence[str],
     *,
     timeout: float | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
     cwd: Path | None = None,
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
     echo: Callable[[str], None] | None = None,
@@ -112,7 +125,7 @@ def run(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(env) if env is not None else clean_environ(),
+        env=dict(env),
         cwd=cwd,
         start_new_session=True,  # its own process group, so a timeout can kill all of it
     )

@@ -12,45 +12,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
     from .config import Settings
-    from .core import OperationResult, PruneResult, SnapshotSummary
     from .doctor import DoctorReport
     from .impact import ImpactReport
     from .libraries import LibraryChange
     from .probe import ProbeResult
+    from .results import PruneResult, Result, SnapshotList
     from .snapshot import Snapshot
-
-_OUTCOMES = {
-    "nothing-to-do": "nothing to do",
-    "dry-run": "dry run: nothing was changed",
-    "removed": "removed; every probe passed",
-    "probe-failed-restored": "the probe failed after the removal: all was restored and verified",
-    "probe-failed-incomplete": "the probe failed after the removal and the restore is INCOMPLETE",
-    "probe-failed-kept": "the probe failed after the removal; not restored (--keep-on-failure)",
-    "uninstall-failed-restored": "the uninstall failed: everything was restored and verified",
-    "uninstall-failed-incomplete": "the uninstall failed and the restore is INCOMPLETE",
-    "interrupted-restored": "interrupted: everything was restored and verified",
-    "interrupted-incomplete": "interrupted and the restore is INCOMPLETE",
-    "already-matches": "the environment already matches the snapshot",
-    "rolled-back": "rolled back; the environment matches the snapshot",
-    "rolled-back-probe-fails": "rolled back and verified, but the probe fails in that state",
-    "incomplete": "the rollback is INCOMPLETE",
-    "nothing-to-recover": "nothing to recover",
-    "recovered": "recovered; the environment matches the snapshot",
-    "recovered-probe-fails": "recovered and verified, but the probe fails in that state",
-    "refused-strict": "refused (--strict): nothing was changed",
-    "checked": "checked: nothing was changed",
-    "error-restored": "an error after the uninstall started: all was restored and verified",
-    "error-incomplete": "an error after the uninstall started, and the restore is INCOMPLETE",
-    "rolled-back-probe-interrupted": "rolled back; the probe after it was interrupted",
-    "recovered-probe-interrupted": "recovered; the probe after it was interrupted",
-    "hollow-restored": "the removal left another distribution hollow: all was restored",
-    "hollow-incomplete": "the removal left another distribution hollow; restore INCOMPLETE",
-    "drift-restored": "the probe passed only on other copies of libraries: all was restored",
-    "drift-incomplete": "drift found after the removal and the restore is INCOMPLETE",
-    "passed": "every probe passed",
-    "failed": "a probe failed",
-}
-
 
 # (text, tone) -> text; tones: "good", "warn", "bad"
 Paint = Callable[[str, str], str]
@@ -91,36 +58,48 @@ def _tail(text: str, count: int) -> list[str]:
     return lines if count == 0 or len(lines) <= count else ["...", *lines[-count:]]
 
 
-def operation(result: OperationResult, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
-    outcome = paint(_OUTCOMES.get(result.outcome, result.outcome), _tone(result.exit_code))
+def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
+    outcome = paint(result.outcome.text, _tone(result.exit_code))
     headline = f"{result.command}: {outcome}"
     if quiet:
         lines = [headline]
         if result.next_command:
             lines.append(f"to finish: {result.next_command}")
         return "\n".join(lines)
+    details, runs = result.details(), result.probes
     lines = [f"environment: {result.python}"]
     if result.snapshot:
         lines.append(f"snapshot: {result.snapshot}")
-    lines += [f"not installed, skipped: {name}" for name in result.absent]
-    plan = result.rollback_plan
+    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    plan = details.rollback_plan
     if plan is not None:
         lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
         lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
         lines += [f"missing, to restore: {name}" for name in plan.missing]
     elif result.removed:
-        verb = "would remove" if result.outcome == "dry-run" else "removing"
+        verb = "would remove" if result.outcome.value == "dry-run" else "removing"
         lines.append(f"{verb}: {', '.join(result.removed)}")
-    if result.impact is not None:
-        lines += impact_lines(result.impact)
-    elif result.dependents:
-        lines.append(f"installed distributions that depend on it: {', '.join(result.dependents)}")
-    lines += [f"probe: {note}" for note in result.probe_notes]
-    lines += _probe_lines("baseline probe", result.baseline, verbose, paint)
+    if details.impact is not None:
+        lines += impact_lines(details.impact)
+    lines += [f"probe: {note}" for note in runs.notes]
+    lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
     after = "probe" if result.command == "probe" else "probe after the change"
-    lines += _probe_lines(after, result.probes, verbose, paint)
-    lines += [f"drift: {d.describe()}" for d in result.drift]
-    lines += [f"diagnosis: {f.describe()}" for f in result.diagnosis]
+    lines += _probe_lines(after, runs.after, verbose, paint)
+    lines += [f"drift: {d.describe()}" for d in details.drift]
+    lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
+    lines += _restore_lines(result, paint)
+    lines += _probe_lines("probe after the restore", runs.after_restore, verbose, paint)
+    if runs.after_restore_skipped:
+        lines.append(f"probe after the restore: {runs.after_restore_skipped}")
+    lines += result.messages
+    lines.append(headline)
+    if result.next_command:
+        lines.append(f"to finish the job, run: {result.next_command}")
+    return "\n".join(lines)
+
+
+def _restore_lines(result: Result, paint: Paint) -> list[str]:
+    lines = []
     if result.restore is not None:
         r = result.restore
         if r.from_stash:
@@ -130,29 +109,22 @@ def operation(result: OperationResult, *, verbose: bool, quiet: bool, paint: Pai
         if r.failed:
             lines.append(paint(f"could NOT be restored: {', '.join(r.failed)}", "bad"))
         lines += [f"note: {note}" for note in r.notes]
-    if result.verification is not None:
-        v = result.verification
-        if v.ok:
-            lines.append(
-                f"verified: the installed set equals the snapshot; "
-                f"{v.files_checked} restored files match their RECORD sha256"
-            )
-        else:
-            lines.append(
-                paint("verification FAILED: the environment differs from the snapshot", "bad")
-            )
-            lines += ["  " + line for line in v.describe()]
-    lines += _probe_lines("probe after the restore", result.final_probes, verbose, paint)
-    if result.final_probe_skipped:
-        lines.append(f"probe after the restore: {result.final_probe_skipped}")
-    lines += result.messages
-    lines.append(headline)
-    if result.next_command:
-        lines.append(f"to finish the job, run: {result.next_command}")
-    return "\n".join(lines)
+    v = result.verification
+    if v is not None and v.ok:
+        lines.append(
+            f"verified: the installed set equals the snapshot; "
+            f"{v.files_checked} restored files match their RECORD sha256"
+        )
+    elif v is not None:
+        lines.append(paint("verification FAILED: the environment differs from the snapshot", "bad"))
+        lines += ["  " + line for line in v.describe()]
+    return lines
 
 
-def snapshots_table(summaries: Sequence[SnapshotSummary]) -> str:
+def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
+    summaries = listed.snapshots
+    if quiet:
+        return "\n".join(s.id for s in summaries)
     if not summaries:
         return "no snapshots"
     lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'removed':<30} command"]
@@ -165,9 +137,12 @@ def snapshots_table(summaries: Sequence[SnapshotSummary]) -> str:
     return "\n".join(lines)
 
 
-def snapshot_details(snap: Snapshot) -> str:
+def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
+    headline = f"snapshot {snap.id} ({snap.operation}, {snap.outcome})"
+    if quiet:
+        return headline
     lines = [
-        f"snapshot {snap.id} ({snap.operation}, {snap.outcome})",
+        headline,
         f"created: {snap.created}",
         f"python: {snap.target.python} ({snap.target.version})",
         f"command: {' '.join(snap.command)}",
@@ -196,9 +171,9 @@ def _size(count: int) -> str:
     return f"{count} B"
 
 
-def prune_summary(result: PruneResult) -> str:
+def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
-    lines = [f"{verb} snapshot {i} ({_size(b)})" for i, b in result.removed]
+    lines = [] if quiet else [f"{verb} snapshot {i} ({_size(b)})" for i, b in result.removed]
     lines.append(
         f"{verb} {len(result.removed)} snapshots, {_size(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
@@ -238,10 +213,13 @@ def impact_lines(report: ImpactReport) -> list[str]:
     return lines
 
 
-def doctor_report(report: DoctorReport) -> str:
+def doctor_report(report: DoctorReport, *, quiet: bool = False) -> str:
     if report.healthy:
         return "doctor: no missing library, unmet requirement or hollow distribution found"
-    lines = [f.describe() for f in report.findings]
+    if quiet:
+        lines = [f"doctor: {len(report.findings)} problems found"]
+    else:
+        lines = [f.describe() for f in report.findings]
     if report.repair_command:
         lines.append(f"to repair, run: {report.repair_command}")
         if report.repair_also:

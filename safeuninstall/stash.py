@@ -230,7 +230,22 @@ class StashHasher:
         self._stashes = stashes
         self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
+
+    def start(self) -> StashHasher:
         self._thread.start()
+        return self
+
+    def __enter__(self) -> StashHasher:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Its work is done by the time the block is left: its record is what vouches for a
+        file changed locally before the removal (a later rollback relies on it). On an
+        exception it stops instead: its snapshot is being given up."""
+        if kind is None:
+            self.wait()
+        else:
+            self.cancel()
 
     def _run(self) -> None:
         verified: dict[str, list[object]] = {}

@@ -1,265 +1,313 @@
-"""Applying a restore plan in one batch, and proving the result.
+"""A change to the environment that can be undone, and proven undone.
 
-``restore`` brings back a list of snapshot entries: from a stash where one holds the exact
-name==version and its bytes still hash right, else in ONE pinned ``--no-deps`` install.
-``verify`` then compares the installed set with the snapshot and hashes every restored file
-against its RECORD.
+``Transaction`` is what every mutating operation (uninstall, rollback, recover) goes through:
+
+1. ``snapshot``: the journal first, then the snapshot and the stash of everything the change
+   may delete; nothing is removed before both exist.
+2. ``uninstall``: the installer runs, journalled.
+3. ``restore``: everything wanted comes back in one batch (stash first, else one pinned
+   install), then the environment is re-read and compared with the snapshot: a frozen
+   ``Restored`` says what was proven.
+4. ``finish``: the snapshot's outcome is written and the journal removed.
+
+Leaving the ``with`` block on an exception before anything was removed gives the change up:
+the snapshot folder and the journal go, the environment is as it was. After a removal the
+journal stays until ``finish``: a process killed then is finished by ``recover``. Interrupts
+(Ctrl-C, SIGTERM) are deferred where a half-done step would be worse than a late exit
+(``interrupts_deferred``).
 """
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import datetime
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 
-from msgspec import Struct, field
+from msgspec import Struct
 
-from .backend import Backend, shell_line
-from .environment import InstalledDistribution, Interpreter, Source, installed_distributions
-from .errors import BackendError
-from .plan import RestorePlan, SetDifference, StashIndex, compare_sets, plan_restore
-from .records import sha256_file
-from .snapshot import PackageEntry, Snapshot, StashedFile
-from .stash import check_stash, read_verified, restore_files
-from .store import Store
-
-
-class RestoreReport(Struct):
-    """What a restore brought back, how, and what it could not."""
-
-    from_stash: list[str] = field(default_factory=list)  # pins restored from a stash
-    reinstalled: list[str] = field(default_factory=list)  # pins reinstalled by uv/pip
-    failed: list[str] = field(default_factory=list)  # pins that could not be brought back
-    notes: list[str] = field(default_factory=list)  # what happened on the way, for the user
-    # (st_dev, st_ino) of files linked back from a stash whose sha256 was checked
-    verified_inodes: set[tuple[int, int]] = field(default_factory=set)
-    # per distribution restored from a stash: {path relative to the environment: sha256}
-    accepted: dict[str, dict[str, str]] = field(default_factory=dict)
-    reinstalled_names: list[str] = field(default_factory=list)
-    install_command: str = ""  # the reinstall command that was (or would have to be) run
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "from_stash": self.from_stash,
-            "reinstalled": self.reinstalled,
-            "failed": self.failed,
-            "notes": self.notes,
-        }
+from . import __version__
+from .context import Context
+from .environment import InstalledDistribution
+from .errors import BackendError, SnapshotInvalid
+from .journal import Entry, Journal
+from .plan import StashCandidate, StashKey, build_stash_index
+from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
+from .snapshot import PackageEntry, PackageStash, Snapshot, Target
+from .stash import StashHasher, relative_to_root, stash_distribution, stash_folder_name
 
 
-def restore(
-    entries: Sequence[PackageEntry],
-    *,
-    index: StashIndex,
-    store: Store,
-    interpreter: Interpreter,
-    backend: Backend,
-    offline: bool,
-    displaced_dir: Path,
-    preferred_snapshot: str | None = None,
-    checkpoint: Callable[[str], object] = lambda step: None,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> RestoreReport:
-    """``checkpoint`` is called at the step boundary inside: before the reinstall.
-    ``progress`` is told (step, bytes checked, bytes in all) while stashes are checked."""
-    report = RestoreReport()
-    plan = plan_restore(entries, index, preferred_snapshot=preferred_snapshot)
-    on_bytes = (
-        byte_counter(progress, "restore", _restore_total(plan)) if progress is not None else None
-    )
-    env_root = Path(interpreter.prefix)
-    reinstall = list(plan.reinstall)
-    for entry, candidates in plan.from_stash:
-        for candidate in candidates:
-            stash = candidate.entry.stash
-            assert stash is not None  # the index holds complete stashes only
-            folder = store.folder(candidate.snapshot_id)
-            checked = check_stash(stash, folder, read_verified(folder), on_bytes)
-            if checked.problems:
-                report.notes.append(
-                    f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "
-                    + "; ".join(f"{p.path}: {p.problem}" for p in checked.problems[:3])
-                )
-                continue
-            try:
-                restore_files(
-                    stash, snapshot_dir=folder, env_root=env_root, displaced_dir=displaced_dir
-                )
-            except OSError as err:
-                report.notes.append(f"{entry.pin}: restore from stash failed: {err}")
-                continue
-            report.verified_inodes.update(_inodes(stash.files, folder / stash.folder))
-            report.accepted[entry.name] = checked.accepted
-            report.from_stash.append(entry.pin)
-            if checked.modified:
-                report.notes.append(
-                    f"{entry.pin}: restored as it was installed, which differed from its RECORD "
-                    f"(modified locally before the removal): {', '.join(checked.modified[:3])}"
-                )
-            break
-        else:
-            reinstall.append(entry)
-    checkpoint("restore-reinstall")
-    if reinstall:
-        argv = backend.install_argv(reinstall, offline=offline)
-        report.install_command = shell_line(argv)
-        try:
-            backend.install(reinstall, offline=offline)
-        except BackendError as err:
-            report.failed.extend(e.pin for e in reinstall)
-            report.notes.append(f"reinstall failed: {err.message}\n{err.detail}".strip())
-        else:
-            report.reinstalled.extend(e.pin for e in reinstall)
-            report.reinstalled_names.extend(e.name for e in reinstall)
-    return report
+class SnapshotSpec(Struct, frozen=True):
+    """What a snapshot records besides the installed set."""
+
+    operation: str  # "uninstall", "rollback", "recover", "snapshot"
+    stash: Sequence[str] = ()  # distributions whose files are kept
+    removed: Sequence[str] = ()  # what the operation removes
+    shared: Collection[str] = ()  # paths other distributions list too (stashed as shared)
 
 
-def byte_counter(
-    report: Callable[[str, int, int], None], step: str, total: int
-) -> Callable[[int], None]:
-    """Adds up bytes as a step goes and reports (step, done, total) after each addition."""
-    done = 0
+class Restored(Struct, frozen=True):
+    """What a restore did and what was proven afterwards, from a re-read of the environment."""
 
-    def add(count: int) -> None:
-        nonlocal done
-        done = min(done + count, total)
-        report(step, done, total)
-
-    return add
-
-
-def _restore_total(plan: RestorePlan) -> int:
-    """Bytes to check: the first stash each entry will try."""
-    total = 0
-    for _, candidates in plan.from_stash:
-        stash = candidates[0].entry.stash
-        total += sum(f.size for f in stash.files) if stash else 0
-    return total
-
-
-def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
-    found = set()
-    for stashed in files:
-        try:
-            info = (root / stashed.path).lstat()
-        except OSError:
-            continue
-        found.add((info.st_dev, info.st_ino))
-    return found
-
-
-class Verification(Struct, frozen=True):
-    """The proof that an environment matches a snapshot again."""
-
-    difference: SetDifference
-    hash_mismatches: tuple[str, ...]  # "name==version: path"
-    source_mismatches: tuple[str, ...]  # same version, another build
-    files_checked: int
+    report: RestoreReport
+    verification: Verification | None  # None: the restore stopped on an error of ours
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.difference.equal and not self.hash_mismatches and not self.source_mismatches
-
-    def describe(self) -> list[str]:
-        lines = [f"missing: {pin}" for pin in self.difference.missing]
-        lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
-        lines += [f"another build: {item}" for item in self.source_mismatches]
-        lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
-        return lines
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "ok": self.ok,
-            "missing": list(self.difference.missing),
-            "unexpected": list(self.difference.unexpected),
-            "source_mismatches": list(self.source_mismatches),
-            "hash_mismatches": list(self.hash_mismatches),
-            "files_checked": self.files_checked,
-        }
+        return self.verification is not None and self.verification.ok
 
 
-def verify(
-    snapshot: Snapshot,
-    interpreter: Interpreter,
-    report: RestoreReport,
-    *,
-    intact: Iterable[str] = (),
-) -> Verification:
-    """Prove the restore.
+def take_snapshot(
+    ctx: Context,
+    installed: Mapping[str, InstalledDistribution],
+    folder: tuple[str, Path],
+    spec: SnapshotSpec,
+) -> Snapshot:
+    """Write a snapshot of ``installed`` into ``folder``, stashing ``spec.stash`` first.
 
-    - The installed set equals the snapshot's, name, version and source.
-    - Every file restored from a stash is back with the bytes it had (the stash's: its RECORD
-      hash, or the bytes as installed where they differed). Files the RECORD lists that were
-      already gone before the removal are not asked for.
-    - Every reinstalled distribution matches its RECORD.
-    - ``intact``: distributions that share paths with what was removed still have every file.
+    On any failure (disk full, Ctrl-C) the half-made folder is deleted and the error raised:
+    nothing has been removed yet, so nothing is lost.
     """
-    installed = installed_distributions(interpreter)
-    wanted = {e.name: e for e in snapshot.packages}
-    difference = compare_sets(
-        {name: e.version for name, e in wanted.items()},
-        {name: dist.version for name, dist in installed.items()},
-    )
-    sources = tuple(
-        f"{name}=={dist.version} (snapshot: {_source(wanted[name].source)}, "
-        f"installed: {_source(dist.source)})"
-        for name, dist in sorted(installed.items())
-        if name in wanted
-        and wanted[name].version == dist.version
-        and wanted[name].source != dist.source
-    )
-    env_root = Path(interpreter.prefix)
-    mismatches: list[str] = []
-    checked = 0
-    for name, files in report.accepted.items():
-        pin = f"{name}=={wanted[name].version}" if name in wanted else name
-        for rel, sha256 in files.items():
-            checked += 1
-            if not _holds(env_root / rel, sha256, report.verified_inodes):
-                mismatches.append(f"{pin}: {rel}")
-    for name in [*report.reinstalled_names, *intact]:
-        dist = installed.get(name)
-        if dist is None:
-            continue  # reported as missing above
-        bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
-        checked += count
-        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
-    return Verification(difference, tuple(mismatches), sources, checked)
-
-
-def _source(source: Source) -> str:
-    return f"{source.kind} {source.url}" if source.url else source.kind
-
-
-def _holds(path: Path, sha256: str, verified_inodes: set[tuple[int, int]]) -> bool:
+    snapshot_id, path = folder
+    env_root = Path(ctx.interpreter.prefix)
+    on_bytes = _stash_progress(ctx, installed, spec.stash)
     try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    # A file linked back from a stash whose bytes were just checked is that same inode:
-    # hashing it again would read every byte twice.
-    if (info.st_dev, info.st_ino) in verified_inodes or stat.S_ISLNK(info.st_mode):
-        return True
-    return sha256_file(path) == sha256
+        stashes = {
+            name: stash_distribution(
+                installed[name],
+                env_root=env_root,
+                snapshot_dir=path,
+                shared=spec.shared,
+                on_bytes=on_bytes,
+            )
+            for name in spec.stash
+        }
+        snap = Snapshot(
+            id=snapshot_id,
+            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
+            tool_version=__version__,
+            command=tuple(ctx.command),
+            operation=spec.operation,
+            target=Target(
+                python=str(ctx.python),
+                prefix=ctx.interpreter.prefix,
+                version=ctx.interpreter.version,
+            ),
+            packages=tuple(
+                _entry(dist, env_root, stashes.get(name))
+                for name, dist in sorted(installed.items())
+            ),
+            removed=tuple(spec.removed),
+        )
+        ctx.store.save(snap)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
+    return snap
 
 
-def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[list[str], int]:
-    try:
-        entries = dist.record()
-    except OSError:
-        return ["RECORD unreadable"], 0
-    bad = []
-    checked = 0
-    for entry in entries:
-        path = dist.site_dir / entry.path
-        if not os.path.lexists(path):
-            if not entry.path.endswith(".pyc"):
-                bad.append(entry.path)
+def _entry(dist: InstalledDistribution, env_root: Path, stash: PackageStash | None) -> PackageEntry:
+    return PackageEntry(
+        name=dist.key,
+        version=dist.version,
+        installer=dist.installer,
+        requested=dist.requested,
+        source=dist.source,
+        dist_info=relative_to_root(dist.dist_info, env_root) or "",
+        stash=stash,
+    )
+
+
+def _stash_progress(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], stash: Sequence[str]
+) -> Callable[[int], None] | None:
+    """A byte counter for the progress bar, when someone shows one (RECORD sizes give the
+    total; reading them is skipped otherwise)."""
+    report = ctx.on_progress
+    if report is None or not stash:
+        return None
+    total = 0
+    for name in stash:
+        with contextlib.suppress(OSError):
+            total += sum(e.size or 0 for e in installed[name].record())
+    return byte_counter(report, "stash", total)
+
+
+class Transaction:
+    """One mutating operation's journal, snapshot, stash, restore and proof (see the module)."""
+
+    def __init__(self, ctx: Context, operation: str, recovering: Entry | None = None) -> None:
+        self._ctx = ctx
+        self._journal = Journal(ctx.store.root)
+        self._operation = operation
+        self._entry = recovering
+        self._prefix = "recover:" if recovering is not None else ""
+        self._folder: tuple[str, Path] | None = None
+        self._hasher: StashHasher | None = None
+        self._changed = False  # the installer has run: giving up is no longer possible
+        self._finished = False
+        self.interrupted = False  # a deferred interrupt arrived
+        self.snapshot: Snapshot | None = None
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    @property
+    def changed(self) -> bool:
+        """The installer has run: the environment may differ from the snapshot."""
+        return self._changed
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        err: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        giving_up = kind is not None and not self._changed
+        if self._hasher is not None:
+            # Its record must be complete before the command ends, unless the snapshot goes.
+            if giving_up:
+                self._hasher.cancel()
+            else:
+                self._hasher.wait()
+        if giving_up:
+            self._give_up()
+
+    def snapshot_before(
+        self, installed: Mapping[str, InstalledDistribution], spec: SnapshotSpec
+    ) -> Snapshot:
+        """The journal, then the snapshot and stash of the state before the change. The stash
+        is hashed in a thread while the change and its probe run."""
+        ctx = self._ctx
+        self._folder = ctx.store.new_folder()
+        if self._entry is None:
+            self._entry = self._journal.begin(self._operation, self._folder[0], "stash")
+        else:
+            self._step("stash")
+        self.snapshot = take_snapshot(ctx, installed, self._folder, spec)
+        stashes = [e.stash for e in self.snapshot.packages if e.stash]
+        # A restore then need not hash the stash, and a file changed locally before the
+        # removal is vouched for (its RECORD hash no longer is).
+        self._hasher = StashHasher(self._folder[1], stashes).start()
+        return self.snapshot
+
+    def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
+        assert self._entry is not None
+        self._entry = self._journal.step(
+            self._entry, self._prefix + step, durable=durable, must_write=must_write
+        )
+
+    def uninstall(self, names: Sequence[str]) -> str | None:
+        """Run the installer's uninstall; the error text if it failed, else None."""
+        self._step("uninstall")
+        self._changed = True
+        self._ctx.emit("removing", f"removing: {', '.join(names)}")
+        try:
+            self._ctx.backend.uninstall(names)
+        except BackendError as err:
+            return f"{err.message}\n{err.detail}".strip()
+        return None
+
+    def probing(self) -> None:
+        """The probe after the change is about to run (a step that changes nothing)."""
+        self._step("probe", durable=False)
+
+    def restore(
+        self,
+        wanted: Snapshot,
+        entries: Sequence[PackageEntry],
+        intact: Sequence[str],
+        *,
+        offline: bool,
+    ) -> Restored:
+        """Bring ``entries`` back in one batch and prove the environment equals ``wanted``, and
+        that ``intact`` (distributions that share files with what was removed) are whole."""
+        ctx = self._ctx
+        assert self.snapshot is not None
+        ctx.emit("restoring", f"restoring: {', '.join(e.pin for e in entries)}")
+        # From here a full disk must not stop the restore (see Journal.step).
+        self._step("restore", must_write=False)
+        self._changed = True
+        if self._hasher is not None:
+            self._hasher.wait()  # usually done already: it ran while the probes did
+        report = RestoreReport()
+        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
+        job = RestoreJob(
+            entries=entries,
+            index=_stash_index(ctx, entries, first),
+            displaced_dir=ctx.store.folder(self.snapshot.id) / "displaced",
+            preferred_snapshot=wanted.id,
+            offline=offline,
+        )
+        try:
+            report = restore(ctx, job, lambda step: self._step(step, must_write=False))
+            self._step("verify", must_write=False)
+            verification = verify(wanted, ctx.interpreter, report, intact=intact)
+        except Exception as err:
+            return Restored(report, None, error=repr(err))
+        done = "verified" if verification.ok else "NOT verified"
+        ctx.emit("restored", f"restored: {verification.files_checked} files checked, {done}")
+        return Restored(report, verification)
+
+    def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
+        """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must
+        still finish the job."""
+        assert self.snapshot is not None
+        with contextlib.suppress(OSError):
+            self._ctx.store.set_outcome(self.snapshot.id, outcome)
+        if not keep_journal:
+            self._journal.finish()
+        self._finished = True
+
+    def _give_up(self) -> None:
+        """Nothing was removed: undo the snapshot too, so no "pending" one is left behind."""
+        if self._folder is not None:
+            shutil.rmtree(self._folder[1], ignore_errors=True)
+        if self._prefix == "":
+            self._journal.finish()
+
+    @contextlib.contextmanager
+    def interrupts_deferred(self) -> Iterator[None]:
+        """While a restore runs, Ctrl-C and SIGTERM are noted, not obeyed: a half-done restore
+        is worse than a late exit. (A SIGKILL still stops it; the journal then leads to
+        ``recover``.) ``interrupted`` says whether one arrived."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def note(signum: int, frame: object) -> None:
+            self.interrupted = True
+
+        previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _stash_index(
+    ctx: Context, entries: Sequence[PackageEntry], first: Sequence[Snapshot]
+) -> dict[StashKey, list[StashCandidate]]:
+    """Where each entry's exact name==version is stashed: ``first`` snapshots, then any other,
+    newest first. Only snapshots whose stash folder has that distribution are read (a folder
+    check each): parsing every 3000-package snapshot would cost 0.1 s apiece."""
+    store = ctx.store
+    wanted = {stash_folder_name(e.name, e.version) for e in entries}
+    snapshots = list(first)
+    loaded = {snap.id for snap in snapshots}
+    for snapshot_id in reversed(store.ids()):
+        stash_dir = store.folder(snapshot_id) / "stash"
+        if snapshot_id in loaded or not any((stash_dir / d).is_dir() for d in wanted):
             continue
-        if entry.sha256 is None or not check_hashes:
-            continue
-        checked += 1
-        if sha256_file(path) != entry.sha256:
-            bad.append(entry.path)
-    return bad, checked
+        try:
+            snapshots.append(store.load(snapshot_id))
+        except SnapshotInvalid:
+            continue  # an unreadable snapshot can't vouch for its stash
+    return build_stash_index(snapshots, prefix=ctx.interpreter.prefix)

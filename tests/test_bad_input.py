@@ -19,6 +19,7 @@ from safeuninstall import snapshot as snapshot_file
 from safeuninstall import tomlfile
 from safeuninstall.errors import SnapshotInvalid
 from tests.conftest import UV, MakeVenv, Venv
+from tests.test_units import full_snapshot
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -267,7 +268,6 @@ def _paths(data: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, 
 
 
 def _sample_snapshot() -> dict:  # type: ignore[type-arg]
-    from tests.test_units import full_snapshot
 
     return full_snapshot().to_dict()
 
@@ -315,7 +315,6 @@ def test_random_edits_are_accepted_or_refused_clearly(data: st.DataObject, tmp_p
     at=st.integers(min_value=0),
 )
 def test_random_bytes_are_refused_clearly(cut: int, flip: bytes, at: int, tmp_path: Path) -> None:
-    from tests.test_units import full_snapshot
 
     raw = snapshot_file.dumps(full_snapshot()).encode()
     raw = raw[: cut % (len(raw) + 1)]

@@ -12,10 +12,10 @@ import pytest
 from bench import report, scenarios
 from bench.dists import big_dist, record_hash, small_dist, write_installed, zeros_record_hash
 from bench.envs import Workspace, bundled_pip_wheel
-from bench.inprocess import open_context
-from safeuninstall import core
+from bench.inprocess import open_venv
 from safeuninstall.environment import installed_distributions
-from safeuninstall.transaction import RestoreReport, verify
+from safeuninstall.restore import RestoreReport, verify
+from safeuninstall.transaction import SnapshotSpec, take_snapshot
 from tests.conftest import UV
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -34,12 +34,10 @@ def test_directly_written_distributions_verify_against_their_record(tmp_path: Pa
     specs = [small_dist("tinydist", files=3), big_dist("cudalike", 3 * 10**6, files=4)]
     for spec in specs:
         write_installed(venv.site, spec)
-    ctx = open_context(venv)
+    ctx = open_venv(venv)
     installed = installed_distributions(ctx.interpreter)
     assert {n: d.version for n, d in installed.items()} == {"tinydist": "1.0", "cudalike": "1.0"}
-    snap = core.take_snapshot(
-        ctx, installed, folder=ctx.store.new_folder(), operation="snapshot", command=(), stash=()
-    )
+    snap = take_snapshot(ctx, installed, ctx.store.new_folder(), SnapshotSpec(operation="snapshot"))
     # As if all were reinstalled: every file is hashed against its RECORD.
     verification = verify(snap, ctx.interpreter, RestoreReport(reinstalled_names=sorted(installed)))
     assert verification.ok, verification.describe()

@@ -14,21 +14,44 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from safeuninstall import baseline, core, options
+from safeuninstall import baseline, options
+from safeuninstall.context import Context, open_context
+from safeuninstall.operations.uninstall import uninstall
+from safeuninstall.probe import configured_probes
+from safeuninstall.results import RemovalResult
 from safeuninstall.store import Store
 from tests.conftest import MakeVenv, Venv, wait_for
 
 
-def _call(venv: Venv, tmp_path: Path) -> tuple[options.TargetOptions, options.ProbeOptions, Path]:
+class _Command:
+    """One command's context, opened once and handed to the head start and the operation,
+    as the CLI does."""
+
+    def __init__(self, target: options.TargetOptions, probes: options.ProbeOptions) -> None:
+        self.target = target
+        self.ctx: Context = open_context(target)
+        self.probes = configured_probes(probes, target.cwd, target.environ)
+
+    def head_start(self, wanted: options.UninstallOptions) -> baseline.HeadStart | None:
+        return baseline.head_start(self.ctx, self.probes, wanted)
+
+    def uninstall(
+        self, wanted: options.UninstallOptions, early: baseline.HeadStart | None
+    ) -> RemovalResult:
+        return uninstall(self.ctx, self.probes, wanted, early)
+
+
+def _call(venv: Venv, tmp_path: Path) -> tuple[_Command, options.ProbeOptions, Path]:
     runs = tmp_path / "probe-runs.txt"
     environ = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     target = options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ=environ)
     probe = f"open({str(runs)!r}, 'a').write('x'); import requests"
-    return target, options.ProbeOptions(probes=(probe,)), runs
+    probes = options.ProbeOptions(probes=(probe,))
+    return _Command(target, probes), probes, runs
 
 
-def _started(target: options.TargetOptions, probes: options.ProbeOptions) -> baseline.HeadStart:
-    early = baseline.head_start(target, probes, options.UninstallOptions(names=("leftpad",)))
+def _started(target: _Command, probes: options.ProbeOptions) -> baseline.HeadStart:
+    early = target.head_start(options.UninstallOptions(names=("leftpad",)))
     assert early is not None
     assert early.baseline.running is not None  # no cached pass yet: the probe runs
     assert all(r.passed for r in early.baseline.results())  # waits for it
@@ -60,10 +83,10 @@ def test_a_valid_head_start_is_taken_over(make_venv: MakeVenv, tmp_path: Path) -
     venv = make_venv("requests", "leftpad")
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
-    result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
     assert result.outcome == "removed"
     assert runs.read_text() == "xx"  # the head start's baseline and the probe after: no third
-    assert [r.cached for r in result.baseline] == [False]
+    assert [r.cached for r in result.probes.baseline] == [False]
 
 
 def test_a_head_start_in_a_changed_environment_is_thrown_away(
@@ -73,7 +96,7 @@ def test_a_head_start_in_a_changed_environment_is_thrown_away(
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
     venv.uv("pip", "uninstall", "--python", str(venv.python), "toolpkg")  # in between
-    result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
     assert result.outcome == "removed"
     assert runs.read_text() == "xxx"  # the baseline ran again in the environment it judges
 
@@ -86,7 +109,7 @@ def test_a_head_start_is_thrown_away_when_the_lock_was_busy(
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
     with _lock_held(venv, seconds=0.3):
-        result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+        result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
     assert result.outcome == "removed"
     assert runs.read_text() == "xxx"
 
@@ -112,7 +135,7 @@ def test_a_head_start_is_thrown_away_after_another_operation_came_and_went(
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
     assert venv.tool("snapshot").returncode == 0
-    result = core.uninstall(target, probes, options.UninstallOptions(names=("leftpad",)), early)
+    result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
     assert result.outcome == "removed"
     assert runs.read_text() == "xxx"
 
@@ -144,11 +167,12 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     probes = options.ProbeOptions(probes=(probe,))
     wanted = options.UninstallOptions(names=("leftpad",))
     slow.touch()
-    early = baseline.head_start(target, probes, wanted)
+    command = _Command(target.target, probes)
+    early = command.head_start(wanted)
     assert early is not None
     wait_for(started)
     slow.unlink()  # the probes the removal runs itself are quick
     with _lock_held(venv, seconds=2.5):  # longer than the probe would still run
-        result = core.uninstall(target, probes, wanted, early)
+        result = command.uninstall(wanted, early)
     assert result.outcome == "removed"
     assert not survived.exists(), "the head start's probe ran on while another operation held on"

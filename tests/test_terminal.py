@@ -216,9 +216,11 @@ def test_verbose_streams_the_installers_output(make_venv: MakeVenv) -> None:
     assert "Uninstalled" not in quiet.stderr
 
 
-def test_core_reports_stash_progress(make_venv: MakeVenv) -> None:
-    from safeuninstall import core, options
+def test_the_snapshot_reports_stash_progress(make_venv: MakeVenv) -> None:
+    from safeuninstall import options
+    from safeuninstall.context import open_context
     from safeuninstall.environment import installed_distributions
+    from safeuninstall.transaction import SnapshotSpec, take_snapshot
 
     venv = make_venv("leftpad")
     calls: list[tuple[str, int, int]] = []
@@ -228,15 +230,9 @@ def test_core_reports_stash_progress(make_venv: MakeVenv) -> None:
         environ=dict(os.environ),
         on_progress=lambda step, done, total: calls.append((step, done, total)),
     )
-    ctx = core.open_target(target)
+    ctx = open_context(target)
     installed = installed_distributions(ctx.interpreter)
-    core.take_snapshot(
-        ctx,
-        installed,
-        folder=ctx.store.new_folder(),
-        operation="snapshot",
-        command=(),
-        stash=["leftpad"],
-    )
+    spec = SnapshotSpec(operation="snapshot", stash=["leftpad"])
+    take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
     assert calls and calls[-1][0] == "stash"
     assert calls[-1][1] == calls[-1][2] > 0

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from safeuninstall import snapshot as snapshot_file
-from safeuninstall.backend import Backend, requirement_for
+from safeuninstall.backend import PipBackend, UvBackend, requirement_for
 from safeuninstall.environment import Source
 from safeuninstall.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.impact import Dependency, dependents_of, requires_dist
@@ -215,7 +215,7 @@ def test_requirement_for_each_source(source: Source, expected: list[str]) -> Non
 
 
 def test_install_command_is_one_pinned_no_deps_call() -> None:
-    backend = Backend(python=Path("/v/bin/python"), uv="/bin/uv")
+    backend = UvBackend(Path("/v/bin/python"), "/bin/uv", env={})
     entries = [PackageEntry(name="a", version="1"), PackageEntry(name="b", version="2")]
     assert backend.install_argv(entries, offline=True) == [
         "/bin/uv",
@@ -240,7 +240,7 @@ def test_install_command_is_one_pinned_no_deps_call() -> None:
 
 
 def test_pip_fallback_commands() -> None:
-    backend = Backend(python=Path("/v/bin/python"), uv=None)
+    backend = PipBackend(Path("/v/bin/python"), env={})
     assert backend.uninstall_argv(["a"])[-2:] == ["--yes", "a"]
     assert backend.install_argv([PackageEntry(name="a", version="1")], offline=True)[-2:] == [
         "--no-index",

@@ -1,0 +1,122 @@
+"""What several operations judge a change by: the impact report with what it was built from,
+the probe derived from it, drift between two probe runs, and the view of the installed set
+that rollback plans and doctor's repair start from.
+
+Operations read these; none of them changes the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from msgspec import Struct
+
+from .context import Context
+from .environment import InstalledDistribution
+from .impact import ImpactReport, impact_report
+from .libraries import (
+    ELF_CACHE_FILE,
+    Drift,
+    LibraryIndex,
+    Ownership,
+    drift,
+    hollow_distributions,
+    ownership,
+)
+from .plan import Installed
+from .probe import ProbeResult, ProbeSettings, default_probes
+from .snapshot import Snapshot
+
+
+class Analysis(Struct, frozen=True):
+    """The impact report of a removal, with the ownership and library index it was built from."""
+
+    report: ImpactReport
+    owned: Ownership
+    index: LibraryIndex
+
+    def drift(self, baseline: Sequence[ProbeResult], after: Sequence[ProbeResult]) -> list[Drift]:
+        """What each Python probe loaded before and after (Linux /proc/self/maps), compared."""
+        found: list[Drift] = []
+        for old, new in zip(baseline, after, strict=True):
+            if old.libraries is None or new.libraries is None or not new.passed:
+                continue
+            found += drift(old.libraries, new.libraries, self.index, self.owned)
+        return found
+
+    def left_hollow(self) -> list[str]:
+        """Remaining distributions whose files the removal deleted (shared paths), checked on
+        disk: certain breakage, found without a probe."""
+        return [
+            name
+            for name in self.report.hollow
+            if any(not os.path.lexists(path) for path in self.owned.files.get(name, ()))
+        ]
+
+
+def library_index(ctx: Context) -> LibraryIndex:
+    return LibraryIndex(ctx.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+
+
+def analyse(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], remove: Sequence[str]
+) -> Analysis:
+    index = library_index(ctx)
+    owned = ownership(installed)
+    report = impact_report(installed, ctx.interpreter.markers, remove, index, owned)
+    index.save()
+    ctx.emit("impact", f"impact report: {len(report.affected)} distributions affected")
+    return Analysis(report, owned, index)
+
+
+def with_default(
+    settings: ProbeSettings,
+    installed: Mapping[str, InstalledDistribution],
+    affected: Sequence[str] | None,
+) -> ProbeSettings:
+    """The configured probes; where none is configured (and probes are not disabled), the probe
+    derived from what the change affects."""
+    if settings.probes or settings.disabled:
+        return settings
+    probes, note = default_probes(installed, affected)
+    return ProbeSettings(probes=probes, timeout=settings.timeout, notes=(note,))
+
+
+def failure_text(results: Sequence[ProbeResult]) -> str:
+    return "\n".join(
+        f"probe {r.probe.label!r}: {r.summary()}\n{r.output}".rstrip()
+        for r in results
+        if not r.passed
+    )
+
+
+def installed_view(
+    installed: Mapping[str, InstalledDistribution], owned: Ownership
+) -> dict[str, Installed]:
+    """The installed set as rollback plans see it: name, version, source, and whether every
+    file is there."""
+    hollow = set(hollow_distributions(owned, installed))
+    return {
+        name: Installed(name=name, version=d.version, source=d.source, intact=name not in hollow)
+        for name, d in installed.items()
+    }
+
+
+def sharing_files(owned: Ownership, removed: Sequence[str]) -> list[str]:
+    """Distributions not in ``removed`` that list a file one of ``removed`` lists."""
+    gone = set(removed)
+    return sorted(
+        {
+            other
+            for name in removed
+            for path in owned.files.get(name, ())
+            for other in owned.owners.get(path, ())
+            if other not in gone
+        }
+    )
+
+
+def loadable_snapshots(ctx: Context) -> list[Snapshot]:
+    """Every snapshot of this environment that can be read, newest first."""
+    return [snap for _, snap in ctx.store.iter_loadable() if isinstance(snap, Snapshot)]

@@ -1,0 +1,101 @@
+"""``check``, ``probe`` and ``doctor``: judge the environment, change nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from msgspec.structs import replace
+
+from ..analysis import (
+    analyse,
+    installed_view,
+    library_index,
+    loadable_snapshots,
+    with_default,
+)
+from ..backend import shell_line
+from ..context import Context
+from ..doctor import DoctorReport, examine
+from ..environment import installed_distributions
+from ..libraries import ownership
+from ..names import parse_requested
+from ..outcome import Outcome
+from ..plan import plan_removal, plan_rollback
+from ..probe import ProbeSettings, run_all
+from ..results import ProbeRuns, RemovalResult, Result
+from ..snapshot import PackageEntry, Snapshot
+
+
+def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
+    """The impact report of removing ``names``, changing nothing."""
+    requested = parse_requested(list(names))
+    installed = installed_distributions(ctx.interpreter)
+    removal = plan_removal(requested, installed)
+    result = RemovalResult(
+        command="check",
+        outcome=Outcome.CHECKED,
+        python=str(ctx.python),
+        removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
+        absent=removal.absent,
+    )
+    if not removal.remove:
+        return replace(result, messages=("none of the named packages is installed",))
+    report = analyse(ctx, installed, removal.remove).report
+    refused = strict and report.refused_by_strict
+    return replace(
+        result, outcome=Outcome.REFUSED_STRICT if refused else result.outcome, impact=report
+    )
+
+
+def probe_now(ctx: Context, configured: ProbeSettings) -> Result:
+    installed = installed_distributions(ctx.interpreter)
+    settings = with_default(configured, installed, None)
+    results = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
+    passed = all(r.passed for r in results)
+    return Result(
+        command="probe",
+        outcome=Outcome.PASSED if passed else Outcome.FAILED,
+        python=str(ctx.python),
+        probes=ProbeRuns(notes=settings.notes, after=results),
+    )
+
+
+def doctor(ctx: Context) -> DoctorReport:
+    """Everything broken in the environment at once, and the one command that repairs it."""
+    installed = installed_distributions(ctx.interpreter)
+    index = library_index(ctx)
+    owned = ownership(installed)
+    snapshots = loadable_snapshots(ctx)  # newest first
+    report = DoctorReport(examine(installed, ctx.interpreter.markers, index, owned, snapshots))
+    index.save()
+    if report.healthy:
+        return report
+    view = installed_view(installed, owned)
+    wanted = {f.provider for f in report.findings}
+    for snap in snapshots:
+        plan = plan_rollback(snap, view)
+        pins = {e.pin for e in plan.restore}
+        # A rollback is the repair when it brings back every missing piece and takes nothing
+        # away that is installed and intact now.
+        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
+        if None not in wanted and wanted <= pins and takes_nothing:
+            report.repair_snapshot = snap.id
+            report.repair_command = ctx.suggest("rollback", snap.id)
+            # Said, not hidden: a rollback also brings back what was removed since on purpose.
+            report.repair_also = sorted(p for p in pins - wanted if p is not None)
+            return report
+    pinned = sorted(p for p in wanted if p is not None)
+    if pinned and None not in wanted:
+        entries = [_entry_for_pin(snapshots, pin) for pin in pinned]
+        report.repair_command = shell_line(
+            ctx.backend.install_argv([e for e in entries if e is not None], offline=False)
+        )
+    return report
+
+
+def _entry_for_pin(snapshots: Sequence[Snapshot], pin: str) -> PackageEntry | None:
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.pin == pin:
+                return entry
+    return None

@@ -1,0 +1,392 @@
+"""``safe-uninstall PACKAGE...``: remove, probe, and restore everything in one batch if the
+probe fails.
+
+1. Under the lock: the installed set, what to remove, the baseline probe begun (or taken over
+   from the head start, or from the cache), the impact report, the probe derived from it.
+2. ``--strict`` and ``--dry-run`` stop there, nothing changed.
+3. The transaction: snapshot and stash, the baseline must pass, uv uninstalls, the probe
+   judges; a failure, drift, a hollow neighbour, an error or an interrupt restores all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from .. import baseline
+from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
+from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
+from ..context import Context
+from ..doctor import Finding
+from ..environment import InstalledDistribution, ensure_writable, installed_distributions
+from ..errors import BaselineProbeFailed, Interrupted, InvalidInput
+from ..journal import Journal
+from ..libraries import Drift
+from ..names import parse_requested
+from ..options import UninstallOptions
+from ..outcome import Outcome
+from ..plan import RemovalPlan, plan_removal
+from ..probe import ProbeResult, ProbeSettings, run_all, start
+from ..results import ProbeRuns, RemovalResult
+from ..snapshot import Snapshot
+from ..transaction import Restored, SnapshotSpec, Transaction
+
+
+def uninstall(
+    ctx: Context,
+    configured: ProbeSettings,
+    options: UninstallOptions,
+    early: HeadStart | None = None,
+) -> RemovalResult:
+    """Remove ``options.names``, judged by the probes; restore everything if they fail.
+
+    ``early``: the baseline begun by ``baseline.head_start`` before the operations were
+    imported. It is taken over if it is the one this call would begin, else cancelled.
+    """
+    requested = parse_requested(list(options.names))
+    if not requested:
+        raise InvalidInput("no package names given")
+    with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
+        Journal(ctx.store.root).refuse_if_unfinished()
+        installed = installed_distributions(ctx.interpreter)
+        plan = plan_removal(requested, installed)
+        removal = _Removal(ctx, options, installed, plan)
+        if not plan.remove:
+            removal.messages.append("nothing to do: none of the named packages is installed")
+            return removal.result(Outcome.NOTHING_TO_DO)
+        removal.begin_configured(configured, early, waited)
+        try:
+            stopped = removal.judge_before(configured)
+        except BaseException:
+            removal.stop_baseline()
+            raise
+        if stopped is not None:
+            return stopped
+        removal.begin_derived()
+        return removal.apply()
+
+
+class _Removal:
+    """One removal's state, from the plan to its result."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        options: UninstallOptions,
+        installed: Mapping[str, InstalledDistribution],
+        plan: RemovalPlan,
+    ) -> None:
+        self.ctx = ctx
+        self.options = options
+        self.installed = installed
+        self.plan = plan
+        self.cache = BaselineCache(ctx.store.root)
+        self.begun: Begun | None = None
+        self.fingerprint = ""
+        self.analysis: Analysis | None = None
+        self.settings = ProbeSettings()
+        self.messages: list[str] = []
+
+    def result(self, outcome: Outcome) -> RemovalResult:
+        return RemovalResult(
+            command="uninstall",
+            outcome=outcome,
+            python=str(self.ctx.python),
+            removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
+            absent=self.plan.absent,
+            impact=self.analysis.report if self.analysis else None,
+            probes=ProbeRuns(notes=self.settings.notes),
+            messages=tuple(self.messages),
+        )
+
+    # -- before any change ---------------------------------------------------------------
+
+    def begin_configured(
+        self, configured: ProbeSettings, early: HeadStart | None, waited: bool
+    ) -> None:
+        """Configured probes are known now: their baseline starts before the impact report,
+        so it overlaps the report, the snapshot and the stash."""
+        if not configured.probes:
+            return
+        ctx = self.ctx
+        self.fingerprint = fingerprint(ctx.interpreter, ctx.environ)
+        self.begun = baseline.take_over(early, ctx, configured, self.fingerprint, waited)
+        if self.begun is None and not (self.options.dry_run or self.options.strict):
+            self.begun = baseline.begin(
+                configured, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
+            )
+
+    def judge_before(self, configured: ProbeSettings) -> RemovalResult | None:
+        """The impact report and the probe it implies; a result when the removal stops here
+        (--strict, --dry-run), None when it goes ahead."""
+        self.analysis = analyse(self.ctx, self.installed, self.plan.remove)
+        self.settings = with_default(configured, self.installed, self.analysis.report.affected)
+        if self.options.strict and self.analysis.report.refused_by_strict:
+            self.messages.append("--strict: the impact report finds breakage or drift")
+            return self.result(Outcome.REFUSED_STRICT)
+        if self.options.dry_run:
+            return self.result(Outcome.DRY_RUN)
+        ensure_writable(self.ctx.interpreter)
+        self.ctx.backend.check_available()
+        return None
+
+    def begin_derived(self) -> None:
+        """The derived probe is known from the impact report: its baseline begins now."""
+        if self.begun is None and self.settings.probes:
+            ctx = self.ctx
+            self.fingerprint = self.fingerprint or fingerprint(ctx.interpreter, ctx.environ)
+            self.begun = baseline.begin(
+                self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
+            )
+
+    def stop_baseline(self) -> None:
+        if self.begun is not None:
+            self.begun.cancel()
+
+    def _baseline_results(self) -> list[ProbeResult]:
+        """The baseline must pass: else the probe cannot judge this removal."""
+        results = self.begun.results() if self.begun is not None else []
+        if not all(r.passed for r in results):
+            raise BaselineProbeFailed(
+                "the probe already fails before any change, so it cannot judge this removal",
+                detail=failure_text(results),
+            )
+        if self.begun is not None and self.begun.running is not None:
+            self.cache.put(self.settings, self.fingerprint, results)
+        return results
+
+    # -- the change ----------------------------------------------------------------------
+
+    def apply(self) -> RemovalResult:
+        assert self.analysis is not None
+        _import_what_a_restore_needs(self.ctx)
+        txn = Transaction(self.ctx, "uninstall")
+        try:
+            with txn:
+                spec = SnapshotSpec(
+                    operation="uninstall",
+                    stash=self.plan.remove,
+                    removed=self.plan.remove,
+                    shared=self.analysis.owned.shared_paths(),
+                )
+                snap = txn.snapshot_before(self.installed, spec)
+                baseline_results = self._baseline_results()
+                return _Attempt(self, txn, snap, baseline_results).run()
+        except KeyboardInterrupt:
+            if txn.changed:
+                raise
+            raise Interrupted(
+                "interrupted before anything was removed; nothing was changed"
+            ) from None
+        finally:
+            self.stop_baseline()
+
+
+def _import_what_a_restore_needs(ctx: Context) -> None:
+    """Removing from the tool's own environment can take away a module that it imports only
+    when needed (tomli on Python 3.10, for reading snapshots): import those first."""
+    if os.path.realpath(sys.prefix) != os.path.realpath(ctx.interpreter.prefix):
+        return
+    from .. import doctor, tomlfile  # noqa: F401 - imported to have them loaded
+
+    tomlfile.loads("")  # the TOML parser
+
+
+class _Attempt:
+    """The removal under way: uninstall, probe, and the restore when it must be undone."""
+
+    def __init__(
+        self, removal: _Removal, txn: Transaction, snap: Snapshot, baseline: list[ProbeResult]
+    ) -> None:
+        self.removal = removal
+        self.ctx = removal.ctx
+        self.txn = txn
+        self.snap = snap
+        self.runs = ProbeRuns(notes=removal.settings.notes, baseline=tuple(baseline))
+        self.drift: tuple[Drift, ...] = ()
+        self.diagnosis: tuple[Finding, ...] = ()
+
+    def run(self) -> RemovalResult:
+        """Uninstall and judge; on failure, error or interrupt, restore."""
+        messages = self.removal.messages
+        try:
+            failed = self.txn.uninstall(self.snap.removed)
+            if failed is not None:
+                messages.append(failed)
+                reason = "uninstall-failed"
+            else:
+                judged = self._judge()
+                if judged is None:
+                    return self._result(Outcome.REMOVED)
+                if judged == "kept":
+                    return self._kept()
+                reason = judged
+        except KeyboardInterrupt:
+            messages.append("interrupted: restoring what was removed")
+            reason = "interrupted"
+        except Exception as err:  # whatever broke, what was removed comes back first
+            messages.append(f"unexpected error after the uninstall started: {err!r}")
+            reason = "error"
+        return self._restore(reason)
+
+    def _result(
+        self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
+    ) -> RemovalResult:
+        return msgspec.structs.replace(
+            self.removal.result(outcome),
+            snapshot=self.snap.id,
+            probes=self.runs,
+            drift=self.drift,
+            diagnosis=self.diagnosis,
+            restored=restored,
+            next_command=next_command,
+        )
+
+    def _judge(self) -> str | None:
+        """None when the removal stands; ``kept`` when it failed and stays on request; else
+        the reason to restore: ``hollow``, ``probe-failed`` or ``drift``."""
+        removal, messages = self.removal, self.removal.messages
+        assert removal.analysis is not None
+        self.txn.probing()
+        hollow = removal.analysis.left_hollow()
+        if hollow:
+            messages.append(
+                "the removal deleted files that stay listed by "
+                + ", ".join(hollow)
+                + " (shared paths): they are installed but hollow"
+            )
+            return "hollow"
+        after, env_print = self._probe()
+        drifted = removal.analysis.drift(self.runs.baseline, after)
+        self.drift = tuple(drifted)
+        self.runs = ProbeRuns(
+            notes=self.runs.notes, baseline=self.runs.baseline, after=tuple(after)
+        )
+        passed = all(r.passed for r in after)
+        if any(r.probe.kind == "python" and r.libraries is None for r in after):
+            messages.append(
+                "which libraries the probe loaded is unknown here (no /proc/self/maps): "
+                "drift detection is off, only the probe's exit code counts"
+            )
+        if not passed:
+            self.diagnosis = tuple(self._diagnose(after))
+        elif drifted and not removal.options.allow_drift:
+            messages.append(
+                "the probe passed, but on other copies of libraries (drift); "
+                "--allow-drift accepts that"
+            )
+        else:
+            removal.cache.put(removal.settings, env_print, after)
+            self.txn.finish(Outcome.REMOVED.value)
+            return None
+        if removal.options.keep_on_failure:
+            return "kept"
+        return "probe-failed" if not passed else "drift"
+
+    def _probe(self) -> tuple[list[ProbeResult], str]:
+        """The probe after the removal, and the fingerprint of the environment it ran in,
+        taken while it runs (a passing probe is cached as that environment's baseline)."""
+        ctx, settings = self.ctx, self.removal.settings
+        if not settings.probes:
+            return [], ""
+        ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
+        running = start(settings, ctx.interpreter, ctx.child_env())
+        try:
+            env_print = fingerprint(ctx.interpreter, ctx.environ)
+            after = running.results()
+        except BaseException:
+            running.cancel()
+            raise
+        verdict = "passed" if all(r.passed for r in after) else "FAILED"
+        ctx.emit("probe", f"probe after the removal: {verdict}")
+        return after, env_print
+
+    def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
+        from ..doctor import diagnose  # only when a probe fails
+
+        outputs = (r.output for r in after if not r.passed)
+        return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
+
+    def _kept(self) -> RemovalResult:
+        self.txn.finish(Outcome.PROBE_FAILED_KEPT.value)
+        return self._result(
+            Outcome.PROBE_FAILED_KEPT, next_command=self.ctx.suggest("rollback", self.snap.id)
+        )
+
+    def _restore(self, reason: str) -> RemovalResult:
+        """Bring back everything the removal took in one batch, verify, probe again."""
+        txn, snap, removal = self.txn, self.snap, self.removal
+        assert removal.analysis is not None
+        entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
+        with txn.interrupts_deferred():
+            restored = txn.restore(
+                snap, entries, removal.analysis.report.hollow, offline=removal.options.offline
+            )
+            next_command: str | None = self._recover()
+            if restored.verification is None:  # an error of ours stopped it half way
+                outcome = Outcome.after_restore(reason, False)
+                removal.messages.append(_stopped(restored))
+            else:
+                self.runs = self._probe_after_restore(restored)
+                ok = restored.ok and all(r.passed for r in self.runs.after_restore)
+                outcome = Outcome.after_restore(reason, ok)
+                next_command = None if restored.ok else next_command
+                if restored.ok and not ok:
+                    removal.messages.append(
+                        "the environment equals the snapshot again, yet the probe fails after "
+                        "the restore: it does not judge this environment reliably"
+                    )
+            # Unverified, the journal stays: other commands are refused until ``recover``.
+            txn.finish(outcome.value, keep_journal=not restored.ok)
+        if txn.interrupted:
+            removal.messages.append("an interrupt arrived during the restore; it finished first")
+        return self._result(outcome, restored=restored, next_command=next_command)
+
+    def _recover(self) -> str:
+        return self.ctx.suggest("recover")
+
+    def _probe_after_restore(self, restored: Restored) -> ProbeRuns:
+        """After a verified restore, the probe runs again, unless the restore is proven to be,
+        byte for byte, the environment the baseline passed in."""
+        removal, runs, ctx = self.removal, self.runs, self.ctx
+        settings = removal.settings
+        if not restored.ok or not settings.probes:
+            return runs
+        assert restored.verification is not None
+        proven = (
+            not restored.report.reinstalled
+            and not removal.options.probe_after_restore
+            and all(r.passed and not r.cached for r in runs.baseline)
+        )
+        final: tuple[ProbeResult, ...] = ()
+        skipped = None
+        if proven:
+            # Every restored file came from a hash-checked stash and the installed set equals
+            # the snapshot. Running the probe again would prove nothing more and cost a run.
+            skipped = (
+                "not run again: the restore is proven identical to the state the baseline "
+                f"passed in ({restored.verification.files_checked} files hash-checked, the "
+                "installed set equal to the snapshot); --probe-after-restore runs it anyway"
+            )
+        else:
+            final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
+        removal.cache.put(
+            settings, fingerprint(ctx.interpreter, ctx.environ), final or runs.baseline
+        )
+        return ProbeRuns(
+            notes=runs.notes,
+            baseline=runs.baseline,
+            after=runs.after,
+            after_restore=final,
+            after_restore_skipped=skipped,
+        )
+
+
+def _stopped(restored: Restored) -> str:
+    return (
+        f"the restore stopped on an unexpected error ({restored.error}): the environment is "
+        "only partly restored"
+    )

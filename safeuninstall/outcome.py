@@ -1,0 +1,159 @@
+"""How an operation ended: one member per outcome, each with its text and its exit code.
+
+The value is the word written in ``--json`` and in a snapshot's outcome note; the text is what a
+person reads; the exit code says what state the environment is in (errors.EXIT_CODES).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from .errors import (
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    EXIT_RESTORED,
+    EXIT_UNCHANGED,
+)
+
+
+class Outcome(str, enum.Enum):
+    """A str, so an outcome compares equal to its value (``Outcome.REMOVED == "removed"``)."""
+
+    text: str
+    exit_code: int
+
+    def __new__(cls, value: str, text: str, exit_code: int) -> Outcome:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.text = text
+        member.exit_code = exit_code
+        return member
+
+    # -- an uninstall (and check)
+    NOTHING_TO_DO = ("nothing-to-do", "nothing to do", EXIT_OK)
+    DRY_RUN = ("dry-run", "dry run: nothing was changed", EXIT_OK)
+    REFUSED_STRICT = ("refused-strict", "refused (--strict): nothing was changed", EXIT_UNCHANGED)
+    CHECKED = ("checked", "checked: nothing was changed", EXIT_OK)
+    REMOVED = ("removed", "removed; every probe passed", EXIT_OK)
+    PROBE_FAILED_KEPT = (
+        "probe-failed-kept",
+        "the probe failed after the removal; not restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+    )
+    PROBE_FAILED_RESTORED = (
+        "probe-failed-restored",
+        "the probe failed after the removal: all was restored and verified",
+        EXIT_RESTORED,
+    )
+    PROBE_FAILED_INCOMPLETE = (
+        "probe-failed-incomplete",
+        "the probe failed after the removal and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    DRIFT_RESTORED = (
+        "drift-restored",
+        "the probe passed only on other copies of libraries: all was restored",
+        EXIT_RESTORED,
+    )
+    DRIFT_INCOMPLETE = (
+        "drift-incomplete",
+        "drift found after the removal and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    HOLLOW_RESTORED = (
+        "hollow-restored",
+        "the removal left another distribution hollow: all was restored",
+        EXIT_RESTORED,
+    )
+    HOLLOW_INCOMPLETE = (
+        "hollow-incomplete",
+        "the removal left another distribution hollow; restore INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    INTERRUPTED_RESTORED = (
+        "interrupted-restored",
+        "interrupted: everything was restored and verified",
+        EXIT_RESTORED,
+    )
+    INTERRUPTED_INCOMPLETE = (
+        "interrupted-incomplete",
+        "interrupted and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    UNINSTALL_FAILED_RESTORED = (
+        "uninstall-failed-restored",
+        "the uninstall failed: everything was restored and verified",
+        EXIT_UNCHANGED,  # proven to be as before: nothing changed
+    )
+    UNINSTALL_FAILED_INCOMPLETE = (
+        "uninstall-failed-incomplete",
+        "the uninstall failed and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    ERROR_RESTORED = (
+        "error-restored",
+        "an error after the uninstall started: all was restored and verified",
+        EXIT_UNCHANGED,
+    )
+    ERROR_INCOMPLETE = (
+        "error-incomplete",
+        "an error after the uninstall started, and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    # -- rollback and recover
+    ALREADY_MATCHES = (
+        "already-matches",
+        "the environment already matches the snapshot",
+        EXIT_OK,
+    )
+    ROLLED_BACK = ("rolled-back", "rolled back; the environment matches the snapshot", EXIT_OK)
+    ROLLED_BACK_PROBE_FAILS = (
+        "rolled-back-probe-fails",
+        "rolled back and verified, but the probe fails in that state",
+        EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    )
+    ROLLED_BACK_PROBE_INTERRUPTED = (
+        "rolled-back-probe-interrupted",
+        "rolled back; the probe after it was interrupted",
+        EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    )
+    INCOMPLETE = ("incomplete", "the rollback is INCOMPLETE", EXIT_INCOMPLETE)
+    ROLLBACK_INCOMPLETE = (
+        "rollback-incomplete",
+        "the rollback stopped on an error and is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK)
+    RECOVERED = ("recovered", "recovered; the environment matches the snapshot", EXIT_OK)
+    RECOVERED_PROBE_FAILS = (
+        "recovered-probe-fails",
+        "recovered and verified, but the probe fails in that state",
+        EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    )
+    RECOVERED_PROBE_INTERRUPTED = (
+        "recovered-probe-interrupted",
+        "recovered; the probe after it was interrupted",
+        EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    )
+    RECOVER_INCOMPLETE = (
+        "recover-incomplete",
+        "the recover stopped on an error and is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    # -- probe
+    PASSED = ("passed", "every probe passed", EXIT_OK)
+    FAILED = ("failed", "a probe failed", EXIT_UNCHANGED)
+
+    @classmethod
+    def named(cls, value: str) -> Outcome:
+        """The member whose value is ``value`` (ValueError if none)."""
+        for member in cls:
+            if member.value == value:
+                return member
+        raise ValueError(f"no outcome {value!r}")
+
+    @classmethod
+    def after_restore(cls, reason: str, restored: bool) -> Outcome:
+        """``<reason>-restored`` or ``<reason>-incomplete`` (reason: probe-failed, drift, ...)."""
+        return cls.named(f"{reason}-{'restored' if restored else 'incomplete'}")

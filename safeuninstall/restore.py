@@ -1,0 +1,284 @@
+"""Bringing distributions back in one batch, and proving the result.
+
+``restore`` brings back a list of snapshot entries: from a stash where one holds the exact
+name==version and its bytes still hash right, else in ONE pinned ``--no-deps`` install.
+``verify`` then compares the installed set with the snapshot and hashes every restored file
+against its RECORD.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from msgspec import Struct, field
+
+from .context import Context
+from .environment import InstalledDistribution, Interpreter, Source, installed_distributions
+from .errors import BackendError
+from .plan import (
+    RestorePlan,
+    SetDifference,
+    StashCandidate,
+    StashIndex,
+    compare_sets,
+    plan_restore,
+)
+from .records import sha256_file
+from .snapshot import PackageEntry, Snapshot, StashedFile
+from .stash import check_stash, read_verified, restore_files
+
+
+class RestoreReport(Struct):
+    """What a restore brought back, how, and what it could not."""
+
+    from_stash: list[str] = field(default_factory=list)  # pins restored from a stash
+    reinstalled: list[str] = field(default_factory=list)  # pins reinstalled by uv/pip
+    failed: list[str] = field(default_factory=list)  # pins that could not be brought back
+    notes: list[str] = field(default_factory=list)  # what happened on the way, for the user
+    # (st_dev, st_ino) of files linked back from a stash whose sha256 was checked
+    verified_inodes: set[tuple[int, int]] = field(default_factory=set)
+    # per distribution restored from a stash: {path relative to the environment: sha256}
+    accepted: dict[str, dict[str, str]] = field(default_factory=dict)
+    reinstalled_names: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "from_stash": self.from_stash,
+            "reinstalled": self.reinstalled,
+            "failed": self.failed,
+            "notes": self.notes,
+        }
+
+
+class RestoreJob(Struct, frozen=True):
+    """What to bring back, and from where."""
+
+    entries: Sequence[PackageEntry]
+    index: StashIndex  # where each name==version is stashed
+    displaced_dir: Path  # where a file found in the way is moved to
+    preferred_snapshot: str | None = None  # its stash is tried first
+    offline: bool = False  # a reinstall uses no network
+
+
+def restore(
+    ctx: Context, job: RestoreJob, checkpoint: Callable[[str], object] = lambda step: None
+) -> RestoreReport:
+    """``checkpoint`` is called at the step boundary inside: before the reinstall.
+    ``ctx.on_progress`` is told (step, bytes checked, bytes in all) while stashes are checked."""
+    return _Restore(ctx, job).run(checkpoint)
+
+
+class _Restore:
+    def __init__(self, ctx: Context, job: RestoreJob) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.report = RestoreReport()
+        self.plan = plan_restore(job.entries, job.index, preferred_snapshot=job.preferred_snapshot)
+        progress = ctx.on_progress
+        self.on_bytes = (
+            byte_counter(progress, "restore", _restore_total(self.plan)) if progress else None
+        )
+
+    def run(self, checkpoint: Callable[[str], object]) -> RestoreReport:
+        report = self.report
+        reinstall = list(self.plan.reinstall)
+        for entry, candidates in self.plan.from_stash:
+            if not any(self._from_stash(entry, candidate) for candidate in candidates):
+                reinstall.append(entry)
+        checkpoint("restore-reinstall")
+        if reinstall:
+            try:
+                self.ctx.backend.install(reinstall, offline=self.job.offline)
+            except BackendError as err:
+                report.failed.extend(e.pin for e in reinstall)
+                report.notes.append(f"reinstall failed: {err.message}\n{err.detail}".strip())
+            else:
+                report.reinstalled.extend(e.pin for e in reinstall)
+                report.reinstalled_names.extend(e.name for e in reinstall)
+        return report
+
+    def _from_stash(self, entry: PackageEntry, candidate: StashCandidate) -> bool:
+        """Link ``entry`` back from ``candidate``'s stash if every byte there hashes right."""
+        report = self.report
+        stash = candidate.entry.stash
+        assert stash is not None  # the index holds complete stashes only
+        folder = self.ctx.store.folder(candidate.snapshot_id)
+        checked = check_stash(stash, folder, read_verified(folder), self.on_bytes)
+        if checked.problems:
+            report.notes.append(
+                f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "
+                + "; ".join(f"{p.path}: {p.problem}" for p in checked.problems[:3])
+            )
+            return False
+        try:
+            restore_files(
+                stash,
+                snapshot_dir=folder,
+                env_root=Path(self.ctx.interpreter.prefix),
+                displaced_dir=self.job.displaced_dir,
+            )
+        except OSError as err:
+            report.notes.append(f"{entry.pin}: restore from stash failed: {err}")
+            return False
+        report.verified_inodes.update(_inodes(stash.files, folder / stash.folder))
+        report.accepted[entry.name] = checked.accepted
+        report.from_stash.append(entry.pin)
+        if checked.modified:
+            report.notes.append(
+                f"{entry.pin}: restored as it was installed, which differed from its RECORD "
+                f"(modified locally before the removal): {', '.join(checked.modified[:3])}"
+            )
+        return True
+
+
+def byte_counter(
+    report: Callable[[str, int, int], None], step: str, total: int
+) -> Callable[[int], None]:
+    """Adds up bytes as a step goes and reports (step, done, total) after each addition."""
+    done = 0
+
+    def add(count: int) -> None:
+        nonlocal done
+        done = min(done + count, total)
+        report(step, done, total)
+
+    return add
+
+
+def _restore_total(plan: RestorePlan) -> int:
+    """Bytes to check: the first stash each entry will try."""
+    total = 0
+    for _, candidates in plan.from_stash:
+        stash = candidates[0].entry.stash
+        total += sum(f.size for f in stash.files) if stash else 0
+    return total
+
+
+def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
+    found = set()
+    for stashed in files:
+        try:
+            info = (root / stashed.path).lstat()
+        except OSError:
+            continue
+        found.add((info.st_dev, info.st_ino))
+    return found
+
+
+class Verification(Struct, frozen=True):
+    """The proof that an environment matches a snapshot again."""
+
+    difference: SetDifference
+    hash_mismatches: tuple[str, ...]  # "name==version: path"
+    source_mismatches: tuple[str, ...]  # same version, another build
+    files_checked: int
+
+    @property
+    def ok(self) -> bool:
+        return self.difference.equal and not self.hash_mismatches and not self.source_mismatches
+
+    def describe(self) -> list[str]:
+        lines = [f"missing: {pin}" for pin in self.difference.missing]
+        lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
+        lines += [f"another build: {item}" for item in self.source_mismatches]
+        lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
+        return lines
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "missing": list(self.difference.missing),
+            "unexpected": list(self.difference.unexpected),
+            "source_mismatches": list(self.source_mismatches),
+            "hash_mismatches": list(self.hash_mismatches),
+            "files_checked": self.files_checked,
+        }
+
+
+def verify(
+    snapshot: Snapshot,
+    interpreter: Interpreter,
+    report: RestoreReport,
+    *,
+    intact: Iterable[str] = (),
+) -> Verification:
+    """Prove the restore.
+
+    - The installed set equals the snapshot's, name, version and source.
+    - Every file restored from a stash is back with the bytes it had (the stash's: its RECORD
+      hash, or the bytes as installed where they differed). Files the RECORD lists that were
+      already gone before the removal are not asked for.
+    - Every reinstalled distribution matches its RECORD.
+    - ``intact``: distributions that share paths with what was removed still have every file.
+    """
+    installed = installed_distributions(interpreter)
+    wanted = {e.name: e for e in snapshot.packages}
+    difference = compare_sets(
+        {name: e.version for name, e in wanted.items()},
+        {name: dist.version for name, dist in installed.items()},
+    )
+    sources = tuple(
+        f"{name}=={dist.version} (snapshot: {_source(wanted[name].source)}, "
+        f"installed: {_source(dist.source)})"
+        for name, dist in sorted(installed.items())
+        if name in wanted
+        and wanted[name].version == dist.version
+        and wanted[name].source != dist.source
+    )
+    env_root = Path(interpreter.prefix)
+    mismatches: list[str] = []
+    checked = 0
+    for name, files in report.accepted.items():
+        pin = f"{name}=={wanted[name].version}" if name in wanted else name
+        for rel, sha256 in files.items():
+            checked += 1
+            if not _holds(env_root / rel, sha256, report.verified_inodes):
+                mismatches.append(f"{pin}: {rel}")
+    for name in [*report.reinstalled_names, *intact]:
+        dist = installed.get(name)
+        if dist is None:
+            continue  # reported as missing above
+        bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
+        checked += count
+        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
+    return Verification(difference, tuple(mismatches), sources, checked)
+
+
+def _source(source: Source) -> str:
+    return f"{source.kind} {source.url}" if source.url else source.kind
+
+
+def _holds(path: Path, sha256: str, verified_inodes: set[tuple[int, int]]) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    # A file linked back from a stash whose bytes were just checked is that same inode:
+    # hashing it again would read every byte twice.
+    if (info.st_dev, info.st_ino) in verified_inodes or stat.S_ISLNK(info.st_mode):
+        return True
+    return sha256_file(path) == sha256
+
+
+def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[list[str], int]:
+    try:
+        entries = dist.record()
+    except OSError:
+        return ["RECORD unreadable"], 0
+    bad = []
+    checked = 0
+    for entry in entries:
+        path = dist.site_dir / entry.path
+        if not os.path.lexists(path):
+            if not entry.path.endswith(".pyc"):
+                bad.append(entry.path)
+            continue
+        if entry.sha256 is None or not check_hashes:
+            continue
+        checked += 1
+        if sha256_file(path) != entry.sha256:
+            bad.append(entry.path)
+    return bad, checked

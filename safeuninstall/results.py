@@ -1,0 +1,183 @@
+"""What each operation returns: frozen, built once at its end, rendered by the CLI.
+
+Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JSON envelope
+(docs/usage.md lists its keys), so a job reads every command's output the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import Struct, field
+
+from .outcome import Outcome
+
+if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
+    from .doctor import Finding
+    from .impact import ImpactReport
+    from .libraries import Drift
+    from .plan import RollbackPlan
+    from .probe import ProbeResult
+    from .restore import RestoreReport, Verification
+    from .transaction import Restored
+
+
+class ProbeRuns(Struct, frozen=True):
+    """The probes around a change: what was chosen, and each run's results."""
+
+    notes: tuple[str, ...] = ()  # why these probes (a derived probe explains itself)
+    baseline: tuple[ProbeResult, ...] = ()
+    after: tuple[ProbeResult, ...] = ()  # after the change
+    after_restore: tuple[ProbeResult, ...] = ()
+    after_restore_skipped: str | None = None  # why the probe after a restore was not run
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "notes": list(self.notes),
+            "baseline": [p.to_dict() for p in self.baseline],
+            "after": [p.to_dict() for p in self.after],
+            "after_restore": [p.to_dict() for p in self.after_restore],
+            "after_restore_skipped": self.after_restore_skipped,
+        }
+
+
+class Result(Struct, frozen=True, kw_only=True):
+    """What every operation reports: how it ended and what the user should know or run."""
+
+    command: str  # "uninstall", "check", "rollback", "recover", "probe"
+    outcome: Outcome
+    python: str
+    snapshot: str | None = None
+    removed: tuple[str, ...] = ()  # name==version
+    probes: ProbeRuns = field(default_factory=ProbeRuns)
+    restored: Restored | None = None
+    next_command: str | None = None
+    messages: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+    @property
+    def restore(self) -> RestoreReport | None:
+        return self.restored.report if self.restored is not None else None
+
+    @property
+    def verification(self) -> Verification | None:
+        return self.restored.verification if self.restored is not None else None
+
+    def details(self) -> Details:
+        """What only some operations report (an impact report, a rollback plan...)."""
+        return Details()
+
+    def to_dict(self) -> dict[str, object]:
+        restore, verification = self.restore, self.verification
+        return {
+            "command": self.command,
+            "outcome": self.outcome.value,
+            "exit_code": self.exit_code,
+            "python": self.python,
+            "snapshot": self.snapshot,
+            "removed": list(self.removed),
+            "restored": restore.from_stash + restore.reinstalled if restore else [],
+            "restore": restore.to_dict() if restore else None,
+            "verification": verification.to_dict() if verification else None,
+            "probes": self.probes.to_dict(),
+            **self.details().to_dict(),
+            "next_command": self.next_command,
+            "messages": list(self.messages),
+        }
+
+
+class Details(Struct, frozen=True):
+    """The parts of an operation's report that only some operations fill; empty elsewhere."""
+
+    absent: tuple[str, ...] = ()  # named, but not installed
+    impact: ImpactReport | None = None
+    drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
+    diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
+    rollback_plan: RollbackPlan | None = None
+
+    @property
+    def dependents(self) -> tuple[str, ...]:
+        return self.impact.dependents if self.impact else ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "absent": list(self.absent),
+            "dependents": list(self.dependents),
+            "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
+            "impact": self.impact.to_dict() if self.impact else None,
+            "drift": [d.to_dict() for d in self.drift],
+            "diagnosis": [f.to_dict() for f in self.diagnosis],
+        }
+
+
+class RemovalResult(Result, frozen=True, kw_only=True):
+    """An uninstall, or its impact report alone (``check``)."""
+
+    absent: tuple[str, ...] = ()
+    impact: ImpactReport | None = None
+    drift: tuple[Drift, ...] = ()
+    diagnosis: tuple[Finding, ...] = ()
+
+    def details(self) -> Details:
+        return Details(self.absent, self.impact, self.drift, self.diagnosis)
+
+
+class RollbackResult(Result, frozen=True, kw_only=True):
+    """A rollback, or a recover: back to a snapshot's exact set."""
+
+    rollback_plan: RollbackPlan | None = None
+
+    def details(self) -> Details:
+        return Details(rollback_plan=self.rollback_plan)
+
+
+class SnapshotSummary(Struct, frozen=True):
+    """One line of ``snapshots``: a saved snapshot and how its operation ended."""
+
+    id: str
+    created: str
+    command: str
+    operation: str
+    removed: tuple[str, ...]
+    outcome: str
+    packages: int
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return msgspec.structs.asdict(self)
+
+
+class SnapshotList(Struct, frozen=True):
+    snapshots: tuple[SnapshotSummary, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"snapshots": [s.to_dict() for s in self.snapshots]}
+
+
+class PruneResult(Struct, frozen=True):
+    """Snapshots removed and kept by ``prune``, with the bytes each held on its own."""
+
+    removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it held on its own)
+    kept: tuple[tuple[str, int], ...]
+    protected: tuple[str, ...]  # never removed: the latest, the journal's
+    dry_run: bool
+    held_before: int = 0  # bytes all snapshots kept on disk
+    held_after: int = 0  # bytes the remaining snapshots keep on disk
+
+    @property
+    def freed(self) -> int:
+        return self.held_before - self.held_after
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "removed": [{"id": i, "bytes": b} for i, b in self.removed],
+            "kept": [{"id": i, "bytes": b} for i, b in self.kept],
+            "protected": list(self.protected),
+            "freed_bytes": self.freed,
+            "held_after_bytes": self.held_after,
+            "dry_run": self.dry_run,
+        }

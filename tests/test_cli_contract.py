@@ -1,0 +1,204 @@
+"""What every command owes its caller: an outcome that says what happened and exits with the
+code of the state it leaves, an error as one line (one JSON object with --json), -q honoured,
+and, on a terminal, each step said while it happens."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from safeuninstall import report
+from safeuninstall.errors import EXIT_CODES
+from safeuninstall.outcome import Outcome
+from safeuninstall.results import Result, RollbackResult
+from tests.conftest import UV, MakeVenv, Venv, run_tool
+
+needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+# Every command, with the arguments it needs to reach its target.
+COMMANDS: list[tuple[str, ...]] = [
+    ("uninstall", "leftpad"),
+    ("rollback",),
+    ("recover",),
+    ("snapshot",),
+    ("snapshots",),
+    ("show",),
+    ("probe",),
+    ("check", "leftpad"),
+    ("doctor",),
+    ("prune", "--keep", "1"),
+    ("export",),
+]
+
+
+# -- outcomes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.value)
+def test_every_outcome_has_text_and_a_documented_exit_code(outcome: Outcome) -> None:
+    assert outcome.exit_code in EXIT_CODES
+    assert outcome.text and outcome.text != outcome.value
+    assert Outcome.named(outcome.value) is outcome
+    assert outcome == outcome.value  # the JSON word, as scripts compare it
+
+
+@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.value)
+def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
+    result = Result(command="uninstall", outcome=outcome, python="/v/bin/python")
+    for quiet in (False, True):
+        text = report.operation(result, verbose=False, quiet=quiet)
+        assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
+        assert json.loads(json.dumps(result.to_dict()))["exit_code"] == outcome.exit_code
+
+
+@pytest.mark.parametrize(
+    "reason", ["probe-failed", "drift", "hollow", "interrupted", "uninstall-failed", "error"]
+)
+def test_every_reason_to_restore_has_both_ends(reason: str) -> None:
+    restored = Outcome.after_restore(reason, True)
+    incomplete = Outcome.after_restore(reason, False)
+    assert incomplete.exit_code == 4
+    assert restored.exit_code in (1, 3)  # proven as before: 1 when nothing was meant to change
+
+
+def test_a_rollback_result_keeps_the_json_envelope() -> None:
+    plain = Result(command="probe", outcome=Outcome.PASSED, python="p").to_dict()
+    rolled = RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p")
+    assert set(plain) == set(rolled.to_dict())
+
+
+# -- errors and -q on every command ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
+def test_every_command_fails_as_one_json_object(args: tuple[str, ...], tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-venv"
+    run = run_tool(args[0], "--json", "--python", str(missing), *args[1:])
+    assert run.returncode == 1, run.stdout + run.stderr
+    data = json.loads(run.stdout)
+    assert data["outcome"] == "error"
+    assert data["exit_code"] == 1
+    assert str(missing) in data["error"]
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
+def test_every_command_fails_in_one_line_with_quiet(args: tuple[str, ...], tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-venv"
+    run = run_tool(args[0], "-q", "--python", str(missing), *args[1:])
+    assert run.returncode == 1
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith("safe-uninstall: error: --python ")
+    assert lines[1:] == ["safe-uninstall: the environment was not changed"]
+
+
+def test_config_fails_as_one_json_object(tmp_path: Path) -> None:
+    env = {**os.environ, "SAFE_UNINSTALL_LOCK_TIMEOUT": "soon"}
+    run = run_tool("config", "--json", env=env, cwd=tmp_path)
+    assert run.returncode == 2
+    assert json.loads(run.stdout)["outcome"] == "error"
+    assert "SAFE_UNINSTALL_LOCK_TIMEOUT" in json.loads(run.stdout)["error"]
+
+
+@needs_uv
+def test_quiet_prints_only_the_outcome_on_every_command(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    assert (
+        venv.tool("-q", "--no-probe", "leftpad").stdout
+        == "uninstall: removed; every probe passed\n"
+    )
+    snapshot_id = venv.tool("snapshot", "-q").stdout.strip()
+    assert snapshot_id.isdigit()
+    assert venv.tool("snapshots", "-q").stdout.split() == [snapshot_id, "0001"]
+    assert venv.tool("show", "-q").stdout == f"snapshot {snapshot_id} (snapshot, taken)\n"
+    assert venv.tool("check", "-q", "urllib3").stdout == "check: checked: nothing was changed\n"
+    assert venv.tool("probe", "-q", "--probe", "pass").stdout == "probe: every probe passed\n"
+    pruned = venv.tool("prune", "-q", "--keep", "1", "--dry-run").stdout.splitlines()
+    assert len(pruned) == 1 and pruned[0].startswith("would delete 1 snapshots")
+    assert venv.tool("recover", "-q").stdout == "recover: nothing to recover\n"
+    assert venv.tool("export", "-q", "-o", str(venv.root / "req.txt")).stdout == ""
+
+
+# -- a terminal that talks while the command works ---------------------------------------------
+
+
+def _read_until(fd: int, wanted: bytes, deadline: float) -> bytes:
+    """What the terminal shows, read until ``wanted`` appears (or the deadline passes)."""
+    seen = b""
+    while wanted not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+@needs_uv
+def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: Path) -> None:
+    """The probe waits for a file that the test writes only once the terminal has shown the
+    baseline line: that line was on the screen before the probe ended."""
+    venv = venv_with_requests
+    release = tmp_path / "release"
+    probe = (
+        "import pathlib, time\n"
+        f"while not pathlib.Path({str(release)!r}).exists():\n"
+        "    time.sleep(0.01)\n"
+        "import requests\n"
+    )
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "UV_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root)]
+    proc = subprocess.Popen(
+        [*argv, "--probe-timeout", "60", "--probe", probe, "leftpad"],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    try:
+        shown = _read_until(leader, b"baseline probe running", time.monotonic() + 60)
+        assert b"baseline probe running" in shown, shown.decode(errors="replace")
+        assert not release.exists() and proc.poll() is None  # the probe is still waiting
+        release.touch()
+        rest = _read_until(leader, b"uninstall: removed", time.monotonic() + 60)
+    finally:
+        release.touch()
+        os.close(leader)
+        proc.wait(timeout=60)
+    text = (shown + rest).decode(errors="replace")
+    assert proc.returncode == 0, text
+    steps = ["environment:", "baseline probe running", "snapshot:", "removing: leftpad"]
+    positions = [text.index(step) for step in steps]
+    assert positions == sorted(positions), text
+    assert "probe after the removal: passed" in text
+
+
+@needs_uv
+def test_events_are_in_the_json_and_not_on_a_pipe(venv_with_requests: Venv) -> None:
+    run = venv_with_requests.tool("--json", "--probe", "import requests", "leftpad")
+    data = run.json()
+    steps = [event["step"] for event in data["events"]]  # type: ignore[union-attr]
+    assert steps[0] == "environment"
+    assert {"baseline", "snapshot", "removing", "probe"} <= set(steps)
+    assert "safe-uninstall: " not in run.stderr  # not a terminal: no live lines
+
+
+@pytest.fixture
+def venv_with_requests(make_venv: MakeVenv) -> Venv:
+    return make_venv("requests", "leftpad")
