@@ -100,7 +100,9 @@ class _Runner:
 
     def _run(self, argv: list[str], timeout: float = _TIMEOUT) -> process.Completed:
         try:
-            done = process.run(argv, timeout=timeout, env=self.env, echo=self.echo)
+            done = process.run(
+                argv, timeout=timeout, env=self.env, watch=process.Watch(echo=self.echo)
+            )
         except OSError as err:
             raise BackendError(f"cannot run {argv[0]}: {err.strerror}") from err
         if not done.ok:

@@ -189,7 +189,7 @@ def run_probe(
                 timeout=settings.timeout,
                 env=settings.env,
                 cwd=Path(workdir),
-                on_start=on_start,
+                watch=process.Watch(on_start=on_start),
             )
         except OSError as err:
             return ProbeResult(

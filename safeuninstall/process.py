@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from msgspec import Struct
 
@@ -103,19 +103,28 @@ def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k not in SCRUBBED_VARIABLES}
 
 
+class Watch(NamedTuple):
+    """Who follows a child while it runs."""
+
+    # receives the child as it starts, so that another thread can kill its group (``kill``)
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None
+    # receives its output (both streams) as it comes, besides the bounded capture
+    echo: Callable[[str], None] | None = None
+
+
+_UNWATCHED = Watch()
+
+
 def run(
     argv: Sequence[str],
     *,
-    timeout: float | None = None,
     env: Mapping[str, str],
+    timeout: float | None = None,
     cwd: Path | None = None,
-    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
-    echo: Callable[[str], None] | None = None,
+    watch: Watch = _UNWATCHED,
 ) -> Completed:
     """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start.
 
-    ``on_start`` receives the child, so that another thread can kill its group (``kill``);
-    ``echo`` receives its output (both streams) as it comes, besides the bounded capture.
     The wait itself blocks in waitpid: a timer kills the group on timeout, so the end of the
     child is seen at once (Popen.wait(timeout) would poll, up to 50 ms late).
     """
@@ -129,12 +138,33 @@ def run(
         cwd=cwd,
         start_new_session=True,  # its own process group, so a timeout can kill all of it
     )
-    if on_start is not None:
-        on_start(proc)
+    if watch.on_start is not None:
+        watch.on_start(proc)
     assert proc.stdout is not None and proc.stderr is not None
-    readers = [_BoundedReader(proc.stdout, echo), _BoundedReader(proc.stderr, echo)]
+    readers = [_BoundedReader(proc.stdout, watch.echo), _BoundedReader(proc.stderr, watch.echo)]
     for reader in readers:
         reader.start()
+    timed_out = _wait(proc, timeout)
+    # A child can leave a daemon behind that still holds the pipes: don't wait for it forever.
+    for reader in readers:
+        reader.join(timeout=5)
+    if any(reader.is_alive() for reader in readers):
+        kill(proc)
+        for reader in readers:
+            reader.join(timeout=5)
+    return Completed(
+        argv=tuple(argv),
+        returncode=proc.returncode,
+        stdout=readers[0].text(),
+        stderr=readers[1].text(),
+        seconds=time.monotonic() - started,
+        timed_out=timed_out,
+    )
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
+    """Wait for ``proc``; kill its group after ``timeout`` or on an interrupt. True when it
+    was killed for taking too long."""
     expired = threading.Event()
     timer = None
     if timeout is not None:
@@ -155,21 +185,7 @@ def run(
     finally:
         if timer is not None:
             timer.cancel()
-    # A child can leave a daemon behind that still holds the pipes: don't wait for it forever.
-    for reader in readers:
-        reader.join(timeout=5)
-    if any(reader.is_alive() for reader in readers):
-        kill(proc)
-        for reader in readers:
-            reader.join(timeout=5)
-    return Completed(
-        argv=tuple(argv),
-        returncode=proc.returncode,
-        stdout=readers[0].text(),
-        stderr=readers[1].text(),
-        seconds=time.monotonic() - started,
-        timed_out=expired.is_set(),
-    )
+    return expired.is_set()
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:

@@ -202,3 +202,41 @@ def test_events_are_in_the_json_and_not_on_a_pipe(venv_with_requests: Venv) -> N
 @pytest.fixture
 def venv_with_requests(make_venv: MakeVenv) -> Venv:
     return make_venv("requests", "leftpad")
+
+
+# -- the environment a child process gets ------------------------------------------------------
+
+
+def test_children_get_the_targets_environment_scrubbed(
+    venv_with_requests: Venv, tmp_path: Path
+) -> None:
+    """From the options' environ, not os.environ; less what points at another environment."""
+    from safeuninstall import options
+    from safeuninstall.context import open_context
+    from safeuninstall.process import SCRUBBED_VARIABLES
+
+    venv = venv_with_requests
+    environ = {"PATH": "/usr/bin", "MARKER": "from the options", "VIRTUAL_ENV": "/elsewhere"}
+    leaky = set(SCRUBBED_VARIABLES) - {"VIRTUAL_ENV"}
+    environ |= {name: str(tmp_path / "elsewhere") for name in leaky}
+    ctx = open_context(options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ=environ))
+    env = ctx.child_env()
+    assert env["MARKER"] == "from the options"
+    assert env["VIRTUAL_ENV"] == str(venv.root)
+    assert env["PATH"] == f"{venv.root / 'bin'}{os.pathsep}/usr/bin"
+    assert not leaky & set(env)
+    assert ctx.backend.env == env  # the installer's processes get the same
+
+
+@needs_uv
+def test_a_probe_sees_no_pip_target_or_pythonpath(venv_with_requests: Venv, tmp_path: Path) -> None:
+    venv = venv_with_requests
+    probe = (
+        "import os\n"
+        "assert 'PIP_TARGET' not in os.environ and 'PYTHONPATH' not in os.environ\n"
+        f"assert os.environ['VIRTUAL_ENV'] == {str(venv.root)!r}\n"
+        "import requests\n"
+    )
+    elsewhere = str(tmp_path / "elsewhere")
+    run = venv.tool("--probe", probe, "leftpad", PIP_TARGET=elsewhere, PYTHONPATH=elsewhere)
+    assert run.returncode == 0, run.stdout + run.stderr
