@@ -6,8 +6,7 @@ is in this module and unit-tested without an environment.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -48,25 +47,24 @@ def stash_key(entry: PackageEntry) -> StashKey:
 
 
 def build_stash_index(
-    snapshots: Iterable[Snapshot], *, prefix: str | None = None
+    snapshots: Iterable[Snapshot], *, of_this_environment: Callable[[str], bool] | None = None
 ) -> dict[StashKey, list[StashCandidate]]:
     """Every complete stash by (name, version, source); snapshots given newest first keep that
-    order. With ``prefix``, only snapshots taken of that environment count: files stashed from
-    another venv (a shared --state-dir) have other paths and another interpreter."""
+    order. With ``of_this_environment`` (a test of a snapshot's prefix), only snapshots taken of
+    that environment count: files stashed from another venv (a shared --state-dir) have other
+    paths and another interpreter."""
     index: dict[StashKey, list[StashCandidate]] = {}
     seen: set[str] = set()
     for snap in snapshots:
-        if snap.id in seen or (prefix is not None and not same_prefix(snap.target.prefix, prefix)):
+        if snap.id in seen:
+            continue
+        if of_this_environment is not None and not of_this_environment(snap.target.prefix):
             continue
         seen.add(snap.id)
         for entry in snap.packages:
             if entry.stash is not None and entry.stash.complete:
                 index.setdefault(stash_key(entry), []).append(StashCandidate(snap.id, entry))
     return index
-
-
-def same_prefix(a: str, b: str) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 class RestorePlan(Struct, frozen=True):

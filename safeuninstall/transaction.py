@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import shutil
 import signal
 import threading
@@ -310,4 +311,7 @@ def _stash_index(
             snapshots.append(store.load(snapshot_id))
         except SnapshotInvalid:
             continue  # an unreadable snapshot can't vouch for its stash
-    return build_stash_index(snapshots, prefix=ctx.interpreter.prefix)
+    here = os.path.realpath(ctx.interpreter.prefix)
+    return build_stash_index(
+        snapshots, of_this_environment=lambda prefix: os.path.realpath(prefix) == here
+    )

@@ -123,7 +123,9 @@ def test_stash_index_keys_on_the_build_and_the_environment() -> None:
         make_snapshot("0002", (stashed("a", "1.0"),)),
         target=Target(python="/w/bin/python", prefix="/w", version="3.12.1"),
     )
-    index = build_stash_index([make_snapshot("0001", (local,)), other_env], prefix="/v")
+    index = build_stash_index(
+        [make_snapshot("0001", (local,)), other_env], of_this_environment=lambda p: p == "/v"
+    )
     # the index build is not the local one, and the other venv's stash does not count here
     plan = plan_restore([PackageEntry(name="a", version="1.0")], index)
     assert plan.from_stash == ()
