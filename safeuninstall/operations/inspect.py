@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
@@ -15,7 +16,6 @@ from ..analysis import (
 )
 from ..backend import shell_line
 from ..context import Context
-from ..doctor import DoctorReport, examine
 from ..environment import installed_distributions
 from ..libraries import ownership
 from ..names import parse_requested
@@ -24,6 +24,9 @@ from ..plan import plan_removal, plan_rollback
 from ..probe import ProbeSettings, run_all
 from ..results import ProbeRuns, RemovalResult, Result
 from ..snapshot import PackageEntry, Snapshot
+
+if TYPE_CHECKING:
+    from ..doctor import DoctorReport
 
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
@@ -62,6 +65,9 @@ def probe_now(ctx: Context, configured: ProbeSettings) -> Result:
 
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
+    # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
+    from ..doctor import DoctorReport, examine
+
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
     owned = ownership(installed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -20,7 +21,6 @@ from .. import baseline
 from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
 from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
-from ..doctor import Finding
 from ..environment import InstalledDistribution, ensure_writable, installed_distributions
 from ..errors import BaselineProbeFailed, Interrupted, InvalidInput
 from ..journal import Journal
@@ -33,6 +33,9 @@ from ..probe import ProbeResult, ProbeSettings, run_all, start
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
 from ..transaction import Restored, SnapshotSpec, Transaction
+
+if TYPE_CHECKING:
+    from ..doctor import Finding  # the module only when a probe fails: packaging.requirements
 
 
 def uninstall(
