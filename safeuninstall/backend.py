@@ -72,6 +72,10 @@ class Backend(Protocol):
 
     def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed: ...
 
+    def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
+        """Raise BackendError unless ``install`` would find every one of ``entries``: the
+        installer's own dry run, nothing installed."""
+
 
 class _Runner:
     """What both installers share: run a command line in the child environment, bounded, and
@@ -97,6 +101,11 @@ class _Runner:
 
     def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed:
         return self._run(self.install_argv(entries, offline=offline))
+
+    def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
+        argv = self.install_argv(entries, offline=offline)
+        verb = argv.index("install")
+        self._run([*argv[: verb + 1], "--dry-run", *argv[verb + 1 :]])
 
     def _run(self, argv: list[str], timeout: float = _TIMEOUT) -> process.Completed:
         try:

@@ -95,6 +95,10 @@ class StashError(SafeUninstallError):
     """Files could not be preserved; raised before anything is removed."""
 
 
+class NotRestorable(SafeUninstallError):
+    """Something a rollback would have to bring back is in no stash and cannot be installed."""
+
+
 class UnfinishedTransaction(SafeUninstallError):
     """A previous operation on this environment was interrupted and must be recovered."""
 

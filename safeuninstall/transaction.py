@@ -41,6 +41,9 @@ from .restore import RestoreJob, RestoreReport, Verification, byte_counter, rest
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
 from .stash import StashHasher, relative_to_root, stash_distribution, stash_folder_name
 
+# Ctrl-C, kill, and a hang-up (the CLI maps all three to KeyboardInterrupt).
+_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 class SnapshotSpec(Struct, frozen=True):
     """What a snapshot records besides the installed set."""
@@ -154,6 +157,7 @@ class Transaction:
         self._changed = False  # the installer has run: giving up is no longer possible
         self._finished = False
         self.interrupted = False  # a deferred interrupt arrived
+        self._deferring = 0  # how deep in interrupts_deferred
         self.snapshot: Snapshot | None = None
 
     def __enter__(self) -> Transaction:
@@ -205,14 +209,24 @@ class Transaction:
         )
 
     def uninstall(self, names: Sequence[str]) -> str | None:
-        """Run the installer's uninstall; the error text if it failed, else None."""
+        """Run the installer's uninstall; the error text if it failed, else None.
+
+        An interrupt that arrives while the installer runs waits for it to finish, and is
+        obeyed then (KeyboardInterrupt): a restore that ran beside a still-running uninstall
+        could be undone by it behind the verification's back."""
         self._step("uninstall")
         self._changed = True
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
+        outermost = self._deferring == 0
         try:
-            self._ctx.backend.uninstall(names)
+            with self.interrupts_deferred():
+                self._ctx.backend.uninstall(names)
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
+        finally:
+            if outermost and self.interrupted:
+                self.interrupted = False  # obeyed now, not "during the restore"
+                raise KeyboardInterrupt
         return None
 
     def probing(self) -> None:
@@ -241,7 +255,7 @@ class Transaction:
         first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
         job = RestoreJob(
             entries=entries,
-            index=_stash_index(ctx, entries, first),
+            index=stash_index(ctx, entries, first),
             displaced_dir=ctx.store.folder(self.snapshot.id) / "displaced",
             preferred_snapshot=wanted.id,
             offline=offline,
@@ -278,22 +292,28 @@ class Transaction:
         """While a restore runs, Ctrl-C and SIGTERM are noted, not obeyed: a half-done restore
         is worse than a late exit. (A SIGKILL still stops it; the journal then leads to
         ``recover``.) ``interrupted`` says whether one arrived."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
+        if self._deferring or threading.current_thread() is not threading.main_thread():
+            self._deferring += 1  # an outer block defers already (or no handler can be set)
+            try:
+                yield
+            finally:
+                self._deferring -= 1
             return
 
         def note(signum: int, frame: object) -> None:
             self.interrupted = True
 
-        previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, note) for sig in _DEFERRED_SIGNALS}
+        self._deferring = 1
         try:
             yield
         finally:
+            self._deferring = 0
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
 
-def _stash_index(
+def stash_index(
     ctx: Context, entries: Sequence[PackageEntry], first: Sequence[Snapshot]
 ) -> dict[StashKey, list[StashCandidate]]:
     """Where each entry's exact name==version is stashed: ``first`` snapshots, then any other,

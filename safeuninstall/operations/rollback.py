@@ -18,17 +18,17 @@ import msgspec
 from ..analysis import installed_view, sharing_files, with_default
 from ..context import Context
 from ..environment import InstalledDistribution, ensure_writable, installed_distributions
-from ..errors import SnapshotInvalid, SnapshotNotFound
+from ..errors import BackendError, NotRestorable, SnapshotInvalid, SnapshotNotFound
 from ..journal import Entry, Journal
 from ..libraries import ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
-from ..plan import plan_rollback
+from ..plan import plan_restore, plan_rollback
 from ..probe import ProbeSettings, run_all
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
 from ..stash import check_restore_paths
-from ..transaction import SnapshotSpec, Transaction
+from ..transaction import SnapshotSpec, Transaction, stash_index
 
 
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
@@ -150,6 +150,8 @@ class _Rollback:
         )
         wanted_by_name = {e.name: e for e in wanted.packages}
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
+        if self.recovering is None:
+            self._refuse_unrestorable(entries)
         with Transaction(ctx, self.command, self.recovering) as txn:
             with txn.interrupts_deferred():
                 stopped = self._change(txn, installed, spec, (entries, kept_shared))
@@ -158,6 +160,24 @@ class _Rollback:
                     f"an interrupt arrived during the {self.command}; it finished first"
                 )
         return stopped or self._probe_after()
+
+    def _refuse_unrestorable(self, entries: Sequence[PackageEntry]) -> None:
+        """Before anything is removed: every entry comes back from a stash, or the installer's
+        dry run finds it. Else refuse, so a rollback never ends with neither state."""
+        ctx, wanted = self.ctx, self.wanted
+        index = stash_index(ctx, entries, [wanted])
+        reinstall = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
+        if not reinstall:
+            return
+        try:
+            ctx.backend.check_installable(reinstall, offline=self.options.offline)
+        except BackendError as err:
+            pins = ", ".join(e.pin for e in reinstall)
+            raise NotRestorable(
+                f"cannot roll back to snapshot {wanted.id}: no stash holds {pins}, and "
+                f"{ctx.backend.name} cannot install it ({err.message})",
+                detail=err.detail,
+            ) from None
 
     def _change(
         self,

@@ -1,0 +1,82 @@
+"""Interrupts and concurrent changes at the worst moment (issue 12): the environment ends
+proven as it was, or the tool says exactly what it is; never "restored and verified" while
+something it started is still changing the environment."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def _uv_that_is_interrupted(tmp_path: Path, finished: Path) -> Path:
+    """A uv that sends the tool SIGTERM the moment its uninstall starts, then does the real
+    uninstall and notes that it finished."""
+    wrapper = tmp_path / "uv-interrupted"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, pathlib, signal, subprocess, sys\n"
+        f"real = {UV!r}\n"
+        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
+        "    os.kill(os.getppid(), signal.SIGTERM)\n"
+        "    code = subprocess.run([real, *sys.argv[1:]]).returncode\n"
+        f"    pathlib.Path({str(finished)!r}).write_text(str(code))\n"
+        "    sys.exit(code)\n"
+        "os.execv(real, [real, *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper
+
+
+def test_an_interrupt_while_uv_runs_waits_for_it_then_restores(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Issue 12 #9: the interrupt used to kill uv (or, landing inside Popen, leave it running
+    unseen) and restore beside it. Now uv finishes first, then everything comes back."""
+    venv = make_venv("requests", "leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    finished = tmp_path / "uv-finished"
+    uv = _uv_that_is_interrupted(tmp_path, finished)
+    run = venv.tool("--json", "--probe", "import requests", "leftpad", SAFE_UNINSTALL_UV=str(uv))
+    data = run.json()
+    assert finished.read_text() == "0", "uv was stopped half way"
+    assert data["outcome"] == "interrupted-restored", data
+    assert run.returncode == 3
+    assert "an interrupt arrived during the restore" not in str(data["messages"])
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_rollback_that_cannot_bring_everything_back_changes_nothing(
+    make_venv: MakeVenv,
+) -> None:
+    """Issue 12 #12 / issue 11 #6: the rollback used to uninstall what was added first, then
+    fail to reinstall what has no stash, and end with neither."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("snapshot", "--no-stash").returncode == 0  # the set, without files
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "leftpad")  # a bare removal
+    venv.install("toolpkg")  # and an install since
+    hashes, installed = venv.file_hashes(), venv.installed()
+    run = venv.tool("rollback", "--no-probe")  # offline, an empty uv cache: leftpad is nowhere
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "leftpad==1.0" in run.stderr
+    assert "the environment was not changed" in run.stderr
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+
+
+def test_a_rollback_whose_reinstall_is_possible_goes_ahead(make_venv: MakeVenv) -> None:
+    """The check asks the installer (a dry run): with the wheel at hand it passes."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("snapshot", "--no-stash").returncode == 0
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "leftpad")
+    run = venv.tool("rollback", "--no-probe", UV_FIND_LINKS=str(venv.wheelhouse), UV_NO_INDEX="1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert venv.installed()["leftpad"] == "1.0"
