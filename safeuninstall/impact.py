@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
+from packaging.utils import canonicalize_name
 
 from .environment import InstalledDistribution
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes, normalise
-from .names import canonical
 from .probe import top_level_modules
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _requirement_index(
         for value in dist.requires_dist():
             match = _LEADING_NAME.match(value)
             if match:
-                index.setdefault(canonical(match.group(1)), []).append((key, value))
+                index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))
     return index
 
 
@@ -67,7 +67,9 @@ def _edge(dependent: str, value: str, markers: Mapping[str, str]) -> Dependency 
     applies, extra = applies_on_target(requirement, markers)
     if not applies:
         return None
-    return Dependency(dependent, canonical(requirement.name), str(requirement.specifier), extra)
+    return Dependency(
+        dependent, canonicalize_name(requirement.name), str(requirement.specifier), extra
+    )
 
 
 def edges_into(
@@ -120,7 +122,7 @@ def applies_on_target(
     for token in marker_text.replace('"', " ").replace("'", " ").split():
         try:
             if requirement.marker.evaluate({**markers, "extra": token}):
-                return True, canonical(token)
+                return True, canonicalize_name(token)
         except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
             continue
     return False, None
