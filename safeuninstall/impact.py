@@ -28,17 +28,6 @@ class Dependency(Struct, frozen=True):
     extra: str | None = None
 
 
-def requires_dist(metadata_text: str) -> list[str]:
-    """The Requires-Dist values of a METADATA header (the body is not read)."""
-    values = []
-    for line in metadata_text.splitlines():
-        if not line.strip():
-            break
-        if line.startswith("Requires-Dist:"):
-            values.append(line[len("Requires-Dist:") :].strip())
-    return values
-
-
 # The distribution name at the start of a requirement: enough to know whether a line can
 # matter, before paying for a full parse.
 _LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")

@@ -9,9 +9,9 @@ import pytest
 
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall.backend import Backend, requirement_for
-from safeuninstall.environment import Source
+from safeuninstall.environment import Source, read_distribution
 from safeuninstall.errors import InvalidInput, SnapshotInvalid
-from safeuninstall.impact import Dependency, dependents_of, requires_dist
+from safeuninstall.impact import Dependency, dependents_of
 from safeuninstall.names import parse_requested
 from safeuninstall.plan import (
     Installed,
@@ -187,9 +187,16 @@ def test_dependents_transitive_and_optional() -> None:
     ]
 
 
-def test_requires_dist_reads_header_only() -> None:
-    text = "Name: x\nRequires-Dist: a>=1\nRequires-Dist: b; extra == 'y'\n\nRequires-Dist: body\n"
-    assert requires_dist(text) == ["a>=1", "b; extra == 'y'"]
+def test_requires_dist_reads_header_only(tmp_path: Path) -> None:
+    dist_info = tmp_path / "x-1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        "Name: x\nVersion: 1\nRequires-Dist: a>=1\nRequires-Dist: b; extra == 'y'\n\n"
+        "Requires-Dist: body\n"
+    )
+    dist = read_distribution(dist_info)
+    assert dist is not None
+    assert dist.requires_dist() == ["a>=1", "b; extra == 'y'"]
 
 
 # -- reinstall commands ---------------------------------------------------------------------
