@@ -12,7 +12,8 @@ from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from .environment import InstalledDistribution
-from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes, normalise
+from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
+from .paths import normalise
 from .probe import top_level_modules
 
 if TYPE_CHECKING:

@@ -34,7 +34,8 @@ from safeuninstall.elf import (
     read_ld_cache_entries,
     split_ld_library_path,
 )
-from safeuninstall.libraries import LibraryIndex, normalise
+from safeuninstall.libraries import LibraryIndex
+from safeuninstall.paths import normalise
 
 GCC = shutil.which("gcc")
 READELF = shutil.which("readelf")

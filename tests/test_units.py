@@ -422,11 +422,11 @@ def test_relative_to_root() -> None:
 
 
 def test_real_dir_equals_realpath(tmp_path: Path) -> None:
-    """libraries._real_dir builds a folder's real path on its parent's; it must agree with
+    """paths._real_dir builds a folder's real path on its parent's; it must agree with
     os.path.realpath through symlinks (absolute, relative, nested), missing parts and '..'."""
     import os
 
-    from safeuninstall.libraries import _real_dir
+    from safeuninstall.paths import _real_dir
 
     (tmp_path / "a" / "b" / "c").mkdir(parents=True)
     (tmp_path / "x").mkdir()
