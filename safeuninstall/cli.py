@@ -177,14 +177,14 @@ class Common:
             "offline": values.pop("offline", None),
         }
         self._python: str | None = values.pop("python", None)
-        self._probes: options.ProbeOptions | None = None
+        self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
-            self._probes = options.ProbeOptions(
-                probes=values.pop("probes"),
-                probe_cmds=values.pop("probe_cmds"),
-                timeout=values.pop("probe_timeout"),
-                disabled=values.pop("no_probe"),
-            )
+            self._no_probe = values.pop("no_probe")
+            self._typed |= {
+                "probe": values.pop("probes"),
+                "probe-cmd": values.pop("probe_cmds"),
+                "probe-timeout": values.pop("probe_timeout"),
+            }
         self.live = _Live(self.output)
         self._context: Context | None = None
 
@@ -197,10 +197,10 @@ class Common:
         return self.settings().flag("offline")
 
     def probes(self) -> ProbeSettings:
-        from .probe import configured_probes
+        from .probe import probes_from
 
-        assert self._probes is not None, "a command without probe options"
-        return configured_probes(self._probes, Path.cwd(), os.environ)
+        assert self._no_probe is not None, "a command without probe options"
+        return probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
 
     def context(self) -> Context:
         """The target, opened on first use (``export`` of a snapshot file needs none)."""

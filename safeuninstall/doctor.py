@@ -11,12 +11,12 @@ import msgspec
 from msgspec import Struct, field
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .environment import InstalledDistribution
 from .impact import applies_on_target
 from .libraries import LibraryIndex, Ownership, hollow_distributions, unresolved
-from .names import canonical
 from .snapshot import PackageEntry, Snapshot
 
 _MISSING_LIBRARY = re.compile(r"([\w.+-]+\.so(?:\.[\w.]+)?): cannot open shared object file")
@@ -149,7 +149,7 @@ def unmet_requirements(
             applies, extra = applies_on_target(requirement, markers)
             if not applies or extra is not None:
                 continue
-            present = installed.get(canonical(requirement.name))
+            present = installed.get(canonicalize_name(requirement.name))
             if present is None or not _satisfies(requirement.specifier, present.version):
                 unmet.append((key, requirement))
     return unmet
@@ -178,7 +178,7 @@ def examine(
         pin, snap = _provider(snapshots, _ships_file(soname))
         findings.append(Finding("library", soname, ", ".join(sorted(set(needers))), pin, snap))
     for dependent, requirement in unmet_requirements(installed, markers):
-        wanted = _satisfying(canonical(requirement.name), requirement.specifier)
+        wanted = _satisfying(canonicalize_name(requirement.name), requirement.specifier)
         pin, snap = _provider(snapshots, wanted)
         findings.append(Finding("requirement", str(requirement), dependent, pin, snap))
     for name in hollow_distributions(owned, installed):

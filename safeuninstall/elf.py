@@ -7,9 +7,8 @@ so a 500 MB library costs a handful of small ``pread`` calls.
 
 Simplifications relative to glibc's ``ld.so`` (all deliberate, see ``Loader``):
 
-* Only the object's own DT_RPATH is searched; the RPATHs of the loading chain
-  (the objects that loaded it, up to the executable) are searched only when the
-  caller passes them as ``loader_chain_rpaths``.
+* Only the object's own DT_RPATH is searched, not the RPATHs of the loading
+  chain (the objects that loaded it, up to the executable).
 * Only ``$ORIGIN``/``${ORIGIN}`` is expanded.  A search path entry using
   ``$LIB`` or ``$PLATFORM`` is treated as unresolvable and skipped.
 * Empty search path entries (which glibc treats as the current directory) are
@@ -29,7 +28,6 @@ import json
 import os
 import re
 import struct
-import sys
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -746,8 +744,8 @@ class Loader:
     """Resolve DT_NEEDED sonames in glibc ``ld.so`` search order.
 
     For a soname without '/': the object's DT_RPATH (only if it has no
-    DT_RUNPATH) followed by ``loader_chain_rpaths``, LD_LIBRARY_PATH, the
-    object's DT_RUNPATH, the ld.so.cache, then the default directories.
+    DT_RUNPATH), LD_LIBRARY_PATH, the object's DT_RUNPATH, the ld.so.cache,
+    then the default directories.
 
     ``exists`` and ``reader`` are injectable so a removal can be simulated:
     ``exists`` says whether a candidate file is present, ``reader`` (e.g.
@@ -777,47 +775,12 @@ class Loader:
         self._reader = reader
         self._default_dirs_by_kind: dict[tuple[int, int], tuple[str, ...]] = {}
 
-    @classmethod
-    def for_host(
-        cls,
-        environ: Mapping[str, str] | None = None,
-        *,
-        ld_cache_path: str | os.PathLike[str] = DEFAULT_LD_CACHE,
-        exists: Callable[[str], bool] = os.path.isfile,
-        reader: Callable[[str], ElfInfo | None] = read_elf,
-    ) -> Loader:
-        """A Loader for this machine: LD_LIBRARY_PATH from ``environ`` (default
-        ``os.environ``) and the ld.so.cache filtered to the running
-        interpreter's architecture (unfiltered if that cannot be determined).
-        """
-        env = os.environ if environ is None else environ
-        interpreter = read_elf(sys.executable) if sys.executable else None
-        flags = (
-            None
-            if interpreter is None
-            else ld_cache_flags(interpreter.elf_class, interpreter.machine)
-        )
-        return cls(
-            split_ld_library_path(env.get("LD_LIBRARY_PATH")),
-            read_ld_cache(ld_cache_path, flags=flags),
-            exists=exists,
-            reader=reader,
-        )
-
-    def resolve(
-        self, obj: ElfInfo, soname: str, *, loader_chain_rpaths: Sequence[str] = ()
-    ) -> str | None:
-        """Path ld.so would load for ``soname`` needed by ``obj``, or None.
-
-        ``loader_chain_rpaths``: already-expanded DT_RPATH directories of the
-        objects that loaded ``obj`` (nearest first, executable last); searched
-        after ``obj``'s own DT_RPATH and, like it, only if ``obj`` has no
-        DT_RUNPATH.
-        """
+    def resolve(self, obj: ElfInfo, soname: str) -> str | None:
+        """Path ld.so would load for ``soname`` needed by ``obj``, or None."""
         if "/" in soname:
             path = expand_origin(soname, _origin_of(obj.path))
             return path if path is not None and self._check(obj, path) == _FOUND else None
-        for candidate in self._candidates(obj, soname, loader_chain_rpaths):
+        for candidate in self._candidates(obj, soname):
             verdict = self._check(obj, candidate)
             if verdict == _FOUND:
                 return candidate
@@ -825,20 +788,10 @@ class Loader:
                 return None
         return None
 
-    def resolve_all(
-        self, obj: ElfInfo, *, loader_chain_rpaths: Sequence[str] = ()
-    ) -> dict[str, str | None]:
-        """``resolve`` for every DT_NEEDED entry of ``obj``."""
-        return {
-            soname: self.resolve(obj, soname, loader_chain_rpaths=loader_chain_rpaths)
-            for soname in obj.needed
-        }
-
-    def _candidates(self, obj: ElfInfo, soname: str, chain_rpaths: Sequence[str]) -> Iterator[str]:
+    def _candidates(self, obj: ElfInfo, soname: str) -> Iterator[str]:
         origin = _origin_of(obj.path)
         if not obj.runpath:
             yield from self._in_dirs(_expand_all(obj.rpath, origin), soname)
-            yield from self._in_dirs(chain_rpaths, soname)
         # $ORIGIN in LD_LIBRARY_PATH refers to the executable, unknown here.
         yield from self._in_dirs((d for d in self._ld_library_path if "$" not in d), soname)
         yield from self._in_dirs(_expand_all(obj.runpath, origin), soname)

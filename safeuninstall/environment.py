@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from msgspec import Struct
+from packaging.utils import canonicalize_name
 
 from . import process
 from .atomicfile import write_atomically
 from .errors import EnvironmentNotFound, EnvironmentNotWritable
-from .names import canonical
 from .records import RecordEntry, read_record
 
 _BIN = "Scripts" if sys.platform == "win32" else "bin"
@@ -208,7 +208,7 @@ class InstalledDistribution(Struct, frozen=True):
 
     @property
     def key(self) -> str:
-        return canonical(self.name)
+        return canonicalize_name(self.name)
 
     @property
     def site_dir(self) -> Path:

@@ -9,7 +9,6 @@ nothing (it breaks) or to another file (it drifts: the loader silently picks up 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -29,24 +28,9 @@ from .elf import (
     split_ld_library_path,
 )
 from .environment import InstalledDistribution
+from .paths import normalise
 
 ELF_CACHE_FILE = "elf-cache.json"
-
-
-@functools.cache  # the folders of one environment: thousands of strings
-def _real_dir(folder: str) -> str:
-    """``os.path.realpath(folder)``, built on its parent's: one lstat per folder instead of one
-    per component of its path (a 3000-distribution environment has 6000 folders)."""
-    parent, name = os.path.split(folder)
-    if name in ("", ".", "..") or not parent or os.path.islink(folder):
-        return os.path.realpath(folder)
-    return os.path.join(_real_dir(parent), name)
-
-
-def normalise(path: str) -> str:
-    """One spelling per file: the folder's real path plus the name (cheap: folders are few)."""
-    folder, name = os.path.split(os.path.normpath(path))
-    return os.path.join(_real_dir(folder), name)
 
 
 class Ownership(Struct, frozen=True):

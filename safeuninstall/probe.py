@@ -124,25 +124,40 @@ class ProbeSettings(Struct, frozen=True):
 def configured_probes(
     options: ProbeOptions, cwd: Path, environ: Mapping[str, str]
 ) -> ProbeSettings:
-    """Probes from the CLI, else the environment, else pyproject.toml. May be empty."""
-    layers = config.load_layers(cwd, environ)
-    timeout = options.timeout
-    if timeout is None:
-        timeout = next((lay.timeout for lay in layers if lay.timeout is not None), DEFAULT_TIMEOUT)
-    if options.disabled:
+    """The probes and their time limit as config.resolve settles them: typed on the command
+    line, else from the strongest place that sets them. May be empty."""
+    settings = config.resolve(cwd, environ, typed_probes(options))
+    return probes_from(settings, disabled=options.disabled, cwd=cwd)
+
+
+def typed_probes(options: ProbeOptions) -> dict[str, config.Value]:
+    """The probe options as typed, for config.resolve."""
+    return {
+        "probe": options.probes,
+        "probe-cmd": options.probe_cmds,
+        "probe-timeout": options.timeout,
+    }
+
+
+def probes_from(settings: config.Settings, *, disabled: bool, cwd: Path) -> ProbeSettings:
+    """The probes of resolved ``settings`` (``disabled``: --no-probe)."""
+    timeout = settings.seconds("probe-timeout")
+    if disabled:
         return ProbeSettings(
             timeout=timeout, disabled=True, notes=("probes disabled (--no-probe)",)
         )
-    if options.probes or options.probe_cmds:
-        probes = [python_probe(code, "--probe") for code in options.probes]
-        probes += [command_probe(line, "--probe-cmd", cwd) for line in options.probe_cmds]
-        return ProbeSettings(probes=tuple(probes), timeout=timeout)
-    for layer in layers:
-        if layer.probes or layer.probe_cmds:
-            probes = [python_probe(code, layer.origin) for code in layer.probes]
-            probes += [command_probe(line, layer.origin, cwd) for line in layer.probe_cmds]
-            return ProbeSettings(probes=tuple(probes), timeout=timeout)
-    return ProbeSettings(timeout=timeout)
+    probes = [python_probe(code, _origin(settings, "probe")) for code in settings.strings("probe")]
+    probes += [
+        command_probe(line, _origin(settings, "probe-cmd"), cwd)
+        for line in settings.strings("probe-cmd")
+    ]
+    return ProbeSettings(probes=tuple(probes), timeout=timeout)
+
+
+def _origin(settings: config.Settings, name: str) -> str:
+    """Where a probe came from: its option when it was typed, else the file or variable."""
+    setting = settings.by_key[name]
+    return setting.key.option if setting.origin == config.COMMAND_LINE else setting.origin
 
 
 def python_probe(code: str, origin: str) -> Probe:

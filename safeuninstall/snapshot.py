@@ -17,12 +17,13 @@ from typing import Any
 import msgspec
 import tomli_w
 from msgspec import Struct, field
+from packaging.utils import InvalidName, canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from . import tomlfile
 from .atomicfile import write_atomically
 from .environment import Source
 from .errors import SnapshotInvalid
-from .names import canonical, is_valid
 
 FORMAT_VERSION = 1
 SNAPSHOT_FILE = "snapshot.toml"
@@ -263,8 +264,6 @@ class _Reader:
         return _check_name(self.key(name), self.string(name))
 
     def version(self, name: str) -> str:
-        from packaging.version import InvalidVersion, Version  # only when a snapshot is read
-
         value = self.string(name)
         try:
             Version(value)
@@ -294,10 +293,12 @@ class _Reader:
 
 
 def _check_name(key: str, value: str) -> str:
-    if not is_valid(value):
-        raise _invalid(key, f"{value!r} is not a valid distribution name")
-    if canonical(value) != value:
-        raise _invalid(key, f"{value!r} is not in canonical form ({canonical(value)!r})")
+    try:
+        canonical = canonicalize_name(value, validate=True)
+    except InvalidName:
+        raise _invalid(key, f"{value!r} is not a valid distribution name") from None
+    if canonical != value:
+        raise _invalid(key, f"{value!r} is not in canonical form ({canonical!r})")
     return value
 
 

@@ -23,7 +23,7 @@ from msgspec import Struct
 from .atomicfile import write_atomically
 from .environment import InstalledDistribution
 from .errors import SnapshotInvalid, StashError
-from .libraries import normalise
+from .paths import normalise
 from .records import sha256_file
 from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
 
@@ -65,7 +65,7 @@ def stash_distribution(
     the stash incomplete instead: such a distribution is reinstalled rather than restored.
 
     The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
-    the uninstall), except for ``shared`` paths (normalised, see libraries.normalise) that
+    the uninstall), except for ``shared`` paths (normalised, see paths.normalise) that
     other distributions list too: another build may have overwritten them, so their bytes are
     hashed as they are.
     """

@@ -17,11 +17,10 @@ import contextlib
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
@@ -34,7 +33,8 @@ if TYPE_CHECKING:
     from .snapshot import Snapshot
 
 # The snapshot format and the prune plan are imported where they are used: the baseline's head
-# start needs this module (state_dir) before the rest of the tool is loaded.
+# start needs this module (state_dir) before the rest of the tool, and starts its probe 2.2 ms
+# sooner without them.
 
 STATE_DIR_NAME = ".safe-uninstall"
 OUTCOME_FILE = "outcome"
@@ -55,7 +55,7 @@ def default_state_dir(interpreter: Interpreter, environ: Mapping[str, str]) -> P
     if interpreter.is_venv:
         return Path(interpreter.prefix) / STATE_DIR_NAME
     base = Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    import hashlib
+    import hashlib  # only for an interpreter outside a venv: 3.9-4.4 ms of import
 
     slug = hashlib.sha256(interpreter.prefix.encode()).hexdigest()[:12]
     return base / "safe-uninstall" / slug
@@ -201,10 +201,41 @@ class Store(Struct, frozen=True):
     def locked(
         self, timeout: float, *, on_wait: Callable[[str], None] | None = None
     ) -> Iterator[bool]:
-        """One operation at a time per environment. A lock of a dead process is free (flock).
+        """One operation at a time per environment: filelock's flock, which the kernel drops
+        when its holder dies, so a lock of a dead process is free.
 
         Yields whether it had to wait: another operation may have changed the environment.
         """
+        import filelock  # only commands that change something lock: 28.7 ms of import
+
+        self._create_root()
+        path = self.root / "lock"
+        lock = filelock.FileLock(path, mode=0o600)
+        waited = False
+        try:
+            try:
+                lock.acquire(blocking=False)
+            except filelock.Timeout:
+                waited = True
+                if timeout <= 0:
+                    raise
+                if on_wait is not None:
+                    on_wait(
+                        "another safe-uninstall operation is running on this environment; "
+                        f"waiting up to {timeout:g} s for it"
+                    )
+                lock.acquire(timeout=timeout)
+        except filelock.Timeout:
+            raise LockBusy(
+                f"another safe-uninstall operation is running on this environment "
+                f"(lock {path} still held after {timeout:g} s)"
+            ) from None
+        try:
+            yield waited
+        finally:
+            lock.release()
+
+    def _create_root(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as err:
@@ -213,74 +244,3 @@ class Store(Struct, frozen=True):
             ) from None
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise StateDirError(f"the state folder {self.root} is not writable")
-        path = self.root / "lock"
-        busy = LockBusy(
-            f"another safe-uninstall operation is running on this environment "
-            f"(lock {path} still held after {timeout:g} s)"
-        )
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: filelock knows those platforms' locks
-            with _portable_lock(path, timeout, on_wait, busy) as waited:
-                yield waited
-            return
-        # flock, as filelock does on POSIX (so the two see each other), without its 7 ms of
-        # imports on every command. The kernel drops the lock when its holder dies.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        waited = False
-        try:
-            if not _try_flock(fd, fcntl):
-                waited = True
-                if timeout <= 0:
-                    raise busy
-                if on_wait is not None:
-                    on_wait(_waiting(timeout))
-                deadline = time.monotonic() + timeout
-                while not _try_flock(fd, fcntl):
-                    if time.monotonic() >= deadline:
-                        raise busy
-                    time.sleep(0.05)
-            yield waited
-        finally:
-            os.close(fd)  # releases the lock
-
-
-def _waiting(timeout: float) -> str:
-    return (
-        "another safe-uninstall operation is running on this environment; "
-        f"waiting up to {timeout:g} s for it"
-    )
-
-
-def _try_flock(fd: int, fcntl: Any) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-@contextmanager
-def _portable_lock(
-    path: Path, timeout: float, on_wait: Callable[[str], None] | None, busy: LockBusy
-) -> Iterator[bool]:
-    import filelock
-
-    lock = filelock.FileLock(str(path))
-    waited = False
-    try:
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            waited = True
-            if timeout <= 0:
-                raise
-            if on_wait is not None:
-                on_wait(_waiting(timeout))
-            lock.acquire(timeout=timeout)
-    except filelock.Timeout:
-        raise busy from None
-    try:
-        yield waited
-    finally:
-        lock.release()

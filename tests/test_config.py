@@ -112,6 +112,18 @@ def test_core_configured_probes_reads_the_user_file(places: Places) -> None:
     assert typed.timeout == 1.0
 
 
+def test_probes_are_what_the_config_command_shows(places: Places) -> None:
+    """One resolver: an empty list in a stronger place hides a weaker place's probes for the
+    probe path as well, and a probe from a variable is named by the variable."""
+    places.user_file('probe = "import json"\n')
+    places.project_file("probe = []\n")
+    assert places.resolve().strings("probe") == ()
+    assert configured_probes(core_options.ProbeOptions(), places.cwd, places.environ).probes == ()
+    places.environ["SAFE_UNINSTALL_PROBE_CMD"] = "true"
+    (probe,) = configured_probes(core_options.ProbeOptions(), places.cwd, places.environ).probes
+    assert probe.origin == places.resolve().by_key["probe-cmd"].origin == "SAFE_UNINSTALL_PROBE_CMD"
+
+
 def test_relative_state_dir_is_relative_to_its_file(places: Places) -> None:
     places.project_file('state-dir = "../state"\n')
     assert places.resolve().text("state-dir") == str(places.project / ".." / "state")
@@ -156,7 +168,7 @@ def test_a_bad_file_names_the_key_and_the_file(
     assert message in raised.value.message
     # The probe path reads the same files and fails the same way.
     with pytest.raises(UsageError, match="^" + str(path)):
-        config.load_layers(places.cwd, places.environ)
+        configured_probes(core_options.ProbeOptions(), places.cwd, places.environ)
 
 
 @pytest.mark.parametrize(

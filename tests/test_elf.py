@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from safeuninstall import libraries
 from safeuninstall.elf import (
     EM_386,
     EM_AARCH64,
@@ -32,6 +34,8 @@ from safeuninstall.elf import (
     read_ld_cache_entries,
     split_ld_library_path,
 )
+from safeuninstall.libraries import LibraryIndex
+from safeuninstall.paths import normalise
 
 GCC = shutil.which("gcc")
 READELF = shutil.which("readelf")
@@ -477,10 +481,11 @@ def test_runpath_origin_finds_provider(built: Built) -> None:
     assert same_file(found, built.libfoo)
 
 
-def test_resolve_all(built: Built) -> None:
+def test_resolve_every_needed_library(built: Built) -> None:
     consumer = read_elf(built.consumer)
     assert consumer is not None
-    resolved = isolated_loader().resolve_all(consumer)
+    loader = isolated_loader()
+    resolved = {soname: loader.resolve(consumer, soname) for soname in consumer.needed}
     assert same_file(resolved["libfoo.so.1"], built.libfoo)
     assert same_file(resolved["libbar.so.2"], built.libbar)
     if "libc.so.6" in resolved:
@@ -524,19 +529,6 @@ def test_rpath_ignored_when_runpath_present(built: Built) -> None:
     assert same_file(isolated_loader().resolve(both, "libfoo.so.1"), built.libfoo)
     without_runpath = ElfInfo(both.path, 64, EM_X86_64, None, both.needed, both.rpath, ())
     assert isolated_loader().resolve(without_runpath, "libfoo.so.1") == str(built.drift_foo)
-
-
-def test_loader_chain_rpaths_only_without_runpath(built: Built) -> None:
-    chain = [str(built.drift_foo.parent)]
-    plain = ElfInfo(
-        str(built.root / "x/libplain.so"), 64, EM_X86_64, None, ("libfoo.so.1",), (), ()
-    )
-    found = isolated_loader().resolve(plain, "libfoo.so.1", loader_chain_rpaths=chain)
-    assert found == str(built.drift_foo)
-    consumer = read_elf(built.consumer)
-    assert consumer is not None
-    found = isolated_loader().resolve(consumer, "libfoo.so.1", loader_chain_rpaths=chain)
-    assert same_file(found, built.libfoo)
 
 
 def test_ld_cache_after_runpath_and_first_existing_entry(built: Built) -> None:
@@ -707,7 +699,7 @@ def assert_matches_ldd(path: Path | str, ld_library_path: str = "") -> int:
     """Compare every DT_NEEDED resolution with ldd; return how many were compared."""
     info = read_elf(path)
     assert info is not None
-    loader = Loader.for_host({"LD_LIBRARY_PATH": ld_library_path})
+    loader = LibraryIndex({"LD_LIBRARY_PATH": ld_library_path}).loader()
     expected = ldd(path, ld_library_path)
     compared = 0
     for soname in info.needed:
@@ -893,24 +885,33 @@ def test_read_ld_cache_missing_or_corrupt(tmp_path: Path) -> None:
         assert read_ld_cache_entries(path) == [], name
 
 
-def test_loader_for_host_uses_environment_and_cache(tmp_path: Path) -> None:
+def test_loader_of_an_environment_uses_its_variables_then_the_host_cache(
+    built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LibraryIndex.loader, the loader of every impact report: LD_LIBRARY_PATH from the
+    environment it is given, in order, then ld.so.cache entries of the host's architecture."""
+    folders = [tmp_path / name for name in ("llp1", "llp2", "cached", "other-arch")]
+    for folder in folders:
+        folder.mkdir()
+        shutil.copy(built.libfoo, folder / "libq.so.1")
+    llp1, llp2, cached, other_arch = (str(folder / "libq.so.1") for folder in folders)
     cache = tmp_path / "ld.so.cache"
     cache.write_bytes(
         synth_new_cache(
-            [LdCacheEntry("libq.so.1", "/nowhere/libq.so.1", 0x0303, 0)], big_endian=False
+            [
+                LdCacheEntry("libq.so.1", other_arch, 0x0003, 0),  # i386 flags: not this host's
+                LdCacheEntry("libq.so.1", cached, X86_64_LIBC6, 0),
+            ],
+            big_endian=False,
         )
     )
+    monkeypatch.setattr(libraries, "read_ld_cache", functools.partial(read_ld_cache, cache))
     obj = ElfInfo(str(tmp_path / "libobj.so"), 64, EM_X86_64, None, ("libq.so.1",), (), ())
-    seen: list[str] = []
-
-    def exists(path: str) -> bool:
-        seen.append(path)
-        return False
-
-    loader = Loader.for_host({"LD_LIBRARY_PATH": "/llp1:/llp2"}, ld_cache_path=cache, exists=exists)
-    assert loader.resolve(obj, "libq.so.1") is None
-    assert seen[:3] == ["/llp1/libq.so.1", "/llp2/libq.so.1", "/nowhere/libq.so.1"]
-    assert len(seen) > 3  # then the default directories
+    index = LibraryIndex({"LD_LIBRARY_PATH": f"{folders[0]}:{folders[1]}"})
+    gone: set[str] = set()
+    for expected in (llp1, llp2, cached, None):  # None: no default directory has it
+        assert index.loader(gone).resolve(obj, "libq.so.1") == expected
+        gone.add(normalise(str(expected)))
 
 
 # -- ElfCache -------------------------------------------------------------------------------------
