@@ -203,10 +203,10 @@ def _read_elf_fd(fd: int, path: str) -> ElfInfo | None:
         phnum = _extended_phnum(fd, layout, shoff, shentsize)
     if phnum == 0 or phentsize < layout.phdr.size:
         return None
-    loads, dynamic = _scan_phdrs(fd, head, layout, phoff, phentsize, phnum)
+    loads, dynamic = _scan_phdrs(fd, head, layout, (phoff, phentsize, phnum))
     if dynamic is None:
         return None
-    return _read_dynamic(fd, path, layout, machine, loads, dynamic)
+    return _read_dynamic(fd, (path, machine), layout, loads, dynamic)
 
 
 def _extended_phnum(fd: int, layout: _Layout, shoff: int, shentsize: int) -> int:
@@ -221,9 +221,11 @@ _Segment = tuple[int, int, int]  # (p_vaddr, p_offset, p_filesz)
 
 
 def _scan_phdrs(
-    fd: int, head: bytes, layout: _Layout, phoff: int, phentsize: int, phnum: int
+    fd: int, head: bytes, layout: _Layout, table_at: tuple[int, int, int]
 ) -> tuple[list[_Segment], tuple[int, int] | None]:
-    """Return the PT_LOAD segments and the (offset, size) of PT_DYNAMIC."""
+    """Return the PT_LOAD segments and the (offset, size) of PT_DYNAMIC; ``table_at`` is the
+    header's (e_phoff, e_phentsize, e_phnum)."""
+    phoff, phentsize, phnum = table_at
     size = phnum * phentsize
     if size > _MAX_PHDR_BYTES:
         raise _BadElf("too many program headers")
@@ -284,12 +286,13 @@ def _parse_dynamic(data: bytes, layout: _Layout) -> _DynamicTags:
 
 def _read_dynamic(
     fd: int,
-    path: str,
+    file: tuple[str, int],
     layout: _Layout,
-    machine: int,
     loads: list[_Segment],
     dynamic: tuple[int, int],
 ) -> ElfInfo:
+    """``file``: (path, e_machine)."""
+    path, machine = file
     offset, filesz = dynamic
     size = min(filesz, _MAX_DYNAMIC_BYTES)
     tags = _parse_dynamic(_pread_exact(fd, size, offset), layout)
@@ -355,12 +358,15 @@ def _read_strings(fd: int, base: int, limit: int, offsets: list[int]) -> dict[in
             last += 1
         block = _pread_exact(fd, end - start, base + start)
         for off in pending[first:last]:
-            found[off] = _string_in_block(fd, base, limit, block, start, off)
+            found[off] = _string_in_block((fd, base, limit), block, start, off)
         first = last
     return found
 
 
-def _string_in_block(fd: int, base: int, limit: int, block: bytes, start: int, off: int) -> bytes:
+def _string_in_block(table: tuple[int, int, int], block: bytes, start: int, off: int) -> bytes:
+    """The string at ``off`` of the table (fd, file offset, readable size), whose bytes from
+    ``start`` are in ``block``."""
+    fd, base, limit = table
     nul = block.find(b"\0", off - start)
     if nul != -1:
         return block[off - start : nul]
