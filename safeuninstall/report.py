@@ -59,7 +59,7 @@ def _tail(text: str, count: int) -> list[str]:
 
 
 def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
-    outcome = paint(result.outcome.text, _tone(result.exit_code))
+    outcome = paint(result.outcome_text, _tone(result.exit_code))
     headline = f"{result.command}: {outcome}"
     if quiet:
         lines = [headline]

@@ -27,6 +27,7 @@ class ProbeRuns(Struct, frozen=True):
     """The probes around a change: what was chosen, and each run's results."""
 
     notes: tuple[str, ...] = ()  # why these probes (a derived probe explains itself)
+    disabled: bool = False  # --no-probe
     baseline: tuple[ProbeResult, ...] = ()
     after: tuple[ProbeResult, ...] = ()  # after the change
     after_restore: tuple[ProbeResult, ...] = ()
@@ -58,6 +59,18 @@ class Result(Struct, frozen=True, kw_only=True):
     @property
     def exit_code(self) -> int:
         return self.outcome.exit_code
+
+    @property
+    def outcome_text(self) -> str:
+        """What happened, for a person: the outcome's text, said more exactly where the
+        outcome alone would overstate it (a removal that no probe judged)."""
+        if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
+            return self.outcome.text
+        if self.outcome is Outcome.PASSED:
+            return "probes disabled (--no-probe)" if self.probes.disabled else "no probe to run"
+        if self.probes.disabled:
+            return "removed without a probe (--no-probe)"
+        return "removed; no probe applies"
 
     @property
     def restore(self) -> RestoreReport | None:

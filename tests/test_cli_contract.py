@@ -18,7 +18,8 @@ import pytest
 from safeuninstall import report
 from safeuninstall.errors import EXIT_CODES
 from safeuninstall.outcome import Outcome
-from safeuninstall.results import Result, RollbackResult
+from safeuninstall.probe import Probe, ProbeResult
+from safeuninstall.results import ProbeRuns, Result, RollbackResult
 from tests.conftest import UV, MakeVenv, Venv, run_tool
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -52,7 +53,20 @@ def test_every_outcome_has_text_and_a_documented_exit_code(outcome: Outcome) -> 
 
 @pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.value)
 def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
-    result = Result(command="uninstall", outcome=outcome, python="/v/bin/python")
+    ran = ProbeResult(
+        probe=Probe(kind="python", code="pass", origin="--probe"),
+        passed=True,
+        returncode=0,
+        timed_out=False,
+        seconds=0.1,
+        output="",
+    )
+    result = Result(
+        command="uninstall",
+        outcome=outcome,
+        python="/v/bin/python",
+        probes=ProbeRuns(after=(ran,)),  # a probe ran: the outcome's own words apply
+    )
     for quiet in (False, True):
         text = report.operation(result, verbose=False, quiet=quiet)
         assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
@@ -101,6 +115,42 @@ def test_every_command_fails_in_one_line_with_quiet(args: tuple[str, ...], tmp_p
     assert lines[1:] == ["safe-uninstall: the environment was not changed"]
 
 
+@needs_uv
+def test_a_removal_that_no_probe_judged_says_so(make_venv: MakeVenv) -> None:
+    """Issue 11 #7: "every probe passed" was printed when no probe ran."""
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    unprobed = venv.tool("--no-probe", "leftpad")
+    assert unprobed.stdout.splitlines()[-1] == "uninstall: removed without a probe (--no-probe)"
+    assert unprobed.returncode == 0
+    nothing_applies = venv.tool("toolpkg")  # no dependents, no torch: no probe is derived
+    assert nothing_applies.stdout.splitlines()[-1] == "uninstall: removed; no probe applies"
+    probed = venv.tool("--probe", "import requests", "urllib3", "--keep-on-failure")
+    assert probed.returncode == 4  # a probe ran and failed: said as before
+
+
+@needs_uv
+def test_an_installer_that_removes_nothing_is_an_error(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """Issue 12 #20 / issue 11 #7: uv (here a stand-in) exits 0 and removes nothing: not
+    "removed", but exit 1 with the environment proven unchanged."""
+    venv = make_venv("requests", "leftpad")
+    hashes = venv.file_hashes()
+    idle = tmp_path / "idle-uv"
+    idle.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
+        "    sys.exit(0)\n"
+        f"os.execv({UV!r}, [{UV!r}, *sys.argv[1:]])\n"
+    )
+    idle.chmod(0o755)
+    run = venv.tool("--json", "--no-probe", "leftpad", SAFE_UNINSTALL_UV=str(idle))
+    data = run.json()
+    assert run.returncode == 1, data
+    assert data["outcome"] == "uninstall-failed-restored"
+    assert "leftpad is still installed: nothing of it was removed" in str(data["messages"])
+    assert venv.file_hashes() == hashes
+
+
 def test_config_fails_as_one_json_object(tmp_path: Path) -> None:
     env = {**os.environ, "SAFE_UNINSTALL_LOCK_TIMEOUT": "soon"}
     run = run_tool("config", "--json", env=env, cwd=tmp_path)
@@ -114,7 +164,7 @@ def test_quiet_prints_only_the_outcome_on_every_command(make_venv: MakeVenv) -> 
     venv = make_venv("requests", "leftpad")
     assert (
         venv.tool("-q", "--no-probe", "leftpad").stdout
-        == "uninstall: removed; every probe passed\n"
+        == "uninstall: removed without a probe (--no-probe)\n"
     )
     snapshot_id = venv.tool("snapshot", "-q").stdout.strip()
     assert snapshot_id.isdigit()
@@ -122,6 +172,7 @@ def test_quiet_prints_only_the_outcome_on_every_command(make_venv: MakeVenv) -> 
     assert venv.tool("show", "-q").stdout == f"snapshot {snapshot_id} (snapshot, taken)\n"
     assert venv.tool("check", "-q", "urllib3").stdout == "check: checked: nothing was changed\n"
     assert venv.tool("probe", "-q", "--probe", "pass").stdout == "probe: every probe passed\n"
+    assert venv.tool("probe", "-q").stdout == "probe: no probe to run\n"  # nothing configured
     pruned = venv.tool("prune", "-q", "--keep", "1", "--dry-run").stdout.splitlines()
     assert len(pruned) == 1 and pruned[0].startswith("would delete 1 snapshots")
     assert venv.tool("recover", "-q").stdout == "recover: nothing to recover\n"

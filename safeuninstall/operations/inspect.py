@@ -59,7 +59,7 @@ def probe_now(ctx: Context, configured: ProbeSettings) -> Result:
         command="probe",
         outcome=Outcome.PASSED if passed else Outcome.FAILED,
         python=str(ctx.python),
-        probes=ProbeRuns(notes=settings.notes, after=results),
+        probes=ProbeRuns(notes=settings.notes, disabled=settings.disabled, after=results),
     )
 
 

@@ -208,7 +208,11 @@ class _Attempt:
         self.ctx = removal.ctx
         self.txn = txn
         self.snap = snap
-        self.runs = ProbeRuns(notes=removal.settings.notes, baseline=tuple(baseline))
+        self.runs = ProbeRuns(
+            notes=removal.settings.notes,
+            disabled=removal.settings.disabled,
+            baseline=tuple(baseline),
+        )
         self.drift: tuple[Drift, ...] = ()
         self.diagnosis: tuple[Finding, ...] = ()
 
@@ -216,7 +220,7 @@ class _Attempt:
         """Uninstall and judge; on failure, error or interrupt, restore."""
         messages = self.removal.messages
         try:
-            failed = self.txn.uninstall(self.snap.removed)
+            failed = self.txn.uninstall(self.snap.removed) or self._still_installed()
             if failed is not None:
                 messages.append(failed)
                 reason = "uninstall-failed"
@@ -248,6 +252,17 @@ class _Attempt:
             next_command=next_command,
         )
 
+    def _still_installed(self) -> str | None:
+        """The environment re-read after the installer said it succeeded: what it left."""
+        installed = installed_distributions(self.ctx.interpreter)
+        left = [name for name in self.snap.removed if name in installed]
+        if not left:
+            return None
+        return (
+            f"{self.ctx.backend.name} reported success, but {', '.join(left)} is still "
+            "installed: nothing of it was removed"
+        )
+
     def _judge(self) -> str | None:
         """None when the removal stands; ``kept`` when it failed and stays on request; else
         the reason to restore: ``hollow``, ``probe-failed`` or ``drift``."""
@@ -265,9 +280,7 @@ class _Attempt:
         after, env_print = self._probe()
         drifted = removal.analysis.drift(self.runs.baseline, after)
         self.drift = tuple(drifted)
-        self.runs = ProbeRuns(
-            notes=self.runs.notes, baseline=self.runs.baseline, after=tuple(after)
-        )
+        self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
         passed = all(r.passed for r in after)
         if any(r.probe.kind == "python" and r.libraries is None for r in after):
             messages.append(
@@ -379,13 +392,7 @@ class _Attempt:
         removal.cache.put(
             settings, fingerprint(ctx.interpreter, ctx.environ), final or runs.baseline
         )
-        return ProbeRuns(
-            notes=runs.notes,
-            baseline=runs.baseline,
-            after=runs.after,
-            after_restore=final,
-            after_restore_skipped=skipped,
-        )
+        return msgspec.structs.replace(runs, after_restore=final, after_restore_skipped=skipped)
 
 
 def _stopped(restored: Restored) -> str:
