@@ -9,6 +9,8 @@ brings the environment back to the snapshot the journal names.
 ``checkpoint`` is also where the fault-injection suite kills or signals the process: with
 ``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM|ENOSPC|RAISE>`` the process sends itself that
 signal, fails as on a full disk, or raises as a bug of ours would, when it reaches ``<step>``.
+``file_fault`` is the same inside a per-file loop: ``SAFE_UNINSTALL_FAULT=stash-file:3:KILL``
+fires after the third file stashed (``restore-file``: linked back) of one distribution.
 The variable is for tests; nothing else reads it.
 """
 
@@ -18,6 +20,7 @@ import datetime
 import errno
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -129,11 +132,39 @@ def checkpoint(step: str) -> None:
     if not fault:
         return
     wanted, _, kind = fault.rpartition(":")
-    if wanted != step:
-        return
+    if wanted == step:
+        _fire(kind, step)
+
+
+def file_fault(loop: str) -> Callable[[], None] | None:
+    """The fault point of a per-file loop (``stash-file``, ``restore-file``), or None.
+
+    With ``SAFE_UNINSTALL_FAULT=<loop>:<N>:<KIND>``: a function for the loop to call after
+    each file, which fires after the N-th. The variable is read here, once per loop; when it
+    names no such point the loop's only cost is a test for None per file.
+    """
+    fault = os.environ.get(FAULT_VARIABLE)
+    if not fault:
+        return None
+    wanted, _, kind = fault.rpartition(":")
+    name, _, count = wanted.rpartition(":")
+    if name != loop or not (count.isascii() and count.isdigit()) or int(count) < 1:
+        return None
+    remaining = int(count)
+
+    def after_file() -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0:
+            _fire(kind, wanted)
+
+    return after_file
+
+
+def _fire(kind: str, where: str) -> None:
     if kind in _SIGNALS:
         os.kill(os.getpid(), _SIGNALS[kind])
-    elif kind == "ENOSPC":  # the disk fills up at this step
+    elif kind == "ENOSPC":  # the disk fills up here
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "(fault injected)")
-    elif kind == "RAISE":  # a bug of ours at this step
-        raise RuntimeError(f"fault injected at {step}")
+    elif kind == "RAISE":  # a bug of ours here
+        raise RuntimeError(f"fault injected at {where}")

@@ -151,6 +151,9 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
             "1.0",
             {"sharedlib/__init__.py": f"FLAVOUR = {flavour!r}\n", f"sharedlib/{flavour}.txt": ""},
         )
+    # Eight modules in two folders: a fault between two of its files is a real "half way".
+    modules = {f"multipkg/{d}/mod{i}.py": f"N = {i}\n" for d in ("a", "b") for i in range(4)}
+    build_wheel(house, "multipkg", "1.0", {"multipkg/__init__.py": "", **modules})
     # Metadata only: stands for nvfoo, ships nothing but its dist-info.
     build_wheel(house, "nvfoo-meta", "1.0", {}, top_level=["nvfoo"])
     return Wheelhouse(house)

@@ -2,8 +2,10 @@
 uninstall, restore, rollback and recover; then the environment must be exactly as before.
 
 ``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM>`` makes the process send itself that signal when it
-reaches the step (safeuninstall/journal.py). "As before" means: the installed set and the sha256
-of every file in site-packages and bin are equal to what they were before the operation started.
+reaches the step (safeuninstall/journal.py); ``stash-file:N:KILL`` and ``restore-file:N:KILL``
+kill it inside a step, between the N-th file of a distribution and the next. "As before" means:
+the installed set and the sha256 of every file in site-packages and bin are equal to what they
+were before the operation started.
 """
 
 from __future__ import annotations
@@ -71,6 +73,48 @@ def test_kill_after_a_passing_probe_is_recovered_to_the_snapshot(make_venv: Make
     killed = venv.tool("--probe", "import requests", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL")
     assert killed.returncode == -9
     assert "leftpad" not in venv.installed()
+    assert_recovered(venv, hashes, installed)
+
+
+def multipkg_files(venv: Venv) -> list[Path]:
+    """multipkg's files in site-packages (its modules and dist-info), as they are now."""
+    return sorted(
+        path
+        for pattern in ("multipkg/**/*.py", "multipkg-1.0.dist-info/*")
+        for path in venv.site_packages.glob(pattern)
+    )
+
+
+def test_kill_between_two_files_of_the_stash_then_recover(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "multipkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool(
+        "--probe", "import requests", "multipkg", SAFE_UNINSTALL_FAULT="stash-file:3:KILL"
+    )
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    stash = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash" / "multipkg-1.0"
+    assert len([p for p in stash.rglob("*") if p.is_file()]) == 3  # killed half way
+    assert venv.installed() == installed
+    assert_recovered(venv, hashes, installed)
+    assert not stash.exists()  # the partial stash is gone with its snapshot folder
+
+
+def test_kill_between_two_files_of_a_restore_then_recover(make_venv: MakeVenv) -> None:
+    """The probe fails after the removal; the restore is killed half way through the files."""
+    venv = make_venv("requests", "multipkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool(
+        "--probe", "import multipkg", "multipkg", SAFE_UNINSTALL_FAULT="restore-file:5:KILL"
+    )
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    assert len(multipkg_files(venv)) == 5  # five files back, the rest not yet
+    assert "multipkg" not in venv.installed()  # METADATA comes back last
     assert_recovered(venv, hashes, installed)
 
 
