@@ -791,6 +791,10 @@ def recover(
             return _recover_without_snapshot(ctx, entry, journal, result)
         wanted = ctx.store.load(snapshot_id)
         entry = journal.step(entry, "recover")
+        if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
+            from .transaction import remove_half_restored
+
+            remove_half_restored(ctx.store, ctx.interpreter)
         return _rollback_to(ctx, wanted, configured, options, target, journal, entry)
 
 

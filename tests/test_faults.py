@@ -118,6 +118,67 @@ def test_kill_between_two_files_of_a_restore_then_recover(make_venv: MakeVenv) -
     assert_recovered(venv, hashes, installed)
 
 
+def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) -> None:
+    """Recover returns to the state before the rollback: the files it had linked back of a
+    distribution that state does not have must go again."""
+    venv = make_venv("requests", "multipkg")
+    whole = multipkg_files(venv)
+    assert len(whole) > 10
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    venv.install("toolpkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    assert len(multipkg_files(venv)) == 5
+    assert_recovered(venv, hashes, installed)
+    assert multipkg_files(venv) == []
+    again = venv.tool("rollback", "1", "--no-probe")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "multipkg" in venv.installed() and "toolpkg" not in venv.installed()
+    assert multipkg_files(venv) == whole
+
+
+def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) -> None:
+    """What recover deletes after an interrupted rollback: a file that is the inode of a stash
+    copy of a distribution that is not installed, and that no installed distribution lists.
+    A file another distribution lists (a shared path) stays, as does one that is another inode."""
+    from safeuninstall.environment import query_interpreter
+    from safeuninstall.store import Store
+    from safeuninstall.transaction import remove_half_restored
+
+    venv = make_venv("sharedlib-cu13", "leftpad")
+    site = venv.site_packages.relative_to(venv.root)
+    store = Store(venv.root / ".safe-uninstall")
+    stash = store.folder("0001") / "stash" / "sharedlib-cu12-1.0" / site
+    (stash / "sharedlib").mkdir(parents=True)
+    # sharedlib-cu12's files as a restore cut short leaves them: linked back from its stash
+    shared = venv.site_packages / "sharedlib" / "__init__.py"  # sharedlib-cu13 lists it too
+    os.link(shared, stash / "sharedlib" / "__init__.py")
+    half = venv.site_packages / "sharedlib" / "cu12.txt"
+    half.write_text("")
+    os.link(half, stash / "sharedlib" / "cu12.txt")
+    (venv.site_packages / "cu12-only").mkdir()
+    alone = venv.site_packages / "cu12-only" / "data.txt"
+    alone.write_text("cu12")
+    (stash / "cu12-only").mkdir()
+    os.link(alone, stash / "cu12-only" / "data.txt")
+    # a file of the user's at a path the stash has too: not its inode, not the restore's doing
+    (venv.site_packages / "notes.txt").write_text("mine\n")
+    (stash / "notes.txt").write_text("the stash's\n")
+    before = venv.file_hashes()
+
+    removed = remove_half_restored(store, query_interpreter(venv.python))
+
+    expected = [f"{site}/cu12-only/data.txt", f"{site}/sharedlib/cu12.txt"]
+    assert sorted(removed) == expected
+    assert not (venv.site_packages / "cu12-only").exists()  # the folder it had made, too
+    assert venv.file_hashes() == {k: v for k, v in before.items() if k not in expected}
+    assert (stash / "cu12-only" / "data.txt").read_text() == "cu12"  # the bytes are kept
+
+
 def prepared_for_rollback(make_venv: MakeVenv) -> Venv:
     """leftpad removed (snapshot 0001 has it), toolpkg added since: a rollback has both kinds."""
     venv = make_venv("requests", "leftpad")
