@@ -518,3 +518,32 @@ def test_a_journal_that_is_not_a_file_is_unreadable_without_waiting(tmp_path: Pa
     book.path.mkdir()
     with pytest.raises(JournalUnreadable, match="not a regular file"):
         book.read()
+
+
+@pytest.mark.parametrize(
+    ("fault", "fires_after"),
+    [
+        (None, None),
+        ("stash-file:3:RAISE", 3),
+        ("stash-file:1:RAISE", 1),
+        ("restore-file:3:RAISE", None),  # another loop's
+        ("stash-file:0:RAISE", None),
+        ("stash-file:x:RAISE", None),
+        ("stash:RAISE", None),  # a step boundary, not a file
+    ],
+)
+def test_a_file_fault_fires_after_the_nth_file_of_its_own_loop(
+    monkeypatch: pytest.MonkeyPatch, fault: str | None, fires_after: int | None
+) -> None:
+    if fault is not None:
+        monkeypatch.setenv(journal.FAULT_VARIABLE, fault)
+    after_file = journal.file_fault("stash-file")
+    if fires_after is None:
+        assert after_file is None
+        return
+    assert after_file is not None
+    for _ in range(fires_after - 1):
+        after_file()
+    with pytest.raises(RuntimeError, match="fault injected at stash-file"):
+        after_file()
+    after_file()  # once only
