@@ -338,12 +338,13 @@ def _probe_that_outlives(started: Path, survived: Path, *, when_leftpad: bool) -
     )
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
     make_venv: MakeVenv, tmp_path: Path, signal_number: int
 ) -> None:
     """The probe runs in a thread while the command waits: on Python 3.11/3.12 a wait cut short
-    by Ctrl-C used to leave that thread, and its probe, running (a join that CPython marks done)."""
+    by Ctrl-C used to leave that thread, and its probe, running (a join that CPython marks done).
+    A hang-up (the SSH session drops) takes the same path as Ctrl-C and SIGTERM."""
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
     started, survived = tmp_path / "started", tmp_path / "survived"
