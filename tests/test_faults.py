@@ -15,12 +15,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv, wait_for
+from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -319,61 +318,65 @@ def test_an_error_after_the_uninstall_started_is_restored_not_raised(
     assert venv.file_hashes() == hashes
 
 
-def _tool_in_background(venv: Venv, *args: str) -> subprocess.Popen[str]:
+def _tool_in_background(venv: Venv, *args: str, **extra_env: str) -> subprocess.Popen[str]:
     env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "uv-cache")}
     argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args]
     pipe = subprocess.PIPE
-    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
+    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env={**env, **extra_env})
 
 
-def _probe_that_outlives(started: Path, survived: Path, *, when_leftpad: bool) -> str:
-    """A probe that, in the state named, says it started, then sleeps 2 s and leaves a mark."""
+def _probe_that_outlives(started: Path, *, when_leftpad: bool) -> str:
+    """A probe that, in the state named, says it started, then runs for ten minutes: still there
+    after the command has exited only if the command left it behind."""
     test = "is not None" if when_leftpad else "is None"
     return (
         "import importlib.util, pathlib, time\n"
         f"if importlib.util.find_spec('leftpad') {test}:\n"
         f"    pathlib.Path({str(started)!r}).touch()\n"
-        "    time.sleep(2)\n"
-        f"    pathlib.Path({str(survived)!r}).touch()\n"
+        "    time.sleep(600)\n"
     )
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
-    make_venv: MakeVenv, tmp_path: Path, signal_number: int
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str], signal_number: int
 ) -> None:
     """The probe runs in a thread while the command waits: on Python 3.11/3.12 a wait cut short
     by Ctrl-C used to leave that thread, and its probe, running (a join that CPython marks done).
     A hang-up (the SSH session drops) takes the same path as Ctrl-C and SIGTERM."""
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
-    started, survived = tmp_path / "started", tmp_path / "survived"
-    probe = _probe_that_outlives(started, survived, when_leftpad=False)
-    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
+    started = tmp_path / "started"
+    probe = _probe_that_outlives(started, when_leftpad=False)
+    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
+    assert tagged_processes(process_tag), "the probe should be running now"
     proc.send_signal(signal_number)
     out, err = proc.communicate(timeout=60)
     assert json.loads(out)["outcome"] == "interrupted-restored", err
     assert venv.file_hashes() == hashes
-    time.sleep(2.5)
-    assert not survived.exists(), "the probe outlived the command"
+    assert tagged_processes(process_tag) == [], "the probe outlived the command"
 
 
-def test_ctrl_c_during_the_baseline_kills_its_probe(make_venv: MakeVenv, tmp_path: Path) -> None:
+def test_ctrl_c_during_the_baseline_kills_its_probe(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
-    started, survived = tmp_path / "started", tmp_path / "survived"
-    probe = _probe_that_outlives(started, survived, when_leftpad=True)
-    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
+    started = tmp_path / "started"
+    probe = _probe_that_outlives(started, when_leftpad=True)
+    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
-    time.sleep(0.3)  # the command is waiting for the baseline by now
+    # The snapshot is saved right before the command waits for the baseline; the probe runs.
+    saved = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    wait_for(saved)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, out + err
     assert "nothing was changed" in out + err
     assert venv.file_hashes() == hashes
-    time.sleep(2.5)
-    assert not survived.exists(), "the baseline probe outlived the command"
+    assert not saved.parent.exists()  # the snapshot of a removal that never began is undone
+    assert tagged_processes(process_tag) == [], "the baseline probe outlived the command"
 
 
 def test_an_interrupted_no_probe_removal_restores_a_locally_changed_file(
