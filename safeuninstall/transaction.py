@@ -148,10 +148,14 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
                     kept = os.path.join(folder, name)
                     rel = os.path.relpath(kept, stash)
                     placed = os.path.join(env_root, rel)
-                    if _linked_back(kept, placed, real_root) and normalise(placed) not in owned:
+                    if not _linked_back(kept, placed, real_root) or normalise(placed) in owned:
+                        continue
+                    try:
                         os.unlink(placed)
-                        _remove_empty_parents(placed, env_root)
-                        removed.append(rel.replace(os.sep, "/"))
+                    except OSError:  # left behind rather than stopping the recover half way
+                        continue
+                    _remove_empty_parents(placed, env_root)
+                    removed.append(rel.replace(os.sep, "/"))
     return removed
 
 
