@@ -296,7 +296,7 @@ def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
                 lines = ["...", *lines[-20:]]
             click.echo("\n".join("    " + line for line in lines), err=True)
         if err.exit_code == EXIT_UNCHANGED:
-            click.echo("safe-uninstall: the environment was not changed", err=True)
+            click.echo(f"safe-uninstall: {err.state}", err=True)
     sys.exit(err.exit_code)
 
 

@@ -42,6 +42,8 @@ class SafeUninstallError(Exception):
     """Base of every expected failure; ``str(err)`` is written for the user."""
 
     exit_code = EXIT_UNCHANGED
+    # What the CLI says of the environment after the message, with exit code 1.
+    state = "the environment was not changed"
 
     def __init__(self, message: str, *, detail: str = "") -> None:
         super().__init__(message)
@@ -101,6 +103,13 @@ class NotRestorable(SafeUninstallError):
 
 class UnfinishedTransaction(SafeUninstallError):
     """A previous operation on this environment was interrupted and must be recovered."""
+
+
+class JournalUnreadable(UnfinishedTransaction):
+    """The journal of an interrupted operation is not one this tool wrote (damaged, edited,
+    replaced): what that operation changed is unknown, and nothing it names is acted on."""
+
+    state = "the state of the environment is unknown: an operation on it did not finish"
 
 
 class Interrupted(SafeUninstallError):

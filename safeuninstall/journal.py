@@ -6,9 +6,17 @@ updated before each further step, removed once the outcome is verified. A journa
 next call (under the lock, so its writer is gone) means that writer died half way; ``recover``
 brings the environment back to the snapshot the journal names.
 
+A journal is read only if every field is one this tool writes: a known operation and step, a
+snapshot id of the form the store gives (``0007``), a pid, a start time, and nothing else, in a
+regular file (not a symbolic link) of at most 64 KiB. Anything else is an unreadable journal:
+``recover`` then acts on nothing it names (a snapshot of ``"."`` or ``"/home"`` would be a
+folder to delete) and says how to go on by hand.
+
 ``checkpoint`` is also where the fault-injection suite kills or signals the process: with
 ``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM|ENOSPC|RAISE>`` the process sends itself that
 signal, fails as on a full disk, or raises as a bug of ours would, when it reaches ``<step>``.
+``file_fault`` is the same inside a per-file loop: ``SAFE_UNINSTALL_FAULT=stash-file:3:KILL``
+fires after the third file stashed (``restore-file``: linked back) of one distribution.
 The variable is for tests; nothing else reads it.
 """
 
@@ -17,8 +25,12 @@ from __future__ import annotations
 import datetime
 import errno
 import os
+import shlex
 import signal
+import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import tomli_w
@@ -26,11 +38,22 @@ from msgspec import Struct
 
 from . import tomlfile
 from .atomicfile import write_atomically
-from .errors import UnfinishedTransaction
+from .errors import JournalUnreadable, UnfinishedTransaction
+from .store import FORMED_ID
 
 JOURNAL_FILE = "journal.toml"
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
 _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
+
+OPERATIONS = frozenset({"uninstall", "rollback"})
+# Every step an operation records (core.py, and transaction.restore's "restore-reinstall");
+# a recover that is itself interrupted records its own under "recover:".
+_RECOVERED_STEPS = ("stash", "uninstall", "restore", "restore-reinstall", "verify")
+STEPS = frozenset(
+    {"stash", "uninstall", "probe", "restore", "restore-reinstall", "verify", "recover"}
+    | {f"recover:{step}" for step in _RECOVERED_STEPS}
+)
+MAX_BYTES = 64 * 1024  # a journal holds five short fields; anything bigger is not one of ours
 
 
 class Entry(Struct, frozen=True):
@@ -54,23 +77,68 @@ class Journal:
         self.path = state_dir / JOURNAL_FILE
 
     def read(self) -> Entry | None:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        """The operation in progress, None when there is none.
+
+        Raises JournalUnreadable when the file is there but is not a journal this tool wrote
+        (a journal is written atomically, so that is damage from outside): a transaction whose
+        state is unknown, of which nothing it names may be acted on.
+        """
+        raw = self._read_bounded()
+        if raw is None:
             return None
         try:
             data = tomlfile.loads(raw.decode("utf-8"))
-            return Entry(
-                operation=str(data["operation"]),
-                snapshot=str(data["snapshot"]),
-                step=str(data["step"]),
-                pid=int(data["pid"]),
-                started=str(data["started"]),
-            )
-        except (UnicodeDecodeError, KeyError, TypeError, ValueError):
-            # A journal is written atomically, so this is damage from outside: still a
-            # transaction whose state is unknown, which recover must look at.
-            return Entry("unknown", "", "unreadable journal", 0, "")
+        except UnicodeDecodeError:
+            raise self._unreadable("it is not UTF-8 text") from None
+        except ValueError as err:  # TOMLDecodeError
+            raise self._unreadable(f"it is not valid TOML ({err})") from None
+        problem = _problem(data)
+        if problem is not None:
+            raise self._unreadable(problem)
+        return Entry(**data)
+
+    def _read_bounded(self) -> bytes | None:
+        """The file's bytes, if it is a regular file (not a link to one) of at most MAX_BYTES."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise self._unreadable(f"cannot examine it: {err.strerror}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise self._unreadable("it is a symbolic link, not the file this tool writes")
+        if not stat.S_ISREG(info.st_mode):
+            raise self._unreadable("it is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise self._unreadable(f"it holds {info.st_size} bytes; a journal holds a few hundred")
+        # O_NOFOLLOW and O_NONBLOCK: replaced by a link or a FIFO since the lstat, it is refused
+        # rather than followed or waited on.
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(self.path, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise self._unreadable(f"cannot open it: {err.strerror}") from None
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    raise self._unreadable("it is not a regular file")
+                raw = handle.read(MAX_BYTES + 1)
+        except OSError as err:
+            raise self._unreadable(f"cannot read it: {err.strerror}") from None
+        if len(raw) > MAX_BYTES:
+            raise self._unreadable(f"it holds more than {MAX_BYTES} bytes")
+        return raw
+
+    def _unreadable(self, why: str) -> JournalUnreadable:
+        return JournalUnreadable(
+            f"the journal {self.path} of an operation that did not finish cannot be used: {why}. "
+            "Nothing it names was touched. To go on by hand: move it aside "
+            f"({shlex.join(['mv', str(self.path), f'{self.path}.unreadable'])}), find the "
+            "snapshot to return to with `safe-uninstall snapshots`, and run "
+            "`safe-uninstall rollback ID`"
+        )
 
     def refuse_if_unfinished(self) -> None:
         entry = self.read()
@@ -118,9 +186,49 @@ class Journal:
             return
 
     def _write(self, entry: Entry, *, durable: bool = True) -> None:
-        write_atomically(
-            self.path, tomli_w.dumps(msgspec.structs.asdict(entry)).encode("utf-8"), durable=durable
-        )
+        data = msgspec.structs.asdict(entry)
+        problem = _problem(data)
+        if problem is not None:  # a step added to core.py but not to STEPS, say
+            raise ValueError(f"refusing to write a journal that could not be read back: {problem}")
+        write_atomically(self.path, tomli_w.dumps(data).encode("utf-8"), durable=durable)
+
+
+_FIELDS: dict[str, type] = {
+    "operation": str,
+    "snapshot": str,
+    "step": str,
+    "pid": int,
+    "started": str,
+}
+
+
+def _problem(data: Mapping[str, Any]) -> str | None:
+    """What makes ``data`` something other than a journal this tool writes, or None."""
+    for key, kind in _FIELDS.items():
+        if key not in data:
+            return f"{key}: missing"
+        value = data[key]
+        # bool is an int to isinstance; a TOML true is no pid
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"{key}: {type(value).__name__} {_shown(value)}, not {kind.__name__}"
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        return f"{unknown[0]}: not a journal key"
+    if data["operation"] not in OPERATIONS:
+        return f"operation: {_shown(data['operation'])} is not an operation this tool records"
+    if data["step"] not in STEPS:
+        return f"step: {_shown(data['step'])} is not a step this tool records"
+    if not FORMED_ID.fullmatch(data["snapshot"]):  # recover deletes the folder it names
+        return f"snapshot: {_shown(data['snapshot'])} is not a snapshot id (like 0007)"
+    if data["pid"] <= 0:
+        return f"pid: {data['pid']} is not a process id"
+    return None
+
+
+def _shown(value: object) -> str:
+    """A value for a message: quoted, and short (a hostile file may hold anything)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def checkpoint(step: str) -> None:
@@ -129,11 +237,39 @@ def checkpoint(step: str) -> None:
     if not fault:
         return
     wanted, _, kind = fault.rpartition(":")
-    if wanted != step:
-        return
+    if wanted == step:
+        _fire(kind, step)
+
+
+def file_fault(loop: str) -> Callable[[], None] | None:
+    """The fault point of a per-file loop (``stash-file``, ``restore-file``), or None.
+
+    With ``SAFE_UNINSTALL_FAULT=<loop>:<N>:<KIND>``: a function for the loop to call after
+    each file, which fires after the N-th. The variable is read here, once per loop; when it
+    names no such point the loop's only cost is a test for None per file.
+    """
+    fault = os.environ.get(FAULT_VARIABLE)
+    if not fault:
+        return None
+    wanted, _, kind = fault.rpartition(":")
+    name, _, count = wanted.rpartition(":")
+    if name != loop or not (count.isascii() and count.isdigit()) or int(count) < 1:
+        return None
+    remaining = int(count)
+
+    def after_file() -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0:
+            _fire(kind, wanted)
+
+    return after_file
+
+
+def _fire(kind: str, where: str) -> None:
     if kind in _SIGNALS:
         os.kill(os.getpid(), _SIGNALS[kind])
-    elif kind == "ENOSPC":  # the disk fills up at this step
+    elif kind == "ENOSPC":  # the disk fills up here
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "(fault injected)")
-    elif kind == "RAISE":  # a bug of ours at this step
-        raise RuntimeError(f"fault injected at {step}")
+    elif kind == "RAISE":  # a bug of ours here
+        raise RuntimeError(f"fault injected at {where}")

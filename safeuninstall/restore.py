@@ -3,7 +3,8 @@
 ``restore`` brings back a list of snapshot entries: from a stash where one holds the exact
 name==version and its bytes still hash right, else in ONE pinned ``--no-deps`` install.
 ``verify`` then compares the installed set with the snapshot and hashes every restored file
-against its RECORD.
+against its RECORD. ``remove_half_restored`` takes back what a restore killed half way had
+linked back of a distribution that the state a recover returns to does not have.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from msgspec import Struct, field
 from .context import Context
 from .environment import InstalledDistribution, Interpreter, Source, installed_distributions
 from .errors import BackendError
+from .libraries import ownership
+from .paths import normalise
 from .plan import (
     RestorePlan,
     SetDifference,
@@ -28,7 +31,8 @@ from .plan import (
 )
 from .records import sha256_file
 from .snapshot import PackageEntry, Snapshot, StashedFile
-from .stash import check_stash, read_verified, restore_files
+from .stash import check_stash, read_verified, restore_files, stash_folder_name
+from .store import Store
 
 
 class RestoreReport(Struct):
@@ -132,6 +136,69 @@ class _Restore:
                 f"(modified locally before the removal): {', '.join(checked.modified[:3])}"
             )
         return True
+
+
+def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
+    """Delete the files a restore killed half way linked back for a distribution it never
+    finished; return their paths relative to the environment.
+
+    A restore links a distribution's METADATA last, so one cut short is not installed: a
+    recover that returns to a state without it (an interrupted rollback's) neither removes nor
+    restores it, and its files would stay. They are found as files of the environment that are
+    the very inode of a stash copy of a distribution that is not installed, and that no installed
+    distribution lists. Deleting one loses no byte: its stash copy is that same inode.
+    """
+    installed = installed_distributions(interpreter)
+    complete = {stash_folder_name(d.key, d.version) for d in installed.values()}
+    owned = ownership(installed).owners
+    env_root = os.path.normpath(interpreter.prefix)
+    real_root = os.path.realpath(env_root)
+    removed: list[str] = []
+    for snapshot_id in store.ids():
+        try:
+            stashes = [
+                entry.path
+                for entry in os.scandir(store.folder(snapshot_id) / "stash")
+                if entry.name not in complete and entry.is_dir(follow_symlinks=False)
+            ]
+        except OSError:
+            continue
+        for stash in stashes:
+            for folder, _, names in os.walk(stash):
+                for name in names:
+                    kept = os.path.join(folder, name)
+                    rel = os.path.relpath(kept, stash)
+                    placed = os.path.join(env_root, rel)
+                    if not _linked_back(kept, placed, real_root) or normalise(placed) in owned:
+                        continue
+                    try:
+                        os.unlink(placed)
+                    except OSError:  # left behind rather than stopping the recover half way
+                        continue
+                    _remove_empty_parents(placed, env_root)
+                    removed.append(rel.replace(os.sep, "/"))
+    return removed
+
+
+def _linked_back(kept: str, placed: str, real_root: str) -> bool:
+    """``placed`` is ``kept``'s inode, in a folder inside the environment."""
+    try:
+        same = os.path.samestat(os.lstat(kept), os.lstat(placed))
+    except OSError:
+        return False
+    real_parent = os.path.realpath(os.path.dirname(placed))
+    return same and (real_parent == real_root or real_parent.startswith(real_root + os.sep))
+
+
+def _remove_empty_parents(path: str, root: str) -> None:
+    """The folders a restore made for its files, once they are empty again."""
+    folder = os.path.dirname(path)
+    while folder != root and folder.startswith(root + os.sep):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty: a folder that holds anything else stays
+            return
+        folder = os.path.dirname(folder)
 
 
 def byte_counter(

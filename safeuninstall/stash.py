@@ -23,6 +23,7 @@ from msgspec import Struct
 from .atomicfile import write_atomically
 from .environment import InstalledDistribution
 from .errors import SnapshotInvalid, StashError
+from .journal import file_fault
 from .paths import normalise
 from .records import sha256_file
 from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
@@ -79,6 +80,7 @@ def stash_distribution(
     files: list[StashedFile] = []
     complete = True
     made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
+    after_file = file_fault("stash-file")
     for entry in entries:
         source = os.path.join(site_dir, entry.path)
         rel = relative_to_root(source, env_root)
@@ -106,6 +108,8 @@ def stash_distribution(
         files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
         if on_bytes is not None:
             on_bytes(info.st_size)
+        if after_file is not None:
+            after_file()
     return PackageStash(folder=folder, files=tuple(files), complete=complete)
 
 
@@ -291,6 +295,7 @@ def restore_files(
     """
     real_root = Path(os.path.realpath(env_root))
     ready: set[Path] = set()  # folders checked and created: a package has few, files many
+    after_file = file_fault("restore-file")
     for stashed in sorted(stash.files, key=_metadata_last):
         kept = snapshot_dir / stash.folder / stashed.path
         dest = env_root / stashed.path
@@ -308,6 +313,8 @@ def restore_files(
             tmp.unlink()
         _link_or_copy(kept, tmp)
         os.replace(tmp, dest)
+        if after_file is not None:
+            after_file()
 
 
 def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:

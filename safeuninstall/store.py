@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 STATE_DIR_NAME = ".safe-uninstall"
 OUTCOME_FILE = "outcome"
 _ID = re.compile(r"\d{1,9}")
+# An id as new_folder forms it (0007): at least four ASCII digits, at most the nine ids() lists.
+# What a file of ours may name as a snapshot; nothing else may reach a path.
+FORMED_ID = re.compile(r"[0-9]{4,9}")
 
 
 def state_dir(chosen: str | None, interpreter: Interpreter, environ: Mapping[str, str]) -> Path:

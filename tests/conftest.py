@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,6 +153,9 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Wheelhouse:
             "1.0",
             {"sharedlib/__init__.py": f"FLAVOUR = {flavour!r}\n", f"sharedlib/{flavour}.txt": ""},
         )
+    # Eight modules in two folders: a fault between two of its files is a real "half way".
+    modules = {f"multipkg/{d}/mod{i}.py": f"N = {i}\n" for d in ("a", "b") for i in range(4)}
+    build_wheel(house, "multipkg", "1.0", {"multipkg/__init__.py": "", **modules})
     # Metadata only: stands for nvfoo, ships nothing but its dist-info.
     build_wheel(house, "nvfoo-meta", "1.0", {}, top_level=["nvfoo"])
     return Wheelhouse(house)
@@ -280,3 +285,46 @@ def wait_for(path: Path, seconds: float = 30.0) -> None:
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.02)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process. A zombie (dead, not yet reaped by its parent) is not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+@pytest.fixture
+def process_tag(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A variable to give a command (see tagged_processes). Whatever still carries it when the
+    test ends is killed, so a failing test leaves no process behind."""
+    tag = {"OUTLIVE_TEST_TAG": str(tmp_path)}
+    yield tag
+    for pid in tagged_processes(tag):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def tagged_processes(tag: Mapping[str, str]) -> list[int]:
+    """Live processes other than this one whose environment holds the variable ``tag``.
+
+    Given to a command, the variable is inherited by everything it starts (the probes keep the
+    caller's environment), at whatever stage a child is, even before it runs a line of its own:
+    so once the command has exited, an empty list proves that nothing it started outlived it,
+    without waiting to see whether something would.
+    """
+    ((name, value),) = tag.items()
+    wanted = os.fsencode(f"{name}={value}")
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if wanted in environ.split(b"\0") and running(int(entry.name)):
+            found.append(int(entry.name))
+    return found

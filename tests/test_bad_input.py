@@ -3,11 +3,13 @@ sha256 of every file in site-packages and bin compared before and after)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall import tomlfile
 from safeuninstall.errors import SnapshotInvalid
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Run, Venv
 from tests.test_units import full_snapshot
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -427,3 +429,144 @@ def test_state_dir_that_is_a_file_and_a_binary_requirements_file(
     binary = tmp_path / "reqs.txt"
     binary.write_bytes(b"\xff\xfe\x00leftpad\n")
     assert_refused(venv, before, ("-r", str(binary)), "not a UTF-8 text file")
+
+
+# -- a journal that is not one the tool wrote ---------------------------------------------------
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file (sha256), symlink (its target) and folder under ``root``, caches included."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(folder, name)
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                found[rel] = "-> " + os.readlink(path)
+            elif path.is_dir():
+                found[rel] = "folder"
+            else:
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The paths added, removed or changed: empty when nothing was touched."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def _journal_text(**fields: object) -> str:
+    entry = {
+        "operation": "uninstall",
+        "snapshot": "0001",
+        "step": "stash",
+        "pid": 4242,
+        "started": "2026-11-30T10:00:00+00:00",
+    }
+    entry.update(fields)
+    return tomli_w.dumps({k: v for k, v in entry.items() if v is not None})
+
+
+HOSTILE_JOURNALS = {
+    # A snapshot that is a path: at step "stash", recover deleted the folder it named.
+    "absolute path": lambda sibling: _journal_text(snapshot=str(sibling)),
+    "up into the venv": lambda sibling: _journal_text(snapshot="../../lib"),
+    "up out of the venv": lambda sibling: _journal_text(snapshot=f"../../../{sibling.name}"),
+    "dot, every stash": lambda sibling: _journal_text(snapshot="."),
+    "huge": lambda sibling: _journal_text(snapshot=".") + "#" * 100 + "\n" * 70_000,
+    "not UTF-8": lambda sibling: _journal_text(snapshot="0002").encode() + b"# \xff\xfe\n",
+    "pid a string": lambda sibling: _journal_text(snapshot="0002", pid="4242"),
+    "pid a boolean": lambda sibling: _journal_text(snapshot="0002", pid=True),
+    "snapshot a number": lambda sibling: _journal_text(snapshot=2),
+    "started missing": lambda sibling: _journal_text(snapshot="0002", started=None),
+    "unknown step": lambda sibling: _journal_text(step="format"),
+    "unknown operation": lambda sibling: _journal_text(operation="rm"),
+    "unknown key": lambda sibling: _journal_text() + 'then = "rollback"\n',
+}
+
+
+@pytest.fixture
+def state_with_snapshots(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Path]:
+    """Snapshot 0001 (leftpad removed since, its stash kept), 0002 a folder that a killed stash
+    left (no snapshot.toml), and a folder beside the venv that is nobody's business."""
+    venv = make_venv("leftpad", "requests", "multipkg")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    # A second command caches the interpreter's answer (the first ran before the state folder
+    # existed), so that a refused command below has nothing left to add.
+    assert venv.tool("snapshots").returncode == 0
+    unsaved = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "stash" / "multipkg-1.0"
+    unsaved.mkdir(parents=True)
+    (unsaved / "half.py").write_text("half a stash\n")
+    sibling = tmp_path / "sibling"
+    sibling.mkdir()
+    (sibling / "precious.txt").write_text("keep me\n")
+    return venv, sibling
+
+
+def _journal(venv: Venv) -> Path:
+    return venv.root / ".safe-uninstall" / "journal.toml"
+
+
+def assert_unknown_state(run: Run, venv: Venv) -> None:
+    """Refused: exit 1, the journal and the way out named, no claim that nothing changed."""
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert str(_journal(venv)) in run.stderr
+    assert "safe-uninstall snapshots" in run.stderr and "safe-uninstall rollback ID" in run.stderr
+    assert "the state of the environment is unknown" in run.stderr
+    assert "was not changed" not in run.stderr
+
+
+@pytest.mark.parametrize("write", HOSTILE_JOURNALS.values(), ids=HOSTILE_JOURNALS.keys())
+def test_recover_with_a_hostile_journal_deletes_nothing(
+    state_with_snapshots: tuple[Venv, Path], write: Callable[[Path], str | bytes]
+) -> None:
+    venv, sibling = state_with_snapshots
+    content = write(sibling)
+    data = content.encode() if isinstance(content, str) else content
+    _journal(venv).write_bytes(data)
+    venv_before, sibling_before = _tree(venv.root), _tree(sibling)
+
+    run = venv.tool("recover", "--no-probe")
+
+    assert_unknown_state(run, venv)
+    assert _changed(venv_before, _tree(venv.root)) == []
+    assert _changed(sibling_before, _tree(sibling)) == []
+
+
+def test_recover_does_not_follow_a_symlinked_journal(
+    state_with_snapshots: tuple[Venv, Path],
+) -> None:
+    venv, sibling = state_with_snapshots
+    (sibling / "journal.toml").write_text(_journal_text(snapshot="."))
+    _journal(venv).symlink_to(sibling / "journal.toml")
+    venv_before, sibling_before = _tree(venv.root), _tree(sibling)
+
+    run = venv.tool("recover", "--no-probe")
+
+    assert_unknown_state(run, venv)
+    assert "symbolic link" in run.stderr
+    assert _changed(venv_before, _tree(venv.root)) == []
+    assert _changed(sibling_before, _tree(sibling)) == []
+
+
+def test_an_unreadable_journal_stops_every_change_and_the_way_out_works(
+    state_with_snapshots: tuple[Venv, Path],
+) -> None:
+    venv, _ = state_with_snapshots
+    _journal(venv).write_text(_journal_text(snapshot="."))
+    before = _tree(venv.root)
+    for args in (
+        ("--no-probe", "multipkg"),
+        ("rollback", "1", "--no-probe"),
+        ("prune", "--keep", "1"),
+    ):
+        assert_unknown_state(venv.tool(*args), venv)
+    assert _tree(venv.root) == before
+    # What the message says to do: move the journal aside, list, roll back.
+    _journal(venv).rename(f"{_journal(venv)}.unreadable")
+    listed = venv.tool("snapshots")
+    assert listed.returncode == 0 and "0001" in listed.stdout, listed.stdout + listed.stderr
+    back = venv.tool("rollback", "1", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "leftpad" in venv.installed()

@@ -2,8 +2,10 @@
 uninstall, restore, rollback and recover; then the environment must be exactly as before.
 
 ``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM>`` makes the process send itself that signal when it
-reaches the step (safeuninstall/journal.py). "As before" means: the installed set and the sha256
-of every file in site-packages and bin are equal to what they were before the operation started.
+reaches the step (safeuninstall/journal.py); ``stash-file:N:KILL`` and ``restore-file:N:KILL``
+kill it inside a step, between the N-th file of a distribution and the next. "As before" means:
+the installed set and the sha256 of every file in site-packages and bin are equal to what they
+were before the operation started.
 """
 
 from __future__ import annotations
@@ -13,12 +15,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv, wait_for
+from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -72,6 +73,109 @@ def test_kill_after_a_passing_probe_is_recovered_to_the_snapshot(make_venv: Make
     assert killed.returncode == -9
     assert "leftpad" not in venv.installed()
     assert_recovered(venv, hashes, installed)
+
+
+def multipkg_files(venv: Venv) -> list[Path]:
+    """multipkg's files in site-packages (its modules and dist-info), as they are now."""
+    return sorted(
+        path
+        for pattern in ("multipkg/**/*.py", "multipkg-1.0.dist-info/*")
+        for path in venv.site_packages.glob(pattern)
+    )
+
+
+def test_kill_between_two_files_of_the_stash_then_recover(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "multipkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool(
+        "--probe", "import requests", "multipkg", SAFE_UNINSTALL_FAULT="stash-file:3:KILL"
+    )
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    stash = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash" / "multipkg-1.0"
+    assert len([p for p in stash.rglob("*") if p.is_file()]) == 3  # killed half way
+    assert venv.installed() == installed
+    assert_recovered(venv, hashes, installed)
+    assert not stash.exists()  # the partial stash is gone with its snapshot folder
+
+
+def test_kill_between_two_files_of_a_restore_then_recover(make_venv: MakeVenv) -> None:
+    """The probe fails after the removal; the restore is killed half way through the files."""
+    venv = make_venv("requests", "multipkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool(
+        "--probe", "import multipkg", "multipkg", SAFE_UNINSTALL_FAULT="restore-file:5:KILL"
+    )
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    assert len(multipkg_files(venv)) == 5  # five files back, the rest not yet
+    assert "multipkg" not in venv.installed()  # METADATA comes back last
+    assert_recovered(venv, hashes, installed)
+
+
+def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) -> None:
+    """Recover returns to the state before the rollback: the files it had linked back of a
+    distribution that state does not have must go again."""
+    venv = make_venv("requests", "multipkg")
+    whole = multipkg_files(venv)
+    assert len(whole) > 10
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    venv.install("toolpkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+
+    assert killed.returncode == -9
+    assert journal(venv).exists()
+    assert len(multipkg_files(venv)) == 5
+    assert_recovered(venv, hashes, installed)
+    assert multipkg_files(venv) == []
+    again = venv.tool("rollback", "1", "--no-probe")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "multipkg" in venv.installed() and "toolpkg" not in venv.installed()
+    assert multipkg_files(venv) == whole
+
+
+def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) -> None:
+    """What recover deletes after an interrupted rollback: a file that is the inode of a stash
+    copy of a distribution that is not installed, and that no installed distribution lists.
+    A file another distribution lists (a shared path) stays, as does one that is another inode."""
+    from safeuninstall.environment import query_interpreter
+    from safeuninstall.store import Store
+    from safeuninstall.restore import remove_half_restored
+
+    venv = make_venv("sharedlib-cu13", "leftpad")
+    site = venv.site_packages.relative_to(venv.root)
+    store = Store(venv.root / ".safe-uninstall")
+    stash = store.folder("0001") / "stash" / "sharedlib-cu12-1.0" / site
+    (stash / "sharedlib").mkdir(parents=True)
+    # sharedlib-cu12's files as a restore cut short leaves them: linked back from its stash
+    shared = venv.site_packages / "sharedlib" / "__init__.py"  # sharedlib-cu13 lists it too
+    os.link(shared, stash / "sharedlib" / "__init__.py")
+    half = venv.site_packages / "sharedlib" / "cu12.txt"
+    half.write_text("")
+    os.link(half, stash / "sharedlib" / "cu12.txt")
+    (venv.site_packages / "cu12-only").mkdir()
+    alone = venv.site_packages / "cu12-only" / "data.txt"
+    alone.write_text("cu12")
+    (stash / "cu12-only").mkdir()
+    os.link(alone, stash / "cu12-only" / "data.txt")
+    # a file of the user's at a path the stash has too: not its inode, not the restore's doing
+    (venv.site_packages / "notes.txt").write_text("mine\n")
+    (stash / "notes.txt").write_text("the stash's\n")
+    before = venv.file_hashes()
+
+    removed = remove_half_restored(store, query_interpreter(venv.python, os.environ))
+
+    expected = [f"{site}/cu12-only/data.txt", f"{site}/sharedlib/cu12.txt"]
+    assert sorted(removed) == expected
+    assert not (venv.site_packages / "cu12-only").exists()  # the folder it had made, too
+    assert venv.file_hashes() == {k: v for k, v in before.items() if k not in expected}
+    assert (stash / "cu12-only" / "data.txt").read_text() == "cu12"  # the bytes are kept
 
 
 def prepared_for_rollback(make_venv: MakeVenv) -> Venv:
@@ -214,60 +318,65 @@ def test_an_error_after_the_uninstall_started_is_restored_not_raised(
     assert venv.file_hashes() == hashes
 
 
-def _tool_in_background(venv: Venv, *args: str) -> subprocess.Popen[str]:
+def _tool_in_background(venv: Venv, *args: str, **extra_env: str) -> subprocess.Popen[str]:
     env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "uv-cache")}
     argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args]
     pipe = subprocess.PIPE
-    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env=env)
+    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env={**env, **extra_env})
 
 
-def _probe_that_outlives(started: Path, survived: Path, *, when_leftpad: bool) -> str:
-    """A probe that, in the state named, says it started, then sleeps 2 s and leaves a mark."""
+def _probe_that_outlives(started: Path, *, when_leftpad: bool) -> str:
+    """A probe that, in the state named, says it started, then runs for ten minutes: still there
+    after the command has exited only if the command left it behind."""
     test = "is not None" if when_leftpad else "is None"
     return (
         "import importlib.util, pathlib, time\n"
         f"if importlib.util.find_spec('leftpad') {test}:\n"
         f"    pathlib.Path({str(started)!r}).touch()\n"
-        "    time.sleep(2)\n"
-        f"    pathlib.Path({str(survived)!r}).touch()\n"
+        "    time.sleep(600)\n"
     )
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
-    make_venv: MakeVenv, tmp_path: Path, signal_number: int
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str], signal_number: int
 ) -> None:
     """The probe runs in a thread while the command waits: on Python 3.11/3.12 a wait cut short
-    by Ctrl-C used to leave that thread, and its probe, running (a join that CPython marks done)."""
+    by Ctrl-C used to leave that thread, and its probe, running (a join that CPython marks done).
+    A hang-up (the SSH session drops) takes the same path as Ctrl-C and SIGTERM."""
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
-    started, survived = tmp_path / "started", tmp_path / "survived"
-    probe = _probe_that_outlives(started, survived, when_leftpad=False)
-    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
+    started = tmp_path / "started"
+    probe = _probe_that_outlives(started, when_leftpad=False)
+    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
+    assert tagged_processes(process_tag), "the probe should be running now"
     proc.send_signal(signal_number)
     out, err = proc.communicate(timeout=60)
     assert json.loads(out)["outcome"] == "interrupted-restored", err
     assert venv.file_hashes() == hashes
-    time.sleep(2.5)
-    assert not survived.exists(), "the probe outlived the command"
+    assert tagged_processes(process_tag) == [], "the probe outlived the command"
 
 
-def test_ctrl_c_during_the_baseline_kills_its_probe(make_venv: MakeVenv, tmp_path: Path) -> None:
+def test_ctrl_c_during_the_baseline_kills_its_probe(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
-    started, survived = tmp_path / "started", tmp_path / "survived"
-    probe = _probe_that_outlives(started, survived, when_leftpad=True)
-    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad")
+    started = tmp_path / "started"
+    probe = _probe_that_outlives(started, when_leftpad=True)
+    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
-    time.sleep(0.3)  # the command is waiting for the baseline by now
+    # The snapshot is saved right before the command waits for the baseline; the probe runs.
+    saved = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    wait_for(saved)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, out + err
     assert "nothing was changed" in out + err
     assert venv.file_hashes() == hashes
-    time.sleep(2.5)
-    assert not survived.exists(), "the baseline probe outlived the command"
+    assert not saved.parent.exists()  # the snapshot of a removal that never began is undone
+    assert tagged_processes(process_tag) == [], "the baseline probe outlived the command"
 
 
 def test_an_interrupted_no_probe_removal_restores_a_locally_changed_file(

@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from safeuninstall import baseline, options
@@ -20,7 +20,7 @@ from safeuninstall.operations.uninstall import uninstall
 from safeuninstall.probe import configured_probes
 from safeuninstall.results import RemovalResult
 from safeuninstall.store import Store
-from tests.conftest import MakeVenv, Venv, wait_for
+from tests.conftest import MakeVenv, Venv, running, tagged_processes, wait_for
 
 
 class _Command:
@@ -79,6 +79,32 @@ def _lock_held(venv: Venv, *, seconds: float) -> Iterator[None]:
         holder.join()
 
 
+@contextlib.contextmanager
+def _lock_held_until(venv: Venv, done: Callable[[], bool]) -> Iterator[list[str]]:
+    """Another operation holds the environment's lock until ``done()``, in a thread; yields
+    what released it: "probe gone", or "timeout" after 30 s (within the 60 s lock timeout)."""
+    held, released = threading.Event(), []
+
+    def hold() -> None:
+        with Store(venv.root / ".safe-uninstall").locked(5.0):
+            held.set()
+            deadline = time.monotonic() + 30
+            while not done():
+                if time.monotonic() > deadline:
+                    released.append("timeout")
+                    return
+                time.sleep(0.02)
+            released.append("probe gone")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        yield released
+    finally:
+        holder.join()
+
+
 def test_a_valid_head_start_is_taken_over(make_venv: MakeVenv, tmp_path: Path) -> None:
     venv = make_venv("requests", "leftpad")
     target, probes, runs = _call(venv, tmp_path)
@@ -114,16 +140,14 @@ def test_a_head_start_is_thrown_away_when_the_lock_was_busy(
     assert runs.read_text() == "xxx"
 
 
-def test_no_probe_outlives_the_command(make_venv: MakeVenv, tmp_path: Path) -> None:
+def test_no_probe_outlives_the_command(make_venv: MakeVenv, process_tag: dict[str, str]) -> None:
     """The head start begins before the core knows there is nothing to remove; it is stopped."""
     venv = make_venv("requests")
-    marker = tmp_path / "still-running"
-    probe = f"import time, pathlib; time.sleep(1.0); pathlib.Path({str(marker)!r}).touch()"
-    run = venv.tool("--probe", probe, "leftpad")  # not installed: nothing to do
+    probe = "import time; time.sleep(600)"
+    run = venv.tool("--probe", probe, "leftpad", **process_tag)  # not installed: nothing to do
     assert run.returncode == 0, run.stderr
     assert "nothing to do" in run.stdout
-    time.sleep(1.5)
-    assert not marker.exists()
+    assert tagged_processes(process_tag) == [], "the head start's probe outlived the command"
 
 
 def test_a_head_start_is_thrown_away_after_another_operation_came_and_went(
@@ -155,13 +179,13 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     in an environment that operation is changing."""
     venv = make_venv("requests", "leftpad")
     target, _, _ = _call(venv, tmp_path)
-    slow, started, survived = tmp_path / "slow", tmp_path / "started", tmp_path / "survived"
+    slow, started = tmp_path / "slow", tmp_path / "started"
     probe = (
-        "import pathlib, time\n"
+        "import os, pathlib, time\n"
         f"if pathlib.Path({str(slow)!r}).exists():\n"
-        f"    pathlib.Path({str(started)!r}).touch()\n"
-        "    time.sleep(2)\n"
-        f"    pathlib.Path({str(survived)!r}).touch()\n"
+        f"    pathlib.Path({str(started)!r} + '.tmp').write_text(str(os.getpid()))\n"
+        f"    os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "    time.sleep(600)\n"
         "import requests\n"
     )
     probes = options.ProbeOptions(probes=(probe,))
@@ -171,8 +195,11 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     early = command.head_start(wanted)
     assert early is not None
     wait_for(started)
+    pid = int(started.read_text())
     slow.unlink()  # the probes the removal runs itself are quick
-    with _lock_held(venv, seconds=2.5):  # longer than the probe would still run
+    with _lock_held_until(venv, lambda: not running(pid)) as released:
         result = command.uninstall(wanted, early)
     assert result.outcome == "removed"
-    assert not survived.exists(), "the head start's probe ran on while another operation held on"
+    assert released == ["probe gone"], (
+        "the head start's probe ran on while another operation held on"
+    )

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+import threading
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from safeuninstall import journal
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall.backend import PipBackend, UvBackend, requirement_for
 from safeuninstall.environment import Source, read_distribution
-from safeuninstall.errors import InvalidInput, SnapshotInvalid
+from safeuninstall.errors import InvalidInput, JournalUnreadable, SnapshotInvalid
 from safeuninstall.impact import Dependency, dependents_of
 from safeuninstall.names import parse_requested
 from safeuninstall.plan import (
@@ -450,3 +454,76 @@ def test_real_dir_equals_realpath(tmp_path: Path) -> None:
         text = str(folder)
         _real_dir.cache_clear()
         assert _real_dir(text) == os.path.realpath(text), text
+
+
+# -- the journal ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operation", sorted(journal.OPERATIONS))
+@pytest.mark.parametrize("step", sorted(journal.STEPS))
+def test_every_step_the_journal_writes_it_reads_back(
+    tmp_path: Path, operation: str, step: str
+) -> None:
+    book = journal.Journal(tmp_path)
+    entry = book.step(book.begin(operation, "0007", "stash"), step)
+    assert book.read() == entry
+
+
+def test_the_journal_refuses_to_write_what_it_could_not_read_back(tmp_path: Path) -> None:
+    book = journal.Journal(tmp_path)
+    with pytest.raises(ValueError, match="step: 'reticulate' is not a step"):
+        book.begin("uninstall", "0007", "reticulate")
+    with pytest.raises(ValueError, match=re.escape("snapshot: '../x' is not a snapshot id")):
+        book.begin("uninstall", "../x", "stash")
+    assert book.read() is None
+
+
+def test_a_journal_that_is_not_a_file_is_unreadable_without_waiting(tmp_path: Path) -> None:
+    """A FIFO would block a plain open until someone writes to it; a folder can't be read."""
+    book = journal.Journal(tmp_path)
+    os.mkfifo(book.path)
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            book.read()
+        except BaseException as err:
+            outcome.append(err)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=30)  # a guard against a hang, not a measurement: it returns at once
+    assert [type(err) for err in outcome] == [JournalUnreadable]
+    book.path.unlink()
+    book.path.mkdir()
+    with pytest.raises(JournalUnreadable, match="not a regular file"):
+        book.read()
+
+
+@pytest.mark.parametrize(
+    ("fault", "fires_after"),
+    [
+        (None, None),
+        ("stash-file:3:RAISE", 3),
+        ("stash-file:1:RAISE", 1),
+        ("restore-file:3:RAISE", None),  # another loop's
+        ("stash-file:0:RAISE", None),
+        ("stash-file:x:RAISE", None),
+        ("stash:RAISE", None),  # a step boundary, not a file
+    ],
+)
+def test_a_file_fault_fires_after_the_nth_file_of_its_own_loop(
+    monkeypatch: pytest.MonkeyPatch, fault: str | None, fires_after: int | None
+) -> None:
+    if fault is not None:
+        monkeypatch.setenv(journal.FAULT_VARIABLE, fault)
+    after_file = journal.file_fault("stash-file")
+    if fires_after is None:
+        assert after_file is None
+        return
+    assert after_file is not None
+    for _ in range(fires_after - 1):
+        after_file()
+    with pytest.raises(RuntimeError, match="fault injected at stash-file"):
+        after_file()
+    after_file()  # once only

@@ -8,6 +8,7 @@ recover does the same towards the snapshot that an interrupted operation's journ
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..options import RollbackOptions
 from ..outcome import Outcome
 from ..plan import plan_restore, plan_rollback
 from ..probe import ProbeSettings, run_all
+from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
 from ..stash import check_restore_paths
@@ -62,6 +64,8 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
             )
         wanted = ctx.store.load(entry.snapshot)
         entry = journal.step(entry, "recover")
+        if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
+            remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, recovering=entry)
         rollback.messages.append(found)
         return rollback.run()
@@ -76,10 +80,11 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
             "it stopped while stashing, before anything was removed: the environment was "
             "not changed; the partial snapshot folder was deleted"
         )
+    aside = shlex.join(["mv", str(journal.path), f"{journal.path}.unreadable"])
     raise SnapshotNotFound(
         f"the journal {journal.path} names no readable snapshot ({entry.describe()}); "
-        "pick one with `safe-uninstall snapshots` and run `safe-uninstall rollback ID`, "
-        f"then delete {journal.path}"
+        f"move it aside ({aside}), find the snapshot to return to with "
+        "`safe-uninstall snapshots`, and run `safe-uninstall rollback ID`"
     )
 
 
