@@ -145,8 +145,8 @@ def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) 
     copy of a distribution that is not installed, and that no installed distribution lists.
     A file another distribution lists (a shared path) stays, as does one that is another inode."""
     from safeuninstall.environment import query_interpreter
-    from safeuninstall.store import Store
     from safeuninstall.restore import remove_half_restored
+    from safeuninstall.store import Store
 
     venv = make_venv("sharedlib-cu13", "leftpad")
     site = venv.site_packages.relative_to(venv.root)
