@@ -282,6 +282,27 @@ def read_distribution(dist_info: Path) -> InstalledDistribution | None:
     )
 
 
+def census(interpreter: Interpreter) -> frozenset[str]:
+    """Every dist-info folder of the target, as a path: a folder listing, no file read. Two
+    censuses differ when anything was installed, removed or replaced in between, and a second
+    dist-info folder for one name shows here where installed_distributions keeps one."""
+    found: set[str] = set()
+    for site_dir in interpreter.site_dirs:
+        try:
+            entries = list(os.scandir(site_dir))
+        except OSError:
+            continue
+        found.update(e.path for e in entries if e.name.endswith(".dist-info") and e.is_dir())
+    return frozenset(found)
+
+
+def census_change(before: frozenset[str], after: frozenset[str]) -> str:
+    """What changed between two censuses, in words ("" when nothing did)."""
+    parts = [f"appeared: {os.path.basename(p)}" for p in sorted(after - before)]
+    parts += [f"went: {os.path.basename(p)}" for p in sorted(before - after)]
+    return "; ".join(parts)
+
+
 def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDistribution]:
     """Every distribution in the target's site-packages, keyed by canonical name.
 

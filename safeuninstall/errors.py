@@ -97,6 +97,10 @@ class StashError(SafeUninstallError):
     """Files could not be preserved; raised before anything is removed."""
 
 
+class EnvironmentChanged(SafeUninstallError):
+    """Another process changed the environment while this operation prepared its change."""
+
+
 class NotRestorable(SafeUninstallError):
     """Something a rollback would have to bring back is in no stash and cannot be installed."""
 

@@ -91,6 +91,16 @@ class Outcome(str, enum.Enum):
         "the uninstall failed and the restore is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    CONCURRENT_RESTORED = (
+        "concurrent-restored",
+        "another process changed the environment during the removal: all was restored",
+        EXIT_RESTORED,
+    )
+    CONCURRENT_INCOMPLETE = (
+        "concurrent-incomplete",
+        "another process changed the environment during the removal; restore INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
     ERROR_RESTORED = (
         "error-restored",
         "an error after the uninstall started: all was restored and verified",

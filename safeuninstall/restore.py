@@ -15,9 +15,16 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from msgspec import Struct, field
+from packaging.utils import canonicalize_name
 
 from .context import Context
-from .environment import InstalledDistribution, Interpreter, Source, installed_distributions
+from .environment import (
+    InstalledDistribution,
+    Interpreter,
+    Source,
+    census,
+    installed_distributions,
+)
 from .errors import BackendError
 from .libraries import ownership
 from .paths import normalise
@@ -242,14 +249,22 @@ class Verification(Struct, frozen=True):
     hash_mismatches: tuple[str, ...]  # "name==version: path"
     source_mismatches: tuple[str, ...]  # same version, another build
     files_checked: int
+    # dist-info folders beyond one per name (a second version installed beside the first)
+    extra_dist_info: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return self.difference.equal and not self.hash_mismatches and not self.source_mismatches
+        return (
+            self.difference.equal
+            and not self.hash_mismatches
+            and not self.source_mismatches
+            and not self.extra_dist_info
+        )
 
     def describe(self) -> list[str]:
         lines = [f"missing: {pin}" for pin in self.difference.missing]
         lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
+        lines += [f"a second dist-info folder: {folder}" for folder in self.extra_dist_info]
         lines += [f"another build: {item}" for item in self.source_mismatches]
         lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
         return lines
@@ -261,6 +276,7 @@ class Verification(Struct, frozen=True):
             "unexpected": list(self.difference.unexpected),
             "source_mismatches": list(self.source_mismatches),
             "hash_mismatches": list(self.hash_mismatches),
+            "extra_dist_info": list(self.extra_dist_info),
             "files_checked": self.files_checked,
         }
 
@@ -311,7 +327,18 @@ def verify(
         bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
         checked += count
         mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
-    return Verification(difference, tuple(mismatches), sources, checked)
+    return Verification(difference, tuple(mismatches), sources, checked, _extra(interpreter))
+
+
+def _extra(interpreter: Interpreter) -> tuple[str, ...]:
+    """Every dist-info folder after the first of its name (by the name its folder carries:
+    ``<name>-<version>.dist-info``). installed_distributions sees only the first: a second
+    version installed beside the restored one would otherwise pass for the snapshot's."""
+    by_name: dict[str, list[str]] = {}
+    for path in sorted(census(interpreter)):
+        name = os.path.basename(path).removesuffix(".dist-info").split("-", 1)[0]
+        by_name.setdefault(canonicalize_name(name), []).append(os.path.basename(path))
+    return tuple(extra for folders in by_name.values() for extra in folders[1:])
 
 
 def _source(source: Source) -> str:

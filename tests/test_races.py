@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv
+from tests.conftest import UV, MakeVenv, Venv
+from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -80,3 +81,74 @@ def test_a_rollback_whose_reinstall_is_possible_goes_ahead(make_venv: MakeVenv) 
     run = venv.tool("rollback", "--no-probe", UV_FIND_LINKS=str(venv.wheelhouse), UV_NO_INDEX="1")
     assert run.returncode == 0, run.stdout + run.stderr
     assert venv.installed()["leftpad"] == "1.0"
+
+
+def _leftpad_2(tmp_path: Path) -> Path:
+    house = tmp_path / "house-2"
+    build_wheel(house, "leftpad", "2.0", {"leftpad.py": "def pad(s): return '  ' + s\n"})
+    return house
+
+
+def _install_leftpad_2(venv: Venv, house: Path) -> str:
+    """Probe code: what another process's plain `uv pip install leftpad==2.0` does."""
+    argv = [UV, "pip", "install", "--python", str(venv.python), "--no-index"]
+    argv += ["--find-links", str(house), "leftpad==2.0"]
+    return f"import subprocess\nsubprocess.run({argv!r}, check=True, capture_output=True)\n"
+
+
+def test_an_install_beside_the_restore_is_not_called_identical(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Issue 12 #10, during the probe: another process installs leftpad 2.0 after leftpad 1.0
+    was removed; the restore brings 1.0 back beside it. Two dist-info folders for one name:
+    not "proven identical", but exit 4 with the difference named."""
+    venv = make_venv("requests", "leftpad")
+    probe = (
+        "import importlib.util\n"
+        "if importlib.util.find_spec('leftpad') is None:\n"
+        + "".join(
+            "    " + line + "\n"
+            for line in _install_leftpad_2(venv, _leftpad_2(tmp_path)).splitlines()
+        )
+        + "    raise SystemExit(1)\n"
+    )
+    run = venv.tool("--json", "--probe", probe, "leftpad")
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "concurrent-incomplete"
+    assert "another process changed the environment" in str(data["messages"])
+    verification = data["verification"]
+    assert isinstance(verification, dict)
+    assert verification["extra_dist_info"] == ["leftpad-2.0.dist-info"]
+    assert "proven identical" not in run.stdout
+
+
+def test_an_install_during_the_baseline_stops_the_removal_before_it_removes(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Issue 12 #10, during the baseline: another process replaces leftpad 1.0 by 2.0 after the
+    snapshot. The removal used to uninstall 2.0, which no stash held. Now it removes nothing."""
+    venv = make_venv("requests", "leftpad")
+    snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    done = tmp_path / "installed-2.0"
+    install = _install_leftpad_2(venv, _leftpad_2(tmp_path))
+    probe = (
+        "import pathlib, time\n"
+        f"done = pathlib.Path({str(done)!r})\n"
+        "if not done.exists():\n"
+        "    deadline = time.monotonic() + 60\n"
+        f"    while not pathlib.Path({str(snapshot)!r}).exists():\n"
+        "        assert time.monotonic() < deadline, 'no snapshot'\n"
+        "        time.sleep(0.01)\n"
+        + "".join("    " + line + "\n" for line in install.splitlines())
+        + "    done.touch()\n"
+    )
+    run = venv.tool("--fresh-baseline", "--probe", probe, "leftpad")
+    assert done.exists()
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "another process changed the environment" in run.stderr
+    assert "appeared: leftpad-2.0.dist-info" in run.stderr
+    assert "nothing was removed" in run.stderr
+    assert venv.installed()["leftpad"] == "2.0"  # the other process's work stands
+    assert not snapshot.exists()  # the snapshot of a state that is gone was given up
+    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()

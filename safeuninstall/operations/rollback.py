@@ -18,8 +18,20 @@ import msgspec
 
 from ..analysis import installed_view, sharing_files, with_default
 from ..context import Context
-from ..environment import InstalledDistribution, ensure_writable, installed_distributions
-from ..errors import BackendError, NotRestorable, SnapshotInvalid, SnapshotNotFound
+from ..environment import (
+    InstalledDistribution,
+    census,
+    census_change,
+    ensure_writable,
+    installed_distributions,
+)
+from ..errors import (
+    BackendError,
+    EnvironmentChanged,
+    NotRestorable,
+    SnapshotInvalid,
+    SnapshotNotFound,
+)
 from ..journal import Entry, Journal
 from ..libraries import ownership
 from ..options import RollbackOptions
@@ -121,6 +133,7 @@ class _Rollback:
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
+        self.census = census(ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(ctx.interpreter)
         owned = ownership(installed)
         plan = plan_rollback(wanted, installed_view(installed, owned))
@@ -195,6 +208,12 @@ class _Rollback:
         environment is proven to match ``wanted``."""
         ctx, wanted = self.ctx, self.wanted
         before = txn.snapshot_before(installed, spec)
+        change = census_change(self.census, census(ctx.interpreter))
+        if change:  # the last look before anything is removed
+            raise EnvironmentChanged(
+                f"another process changed the environment while this {self.command} prepared "
+                f"it ({change}); nothing was changed: run it again"
+            )
         # The state we leave is itself a snapshot, so a rollback can be rolled back.
         self.messages.append(f"the state before this {self.command} is snapshot {before.id}")
         if spec.removed:

@@ -21,8 +21,14 @@ from .. import baseline
 from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
 from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
-from ..environment import InstalledDistribution, ensure_writable, installed_distributions
-from ..errors import BaselineProbeFailed, Interrupted, InvalidInput
+from ..environment import (
+    InstalledDistribution,
+    census,
+    census_change,
+    ensure_writable,
+    installed_distributions,
+)
+from ..errors import BaselineProbeFailed, EnvironmentChanged, Interrupted, InvalidInput
 from ..journal import Journal
 from ..libraries import Drift
 from ..names import parse_requested
@@ -54,9 +60,10 @@ def uninstall(
         raise InvalidInput("no package names given")
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
         Journal(ctx.store.root).refuse_if_unfinished()
+        before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
         plan = plan_removal(requested, installed)
-        removal = _Removal(ctx, options, installed, plan)
+        removal = _Removal(ctx, options, (installed, before), plan)
         if not plan.remove:
             removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
@@ -79,12 +86,13 @@ class _Removal:
         self,
         ctx: Context,
         options: UninstallOptions,
-        installed: Mapping[str, InstalledDistribution],
+        read: tuple[Mapping[str, InstalledDistribution], frozenset[str]],
         plan: RemovalPlan,
     ) -> None:
+        """``read``: the installed set, and the census taken just before it was read."""
         self.ctx = ctx
         self.options = options
-        self.installed = installed
+        self.installed, self.census = read
         self.plan = plan
         self.cache = BaselineCache(ctx.store.root)
         self.begun: Begun | None = None
@@ -149,6 +157,21 @@ class _Removal:
         if self.begun is not None:
             self.begun.cancel()
 
+    def _refuse_changed_by_others(self) -> None:
+        """The last look before anything is removed: the environment the snapshot holds and
+        the baseline judged must still be the one there."""
+        change = census_change(self.census, census(self.ctx.interpreter))
+        if change:
+            raise EnvironmentChanged(
+                "another process changed the environment while this removal prepared it "
+                f"({change}); nothing was removed: run it again"
+            )
+
+    def expected_after(self) -> frozenset[str]:
+        """The census once the removal is done: the same less the removed dist-info folders."""
+        gone = {str(self.installed[name].dist_info) for name in self.plan.remove}
+        return self.census - gone
+
     def _baseline_results(self) -> list[ProbeResult]:
         """The baseline must pass: else the probe cannot judge this removal."""
         results = self.begun.results() if self.begun is not None else []
@@ -177,6 +200,7 @@ class _Removal:
                 )
                 snap = txn.snapshot_before(self.installed, spec)
                 baseline_results = self._baseline_results()
+                self._refuse_changed_by_others()
                 return _Attempt(self, txn, snap, baseline_results).run()
         except KeyboardInterrupt:
             if txn.changed:
@@ -221,9 +245,13 @@ class _Attempt:
         messages = self.removal.messages
         try:
             failed = self.txn.uninstall(self.snap.removed) or self._still_installed()
+            changed = None if failed else self._changed_by_others()
             if failed is not None:
                 messages.append(failed)
                 reason = "uninstall-failed"
+            elif changed is not None:
+                messages.append(changed)
+                reason = "concurrent"
             else:
                 judged = self._judge()
                 if judged is None:
@@ -263,6 +291,14 @@ class _Attempt:
             "installed: nothing of it was removed"
         )
 
+    def _changed_by_others(self) -> str | None:
+        """What another process changed since the removal began, or None: a probe's verdict
+        on an environment that is not the one the removal left judges nothing."""
+        change = census_change(self.removal.expected_after(), census(self.ctx.interpreter))
+        if not change:
+            return None
+        return f"another process changed the environment during the removal ({change})"
+
     def _judge(self) -> str | None:
         """None when the removal stands; ``kept`` when it failed and stays on request; else
         the reason to restore: ``hollow``, ``probe-failed`` or ``drift``."""
@@ -278,6 +314,10 @@ class _Attempt:
             )
             return "hollow"
         after, env_print = self._probe()
+        changed = self._changed_by_others()
+        if changed is not None:
+            messages.append(changed + "; the probe judged another environment")
+            return "concurrent"
         drifted = removal.analysis.drift(self.runs.baseline, after)
         self.drift = tuple(drifted)
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
