@@ -1010,6 +1010,27 @@ def test_elf_cache_missing_file(tmp_path: Path) -> None:
                 "entries": {"/x.so": [1, 2, [64, 62, None, "a", [], []]]},
             }
         ),
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": True,
+                "entries": {"/x.so": [1, 2, None]},
+            }
+        ),
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": 1,
+                "entries": {"/x.so": [1, 2, None, 3]},
+            }
+        ),
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": 1,
+                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], [], []]]},
+            }
+        ),
     ],
 )
 def test_elf_cache_corrupt_file_starts_empty(built: Built, tmp_path: Path, content: str) -> None:
@@ -1025,3 +1046,50 @@ def test_elf_cache_load_missing_file_starts_empty(tmp_path: Path) -> None:
     cache = ElfCache()
     cache.load(tmp_path / "absent.json")
     assert len(cache) == 0
+
+
+def test_elf_cache_file_layout(built: Built, tmp_path: Path) -> None:
+    """The file as the tool wrote it before it was read by typed decoding, byte for byte."""
+    lib, script = tmp_path / "libfoo.so.1", tmp_path / "libc.so"
+    shutil.copy(built.consumer, lib)
+    script.write_text("GROUP ( libc.so.6 )\n")
+    info = read_elf(lib)
+    assert info is not None
+    fields = [
+        info.elf_class,
+        info.machine,
+        info.soname,
+        *map(list, (info.needed, info.rpath, info.runpath)),
+    ]
+    entries = {
+        str(lib): [lib.stat().st_size, lib.stat().st_mtime_ns, fields],
+        str(script): [script.stat().st_size, script.stat().st_mtime_ns, None],
+    }
+    written = json.dumps(
+        {"format": "safeuninstall-elf-cache", "version": 1, "entries": entries},
+        separators=(",", ":"),
+    )
+    cache_file = tmp_path / "elf.json"
+    cache_file.write_text(written)
+    reader = CountingReader()
+    cache = ElfCache(reader)
+    cache.load(cache_file)
+    assert (cache.get(str(lib)), cache.get(str(script))) == (info, None)
+    assert reader.calls == []
+    cache.save(cache_file)
+    assert cache_file.read_text() == written
+
+
+def test_elf_cache_keeps_names_that_are_not_utf8(built: Built, tmp_path: Path) -> None:
+    """os.fsdecode keeps such a name's bytes as lone surrogates, which msgspec's JSON refuses."""
+    lib = tmp_path / os.fsdecode(b"lib\xff.so.1")
+    shutil.copy(built.consumer, lib)
+    first = ElfCache()
+    info = first.get(str(lib))
+    cache_file = tmp_path / "elf.json"
+    first.save(cache_file)
+    reader = CountingReader()
+    second = ElfCache(reader)
+    second.load(cache_file)
+    assert second.get(str(lib)) == info
+    assert reader.calls == []
