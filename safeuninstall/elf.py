@@ -30,6 +30,7 @@ import re
 import struct
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from stat import S_ISREG
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -396,6 +397,7 @@ def is_elf_candidate(name: str) -> bool:
 
 _CACHE_FORMAT: Final = "safeuninstall-elf-cache"
 _CACHE_VERSION: Final = 1
+_MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
 
 
 class _CacheEntry(Struct, frozen=True):
@@ -441,13 +443,12 @@ class ElfCache:
         return info
 
     def load(self, path: str | os.PathLike[str]) -> None:
-        """Replace the contents with the cache file; missing or corrupt -> empty."""
+        """Replace the contents with the cache file; missing, corrupt or too large -> empty."""
         self.changed = False
         self._entries = {}
         try:
-            with open(path, "rb") as stream:
-                stored = _decode(stream.read())
-        except (OSError, ValueError, msgspec.DecodeError):
+            stored = _decode(_read_limited(path))
+        except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
         self._entries = {
             name: _CacheEntry(entry.size, entry.mtime_ns, _info(name, entry.info))
@@ -494,6 +495,17 @@ class _StoredCache(Struct, frozen=True):
     format: Literal["safeuninstall-elf-cache"]
     version: Literal[1]
     entries: dict[str, _StoredEntry]
+
+
+def _read_limited(path: str | os.PathLike[str]) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
+    with open(fd, "rb") as stream:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = stream.read(_MAX_CACHE_BYTES + 1)
+    if len(data) > _MAX_CACHE_BYTES:
+        raise ValueError("too large for an ELF cache")
+    return data
 
 
 def _decode(data: bytes) -> _StoredCache:

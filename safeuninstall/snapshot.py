@@ -10,8 +10,10 @@ written out below.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,6 +31,10 @@ from .errors import SnapshotInvalid
 
 FORMAT_VERSION = 1
 SNAPSHOT_FILE = "snapshot.toml"
+
+# Far beyond any snapshot this tool writes (a million stashed files); a device or a runaway
+# file in its place is refused instead of read whole.
+_MAX_BYTES = 256 << 20
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SOURCE_KINDS = ("index", "editable", "directory", "url", "file", "vcs")
@@ -258,19 +264,34 @@ def unsafe_relative_path(value: str) -> str | None:
 
 def load(path: Path) -> Snapshot:
     try:
-        raw = path.read_bytes()
+        raw = _read(path)
     except FileNotFoundError:
         raise SnapshotInvalid(f"{path}: no such snapshot file") from None
     except OSError as err:
         raise SnapshotInvalid(f"{path}: cannot read it: {err.strerror}") from None
+    if raw is None:
+        raise SnapshotInvalid(f"{path}: not a regular file")
+    if len(raw) > _MAX_BYTES:
+        raise SnapshotInvalid(f"{path}: larger than {_MAX_BYTES >> 20} MiB: not a snapshot file")
     try:
         data = tomlfile.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise SnapshotInvalid(f"{path}: not a valid TOML file: {err}") from None
+    except RecursionError:  # the parser recurses into nested arrays and tables
+        raise SnapshotInvalid(f"{path}: not a valid TOML file: nested too deeply") from None
     try:
         return Snapshot.from_dict(data)
     except _KeyError as err:
         raise SnapshotInvalid(f"{path}: {err}") from None
+
+
+def _read(path: Path) -> bytes | None:
+    """Up to one byte more than the limit; None for a FIFO or a device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
+    with open(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return stream.read(_MAX_BYTES + 1)
 
 
 def dumps(snapshot: Snapshot) -> str:

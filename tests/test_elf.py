@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import libraries
+from safeuninstall import elf, libraries
 from safeuninstall.elf import (
     EM_386,
     EM_AARCH64,
@@ -36,6 +36,7 @@ from safeuninstall.elf import (
 )
 from safeuninstall.libraries import LibraryIndex
 from safeuninstall.paths import normalise
+from tests.conftest import returns_promptly
 
 GCC = shutil.which("gcc")
 READELF = shutil.which("readelf")
@@ -1031,6 +1032,8 @@ def test_elf_cache_missing_file(tmp_path: Path) -> None:
                 "entries": {"/x.so": [1, 2, [64, 62, None, [], [], [], []]]},
             }
         ),
+        '{"format": "safeuninstall-elf-cache", "version": 1, "x": ' + "[" * 100_000,
+        "[" * 100_000 + "]" * 100_000,
     ],
 )
 def test_elf_cache_corrupt_file_starts_empty(built: Built, tmp_path: Path, content: str) -> None:
@@ -1093,3 +1096,21 @@ def test_elf_cache_keeps_names_that_are_not_utf8(built: Built, tmp_path: Path) -
     second.load(cache_file)
     assert second.get(str(lib)) == info
     assert reader.calls == []
+
+
+def test_elf_cache_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(elf, "_MAX_CACHE_BYTES", 1 << 20)
+    cache_file = tmp_path / "elf.json"
+    valid = {"format": "safeuninstall-elf-cache", "version": 1, "entries": {"/x.so": [1, 2, None]}}
+    cache_file.write_text(json.dumps(valid) + " " * (1 << 20))  # still valid JSON, too long
+    cache = ElfCache()
+    cache.load(cache_file)
+    assert len(cache) == 0
+
+
+def test_elf_cache_in_place_of_a_fifo_starts_empty_without_blocking(tmp_path: Path) -> None:
+    cache_file = tmp_path / "elf.json"
+    os.mkfifo(cache_file)
+    cache = ElfCache()
+    assert returns_promptly(lambda: cache.load(cache_file), cache_file)
+    assert len(cache) == 0

@@ -30,6 +30,7 @@ from safeuninstall.plan import (
 )
 from safeuninstall.records import _hex_from_record_hash, read_record
 from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
+from tests.conftest import returns_promptly
 
 SHA = "a" * 64
 
@@ -461,6 +462,44 @@ def test_snapshot_keys_it_does_not_know_are_ignored(tmp_path: Path) -> None:
     path = tmp_path / "snapshot.toml"
     path.write_text(tomli_w.dumps(data))
     assert snapshot_file.load(path) == full_snapshot()
+
+
+def test_snapshot_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.toml"
+    path.write_text("format = 1\nx = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(SnapshotInvalid, match=f"^{path}: not a valid TOML file"):
+        snapshot_file.load(path)
+
+
+def test_snapshot_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapshot_file, "_MAX_BYTES", 1 << 20)
+    path = tmp_path / "snapshot.toml"
+    path.write_text(snapshot_file.dumps(full_snapshot()) + "#" * (1 << 20))  # valid, too long
+    with pytest.raises(SnapshotInvalid, match=f"^{path}: larger than 1 MiB"):
+        snapshot_file.load(path)
+
+
+def test_snapshot_that_is_a_device_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.toml"
+    path.symlink_to("/dev/zero")
+    with pytest.raises(SnapshotInvalid) as info:
+        snapshot_file.load(path)
+    assert info.value.message == f"{path}: not a regular file"
+
+
+def test_snapshot_in_place_of_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.toml"
+    os.mkfifo(path)
+    errors: list[str] = []
+
+    def load() -> None:
+        try:
+            snapshot_file.load(path)
+        except SnapshotInvalid as err:
+            errors.append(err.message)
+
+    assert returns_promptly(load, path)
+    assert errors == [f"{path}: not a regular file"]
 
 
 def test_restore_links_metadata_last() -> None:
