@@ -30,9 +30,11 @@ import re
 import struct
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from stat import S_ISREG
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Literal
 
+import msgspec
 from msgspec import Struct
 
 from safeuninstall.atomicfile import write_atomically
@@ -395,6 +397,7 @@ def is_elf_candidate(name: str) -> bool:
 
 _CACHE_FORMAT: Final = "safeuninstall-elf-cache"
 _CACHE_VERSION: Final = 1
+_MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
 
 
 class _CacheEntry(Struct, frozen=True):
@@ -440,91 +443,103 @@ class ElfCache:
         return info
 
     def load(self, path: str | os.PathLike[str]) -> None:
-        """Replace the contents with the cache file; missing or corrupt -> empty."""
+        """Replace the contents with the cache file; missing, corrupt or too large -> empty."""
         self.changed = False
+        self._entries = {}
         try:
-            with open(path, encoding="utf-8") as stream:
-                raw = json.load(stream)
-            self._entries = _entries_from_json(raw)
-        except (OSError, ValueError, TypeError, KeyError):
-            self._entries = {}
+            stored = _decode(_read_limited(path))
+        except (OSError, ValueError, msgspec.DecodeError, RecursionError):
+            return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
+        self._entries = {
+            name: _CacheEntry(entry.size, entry.mtime_ns, _info(name, entry.info))
+            for name, entry in stored.entries.items()
+        }
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write atomically: temp file in the same directory, fsync, os.replace."""
-        payload = json.dumps(
-            {
-                "format": _CACHE_FORMAT,
-                "version": _CACHE_VERSION,
-                "entries": {p: _entry_to_json(e) for p, e in self._entries.items()},
-            },
-            separators=(",", ":"),
+        """Write atomically (temp file in the same directory, os.replace) but without fsync:
+        a cache lost in a power cut costs only time."""
+        stored = _StoredCache(
+            _CACHE_FORMAT,
+            _CACHE_VERSION,
+            {name: _stored(entry) for name, entry in self._entries.items()},
         )
-        write_atomically(Path(path), payload.encode("utf-8"), mode=0o644, durable=False)
+        try:
+            payload = msgspec.json.encode(stored)
+        except UnicodeEncodeError:
+            # A name that is not UTF-8 (os.fsdecode keeps its bytes as lone surrogates): json
+            # writes them as \udcxx escapes, and reads them back (see _decode); msgspec doesn't.
+            payload = json.dumps(msgspec.to_builtins(stored), separators=(",", ":")).encode()
+        write_atomically(Path(path), payload, mode=0o644, durable=False)
 
 
-def _entry_to_json(entry: _CacheEntry) -> list[object]:
+# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 1, "entries":
+# {path: [size, mtime_ns, null or [elf_class, machine, soname, needed, rpath, runpath]]}}.
+
+
+class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    elf_class: int
+    machine: int
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+
+
+class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    size: int
+    mtime_ns: int
+    info: _StoredInfo | None
+
+
+class _StoredCache(Struct, frozen=True):
+    format: Literal["safeuninstall-elf-cache"]
+    version: Literal[1]
+    entries: dict[str, _StoredEntry]
+
+
+def _read_limited(path: str | os.PathLike[str]) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
+    with open(fd, "rb") as stream:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = stream.read(_MAX_CACHE_BYTES + 1)
+    if len(data) > _MAX_CACHE_BYTES:
+        raise ValueError("too large for an ELF cache")
+    return data
+
+
+def _decode(data: bytes) -> _StoredCache:
+    try:
+        return msgspec.json.decode(data, type=_StoredCache)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:
+        # Not JSON, or JSON with the \udcxx escapes of a name that is not UTF-8 (see save).
+        return msgspec.convert(json.loads(data), _StoredCache)
+
+
+def _info(path: str, stored: _StoredInfo | None) -> ElfInfo | None:
+    if stored is None:
+        return None
+    return ElfInfo(
+        path,
+        stored.elf_class,
+        stored.machine,
+        stored.soname,
+        stored.needed,
+        stored.rpath,
+        stored.runpath,
+    )
+
+
+def _stored(entry: _CacheEntry) -> _StoredEntry:
     info = entry.info
     if info is None:
-        return [entry.size, entry.mtime_ns, None]
-    fields = [
-        info.elf_class,
-        info.machine,
-        info.soname,
-        list(info.needed),
-        list(info.rpath),
-        list(info.runpath),
-    ]
-    return [entry.size, entry.mtime_ns, fields]
-
-
-def _entries_from_json(raw: object) -> dict[str, _CacheEntry]:
-    if not isinstance(raw, dict) or raw.get("format") != _CACHE_FORMAT:
-        raise ValueError("not an ELF cache")
-    if raw.get("version") != _CACHE_VERSION:
-        raise ValueError("unsupported ELF cache version")
-    entries = raw["entries"]
-    if not isinstance(entries, dict):
-        raise ValueError("bad entries")
-    return {_str(path): _entry_from_json(_str(path), value) for path, value in entries.items()}
-
-
-def _entry_from_json(path: str, value: object) -> _CacheEntry:
-    if not isinstance(value, list) or len(value) != 3:
-        raise ValueError("bad cache entry")
-    size, mtime_ns, fields = value
-    if fields is None:
-        return _CacheEntry(_int(size), _int(mtime_ns), None)
-    if not isinstance(fields, list) or len(fields) != 6:
-        raise ValueError("bad cached ElfInfo")
-    elf_class, machine, soname, needed, rpath, runpath = fields
-    info = ElfInfo(
-        path=path,
-        elf_class=_int(elf_class),
-        machine=_int(machine),
-        soname=None if soname is None else _str(soname),
-        needed=_str_tuple(needed),
-        rpath=_str_tuple(rpath),
-        runpath=_str_tuple(runpath),
+        return _StoredEntry(entry.size, entry.mtime_ns, None)
+    fields = _StoredInfo(
+        info.elf_class, info.machine, info.soname, info.needed, info.rpath, info.runpath
     )
-    return _CacheEntry(_int(size), _int(mtime_ns), info)
-
-
-def _int(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError("expected an integer")
-    return value
-
-
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise ValueError("expected a string")
-    return value
-
-
-def _str_tuple(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ValueError("expected a list")
-    return tuple(_str(item) for item in value)
+    return _StoredEntry(entry.size, entry.mtime_ns, fields)
 
 
 # --------------------------------------------------------------------------

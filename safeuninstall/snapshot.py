@@ -3,20 +3,24 @@
 A snapshot is a frozen record (a ``msgspec.Struct``) with ``from_dict``/``to_dict``;
 ``load``/``save`` are the only TOML readers and writers. Everything read from disk is
 validated, and an error names the file and the key path (``packages[3].version``), because
-snapshot files can be edited by hand.
+snapshot files can be edited by hand: msgspec's typed decoding checks the types and the
+required keys, and the few checks a type cannot say (names, versions, paths, hashes) are
+written out below.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import tomli_w
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
 from packaging.utils import InvalidName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -28,6 +32,10 @@ from .errors import SnapshotInvalid
 FORMAT_VERSION = 1
 SNAPSHOT_FILE = "snapshot.toml"
 
+# Far beyond any snapshot this tool writes (a million stashed files); a device or a runaway
+# file in its place is refused instead of read whole.
+_MAX_BYTES = 256 << 20
+
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _SOURCE_KINDS = ("index", "editable", "directory", "url", "file", "vcs")
 
@@ -37,7 +45,7 @@ class StashedFile(Struct, frozen=True):
 
     path: str  # relative to the environment root, POSIX separators
     sha256: str
-    size: int
+    size: Annotated[int, Meta(ge=0)]  # checked when read from a file, not when made in code
 
 
 class PackageStash(Struct, frozen=True):
@@ -113,33 +121,16 @@ class Snapshot(Struct, frozen=True):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Snapshot:
-        reader = _Reader(data, "")
-        fmt = reader.integer("format")
-        if fmt != FORMAT_VERSION:
-            raise _invalid(
-                "format", f"unknown format version {fmt} (this tool reads {FORMAT_VERSION})"
-            )
-        target = reader.table("target")
-        packages = tuple(_package_from_dict(item) for item in reader.array_of_tables("packages"))
-        names = [p.name for p in packages]
-        if len(set(names)) != len(names):
-            raise _invalid("packages", "a distribution is listed twice")
-        return cls(
-            format=fmt,
-            id=reader.string("id"),
-            created=reader.string("created"),
-            tool_version=reader.string("tool_version"),
-            command=tuple(reader.strings("command")),
-            operation=reader.string("operation"),
-            outcome=reader.string("outcome"),
-            removed=tuple(reader.names("removed")),
-            target=Target(
-                python=target.string("python"),
-                prefix=target.string("prefix"),
-                version=target.string("version"),
-            ),
-            packages=packages,
-        )
+        if not isinstance(data, Mapping):
+            raise _KeyError("(top level)", "expected a table")
+        _check_format(data)
+        try:
+            snapshot = msgspec.convert(data, cls)
+        except msgspec.ValidationError as err:
+            raise _key_error(err) from None
+        _check_written_keys(data)
+        _check(snapshot)
+        return snapshot
 
 
 def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
@@ -162,144 +153,99 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
     return out
 
 
-def _package_from_dict(reader: _Reader) -> PackageEntry:
-    source = reader.table("source")
-    kind = source.string("kind")
-    if kind not in _SOURCE_KINDS:
-        raise _invalid(source.key("kind"), f"unknown source kind {kind!r}")
-    stash = None
-    if "stash" in reader.data:
-        stash_reader = reader.table("stash")
-        stash = PackageStash(
-            folder=stash_reader.relative_path("folder"),
-            complete=stash_reader.boolean("complete"),
-            files=tuple(
-                StashedFile(
-                    path=f.relative_path("path"),
-                    sha256=f.sha256("sha256"),
-                    size=f.integer("size"),
-                )
-                for f in stash_reader.array_of_tables("files")
-            ),
-        )
-    return PackageEntry(
-        name=reader.name("name"),
-        version=reader.version("version"),
-        installer=reader.string("installer"),
-        requested=reader.boolean("requested"),
-        dist_info=reader.relative_path("dist_info") if reader.data.get("dist_info") else "",
-        source=Source(
-            kind=kind,
-            url=source.optional_string("url"),
-            vcs=source.optional_string("vcs"),
-            commit=source.optional_string("commit"),
-            requested_revision=source.optional_string("requested_revision"),
-            subdirectory=source.optional_string("subdirectory"),
-        ),
-        stash=stash,
-    )
-
-
 class _KeyError(Exception):
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(f"{key}: {problem}")
 
 
-def _invalid(key: str, problem: str) -> _KeyError:
-    return _KeyError(key, problem)
+def _check_format(data: Mapping[str, Any]) -> None:
+    """Before anything else: a layout this tool does not know is refused, not misread."""
+    if "format" not in data:
+        raise _KeyError("format", "missing")
+    fmt = data["format"]
+    if type(fmt) is not int or fmt != FORMAT_VERSION:  # type(): true is not 1
+        raise _KeyError(
+            "format", f"unknown format version {fmt!r} (this tool reads {FORMAT_VERSION})"
+        )
 
 
-class _Reader:
-    """Typed access to a TOML table that names the key path in every error."""
-
-    def __init__(self, data: Mapping[str, Any], prefix: str) -> None:
-        if not isinstance(data, Mapping):
-            raise _invalid(prefix or "(top level)", "expected a table")
-        self.data = data
-        self.prefix = prefix
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def _get(self, name: str, kind: type | tuple[type, ...], what: str) -> Any:
-        if name not in self.data:
-            raise _invalid(self.key(name), "missing")
-        value = self.data[name]
-        # bool is an int in Python; don't accept true where a number is meant.
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise _invalid(self.key(name), f"expected {what}, got {type(value).__name__}")
-        return value
-
-    def string(self, name: str) -> str:
-        value: str = self._get(name, str, "a string")
-        return value
-
-    def optional_string(self, name: str) -> str | None:
-        return self.string(name) if name in self.data else None
-
-    def integer(self, name: str) -> int:
-        value: int = self._get(name, int, "an integer")
-        if value < 0:
-            raise _invalid(self.key(name), "must not be negative")
-        return value
-
-    def boolean(self, name: str) -> bool:
-        value: bool = self._get(name, bool, "true or false")
-        return value
-
-    def strings(self, name: str) -> list[str]:
-        values = self._get(name, list, "an array of strings")
-        for index, value in enumerate(values):
-            if not isinstance(value, str):
-                raise _invalid(f"{self.key(name)}[{index}]", "expected a string")
-        return list(values)
-
-    def names(self, name: str) -> list[str]:
-        values = self.strings(name)
-        for index, value in enumerate(values):
-            _check_name(f"{self.key(name)}[{index}]", value)
-        return values
-
-    def name(self, name: str) -> str:
-        return _check_name(self.key(name), self.string(name))
-
-    def version(self, name: str) -> str:
-        value = self.string(name)
-        try:
-            Version(value)
-        except InvalidVersion:
-            raise _invalid(self.key(name), f"{value!r} is not a valid version") from None
-        return value
-
-    def sha256(self, name: str) -> str:
-        value = self.string(name)
-        if not _SHA256.fullmatch(value):
-            raise _invalid(self.key(name), "expected 64 lowercase hex digits")
-        return value
-
-    def relative_path(self, name: str) -> str:
-        value = self.string(name)
-        problem = unsafe_relative_path(value)
-        if problem:
-            raise _invalid(self.key(name), f"{value!r} {problem}")
-        return value
-
-    def table(self, name: str) -> _Reader:
-        return _Reader(self._get(name, Mapping, "a table"), self.key(name))
-
-    def array_of_tables(self, name: str) -> list[_Reader]:
-        values = self._get(name, list, "an array of tables")
-        return [_Reader(item, f"{self.key(name)}[{i}]") for i, item in enumerate(values)]
+def _key_error(err: msgspec.ValidationError) -> _KeyError:
+    """msgspec's "Expected `str`, got `int` - at `$.packages[3].version`" in this file's words:
+    "packages[3].version: expected `str`, got `int`"."""
+    problem, _, where = str(err).partition(" - at `$")
+    key = where.removesuffix("`").removeprefix(".")
+    missing = re.fullmatch(r"Object missing required field `(.*)`", problem)
+    if missing:
+        key, problem = (f"{key}.{missing[1]}" if key else missing[1]), "missing"
+    problem = re.sub(r"\bobject\b", "table", problem)  # TOML's word for it
+    return _KeyError(key or "(top level)", problem[:1].lower() + problem[1:])
 
 
-def _check_name(key: str, value: str) -> str:
+# Keys that every snapshot file has, although a record made in code may leave them out (the
+# record has a default): a file without them was not written by this tool.
+_WRITTEN_KEYS = ("outcome", "removed")
+_WRITTEN_PACKAGE_KEYS = ("installer", "requested", "source")
+
+
+def _check_written_keys(data: Mapping[str, Any]) -> None:
+    """After a successful decoding, so ``packages`` is known to be an array of tables."""
+    for key in _WRITTEN_KEYS:
+        if key not in data:
+            raise _KeyError(key, "missing")
+    for index, package in enumerate(data["packages"]):
+        for key in _WRITTEN_PACKAGE_KEYS:
+            if key not in package:
+                raise _KeyError(f"packages[{index}].{key}", "missing")
+
+
+def _check(snapshot: Snapshot) -> None:
+    """What the types cannot say: names, versions, paths, hashes, source kinds, duplicates."""
+    for index, name in enumerate(snapshot.removed):
+        _check_name(f"removed[{index}]", name)
+    for index, entry in enumerate(snapshot.packages):
+        _check_package(f"packages[{index}]", entry)
+    names = [entry.name for entry in snapshot.packages]
+    if len(set(names)) != len(names):
+        raise _KeyError("packages", "a distribution is listed twice")
+
+
+def _check_package(key: str, entry: PackageEntry) -> None:
+    _check_name(f"{key}.name", entry.name)
+    _check_version(f"{key}.version", entry.version)
+    if entry.source.kind not in _SOURCE_KINDS:
+        raise _KeyError(f"{key}.source.kind", f"unknown source kind {entry.source.kind!r}")
+    if entry.dist_info:
+        _check_path(f"{key}.dist_info", entry.dist_info)
+    if entry.stash is not None:
+        _check_path(f"{key}.stash.folder", entry.stash.folder)
+        for index, stashed in enumerate(entry.stash.files):
+            _check_path(f"{key}.stash.files[{index}].path", stashed.path)
+            if not _SHA256.fullmatch(stashed.sha256):
+                raise _KeyError(
+                    f"{key}.stash.files[{index}].sha256", "expected 64 lowercase hex digits"
+                )
+
+
+def _check_name(key: str, value: str) -> None:
     try:
         canonical = canonicalize_name(value, validate=True)
     except InvalidName:
-        raise _invalid(key, f"{value!r} is not a valid distribution name") from None
+        raise _KeyError(key, f"{value!r} is not a valid distribution name") from None
     if canonical != value:
-        raise _invalid(key, f"{value!r} is not in canonical form ({canonical!r})")
-    return value
+        raise _KeyError(key, f"{value!r} is not in canonical form ({canonical!r})")
+
+
+def _check_version(key: str, value: str) -> None:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise _KeyError(key, f"{value!r} is not a valid version") from None
+
+
+def _check_path(key: str, value: str) -> None:
+    problem = unsafe_relative_path(value)
+    if problem:
+        raise _KeyError(key, f"{value!r} {problem}")
 
 
 def unsafe_relative_path(value: str) -> str | None:
@@ -318,19 +264,34 @@ def unsafe_relative_path(value: str) -> str | None:
 
 def load(path: Path) -> Snapshot:
     try:
-        raw = path.read_bytes()
+        raw = _read(path)
     except FileNotFoundError:
         raise SnapshotInvalid(f"{path}: no such snapshot file") from None
     except OSError as err:
         raise SnapshotInvalid(f"{path}: cannot read it: {err.strerror}") from None
+    if raw is None:
+        raise SnapshotInvalid(f"{path}: not a regular file")
+    if len(raw) > _MAX_BYTES:
+        raise SnapshotInvalid(f"{path}: larger than {_MAX_BYTES >> 20} MiB: not a snapshot file")
     try:
         data = tomlfile.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise SnapshotInvalid(f"{path}: not a valid TOML file: {err}") from None
+    except RecursionError:  # the parser recurses into nested arrays and tables
+        raise SnapshotInvalid(f"{path}: not a valid TOML file: nested too deeply") from None
     try:
         return Snapshot.from_dict(data)
     except _KeyError as err:
         raise SnapshotInvalid(f"{path}: {err}") from None
+
+
+def _read(path: Path) -> bytes | None:
+    """Up to one byte more than the limit; None for a FIFO or a device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
+    with open(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return stream.read(_MAX_BYTES + 1)
 
 
 def dumps(snapshot: Snapshot) -> str:

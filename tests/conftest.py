@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -328,3 +329,16 @@ def tagged_processes(tag: Mapping[str, str]) -> list[int]:
         if wanted in environ.split(b"\0") and running(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+def returns_promptly(func: Callable[[], object], fifo: Path, seconds: float = 30.0) -> bool:
+    """Whether ``func`` returns although nobody writes to ``fifo``. If it blocks, a writer that
+    closes at once releases it, so that the failing test does not hang the suite."""
+    call = threading.Thread(target=func)
+    call.start()
+    call.join(timeout=seconds)
+    blocked = call.is_alive()
+    if blocked:
+        os.close(os.open(fifo, os.O_WRONLY))
+        call.join()
+    return not blocked

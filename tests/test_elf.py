@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import libraries
+from safeuninstall import elf, libraries
 from safeuninstall.elf import (
     EM_386,
     EM_AARCH64,
@@ -36,6 +36,7 @@ from safeuninstall.elf import (
 )
 from safeuninstall.libraries import LibraryIndex
 from safeuninstall.paths import normalise
+from tests.conftest import returns_promptly
 
 GCC = shutil.which("gcc")
 READELF = shutil.which("readelf")
@@ -1010,6 +1011,29 @@ def test_elf_cache_missing_file(tmp_path: Path) -> None:
                 "entries": {"/x.so": [1, 2, [64, 62, None, "a", [], []]]},
             }
         ),
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": True,
+                "entries": {"/x.so": [1, 2, None]},
+            }
+        ),
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": 1,
+                "entries": {"/x.so": [1, 2, None, 3]},
+            }
+        ),
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": 1,
+                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], [], []]]},
+            }
+        ),
+        '{"format": "safeuninstall-elf-cache", "version": 1, "x": ' + "[" * 100_000,
+        "[" * 100_000 + "]" * 100_000,
     ],
 )
 def test_elf_cache_corrupt_file_starts_empty(built: Built, tmp_path: Path, content: str) -> None:
@@ -1024,4 +1048,69 @@ def test_elf_cache_corrupt_file_starts_empty(built: Built, tmp_path: Path, conte
 def test_elf_cache_load_missing_file_starts_empty(tmp_path: Path) -> None:
     cache = ElfCache()
     cache.load(tmp_path / "absent.json")
+    assert len(cache) == 0
+
+
+def test_elf_cache_file_layout(built: Built, tmp_path: Path) -> None:
+    """The file as the tool wrote it before it was read by typed decoding, byte for byte."""
+    lib, script = tmp_path / "libfoo.so.1", tmp_path / "libc.so"
+    shutil.copy(built.consumer, lib)
+    script.write_text("GROUP ( libc.so.6 )\n")
+    info = read_elf(lib)
+    assert info is not None
+    fields = [
+        info.elf_class,
+        info.machine,
+        info.soname,
+        *map(list, (info.needed, info.rpath, info.runpath)),
+    ]
+    entries = {
+        str(lib): [lib.stat().st_size, lib.stat().st_mtime_ns, fields],
+        str(script): [script.stat().st_size, script.stat().st_mtime_ns, None],
+    }
+    written = json.dumps(
+        {"format": "safeuninstall-elf-cache", "version": 1, "entries": entries},
+        separators=(",", ":"),
+    )
+    cache_file = tmp_path / "elf.json"
+    cache_file.write_text(written)
+    reader = CountingReader()
+    cache = ElfCache(reader)
+    cache.load(cache_file)
+    assert (cache.get(str(lib)), cache.get(str(script))) == (info, None)
+    assert reader.calls == []
+    cache.save(cache_file)
+    assert cache_file.read_text() == written
+
+
+def test_elf_cache_keeps_names_that_are_not_utf8(built: Built, tmp_path: Path) -> None:
+    """os.fsdecode keeps such a name's bytes as lone surrogates, which msgspec's JSON refuses."""
+    lib = tmp_path / os.fsdecode(b"lib\xff.so.1")
+    shutil.copy(built.consumer, lib)
+    first = ElfCache()
+    info = first.get(str(lib))
+    cache_file = tmp_path / "elf.json"
+    first.save(cache_file)
+    reader = CountingReader()
+    second = ElfCache(reader)
+    second.load(cache_file)
+    assert second.get(str(lib)) == info
+    assert reader.calls == []
+
+
+def test_elf_cache_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(elf, "_MAX_CACHE_BYTES", 1 << 20)
+    cache_file = tmp_path / "elf.json"
+    valid = {"format": "safeuninstall-elf-cache", "version": 1, "entries": {"/x.so": [1, 2, None]}}
+    cache_file.write_text(json.dumps(valid) + " " * (1 << 20))  # still valid JSON, too long
+    cache = ElfCache()
+    cache.load(cache_file)
+    assert len(cache) == 0
+
+
+def test_elf_cache_in_place_of_a_fifo_starts_empty_without_blocking(tmp_path: Path) -> None:
+    cache_file = tmp_path / "elf.json"
+    os.mkfifo(cache_file)
+    cache = ElfCache()
+    assert returns_promptly(lambda: cache.load(cache_file), cache_file)
     assert len(cache) == 0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 import pytest
+import tomli_w
 
 from safeuninstall import journal
 from safeuninstall import snapshot as snapshot_file
@@ -27,6 +30,7 @@ from safeuninstall.plan import (
 )
 from safeuninstall.records import _hex_from_record_hash, read_record
 from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
+from tests.conftest import returns_promptly
 
 SHA = "a" * 64
 
@@ -366,6 +370,136 @@ def test_corrupt_snapshot_is_refused(tmp_path: Path, content: bytes) -> None:
     path.write_bytes(content)
     with pytest.raises(SnapshotInvalid, match=str(path)):
         snapshot_file.load(path)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_snapshot_written_by_an_earlier_version_loads_and_is_written_byte_for_byte() -> None:
+    """The fixture was written by the tool before snapshots were read by typed decoding."""
+    path = FIXTURES / "snapshot-format-1.toml"
+    snap = snapshot_file.load(path)
+    assert snapshot_file.dumps(snap).encode() == path.read_bytes()
+    vcs = snap.package("vcspkg")
+    assert vcs is not None and vcs.stash is not None
+    assert vcs.source == Source(
+        kind="vcs",
+        url="https://git.example/vcspkg.git",
+        vcs="git",
+        commit="a" * 40,
+        requested_revision="v0.3",
+        subdirectory="src",
+    )
+    assert (vcs.stash.complete, vcs.stash.files[0].size) == (False, 1234567890123)
+
+
+def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-arg]
+    return lambda d: d["packages"][0]["stash"]["files"][0].update(values)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # the types, checked by msgspec with the key path however deep
+        (_set_file(size="3"), "packages[0].stash.files[0].size: expected `int`, got `str`"),
+        (_set_file(size=True), "packages[0].stash.files[0].size: expected `int`, got `bool`"),
+        (_set_file(size=-1), "packages[0].stash.files[0].size: expected `int` >= 0"),
+        (
+            lambda d: d["packages"][0]["stash"]["files"][0].pop("sha256"),
+            "packages[0].stash.files[0].sha256: missing",
+        ),
+        (
+            lambda d: d["packages"][1]["source"].update(commit=["abc"]),
+            "packages[1].source.commit: expected `str | null`, got `array`",
+        ),
+        (
+            lambda d: d["packages"][0].update(stash=[]),
+            "packages[0].stash: expected `table | null`, got `array`",
+        ),
+        (
+            lambda d: d.update(command=["safe-uninstall", 3]),
+            "command[1]: expected `str`, got `int`",
+        ),
+        (lambda d: d.update(target="/v"), "target: expected `table`, got `str`"),
+        (lambda d: d.update(packages={}), "packages: expected `array`, got `table`"),
+        (
+            lambda d: d.update(created=datetime.datetime(2026, 11, 29)),  # unquoted in TOML
+            "created: expected `str`, got `datetime`",
+        ),
+        (lambda d: d.pop("id"), "id: missing"),
+        (lambda d: d["target"].pop("prefix"), "target.prefix: missing"),
+        # keys every file has, although records made in code may leave them out
+        (lambda d: d["packages"][1].pop("installer"), "packages[1].installer: missing"),
+        (lambda d: d["packages"][1].pop("requested"), "packages[1].requested: missing"),
+        (lambda d: d["packages"][0].pop("source"), "packages[0].source: missing"),
+        (lambda d: d.pop("outcome"), "outcome: missing"),
+        (lambda d: d.pop("removed"), "removed: missing"),
+        # the format first, whatever else the file holds
+        (lambda d: d.pop("format"), "format: missing"),
+        (
+            lambda d: d.update(format=True),
+            "format: unknown format version True (this tool reads 1)",
+        ),
+        (lambda d: d.update(format="1"), "format: unknown format version '1' (this tool reads 1)"),
+    ],
+)
+def test_snapshot_decoding_errors_name_the_key(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
+    data = full_snapshot().to_dict()
+    edit(data)
+    path = tmp_path / "snapshot.toml"
+    path.write_text(tomli_w.dumps(data))
+    with pytest.raises(SnapshotInvalid) as info:
+        snapshot_file.load(path)
+    assert info.value.message == f"{path}: {message}"
+
+
+def test_snapshot_keys_it_does_not_know_are_ignored(tmp_path: Path) -> None:
+    data = full_snapshot().to_dict()
+    data["note"] = "added by hand"
+    data["target"]["implementation"] = "cpython"
+    data["packages"][0]["source"]["archive_info"] = {"hash": "sha256=..."}
+    data["packages"][0]["stash"]["files"][0]["mode"] = 0o644
+    path = tmp_path / "snapshot.toml"
+    path.write_text(tomli_w.dumps(data))
+    assert snapshot_file.load(path) == full_snapshot()
+
+
+def test_snapshot_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.toml"
+    path.write_text("format = 1\nx = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(SnapshotInvalid, match=f"^{path}: not a valid TOML file"):
+        snapshot_file.load(path)
+
+
+def test_snapshot_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapshot_file, "_MAX_BYTES", 1 << 20)
+    path = tmp_path / "snapshot.toml"
+    path.write_text(snapshot_file.dumps(full_snapshot()) + "#" * (1 << 20))  # valid, too long
+    with pytest.raises(SnapshotInvalid, match=f"^{path}: larger than 1 MiB"):
+        snapshot_file.load(path)
+
+
+def test_snapshot_that_is_a_device_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.toml"
+    path.symlink_to("/dev/zero")
+    with pytest.raises(SnapshotInvalid) as info:
+        snapshot_file.load(path)
+    assert info.value.message == f"{path}: not a regular file"
+
+
+def test_snapshot_in_place_of_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.toml"
+    os.mkfifo(path)
+    errors: list[str] = []
+
+    def load() -> None:
+        try:
+            snapshot_file.load(path)
+        except SnapshotInvalid as err:
+            errors.append(err.message)
+
+    assert returns_promptly(load, path)
+    assert errors == [f"{path}: not a regular file"]
 
 
 def test_restore_links_metadata_last() -> None:
