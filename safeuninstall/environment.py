@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from . import process
 from .atomicfile import write_atomically
 from .errors import EnvironmentNotFound, EnvironmentNotWritable
+from .names import unsafe_name, unsafe_version
 from .records import RecordEntry, read_record
 
 _BIN = "Scripts" if sys.platform == "win32" else "bin"
@@ -263,6 +264,8 @@ def read_distribution(dist_info: Path) -> InstalledDistribution | None:
     if found is None:
         return None
     name, version = found
+    if unsafe_name(canonicalize_name(name)) or unsafe_version(version):
+        return None  # a name or version that could act as a path or a requirement's syntax
     source = Source(kind="index")
     direct_url = _read_text(dist_info / "direct_url.json")
     if direct_url:

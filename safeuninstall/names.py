@@ -1,6 +1,9 @@
-"""Distribution names as the user types them: PEP 508 names, compared in their PEP 503 form."""
+"""Distribution names as the user types them (PEP 508 names, compared in their PEP 503 form),
+and the names and versions the tool can record of what is installed."""
 
 from __future__ import annotations
+
+import re
 
 from packaging.utils import InvalidName, canonicalize_name
 
@@ -17,3 +20,29 @@ def parse_requested(names: list[str]) -> list[str]:
             raise InvalidInput(f"{raw!r} is not a valid distribution name") from None
         seen.setdefault(name, None)
     return list(seen)
+
+
+# What an installed distribution may be called, and its version: what the tool records of it.
+# Not PEP 508 / PEP 440: a snapshot records what IS installed, and an old or hand-made
+# distribution ("1.0-custom build") must not make the tool's own snapshots unreadable. What is
+# refused is what could act as something else: a path separator, a requirement's marker or URL
+# syntax (";", "@", quotes), control characters, a name not in its canonical form, or a
+# version that does not begin with a number (as every PEP 440 and legacy release does).
+_SAFE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9 +-]{0,198}[a-z0-9])?")
+_SAFE_VERSION = re.compile(r"[vV]?[0-9](?:[A-Za-z0-9 .+!_-]{0,126}[A-Za-z0-9])?")
+
+
+def unsafe_name(value: str) -> str | None:
+    """Why ``value`` can't be a recorded distribution name (canonical), or None when it can."""
+    if canonicalize_name(value) != value:
+        return f"is not in canonical form ({canonicalize_name(value)!r})"
+    if not _SAFE_NAME.fullmatch(value):
+        return "is not a distribution name this tool can record"
+    return None
+
+
+def unsafe_version(value: str) -> str | None:
+    """Why ``value`` can't be a recorded version, or None when it can."""
+    if not _SAFE_VERSION.fullmatch(value):
+        return "is not a version this tool can record"
+    return None

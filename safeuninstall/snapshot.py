@@ -22,12 +22,12 @@ import msgspec
 import tomli_w
 from msgspec import Meta, Struct, field
 from packaging.utils import InvalidName, canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from . import tomlfile
 from .atomicfile import write_atomically
 from .environment import Source
 from .errors import SnapshotInvalid
+from .names import unsafe_name, unsafe_version
 
 FORMAT_VERSION = 1
 SNAPSHOT_FILE = "snapshot.toml"
@@ -201,7 +201,8 @@ def _check_written_keys(data: Mapping[str, Any]) -> None:
 def _check(snapshot: Snapshot) -> None:
     """What the types cannot say: names, versions, paths, hashes, source kinds, duplicates."""
     for index, name in enumerate(snapshot.removed):
-        _check_name(f"removed[{index}]", name)
+        # What the tool removes was named on its command line: a PEP 508 name.
+        _check_requested(f"removed[{index}]", name)
     for index, entry in enumerate(snapshot.packages):
         _check_package(f"packages[{index}]", entry)
     names = [entry.name for entry in snapshot.packages]
@@ -227,6 +228,12 @@ def _check_package(key: str, entry: PackageEntry) -> None:
 
 
 def _check_name(key: str, value: str) -> None:
+    problem = unsafe_name(value)
+    if problem:
+        raise _KeyError(key, f"{value!r} {problem}")
+
+
+def _check_requested(key: str, value: str) -> None:
     try:
         canonical = canonicalize_name(value, validate=True)
     except InvalidName:
@@ -236,10 +243,9 @@ def _check_name(key: str, value: str) -> None:
 
 
 def _check_version(key: str, value: str) -> None:
-    try:
-        Version(value)
-    except InvalidVersion:
-        raise _KeyError(key, f"{value!r} is not a valid version") from None
+    problem = unsafe_version(value)
+    if problem:
+        raise _KeyError(key, f"{value!r} {problem}")
 
 
 def _check_path(key: str, value: str) -> None:
