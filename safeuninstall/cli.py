@@ -402,6 +402,10 @@ def uninstall_command(
         names = list(packages)
         for path in requirement_files:
             names += read_requirement_names(path)
+        if not names and requirement_files:
+            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
+            files = ", ".join(f"-r {path}" for path in requirement_files)
+            raise InvalidInput(f"no package names given: {files} named none")
         if not names:
             raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
         wanted = options.UninstallOptions(names=tuple(names), offline=common.offline, **flags)
@@ -423,12 +427,23 @@ def uninstall_command(
     _run(common, call, _operation_text)
 
 
+MAX_REQUIREMENTS_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
+
+
 def read_requirement_names(path: Path) -> list[str]:
-    """Distribution names from a requirements file: one per line, specifiers and markers ignored."""
+    """Distribution names from a requirements file: one per line, specifiers and markers ignored.
+
+    A pipe (``<(cmd)``) or a device is read like a file, up to the same limit: ``/dev/zero`` is
+    refused after 16 MiB, a FIFO nobody writes to reads as empty instead of blocking the open.
+    """
     from packaging.requirements import InvalidRequirement, Requirement
 
+    from .bounded import Unusable, read_bytes
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path, MAX_REQUIREMENTS_BYTES, regular_only=False).decode("utf-8")
+    except Unusable as err:
+        raise InvalidInput(f"-r {err}: not a requirements file") from None
     except OSError as err:
         raise InvalidInput(f"-r {path}: cannot read it: {err.strerror}") from None
     except UnicodeDecodeError:

@@ -1,0 +1,120 @@
+"""Hostile input, part two (issue 12, "never lose a package, even under attack").
+
+Each test sets up the hostile thing, runs the real command, and compares the sha256 of every
+file in the environment (site-packages and bin) and in a folder outside it with before; no
+traceback is ever printed.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Run, Venv
+from tests.test_bad_input import _tree
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the environment that no command may touch."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "precious.txt").write_text("keep me\n")
+    return folder
+
+
+def everything(venv: Venv, outside: Path) -> dict[str, str]:
+    return {**venv.file_hashes(), **{f"outside/{k}": v for k, v in _tree(outside).items()}}
+
+
+def run_bounded(venv: Venv, *args: str, stdin: bytes = b"", **extra_env: str) -> Run:
+    """``venv.tool`` with a ceiling: 2 GiB of address space and two minutes. Before the fixes
+    below, ``-r /dev/zero`` took 3.9 GB in 7 s and a FIFO blocked forever; a test that proves
+    that must not take the machine down with it."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2048 * MIB, 2048 * MIB))
+
+    env = {
+        **os.environ,
+        "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": str(venv.root.parent / f"empty-uv-cache-{venv.root.name}"),
+        **extra_env,
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args],
+            input=stdin,
+            capture_output=True,
+            env=env,
+            timeout=120,
+            preexec_fn=limit,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{args} did not finish in two minutes")
+    return Run(done.returncode, done.stdout.decode(), done.stderr.decode(errors="replace"))
+
+
+def assert_refused(run: Run, message: str, *, code: int = 1) -> None:
+    assert run.returncode == code, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert message in run.stderr, run.stderr
+
+
+# -- 15: a requirements file that never ends, never opens, or is too big ---------------------
+
+
+def _zero(tmp_path: Path) -> str:
+    return "/dev/zero"
+
+
+def _fifo_without_writer(tmp_path: Path) -> str:
+    fifo = tmp_path / "names.fifo"
+    os.mkfifo(fifo)
+    return str(fifo)
+
+
+def _seventeen_mib(tmp_path: Path) -> str:
+    big = tmp_path / "big-requirements.txt"
+    with big.open("wb") as handle:
+        handle.truncate(17 * MIB)  # sparse: 17 MiB of NUL bytes, no disk needed
+    return str(big)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_zero, "-r /dev/zero: more than 16 MiB, the limit: not a requirements file"),
+        (_seventeen_mib, "bytes, over the limit of 16 MiB: not a requirements file"),
+        # The open does not wait for a writer: nothing to read, so no names.
+        (_fifo_without_writer, "no package names given: -r "),
+    ],
+    ids=["dev-zero", "regular-over-16-MiB", "fifo-without-writer"],
+)
+def test_requirements_file_is_read_within_bounds(
+    make_venv: MakeVenv,
+    tmp_path: Path,
+    outside: Path,
+    make: Callable[[Path], str],
+    message: str,
+) -> None:
+    venv = make_venv("leftpad")
+    path = make(tmp_path)
+    before = everything(venv, outside)
+
+    run = run_bounded(venv, "--no-probe", "-r", path)
+
+    assert_refused(run, message)
+    if not path.startswith("/dev/"):
+        assert path in run.stderr
+    assert everything(venv, outside) == before
