@@ -26,13 +26,19 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 class Finding(Struct, frozen=True):
     """One thing missing from the environment, and who needs it."""
 
-    kind: str  # "library", "module", "requirement", "hollow"
+    kind: str  # "library", "module", "requirement", "hollow", "record"
     what: str  # the soname, module, requirement or distribution
     needed_by: str  # who needs it (distribution or object path), "" when unknown
     provider: str | None = None  # name==version that provided it, when a snapshot knows
     snapshot: str | None = None  # the snapshot whose stash holds the provider
+    detail: str = ""  # "record": why the RECORD can't be read, naming the file
 
     def describe(self) -> str:
+        if self.kind == "record":
+            return (
+                f"unreadable RECORD of {self.what} ({self.detail}): which files it installed "
+                "is unknown, and it cannot be removed or stashed until it is reinstalled"
+            )
         where = f" (needed by {self.needed_by})" if self.needed_by else ""
         source = (
             f": provided by {self.provider}, kept in snapshot {self.snapshot}"
@@ -169,7 +175,8 @@ def examine(
     owned: Ownership,
     snapshots: Sequence[Snapshot],
 ) -> list[Finding]:
-    """Everything broken at once: unresolved libraries, unmet requirements, hollow installs."""
+    """Everything broken at once: unresolved libraries, unmet requirements, hollow installs,
+    RECORDs that can't be read."""
     findings: list[Finding] = []
     seen_sonames: dict[str, list[str]] = {}
     for dist, _obj, soname in unresolved(index, owned):
@@ -185,4 +192,9 @@ def examine(
         version = installed[name].version
         pin, snap = _provider(snapshots, _is_release(name, version))
         findings.append(Finding("hollow", f"{name}=={version}", "", pin, snap))
+    for name, reason in sorted(owned.unreadable.items()):
+        # No provider: a reinstall of the same version is what repairs it, and neither a
+        # rollback (it keeps an installed release as it is) nor a plain install would do one.
+        what = f"{name}=={installed[name].version}"
+        findings.append(Finding("record", what, "", detail=reason))
     return findings

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from msgspec import Struct
@@ -15,11 +15,17 @@ from packaging.utils import canonicalize_name
 
 from . import process
 from .atomicfile import write_atomically
+from .bounded import open_regular, read_bytes
 from .errors import EnvironmentNotFound, EnvironmentNotWritable
 from .names import unsafe_name, unsafe_version
 from .records import RecordEntry, read_record
 
 _BIN = "Scripts" if sys.platform == "win32" else "bin"
+# What a dist-info file may hold at most; beyond, it is read as missing. A header of 16 MiB
+# (some put the whole README in a Description field) is already none a tool would write.
+_MAX_HEADER_BYTES = 16 * 1024 * 1024
+_MAX_DIRECT_URL_BYTES = 1024 * 1024  # a URL, a commit, a subdirectory
+_MAX_INSTALLER_BYTES = 4 * 1024  # one word: "uv", "pip"
 
 # Asked of the target interpreter once per run; -I keeps the user's site and env out.
 _QUERY = r"""
@@ -220,42 +226,52 @@ class InstalledDistribution(Struct, frozen=True):
 
     def requires_dist(self) -> list[str]:
         """Requires-Dist values from the METADATA header; the long description is not read."""
-        values = []
         try:
-            with open(self.dist_info / "METADATA", encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    if line in ("\n", "\r\n"):
-                        break
-                    if line.startswith("Requires-Dist:"):
-                        values.append(line[len("Requires-Dist:") :].strip())
+            return [
+                line[len("Requires-Dist:") :].strip()
+                for line in _header_lines(self.dist_info / "METADATA")
+                if line.startswith("Requires-Dist:")
+            ]
         except OSError:
             return []
-        return values
+
+
+def _header_lines(metadata: Path) -> Iterator[str]:
+    """The lines of a METADATA header, up to the blank line before the body, and no more than
+    _MAX_HEADER_BYTES of them. Raises OSError when the file can't be read, or is no regular
+    file (a FIFO would block the open, /dev/zero never end a line)."""
+    with open_regular(metadata) as handle:
+        budget = _MAX_HEADER_BYTES
+        while budget > 0 and (raw := handle.readline(budget)):
+            budget -= len(raw)
+            line = raw.decode("utf-8", errors="replace")
+            if line in ("\n", "\r\n"):
+                return
+            yield line
 
 
 def _read_name_version(metadata: Path) -> tuple[str, str] | None:
     """Name and Version from a METADATA header, without parsing the whole file."""
     name = version = None
     try:
-        with open(metadata, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line in ("\n", "\r\n"):
-                    break  # the body starts; the header had no Name/Version
-                if line.startswith("Name:"):
-                    name = line[5:].strip()
-                elif line.startswith("Version:"):
-                    version = line[8:].strip()
-                if name and version:
-                    return name, version
+        for line in _header_lines(metadata):
+            if line.startswith("Name:"):
+                name = line[5:].strip()
+            elif line.startswith("Version:"):
+                version = line[8:].strip()
+            if name and version:
+                return name, version
     except OSError:
         return None
-    return None
+    return None  # the header had no Name/Version
 
 
-def _read_text(path: Path) -> str | None:
+def _read_text(path: Path, limit: int) -> str | None:
+    """The file's text; None when it is missing, unreadable, over ``limit`` or not UTF-8: what
+    it says is then unknown, as if it were not there."""
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
+        return read_bytes(path, limit).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
 
 
@@ -267,7 +283,7 @@ def read_distribution(dist_info: Path) -> InstalledDistribution | None:
     if unsafe_name(canonicalize_name(name)) or unsafe_version(version):
         return None  # a name or version that could act as a path or a requirement's syntax
     source = Source(kind="index")
-    direct_url = _read_text(dist_info / "direct_url.json")
+    direct_url = _read_text(dist_info / "direct_url.json", _MAX_DIRECT_URL_BYTES)
     if direct_url:
         try:
             data = json.loads(direct_url)
@@ -279,7 +295,7 @@ def read_distribution(dist_info: Path) -> InstalledDistribution | None:
         name=name,
         version=version,
         dist_info=dist_info,
-        installer=(_read_text(dist_info / "INSTALLER") or "").strip(),
+        installer=(_read_text(dist_info / "INSTALLER", _MAX_INSTALLER_BYTES) or "").strip(),
         requested=(dist_info / "REQUESTED").exists(),
         source=source,
     )

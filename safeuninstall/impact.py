@@ -161,6 +161,15 @@ class MetadataOnly(Struct, frozen=True):
     provided_by: tuple[str, ...]  # where the files it stands for come from, when found
 
 
+class UnreadableRecord(Struct, frozen=True):
+    """A distribution whose RECORD is there but cannot be read: which files it has is unknown.
+    One being removed cannot be stashed, so its removal is refused before any change."""
+
+    name: str
+    reason: str  # names the file
+    removed: bool
+
+
 class ImpactReport(Struct, frozen=True):
     """What removing some distributions would break, drift or leave behind."""
 
@@ -170,6 +179,7 @@ class ImpactReport(Struct, frozen=True):
     shared_files: tuple[SharedFile, ...]
     library_changes: tuple[LibraryChange, ...]
     metadata_only: tuple[MetadataOnly, ...]
+    unreadable_records: tuple[UnreadableRecord, ...] = ()
 
     @property
     def hollow(self) -> tuple[str, ...]:
@@ -214,6 +224,7 @@ class ImpactReport(Struct, frozen=True):
             "metadata_only": [
                 {"name": m.name, "provided_by": list(m.provided_by)} for m in self.metadata_only
             ],
+            "unreadable_records": [msgspec.structs.asdict(u) for u in self.unreadable_records],
         }
 
 
@@ -234,6 +245,8 @@ def _metadata_only(
     """Removed distributions whose RECORD lists nothing outside their own dist-info."""
     found = []
     for name in removed:
+        if name in owned.unreadable:
+            continue  # its files are unknown, not none
         dist = installed[name]
         info_dir = normalise(str(dist.dist_info))
         if any(not p.startswith(info_dir + os.sep) for p in owned.files.get(name, ())):
@@ -286,4 +299,8 @@ def impact_report(
         shared_files=tuple(_shared_files(owned, removed)),
         library_changes=tuple(library_changes(index, owned, removed)),
         metadata_only=tuple(_metadata_only(installed, owned, removed)),
+        unreadable_records=tuple(
+            UnreadableRecord(name, reason, name in removed)
+            for name, reason in sorted(owned.unreadable.items())
+        ),
     )

@@ -38,6 +38,9 @@ class Ownership(Struct, frozen=True):
 
     owners: Mapping[str, tuple[str, ...]]
     files: Mapping[str, tuple[str, ...]]  # dist key -> its files
+    # dist key -> why its RECORD, which is there, can't be read (naming the file): what that
+    # distribution owns is unknown
+    unreadable: Mapping[str, str] = {}
 
     def shared_paths(self) -> set[str]:
         """Paths that more than one distribution lists."""
@@ -53,18 +56,23 @@ class Ownership(Struct, frozen=True):
 def ownership(installed: Mapping[str, InstalledDistribution]) -> Ownership:
     owners: dict[str, list[str]] = {}
     files: dict[str, tuple[str, ...]] = {}
+    unreadable: dict[str, str] = {}
     for key, dist in installed.items():
         try:
             entries = dist.record()
-        except OSError:
+        except FileNotFoundError:  # none written (some installers): as before, nothing known
             files[key] = ()
+            continue
+        except OSError as err:  # there, but broken: said where it matters
+            files[key] = ()
+            unreadable[key] = str(err)
             continue
         site = str(dist.site_dir)
         paths = tuple(normalise(os.path.join(site, e.path)) for e in entries)
         files[key] = paths
         for path in paths:
             owners.setdefault(path, []).append(key)
-    return Ownership({p: tuple(o) for p, o in owners.items()}, files)
+    return Ownership({p: tuple(o) for p, o in owners.items()}, files, unreadable)
 
 
 class LibraryChange(Struct, frozen=True):

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import base64
 import csv
+import io
 from pathlib import Path
 
 from msgspec import Struct
 
+from .bounded import Unusable, read_bytes
+
 _CHUNK = 1024 * 1024
+# The largest RECORDs in the wild (tensorflow, plotly, the CUDA wheels) hold a few MB; one
+# over this is not a RECORD, and reading it would only cost memory.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+_MAX_SIZE_DIGITS = 19  # 2**63 has 19: a bigger size is no file's (and int() of 5000 digits raises)
 
 
 class RecordEntry(Struct, frozen=True):
@@ -30,23 +37,43 @@ def _hex_from_record_hash(value: str) -> str | None:
 
 
 def read_record(path: Path) -> list[RecordEntry]:
-    """Entries of a RECORD file; raises OSError when it can't be read."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle))
+    """Entries of a RECORD file.
+
+    Raises OSError when it can't be read, and its subclass bounded.Unusable (the message names
+    the file) when it is not a RECORD this tool can trust to list the files: over
+    MAX_RECORD_BYTES, not a regular file, not UTF-8, not CSV (a field over csv's 128 KiB
+    limit), a path with a NUL byte, which no file can have, or a size that is no number.
+    """
+    raw = read_bytes(path, MAX_RECORD_BYTES)
+    try:
+        rows = list(csv.reader(io.StringIO(raw.decode("utf-8"), newline="")))
+    except UnicodeDecodeError as err:
+        raise Unusable(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except csv.Error as err:
+        raise Unusable(f"{path}: not a CSV file ({err})") from None
     entries = []
-    for row in rows:
+    for number, row in enumerate(rows, start=1):
         if not row or not row[0]:
             continue
+        if "\0" in row[0]:
+            raise Unusable(f"{path}: row {number}: a path with a NUL byte")
         hash_field = row[1] if len(row) > 1 else ""
         size_field = row[2] if len(row) > 2 else ""
+        if size_field and not _is_size(size_field):  # uv refuses such a RECORD too
+            shown = size_field if len(size_field) <= 20 else size_field[:17] + "..."
+            raise Unusable(f"{path}: row {number}: {shown!r} is not a size in bytes")
         entries.append(
             RecordEntry(
                 path=row[0],
                 sha256=_hex_from_record_hash(hash_field) if hash_field else None,
-                size=int(size_field) if size_field.isdigit() else None,
+                size=int(size_field) if size_field else None,
             )
         )
     return entries
+
+
+def _is_size(field: str) -> bool:
+    return field.isascii() and field.isdigit() and len(field) <= _MAX_SIZE_DIGITS
 
 
 def sha256_file(path: Path) -> str:

@@ -208,6 +208,13 @@ def impact_lines(report: ImpactReport) -> list[str]:
             f"metadata-only: {meta.name} has no files besides its metadata; "
             f"what it stands for comes from: {source}"
         )
+    for unreadable in report.unreadable_records:
+        consequence = (
+            "its files cannot be kept, so removing it is refused"
+            if unreadable.removed
+            else f"which files {unreadable.name} shares with the removal is unknown"
+        )
+        lines.append(f"RECORD unreadable: {unreadable.reason}: {consequence}")
     if not lines:
         lines.append("impact: nothing installed depends on it, by metadata or by library")
     return lines

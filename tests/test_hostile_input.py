@@ -118,3 +118,89 @@ def test_requirements_file_is_read_within_bounds(
     if not path.startswith("/dev/"):
         assert path in run.stderr
     assert everything(venv, outside) == before
+
+
+# -- 17: dist-info files that are not what they claim -------------------------------------------
+
+
+def _dist_info(venv: Venv, name: str) -> Path:
+    (found,) = venv.site_packages.glob(f"{name}-*.dist-info")
+    return found
+
+
+def _append(data: bytes) -> Callable[[Path], None]:
+    def write(dist_info: Path) -> None:
+        with (dist_info / "RECORD").open("ab") as handle:
+            handle.write(data)
+
+    return write
+
+
+def _replace(name: str, data: bytes) -> Callable[[Path], None]:
+    return lambda dist_info: (dist_info / name).write_bytes(data)
+
+
+# RECORD lines: a valid one that points outside the environment comes first, so a tool that
+# acted on half a RECORD would touch the outside folder.
+_OUTSIDE_LINE = b"../../../../outside/precious.txt,,\n"
+BROKEN_RECORDS = {
+    "not-utf8": _append(_OUTSIDE_LINE + b"caf\xe9.py,,\n"),
+    "nul-in-path": _append(_OUTSIDE_LINE + b"a\x00b.py,,\n"),
+    "field-over-128-KiB": _append(_OUTSIDE_LINE + b'"' + b"a" * 200_000 + b'",,\n'),
+    "size-of-5000-digits": _append(_OUTSIDE_LINE + b"big.py,," + b"9" * 5000 + b"\n"),
+}
+BROKEN_FILES = {
+    **BROKEN_RECORDS,
+    "installer-not-utf8": _replace("INSTALLER", b"\xff\xfeuv\n"),
+    "direct-url-not-utf8": _replace("direct_url.json", b'{"url": "file:///caf\xe9"}'),
+}
+
+
+@pytest.mark.parametrize("breaks", BROKEN_FILES.values(), ids=BROKEN_FILES.keys())
+def test_a_broken_neighbour_does_not_block_removing_another(
+    make_venv: MakeVenv, outside: Path, breaks: Callable[[Path], None]
+) -> None:
+    venv = make_venv("leftpad", "toolpkg")
+    breaks(_dist_info(venv, "toolpkg"))
+    before = everything(venv, outside)
+    record_broken = breaks in BROKEN_RECORDS.values()
+
+    for command in (("check", "leftpad"), ("doctor",)):
+        looked = run_bounded(venv, *command)
+        assert looked.returncode in (0, 1), looked.stdout + looked.stderr
+        assert "Traceback" not in looked.stderr
+        if record_broken:  # said where it matters: what toolpkg owns is unknown
+            assert "toolpkg-1.0.dist-info/RECORD" in looked.stdout, looked.stdout
+    assert everything(venv, outside) == before
+
+    run = run_bounded(venv, "--no-probe", "leftpad")
+
+    assert "Traceback" not in run.stderr
+    after = everything(venv, outside)
+    if run.returncode == 1 and "Failed to read metadata" in run.stdout:
+        # uv itself (0.13) refuses to uninstall anything beside a direct_url.json it cannot
+        # parse; the tool then restores what uv may have done and proves it.
+        assert breaks is BROKEN_FILES["direct-url-not-utf8"], run.stdout
+        assert "everything was restored and verified" in run.stdout
+        assert after == before
+        return
+    assert run.returncode == 0, run.stdout + run.stderr
+    gone = {k for k in before if "leftpad" in k}
+    assert gone and after == {k: v for k, v in before.items() if k not in gone}
+
+
+@pytest.mark.parametrize("breaks", BROKEN_RECORDS.values(), ids=BROKEN_RECORDS.keys())
+def test_a_broken_record_of_the_removed_package_refuses_before_any_change(
+    make_venv: MakeVenv, outside: Path, breaks: Callable[[Path], None]
+) -> None:
+    venv = make_venv("leftpad", "toolpkg")
+    record = _dist_info(venv, "leftpad") / "RECORD"
+    breaks(record.parent)
+    before = everything(venv, outside)
+
+    run = run_bounded(venv, "--no-probe", "leftpad")
+
+    assert_refused(run, f"leftpad 1.0: cannot read its RECORD: {record}")
+    assert "the environment was not changed" in run.stderr
+    assert everything(venv, outside) == before
+    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
