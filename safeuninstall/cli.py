@@ -362,8 +362,8 @@ def cli() -> None:
     "--requirements",
     "requirement_files",
     multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Read the names to remove from a file; repeatable.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Read the names to remove from a file (- for standard input); repeatable.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option(
@@ -433,15 +433,20 @@ MAX_REQUIREMENTS_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is 
 def read_requirement_names(path: Path) -> list[str]:
     """Distribution names from a requirements file: one per line, specifiers and markers ignored.
 
-    A pipe (``<(cmd)``) or a device is read like a file, up to the same limit: ``/dev/zero`` is
-    refused after 16 MiB, a FIFO nobody writes to reads as empty instead of blocking the open.
+    ``-`` is standard input, as for uv. A pipe (``<(cmd)``) or a device is read like a file,
+    up to the same limit: ``/dev/zero`` is refused after 16 MiB, a FIFO nobody writes to reads
+    as empty instead of blocking the open.
     """
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from .bounded import Unusable, read_bytes
+    from .bounded import Unusable, read_bytes, read_fd
 
     try:
-        text = read_bytes(path, MAX_REQUIREMENTS_BYTES, regular_only=False).decode("utf-8")
+        if str(path) == "-":
+            data = read_fd(0, MAX_REQUIREMENTS_BYTES, name="standard input")
+        else:
+            data = read_bytes(path, MAX_REQUIREMENTS_BYTES, regular_only=False)
+        text = data.decode("utf-8")
     except Unusable as err:
         raise InvalidInput(f"-r {err}: not a requirements file") from None
     except OSError as err:

@@ -120,6 +120,17 @@ def test_requirements_file_is_read_within_bounds(
     assert everything(venv, outside) == before
 
 
+def test_requirements_from_a_pipe_and_from_standard_input(make_venv: MakeVenv) -> None:
+    """The bound keeps what a user pipes in working: ``-r /dev/stdin`` (a pipe) as before,
+    and ``-r -``, standard input as uv reads it, which used to be a file named ``-``."""
+    venv = make_venv("leftpad", "toolpkg")
+    first = run_bounded(venv, "--no-probe", "-r", "/dev/stdin", stdin=b"leftpad\n")
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = run_bounded(venv, "--no-probe", "-r", "-", stdin=b"toolpkg  # a comment\n")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "leftpad" not in venv.installed() and "toolpkg" not in venv.installed()
+
+
 # -- 17: dist-info files that are not what they claim -------------------------------------------
 
 
