@@ -602,6 +602,8 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
         size = float(text[: len(text) - len(unit)]) * _SIZE_UNITS[unit]
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a size like 500M or 2G") from None
+    if not math.isfinite(size):  # nan, inf, 1e999G: float() takes them, int() does not
+        raise click.BadParameter(f"{value!r} is not a size like 500M or 2G")
     if size < 0:
         raise click.BadParameter("a size can't be negative")
     return int(size)

@@ -215,3 +215,22 @@ def test_a_broken_record_of_the_removed_package_refuses_before_any_change(
     assert "the environment was not changed" in run.stderr
     assert everything(venv, outside) == before
     assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+
+
+# -- 18: a size that is not a number ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", ["nan", "nanM", "inf", "1e999G", "-infK"])
+def test_prune_max_size_that_is_not_a_number_is_a_usage_error(
+    make_venv: MakeVenv, outside: Path, size: str
+) -> None:
+    venv = make_venv("leftpad")
+    assert venv.tool("snapshot").returncode == 0
+    state = _tree(venv.root / ".safe-uninstall")
+    before = everything(venv, outside)
+
+    run = venv.tool("prune", "--max-size", size)
+
+    assert_refused(run, "is not a size like 500M or 2G", code=2)
+    assert everything(venv, outside) == before
+    assert _tree(venv.root / ".safe-uninstall") == state
