@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 import click
 from msgspec import Struct
 
-from . import __version__, config, options, report
+from . import __version__, config, interrupts, options, report
 from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
 from .events import Event, Events
 
@@ -255,6 +254,7 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     with its code; an expected failure is one line (JSON on stdout with --json)."""
     output = common.output
     try:
+        interrupts.release()  # one that came during start-up is raised here
         result = call()
     except SafeUninstallError as err:
         _fail(err, output)
@@ -630,17 +630,12 @@ def prune_command(common: Common, keep: int | None, max_size: int | None, dry_ru
     _run(common, call, lambda result, output: report.prune_summary(result, quiet=output.quiet))
 
 
-def _terminate(signum: int, frame: object) -> None:
-    # SIGTERM takes the same path as Ctrl-C: an in-flight removal is restored before exit.
-    raise KeyboardInterrupt
-
-
 def run(argv: list[str] | None = None) -> int:
     """Run one command line (default: ``sys.argv``) and return its exit code."""
-    # SIGTERM and a hang-up (an SSH session that drops) take the same path as Ctrl-C: an
-    # in-flight removal is restored before exit.
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
+    # Until the command's core begins (_run), an interrupt is held: parsing changes nothing,
+    # and an interrupt that escaped from it was a traceback. Then Ctrl-C, SIGTERM and a
+    # hang-up all take one path: an in-flight removal is restored before exit.
+    interrupts.hold()
     try:
         cli(args=argv, prog_name="safe-uninstall")
     except SystemExit as done:

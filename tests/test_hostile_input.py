@@ -8,6 +8,7 @@ traceback is ever printed.
 from __future__ import annotations
 
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -234,3 +235,127 @@ def test_prune_max_size_that_is_not_a_number_is_a_usage_error(
     assert_refused(run, "is not a size like 500M or 2G", code=2)
     assert everything(venv, outside) == before
     assert _tree(venv.root / ".safe-uninstall") == state
+
+
+# -- 19 and 22: interrupts at a known point -----------------------------------------------------
+
+# Installed as sitecustomize for the tool's own interpreter only (the tool gives its children an
+# environment without PYTHONPATH): sends SIGINT to the process at one named point, once.
+#   import:MODULE            when MODULE is about to be imported
+#   call:FUNCTION            when a Python function of that name is called
+#   c_call:FUNCTION:BUILTIN  when FUNCTION calls the builtin BUILTIN (os.close, say)
+#   record:FILE              nothing: write every module imported, in order, to FILE
+_HOOK = """
+import os, signal, sys
+
+_kind, _, _where = os.environ["INTERRUPT_AT"].partition(":")
+
+
+def _fire():
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+class _Imports:
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if _kind == "record":
+            with open(_where, "a") as handle:
+                handle.write(fullname + "\\n")
+        elif fullname == _where:
+            sys.meta_path.remove(_Imports)
+            _fire()
+        return None
+
+
+def _profile(frame, event, arg):
+    if _kind == "call" and event == "call" and frame.f_code.co_name == _where:
+        sys.setprofile(None)
+        _fire()
+    elif _kind == "c_call" and event == "c_call":
+        function, _, builtin = _where.partition(":")
+        if frame.f_code.co_name == function and getattr(arg, "__name__", "") == builtin:
+            sys.setprofile(None)
+            _fire()
+
+
+if _kind in ("import", "record"):
+    sys.meta_path.insert(0, _Imports)
+else:
+    sys.setprofile(_profile)
+"""
+
+
+@pytest.fixture
+def interrupt_at(tmp_path: Path) -> Callable[[str], dict[str, str]]:
+    """The variables that make the tool's process interrupt itself at ``where``."""
+    hook = tmp_path / "interrupt-hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_HOOK)
+    return lambda where: {"PYTHONPATH": str(hook), "INTERRUPT_AT": where}
+
+
+def assert_interrupted_before_any_change(run: Run) -> None:
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.splitlines() == [
+        "safe-uninstall: error: interrupted before any change",
+        "safe-uninstall: the environment was not changed",
+    ], run.stderr
+
+
+START_UP_POINTS = [
+    "import:safeuninstall.cli",  # the first thing main() does: most of start-up
+    "import:click",
+    "import:msgspec",
+    "import:safeuninstall.config",
+    "call:parse_args",  # click reading the command line
+    "call:with_common",  # the command's function, before its core
+    "call:open_context",  # inside the core, before any change: mapped already
+]
+
+
+@pytest.mark.parametrize("where", START_UP_POINTS)
+def test_an_interrupt_at_start_up_is_one_line(
+    make_venv: MakeVenv,
+    outside: Path,
+    interrupt_at: Callable[[str], dict[str, str]],
+    where: str,
+) -> None:
+    venv = make_venv("leftpad")
+    before = everything(venv, outside)
+
+    run = venv.tool("--no-probe", "leftpad", **interrupt_at(where))
+
+    assert_interrupted_before_any_change(run)
+    assert everything(venv, outside) == before
+    assert "leftpad" in venv.installed()
+
+
+def test_an_interrupt_in_any_import_of_start_up_is_one_line(
+    make_venv: MakeVenv,
+    tmp_path: Path,
+    outside: Path,
+    interrupt_at: Callable[[str], dict[str, str]],
+) -> None:
+    """Every module the command imports after holding interrupts, recorded by one run; then
+    ten of them, drawn with a seed that a failure prints, each interrupted in a run of its own."""
+    venv = make_venv("leftpad")
+    order = tmp_path / "imports.txt"
+    recorded = venv.tool("--no-probe", "--dry-run", "leftpad", **interrupt_at(f"record:{order}"))
+    assert recorded.returncode == 0, recorded.stderr
+    names = list(dict.fromkeys(order.read_text().split()))
+    held = names[names.index("safeuninstall.interrupts") + 1 :]
+    assert "safeuninstall.cli" in held and len(held) > 20, held
+    seed = int(os.environ.get("INTERRUPT_SEED", "20261130"))
+    chosen = random.Random(seed).sample(held, 10)
+    before = everything(venv, outside)
+
+    for module in chosen:
+        run = venv.tool("--no-probe", "leftpad", **interrupt_at(f"import:{module}"))
+        context = f"seed {seed} (INTERRUPT_SEED), import of {module}:\n{run.stderr}"
+        assert run.returncode == 1, context
+        assert "Traceback" not in run.stderr, context
+        assert run.stderr.startswith("safe-uninstall: error: interrupted before any change"), (
+            context
+        )
+        assert everything(venv, outside) == before, context

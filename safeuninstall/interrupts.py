@@ -1,0 +1,55 @@
+"""Ctrl-C, SIGTERM and a hang-up: where they stop the command, and where they wait.
+
+They all take one path: KeyboardInterrupt, which the core turns into a restore of whatever it
+changed, and the CLI into "interrupted before any change" (exit 1) when nothing was.
+
+Start-up, from the entry point's first line to the moment the command's core begins (``hold``,
+then ``release``: importing the tool and parsing the command line), must not be cut in the
+middle. An interrupt there used to escape as a traceback from whatever import it hit. Nothing
+can have changed yet, and these steps are short and never wait on anything, so it is noted and
+raised once the CLI can say so in one line.
+"""
+
+from __future__ import annotations
+
+# Imported by __main__ before it holds interrupts: nothing here but signal and what Python has
+# loaded anyway by the time a script runs.
+import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held: set[int] = set()  # the signals held now
+_noted: list[int] = []  # what arrived while held
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _note(signum: int, frame: FrameType | None) -> None:
+    _noted.append(signum)
+
+
+def hold() -> None:
+    """From here until ``release``, an interrupt is only noted. A signal the command was
+    started with ignored (a hang-up under nohup, Ctrl-C for ``cmd &`` in a script) stays
+    ignored, as Python leaves an ignored SIGINT."""
+    for signum in SIGNALS:
+        if signum in _held or signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _note)
+            _held.add(signum)
+
+
+def release() -> None:
+    """From here every one held raises KeyboardInterrupt (SIGTERM and a hang-up, an SSH
+    session that drops, take Ctrl-C's path); one noted while held is raised now. Nothing
+    if none was held (the CLI called in-process, by a test)."""
+    for signum in _held:
+        signal.signal(signum, _interrupt)
+    _held.clear()
+    if _noted:
+        _noted.clear()
+        raise KeyboardInterrupt
