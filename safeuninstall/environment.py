@@ -13,7 +13,7 @@ from pathlib import Path
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
-from . import process
+from . import interrupts, process
 from .atomicfile import write_atomically
 from .bounded import open_regular, read_bytes
 from .errors import EnvironmentNotFound, EnvironmentNotWritable
@@ -345,15 +345,22 @@ def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDist
 
 def ensure_writable(interpreter: Interpreter) -> None:
     """Refuse a read-only environment before any change. A real write, because os.access says
-    yes to root even on a read-only mount or an immutable folder."""
+    yes to root even on a read-only mount or an immutable folder.
+
+    The test file is created and deleted with interrupts deferred: Ctrl-C or SIGTERM between
+    the two left it in the environment of a command that then said it changed nothing.
+    """
     for folder in (*interpreter.site_dirs, Path(interpreter.scripts)):
         if not folder.is_dir():
             continue
-        try:
-            fd, probe = tempfile.mkstemp(prefix=".safe-uninstall-write-test-", dir=folder)
-        except OSError as err:
-            raise EnvironmentNotWritable(
-                f"{folder} is not writable ({err.strerror}): nothing can be removed from it"
-            ) from None
-        os.close(fd)
-        os.unlink(probe)
+        with interrupts.deferred():
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".safe-uninstall-write-test-", dir=folder)
+            except OSError as err:
+                raise EnvironmentNotWritable(
+                    f"{folder} is not writable ({err.strerror}): nothing can be removed from it"
+                ) from None
+            try:
+                os.close(fd)
+            finally:
+                os.unlink(probe)

@@ -3,21 +3,30 @@
 They all take one path: KeyboardInterrupt, which the core turns into a restore of whatever it
 changed, and the CLI into "interrupted before any change" (exit 1) when nothing was.
 
-Start-up, from the entry point's first line to the moment the command's core begins (``hold``,
-then ``release``: importing the tool and parsing the command line), must not be cut in the
-middle. An interrupt there used to escape as a traceback from whatever import it hit. Nothing
-can have changed yet, and these steps are short and never wait on anything, so it is noted and
-raised once the CLI can say so in one line.
+Two stretches must not be cut in the middle, and hold them back instead:
+
+- Start-up, from the entry point's first line to the moment the command's core begins
+  (``hold``, then ``release``): importing the tool and parsing the command line. An
+  interrupt there used to escape as a traceback from whatever import it hit. Nothing can
+  have changed yet, and these steps are short and never wait on anything, so it is noted and
+  raised once the CLI can say so in one line.
+- A step that must undo itself (``deferred``): the write test creates a file in the
+  environment and deletes it; an interrupt between the two left it there.
+
+A SIGKILL stops either; nothing in the environment is then left half done by them but, in the
+write test, one empty hidden file.
 """
 
 from __future__ import annotations
 
 # Imported by __main__ before it holds interrupts: nothing here but signal and what Python has
 # loaded anyway by the time a script runs.
+import contextlib
 import signal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -53,3 +62,25 @@ def release() -> None:
     if _noted:
         _noted.clear()
         raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Inside, an interrupt is noted; on the way out the handler in place before gets it.
+
+    Only the main thread can set a handler; elsewhere (where no handler runs either) the block
+    runs as it is."""
+    import threading  # loaded long before any caller gets here
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous = {signum: signal.signal(signum, lambda s, f: noted.append(s)) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if noted:
+            signal.raise_signal(noted[0])

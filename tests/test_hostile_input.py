@@ -359,3 +359,19 @@ def test_an_interrupt_in_any_import_of_start_up_is_one_line(
             context
         )
         assert everything(venv, outside) == before, context
+
+
+def test_an_interrupt_during_the_write_test_leaves_nothing(
+    make_venv: MakeVenv, outside: Path, interrupt_at: Callable[[str], dict[str, str]]
+) -> None:
+    """SIGINT right after the write test created its file (as it closes it): the file must be
+    gone when the command says that the environment was not changed."""
+    venv = make_venv("leftpad")
+    before = everything(venv, outside)
+
+    run = venv.tool("--no-probe", "leftpad", **interrupt_at("c_call:ensure_writable:close"))
+
+    assert_interrupted_before_any_change(run)
+    assert everything(venv, outside) == before
+    leftovers = [p for p in venv.root.rglob(".safe-uninstall-write-test-*")]
+    assert leftovers == []
