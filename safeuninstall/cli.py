@@ -459,12 +459,19 @@ def read_requirement_names(path: Path) -> list[str]:
         if not line or line.startswith("#"):
             continue
         if line.startswith("-"):
-            raise InvalidInput(f"{path}:{number}: options are not supported here: {line!r}")
+            raise InvalidInput(f"{path}:{number}: options are not supported here: {_shown(line)}")
         try:
             names.append(Requirement(line).name)
         except InvalidRequirement:
-            raise InvalidInput(f"{path}:{number}: not a requirement: {line!r}") from None
+            raise InvalidInput(f"{path}:{number}: not a requirement: {_shown(line)}") from None
     return names
+
+
+def _shown(line: str) -> str:
+    """A line for a message: quoted, and short (a file of one 10 MB line is no reason to print
+    10 MB)."""
+    text = repr(line)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @_command("rollback", probes=True, offline=True)

@@ -121,6 +121,17 @@ def test_requirements_file_is_read_within_bounds(
     assert everything(venv, outside) == before
 
 
+def test_a_bad_requirements_line_is_quoted_short(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    junk = tmp_path / "junk.txt"
+    junk.write_text("not a requirement " + "x" * 1_000_000 + "\n")
+
+    run = run_bounded(venv, "--no-probe", "-r", str(junk))
+
+    assert_refused(run, f"{junk}:1: not a requirement: 'not a requirement xxx")
+    assert len(run.stderr) < 1000
+
+
 def test_requirements_from_a_pipe_and_from_standard_input(make_venv: MakeVenv) -> None:
     """The bound keeps what a user pipes in working: ``-r /dev/stdin`` (a pipe) as before,
     and ``-r -``, standard input as uv reads it, which used to be a file named ``-``."""
