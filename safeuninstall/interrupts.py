@@ -10,8 +10,9 @@ Two stretches must not be cut in the middle, and hold them back instead:
   interrupt there used to escape as a traceback from whatever import it hit. Nothing can
   have changed yet, and these steps are short and never wait on anything, so it is noted and
   raised once the CLI can say so in one line.
-- A step that must undo itself (``deferred``): the write test creates a file in the
-  environment and deletes it; an interrupt between the two left it there.
+- A step that must not be cut in two (``deferred``): the write test creates a file in the
+  environment and deletes it (an interrupt between the two left it there); uv's uninstall
+  runs to its end before the restore starts; a restore finishes before the command exits.
 
 A SIGKILL stops either; nothing in the environment is then left half done by them but, in the
 write test, one empty hidden file.
@@ -65,22 +66,24 @@ def release() -> None:
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """Inside, an interrupt is noted; on the way out the handler in place before gets it.
+def deferred(*, obey: bool = True) -> Iterator[list[int]]:
+    """Inside, an interrupt is noted, in the list yielded. On the way out, with ``obey``, the
+    first noted goes to the handler in place before (KeyboardInterrupt, or an outer block's
+    note: blocks nest); without, it stays noted and the caller says what it did with it.
 
     Only the main thread can set a handler; elsewhere (where no handler runs either) the block
     runs as it is."""
     import threading  # loaded long before any caller gets here
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
     previous = {signum: signal.signal(signum, lambda s, f: noted.append(s)) for signum in SIGNALS}
     try:
-        yield
+        yield noted
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        if noted:
+        if noted and obey:
             signal.raise_signal(noted[0])

@@ -23,15 +23,13 @@ import contextlib
 import datetime
 import os
 import shutil
-import signal
-import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from msgspec import Struct
 
-from . import __version__
+from . import __version__, interrupts
 from .context import Context
 from .environment import InstalledDistribution
 from .errors import BackendError, SnapshotInvalid
@@ -40,9 +38,6 @@ from .plan import StashCandidate, StashKey, build_stash_index
 from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
 from .stash import StashHasher, relative_to_root, stash_distribution, stash_folder_name
-
-# Ctrl-C, kill, and a hang-up (the CLI maps all three to KeyboardInterrupt).
-_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class SnapshotSpec(Struct, frozen=True):
@@ -156,8 +151,7 @@ class Transaction:
         self._hasher: StashHasher | None = None
         self._changed = False  # the installer has run: giving up is no longer possible
         self._finished = False
-        self.interrupted = False  # a deferred interrupt arrived
-        self._deferring = 0  # how deep in interrupts_deferred
+        self.interrupted = False  # an interrupt arrived during interrupts_deferred
         self.snapshot: Snapshot | None = None
 
     def __enter__(self) -> Transaction:
@@ -217,16 +211,12 @@ class Transaction:
         self._step("uninstall")
         self._changed = True
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
-        outermost = self._deferring == 0
         try:
-            with self.interrupts_deferred():
+            # Obeyed once uv is done: KeyboardInterrupt, or noted by a block around this one.
+            with interrupts.deferred():
                 self._ctx.backend.uninstall(names)
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
-        finally:
-            if outermost and self.interrupted:
-                self.interrupted = False  # obeyed now, not "during the restore"
-                raise KeyboardInterrupt
         return None
 
     def probing(self) -> None:
@@ -289,28 +279,12 @@ class Transaction:
 
     @contextlib.contextmanager
     def interrupts_deferred(self) -> Iterator[None]:
-        """While a restore runs, Ctrl-C and SIGTERM are noted, not obeyed: a half-done restore
-        is worse than a late exit. (A SIGKILL still stops it; the journal then leads to
-        ``recover``.) ``interrupted`` says whether one arrived."""
-        if self._deferring or threading.current_thread() is not threading.main_thread():
-            self._deferring += 1  # an outer block defers already (or no handler can be set)
-            try:
-                yield
-            finally:
-                self._deferring -= 1
-            return
-
-        def note(signum: int, frame: object) -> None:
-            self.interrupted = True
-
-        previous = {sig: signal.signal(sig, note) for sig in _DEFERRED_SIGNALS}
-        self._deferring = 1
-        try:
+        """While a restore runs, Ctrl-C, SIGTERM and SIGHUP are noted, not obeyed: a half-done
+        restore is worse than a late exit. (A SIGKILL still stops it; the journal then leads
+        to ``recover``.) ``interrupted`` says afterwards whether one arrived."""
+        with interrupts.deferred(obey=False) as noted:
             yield
-        finally:
-            self._deferring = 0
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        self.interrupted = self.interrupted or bool(noted)
 
 
 def stash_index(
