@@ -14,7 +14,9 @@ with ``packaging.pylock`` first.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -223,6 +225,34 @@ def fallback_path(output: Path) -> Path:
     return output.with_suffix(".txt") if _PYLOCK_NAME.match(output.name) else output
 
 
+_KINDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def _refuse_unless_replaceable(path: Path) -> None:
+    """What is at ``path`` may be replaced only if it is a regular file. The new file is renamed
+    over it, so a symbolic link would not be followed but destroyed, and a FIFO or a device node
+    (``/dev/null`` for root) replaced by a file: refused instead, before anything is written."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise SafeUninstallError(f"{path}: cannot examine it: {err.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+        raise SafeUninstallError(
+            f"{path} exists and is not a regular file ({kind}); refusing to replace it. "
+            "Give the path of a file, or leave out -o to print to standard output"
+        )
+
+
 def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResult:
     """``target`` opens the environment, if a snapshot of it is wanted."""
     if options.format not in FORMATS:
@@ -239,6 +269,7 @@ def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResul
         text = requirements(snap)
     if output is not None:
         output = options.cwd / output
+        _refuse_unless_replaceable(output)
         try:
             write_atomically(output, text.encode("utf-8"), mode=0o644)
         except OSError as err:

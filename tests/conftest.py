@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -278,6 +279,31 @@ def run_tool(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
         cwd=cwd,
     )
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every entry under ``root`` and ``root`` itself: a file's sha256, a symlink's target,
+    "folder", or the kind of anything else (a FIFO is never opened), caches included."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in ["", *dirs, *files] if folder == str(root) else [*dirs, *files]:
+            path = Path(folder, name)
+            mode = path.lstat().st_mode
+            rel = str(path.relative_to(root)) if name else "."
+            if stat.S_ISLNK(mode):
+                found[rel] = "-> " + os.readlink(path)
+            elif stat.S_ISDIR(mode):
+                found[rel] = "folder"
+            elif stat.S_ISREG(mode):
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            else:
+                found[rel] = f"special {stat.S_IFMT(mode):o}"
+    return found
+
+
+def changed(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """The paths added, removed or changed: empty when nothing was touched."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 def wait_for(path: Path, seconds: float = 30.0) -> None:
