@@ -37,8 +37,15 @@ from .plan import (
     plan_restore,
 )
 from .records import sha256_file
-from .snapshot import PackageEntry, Snapshot, StashedFile
-from .stash import check_stash, read_verified, restore_files, stash_folder_name
+from .snapshot import PackageEntry, Snapshot
+from .stash import (
+    FileId,
+    check_stash,
+    file_id,
+    read_verified,
+    restore_files,
+    stash_folder_name,
+)
 from .store import Store
 
 
@@ -49,8 +56,8 @@ class RestoreReport(Struct):
     reinstalled: list[str] = field(default_factory=list)  # pins reinstalled by uv/pip
     failed: list[str] = field(default_factory=list)  # pins that could not be brought back
     notes: list[str] = field(default_factory=list)  # what happened on the way, for the user
-    # (st_dev, st_ino) of files linked back from a stash whose sha256 was checked
-    verified_inodes: set[tuple[int, int]] = field(default_factory=set)
+    # files linked back from a stash whose sha256 was checked, as stash.file_id gives them
+    verified_files: set[FileId] = field(default_factory=set)
     # per distribution restored from a stash: {path relative to the environment: sha256}
     accepted: dict[str, dict[str, str]] = field(default_factory=dict)
     reinstalled_names: list[str] = field(default_factory=list)
@@ -130,11 +137,13 @@ class _Restore:
                 snapshot_dir=folder,
                 env_root=Path(self.ctx.interpreter.prefix),
                 displaced_dir=self.job.displaced_dir,
+                checked=checked,
             )
         except OSError as err:
             report.notes.append(f"{entry.pin}: restore from stash failed: {err}")
             return False
-        report.verified_inodes.update(_inodes(stash.files, folder / stash.folder))
+        # The files as checked: restore_files linked back exactly those (or hashed a copy).
+        report.verified_files.update(checked.identities.values())
         report.accepted[entry.name] = checked.accepted
         report.from_stash.append(entry.pin)
         if checked.modified:
@@ -231,17 +240,6 @@ def _restore_total(plan: RestorePlan) -> int:
     return total
 
 
-def _inodes(files: Iterable[StashedFile], root: Path) -> set[tuple[int, int]]:
-    found = set()
-    for stashed in files:
-        try:
-            info = (root / stashed.path).lstat()
-        except OSError:
-            continue
-        found.add((info.st_dev, info.st_ino))
-    return found
-
-
 class Verification(Struct, frozen=True):
     """The proof that an environment matches a snapshot again."""
 
@@ -318,7 +316,7 @@ def verify(
         pin = f"{name}=={wanted[name].version}" if name in wanted else name
         for rel, sha256 in files.items():
             checked += 1
-            if not _holds(env_root / rel, sha256, report.verified_inodes):
+            if not _holds(env_root / rel, sha256, report.verified_files):
                 mismatches.append(f"{pin}: {rel}")
     for name in [*report.reinstalled_names, *intact]:
         dist = installed.get(name)
@@ -345,14 +343,18 @@ def _source(source: Source) -> str:
     return f"{source.kind} {source.url}" if source.url else source.kind
 
 
-def _holds(path: Path, sha256: str, verified_inodes: set[tuple[int, int]]) -> bool:
+def _holds(path: Path, sha256: str, verified_files: set[FileId]) -> bool:
     try:
         info = os.lstat(path)
     except OSError:
         return False
+    # Only a regular file holds bytes of its own: a symbolic link where a file was restored
+    # is not that file, whatever it points to.
+    if not stat.S_ISREG(info.st_mode):
+        return False
     # A file linked back from a stash whose bytes were just checked is that same inode:
     # hashing it again would read every byte twice.
-    if (info.st_dev, info.st_ino) in verified_inodes or stat.S_ISLNK(info.st_mode):
+    if file_id(info) in verified_files:
         return True
     return sha256_file(path) == sha256
 

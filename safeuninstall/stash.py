@@ -3,7 +3,8 @@
 Stashing hard-links every RECORD file into the snapshot folder (same filesystem: no data is
 copied; the uninstall then only drops the other name of each inode) and falls back to a copy
 where linking is impossible. Restoring links them back after checking each one's sha256, so what
-comes back is proven to be the bytes the RECORD lists.
+comes back is proven to be the bytes the RECORD lists: a stashed file must be a regular file (a
+symbolic link is refused, not followed), and the file linked back must be the very one checked.
 """
 
 from __future__ import annotations
@@ -170,6 +171,15 @@ def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
         return {}
 
 
+# (st_dev, st_ino, st_size, st_mtime_ns): the file a check accepted. Size and mtime too, since
+# an inode number is reused as soon as its file is deleted.
+FileId = tuple[int, int, int, int]
+
+
+def file_id(info: os.stat_result) -> FileId:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 class StashCheck(Struct, frozen=True):
     """The result of checking a stash against its recorded hashes."""
 
@@ -178,6 +188,25 @@ class StashCheck(Struct, frozen=True):
     # the RECORD's, or the bytes as installed when the stash was hashed before a change
     accepted: dict[str, str]
     modified: list[str]  # files that differed from their RECORD already before the removal
+    # each accepted file as it was when it was checked: what restore_files may link back
+    identities: dict[str, FileId]
+
+
+def _hash_regular(path: Path, info: os.stat_result) -> str:
+    """sha256 of the regular file ``path``, which ``info`` (its lstat) describes: opened without
+    following a link and without waiting on a FIFO, and refused if it is another file by then."""
+    import hashlib  # as records.sha256_file: on first use
+
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode) or not os.path.samestat(opened, info):
+            raise OSError(errno.ESTALE, "changed while it was being checked")
+        digest = hashlib.sha256()
+        while chunk := handle.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def check_stash(
@@ -193,10 +222,15 @@ def check_stash(
     by hand can fool this, and the stash is the user's own, mode 0700), and is accepted with the
     hash it had then, even where that differs from its RECORD: those were the installed bytes.
     Without such a record a file must match its RECORD sha256.
+
+    Only a regular file can be accepted: a symbolic link in the stash (which a restore would
+    link back as it is, pointing wherever it points) or anything else is a problem, and the
+    distribution is then brought back by a reinstall instead.
     """
     problems = []
     accepted: dict[str, str] = {}
     modified = []
+    identities: dict[str, FileId] = {}
     for stashed in stash.files:
         if on_bytes is not None:
             on_bytes(stashed.size)
@@ -204,23 +238,28 @@ def check_stash(
         kept = snapshot_dir / key
         try:
             info = kept.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                continue  # RECORD hashes a symlink's target; checked after restore instead
+            if not stat.S_ISREG(info.st_mode):
+                kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+                problems.append(FileProblem(stashed.path, f"stashed copy is {kind}"))
+                continue
             known = verified.get(key) if verified is not None else None
             if known is not None and known[0] == _identity(info):
                 accepted[stashed.path] = known[1]
+                identities[stashed.path] = file_id(info)
                 if known[1] != stashed.sha256:
                     modified.append(stashed.path)
                 continue
-            actual = sha256_file(kept)
+            actual = _hash_regular(kept, info)
         except OSError as err:
-            problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {err.strerror}"))
+            why = err.strerror or str(err)
+            problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {why}"))
             continue
         if actual != stashed.sha256:
             problems.append(FileProblem(stashed.path, "stashed copy does not match its sha256"))
         else:
             accepted[stashed.path] = actual
-    return StashCheck(problems, accepted, modified)
+            identities[stashed.path] = file_id(info)
+    return StashCheck(problems, accepted, modified, identities)
 
 
 class StashHasher:
@@ -261,9 +300,9 @@ class StashHasher:
                 kept = self._dir / key
                 try:
                     before = kept.lstat()
-                    if stat.S_ISLNK(before.st_mode):
-                        continue
-                    digest = sha256_file(kept)
+                    if not stat.S_ISREG(before.st_mode):
+                        continue  # never vouched for: check_stash refuses it
+                    digest = _hash_regular(kept, before)
                     if _identity(kept.lstat()) == _identity(before):
                         verified[key] = [*_identity(before), digest]
                 except OSError:
@@ -286,12 +325,20 @@ class StashHasher:
 
 
 def restore_files(
-    stash: PackageStash, *, snapshot_dir: Path, env_root: Path, displaced_dir: Path
+    stash: PackageStash,
+    *,
+    snapshot_dir: Path,
+    env_root: Path,
+    displaced_dir: Path,
+    checked: StashCheck,
 ) -> None:
     """Link every stashed file back to its place in the environment.
 
-    A different file already at a place is first kept under ``displaced_dir`` (nothing is
-    lost), then replaced atomically. Raises OSError on failure.
+    ``checked`` is ``check_stash``'s verdict on this stash, without problems: each file linked
+    back must be the inode it accepted (or, where the link became a copy, hold the bytes it
+    accepted); one that changed since is not put in place. A different file already at a place
+    is first kept under ``displaced_dir`` (nothing is lost), then replaced atomically. Raises
+    OSError on failure.
     """
     real_root = Path(os.path.realpath(env_root))
     ready: set[Path] = set()  # folders checked and created: a package has few, files many
@@ -299,12 +346,15 @@ def restore_files(
     for stashed in sorted(stash.files, key=_metadata_last):
         kept = snapshot_dir / stash.folder / stashed.path
         dest = env_root / stashed.path
+        identity = checked.identities.get(stashed.path)
+        if identity is None:
+            raise OSError(errno.EPERM, f"{kept} was not checked; not linked back")
         if dest.parent not in ready:
             _refuse_escape(dest, real_root)
             dest.parent.mkdir(parents=True, exist_ok=True)
             ready.add(dest.parent)
         if dest.exists() or dest.is_symlink():
-            if _same_file(kept, dest):
+            if _file_id(dest) == identity:
                 continue
             saved = displaced_dir / stashed.path
             _link_or_copy(dest, saved)
@@ -312,6 +362,9 @@ def restore_files(
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()
         _link_or_copy(kept, tmp)
+        if not _is_checked(tmp, identity, checked.accepted[stashed.path]):
+            tmp.unlink()
+            raise OSError(errno.ESTALE, f"{kept} changed since its check; not linked back")
         os.replace(tmp, dest)
         if after_file is not None:
             after_file()
@@ -326,9 +379,21 @@ def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:
     return in_dist_info, in_dist_info and parts[-1] == "METADATA"
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def _file_id(path: Path) -> FileId | None:
     try:
-        return os.path.samestat(a.lstat(), b.lstat())
+        return file_id(path.lstat())
+    except OSError:
+        return None
+
+
+def _is_checked(linked: Path, identity: FileId, sha256: str) -> bool:
+    """``linked`` is the file that was checked; or, made by a copy (another filesystem), a
+    regular file with the bytes that were accepted."""
+    info = linked.lstat()
+    if file_id(info) == identity:
+        return True
+    try:
+        return stat.S_ISREG(info.st_mode) and _hash_regular(linked, info) == sha256
     except OSError:
         return False
 
