@@ -49,6 +49,7 @@ class Context:
         # told how far a long file step is: (step, bytes done, bytes in all)
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
         self.store = Store(state_dir(target.state_dir, interpreter, target.environ))
+        self.store.check()  # before anything in it is read
         self.backend: Backend = backend_for(
             python, target.environ, self.child_env(), target.on_installer_output
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
-from . import interrupts, process
+from . import interrupts, process, trust
 from .atomicfile import write_atomically
 from .bounded import open_regular, read_bytes
 from .errors import EnvironmentNotFound, EnvironmentNotWritable
@@ -156,7 +156,10 @@ def _interpreter_cache(python: Path) -> tuple[Path | None, list[object]]:
     except OSError:
         return None, []
     stamp: list[object] = [str(python), exe.st_ino, exe.st_size, exe.st_mtime_ns, cfg.st_mtime_ns]
-    return venv / ".safe-uninstall" / "interpreter.json", stamp
+    folder = venv / ".safe-uninstall"
+    if trust.problem(folder, "state folder", link_allowed=True) is not None:
+        return None, []  # missing, or another user could have written the answer: ask
+    return folder / "interpreter.json", stamp
 
 
 def _read_cached_interpreter(cache: Path, stamp: list[object]) -> Interpreter | None:

@@ -2,7 +2,8 @@
 
 Default: ``<venv>/.safe-uninstall/`` for a virtual environment (one filesystem with
 site-packages, so stashing is a hard link), ``$XDG_STATE_HOME/safe-uninstall/<slug>/`` for a
-non-virtual interpreter. ``--state-dir`` / ``SAFE_UNINSTALL_STATE_DIR`` override it.
+non-virtual interpreter. ``--state-dir`` / ``SAFE_UNINSTALL_STATE_DIR`` override it. It must be
+the invoking user's and writable by no one else (trust.py).
 
 Layout::
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
+from . import trust
 from .atomicfile import write_atomically
 from .environment import Interpreter
 from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound, StateDirError
@@ -81,10 +83,19 @@ class Store(Struct, frozen=True):
 
         return self.folder(snapshot_id) / SNAPSHOT_FILE
 
+    def check(self) -> None:
+        """Refuse a state folder (or snapshots folder) that another user can change."""
+        if os.path.lexists(self.root):
+            trust.refuse_unless_private(self.root, "state folder", link_allowed=True)
+        if os.path.lexists(self.snapshots_dir):
+            trust.refuse_unless_private(self.snapshots_dir, "snapshots folder")
+
     def ids(self) -> list[str]:
         """Snapshot ids, oldest first."""
         try:
-            names = [e.name for e in os.scandir(self.snapshots_dir) if e.is_dir()]
+            names = [
+                e.name for e in os.scandir(self.snapshots_dir) if e.is_dir(follow_symlinks=False)
+            ]
         except FileNotFoundError:
             return []
         except OSError as err:
@@ -97,7 +108,12 @@ class Store(Struct, frozen=True):
 
     def new_folder(self) -> tuple[str, Path]:
         """Create the folder of the next snapshot, readable by the owner only."""
-        self.snapshots_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._create_root()
+        try:
+            self.snapshots_dir.mkdir(exist_ok=True, mode=0o700)
+        except OSError as err:
+            raise StateDirError(f"cannot create {self.snapshots_dir}: {err.strerror}") from None
+        trust.refuse_unless_private(self.snapshots_dir, "snapshots folder")
         ids = self.ids()
         number = int(ids[-1]) + 1 if ids else 1
         while True:
@@ -245,5 +261,6 @@ class Store(Struct, frozen=True):
             raise StateDirError(
                 f"cannot create the state folder {self.root}: {err.strerror}"
             ) from None
+        trust.refuse_unless_private(self.root, "state folder", link_allowed=True)
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise StateDirError(f"the state folder {self.root} is not writable")

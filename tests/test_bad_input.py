@@ -148,7 +148,8 @@ def test_disk_full_while_stashing(make_venv: MakeVenv, tmp_path: Path) -> None:
     mount.mkdir()
     if (
         subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
+            ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(mount)],
+            capture_output=True,
         ).returncode
         != 0
     ):

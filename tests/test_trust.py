@@ -12,11 +12,17 @@ import stat
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from safeuninstall import restore, stash
 from tests.conftest import UV, MakeVenv, Venv, changed, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="making a folder another user's takes root (CI runs as root)"
+)
 
 
 def _no_traceback(*runs: object) -> None:
@@ -28,6 +34,106 @@ def _stashed(state: Path, snapshot: str, name: str, venv: Venv, file: str) -> Pa
     """A file as a stash keeps it."""
     site = venv.site_packages.relative_to(venv.root)
     return state / "snapshots" / snapshot / "stash" / name / site / file
+
+
+# -- 6. a state folder another user can change --------------------------------------------------
+
+
+def _hostile(folder: Path, how: str) -> None:
+    """``folder`` as another user could have left it: theirs, or writable by anyone."""
+    if how == "owned by another user":
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+    else:
+        folder.chmod(0o777)
+
+
+@as_root
+def test_recover_in_a_state_folder_of_another_user_deletes_nothing(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The other user pre-creates the state folder: a journal at step "stash" whose snapshots
+    folder is a link to a folder of root's. recover deleted root's folder."""
+    venv = make_venv("leftpad")
+    hostile = tmp_path / "hostile"
+    precious = tmp_path / "roots-folder"
+    (precious / "0001").mkdir(parents=True)
+    (precious / "0001" / "keep.txt").write_text("root's\n")
+    hostile.mkdir()
+    (hostile / "snapshots").symlink_to(precious)
+    journal = {
+        "operation": "uninstall",
+        "snapshot": "0001",
+        "step": "stash",
+        "pid": 4242,
+        "started": "2026-11-30T10:00:00+00:00",
+    }
+    (hostile / "journal.toml").write_text(tomli_w.dumps(journal))
+    _hostile(hostile, "owned by another user")
+    venv_before, hostile_before, precious_before = tree(venv.root), tree(hostile), tree(precious)
+
+    run = venv.tool("--state-dir", str(hostile), "recover", "--no-probe")
+
+    _no_traceback(run)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"the state folder {hostile} belongs to uid {NOBODY}" in run.stderr
+    assert changed(precious_before, tree(precious)) == []
+    assert changed(hostile_before, tree(hostile)) == []
+    assert changed(venv_before, tree(venv.root)) == []
+
+
+@pytest.mark.parametrize("folder", ["state folder", "snapshots folder"])
+@pytest.mark.parametrize("how", ["owned by another user", "writable by anyone"])
+def test_a_state_folder_another_user_can_change_is_refused(
+    make_venv: MakeVenv, tmp_path: Path, folder: str, how: str
+) -> None:
+    """A stash file replaced by a link to the other user's code: a rollback linked it into the
+    venv, to run as root."""
+    if how == "owned by another user" and os.geteuid() != 0:
+        pytest.skip("making a folder another user's takes root (CI runs as root)")
+    venv = make_venv("leftpad", "requests")
+    whole = venv.file_hashes()
+    state = tmp_path / "state"
+    assert venv.tool("--state-dir", str(state), "--no-probe", "leftpad").returncode == 0
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "leftpad.py").write_text("raise SystemExit('their code, run as root')\n")
+    kept = _stashed(state, "0001", "leftpad-1.0", venv, "leftpad.py")
+    kept.unlink()
+    kept.symlink_to(theirs / "leftpad.py")
+    _hostile(state if folder == "state folder" else state / "snapshots", how)
+    before, state_before, theirs_before = tree(venv.root), tree(state), tree(theirs)
+    assert whole != venv.file_hashes()  # leftpad is removed
+
+    runs = [
+        venv.tool("--state-dir", str(state), "rollback", "--no-probe"),
+        venv.tool("--state-dir", str(state), "snapshots"),
+        venv.tool("--state-dir", str(state), "--no-probe", "requests"),
+    ]
+
+    _no_traceback(*runs)
+    for run in runs:
+        assert run.returncode == 1, run.stdout + run.stderr
+        where = state if folder == "state folder" else state / "snapshots"
+        assert str(where) in run.stderr
+        assert ("chown" if how == "owned by another user" else "chmod go-w") in run.stderr
+    assert changed(before, tree(venv.root)) == []
+    assert changed(state_before, tree(state)) == []
+    assert changed(theirs_before, tree(theirs)) == []
+
+
+def test_the_tools_own_state_folders_pass_the_check(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """What the tool creates is private: the default folder and one named by --state-dir."""
+    venv = make_venv("leftpad")
+    for args in ((), ("--state-dir", str(tmp_path / "a" / "b"))):
+        run = venv.tool(*args, "snapshot")
+        assert run.returncode == 0, run.stdout + run.stderr
+        again = venv.tool(*args, "snapshots")
+        assert again.returncode == 0 and "0001" in again.stdout, again.stdout + again.stderr
+    for state in (venv.root / ".safe-uninstall", tmp_path / "a" / "b"):
+        for path in (state, state / "snapshots"):
+            info = path.stat()
+            assert info.st_uid == os.geteuid() and not info.st_mode & 0o022, path
 
 
 # -- 7. export -o PATH ---------------------------------------------------------------------------
