@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safeuninstall.backend import find_uv
-from safeuninstall.journal import JOURNAL_FILE
+from safeuninstall.store import VENV_JOURNAL
 
 from .measure import BenchError, Timed, build_launcher, run_timed
 
@@ -91,7 +91,7 @@ class Venv:
         first run (interpreter.json, elf-cache.json, baseline-cache.json): the run after this
         is a user's next command, with an empty history."""
         shutil.rmtree(self.state_dir / "snapshots", ignore_errors=True)
-        (self.state_dir / JOURNAL_FILE).unlink(missing_ok=True)
+        (self.root / VENV_JOURNAL).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

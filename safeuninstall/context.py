@@ -1,5 +1,5 @@
-"""One command's target, opened once: interpreter, state folder, installer, the events it
-emits, and the only environment a child process gets.
+"""One command's target, opened once: interpreter, state folder, the environment's own lock and
+journal, installer, the events it emits, and the only environment a child process gets.
 
 Opened by the CLI before anything else runs, and handed to the baseline's head start and then
 to the operation, so the interpreter is looked up and queried once per command.
@@ -11,13 +11,17 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import process
+from . import locks, process
 from .backend import Backend, backend_for, shell_line
 from .environment import Interpreter, find_python, query_interpreter
 from .events import Events
 from .options import TargetOptions
-from .store import Store, state_dir
+from .store import Store, own_files, state_dir
+
+if TYPE_CHECKING:
+    from .journal import Journal
 
 
 class Context:
@@ -32,6 +36,7 @@ class Context:
         "interpreter",
         "lock_timeout",
         "on_progress",
+        "own",
         "python",
         "store",
     )
@@ -48,8 +53,10 @@ class Context:
         self.emit = events
         # told how far a long file step is: (step, bytes done, bytes in all)
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
-        self.store = Store(state_dir(target.state_dir, interpreter, target.environ))
+        real_prefix = os.path.realpath(interpreter.prefix)
+        self.store = Store(state_dir(target.state_dir, interpreter, target.environ), real_prefix)
         self.store.check()  # before anything in it is read
+        self.own = own_files(interpreter, target.environ)
         self.backend: Backend = backend_for(
             python, target.environ, self.child_env(), target.on_installer_output
         )
@@ -64,17 +71,29 @@ class Context:
             env["VIRTUAL_ENV"] = self.interpreter.prefix
         return env
 
+    def journal(self) -> Journal:
+        """The environment's journal; the snapshot it names is in this command's state folder."""
+        from .journal import Journal  # the operations load it; the head start need not wait
+
+        return Journal(self.own.journal, self.store.root)
+
     @contextmanager
     def locked(self, on_wait: Callable[[], None] | None = None) -> Iterator[bool]:
-        """This environment to this operation alone; yields whether it had to wait."""
+        """This environment, then its state folder, to this operation alone (locks.py); yields
+        whether it had to wait."""
 
         def waiting(message: str) -> None:
             if on_wait is not None:
                 on_wait()
             self.emit("waiting", message)
 
-        with self.store.locked(self.lock_timeout, on_wait=waiting) as waited:
-            yield waited
+        self.own.prepare()
+        busy = "another safe-uninstall operation is running on this environment"
+        with (
+            locks.hold(self.own.lock, self.lock_timeout, busy=busy, on_wait=waiting) as first,
+            self.store.locked(self.lock_timeout, on_wait=waiting) as second,
+        ):
+            yield first or second
 
     def suggest(self, *args: str) -> str:
         """A safe-uninstall command line for this environment, for the user to run next."""

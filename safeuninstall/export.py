@@ -215,8 +215,7 @@ def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:
         if path.is_dir():
             path = path / snapshot_file.SNAPSHOT_FILE
         return snapshot_file.load(path)
-    store = target().store
-    return store.load(store.resolve_id(reference))
+    return target().store.resolve(reference)
 
 
 def fallback_path(output: Path) -> Path:

@@ -1,16 +1,19 @@
 """The transaction journal: what a mutating operation intends, written before it does it.
 
-One file per environment, ``<state>/journal.toml``. It exists exactly while an operation that can
-change the environment is under way: created (and fsynced) before the first mutating step,
-updated before each further step, removed once the outcome is verified. A journal found by the
-next call (under the lock, so its writer is gone) means that writer died half way; ``recover``
-brings the environment back to the snapshot the journal names.
+One file per environment, kept with the environment whatever the state folder
+(``<venv>/.safe-uninstall.journal.toml``, see store.own_files): a run with another
+``--state-dir`` still finds it, and it names the state folder that holds its snapshot. It
+exists exactly while an operation that can change the environment is under way: created (and
+fsynced) before the first mutating step, updated before each further step, removed once the
+outcome is verified. A journal found by the next call (under the lock, so its writer is gone)
+means that writer died half way; ``recover`` brings the environment back to the snapshot the
+journal names.
 
 A journal is read only if every field is one this tool writes: a known operation and step, a
-snapshot id of the form the store gives (``0007``), a pid, a start time, and nothing else, in a
-regular file (not a symbolic link) of at most 64 KiB. Anything else is an unreadable journal:
-``recover`` then acts on nothing it names (a snapshot of ``"."`` or ``"/home"`` would be a
-folder to delete) and says how to go on by hand.
+snapshot id of the form the store gives (``0007``), a pid, a start time, the absolute path of a
+state folder, and nothing else, in a regular file (not a symbolic link) of at most 64 KiB.
+Anything else is an unreadable journal: ``recover`` then acts on nothing it names (a snapshot
+of ``"."`` or ``"/home"`` would be a folder to delete) and says how to go on by hand.
 
 ``checkpoint`` is also where the fault-injection suite kills or signals the process: with
 ``SAFE_UNINSTALL_FAULT=<step>:<KILL|INT|TERM|ENOSPC|RAISE>`` the process sends itself that
@@ -41,7 +44,6 @@ from .atomicfile import write_atomically
 from .errors import JournalUnreadable, UnfinishedTransaction
 from .store import FORMED_ID
 
-JOURNAL_FILE = "journal.toml"
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
 _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
 
@@ -53,7 +55,8 @@ STEPS = frozenset(
     {"stash", "uninstall", "probe", "restore", "restore-reinstall", "verify", "recover"}
     | {f"recover:{step}" for step in _RECOVERED_STEPS}
 )
-MAX_BYTES = 64 * 1024  # a journal holds five short fields; anything bigger is not one of ours
+MAX_BYTES = 64 * 1024  # a journal holds six short fields; anything bigger is not one of ours
+MAX_PATH = 4096  # PATH_MAX: the longest state folder a journal may name
 
 
 class Entry(Struct, frozen=True):
@@ -64,6 +67,7 @@ class Entry(Struct, frozen=True):
     step: str  # the step that was about to run, or the last one done
     pid: int
     started: str
+    state: str  # the state folder that holds the snapshot (absolute)
 
     def describe(self) -> str:
         return (
@@ -73,8 +77,12 @@ class Entry(Struct, frozen=True):
 
 
 class Journal:
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / JOURNAL_FILE
+    """The journal at ``path`` of one environment, as seen by a command whose snapshots are in
+    the state folder ``state_dir``."""
+
+    def __init__(self, path: Path, state_dir: Path) -> None:
+        self.path = path
+        self.state_dir = state_dir
 
     def read(self) -> Entry | None:
         """The operation in progress, None when there is none.
@@ -140,12 +148,31 @@ class Journal:
             "`safe-uninstall rollback ID`"
         )
 
-    def refuse_if_unfinished(self) -> None:
+    def refuse_if_unfinished(self, suggest: Callable[..., str]) -> None:
+        """``suggest(*args)``: a command line for this environment (Context.suggest)."""
         entry = self.read()
         if entry is not None:
             raise UnfinishedTransaction(
                 f"an earlier operation on this environment did not finish: {entry.describe()}. "
-                "Run `safe-uninstall recover` first."
+                f"Run `{self.recover_command(entry, suggest)}` first."
+            )
+
+    def elsewhere(self, entry: Entry) -> bool:
+        """Whether ``entry``'s snapshot is in another state folder than this command's."""
+        return os.path.realpath(entry.state) != os.path.realpath(self.state_dir)
+
+    def recover_command(self, entry: Entry, suggest: Callable[..., str]) -> str:
+        if self.elsewhere(entry):
+            return suggest("--state-dir", entry.state, "recover")
+        return "safe-uninstall recover"
+
+    def refuse_if_elsewhere(self, entry: Entry, suggest: Callable[..., str]) -> None:
+        """recover acts only on a journal whose snapshot is in its own state folder."""
+        if self.elsewhere(entry):
+            raise UnfinishedTransaction(
+                f"an earlier operation on this environment did not finish: {entry.describe()}, "
+                f"in the state folder {entry.state}, not {self.state_dir}. Run "
+                f"`{self.recover_command(entry, suggest)}`."
             )
 
     def begin(self, operation: str, snapshot: str, step: str) -> Entry:
@@ -155,6 +182,7 @@ class Journal:
             step=step,
             pid=os.getpid(),
             started=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            state=str(self.state_dir),
         )
         self._write(entry)
         checkpoint(step)
@@ -170,7 +198,7 @@ class Journal:
         ``must_write=False`` inside a restore: a full disk must not stop the restore itself;
         the journal then still names an earlier step, which ``recover`` handles the same way.
         """
-        updated = Entry(entry.operation, entry.snapshot, step, entry.pid, entry.started)
+        updated = msgspec.structs.replace(entry, step=step)
         try:
             self._write(updated, durable=durable)
         except OSError:
@@ -199,6 +227,7 @@ _FIELDS: dict[str, type] = {
     "step": str,
     "pid": int,
     "started": str,
+    "state": str,
 }
 
 
@@ -222,6 +251,9 @@ def _problem(data: Mapping[str, Any]) -> str | None:
         return f"snapshot: {_shown(data['snapshot'])} is not a snapshot id (like 0007)"
     if data["pid"] <= 0:
         return f"pid: {data['pid']} is not a process id"
+    state = data["state"]
+    if not os.path.isabs(state) or "\0" in state or len(state) > MAX_PATH:
+        return f"state: {_shown(state)} is not the absolute path of a state folder"
     return None
 
 

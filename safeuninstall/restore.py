@@ -171,6 +171,8 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
     real_root = os.path.realpath(env_root)
     removed: list[str] = []
     for snapshot_id in store.ids():
+        if store.of_another_environment(snapshot_id):
+            continue  # its stash holds none of this environment's files
         try:
             stashes = [
                 entry.path

@@ -1,15 +1,27 @@
-"""Where snapshots and stashes live, and the lock that serialises operations on one environment.
+"""Where snapshots and stashes live (the state folder), and where an environment's own lock and
+journal live (beside the environment, whatever the state folder).
 
-Default: ``<venv>/.safe-uninstall/`` for a virtual environment (one filesystem with
-site-packages, so stashing is a hard link), ``$XDG_STATE_HOME/safe-uninstall/<slug>/`` for a
-non-virtual interpreter. ``--state-dir`` / ``SAFE_UNINSTALL_STATE_DIR`` override it. It must be
-the invoking user's and writable by no one else (trust.py).
+State folder, default: ``<venv>/.safe-uninstall/`` for a virtual environment (one filesystem
+with site-packages, so stashing is a hard link), ``$XDG_STATE_HOME/safe-uninstall/<slug>/`` for
+a non-virtual interpreter. ``--state-dir`` / ``SAFE_UNINSTALL_STATE_DIR`` override it; several
+environments may share one. It must be the invoking user's and writable by no one else
+(trust.py), and every snapshot in it names the environment it was taken of: an environment
+sees, prunes and returns to its own snapshots only.
 
 Layout::
 
-    <state>/lock                      filelock; not uv's <venv>/.lock
+    <state>/lock                      the state folder's lock (locks.py)
     <state>/snapshots/0007/snapshot.toml
     <state>/snapshots/0007/stash/<name>-<version>/<path relative to the environment root>
+
+The environment's own files (``own_files``), which ``--state-dir`` never moves::
+
+    <venv>/.safe-uninstall.lock           its lock; not uv's <venv>/.lock
+    <venv>/.safe-uninstall.journal.toml   the operation under way (journal.py)
+
+and for an interpreter outside a venv (or a venv the user may not write to), the same two
+files as ``$XDG_STATE_HOME/safe-uninstall/environments/<hash of the real prefix>.lock`` and
+``.journal.toml``.
 """
 
 from __future__ import annotations
@@ -25,10 +37,10 @@ from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from . import trust
+from . import locks, trust
 from .atomicfile import write_atomically
 from .environment import Interpreter
-from .errors import LockBusy, SnapshotInvalid, SnapshotNotFound, StateDirError
+from .errors import SnapshotInvalid, SnapshotNotFound, StateDirError
 
 if TYPE_CHECKING:
     from .plan import Holdings
@@ -39,6 +51,9 @@ if TYPE_CHECKING:
 # sooner without them.
 
 STATE_DIR_NAME = ".safe-uninstall"
+# A venv's own lock and journal, in the venv itself (own_files)
+VENV_LOCK = f"{STATE_DIR_NAME}.lock"
+VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
 OUTCOME_FILE = "outcome"
 _ID = re.compile(r"\d{1,9}")
 # An id as new_folder forms it (0007): at least four ASCII digits, at most the nine ids() lists.
@@ -59,17 +74,67 @@ def default_state_dir(interpreter: Interpreter, environ: Mapping[str, str]) -> P
         return Path(override).expanduser().absolute()
     if interpreter.is_venv:
         return Path(interpreter.prefix) / STATE_DIR_NAME
-    base = Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return _user_state(environ) / _digest(interpreter.prefix)[:12]
+
+
+def _user_state(environ: Mapping[str, str]) -> Path:
+    return (
+        Path(environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "safe-uninstall"
+    )
+
+
+def _digest(text: str) -> str:
     import hashlib  # only for an interpreter outside a venv: 3.9-4.4 ms of import
 
-    slug = hashlib.sha256(interpreter.prefix.encode()).hexdigest()[:12]
-    return base / "safe-uninstall" / slug
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class OwnFiles(Struct, frozen=True):
+    """The lock and the journal of one environment: where they are whatever the state folder."""
+
+    lock: Path
+    journal: Path
+    # the per-user folder that holds them, checked like a state folder; None: the venv itself
+    folder: Path | None = None
+
+    def prepare(self) -> None:
+        """Make their folder (owner-only) and the lock file; refuse a folder others can change."""
+        if self.folder is not None:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as err:
+                raise StateDirError(f"cannot create {self.folder}: {err.strerror}") from None
+            trust.refuse_unless_private(self.folder, "folder of environment locks")
+        locks.create_lock_file(self.lock)
+
+
+def own_files(interpreter: Interpreter, environ: Mapping[str, str]) -> OwnFiles:
+    """Keyed by the environment's real prefix, so every path to it finds the same files.
+
+    In a venv they are files of the venv itself (whoever may change it may lock it; a venv
+    deleted takes them along). Outside a venv, or in a venv this user can't write to (where no
+    operation of theirs can change anything), under the user's state folder instead, by a hash
+    of the real prefix: nothing of ours goes into /usr.
+    """
+    real = os.path.realpath(interpreter.prefix)
+    if interpreter.is_venv and os.access(real, os.W_OK | os.X_OK):
+        base = Path(real)
+        return OwnFiles(base / VENV_LOCK, base / VENV_JOURNAL)
+    folder = _user_state(environ) / "environments"
+    key = _digest(real)[:16]
+    return OwnFiles(folder / f"{key}.lock", folder / f"{key}.journal.toml", folder)
 
 
 class Store(Struct, frozen=True):
-    """The state folder: snapshots, stashes, journal, caches and the lock."""
+    """The state folder: snapshots, stashes, caches and its lock.
+
+    ``prefix``: the real path of the environment it is opened for. Its snapshots are those taken
+    of that environment; the others in a shared folder are not listed, pruned or returned to.
+    None (tests, tools): every snapshot counts as this environment's.
+    """
 
     root: Path
+    prefix: str | None = None
 
     @property
     def snapshots_dir(self) -> Path:
@@ -91,7 +156,7 @@ class Store(Struct, frozen=True):
             trust.refuse_unless_private(self.snapshots_dir, "snapshots folder")
 
     def ids(self) -> list[str]:
-        """Snapshot ids, oldest first."""
+        """Snapshot ids of every environment, oldest first."""
         try:
             names = [
                 e.name for e in os.scandir(self.snapshots_dir) if e.is_dir(follow_symlinks=False)
@@ -103,8 +168,13 @@ class Store(Struct, frozen=True):
         return sorted((n for n in names if _ID.fullmatch(n)), key=int)
 
     def latest_id(self) -> str | None:
+        """The newest snapshot of any environment: a newer one means that something ran."""
         ids = self.ids()
         return ids[-1] if ids else None
+
+    def is_ours(self, snap: Snapshot) -> bool:
+        """Whether ``snap`` was taken of this store's environment."""
+        return self.prefix is None or os.path.realpath(snap.target.prefix) == self.prefix
 
     def new_folder(self) -> tuple[str, Path]:
         """Create the folder of the next snapshot, readable by the owner only."""
@@ -126,19 +196,28 @@ class Store(Struct, frozen=True):
                 continue
             return snapshot_id, folder
 
-    def resolve_id(self, text: str | None) -> str:
-        """A user's snapshot reference (``7``, ``0007``, ``latest`` or None) to an existing id."""
+    def resolve(self, text: str | None) -> Snapshot:
+        """A user's snapshot reference (``7``, ``0007``, ``latest`` or None), loaded.
+
+        ``latest`` is this environment's newest. A newer snapshot that can't be read stops the
+        search (it may be this environment's): the user names the one to use instead.
+        """
         ids = self.ids()
         if text in (None, "latest"):
-            if not ids:
-                raise SnapshotNotFound(f"no snapshots in {self.snapshots_dir}")
-            return ids[-1]
+            for _, snap in self.iter_loadable():
+                if isinstance(snap, SnapshotInvalid):
+                    raise SnapshotInvalid(
+                        f"{snap.message}; it is the newest snapshot in {self.snapshots_dir}, "
+                        "name the one to use instead (`safe-uninstall snapshots` lists them)"
+                    )
+                return snap
+            raise SnapshotNotFound(f"no snapshots of this environment in {self.snapshots_dir}")
         assert text is not None
         if _ID.fullmatch(text):
             wanted = int(text)
             for existing in ids:
                 if int(existing) == wanted:
-                    return existing
+                    return self.load(existing)
         raise SnapshotNotFound(
             f"no snapshot {text!r} in {self.snapshots_dir} (have: {', '.join(ids[-5:]) or 'none'})"
         )
@@ -176,12 +255,26 @@ class Store(Struct, frozen=True):
         return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None
 
     def iter_loadable(self) -> Iterator[tuple[str, Snapshot | SnapshotInvalid]]:
-        """Every snapshot, newest first, or the error that prevents reading it."""
+        """This environment's snapshots, newest first, and the error of every one that can't be
+        read (whose it is can't be told). Unsaved folders (no snapshot.toml) are left out."""
         for snapshot_id in reversed(self.ids()):
+            if not os.path.lexists(self.snapshot_path(snapshot_id)):
+                continue
             try:
-                yield snapshot_id, self.load(snapshot_id)
+                snap = self.load(snapshot_id)
             except SnapshotInvalid as err:
                 yield snapshot_id, err
+                continue
+            if self.is_ours(snap):
+                yield snapshot_id, snap
+
+    def of_another_environment(self, snapshot_id: str) -> bool:
+        """Whether the snapshot is known to be another environment's (one that can't be read,
+        or was never saved, may be this one's)."""
+        try:
+            return not self.is_ours(self.load(snapshot_id))
+        except SnapshotInvalid:
+            return False
 
     def holdings(self, ids: Sequence[str]) -> Holdings:
         """Every file of these snapshots by inode; an inode all of whose links are inside the
@@ -220,39 +313,16 @@ class Store(Struct, frozen=True):
     def locked(
         self, timeout: float, *, on_wait: Callable[[str], None] | None = None
     ) -> Iterator[bool]:
-        """One operation at a time per environment: filelock's flock, which the kernel drops
-        when its holder dies, so a lock of a dead process is free.
-
-        Yields whether it had to wait: another operation may have changed the environment.
-        """
-        import filelock  # only commands that change something lock: 28.7 ms of import
-
+        """This state folder to one operation at a time (see locks.py); yields whether it had
+        to wait. Under it no live process is filling a snapshot folder here."""
         self._create_root()
-        path = self.root / "lock"
-        lock = filelock.FileLock(path, mode=0o600)
-        waited = False
-        try:
-            try:
-                lock.acquire(blocking=False)
-            except filelock.Timeout:
-                waited = True
-                if timeout <= 0:
-                    raise
-                if on_wait is not None:
-                    on_wait(
-                        "another safe-uninstall operation is running on this environment; "
-                        f"waiting up to {timeout:g} s for it"
-                    )
-                lock.acquire(timeout=timeout)
-        except filelock.Timeout:
-            raise LockBusy(
-                f"another safe-uninstall operation is running on this environment "
-                f"(lock {path} still held after {timeout:g} s)"
-            ) from None
-        try:
+        with locks.hold(
+            self.root / "lock",
+            timeout,
+            busy=f"another safe-uninstall operation is running with the state folder {self.root}",
+            on_wait=on_wait,
+        ) as waited:
             yield waited
-        finally:
-            lock.release()
 
     def _create_root(self) -> None:
         try:

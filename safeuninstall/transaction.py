@@ -33,7 +33,7 @@ from . import __version__, interrupts
 from .context import Context
 from .environment import InstalledDistribution
 from .errors import BackendError, SnapshotInvalid
-from .journal import Entry, Journal
+from .journal import Entry
 from .plan import StashCandidate, StashKey, build_stash_index
 from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
@@ -143,7 +143,7 @@ class Transaction:
 
     def __init__(self, ctx: Context, operation: str, recovering: Entry | None = None) -> None:
         self._ctx = ctx
-        self._journal = Journal(ctx.store.root)
+        self._journal = ctx.journal()
         self._operation = operation
         self._entry = recovering
         self._prefix = "recover:" if recovering is not None else ""

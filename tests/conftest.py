@@ -180,6 +180,11 @@ class Venv:
         return self.root / "bin" / "python"
 
     @property
+    def journal(self) -> Path:
+        """The environment's journal (store.own_files): with it, whatever the state folder."""
+        return self.root / ".safe-uninstall.journal.toml"
+
+    @property
     def site_packages(self) -> Path:
         (site,) = (self.root / "lib").glob("python3*/site-packages")
         return site

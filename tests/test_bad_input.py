@@ -160,7 +160,7 @@ def test_disk_full_while_stashing(make_venv: MakeVenv, tmp_path: Path) -> None:
         )
         assert "nothing was removed" in stderr
         assert list((mount / "snapshots").iterdir()) == []
-        assert not (mount / "journal.toml").exists()
+        assert not (mount / "journal.toml").exists() and not venv.journal.exists()
     finally:
         subprocess.run(["umount", str(mount)], check=True)
 
@@ -463,6 +463,7 @@ def _journal_text(**fields: object) -> str:
         "step": "stash",
         "pid": 4242,
         "started": "2026-11-30T10:00:00+00:00",
+        "state": "/a/state/folder",  # valid: each journal below is wrong in one way only
     }
     entry.update(fields)
     return tomli_w.dumps({k: v for k, v in entry.items() if v is not None})
@@ -483,6 +484,8 @@ HOSTILE_JOURNALS = {
     "unknown step": lambda sibling: _journal_text(step="format"),
     "unknown operation": lambda sibling: _journal_text(operation="rm"),
     "unknown key": lambda sibling: _journal_text() + 'then = "rollback"\n',
+    "state relative": lambda sibling: _journal_text(state="state"),
+    "state missing": lambda sibling: _journal_text(state=None),
 }
 
 
@@ -505,7 +508,7 @@ def state_with_snapshots(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Pat
 
 
 def _journal(venv: Venv) -> Path:
-    return venv.root / ".safe-uninstall" / "journal.toml"
+    return venv.journal
 
 
 def assert_unknown_state(run: Run, venv: Venv) -> None:

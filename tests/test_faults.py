@@ -35,7 +35,7 @@ RECOVER_STEPS = (
 
 
 def journal(venv: Venv) -> Path:
-    return venv.root / ".safe-uninstall" / "journal.toml"
+    return venv.journal
 
 
 def assert_recovered(venv: Venv, hashes: dict[str, str], installed: dict[str, str]) -> None:

@@ -70,7 +70,7 @@ def test_a_rollback_that_cannot_bring_everything_back_changes_nothing(
     assert "the environment was not changed" in run.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
-    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+    assert not venv.journal.exists()
 
 
 def test_a_rollback_whose_reinstall_is_possible_goes_ahead(make_venv: MakeVenv) -> None:

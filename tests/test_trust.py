@@ -8,7 +8,10 @@ folder) with what was there before.
 from __future__ import annotations
 
 import os
+import select
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,95 @@ def _stashed(state: Path, snapshot: str, name: str, venv: Venv, file: str) -> Pa
     """A file as a stash keeps it."""
     site = venv.site_packages.relative_to(venv.root)
     return state / "snapshots" / snapshot / "stash" / name / site / file
+
+
+# -- 3. two environments, one state folder -----------------------------------------------------
+
+
+@pytest.fixture
+def two_venvs(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Venv, Path]:
+    """A and B with one --state-dir; A's leftpad removed, so A's snapshot 0001 holds the only
+    copy of its files."""
+    a = make_venv("leftpad", "requests")
+    b = make_venv("leftpad", "toolpkg")
+    shared = tmp_path / "one-state-for-both"
+    removed = a.tool("--state-dir", str(shared), "--no-probe", "leftpad")
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    return a, b, shared
+
+
+def test_prune_in_one_environment_keeps_the_other_environments_snapshots(
+    two_venvs: tuple[Venv, Venv, Path],
+) -> None:
+    a, b, shared = two_venvs
+    for _ in range(2):  # 0002 and 0003, B's
+        assert b.tool("--state-dir", str(shared), "snapshot").returncode == 0
+    a_before, b_before, state_before = tree(a.root), b.file_hashes(), tree(shared)
+
+    run = b.tool("--state-dir", str(shared), "prune", "--keep", "1", "--json")
+
+    _no_traceback(run)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [r["id"] for r in run.json()["removed"]] == ["0002"]  # type: ignore[index]
+    gone = changed(state_before, tree(shared))
+    assert gone and all(path.startswith("snapshots/0002") for path in gone), gone
+    assert changed(a_before, tree(a.root)) == []
+    assert b.file_hashes() == b_before
+    # A's only copy is there and still works.
+    back = a.tool("--state-dir", str(shared), "rollback", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert a.installed()["leftpad"] == "1.0"
+
+
+def test_one_environments_unfinished_operation_does_not_block_another(
+    two_venvs: tuple[Venv, Venv, Path],
+) -> None:
+    a, b, shared = two_venvs
+    killed = a.tool(
+        "--state-dir", str(shared), "--no-probe", "requests", SAFE_UNINSTALL_FAULT="probe:KILL"
+    )
+    assert killed.returncode == -9
+    a_before, b_before = tree(a.root), b.file_hashes()
+    a_snapshots = {k: v for k, v in tree(shared).items() if not k.startswith("snapshots/0003")}
+
+    run = b.tool("--state-dir", str(shared), "--no-probe", "toolpkg")
+
+    _no_traceback(run)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "did not finish" not in run.stderr
+    assert "toolpkg" not in b.installed()
+    assert {k: v for k, v in b_before.items() if "toolpkg" not in k} == b.file_hashes()
+    after = tree(shared)
+    assert {k: after.get(k) for k in a_snapshots} == a_snapshots  # A's snapshots untouched
+    assert changed(a_before, tree(a.root)) == []
+    # A's own operation is still there to recover.
+    recovered = a.tool("--state-dir", str(shared), "recover", "--no-probe")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert "requests" in a.installed()
+
+
+def test_a_plain_rollback_returns_to_this_environments_latest_snapshot(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    a = make_venv("leftpad", "requests")
+    b = make_venv("leftpad", "toolpkg")
+    shared = tmp_path / "one-state-for-both"
+    b_whole = b.file_hashes()
+    assert b.tool("--state-dir", str(shared), "--no-probe", "toolpkg").returncode == 0  # 0001
+    assert a.tool("--state-dir", str(shared), "--no-probe", "leftpad").returncode == 0  # 0002
+    a_before, state_before = tree(a.root), tree(shared)
+
+    run = b.tool("--state-dir", str(shared), "rollback", "--no-probe", "--json")
+
+    _no_traceback(run)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.json()["snapshot"] == "0001"
+    assert b.file_hashes() == b_whole
+    assert changed(a_before, tree(a.root)) == []
+    after = tree(shared)
+    assert {k: after.get(k) for k in state_before if k.startswith("snapshots/0002")} == {
+        k: v for k, v in state_before.items() if k.startswith("snapshots/0002")
+    }
 
 
 # -- 6. a state folder another user can change --------------------------------------------------
@@ -278,3 +370,110 @@ def test_stash_verified_record_does_not_vouch_for_a_symlink(tmp_path: Path) -> N
     checked = stash.check_stash(kept, snapshot_dir, verified)
     assert [p.problem for p in checked.problems] == ["stashed copy is a symbolic link"]
     assert checked.accepted == {}
+
+
+# -- 13. one lock and one journal per environment, whatever the state folder --------------------
+
+
+def _uv_that_waits(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A uv that, on ``pip uninstall``, says so through the FIFO ``ready`` and waits until the
+    FIFO ``release`` is opened and closed by the test, then does the real uninstall."""
+    ready, release = tmp_path / "ready", tmp_path / "release"
+    os.mkfifo(ready)
+    os.mkfifo(release)
+    wrapper = tmp_path / "uv-that-waits"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, select, sys\n"
+        f"real = {UV!r}\n"
+        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
+        f"    release = os.open({str(release)!r}, os.O_RDONLY | os.O_NONBLOCK)\n"
+        f"    with open({str(ready)!r}, 'w') as note:\n"
+        "        note.write('x')\n"
+        "    select.select([release], [], [], 120)\n"
+        "os.execv(real, [real, *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return wrapper, ready, release
+
+
+def test_a_run_with_another_state_folder_waits_for_the_environments_lock(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("leftpad", "toolpkg")
+    elsewhere = tmp_path / "elsewhere"
+    uv, ready, release = _uv_that_waits(tmp_path)
+    before = venv.file_hashes()
+    listening = os.open(ready, os.O_RDONLY | os.O_NONBLOCK)
+    env = {
+        **os.environ,
+        "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+        "SAFE_UNINSTALL_UV": str(uv),
+        "SAFE_UNINSTALL_STATE_DIR": str(elsewhere),
+    }
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "safeuninstall",
+            "--python",
+            str(venv.root),
+            "--no-probe",
+            "leftpad",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert select.select([listening], [], [], 120)[0], "the first run never reached uv"
+        assert os.read(listening, 1) == b"x"
+        # The first run holds the environment, its uninstall under way; this one has no
+        # SAFE_UNINSTALL_STATE_DIR, so another state folder.
+        second = venv.tool("--no-probe", "--lock-timeout", "0", "toolpkg")
+    finally:
+        os.close(os.open(release, os.O_WRONLY | os.O_NONBLOCK))
+        out, err = first.communicate(timeout=120)
+        os.close(listening)
+
+    _no_traceback(second)
+    assert "Traceback" not in err
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "another safe-uninstall operation is running on this environment" in second.stderr
+    assert first.returncode == 0, out + err
+    assert venv.file_hashes() == {k: v for k, v in before.items() if "leftpad" not in k}
+    assert "toolpkg" in venv.installed()
+    assert not (venv.root / ".safe-uninstall").exists()  # the second run made no snapshot
+
+
+def test_an_unfinished_operation_is_seen_whatever_the_state_folder(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("leftpad", "toolpkg", "requests")
+    whole = venv.file_hashes()
+    elsewhere = str(tmp_path / "elsewhere")
+    killed = venv.tool(
+        "--no-probe",
+        "leftpad",
+        SAFE_UNINSTALL_STATE_DIR=elsewhere,
+        SAFE_UNINSTALL_FAULT="probe:KILL",
+    )
+    assert killed.returncode == -9
+    before, state_before = venv.file_hashes(), tree(Path(elsewhere))
+
+    runs = [venv.tool("--no-probe", "toolpkg"), venv.tool("recover", "--no-probe")]
+
+    _no_traceback(*runs)
+    for run in runs:
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "did not finish" in run.stderr
+        assert f"--state-dir {elsewhere} recover" in run.stderr
+    assert venv.file_hashes() == before
+    assert changed(state_before, tree(Path(elsewhere))) == []
+    assert not (venv.root / ".safe-uninstall" / "snapshots").exists()
+    # The way out that the message gives works.
+    recovered = venv.tool("--state-dir", elsewhere, "recover", "--no-probe")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert venv.file_hashes() == whole

@@ -593,7 +593,7 @@ def test_a_file_already_missing_before_the_removal_does_not_block_the_restore(
     assert run.returncode == 3, data
     assert data["verification"]["ok"] is True  # type: ignore[index]
     assert venv.file_hashes() == before  # as it was: still without that file
-    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+    assert not venv.journal.exists()
     assert venv.tool("--dry-run", "requests").returncode == 0  # nothing left to recover
 
 

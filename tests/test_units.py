@@ -598,13 +598,13 @@ def test_real_dir_equals_realpath(tmp_path: Path) -> None:
 def test_every_step_the_journal_writes_it_reads_back(
     tmp_path: Path, operation: str, step: str
 ) -> None:
-    book = journal.Journal(tmp_path)
+    book = journal.Journal(tmp_path / "journal.toml", tmp_path)
     entry = book.step(book.begin(operation, "0007", "stash"), step)
     assert book.read() == entry
 
 
 def test_the_journal_refuses_to_write_what_it_could_not_read_back(tmp_path: Path) -> None:
-    book = journal.Journal(tmp_path)
+    book = journal.Journal(tmp_path / "journal.toml", tmp_path)
     with pytest.raises(ValueError, match="step: 'reticulate' is not a step"):
         book.begin("uninstall", "0007", "reticulate")
     with pytest.raises(ValueError, match=re.escape("snapshot: '../x' is not a snapshot id")):
@@ -614,7 +614,7 @@ def test_the_journal_refuses_to_write_what_it_could_not_read_back(tmp_path: Path
 
 def test_a_journal_that_is_not_a_file_is_unreadable_without_waiting(tmp_path: Path) -> None:
     """A FIFO would block a plain open until someone writes to it; a folder can't be read."""
-    book = journal.Journal(tmp_path)
+    book = journal.Journal(tmp_path / "journal.toml", tmp_path)
     os.mkfifo(book.path)
     outcome: list[BaseException] = []
 

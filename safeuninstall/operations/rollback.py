@@ -48,15 +48,15 @@ from ..transaction import SnapshotSpec, Transaction, stash_index
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
     """Back to snapshot ``options.snapshot`` (default: the latest)."""
     with ctx.locked():
-        Journal(ctx.store.root).refuse_if_unfinished()
-        wanted = ctx.store.load(ctx.store.resolve_id(options.snapshot))
+        ctx.journal().refuse_if_unfinished(ctx.suggest)
+        wanted = ctx.store.resolve(options.snapshot)
         return _Rollback(ctx, configured, options, wanted).run()
 
 
 def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
     """Finish what an interrupted operation left: return to the snapshot its journal names."""
     with ctx.locked():
-        journal = Journal(ctx.store.root)
+        journal = ctx.journal()
         entry = journal.read()
         if entry is None:
             return RollbackResult(
@@ -65,6 +65,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 python=str(ctx.python),
                 messages=("no unfinished operation on this environment",),
             )
+        journal.refuse_if_elsewhere(entry, ctx.suggest)
         found = f"found: {entry.describe()}"
         ctx.store.remove_unsaved()
         if not entry.snapshot or not ctx.store.snapshot_path(entry.snapshot).is_file():

@@ -8,7 +8,6 @@ from ..backend import shell_line
 from ..context import Context
 from ..environment import installed_distributions
 from ..errors import InvalidInput, SnapshotInvalid
-from ..journal import Journal
 from ..libraries import ownership
 from ..options import PruneOptions
 from ..plan import plan_prune
@@ -53,19 +52,27 @@ def list_snapshots(ctx: Context) -> SnapshotList:
 
 
 def show_snapshot(ctx: Context, reference: str | None) -> Snapshot:
-    return ctx.store.load(ctx.store.resolve_id(reference))
+    return ctx.store.resolve(reference)
 
 
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:
     if options.keep is None and options.max_size is None:
         raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
     with ctx.locked():
-        entry = Journal(ctx.store.root).read()
+        entry = ctx.journal().read()
         if not options.dry_run and entry is None:
             ctx.store.remove_unsaved()  # folders of operations that died while stashing
-        ids = ctx.store.ids()
-        saved = [i for i in ids if ctx.store.snapshot_path(i).is_file()]
+        # This environment's snapshots only (a shared --state-dir holds others' too), and every
+        # one that can't be read: whose it is can't be told, so it stays.
+        unreadable = set()
+        ids: list[str] = []
+        for snapshot_id, snap in ctx.store.iter_loadable():
+            ids.insert(0, snapshot_id)
+            if isinstance(snap, SnapshotInvalid):
+                unreadable.add(snapshot_id)
+        saved = [i for i in ids if i not in unreadable]
         protected = {saved[-1]} if saved else set()  # the latest that is a snapshot at all
+        protected |= unreadable
         if entry is not None and entry.snapshot:
             protected.add(entry.snapshot)
         holdings = ctx.store.holdings(ids)

@@ -29,7 +29,6 @@ from ..environment import (
     installed_distributions,
 )
 from ..errors import BaselineProbeFailed, EnvironmentChanged, Interrupted, InvalidInput
-from ..journal import Journal
 from ..libraries import Drift
 from ..names import parse_requested
 from ..options import UninstallOptions
@@ -59,7 +58,7 @@ def uninstall(
     if not requested:
         raise InvalidInput("no package names given")
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
-        Journal(ctx.store.root).refuse_if_unfinished()
+        ctx.journal().refuse_if_unfinished(ctx.suggest)
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
         plan = plan_removal(requested, installed)
