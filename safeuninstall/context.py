@@ -95,6 +95,16 @@ class Context:
         ):
             yield first or second
 
+    @contextmanager
+    def installer_locked(self) -> Iterator[str | None]:
+        """uv's own lock on a venv while the tool itself writes into it (locks.installer_lock):
+        yields None, or why it goes on without it."""
+        venv = self.interpreter.prefix if self.interpreter.is_venv else None
+        with locks.installer_lock(
+            venv, self.lock_timeout, lambda message: self.emit("waiting", message)
+        ) as missing:
+            yield missing
+
     def suggest(self, *args: str) -> str:
         """A safe-uninstall command line for this environment, for the user to run next."""
         return shell_line(["safe-uninstall", "--python", str(self.python), *args])

@@ -103,9 +103,14 @@ class _Restore:
     def run(self, checkpoint: Callable[[str], object]) -> RestoreReport:
         report = self.report
         reinstall = list(self.plan.reinstall)
-        for entry, candidates in self.plan.from_stash:
-            if not any(self._from_stash(entry, candidate) for candidate in candidates):
-                reinstall.append(entry)
+        if self.plan.from_stash:
+            # uv's lock while the tool itself writes into the venv; released before uv runs.
+            with self.ctx.installer_locked() as missing:
+                if missing is not None:
+                    report.notes.append(missing)
+                for entry, candidates in self.plan.from_stash:
+                    if not any(self._from_stash(entry, candidate) for candidate in candidates):
+                        reinstall.append(entry)
         checkpoint("restore-reinstall")
         if reinstall:
             try:

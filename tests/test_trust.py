@@ -7,6 +7,7 @@ folder) with what was there before.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import stat
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from safeuninstall import restore, stash
+from safeuninstall import locks, restore, stash
 from tests.conftest import UV, MakeVenv, Venv, changed, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -477,3 +478,50 @@ def test_an_unfinished_operation_is_seen_whatever_the_state_folder(
     recovered = venv.tool("--state-dir", elsewhere, "recover", "--no-probe")
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
     assert venv.file_hashes() == whole
+
+
+def test_the_tool_holds_uvs_lock_while_it_writes_into_the_venv(make_venv: MakeVenv) -> None:
+    """uv's own lock, <venv>/.lock (a flock): held by the tool for the block, taken by no one
+    else meanwhile; not to be had while another holds it."""
+    venv = make_venv("leftpad")
+    other = os.open(venv.root / ".lock", os.O_RDONLY)  # as a uv of someone else's would
+    try:
+        with locks.installer_lock(str(venv.root), 0) as missing:
+            assert missing is None
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again after the block
+        with locks.installer_lock(str(venv.root), 0) as missing:
+            assert missing is not None and "was still held after 0 s" in missing
+    finally:
+        os.close(other)
+
+
+def test_a_restore_while_another_uv_holds_the_venv_goes_on_and_says_so(
+    make_venv: MakeVenv,
+) -> None:
+    """Another uv holds <venv>/.lock throughout: the tool's own uv goes on after its
+    UV_LOCK_TIMEOUT (as uv does), the restore after --lock-timeout, with a note."""
+    venv = make_venv("requests", "leftpad")
+    before = venv.file_hashes()
+    held = os.open(venv.root / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        run = venv.tool(
+            "--json",
+            "--lock-timeout",
+            "0.5",
+            "--probe",
+            "import leftpad",
+            "leftpad",
+            UV_LOCK_TIMEOUT="1",
+        )
+    finally:
+        os.close(held)
+
+    _no_traceback(run)
+    data = run.json()
+    assert run.returncode == 3, data
+    notes = data["restore"]["notes"]  # type: ignore[index]
+    assert f"uv's lock {venv.root / '.lock'} was still held after 0.5 s" in str(notes)
+    assert venv.file_hashes() == before

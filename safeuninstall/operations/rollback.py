@@ -78,7 +78,8 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         wanted = ctx.store.load(entry.snapshot)
         entry = journal.step(entry, "recover")
         if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
-            remove_half_restored(ctx.store, ctx.interpreter)
+            with ctx.installer_locked():
+                remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, recovering=entry)
         rollback.messages.append(found)
         return rollback.run()
