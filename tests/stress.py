@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safeuninstall.backend import find_uv
+from safeuninstall.store import VENV_JOURNAL
 from tests.wheels import build_wheel
 
 KINDS = ("signal", "concurrent", "kill-rollback")
@@ -106,7 +107,7 @@ def file_hashes(venv: Path) -> dict[str, str]:
 
 
 def _journal(venv: Path) -> Path:
-    return venv / ".safe-uninstall" / "journal.toml"
+    return venv / VENV_JOURNAL
 
 
 def _leftpad_dist_infos(venv: Path) -> list[str]:

@@ -226,7 +226,7 @@ def test_a_broken_record_of_the_removed_package_refuses_before_any_change(
     assert_refused(run, f"leftpad 1.0: cannot read its RECORD: {record}")
     assert "the environment was not changed" in run.stderr
     assert everything(venv, outside) == before
-    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+    assert not venv.journal.exists()
 
 
 # -- 18: a size that is not a number ------------------------------------------------------------

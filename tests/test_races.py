@@ -151,4 +151,4 @@ def test_an_install_during_the_baseline_stops_the_removal_before_it_removes(
     assert "nothing was removed" in run.stderr
     assert venv.installed()["leftpad"] == "2.0"  # the other process's work stands
     assert not snapshot.exists()  # the snapshot of a state that is gone was given up
-    assert not (venv.root / ".safe-uninstall" / "journal.toml").exists()
+    assert not venv.journal.exists()
