@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import base64
 import csv
+import errno
 import io
+import os
+import stat
 from pathlib import Path
 
 from msgspec import Struct
@@ -76,11 +79,26 @@ def _is_size(field: str) -> bool:
     return field.isascii() and field.isdigit() and len(field) <= _MAX_SIZE_DIGITS
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path | str, expected: os.stat_result | None = None) -> str:
+    """sha256 of the regular file at ``path``; OSError for anything else (a FIFO is never
+    waited on). With ``expected`` (its lstat): a link is not followed, and a file that is no
+    longer the one described (another inode, another size or mtime) is refused."""
     import hashlib  # on first use: OpenSSL, 3.9 ms of import that check/show/snapshots never need
 
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    if expected is not None:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(path, flags), "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if expected is not None and not _same(opened, expected):
+            raise OSError(errno.ESTALE, "changed while it was being checked", str(path))
+        digest = hashlib.sha256()
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return os.path.samestat(a, b) and (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns)

@@ -363,7 +363,10 @@ def _holds(path: Path, sha256: str, verified_files: set[FileId]) -> bool:
     # hashing it again would read every byte twice.
     if file_id(info) in verified_files:
         return True
-    return sha256_file(path) == sha256
+    try:
+        return sha256_file(path, info) == sha256
+    except OSError:  # unreadable, or replaced while it was read: not the restored bytes
+        return False
 
 
 def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[list[str], int]:
@@ -382,6 +385,10 @@ def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[l
         if entry.sha256 is None or not check_hashes:
             continue
         checked += 1
-        if sha256_file(path) != entry.sha256:
+        try:
+            matches = sha256_file(path) == entry.sha256
+        except OSError:  # unreadable, or not a regular file
+            matches = False
+        if not matches:
             bad.append(entry.path)
     return bad, checked

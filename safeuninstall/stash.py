@@ -192,23 +192,6 @@ class StashCheck(Struct, frozen=True):
     identities: dict[str, FileId]
 
 
-def _hash_regular(path: Path, info: os.stat_result) -> str:
-    """sha256 of the regular file ``path``, which ``info`` (its lstat) describes: opened without
-    following a link and without waiting on a FIFO, and refused if it is another file by then."""
-    import hashlib  # as records.sha256_file: on first use
-
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags)
-    with os.fdopen(fd, "rb") as handle:
-        opened = os.fstat(handle.fileno())
-        if not stat.S_ISREG(opened.st_mode) or not os.path.samestat(opened, info):
-            raise OSError(errno.ESTALE, "changed while it was being checked")
-        digest = hashlib.sha256()
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check_stash(
     stash: PackageStash,
     snapshot_dir: Path,
@@ -249,7 +232,7 @@ def check_stash(
                 if known[1] != stashed.sha256:
                     modified.append(stashed.path)
                 continue
-            actual = _hash_regular(kept, info)
+            actual = sha256_file(kept, info)
         except OSError as err:
             why = err.strerror or str(err)
             problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {why}"))
@@ -302,7 +285,7 @@ class StashHasher:
                     before = kept.lstat()
                     if not stat.S_ISREG(before.st_mode):
                         continue  # never vouched for: check_stash refuses it
-                    digest = _hash_regular(kept, before)
+                    digest = sha256_file(kept, before)
                     if _identity(kept.lstat()) == _identity(before):
                         verified[key] = [*_identity(before), digest]
                 except OSError:
@@ -393,7 +376,7 @@ def _is_checked(linked: Path, identity: FileId, sha256: str) -> bool:
     if file_id(info) == identity:
         return True
     try:
-        return stat.S_ISREG(info.st_mode) and _hash_regular(linked, info) == sha256
+        return stat.S_ISREG(info.st_mode) and sha256_file(linked, info) == sha256
     except OSError:
         return False
 
