@@ -4,6 +4,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -373,3 +374,23 @@ def returns_promptly(func: Callable[[], object], fifo: Path, seconds: float = 30
         os.close(os.open(fifo, os.O_WRONLY))
         call.join()
     return not blocked
+
+
+def read_terminal(fd: int, until: bytes | None = None, seconds: float = 60.0) -> bytes:
+    """What a pseudo-terminal shows: read until ``until`` appears, the child closes it (EOF or
+    EIO), or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    seen = b""
+    while until is None or until not in seen:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(0.0, left))
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from safeuninstall.errors import EXIT_CODES
 from safeuninstall.outcome import Outcome
 from safeuninstall.probe import Probe, ProbeResult
 from safeuninstall.results import ProbeRuns, Result, RollbackResult
-from tests.conftest import UV, MakeVenv, Venv, run_tool
+from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -182,23 +180,6 @@ def test_quiet_prints_only_the_outcome_on_every_command(make_venv: MakeVenv) -> 
 # -- a terminal that talks while the command works ---------------------------------------------
 
 
-def _read_until(fd: int, wanted: bytes, deadline: float) -> bytes:
-    """What the terminal shows, read until ``wanted`` appears (or the deadline passes)."""
-    seen = b""
-    while wanted not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    return seen
-
-
 @needs_uv
 def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: Path) -> None:
     """The probe waits for a file that the test writes only once the terminal has shown the
@@ -223,11 +204,11 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     )
     os.close(follower)
     try:
-        shown = _read_until(leader, b"baseline probe running", time.monotonic() + 60)
+        shown = read_terminal(leader, until=b"baseline probe running")
         assert b"baseline probe running" in shown, shown.decode(errors="replace")
         assert not release.exists() and proc.poll() is None  # the probe is still waiting
         release.touch()
-        rest = _read_until(leader, b"uninstall: removed", time.monotonic() + 60)
+        rest = read_terminal(leader, until=b"uninstall: removed")
     finally:
         release.touch()
         os.close(leader)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall import report
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, read_terminal
 
 ESC = "\x1b["
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -47,18 +47,10 @@ def run_on_a_terminal(venv: Venv, *args: str, **extra_env: str) -> str:
         env=env,
     )
     os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
+    shown = read_terminal(leader)
     os.close(leader)
     assert proc.wait(timeout=60) == 0
-    return b"".join(chunks).decode()
+    return shown.decode()
 
 
 @needs_uv
