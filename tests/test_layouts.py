@@ -1,0 +1,89 @@
+"""Hostile layouts (issue 12): what uv would really delete, what a stash shares with the
+environment, and what a probe leaves running. Each test builds the layout, runs the command,
+then compares every file inside the venv and outside it with what was there before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Collection
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Venv, running, tagged_processes
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def tree(root: Path, skip: Collection[Path] = ()) -> dict[str, str]:
+    """sha256 of every file under ``root`` (a symlink: its target; none is followed), except
+    bytecode caches and the folders in ``skip``."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and Path(folder, d) not in skip]
+        for name in [*files, *(d for d in dirs if Path(folder, d).is_symlink())]:
+            path = Path(folder, name)
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                found[rel] = "-> " + os.readlink(path)
+            else:
+                found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def inside(venv: Venv) -> dict[str, str]:
+    """The whole venv but the tool's own state folder (snapshots, caches)."""
+    return tree(venv.root, skip=[venv.root / ".safe-uninstall"])
+
+
+def outside(venv: Venv, *also: Path) -> dict[str, str]:
+    """Everything beside the venv in the test's folder, but the uv cache the tool is given
+    (it may create it) and ``also``."""
+    base = venv.root.parent
+    return tree(base, skip=[venv.root, base / f"empty-uv-cache-{venv.root.name}", *also])
+
+
+def no_traceback(*texts: str) -> None:
+    for text in texts:
+        assert "Traceback" not in text, text
+
+
+# -- 16: a probe that leaves a daemon behind ---------------------------------------------------
+
+
+def test_a_probe_daemon_in_its_own_session_ends_with_the_probe(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
+    """Once leftpad is gone the probe starts two daemons in sessions of their own (setsid),
+    one holding the probe's output pipes, one not, then hangs: the probe ends at its timeout
+    plus a bounded grace, and neither daemon outlives the command."""
+    venv = make_venv("leftpad")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    probe = (
+        "import importlib.util, pathlib, subprocess, time\n"
+        "if importlib.util.find_spec('leftpad') is None:\n"
+        "    held = subprocess.Popen(['setsid', 'sleep', '600'])\n"
+        "    quiet = subprocess.Popen(['setsid', 'sleep', '600'], stdout=subprocess.DEVNULL,\n"
+        "                             stderr=subprocess.DEVNULL)\n"
+        f"    pathlib.Path({str(pids / 'daemons')!r}).write_text(f'{{held.pid}} {{quiet.pid}}')\n"
+        "    time.sleep(600)\n"
+    )
+    in_before, out_before = inside(venv), outside(venv, pids)
+
+    run = venv.tool("--json", "--probe-timeout", "4", "--probe", probe, "leftpad", **process_tag)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert after["timed_out"] is True
+    assert after["seconds"] < 4 + 3, after  # the timeout, the grace, and a loaded machine
+    daemons = [int(pid) for pid in (pids / "daemons").read_text().split()]
+    assert len(daemons) == 2
+    assert not any(running(pid) for pid in daemons), "a daemon of the probe outlived it"
+    assert tagged_processes(process_tag) == [], "a process of the command outlived it"
+    no_traceback(run.stdout, run.stderr, json.dumps(data))
+    assert inside(venv) == in_before
+    assert outside(venv, pids) == out_before
