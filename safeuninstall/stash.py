@@ -54,16 +54,23 @@ def stash_distribution(
     env_root: Path,
     snapshot_dir: Path,
     shared: Collection[str] = (),
+    removed: bool = True,
     on_bytes: Callable[[int], None] | None = None,
 ) -> PackageStash:
     """Link (else copy) every file of ``dist`` into the snapshot folder.
 
-    ``on_bytes`` is told the size of each file once it is kept (for a progress bar: linking
-    is instant, a copy to another filesystem is not).
+    ``removed``: the installer removes ``dist`` right after (else it stays installed: a
+    snapshot's stash, or a distribution kept beside a removal). ``on_bytes`` is told the size
+    of each file once it is kept (for a progress bar: linking is instant, a copy to another
+    filesystem is not).
 
     Raises StashError when a file can't be kept for a reason that could lose data (disk full,
-    I/O error); the caller must then remove nothing. Files outside the environment root make
-    the stash incomplete instead: such a distribution is reinstalled rather than restored.
+    I/O error); the caller must then remove nothing. So it does, for a distribution to remove,
+    when a symlinked folder leads one of its RECORD paths out of the environment: the
+    installer would delete the file there, which no snapshot can give back. A symlink is never
+    followed out of the environment: for a distribution that stays, such a file, like one
+    outside the environment root by its RECORD path, makes the stash incomplete instead: that
+    distribution is reinstalled rather than restored.
 
     The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
     the uninstall), except for ``shared`` paths (normalised, see paths.normalise) that
@@ -73,6 +80,7 @@ def stash_distribution(
     folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
     dest_root = os.path.join(snapshot_dir, folder)
     site_dir = str(dist.site_dir)
+    real_root = os.path.realpath(env_root)
     try:
         entries = dist.record()
     except OSError as err:
@@ -80,6 +88,7 @@ def stash_distribution(
     files: list[StashedFile] = []
     complete = True
     made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
+    inside: set[str] = set()  # folders of the environment known to resolve inside it
     after_file = file_fault("stash-file")
     for entry in entries:
         source = os.path.join(site_dir, entry.path)
@@ -87,6 +96,15 @@ def stash_distribution(
         if rel is None:
             complete = False
             continue
+        folder_of = os.path.dirname(source)
+        if folder_of not in inside:  # a folder is resolved once, not once per file
+            escape = _symlinked_escape(source, real_root)
+            if escape is not None:
+                if removed:
+                    raise StashError(_escape_failure(rel, escape))
+                complete = False  # never followed; a restore reinstalls this distribution
+                continue
+            inside.add(folder_of)
         try:
             info = os.lstat(source)
         except FileNotFoundError:
@@ -111,6 +129,22 @@ def stash_distribution(
         if after_file is not None:
             after_file()
     return PackageStash(folder=folder, files=tuple(files), complete=complete)
+
+
+def _symlinked_escape(source: str, real_root: str) -> str | None:
+    """Where ``source``, a path inside the environment by its name, really is when a symlinked
+    folder leads it out of the environment; None when it stays inside. uv follows such a
+    folder, and would delete the file it leads to."""
+    real = normalise(source)
+    return None if real.startswith(os.path.join(real_root, "")) else real
+
+
+def _escape_failure(rel: str, real: str) -> str:
+    return (
+        f"{rel} resolves outside the environment ({real}) through a symlinked folder: "
+        "uninstalling would delete the file there, which no snapshot can give back; "
+        "nothing was removed"
+    )
 
 
 def _stash_failure(source: Path, err: OSError) -> str:

@@ -87,6 +87,7 @@ def take_snapshot(
                 env_root=env_root,
                 snapshot_dir=path,
                 shared=spec.shared,
+                removed=name in spec.removed,
                 on_bytes=on_bytes,
             )
             for name in spec.stash

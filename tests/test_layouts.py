@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import UV, MakeVenv, Venv, running, tagged_processes
+from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -48,6 +50,36 @@ def outside(venv: Venv, *also: Path) -> dict[str, str]:
 def no_traceback(*texts: str) -> None:
     for text in texts:
         assert "Traceback" not in text, text
+
+
+# -- 5: a RECORD path that a symlinked folder leads out of the environment ---------------------
+
+
+def test_a_record_path_through_a_symlink_out_of_the_venv_is_refused(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    house = tmp_path / "house"
+    build_wheel(house, "sneaky", "1.0", {"sneaky/__init__.py": "X = 1\n", "sneaky/data.py": ""})
+    venv = make_venv()
+    venv.install("sneaky", find_links=house)
+    elsewhere = tmp_path / "elsewhere"  # someone's files, outside the venv
+    elsewhere.mkdir()
+    package = venv.site_packages / "sneaky"
+    shutil.copytree(package, elsewhere / "sneaky")  # new files: uv's cache is not theirs
+    shutil.rmtree(package)
+    package.symlink_to(elsewhere / "sneaky")
+    in_before, out_before = inside(venv), outside(venv)
+    assert any(key.startswith("elsewhere/sneaky/") for key in out_before)
+
+    run = venv.tool("--probe", "import sneaky", "sneaky")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    rel = package.relative_to(venv.root)
+    assert f"{rel}/__init__.py resolves outside the environment" in run.stderr
+    assert "the environment was not changed" in run.stderr
+    no_traceback(run.stdout, run.stderr)
+    assert inside(venv) == in_before
+    assert outside(venv) == out_before
 
 
 # -- 16: a probe that leaves a daemon behind ---------------------------------------------------
