@@ -64,19 +64,22 @@ def stash_distribution(
     of each file once it is kept (for a progress bar: linking is instant, a copy to another
     filesystem is not).
 
-    Raises StashError when a file can't be kept for a reason that could lose data (disk full,
-    I/O error); the caller must then remove nothing. So it does, for a distribution to remove,
-    when a symlinked folder leads one of its RECORD paths out of the environment: the
-    installer would delete the file there, which no snapshot can give back. A symlink is never
-    followed out of the environment: for a distribution that stays, such a file, like one
-    outside the environment root by its RECORD path, makes the stash incomplete instead: that
-    distribution is reinstalled rather than restored.
+    Raises StashError, before anything is removed, when a file can't be kept for a reason that
+    could lose data (disk full, I/O error), and, for a distribution to remove, when what the
+    installer would delete is not what a stash can give back: a RECORD path that a symlinked
+    folder leads out of the environment (the installer would delete the file there), or a
+    second dist-info folder of its name (uv removes them all; a snapshot keeps one version per
+    name). A symlink is never followed out of the environment: for a distribution that stays,
+    such a file, like one outside the environment root by its RECORD path, makes the stash
+    incomplete instead: that distribution is reinstalled rather than restored.
 
     The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
     the uninstall), except for ``shared`` paths (normalised, see paths.normalise) that
     other distributions list too: another build may have overwritten them, so their bytes are
     hashed as they are.
     """
+    if removed and dist.shadowed:
+        raise StashError(_shadowed_failure(dist))
     folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
     dest_root = os.path.join(snapshot_dir, folder)
     site_dir = str(dist.site_dir)
@@ -144,6 +147,16 @@ def _escape_failure(rel: str, real: str) -> str:
         f"{rel} resolves outside the environment ({real}) through a symlinked folder: "
         "uninstalling would delete the file there, which no snapshot can give back; "
         "nothing was removed"
+    )
+
+
+def _shadowed_failure(dist: InstalledDistribution) -> str:
+    folders = ", ".join(str(folder) for folder in (dist.dist_info, *dist.shadowed))
+    return (
+        f"{dist.name} is installed more than once, in {len(dist.shadowed) + 1} dist-info "
+        f"folders: {folders}. uv removes every one of them, and a snapshot keeps one version "
+        "per name, so this removal could not be undone; nothing was removed. Keep one "
+        f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
     )
 
 

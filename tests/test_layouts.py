@@ -52,6 +52,41 @@ def no_traceback(*texts: str) -> None:
         assert "Traceback" not in text, text
 
 
+# -- 2: one name, two dist-info folders ---------------------------------------------------------
+
+
+def test_a_distribution_installed_twice_is_refused_before_any_change(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """uv removes every dist-info folder of a name (`uv pip uninstall` of a name installed twice
+    says "Uninstalled 2 packages"); a snapshot holds one version per name, so the removal
+    could never be undone: it is refused, naming both folders."""
+    house = tmp_path / "house"
+    build_wheel(house, "twice", "1.0", {"twice/__init__.py": "V = 1\n", "twice/old.py": ""})
+    build_wheel(house, "twice", "2.0", {"twice/__init__.py": "V = 2\n", "twice/new.py": ""})
+    venv = make_venv()
+    venv.install("twice==1.0", find_links=house)
+    other = tmp_path / "other-install"  # 2.0 installed elsewhere, then copied over 1.0
+    venv.uv("pip", "install", "--target", str(other), "--no-index", "-f", str(house), "twice==2.0")
+    shutil.copytree(other / "twice-2.0.dist-info", venv.site_packages / "twice-2.0.dist-info")
+    for name in ("__init__.py", "new.py"):
+        target = venv.site_packages / "twice" / name
+        target.unlink(missing_ok=True)  # a new file: never write through uv's cache
+        shutil.copy(other / "twice" / name, target)
+    assert sorted(venv.installed()) == ["twice"]  # uv lists it once per folder, by name
+    in_before, out_before = inside(venv), outside(venv)
+
+    run = venv.tool("--probe", "import twice", "twice")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "twice-1.0.dist-info" in run.stderr and "twice-2.0.dist-info" in run.stderr
+    assert "the environment was not changed" in run.stderr
+    no_traceback(run.stdout, run.stderr)
+    assert inside(venv) == in_before
+    assert outside(venv) == out_before
+    assert not list((venv.root / ".safe-uninstall" / "snapshots").glob("0*"))
+
+
 # -- 5: a RECORD path that a symlinked folder leads out of the environment ---------------------
 
 
