@@ -259,6 +259,7 @@ class Transaction:
             index=stash_index(ctx, entries, first),
             displaced_dir=ctx.store.folder(self.snapshot.id) / "displaced",
             preferred_snapshot=wanted.id,
+            current_snapshot=self.snapshot.id,
             offline=offline,
         )
         try:

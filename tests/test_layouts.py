@@ -117,6 +117,92 @@ def test_a_record_path_through_a_symlink_out_of_the_venv_is_refused(
     assert outside(venv) == out_before
 
 
+# -- 14: a stash that shares an inode with an installed file -----------------------------------
+
+
+def _private_copy(path: Path) -> None:
+    """Give an installed file an inode of its own: uv hard-links from its cache, which the
+    session's other venvs install from, and the edits below are made in place."""
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data)
+
+
+def _edit_in_place(path: Path) -> None:
+    """As an editor that keeps hard links does (vim's backupcopy): the same inode, new bytes."""
+    inode = path.stat().st_ino
+    with open(path, "ab") as handle:
+        handle.write(b"# edited in place after the snapshot\n")
+    assert path.stat().st_ino == inode
+
+
+def test_a_small_file_edited_in_place_after_a_snapshot_comes_back_as_it_was(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """`snapshot` stashes a distribution that stays installed: its small files are copies, so
+    an edit of the installed file does not reach the stash, and a rollback brings back the
+    bytes of the snapshot, not the edit (nor the bytes another snapshot took after it)."""
+    house = tmp_path / "house"
+    build_wheel(house, "edited", "1.0", {"edited.py": "def f(): return 1\n"})
+    venv = make_venv()
+    venv.install("edited", find_links=house)
+    module = venv.site_packages / "edited.py"
+    _private_copy(module)
+    assert venv.tool("snapshot").returncode == 0  # 0001, with a stash
+    in_before, out_before = inside(venv), outside(venv)
+    _edit_in_place(module)
+    assert venv.tool("--no-probe", "edited").returncode == 0  # 0002 stashes the edited bytes
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["restore"]["from_stash"] == ["edited==1.0"]  # type: ignore[index]
+    no_traceback(run.stdout, run.stderr)
+    assert inside(venv) == in_before
+    assert outside(venv) == out_before
+
+
+def test_a_large_file_edited_through_its_stash_link_is_never_restored_as_the_original(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A large file is hard-linked into the stash where the filesystem has no reflinks (a copy
+    would cost its size), so an edit in place changes the stash too. The check catches it: neither
+    the changed stash of the snapshot nor a later snapshot's stash of the edited bytes is
+    restored as the snapshot's; the rollback reinstalls the distribution instead."""
+    house = tmp_path / "house"
+    blob = bytes(range(256)) * 512  # 128 KiB: over the size that is copied
+    build_wheel(house, "bulky", "1.0", {"bulky/__init__.py": "", "bulky/blob.bin": blob})
+    venv = make_venv()
+    venv.install("bulky", find_links=house)
+    stored = venv.site_packages / "bulky" / "blob.bin"
+    _private_copy(stored)
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    in_before, out_before = inside(venv), outside(venv)
+    kept = next((venv.root / ".safe-uninstall" / "snapshots" / "0001").rglob("blob.bin"))
+    if kept.stat().st_ino != stored.stat().st_ino:
+        pytest.skip("this filesystem has reflinks: the stash shares no inode to edit through")
+    _edit_in_place(stored)
+    assert venv.tool("--no-probe", "bulky").returncode == 0  # 0002 stashes the edited bytes
+
+    run = venv.tool(
+        "rollback", "1", "--no-probe", "--json", UV_FIND_LINKS=str(house), UV_NO_INDEX="1"
+    )
+
+    data = run.json()
+    assert run.returncode == 0, data
+    restore = data["restore"]
+    assert isinstance(restore, dict)
+    assert restore["from_stash"] == [] and restore["reinstalled"] == ["bulky==1.0"]
+    notes = "\n".join(restore["notes"])
+    assert "stash of snapshot 0001 not used" in notes and "changed since the snapshot" in notes
+    assert "stash of snapshot 0002 not used" in notes
+    assert "restored as it was installed" not in notes
+    no_traceback(run.stdout, run.stderr)
+    assert inside(venv) == in_before
+    assert outside(venv) == out_before
+
+
 # -- 16: a probe that leaves a daemon behind ---------------------------------------------------
 
 
