@@ -494,7 +494,7 @@ def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> Non
     "--stash/--no-stash",
     default=True,
     show_default=True,
-    help="Also keep every installed file (hard links: no data is copied).",
+    help="Also keep every installed file (reflinks, else copies under 64 KiB and hard links).",
 )
 def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""

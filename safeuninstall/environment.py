@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import msgspec
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
@@ -215,6 +216,9 @@ class InstalledDistribution(Struct, frozen=True):
     installer: str
     requested: bool
     source: Source
+    # Other dist-info folders of the same name, later in sys.path order (a broken
+    # environment): importlib.metadata never sees them, but uninstalling the name removes them.
+    shadowed: tuple[Path, ...] = ()
 
     @property
     def key(self) -> str:
@@ -329,9 +333,10 @@ def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDist
     """Every distribution in the target's site-packages, keyed by canonical name.
 
     Where two dist-info folders claim one name (a broken environment), the first in sys.path
-    order wins, as importlib.metadata would pick it.
+    order wins, as importlib.metadata would pick it; the others are its ``shadowed``.
     """
     found: dict[str, InstalledDistribution] = {}
+    shadowed: dict[str, list[Path]] = {}
     for site_dir in interpreter.site_dirs:
         try:
             entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
@@ -341,8 +346,14 @@ def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDist
             if not entry.name.endswith(".dist-info") or not entry.is_dir():
                 continue
             dist = read_distribution(Path(entry.path))
-            if dist is not None and dist.key not in found:
+            if dist is None:
+                continue
+            if dist.key in found:
+                shadowed.setdefault(dist.key, []).append(dist.dist_info)
+            else:
                 found[dist.key] = dist
+    for key, folders in shadowed.items():
+        found[key] = msgspec.structs.replace(found[key], shadowed=tuple(folders))
     return found
 
 

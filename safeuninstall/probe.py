@@ -94,7 +94,7 @@ class ProbeResult(Struct, frozen=True):
         if self.passed:
             return f"passed in {self.seconds:.2f} s"
         if self.timed_out:
-            return f"timed out after {self.seconds:.1f} s (process group killed)"
+            return f"timed out after {self.seconds:.1f} s (killed, with every process it started)"
         return f"failed with exit code {self.returncode}"
 
     def to_dict(self) -> dict[str, object]:

@@ -2,7 +2,16 @@
 
 argv lists only (never a shell); the caller's virtualenv and PYTHONPATH do not leak into the
 target; output is captured but bounded (head and tail kept); a timeout kills the child's whole
-process group, grandchildren included.
+process group, grandchildren included; and once the child has ended, nothing it started is left
+running, not even a daemon that left its process group and session (setsid).
+
+How those are found: every child gets a variable whose name is unique to its run, and every
+process it starts inherits it, at any depth, in any session, reparented or not. After the child
+ends, the processes whose environment (/proc/PID/environ) holds that variable are killed. The
+limit: a descendant that replaces its whole environment when it starts a program (``env -i``,
+or a service manager starting it for the child) carries no variable and is not found; only a
+cgroup would hold it. Such a process still can't keep the run waiting: once the child is gone
+its pipes are read for at most ``_GRACE`` seconds more.
 """
 
 from __future__ import annotations
@@ -10,11 +19,13 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import secrets
+import select
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -23,6 +34,16 @@ from msgspec import Struct
 # Kept per stream: the first and the last part. A probe that prints megabytes costs this much.
 _HEAD_BYTES = 32 * 1024
 _TAIL_BYTES = 32 * 1024
+
+# How long the pipes are still read once the child and what it left behind are gone. Only a
+# process that escaped the kill (see the module) can hold them open that long.
+_GRACE = 1.0
+# How long the processes a child left behind may take to die once killed.
+_KILL_WAIT = 5.0
+
+# The prefix of the variable that marks a run's processes (a leading "_": not a setting, which
+# the configuration would take for a misspelt SAFE_UNINSTALL_ variable).
+MARKER_PREFIX = "_SAFE_UNINSTALL_RUN_"
 
 # Variables that would make a child act on another environment than the target: another
 # interpreter's packages on sys.path, another install location for pip, code run at start-up.
@@ -62,33 +83,28 @@ class Completed(Struct, frozen=True):
         return "\n".join(part for part in (self.stdout.strip(), self.stderr.strip()) if part)
 
 
-class _BoundedReader(threading.Thread):
-    """Drains a pipe, keeping the first and last bytes and counting what was dropped."""
+class _Capture:
+    """One stream of the child: the first and last bytes kept, the rest counted."""
 
-    def __init__(self, stream: IO[bytes], echo: Callable[[str], None] | None = None) -> None:
-        super().__init__(daemon=True)
-        self._stream = stream
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
         self._head = bytearray()
         self._tail = bytearray()
         self._dropped = 0
         self._echo = echo
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
-    def run(self) -> None:
-        # read1: hand on what the child wrote as soon as it wrote it, for live output under -v.
-        while chunk := self._stream.read1(65536):  # type: ignore[attr-defined]
-            if self._echo is not None:
-                self._echo(self._decoder.decode(chunk))
-            room = _HEAD_BYTES - len(self._head)
-            if room > 0:
-                self._head += chunk[:room]
-                chunk = chunk[room:]
-            self._tail += chunk
-            excess = len(self._tail) - _TAIL_BYTES
-            if excess > 0:
-                del self._tail[:excess]
-                self._dropped += excess
-        self._stream.close()
+    def feed(self, chunk: bytes) -> None:
+        if self._echo is not None:
+            self._echo(self._decoder.decode(chunk))
+        room = _HEAD_BYTES - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        excess = len(self._tail) - _TAIL_BYTES
+        if excess > 0:
+            del self._tail[:excess]
+            self._dropped += excess
 
     def text(self) -> str:
         head = self._head.decode(errors="replace")
@@ -96,6 +112,45 @@ class _BoundedReader(threading.Thread):
         if self._dropped:
             return f"{head}\n[... {self._dropped} bytes of output not kept ...]\n{tail}"
         return head + tail
+
+
+class _Pump(threading.Thread):
+    """Drains the child's pipes into their captures until each reaches its end, or until
+    ``finish`` gives up on them: a process that escaped the kill may hold them open for ever,
+    and a thread blocked in read() would not notice that they were closed."""
+
+    def __init__(self, streams: Iterable[tuple[IO[bytes], _Capture]]) -> None:
+        super().__init__(daemon=True)
+        self._streams = {stream.fileno(): (stream, capture) for stream, capture in streams}
+        self._wake_read, self._wake_write = os.pipe()
+
+    def run(self) -> None:
+        poller = select.poll()
+        for fd in [*self._streams, self._wake_read]:
+            poller.register(fd, select.POLLIN)
+        reading = set(self._streams)
+        while reading:
+            for fd, _ in poller.poll():
+                if fd == self._wake_read:
+                    return
+                # As soon as the child wrote it, for live output under -v.
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    self._streams[fd][1].feed(chunk)
+                else:
+                    poller.unregister(fd)
+                    reading.discard(fd)
+
+    def finish(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the ends of the pipes, then stop reading."""
+        self.join(grace)
+        if self.is_alive():
+            os.write(self._wake_write, b"x")
+            self.join()
+        for stream, _ in self._streams.values():
+            stream.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
 
 
 def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
@@ -126,37 +181,37 @@ def run(
     """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start.
 
     The wait itself blocks in waitpid: a timer kills the group on timeout, so the end of the
-    child is seen at once (Popen.wait(timeout) would poll, up to 50 ms late).
+    child is seen at once (Popen.wait(timeout) would poll, up to 50 ms late). Whatever the
+    child started is killed when it ends (see the module): a run lasts at most ``timeout``
+    plus ``_GRACE``, and the time its leftovers take to die.
     """
     started = time.monotonic()
+    marker = MARKER_PREFIX + secrets.token_hex(8)
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(env),
+        env={**env, marker: "1"},
         cwd=cwd,
         start_new_session=True,  # its own process group, so a timeout can kill all of it
     )
     if watch.on_start is not None:
         watch.on_start(proc)
     assert proc.stdout is not None and proc.stderr is not None
-    readers = [_BoundedReader(proc.stdout, watch.echo), _BoundedReader(proc.stderr, watch.echo)]
-    for reader in readers:
-        reader.start()
-    timed_out = _wait(proc, timeout)
-    # A child can leave a daemon behind that still holds the pipes: don't wait for it forever.
-    for reader in readers:
-        reader.join(timeout=5)
-    if any(reader.is_alive() for reader in readers):
-        kill(proc)
-        for reader in readers:
-            reader.join(timeout=5)
+    captures = (_Capture(watch.echo), _Capture(watch.echo))
+    pump = _Pump([(proc.stdout, captures[0]), (proc.stderr, captures[1])])
+    pump.start()
+    try:
+        timed_out = _wait(proc, timeout)
+    finally:
+        kill_marked(marker)
+        pump.finish(_GRACE)
     return Completed(
         argv=tuple(argv),
         returncode=proc.returncode,
-        stdout=readers[0].text(),
-        stderr=readers[1].text(),
+        stdout=captures[0].text(),
+        stderr=captures[1].text(),
         seconds=time.monotonic() - started,
         timed_out=timed_out,
     )
@@ -192,3 +247,42 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's whole process group (grandchildren too)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live processes, other than this one, whose environment holds the variable ``marker``.
+
+    A zombie's environment reads empty, so a process killed and not yet reaped is not listed;
+    nor is a process of another user whose environment this one may not read.
+    """
+    wanted = os.fsencode(marker) + b"="
+    found = []
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return []  # no /proc: nothing to find
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                    environ = handle.read()
+            except OSError:  # gone meanwhile, or another user's
+                continue
+            if any(item.startswith(wanted) for item in environ.split(b"\0")):
+                found.append(int(entry.name))
+    return found
+
+
+def kill_marked(marker: str) -> None:
+    """SIGKILL every process marked with ``marker`` and wait until they are gone: again and
+    again, since one may have started another between the look and the kill."""
+    deadline = time.monotonic() + _KILL_WAIT
+    while pids := marked_processes(marker):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            return  # unkillable (in uninterruptible sleep on a hung mount): not ours to wait for
+        time.sleep(0.005)  # SIGKILL is delivered asynchronously; look again shortly

@@ -78,6 +78,9 @@ class RestoreJob(Struct, frozen=True):
     index: StashIndex  # where each name==version is stashed
     displaced_dir: Path  # where a file found in the way is moved to
     preferred_snapshot: str | None = None  # its stash is tried first
+    # The snapshot this change took of the state it leaves (the same as the preferred one for
+    # a removal). Like the preferred one, its stash holds bytes as they were installed there.
+    current_snapshot: str | None = None
     offline: bool = False  # a reinstall uses no network
 
 
@@ -129,7 +132,13 @@ class _Restore:
         stash = candidate.entry.stash
         assert stash is not None  # the index holds complete stashes only
         folder = self.ctx.store.folder(candidate.snapshot_id)
-        checked = check_stash(stash, folder, read_verified(folder), self.on_bytes)
+        # Bytes modified locally are the installed ones only at the snapshot that stashed them:
+        # the one being restored, or the one of the state being left (a distribution the
+        # change keeps, stashed because it shares files with what is removed).
+        own = candidate.snapshot_id in (self.job.preferred_snapshot, self.job.current_snapshot)
+        checked = check_stash(
+            stash, folder, read_verified(folder), self.on_bytes, accept_modified=own
+        )
         if checked.problems:
             report.notes.append(
                 f"{entry.pin}: stash of snapshot {candidate.snapshot_id} not used: "

@@ -2,9 +2,11 @@
 
 Stashing hard-links every RECORD file into the snapshot folder (same filesystem: no data is
 copied; the uninstall then only drops the other name of each inode) and falls back to a copy
-where linking is impossible. Restoring links them back after checking each one's sha256, so what
-comes back is proven to be the bytes the RECORD lists: a stashed file must be a regular file (a
-symbolic link is refused, not followed), and the file linked back must be the very one checked.
+where linking is impossible. Restoring links them back after checking each one's sha256 against
+the one recorded at its snapshot, so what comes back is proven to be the bytes the snapshot
+kept: a stashed file must be a regular file (a symbolic link is refused, not followed), the
+file linked back must be the very one checked, and an edit in place of an installed file that
+reached the stash through the shared inode is caught, not restored as the original.
 """
 
 from __future__ import annotations
@@ -55,25 +57,36 @@ def stash_distribution(
     env_root: Path,
     snapshot_dir: Path,
     shared: Collection[str] = (),
+    removed: bool = True,
     on_bytes: Callable[[int], None] | None = None,
 ) -> PackageStash:
-    """Link (else copy) every file of ``dist`` into the snapshot folder.
+    """Keep every file of ``dist`` in the snapshot folder.
 
-    ``on_bytes`` is told the size of each file once it is kept (for a progress bar: linking
-    is instant, a copy to another filesystem is not).
+    ``removed``: the installer removes ``dist`` right after (else it stays installed: a
+    snapshot's stash, or a distribution kept beside a removal). ``on_bytes`` is told the size
+    of each file once it is kept (for a progress bar: linking is instant, a copy to another
+    filesystem is not).
 
-    Raises StashError when a file can't be kept for a reason that could lose data (disk full,
-    I/O error); the caller must then remove nothing. Files outside the environment root make
-    the stash incomplete instead: such a distribution is reinstalled rather than restored.
+    Raises StashError, before anything is removed, when a file can't be kept for a reason that
+    could lose data (disk full, I/O error), and, for a distribution to remove, when what the
+    installer would delete is not what a stash can give back: a RECORD path that a symlinked
+    folder leads out of the environment (the installer would delete the file there), or a
+    second dist-info folder of its name (uv removes them all; a snapshot keeps one version per
+    name). A symlink is never followed out of the environment: for a distribution that stays,
+    such a file, like one outside the environment root by its RECORD path, makes the stash
+    incomplete instead: that distribution is reinstalled rather than restored.
 
     The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
     the uninstall), except for ``shared`` paths (normalised, see paths.normalise) that
     other distributions list too: another build may have overwritten them, so their bytes are
     hashed as they are.
     """
+    if removed and dist.shadowed:
+        raise StashError(_shadowed_failure(dist))
     folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
     dest_root = os.path.join(snapshot_dir, folder)
     site_dir = str(dist.site_dir)
+    real_root = os.path.realpath(env_root)
     try:
         entries = dist.record()
     except OSError as err:
@@ -81,6 +94,7 @@ def stash_distribution(
     files: list[StashedFile] = []
     complete = True
     made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
+    inside: set[str] = set()  # folders of the environment known to resolve inside it
     after_file = file_fault("stash-file")
     for entry in entries:
         source = os.path.join(site_dir, entry.path)
@@ -88,6 +102,15 @@ def stash_distribution(
         if rel is None:
             complete = False
             continue
+        folder_of = os.path.dirname(source)
+        if folder_of not in inside:  # a folder is resolved once, not once per file
+            escape = _symlinked_escape(source, real_root)
+            if escape is not None:
+                if removed:
+                    raise StashError(_escape_failure(rel, escape))
+                complete = False  # never followed; a restore reinstalls this distribution
+                continue
+            inside.add(folder_of)
         try:
             info = os.lstat(source)
         except FileNotFoundError:
@@ -112,6 +135,32 @@ def stash_distribution(
         if after_file is not None:
             after_file()
     return PackageStash(folder=folder, files=tuple(files), complete=complete)
+
+
+def _symlinked_escape(source: str, real_root: str) -> str | None:
+    """Where ``source``, a path inside the environment by its name, really is when a symlinked
+    folder leads it out of the environment; None when it stays inside. uv follows such a
+    folder, and would delete the file it leads to."""
+    real = normalise(source)
+    return None if real.startswith(os.path.join(real_root, "")) else real
+
+
+def _escape_failure(rel: str, real: str) -> str:
+    return (
+        f"{rel} resolves outside the environment ({real}) through a symlinked folder: "
+        "uninstalling would delete the file there, which no snapshot can give back; "
+        "nothing was removed"
+    )
+
+
+def _shadowed_failure(dist: InstalledDistribution) -> str:
+    folders = ", ".join(str(folder) for folder in (dist.dist_info, *dist.shadowed))
+    return (
+        f"{dist.name} is installed more than once, in {len(dist.shadowed) + 1} dist-info "
+        f"folders: {folders}. uv removes every one of them, and a snapshot keeps one version "
+        "per name, so this removal could not be undone; nothing was removed. Keep one "
+        f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
+    )
 
 
 def _stash_failure(source: Path, err: OSError) -> str:
@@ -197,14 +246,23 @@ def check_stash(
     snapshot_dir: Path,
     verified: Mapping[str, tuple[Identity, str]] | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    *,
+    accept_modified: bool = True,
 ) -> StashCheck:
-    """Every stashed file exists and holds the bytes that were installed.
+    """Every stashed file exists and holds the bytes it held when its snapshot was taken.
 
-    A file in ``verified`` whose inode, size and mtime are those it had when it was hashed is
-    not read again (rewriting its bytes would change the mtime; someone who sets the mtime back
-    by hand can fool this, and the stash is the user's own, mode 0700), and is accepted with the
-    hash it had then, even where that differs from its RECORD: those were the installed bytes.
-    Without such a record a file must match its RECORD sha256.
+    Those bytes are the ones the stash hasher recorded in ``verified`` where it has the file,
+    else the sha256 the snapshot recorded (the RECORD's). A file whose inode, size and mtime
+    are those it had when it was hashed is not read again (rewriting its bytes would change the
+    mtime; someone who sets the mtime back by hand can fool this, and the stash is the user's
+    own, mode 0700); any other is hashed and must match. So a stash changed since its snapshot
+    is caught, also when an edit in place of an installed file reached it through a shared
+    inode (a hard link), even one that put the RECORD's bytes back.
+
+    A file the hasher recorded with bytes that differ from its RECORD (modified locally before
+    the removal) is accepted as it was installed with ``accept_modified``, for a restore of the
+    state of this very snapshot; without it, it is a problem: those bytes were the installed
+    ones at this snapshot, not at another that a restore may be looking for.
 
     Only a regular file can be accepted: a symbolic link in the stash (which a restore would
     link back as it is, pointing wherever it points) or anything else is a problem, and the
@@ -226,22 +284,37 @@ def check_stash(
                 problems.append(FileProblem(stashed.path, f"stashed copy is {kind}"))
                 continue
             known = verified.get(key) if verified is not None else None
+            expected = known[1] if known is not None else stashed.sha256
             if known is not None and known[0] == _identity(info):
-                accepted[stashed.path] = known[1]
-                identities[stashed.path] = file_id(info)
-                if known[1] != stashed.sha256:
-                    modified.append(stashed.path)
-                continue
-            actual = sha256_file(kept, info)
+                actual = expected
+            else:
+                actual = sha256_file(kept, info)
         except OSError as err:
             why = err.strerror or str(err)
             problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {why}"))
             continue
-        if actual != stashed.sha256:
-            problems.append(FileProblem(stashed.path, "stashed copy does not match its sha256"))
-        else:
+        if actual != expected:
+            problems.append(
+                FileProblem(
+                    stashed.path,
+                    "stashed copy does not match its sha256: its bytes changed since the snapshot",
+                )
+            )
+        elif actual == stashed.sha256:
             accepted[stashed.path] = actual
             identities[stashed.path] = file_id(info)
+        elif accept_modified:
+            accepted[stashed.path] = actual
+            identities[stashed.path] = file_id(info)
+            modified.append(stashed.path)
+        else:
+            problems.append(
+                FileProblem(
+                    stashed.path,
+                    "stashed copy differs from its RECORD (modified locally before that "
+                    "snapshot): not the bytes of the snapshot being restored",
+                )
+            )
     return StashCheck(problems, accepted, modified, identities)
 
 

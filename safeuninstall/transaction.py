@@ -82,6 +82,7 @@ def take_snapshot(
                 env_root=env_root,
                 snapshot_dir=path,
                 shared=spec.shared,
+                removed=name in spec.removed,
                 on_bytes=on_bytes,
             )
             for name in spec.stash
@@ -248,6 +249,7 @@ class Transaction:
             index=stash_index(ctx, entries, first),
             displaced_dir=ctx.store.folder(self.snapshot.id) / "displaced",
             preferred_snapshot=wanted.id,
+            current_snapshot=self.snapshot.id,
             offline=offline,
         )
         try:
