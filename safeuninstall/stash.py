@@ -28,7 +28,7 @@ from .environment import InstalledDistribution
 from .errors import SnapshotInvalid, StashError
 from .journal import file_fault
 from .paths import normalise
-from .records import sha256_file
+from .records import RecordEntry, sha256_file
 from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
 
 
@@ -51,12 +51,19 @@ def stash_folder_name(name: str, version: str) -> str:
     return f"{name}-{version}"
 
 
+class StashPlace(Struct, frozen=True):
+    """Where a snapshot's stash goes: the environment's root (the stash mirrors paths relative
+    to it), the snapshot's folder, and the paths (normalised) that other distributions list too."""
+
+    env_root: Path
+    snapshot_dir: Path
+    shared: Collection[str] = ()
+
+
 def stash_distribution(
     dist: InstalledDistribution,
+    place: StashPlace,
     *,
-    env_root: Path,
-    snapshot_dir: Path,
-    shared: Collection[str] = (),
     removed: bool = True,
     on_bytes: Callable[[int], None] | None = None,
 ) -> PackageStash:
@@ -77,64 +84,91 @@ def stash_distribution(
     incomplete instead: that distribution is reinstalled rather than restored.
 
     The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
-    the uninstall), except for ``shared`` paths (normalised, see paths.normalise) that
+    the uninstall), except for the place's ``shared`` paths (normalised, see paths.normalise) that
     other distributions list too: another build may have overwritten them, so their bytes are
     hashed as they are.
     """
     if removed and dist.shadowed:
         raise StashError(_shadowed_failure(dist))
-    folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
-    dest_root = os.path.join(snapshot_dir, folder)
-    site_dir = str(dist.site_dir)
-    real_root = os.path.realpath(env_root)
     try:
         entries = dist.record()
     except OSError as err:
         raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
-    files: list[StashedFile] = []
-    complete = True
-    made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
-    inside: set[str] = set()  # folders of the environment known to resolve inside it
+    stasher = _Stasher(dist, place, removed, on_bytes)
     after_file = file_fault("stash-file")
     for entry in entries:
-        source = os.path.join(site_dir, entry.path)
-        rel = relative_to_root(source, env_root)
-        if rel is None:
-            complete = False
-            continue
-        folder_of = os.path.dirname(source)
-        if folder_of not in inside:  # a folder is resolved once, not once per file
-            escape = _symlinked_escape(source, real_root)
-            if escape is not None:
-                if removed:
-                    raise StashError(_escape_failure(rel, escape))
-                complete = False  # never followed; a restore reinstalls this distribution
-                continue
-            inside.add(folder_of)
+        if stasher.keep(entry) and after_file is not None:
+            after_file()
+    return PackageStash(
+        folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete
+    )
+
+
+class _Stasher:
+    """One distribution's files, kept one by one (see ``stash_distribution``)."""
+
+    def __init__(
+        self,
+        dist: InstalledDistribution,
+        place: StashPlace,
+        removed: bool,
+        on_bytes: Callable[[int], None] | None,
+    ) -> None:
+        self.place = place
+        self.removed = removed
+        self.on_bytes = on_bytes
+        self.folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
+        self.dest_root = os.path.join(place.snapshot_dir, self.folder)
+        self.site_dir = str(dist.site_dir)
+        self.real_root = os.path.realpath(place.env_root)
+        self.files: list[StashedFile] = []
+        self.complete = True
+        self.made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
+        self.inside: set[str] = set()  # folders of the environment known to resolve inside it
+
+    def keep(self, entry: RecordEntry) -> bool:
+        """Keep one RECORD file; False where there was nothing to keep (gone, or left out)."""
+        source = os.path.join(self.site_dir, entry.path)
+        rel = relative_to_root(source, self.place.env_root)
+        if rel is None or not self._stays_inside(source, rel):
+            self.complete = False  # never followed; a restore reinstalls this distribution
+            return False
         try:
             info = os.lstat(source)
         except FileNotFoundError:
-            continue  # listed but already gone: nothing to remove, nothing to keep
+            return False  # listed but already gone: nothing to remove, nothing to keep
         except OSError as err:
             raise StashError(f"cannot read {source}: {err.strerror}") from err
-        dest = os.path.join(dest_root, rel)
+        dest = os.path.join(self.dest_root, rel)
         try:
             parent = os.path.dirname(dest)
-            if parent not in made:
+            if parent not in self.made:
                 _makedirs_private(Path(parent))
-                made.add(parent)
+                self.made.add(parent)
             _link_or_copy(source, dest, parent_exists=True)
             sha256 = entry.sha256
-            if sha256 is None or (shared and normalise(source) in shared):
+            if sha256 is None or (self.place.shared and normalise(source) in self.place.shared):
                 sha256 = sha256_file(Path(dest))
         except OSError as err:
             raise StashError(_stash_failure(Path(source), err)) from err
-        files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
-        if on_bytes is not None:
-            on_bytes(info.st_size)
-        if after_file is not None:
-            after_file()
-    return PackageStash(folder=folder, files=tuple(files), complete=complete)
+        self.files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
+        if self.on_bytes is not None:
+            self.on_bytes(info.st_size)
+        return True
+
+    def _stays_inside(self, source: str, rel: str) -> bool:
+        """Whether ``source``'s folder resolves inside the environment (once per folder). For a
+        distribution to remove, a folder that leads out is refused: uv would delete there."""
+        folder_of = os.path.dirname(source)
+        if folder_of in self.inside:
+            return True
+        escape = _symlinked_escape(source, self.real_root)
+        if escape is not None:
+            if self.removed:
+                raise StashError(_escape_failure(rel, escape))
+            return False
+        self.inside.add(folder_of)
+        return True
 
 
 def _symlinked_escape(source: str, real_root: str) -> str | None:

@@ -37,7 +37,13 @@ from .journal import Entry
 from .plan import StashCandidate, StashKey, build_stash_index
 from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
-from .stash import StashHasher, relative_to_root, stash_distribution, stash_folder_name
+from .stash import (
+    StashHasher,
+    StashPlace,
+    relative_to_root,
+    stash_distribution,
+    stash_folder_name,
+)
 
 
 class SnapshotSpec(Struct, frozen=True):
@@ -75,15 +81,11 @@ def take_snapshot(
     snapshot_id, path = folder
     env_root = Path(ctx.interpreter.prefix)
     on_bytes = _stash_progress(ctx, installed, spec.stash)
+    place = StashPlace(env_root, path, spec.shared)
     try:
         stashes = {
             name: stash_distribution(
-                installed[name],
-                env_root=env_root,
-                snapshot_dir=path,
-                shared=spec.shared,
-                removed=name in spec.removed,
-                on_bytes=on_bytes,
+                installed[name], place, removed=name in spec.removed, on_bytes=on_bytes
             )
             for name in spec.stash
         }

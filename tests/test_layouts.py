@@ -36,8 +36,11 @@ def tree(root: Path, skip: Collection[Path] = ()) -> dict[str, str]:
 
 
 def inside(venv: Venv) -> dict[str, str]:
-    """The whole venv but the tool's own state folder (snapshots, caches)."""
-    return tree(venv.root, skip=[venv.root / ".safe-uninstall"])
+    """The whole venv but the tool's own state: its folder (snapshots, caches), and the
+    environment's lock and journal beside it."""
+    own = (".safe-uninstall", ".safe-uninstall.lock", ".safe-uninstall.journal.toml")
+    found = tree(venv.root, skip=[venv.root / ".safe-uninstall"])
+    return {path: digest for path, digest in found.items() if path not in own}
 
 
 def outside(venv: Venv, *also: Path) -> dict[str, str]:
