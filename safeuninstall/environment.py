@@ -308,6 +308,27 @@ def read_distribution(dist_info: Path) -> InstalledDistribution | None:
     )
 
 
+def legacy_installs(interpreter: Interpreter) -> dict[str, Path]:
+    """Distributions installed the legacy way (``setup.py install``, old pip): an ``.egg-info``
+    folder (its PKG-INFO) or file, by canonical name. They have no RECORD, so which files are
+    theirs is not recorded reliably; uv and pip can still remove them."""
+    found: dict[str, Path] = {}
+    for site_dir in interpreter.site_dirs:
+        try:
+            entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(".egg-info"):
+                continue
+            path = Path(entry.path)
+            header = path / "PKG-INFO" if entry.is_dir() else path
+            read = _read_name_version(header)
+            if read is not None:
+                found.setdefault(canonicalize_name(read[0]), path)
+    return found
+
+
 def census(interpreter: Interpreter) -> frozenset[str]:
     """Every dist-info folder of the target, as a path: a folder listing, no file read. Two
     censuses differ when anything was installed, removed or replaced in between, and a second

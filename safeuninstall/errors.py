@@ -102,7 +102,8 @@ class EnvironmentChanged(SafeUninstallError):
 
 
 class NotRestorable(SafeUninstallError):
-    """Something a rollback would have to bring back is in no stash and cannot be installed."""
+    """What the operation would remove could not be brought back: in no stash and not
+    installable (a rollback), or with no RECORD to say which files to keep (a legacy install)."""
 
 
 class UnfinishedTransaction(SafeUninstallError):

@@ -27,8 +27,15 @@ from ..environment import (
     census_change,
     ensure_writable,
     installed_distributions,
+    legacy_installs,
 )
-from ..errors import BaselineProbeFailed, EnvironmentChanged, Interrupted, InvalidInput
+from ..errors import (
+    BaselineProbeFailed,
+    EnvironmentChanged,
+    Interrupted,
+    InvalidInput,
+    NotRestorable,
+)
 from ..libraries import Drift
 from ..names import parse_requested
 from ..options import UninstallOptions
@@ -62,6 +69,7 @@ def uninstall(
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
         plan = plan_removal(requested, installed)
+        _refuse_legacy(ctx, plan.absent)
         removal = _Removal(ctx, options, (installed, before), plan)
         if not plan.remove:
             removal.messages.append("nothing to do: none of the named packages is installed")
@@ -76,6 +84,22 @@ def uninstall(
             return stopped
         removal.begin_derived()
         return removal.apply()
+
+
+def _refuse_legacy(ctx: Context, absent: Sequence[str]) -> None:
+    """A named distribution installed the legacy way is not "not installed": uv would remove
+    it, but no RECORD says which files to keep for a restore, so nothing is removed."""
+    legacy = legacy_installs(ctx.interpreter) if absent else {}
+    found = {name: legacy[name] for name in absent if name in legacy}
+    if found:
+        names = " ".join(found)
+        raise NotRestorable(
+            "installed the legacy way, without a RECORD: "
+            + ", ".join(f"{name} ({path.name})" for name, path in found.items())
+            + "; which files are its own is not recorded, so they cannot be kept for a "
+            f"restore, and nothing was removed. To remove it without that safety net: "
+            f"uv pip uninstall --python {ctx.python} {names}"
+        )
 
 
 class _Removal:
