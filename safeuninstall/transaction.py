@@ -222,6 +222,14 @@ class Transaction:
             return f"{err.message}\n{err.detail}".strip()
         return None
 
+    def stop_hashing(self) -> None:
+        """The stash hasher is not waited for: its record vouches for a file modified locally
+        before the removal, for a later rollback, and without a probe to overlap, waiting for
+        it made a --no-probe removal of 1 GB take 1.23 s instead of 0.24 s."""
+        if self._hasher is not None:
+            self._hasher.cancel()
+            self._hasher = None
+
     def probing(self) -> None:
         """The probe after the change is about to run (a step that changes nothing)."""
         self._step("probe", durable=False)

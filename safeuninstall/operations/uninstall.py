@@ -359,6 +359,8 @@ class _Attempt:
             )
         else:
             removal.cache.put(removal.settings, env_print, after)
+            if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
+                self.txn.stop_hashing()
             self.txn.finish(Outcome.REMOVED.value)
             return None
         if removal.options.keep_on_failure:
