@@ -93,6 +93,11 @@ class BaselineCache:
             return None
         if not len(libraries) == len(seconds) == len(settings.probes):
             return None
+        # A file anyone in the state folder could have edited: each value of the type written.
+        if not all(type(took) in (int, float) for took in seconds):
+            return None
+        if not all(_strings_or_none(libs) for libs in libraries):
+            return None
         return [
             ProbeResult(
                 probe=probe,
@@ -123,6 +128,10 @@ class BaselineCache:
         # Only time is lost when this cache can't be written.
         with contextlib.suppress(OSError):
             write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
+
+
+def _strings_or_none(value: object) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
 
 def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
@@ -170,7 +179,16 @@ def begin(
     else:
         running = start(settings, ctx.interpreter, ctx.child_env())
         begun = Begun(settings, env_fingerprint, running=running)
-    ctx.emit("baseline", begun.describe())
+    return _announced(ctx, begun)
+
+
+def _announced(ctx: Context, begun: Begun) -> Begun:
+    """``begun``, once the user was told; if telling fails, its probe does not outlive it."""
+    try:
+        ctx.emit("baseline", begun.describe())
+    except BaseException:
+        begun.cancel()  # not handed to anyone yet
+        raise
     return begun
 
 
@@ -222,8 +240,7 @@ def head_start(
         if isinstance(err, Exception):
             return None  # as above
         raise
-    begun = Begun(settings, env_fingerprint, running=running)
-    ctx.emit("baseline", begun.describe())
+    begun = _announced(ctx, Begun(settings, env_fingerprint, running=running))
     return HeadStart(ctx.python, begun, latest)
 
 

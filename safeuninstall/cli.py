@@ -265,15 +265,18 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     except OSError as err:
         # Likewise: the core turns errors after a change into a restore and a result.
         _fail(SafeUninstallError(str(err)), output)
-    if output.as_json:
-        payload = result.to_dict()
-        if render is _operation_text:  # an operation's envelope: what happened, step by step
-            payload["events"] = [event.to_dict() for event in common.live.events]
-        click.echo(json.dumps(payload, indent=2, default=list))
-    else:
-        text = render(result, output)
-        if text:
-            click.echo(text, color=_use_color(sys.stdout))
+    # The operation is over: an interrupt now must not cut its report short (or pass for one
+    # that came before any change).
+    with interrupts.deferred(obey=False):
+        if output.as_json:
+            payload = result.to_dict()
+            if render is _operation_text:  # an operation's envelope: what happened, step by step
+                payload["events"] = [event.to_dict() for event in common.live.events]
+            click.echo(json.dumps(payload, indent=2, default=list))
+        else:
+            text = render(result, output)
+            if text:
+                click.echo(text, color=_use_color(sys.stdout))
     sys.exit(getattr(result, "exit_code", 0))
 
 

@@ -119,3 +119,14 @@ class JournalUnreadable(UnfinishedTransaction):
 
 class Interrupted(SafeUninstallError):
     """Ctrl-C or SIGTERM arrived before anything was changed."""
+
+
+class InterruptedAfterChange(SafeUninstallError):
+    """An interrupt escaped after the environment was changed (a window the core does not
+    defer): what state it is in is not proven here."""
+
+    exit_code = EXIT_INCOMPLETE
+    state = (
+        "the environment may differ from its snapshot: `safe-uninstall snapshots` shows the "
+        "last operation's outcome, and `safe-uninstall recover` finishes one that did not finish"
+    )

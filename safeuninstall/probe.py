@@ -191,31 +191,40 @@ def run_probe(
     settings: RunSettings,
     on_start: Callable[[Popen[bytes]], None] | None = None,
 ) -> ProbeResult:
+    """Run one probe; a probe that cannot even start (no working folder on a full disk, no
+    such program) is a failed probe, never an exception: it may run after a change."""
     # An empty working folder, so a package in the user's current folder can't shadow one.
-    with tempfile.TemporaryDirectory(prefix="safe-uninstall-probe-") as workdir:
-        maps_out = Path(workdir) / "maps.txt"
-        if probe.kind == "python":
-            argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
-        else:
-            argv = shlex.split(probe.code)
-        try:
-            done = process.run(
-                argv,
-                timeout=settings.timeout,
-                env=settings.env,
-                cwd=Path(workdir),
-                watch=process.Watch(on_start=on_start),
-            )
-        except OSError as err:
-            return ProbeResult(
-                probe=probe,
-                passed=False,
-                returncode=None,
-                timed_out=False,
-                seconds=0.0,
-                output=f"cannot start {argv[0]}: {err.strerror}",
-            )
-        libraries = _read_libraries(maps_out) if probe.kind == "python" else None
+    try:
+        with tempfile.TemporaryDirectory(
+            prefix="safe-uninstall-probe-", ignore_cleanup_errors=True
+        ) as workdir:
+            return _run_in(Path(workdir), probe, interpreter, settings, on_start)
+    except OSError as err:
+        return _not_started(probe, f"cannot create its working folder: {err.strerror or err}")
+
+
+def _run_in(
+    workdir: Path,
+    probe: Probe,
+    interpreter: Interpreter,
+    settings: RunSettings,
+    on_start: Callable[[Popen[bytes]], None] | None,
+) -> ProbeResult:
+    maps_out = workdir / "maps.txt"
+    if probe.kind == "python":
+        argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
+    else:
+        argv = shlex.split(probe.code)
+    try:
+        done = process.run(
+            argv,
+            timeout=settings.timeout,
+            env=settings.env,
+            cwd=workdir,
+            watch=process.Watch(on_start=on_start),
+        )
+    except OSError as err:
+        return _not_started(probe, f"cannot start {argv[0]}: {err.strerror}")
     return ProbeResult(
         probe=probe,
         passed=done.ok,
@@ -223,7 +232,13 @@ def run_probe(
         timed_out=done.timed_out,
         seconds=done.seconds,
         output=done.output(),
-        libraries=libraries,
+        libraries=_read_libraries(maps_out) if probe.kind == "python" else None,
+    )
+
+
+def _not_started(probe: Probe, why: str) -> ProbeResult:
+    return ProbeResult(
+        probe=probe, passed=False, returncode=None, timed_out=False, seconds=0.0, output=why
     )
 
 

@@ -174,10 +174,13 @@ class Transaction:
         giving_up = kind is not None and not self._changed
         if self._hasher is not None:
             # Its record must be complete before the command ends, unless the snapshot goes.
+            # The operation is over by now: an interrupt must not cut the wait short and pass
+            # for one that came before any change.
             if giving_up:
                 self._hasher.cancel()
             else:
-                self._hasher.wait()
+                with interrupts.deferred(obey=False):
+                    self._hasher.wait()
         if giving_up:
             self._give_up()
 

@@ -661,3 +661,48 @@ def test_a_file_fault_fires_after_the_nth_file_of_its_own_loop(
     with pytest.raises(RuntimeError, match="fault injected at stash-file"):
         after_file()
     after_file()  # once only
+
+
+# -- a probe that cannot start, a baseline cache that someone edited ---------------------------
+
+
+def test_a_probe_without_a_working_folder_is_a_failed_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A full disk may refuse the probe's temporary folder after a change: a failed probe, not
+    an exception that would say "the environment was not changed"."""
+    import tempfile
+
+    from safeuninstall.environment import Interpreter
+    from safeuninstall.probe import Probe, RunSettings, run_probe
+
+    def no_room(*args: object, **kwargs: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", no_room)
+    interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", "/v/l", "/v/l", "/v/bin", {})
+    probe = Probe(kind="python", code="pass", origin="--probe")
+    result = run_probe(probe, interpreter, settings=RunSettings(timeout=5.0, env={}))
+    assert not result.passed
+    assert "cannot create its working folder: No space left on device" in result.output
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"libraries": [None], "seconds": ["x"]},
+        {"libraries": [None], "seconds": [None]},
+        {"libraries": [None], "seconds": [True]},
+        {"libraries": [[1, 2]], "seconds": [0.5]},
+        {"libraries": ["not a list"], "seconds": [0.5]},
+    ],
+)
+def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: object) -> None:
+    import json as json_module
+
+    from safeuninstall.baseline import CACHE_FILE, BaselineCache, _key
+    from safeuninstall.probe import Probe, ProbeSettings
+
+    settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
+    (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
+    assert BaselineCache(tmp_path).get(settings, "env") is None

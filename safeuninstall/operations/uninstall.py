@@ -33,6 +33,7 @@ from ..errors import (
     BaselineProbeFailed,
     EnvironmentChanged,
     Interrupted,
+    InterruptedAfterChange,
     InvalidInput,
     NotRestorable,
 )
@@ -77,13 +78,12 @@ def uninstall(
         removal.begin_configured(configured, early, waited)
         try:
             stopped = removal.judge_before(configured)
-        except BaseException:
-            removal.stop_baseline()
-            raise
-        if stopped is not None:
-            return stopped
-        removal.begin_derived()
-        return removal.apply()
+            if stopped is not None:
+                return stopped
+            removal.begin_derived()
+            return removal.apply()
+        finally:
+            removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
 
 
 def _refuse_legacy(ctx: Context, absent: Sequence[str]) -> None:
@@ -227,7 +227,10 @@ class _Removal:
                 return _Attempt(self, txn, snap, baseline_results).run()
         except KeyboardInterrupt:
             if txn.changed:
-                raise
+                raise InterruptedAfterChange(
+                    "interrupted after the uninstall had started, outside the steps that wait "
+                    "for an interrupt"
+                ) from None
             raise Interrupted(
                 "interrupted before anything was removed; nothing was changed"
             ) from None
