@@ -313,34 +313,31 @@ def legacy_installs(interpreter: Interpreter) -> dict[str, Path]:
     folder (its PKG-INFO) or file, by canonical name. They have no RECORD, so which files are
     theirs is not recorded reliably; uv and pip can still remove them."""
     found: dict[str, Path] = {}
+    for entry in _site_entries(interpreter, ".egg-info"):
+        path = Path(entry.path)
+        header = path / "PKG-INFO" if entry.is_dir() else path
+        read = _read_name_version(header)
+        if read is not None:
+            found.setdefault(canonicalize_name(read[0]), path)
+    return found
+
+
+def _site_entries(interpreter: Interpreter, suffix: str) -> Iterator[os.DirEntry[str]]:
+    """The entries of the target's site folders whose name ends with ``suffix``, in sys.path
+    order and by name within a folder; an unreadable folder has none."""
     for site_dir in interpreter.site_dirs:
         try:
             entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
         except OSError:
             continue
-        for entry in entries:
-            if not entry.name.endswith(".egg-info"):
-                continue
-            path = Path(entry.path)
-            header = path / "PKG-INFO" if entry.is_dir() else path
-            read = _read_name_version(header)
-            if read is not None:
-                found.setdefault(canonicalize_name(read[0]), path)
-    return found
+        yield from (entry for entry in entries if entry.name.endswith(suffix))
 
 
 def census(interpreter: Interpreter) -> frozenset[str]:
     """Every dist-info folder of the target, as a path: a folder listing, no file read. Two
     censuses differ when anything was installed, removed or replaced in between, and a second
     dist-info folder for one name shows here where installed_distributions keeps one."""
-    found: set[str] = set()
-    for site_dir in interpreter.site_dirs:
-        try:
-            entries = list(os.scandir(site_dir))
-        except OSError:
-            continue
-        found.update(e.path for e in entries if e.name.endswith(".dist-info") and e.is_dir())
-    return frozenset(found)
+    return frozenset(e.path for e in _site_entries(interpreter, ".dist-info") if e.is_dir())
 
 
 def census_change(before: frozenset[str], after: frozenset[str]) -> str:
@@ -358,21 +355,16 @@ def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDist
     """
     found: dict[str, InstalledDistribution] = {}
     shadowed: dict[str, list[Path]] = {}
-    for site_dir in interpreter.site_dirs:
-        try:
-            entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
-        except OSError:
+    for entry in _site_entries(interpreter, ".dist-info"):
+        if not entry.is_dir():
             continue
-        for entry in entries:
-            if not entry.name.endswith(".dist-info") or not entry.is_dir():
-                continue
-            dist = read_distribution(Path(entry.path))
-            if dist is None:
-                continue
-            if dist.key in found:
-                shadowed.setdefault(dist.key, []).append(dist.dist_info)
-            else:
-                found[dist.key] = dist
+        dist = read_distribution(Path(entry.path))
+        if dist is None:
+            continue
+        if dist.key in found:
+            shadowed.setdefault(dist.key, []).append(dist.dist_info)
+        else:
+            found[dist.key] = dist
     for key, folders in shadowed.items():
         found[key] = msgspec.structs.replace(found[key], shadowed=tuple(folders))
     return found
