@@ -270,8 +270,12 @@ class _Attempt:
         """Uninstall and judge; on failure, error or interrupt, restore."""
         messages = self.removal.messages
         try:
-            failed = self.txn.uninstall(self.snap.removed) or self._still_installed()
-            changed = None if failed else self._changed_by_others()
+            failed = self.txn.uninstall(self.snap.removed)
+            changed = None
+            if failed is None:  # the environment re-read once: what uv left, what others did
+                now = census(self.ctx.interpreter)
+                failed = self._still_installed(now)
+                changed = None if failed else self._changed_by_others(now)
             if failed is not None:
                 messages.append(failed)
                 reason = "uninstall-failed"
@@ -306,10 +310,11 @@ class _Attempt:
             next_command=next_command,
         )
 
-    def _still_installed(self) -> str | None:
-        """The environment re-read after the installer said it succeeded: what it left."""
-        installed = installed_distributions(self.ctx.interpreter)
-        left = [name for name in self.snap.removed if name in installed]
+    def _still_installed(self, now: frozenset[str]) -> str | None:
+        """What the installer left of what it said it removed: dist-info folders still in the
+        census ``now``."""
+        installed = self.removal.installed
+        left = [name for name in self.snap.removed if str(installed[name].dist_info) in now]
         if not left:
             return None
         return (
@@ -317,10 +322,12 @@ class _Attempt:
             "installed: nothing of it was removed"
         )
 
-    def _changed_by_others(self) -> str | None:
-        """What another process changed since the removal began, or None: a probe's verdict
-        on an environment that is not the one the removal left judges nothing."""
-        change = census_change(self.removal.expected_after(), census(self.ctx.interpreter))
+    def _changed_by_others(self, now: frozenset[str] | None = None) -> str | None:
+        """What another process changed since the removal began (by the census ``now``, else
+        one taken now), or None: a probe's verdict on an environment that is not the one the
+        removal left judges nothing."""
+        now = census(self.ctx.interpreter) if now is None else now
+        change = census_change(self.removal.expected_after(), now)
         if not change:
             return None
         return f"another process changed the environment during the removal ({change})"
