@@ -394,3 +394,23 @@ def read_terminal(fd: int, until: bytes | None = None, seconds: float = 60.0) ->
             break
         seen += chunk
     return seen
+
+
+def stand_in_uv(path: Path, on_uninstall: str, imports: str = "") -> Path:
+    """Write at ``path`` a uv that runs ``on_uninstall`` (Python, indented by the caller's
+    lines as they are, with ``real`` naming the real uv) when called as ``pip uninstall``, then
+    the real uv with the same arguments unless that code exited; every other call is the real
+    uv. ``imports``: the modules ``on_uninstall`` needs, comma-separated."""
+    assert UV is not None
+    body = "".join(f"    {line}\n" for line in on_uninstall.splitlines())
+    modules = ", ".join(["os", "sys", *filter(None, (m.strip() for m in imports.split(",")))])
+    path.write_text(
+        f"#!{sys.executable}\n"
+        f"import {modules}\n"
+        f"real = {UV!r}\n"
+        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
+        f"{body}"
+        "os.execv(real, [real, *sys.argv[1:]])\n"
+    )
+    path.chmod(0o755)
+    return path

@@ -18,7 +18,7 @@ from safeuninstall.errors import EXIT_CODES
 from safeuninstall.outcome import Outcome
 from safeuninstall.probe import Probe, ProbeResult
 from safeuninstall.results import ProbeRuns, Result, RollbackResult
-from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool
+from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -132,15 +132,7 @@ def test_an_installer_that_removes_nothing_is_an_error(make_venv: MakeVenv, tmp_
     "removed", but exit 1 with the environment proven unchanged."""
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
-    idle = tmp_path / "idle-uv"
-    idle.write_text(
-        f"#!{sys.executable}\n"
-        "import os, sys\n"
-        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
-        "    sys.exit(0)\n"
-        f"os.execv({UV!r}, [{UV!r}, *sys.argv[1:]])\n"
-    )
-    idle.chmod(0o755)
+    idle = stand_in_uv(tmp_path / "idle-uv", "sys.exit(0)")
     run = venv.tool("--json", "--no-probe", "leftpad", SAFE_UNINSTALL_UV=str(idle))
     data = run.json()
     assert run.returncode == 1, data

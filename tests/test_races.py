@@ -4,13 +4,11 @@ something it started is still changing the environment."""
 
 from __future__ import annotations
 
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -19,20 +17,14 @@ pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency o
 def _uv_that_is_interrupted(tmp_path: Path, finished: Path) -> Path:
     """A uv that sends the tool SIGTERM the moment its uninstall starts, then does the real
     uninstall and notes that it finished."""
-    wrapper = tmp_path / "uv-interrupted"
-    wrapper.write_text(
-        f"#!{sys.executable}\n"
-        "import os, pathlib, signal, subprocess, sys\n"
-        f"real = {UV!r}\n"
-        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
-        "    os.kill(os.getppid(), signal.SIGTERM)\n"
-        "    code = subprocess.run([real, *sys.argv[1:]]).returncode\n"
-        f"    pathlib.Path({str(finished)!r}).write_text(str(code))\n"
-        "    sys.exit(code)\n"
-        "os.execv(real, [real, *sys.argv[1:]])\n"
+    return stand_in_uv(
+        tmp_path / "uv-interrupted",
+        "os.kill(os.getppid(), signal.SIGTERM)\n"
+        "code = subprocess.run([real, *sys.argv[1:]]).returncode\n"
+        f"pathlib.Path({str(finished)!r}).write_text(str(code))\n"
+        "sys.exit(code)",
+        imports="pathlib, signal, subprocess",
     )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return wrapper
 
 
 def test_an_interrupt_while_uv_runs_waits_for_it_then_restores(

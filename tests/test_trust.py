@@ -19,7 +19,7 @@ import pytest
 import tomli_w
 
 from safeuninstall import locks, restore, stash
-from tests.conftest import UV, MakeVenv, Venv, changed, tree
+from tests.conftest import UV, MakeVenv, Venv, changed, stand_in_uv, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -382,19 +382,14 @@ def _uv_that_waits(tmp_path: Path) -> tuple[Path, Path, Path]:
     ready, release = tmp_path / "ready", tmp_path / "release"
     os.mkfifo(ready)
     os.mkfifo(release)
-    wrapper = tmp_path / "uv-that-waits"
-    wrapper.write_text(
-        f"#!{sys.executable}\n"
-        "import os, select, sys\n"
-        f"real = {UV!r}\n"
-        "if sys.argv[1:3] == ['pip', 'uninstall']:\n"
-        f"    release = os.open({str(release)!r}, os.O_RDONLY | os.O_NONBLOCK)\n"
-        f"    with open({str(ready)!r}, 'w') as note:\n"
-        "        note.write('x')\n"
-        "    select.select([release], [], [], 120)\n"
-        "os.execv(real, [real, *sys.argv[1:]])\n"
+    wrapper = stand_in_uv(
+        tmp_path / "uv-that-waits",
+        f"release = os.open({str(release)!r}, os.O_RDONLY | os.O_NONBLOCK)\n"
+        f"with open({str(ready)!r}, 'w') as note:\n"
+        "    note.write('x')\n"
+        "select.select([release], [], [], 120)",
+        imports="select",
     )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     return wrapper, ready, release
 
 
