@@ -414,3 +414,16 @@ def stand_in_uv(path: Path, on_uninstall: str, imports: str = "") -> Path:
     )
     path.chmod(0o755)
     return path
+
+
+# -- the real-stack tier: environments from the package index (tests/realstack.py) ---------
+
+from tests.realstack import real_venv, stacks  # noqa: E402, F401 - fixtures for every test
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a real stack is marked ``realstack``: ``-m "not realstack"`` leaves the
+    tier out of a quick run."""
+    for item in items:
+        if "real_venv" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.realstack)

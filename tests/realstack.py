@@ -1,0 +1,186 @@
+"""Real environments from the package index: the stacks users have, for the tests whose answer
+depends on real wheels (namespace packages, Requires-Dist with markers and extras, auditwheel
+``.libs`` folders, the CUDA libraries of a torch build).
+
+Each stack is a pinned requirements file in ``tests/stacks/``. It is installed once per machine:
+uv downloads its wheels into a cache outside the repository (``SAFE_UNINSTALL_STACKS``, else
+``~/.cache/safe-uninstall-stacks``) and the install is checked once by importing the stack. A test
+then gets its own venv, installed from that cache offline and hard-linked (uv's default link
+mode on Linux): about a second, against minutes for the first install.
+
+The files of a test's venv share inodes with uv's cache, as in every uv venv: a test may remove,
+restore and add files (that is what the tool does), but must not edit a file in place.
+
+Where the machine's pip is configured with local indexes (``file://`` extra index URLs: a mirror
+of the package index), uv is given them too, so the 3 GB of a CUDA torch build are read from disk
+when they are there; the pins are the same wheels either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from filelock import FileLock
+
+from safeuninstall.backend import find_uv
+
+if TYPE_CHECKING:  # conftest imports this module for its fixtures
+    from tests.conftest import Venv
+
+UV = find_uv()
+
+STACKS_DIR = Path(__file__).parent / "stacks"
+# What proves a stack installed: one import per stack, run once when it is first installed.
+SMOKE = {
+    "azure": "from azure.storage.blob import BlobServiceClient",
+    "gcs": "from google.cloud import storage",
+    "jupyterlab": "import jupyterlab, jupyter_server, ipykernel",
+    "requests": "import requests",
+    "rich": "from rich.markdown import Markdown",
+    "scipy": "import pandas, scipy.linalg, matplotlib.pyplot",
+    "sklearn": "import sklearn.linear_model",
+    "torch": "import torch; torch.cuda.device_count()",
+}
+
+
+def cache_root() -> Path:
+    return Path(
+        os.environ.get("SAFE_UNINSTALL_STACKS") or Path.home() / ".cache" / "safe-uninstall-stacks"
+    )
+
+
+def _local_indexes() -> list[str]:
+    """The ``file://`` extra index URLs of the machine's pip configuration, if any."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    urls = []
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith("extra-index-url"):
+            urls += [u for u in value.strip("'\"").split() if u.startswith("file://")]
+    return [u for u in urls if Path(u.removeprefix("file://")).is_dir()]
+
+
+class Stacks:
+    """The cache of real stacks, and the venvs made from it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.uv_cache = root / "uv-cache"
+        self.indexes = _local_indexes()
+
+    def _uv(self, *args: str, offline: bool = False) -> subprocess.CompletedProcess[str]:
+        assert UV is not None
+        env = {
+            **os.environ,
+            "UV_CACHE_DIR": str(self.uv_cache),
+            "UV_PYTHON_DOWNLOADS": "never",
+            "UV_NO_PROGRESS": "1",
+        }
+        index_args = [a for url in self.indexes for a in ("--extra-index-url", url)]
+        if index_args:
+            index_args += ["--index-strategy", "unsafe-best-match"]
+        install = args[:2] == ("pip", "install")
+        done = subprocess.run(
+            [UV, *args, *(index_args if install else []), *(["--offline"] if offline else [])],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"uv {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def pins(self, stack: str) -> Path:
+        path = STACKS_DIR / f"{stack}.txt"
+        if not path.is_file():
+            raise KeyError(f"no stack {stack!r}: tests/stacks/ has {sorted(SMOKE)}")
+        return path
+
+    def _key(self, stack: str) -> str:
+        text = self.pins(stack).read_bytes() + sys.version.encode() + sys.platform.encode()
+        return f"{stack}-{hashlib.sha256(text).hexdigest()[:16]}"
+
+    def _install(self, stack: str, root: Path, *, offline: bool) -> None:
+        self._uv("venv", "--quiet", "--python", sys.executable, str(root))
+        self._uv(
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(root / "bin" / "python"),
+            "--no-deps",
+            "--link-mode",
+            "hardlink",
+            "-r",
+            str(self.pins(stack)),
+            offline=offline,
+        )
+
+    def ensure(self, stack: str) -> None:
+        """The stack's wheels in the cache, installed and imported once on this machine."""
+        ready = self.root / "ready" / self._key(stack)
+        if ready.exists():
+            return
+        ready.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(ready) + ".lock"):
+            if ready.exists():
+                return
+            master = self.root / "masters" / self._key(stack)
+            shutil.rmtree(master, ignore_errors=True)
+            started = time.monotonic()
+            self._install(stack, master, offline=False)
+            done = subprocess.run(
+                [str(master / "bin" / "python"), "-c", SMOKE[stack]],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"stack {stack} does not import:\n{done.stderr}")
+            ready.write_text(f"installed in {time.monotonic() - started:.1f} s\n")
+            shutil.rmtree(master)  # the cache is what tests copy from
+
+    def venv(self, stack: str, root: Path) -> Venv:
+        """A new venv at ``root`` holding ``stack``, from the cache, offline."""
+        self.ensure(stack)
+        self._install(stack, root, offline=True)
+        from tests.conftest import Venv
+
+        return Venv(root=root, uv_cache=self.uv_cache, wheelhouse=self.root)
+
+
+RealVenv = Callable[[str], "Venv"]
+
+
+@pytest.fixture(scope="session")
+def stacks() -> Stacks:
+    if UV is None:
+        pytest.fail("uv is a dependency of the project and must be installed")
+    return Stacks(cache_root())
+
+
+@pytest.fixture
+def real_venv(tmp_path: Path, stacks: Stacks) -> Iterator[RealVenv]:
+    """``real_venv("rich")``: a fresh venv of that stack (tests/stacks/rich.txt)."""
+    counter = iter(range(1000))
+
+    def make(stack: str) -> Venv:
+        return stacks.venv(stack, tmp_path / f"{stack}{next(counter)}")
+
+    yield make
