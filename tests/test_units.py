@@ -717,11 +717,10 @@ def test_deferred_leaves_an_ignored_signal_ignored_and_keeps_the_ctrl_c_after_it
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        with pytest.raises(KeyboardInterrupt):
-            with interrupts.deferred() as noted:
-                signal.raise_signal(signal.SIGHUP)
-                signal.raise_signal(signal.SIGINT)
-                assert noted == [signal.SIGINT]
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred() as noted:
+            signal.raise_signal(signal.SIGHUP)
+            signal.raise_signal(signal.SIGINT)
+            assert noted == [signal.SIGINT]
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)

@@ -422,10 +422,11 @@ class _Attempt:
                 removal.messages.append(_stopped(restored))
             else:
                 self.runs = self._probe_after_restore(restored)
-                ok = restored.ok and all(r.passed for r in self.runs.after_restore)
-                outcome = Outcome.after_restore(reason, ok)
+                outcome = Outcome.after_restore(reason, restored.ok)
                 next_command = None if restored.ok else next_command
-                if restored.ok and not ok:
+                if restored.ok and not all(r.passed for r in self.runs.after_restore):
+                    # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
+                    outcome = Outcome.RESTORED_PROBE_FAILS
                     removal.messages.append(
                         "the environment equals the snapshot again, yet the probe fails after "
                         "the restore: it does not judge this environment reliably"
