@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,18 +161,67 @@ class Output(Struct, frozen=True):
 
 
 class _Live:
-    """Receives the core's events: each is written to stderr as it happens on a terminal
-    (not with --json or -q), and kept for --json. A wait for another operation is always
-    said: the command would otherwise seem to hang."""
+    """Receives the core's events: each is written to stderr as it happens (not with --json
+    or -q), and kept for --json. On a terminal a step that goes on (a probe running, the
+    installer, a restore) has a spinner and its elapsed time until the next event; through a
+    pipe the same lines come unadorned. A wait for another operation is always said: the
+    command would otherwise seem to hang."""
+
+    _FRAMES = "|/-\\"
+    _TICK = 0.1
 
     def __init__(self, output: Output) -> None:
         self.events: list[Event] = []
-        self._live = not (output.as_json or output.quiet) and sys.stderr.isatty()
+        self._live = not (output.as_json or output.quiet)
+        self._tty = sys.stderr.isatty()
+        self._lock = threading.Lock()
+        self._ongoing: tuple[str, float] | None = None  # (last line, when it began)
+        self._wake = threading.Event()
+        self._spinner: threading.Thread | None = None
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
-        if self._live or event.step == "waiting":
-            click.echo(f"safe-uninstall: {event.text}", err=True)
+        if not (self._live or event.step == "waiting"):
+            return
+        lines = f"safe-uninstall: {event.text}".splitlines() or [""]
+        with self._lock:
+            self._end_ongoing()
+            if not (self._tty and event.ongoing):
+                click.echo("\n".join(lines), err=True)
+                return
+            if lines[:-1]:
+                click.echo("\n".join(lines[:-1]), err=True)
+            self._ongoing = (lines[-1], time.monotonic())
+            self._draw(0)
+            if self._spinner is None:
+                self._spinner = threading.Thread(target=self._spin, daemon=True)
+                self._spinner.start()
+
+    def stop(self) -> None:
+        """Before the result is printed: the spinner's line ends, with its elapsed time."""
+        with self._lock:
+            self._end_ongoing()
+        self._wake.set()
+
+    def _draw(self, frame: int) -> None:
+        assert self._ongoing is not None
+        line, began = self._ongoing
+        spin = self._FRAMES[frame % len(self._FRAMES)]
+        click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
+
+    def _end_ongoing(self) -> None:
+        if self._ongoing is not None:
+            line, began = self._ongoing
+            click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            self._ongoing = None
+
+    def _spin(self) -> None:
+        frame = 0
+        while not self._wake.wait(self._TICK):
+            frame += 1
+            with self._lock:
+                if self._ongoing is not None:
+                    self._draw(frame)
 
 
 class Common:
@@ -287,7 +337,10 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     output = common.output
     try:
         interrupts.release()  # one that came during start-up is raised here
-        result = call()
+        try:
+            result = call()
+        finally:
+            common.live.stop()  # a spinner's line ends before anything else is printed
     except SafeUninstallError as err:
         _fail(err, output)
     except KeyboardInterrupt:

@@ -197,6 +197,9 @@ class _Removal:
 
     def _baseline_results(self) -> list[ProbeResult]:
         """The baseline must pass: else the probe cannot judge this removal."""
+        running = self.begun.running if self.begun is not None else None
+        if running is not None and not running.finished:  # said: the wait can be long
+            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
         results = self.begun.results() if self.begun is not None else []
         if not all(r.passed for r in results):
             raise BaselineProbeFailed(
