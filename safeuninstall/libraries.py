@@ -126,24 +126,30 @@ class LibraryIndex:
 
     def objects(self, paths: Iterable[str]) -> list[ElfInfo]:
         """The dynamic ELF files among ``paths`` named like libraries (``*.so``, ``*.so.*``)."""
-        return self.scan(paths)[0]
+        found = []
+        for path in paths:
+            if not is_elf_candidate(os.path.basename(path)):
+                continue
+            info = self.cache.get(path)
+            if info is not None:
+                found.append(info)
+        return found
 
     def scan(self, paths: Iterable[str]) -> tuple[list[ElfInfo], list[ElfInfo]]:
         """The dynamic ELF files among ``paths``: (those named like libraries, the programs).
 
-        A program is a file in a ``bin`` folder or without a dot in its name
-        (``torch/bin/torch_shm_manager``, ``triton/FileCheck``) that has a PT_INTERP; files
-        named otherwise are not opened (a wheel has thousands of them).
+        A program is a file in a ``bin`` folder, or without a dot in its name outside the
+        metadata folders (``torch/bin/torch_shm_manager``, ``triton/FileCheck``), that has a
+        PT_INTERP; files named otherwise are not opened (a wheel has thousands of them).
         """
         libraries, programs = [], []
         for path in paths:
-            cut = path.rfind("/")
-            name = path[cut + 1 :]
+            folder, _, name = path.rpartition("/")
             if ".so" in name and is_elf_candidate(name):
                 info = self.cache.get(path)
                 if info is not None:
                     libraries.append(info)
-            elif "." not in name or path.endswith("/bin/" + name):
+            elif folder.endswith("/bin") or ("." not in name and not _is_metadata(folder)):
                 info = self.cache.get(path)
                 if info is not None and info.program:
                     programs.append(info)
@@ -155,6 +161,11 @@ class LibraryIndex:
             # A cache that can't be written only costs time on the next run.
             with contextlib.suppress(OSError):
                 self.cache.save(self.cache_file)
+
+
+def _is_metadata(folder: str) -> bool:
+    """A ``*.dist-info`` folder (RECORD, METADATA, WHEEL... have no dot) or below one."""
+    return folder.endswith(".dist-info") or ".dist-info/" in folder
 
 
 class _LazyLdCache(Mapping[str, Sequence[str]]):

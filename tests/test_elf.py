@@ -920,9 +920,15 @@ def test_a_program_has_an_interpreter(tmp_path: Path) -> None:
     library_file = gcc_shared(tmp_path / "lib/libx.so", LEAF_C)
     text = tmp_path / "README"
     text.write_text("not ELF\n")
-    libraries, programs = index.scan([str(program), str(library_file), str(text)])
+    record = tmp_path / "pkg-1.0.dist-info/RECORD"
+    record.parent.mkdir()
+    record.write_text("pkg/__init__.py,,\n")
+    paths = [str(program), str(library_file), str(text), str(record)]
+    libraries, programs = index.scan(paths)
     assert [i.path for i in libraries] == [str(library_file)]
     assert [i.path for i in programs] == [str(program)]
+    assert len(index.cache) == 3  # README opened (no dot), the RECORD not (metadata)
+    assert index.objects(paths) == libraries
 
 
 def test_read_elf_never_raises_on_a_corrupt_symbol_table(tmp_path: Path) -> None:
