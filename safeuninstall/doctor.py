@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import msgspec
 from msgspec import Struct, field
@@ -284,7 +284,8 @@ def examine(
     coming = _pins_by_dependent(unmet)
     for missing in found.missing:
         report.findings.append(_library_finding(missing, snapshots, coming))
-    gone = _gone_releases(snapshots, installed, owned)
+    hollow = hollow_distributions(owned, installed)
+    gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
     for missing in found.on_demand:
         # Loaded on demand if at all: breakage only where a snapshot shows a removed
         # distribution shipped it (a library a package loads itself, with ctypes).
@@ -295,7 +296,7 @@ def examine(
             report.notes.append(_note("on-demand", missing))
     report.notes += [_note("driver", missing) for missing in found.driver]
     report.findings += unmet
-    for name in hollow_distributions(owned, installed):
+    for name in hollow:
         version = installed[name].version
         pin, snap = _provider(snapshots, _is_release(name, version))
         report.findings.append(Finding("hollow", f"{name}=={version}", "", pin, snap))
@@ -331,10 +332,9 @@ def _pins_by_dependent(unmet: Sequence[Finding]) -> dict[str, list[str]]:
 def _gone_releases(
     snapshots: Sequence[Snapshot],
     installed: Mapping[str, InstalledDistribution],
-    owned: Ownership,
+    hollow: Collection[str],
 ) -> set[str]:
     """Pins that snapshots kept and that are not installed now, whole."""
-    hollow = set(hollow_distributions(owned, installed))
     gone = set()
     for snap in snapshots:
         for entry in snap.packages:
@@ -384,7 +384,7 @@ def plan_repair(
     for snap in snapshots:
         plan = plan_rollback(snap, view)
         restored = {e.pin: e for e in plan.restore}
-        kept = all(pin in restored and restored[pin].stash is not None for pin in wanted)
+        kept = all(pin in restored and _kept(restored[pin]) for pin in wanted)
         # A rollback is the repair when it brings back every missing piece from its files
         # and takes nothing away that is installed and intact now.
         takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
@@ -392,6 +392,10 @@ def plan_repair(
             # Said, not hidden: a rollback also brings back what was removed since on purpose.
             return Repair(snapshot=snap.id, also=tuple(sorted(set(restored) - wanted)))
     return Repair(install=tuple(_entry_for_pin(snapshots, pin) for pin in sorted(wanted)))
+
+
+def _kept(entry: PackageEntry) -> bool:
+    return entry.stash is not None and entry.stash.complete
 
 
 def _entry_for_pin(snapshots: Sequence[Snapshot], pin: str) -> PackageEntry:

@@ -301,8 +301,8 @@ def census(
     are then loaded already), alone. Where that leaves a need unmet, it is loaded again after
     the roots of its distribution and of everything that distribution requires (``requires``:
     name -> the names it requires, installed), as an import of it loads them first: what they
-    loaded answers by name, the way ``libcusolver.so.12`` (no RUNPATH) gets the
-    ``libcublas.so.13`` that ``libtorch_cuda.so`` loaded. A program is loaded alone. An object
+    loaded answers by name (a module that needs ``libc10.so`` without a path to torch's, and
+    counts on ``import torch`` having loaded it). A program is loaded alone. An object
     that no root's load reaches is loaded after all of them: what it still can't find is
     information (``on_demand``), as is a driver's library (``driver``).
     """
