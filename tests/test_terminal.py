@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall import report
-from tests.conftest import UV, MakeVenv, Venv, read_terminal
+from tests.conftest import UV, MakeVenv, Venv, error_line, read_terminal
 
 ESC = "\x1b["
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -88,7 +88,8 @@ def test_colour_through_a_pipe_only_when_asked(make_venv: MakeVenv) -> None:
 
     error = venv.tool("rollback", "--color", "always", "9")
     assert error.returncode == 1
-    assert error.stderr.startswith(f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m no snapshot '9'")
+    shown = error_line(error.stderr, f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m")
+    assert shown.startswith(f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m no snapshot '9'")
 
 
 # -- shell completion: click's, under the variable _SAFE_UNINSTALL_COMPLETE --------------------
