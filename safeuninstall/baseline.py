@@ -213,12 +213,17 @@ def head_start(
     wait (some 10 ms after it began); in every other case it is cancelled and begun again, so a
     head start never judges an environment other than the one the removal changes.
 
+    Nor does it begin when another distribution's Requires-Dist names one to be removed (unless
+    ``--allow-unmet``): the removal may then be refused, and a refused removal runs no probe.
+
     None when there is nothing to begin, and whenever anything fails: the operation then meets
     the same problem and reports it.
     """
     if options.dry_run or options.strict or settings.disabled or not settings.probes:
         return None
     try:
+        if not options.allow_unmet and _required_by_another(ctx, options.names):
+            return None
         latest = ctx.store.latest_id()
         cache = BaselineCache(ctx.store.root)
         if not options.fresh_baseline:
@@ -242,6 +247,18 @@ def head_start(
         raise
     begun = _announced(ctx, Begun(settings, env_fingerprint, running=running))
     return HeadStart(ctx.python, begun, latest)
+
+
+def _required_by_another(ctx: Context, names: Sequence[str]) -> bool:
+    """Whether a Requires-Dist line of another installed distribution names one of ``names``.
+    Read from the METADATA headers, no line parsed: some 10 ms for 30 distributions."""
+    from packaging.utils import canonicalize_name
+
+    from .environment import installed_distributions, requirement_index
+
+    wanted = {canonicalize_name(name) for name in names}
+    index = requirement_index(installed_distributions(ctx.interpreter))
+    return any(other not in wanted for name in wanted for other, _ in index.get(name, ()))
 
 
 def take_over(

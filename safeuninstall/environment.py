@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -241,6 +242,25 @@ class InstalledDistribution(Struct, frozen=True):
             ]
         except OSError:
             return []
+
+
+# The distribution name at the start of a requirement: enough to know whether a line can
+# matter, before paying for a full parse.
+_LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+
+def requirement_index(
+    installed: Mapping[str, InstalledDistribution],
+) -> dict[str, list[tuple[str, str]]]:
+    """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
+    is parsed: the leading name alone says which lines can matter to a removal."""
+    index: dict[str, list[tuple[str, str]]] = {}
+    for key, dist in installed.items():
+        for value in dist.requires_dist():
+            match = _LEADING_NAME.match(value)
+            if match:
+                index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))
+    return index
 
 
 def _header_lines(metadata: Path) -> Iterator[str]:

@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
-from .environment import InstalledDistribution
+from .environment import InstalledDistribution, requirement_index
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
 from .paths import normalise
 from .probe import top_level_modules
@@ -29,22 +29,8 @@ class Dependency(Struct, frozen=True):
     extra: str | None = None
 
 
-# The distribution name at the start of a requirement: enough to know whether a line can
-# matter, before paying for a full parse.
-_LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
-
-
-def _requirement_index(
-    installed: Mapping[str, InstalledDistribution],
-) -> dict[str, list[tuple[str, str]]]:
-    """required name -> [(dependent, Requires-Dist value)], from each METADATA header."""
-    index: dict[str, list[tuple[str, str]]] = {}
-    for key, dist in installed.items():
-        for value in dist.requires_dist():
-            match = _LEADING_NAME.match(value)
-            if match:
-                index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))
-    return index
+# A word of a marker that could be an extra's name.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 def _edge(dependent: str, value: str, markers: Mapping[str, str]) -> Dependency | None:
@@ -74,7 +60,7 @@ def edges_into(
     distribution environment that is a handful of lines instead of thousands. ``index``: the
     installed set's requirement index, when the caller has it already.
     """
-    index = _requirement_index(installed) if index is None else index
+    index = requirement_index(installed) if index is None else index
     edges = []
     seen = set(removed)
     frontier = list(seen)
@@ -270,7 +256,7 @@ def _requested_extras(
 def _extras_named(requirement: Requirement) -> set[str]:
     """The words of the marker that could be an extra it compares against, canonical."""
     text = str(requirement.marker).replace('"', " ").replace("'", " ")
-    return {canonicalize_name(token) for token in text.split() if _LEADING_NAME.fullmatch(token)}
+    return {canonicalize_name(token) for token in text.split() if _NAME.fullmatch(token)}
 
 
 def _unmet(
@@ -325,7 +311,7 @@ def unmet_requirements(
     is no valid PEP 508 requirement is skipped: it says nothing the tool can judge, and the
     probe judges the removal as it judges any other.
     """
-    return _unmet(_requirement_index(installed), installed, markers, removed)
+    return _unmet(requirement_index(installed), installed, markers, removed)
 
 
 def removal_closure(
@@ -336,7 +322,7 @@ def removal_closure(
     """``removed`` and every distribution that must go with it for no requirement to be left
     unmet: the dependents, theirs in turn, and those that request an extra which needs a
     removed one."""
-    index = _requirement_index(installed)
+    index = requirement_index(installed)
     names: list[str] = list(dict.fromkeys(canonicalize_name(name) for name in removed))
     while True:
         more = {
@@ -495,7 +481,7 @@ def impact_report(
     index: LibraryIndex,
     owned: Ownership,
 ) -> ImpactReport:
-    requirements = _requirement_index(installed)
+    requirements = requirement_index(installed)
     edges = edges_into(installed, markers, removed, requirements)
     required = dependents_of(removed, edges)
     optional = tuple(
