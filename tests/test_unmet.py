@@ -7,6 +7,7 @@ wheels; then real stacks from the package index (rich, a CUDA torch build).
 
 from __future__ import annotations
 
+import os
 import shlex
 import string
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from safeuninstall.environment import InstalledDistribution, read_distribution
 from safeuninstall.impact import Unmet, removal_closure, unmet_requirements
 from tests.conftest import UV, MakeVenv, Run, Venv
+from tests.realstack import RealVenv
 from tests.wheels import build_wheel
 
 # A Linux x86_64 CPython 3.11 target, whatever machine runs the tests.
@@ -456,3 +458,100 @@ def test_check_says_the_removal_would_be_refused(make_venv: MakeVenv) -> None:
     assert "unmet requirement: requests requires urllib3>=2" in run.stdout
     assert "safe-uninstall would refuse this removal" in run.stdout
     assert venv.tool("check", "--strict", "urllib3").returncode == 1
+
+
+# -- real stacks from the package index -------------------------------------------------------
+
+
+def listing(venv: Venv) -> dict[str, tuple[int, int, int]]:
+    """Every file of the venv's site-packages and bin: (inode, size, mtime). For a stack of
+    gigabytes, a cheaper proof than hashes that nothing was removed, replaced or added (the
+    tests never edit a file in place)."""
+    found = {}
+    for base in (venv.site_packages, venv.root / "bin"):
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                st = os.lstat(os.path.join(folder, name))
+                found[os.path.join(folder, name)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return found
+
+
+def unmet_of(run: Run) -> list[tuple[str, str, str | None, list[str]]]:
+    """(dependent, required, extra, requested_by) of each unmet requirement in the JSON."""
+    data = run.json()
+    assert data["outcome"] == "refused-unmet", data
+    impact = data["impact"]
+    assert isinstance(impact, dict)
+    return [(u["dependent"], u["required"], u["extra"], u["requested_by"]) for u in impact["unmet"]]
+
+
+def test_rich_without_markdown_it_py(real_venv: RealVenv) -> None:
+    """Issue 11, case 2: rich imports without markdown-it-py; rich.markdown does not."""
+    venv = real_venv("rich")
+    before = venv.file_hashes()
+
+    refused = venv.tool("markdown-it-py")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "unmet requirement: rich requires markdown-it-py (>=2.2.0)\n" in refused.stdout
+    assert suggested(refused, venv, "to remove the dependents too: ") == ["markdown-it-py", "rich"]
+    assert venv.file_hashes() == before
+    state_untouched(venv)
+    # --allow-unmet: remove, probe, restore all in one batch when the probe fails.
+    probe = "from rich.markdown import Markdown"
+    restored = venv.tool("--json", "--allow-unmet", "--probe", probe, "markdown-it-py").json()
+    assert restored["outcome"] == "probe-failed-restored", restored
+    assert restored["restored"] == ["markdown-it-py==4.3.0"]
+    assert venv.file_hashes() == before
+    assert venv.run_python(probe).returncode == 0
+
+
+def test_torch_requirements_refused(real_venv: RealVenv) -> None:
+    """Issue 11, case 2: torch imports without sympy, networkx, jinja2, triton or setuptools
+    (torch.compile needs them); and the seed's four CUDA wheels, which torch pins."""
+    venv = real_venv("torch")
+    before = listing(venv)
+    for name in ("sympy", "networkx", "jinja2", "triton", "setuptools"):
+        run = venv.tool("--json", name)
+        assert unmet_of(run) == [("torch", name, None, [])], name
+    seeds = (
+        "nvidia-cudnn-cu13",
+        "nvidia-cusparselt-cu13",
+        "nvidia-nccl-cu13",
+        "nvidia-nvshmem-cu13",
+    )
+
+    text = venv.tool("--dry-run", *seeds)
+
+    assert text.returncode == 1, text.stdout + text.stderr
+    pins = [line for line in text.stdout.splitlines() if line.startswith("unmet requirement:")]
+    assert pins == [
+        "unmet requirement: torch requires nvidia-cudnn-cu13==9.24.0.43",
+        "unmet requirement: torch requires nvidia-cusparselt-cu13==0.8.1",
+        "unmet requirement: torch requires nvidia-nccl-cu13==2.30.7",
+        "unmet requirement: torch requires nvidia-nvshmem-cu13==3.4.5",
+    ]
+    assert (
+        "--dry-run: the removal would be refused: it leaves 4 requirements of torch" in text.stdout
+    )
+    assert listing(venv) == before
+    state_untouched(venv)
+
+
+def test_torch_nvidia_cublas_through_the_cuda_toolkit_extra(real_venv: RealVenv) -> None:
+    """torch requires cuda-toolkit[cublas,...]; only that extra of cuda-toolkit requires
+    nvidia-cublas."""
+    venv = real_venv("torch")
+    before = listing(venv)
+
+    text = venv.tool("--dry-run", "nvidia-cublas")
+
+    assert text.returncode == 1, text.stdout + text.stderr
+    assert (
+        "unmet requirement: cuda-toolkit[cublas] requires nvidia-cublas==13.1.1.3.*, an extra "
+        "requested by torch\n" in text.stdout
+    )
+    assert "torch" in suggested(text, venv, "to remove the dependents too: ")
+    assert listing(venv) == before
+    state_untouched(venv)
