@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
-from .environment import InstalledDistribution, requirement_index
+from .environment import InstalledDistribution, RequirementIndex, requirement_index
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
 from .paths import normalise
 from .probe import top_level_modules
@@ -52,7 +52,7 @@ def edges_into(
     installed: Mapping[str, InstalledDistribution],
     markers: Mapping[str, str],
     removed: Iterable[str],
-    index: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    index: RequirementIndex | None = None,
 ) -> list[Dependency]:
     """The dependency edges that lead, directly or transitively, to a removed distribution.
 
@@ -208,7 +208,7 @@ _Requested = dict[tuple[str, str], set[str]]
 
 
 def _requested_extras(
-    index: Mapping[str, Sequence[tuple[str, str]]],
+    index: RequirementIndex,
     markers: Mapping[str, str],
     remaining: Set[str],
 ) -> _Requested:
@@ -221,12 +221,12 @@ def _requested_extras(
     requested: _Requested = {}
     frontier: list[tuple[str, str]] = []
 
-    def request(name: str, extras: Iterable[str], by: Iterable[str]) -> None:
+    def request(name: str, extras: Iterable[str], by: Set[str]) -> None:
         for extra in extras:
             known = requested.setdefault((name, extra), set())
-            if not known:
+            if not by <= known:  # on, or requested by more: pass it on (sets only grow)
+                known.update(by)
                 frontier.append((name, extra))
-            known.update(by)
 
     for name, lines in index.items():
         if name not in remaining:
@@ -239,7 +239,7 @@ def _requested_extras(
                 continue
             extras: frozenset[str] = frozenset(canonicalize_name(e) for e in requirement.extras)
             if _holds(requirement, markers, ""):
-                request(name, extras, [requester])
+                request(name, extras, {requester})
             elif requirement.marker is not None and "extra" in str(requirement.marker):
                 for gate in _extras_named(requirement):
                     if _holds(requirement, markers, gate):
@@ -248,7 +248,7 @@ def _requested_extras(
         requester, gate = frontier.pop()
         for name, extras in gated.get((requester, gate), ()):
             # A distribution requesting another extra of its own passes on who requested it.
-            by = requested[(requester, gate)] if name == requester else {requester}
+            by = set(requested[(requester, gate)]) if name == requester else {requester}
             request(name, extras, by)
     return requested
 
@@ -259,12 +259,13 @@ def _extras_named(requirement: Requirement) -> set[str]:
     return {canonicalize_name(token) for token in text.split() if _NAME.fullmatch(token)}
 
 
-def _unmet(
-    index: Mapping[str, Sequence[tuple[str, str]]],
+def unmet_in(
+    index: RequirementIndex,
     installed: Mapping[str, InstalledDistribution],
     markers: Mapping[str, str],
     removed: Iterable[str],
 ) -> tuple[Unmet, ...]:
+    """unmet_requirements, given the installed set's requirement index."""
     gone = {canonicalize_name(name) for name in removed} & installed.keys()
     remaining = installed.keys() - gone
     requested: _Requested | None = None  # only when a line behind an extra names a removed one
@@ -311,23 +312,24 @@ def unmet_requirements(
     is no valid PEP 508 requirement is skipped: it says nothing the tool can judge, and the
     probe judges the removal as it judges any other.
     """
-    return _unmet(requirement_index(installed), installed, markers, removed)
+    return unmet_in(requirement_index(installed), installed, markers, removed)
 
 
 def removal_closure(
     installed: Mapping[str, InstalledDistribution],
     markers: Mapping[str, str],
     removed: Sequence[str],
+    index: RequirementIndex | None = None,
 ) -> tuple[str, ...]:
     """``removed`` and every distribution that must go with it for no requirement to be left
     unmet: the dependents, theirs in turn, and those that request an extra which needs a
-    removed one."""
-    index = requirement_index(installed)
+    removed one. ``index``: the installed set's requirement index, when the caller has it."""
+    index = requirement_index(installed) if index is None else index
     names: list[str] = list(dict.fromkeys(canonicalize_name(name) for name in removed))
     while True:
         more = {
             name
-            for unmet in _unmet(index, installed, markers, names)
+            for unmet in unmet_in(index, installed, markers, names)
             for name in unmet.to_remove_too
         } - set(names)
         if not more:
@@ -480,8 +482,10 @@ def impact_report(
     removed: Sequence[str],
     index: LibraryIndex,
     owned: Ownership,
+    requirements: RequirementIndex | None = None,
 ) -> ImpactReport:
-    requirements = requirement_index(installed)
+    """``requirements``: the installed set's requirement index, when the caller has it."""
+    requirements = requirement_index(installed) if requirements is None else requirements
     edges = edges_into(installed, markers, removed, requirements)
     required = dependents_of(removed, edges)
     optional = tuple(
@@ -500,5 +504,5 @@ def impact_report(
             UnreadableRecord(name, reason, name in removed)
             for name, reason in sorted(owned.unreadable.items())
         ),
-        unmet=_unmet(requirements, installed, markers, removed),
+        unmet=unmet_in(requirements, installed, markers, removed),
     )

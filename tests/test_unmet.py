@@ -187,6 +187,26 @@ def test_extras_requested_through_extras(tmp_path: Path) -> None:
     assert unmet_requirements(without_app, LINUX, ["nvidia-cublas"]) == ()
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_every_requester_of_an_extra_is_named(tmp_path: Path, reverse: bool) -> None:
+    """toolkit[all] is requested by app1 directly and by mid through its extra gpu, which
+    app2 requests: both are named, whichever order the lines are met in."""
+    toolkit = ("toolkit", "1", ["toolkit[blas]; extra == 'all'", "blas; extra == 'blas'"])
+    dists: list[Dist] = [
+        ("app1", "1", ["toolkit[all]"]),
+        ("app2", "1", ["mid[gpu]"]),
+        ("mid", "1", ["toolkit[all]; extra == 'gpu'"]),
+        toolkit,
+        ("blas", "1", []),
+    ]
+    env = installed(tmp_path, *(reversed(dists) if reverse else dists))
+
+    (found,) = unmet_requirements(env, LINUX, ["blas"])
+
+    assert (found.extra, found.requested_by) == ("blas", ("app1", "mid"))
+    assert removal_closure(env, LINUX, ["blas"]) == ("blas", "app1", "mid", "app2")
+
+
 def test_cycles_end(tmp_path: Path) -> None:
     env = installed(
         tmp_path,
@@ -555,3 +575,28 @@ def test_torch_nvidia_cublas_through_the_cuda_toolkit_extra(real_venv: RealVenv)
     assert "torch" in suggested(text, venv, "to remove the dependents too: ")
     assert listing(venv) == before
     state_untouched(venv)
+
+
+def test_the_glance_that_decides_the_head_start(tmp_path: Path) -> None:
+    """environment.required_elsewhere: any spelling of the name, in the header only, not in a
+    distribution's own METADATA."""
+    from safeuninstall.environment import Interpreter, required_elsewhere
+
+    installed(
+        tmp_path,
+        ("rich", "15.0.0", ["Markdown_It.PY (>=2.2.0)"]),
+        ("cuda-toolkit", "13.0.3", ["cuda-toolkit[cublas]; extra == 'all'"]),
+        ("plugins", "1", ["markdown-it-py-plugins"]),
+    )
+    readme = tmp_path / "readme-1.dist-info"
+    readme.mkdir()
+    (readme / "METADATA").write_text("Name: readme\nVersion: 1\n\nRequires-Dist: leftpad\n")
+    site = str(tmp_path)
+    target = Interpreter("python", "/venv", "/usr", "3.11", site, site, "/venv/bin", LINUX)
+
+    assert required_elsewhere(target, ["markdown-it-py"])
+    assert not required_elsewhere(target, ["cuda-toolkit"])  # its own extra
+    assert required_elsewhere(target, ["markdown-it-py-plugins", "leftpad"])
+    assert not required_elsewhere(target, ["leftpad"])  # named in a long description only
+    assert not required_elsewhere(target, ["markdown-it"])
+    assert not required_elsewhere(target, [])

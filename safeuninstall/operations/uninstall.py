@@ -25,11 +25,13 @@ from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
 from ..environment import (
     InstalledDistribution,
+    RequirementIndex,
     census,
     census_change,
     ensure_writable,
     installed_distributions,
     legacy_installs,
+    requirement_index,
 )
 from ..errors import (
     BaselineProbeFailed,
@@ -39,7 +41,7 @@ from ..errors import (
     InvalidInput,
     NotRestorable,
 )
-from ..impact import removal_closure, unmet_requirements
+from ..impact import removal_closure, unmet_in
 from ..libraries import Drift
 from ..names import parse_requested
 from ..options import COMMANDS, UninstallOptions
@@ -125,6 +127,7 @@ class _Removal:
         self.begun: Begun | None = None
         self.fingerprint = ""
         self.analysis: Analysis | None = None
+        self.requirements: RequirementIndex | None = None
         self.settings = ProbeSettings()
         self.messages: list[str] = []
 
@@ -148,8 +151,9 @@ class _Removal:
         at once)."""
         if self.options.allow_unmet:
             return False
+        self.requirements = requirement_index(self.installed)  # the impact report's too
         markers = self.ctx.interpreter.markers
-        if not unmet_requirements(self.installed, markers, self.plan.remove):
+        if not unmet_in(self.requirements, self.installed, markers, self.plan.remove):
             return False
         if early is not None:
             early.baseline.cancel()
@@ -173,7 +177,7 @@ class _Removal:
     def judge_before(self, configured: ProbeSettings) -> RemovalResult | None:
         """The impact report and the probe it implies; a result when the removal stops here
         (--strict, --dry-run), None when it goes ahead."""
-        self.analysis = analyse(self.ctx, self.installed, self.plan.remove)
+        self.analysis = analyse(self.ctx, self.installed, self.plan.remove, self.requirements)
         self.settings = with_default(configured, self.installed, self.analysis.report.affected)
         report = self.analysis.report
         if self.options.strict and report.refused_by_strict:
@@ -199,7 +203,8 @@ class _Removal:
         unmet = self.analysis.report.unmet
         dependents = sorted({u.dependent for u in unmet})
         names = self.plan.remove
-        closure = removal_closure(self.installed, self.ctx.interpreter.markers, names)
+        markers = self.ctx.interpreter.markers
+        closure = removal_closure(self.installed, markers, names, self.requirements)
         verdict = "--dry-run: the removal would be refused" if self.options.dry_run else "refused"
         return [
             f"{verdict}: it leaves {_requirements(len(unmet))} of {', '.join(dependents)} "
