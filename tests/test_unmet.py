@@ -193,8 +193,8 @@ def test_every_requester_of_an_extra_is_named(tmp_path: Path, reverse: bool) -> 
     app2 requests: both are named, whichever order the lines are met in."""
     toolkit = ("toolkit", "1", ["toolkit[blas]; extra == 'all'", "blas; extra == 'blas'"])
     dists: list[Dist] = [
-        ("app1", "1", ["toolkit[all]"]),
         ("app2", "1", ["mid[gpu]"]),
+        ("app1", "1", ["toolkit[all]"]),
         ("mid", "1", ["toolkit[all]; extra == 'gpu'"]),
         toolkit,
         ("blas", "1", []),
