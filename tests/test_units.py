@@ -916,3 +916,21 @@ def test_the_baseline_fingerprint_sees_legacy_installs(tmp_path: Path, made: str
     before = fingerprint(interpreter, {})
     (tmp_path / made).write_text("")
     assert fingerprint(interpreter, {}) != before
+
+
+def test_deferred_leaves_an_ignored_signal_ignored_and_keeps_the_ctrl_c_after_it() -> None:
+    """Under nohup a hang-up is ignored: one arriving inside a deferred block must not be
+    noted first and raised into SIG_IGN on the way out, losing the Ctrl-C noted after it."""
+    import signal
+
+    from safeuninstall import interrupts
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred() as noted:
+            signal.raise_signal(signal.SIGHUP)
+            signal.raise_signal(signal.SIGINT)
+            assert noted == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
