@@ -170,20 +170,21 @@ def _top_level(site_dir: Path, name: str, found: dict[str, int]) -> str | None:
 def _walk(folder: Path, site_dir: Path, found: dict[str, int]) -> str | None:
     """Every file under ``folder`` (which uv deletes whole), links never followed; or why the
     stash could not give them back."""
-    with os.scandir(folder) as scan:
-        entries = sorted(scan, key=lambda e: e.name)
-    for entry in entries:
-        info = entry.stat(follow_symlinks=False)
-        if stat.S_ISLNK(info.st_mode):
-            return _link(Path(entry.path))
-        if stat.S_ISDIR(info.st_mode):
-            problem = _walk(Path(entry.path), site_dir, found)
-            if problem is not None:
-                return problem
-        elif stat.S_ISREG(info.st_mode):
-            found[os.path.relpath(entry.path, site_dir).replace(os.sep, "/")] = info.st_size
-        else:
-            return _special(Path(entry.path))
+    skip = len(os.path.join(site_dir, ""))  # ``folder`` is in ``site_dir``: no relpath needed
+    pending = [str(folder)]
+    while pending:
+        with os.scandir(pending.pop()) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+        for entry in entries:
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                return _link(Path(entry.path))
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(entry.path)
+            elif stat.S_ISREG(info.st_mode):
+                found[entry.path[skip:].replace(os.sep, "/")] = info.st_size
+            else:
+                return _special(Path(entry.path))
     return None
 
 
