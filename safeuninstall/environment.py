@@ -511,7 +511,7 @@ def required_elsewhere(interpreter: Interpreter, names: Iterable[str]) -> bool:
     line = re.compile(
         rb"^Requires-Dist:[ \t]*(?:" + spellings + rb")(?![A-Za-z0-9._-])", re.M | re.I
     )
-    for entry in _site_entries(interpreter, ".dist-info"):
+    for entry in _site_entries(interpreter, (".dist-info",)):
         own = canonicalize_name(entry.name[: -len(".dist-info")].rpartition("-")[0])
         if own in wanted:
             continue
