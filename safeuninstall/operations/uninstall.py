@@ -201,6 +201,9 @@ class _Removal:
     def _baseline_results(self) -> list[ProbeResult]:
         """The baseline must pass: else the probe cannot judge this removal. (A derived probe
         passes as a baseline when it ran: what fails in it is dropped, see derived.py.)"""
+        running = self.begun.running if self.begun is not None else None
+        if running is not None and not running.finished:  # said: the wait can be long
+            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
