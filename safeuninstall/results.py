@@ -99,7 +99,8 @@ class Result(Struct, frozen=True, kw_only=True):
                     "before the change"
                 )
             also = f", {dropped} dropped" if dropped else ""
-            return f"{removed}the derived probe passed ({judged} candidates judged{also})"
+            count = f"{judged} candidate{'s' if judged != 1 else ''}"
+            return f"{removed}the derived probe passed ({count} judged{also})"
         failed = run.regressed
         if failed and "the probe failed" in self.outcome.text:
             names = ", ".join(c.candidate.name for c in failed[:3])
