@@ -9,7 +9,8 @@ Its candidates come from what the removal affects (the impact report's distribut
 - the modules of the distributions that require a removed one and import it at module level
   (``rich.markdown`` imports ``markdown_it``; ``import rich`` does not), the shallowest
   ``IMPORTERS_PER_DISTRIBUTION`` of each;
-- torch's CUDA check, where torch is installed.
+- torch's CUDA check, where torch is installed (of torch itself, only the modules that import
+  what is removed: ``torch.fx.experimental.symbolic_shapes`` imports sympy).
 
 One process tries every candidate on its own (probe.py). The verdict is a regression: the
 candidates that pass before the removal must pass after it; one that fails before is dropped,
@@ -59,9 +60,14 @@ def derive(
     notes: list[str] = []
     searched = {name: _roots(installed[name]) for name in removed if name in installed}
     for name in affected or ():
-        if name == "torch" or name not in installed:
-            continue  # torch: its own check below covers the import
-        found, said = _candidates_of(installed[name], _imported_by(installed[name], searched))
+        if name not in installed:
+            continue
+        dist = installed[name]
+        imported = _imported_by(dist, searched)
+        if name == "torch":  # its check below imports it; a submodule may need what is removed
+            candidates += _importers(dist, imported, tried=())
+            continue
+        found, said = _candidates_of(dist, imported)
         candidates += found
         notes += said
     described = []
@@ -142,11 +148,19 @@ def _candidates_of(
             "points are loaded"
         )
     found += _entry_point_candidates(name, points[: importables.MAX_ENTRY_POINTS])
-    tried = set(shown)
-    for module, what in importables.importers(dist, imported, limit=IMPORTERS_PER_DISTRIBUTION):
-        if module not in tried:
-            found.append(Candidate("module", module, name, why=f"imports {what}"))
-    return found, notes
+    return found + _importers(dist, imported, tried=shown), notes
+
+
+def _importers(
+    dist: InstalledDistribution, imported: Sequence[str], *, tried: Sequence[str]
+) -> list[Candidate]:
+    """Modules of ``dist`` that import one of ``imported`` at module level, not yet tried."""
+    found = importables.importers(dist, imported, limit=IMPORTERS_PER_DISTRIBUTION)
+    return [
+        Candidate("module", module, dist.key, why=f"imports {what}")
+        for module, what in found
+        if module not in tried
+    ]
 
 
 def _entry_point_candidates(

@@ -108,7 +108,10 @@ def derived_block(probe: Probe) -> list[str]:
 
 
 def _whose(candidate: Candidate) -> str:
-    return candidate.distribution + (f": {candidate.why}" if candidate.why else "")
+    """Whose a candidate is, and why it is one (a code candidate's label says why)."""
+    if candidate.kind == "code" or not candidate.why:
+        return candidate.distribution
+    return f"{candidate.distribution}: {candidate.why}"
 
 
 def _tail(text: str, count: int) -> list[str]:

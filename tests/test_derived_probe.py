@@ -373,10 +373,21 @@ def test_many_modules_are_spread_over_their_packages(tmp_path: Path) -> None:
     assert "protos: 8 of its 42 modules are tried, one package after another" in notes
 
 
-def test_torch_adds_its_check_and_no_import_of_its_own(tmp_path: Path) -> None:
+def test_torch_adds_its_check_and_of_its_own_modules_only_importers(tmp_path: Path) -> None:
     site = tmp_path / "site"
     installed = {
-        "torch": make_dist(site, "torch", {"torch/__init__.py": "X = 1\n"}),
+        "torch": make_dist(
+            site,
+            "torch",
+            {
+                "torch/__init__.py": "X = 1\n",
+                "torch/fx/__init__.py": "",
+                "torch/fx/shapes.py": "import sympy\n",
+            },
+            requires=("sympy>=1.13",),
+            entry_points="[console_scripts]\ntorchrun = torch.distributed.run:main\n",
+        ),
+        "sympy": make_dist(site, "sympy", {"sympy/__init__.py": "X = 1\n"}),
         "user": make_dist(site, "user", {"user/__init__.py": "X = 1\n"}),
     }
     (probe,), notes = derived.derive(installed, ["torch", "user"])
@@ -386,6 +397,10 @@ def test_torch_adds_its_check_and_no_import_of_its_own(tmp_path: Path) -> None:
     ]
     assert probe.candidates[-1].target == derived.TORCH_PROBE
     assert "torch's CUDA initialisation" in notes[0]
+    (with_sympy,), _ = derived.derive(installed, ["torch"], ["sympy"])
+    assert [(c.kind, c.target, c.why) for c in with_sympy.candidates[:-1]] == [
+        ("module", "torch.fx.shapes", "imports sympy")
+    ]
     assert derived.derive(installed, None)[0][0].candidates == (probe.candidates[-1],)
     assert derived.derive({}, None) == (
         (),
