@@ -775,3 +775,21 @@ def test_probe_with_names_runs_the_probe_a_removal_would_run(
     ]
     configured = venv.tool("probe", "--probe", "import brokenplug", "basepkg")
     assert configured.returncode == 1  # a configured probe passes or fails as a whole
+
+
+def test_a_removal_whose_every_candidate_failed_before_says_no_probe_judged_it(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Issue 11 #7, the derived probe's part: when every candidate fails already, nothing judged
+    the removal, and the outcome does not say "every probe passed"."""
+    house = tmp_path / "house"
+    plugin_wheels(house)
+    venv = make_venv()
+    venv.install("brokenplug", find_links=house)
+    run = venv.tool("basepkg")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines()[-1] == (
+        "uninstall: removed; no probe applies: every candidate of the derived probe fails "
+        "before the change"
+    )
+    assert "basepkg" not in venv.installed()
