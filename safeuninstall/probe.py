@@ -64,8 +64,10 @@ finally:
 )
 # The derived probe's driver: argv[3:] are candidates (``m:module``, ``e:module:attr,attr``,
 # ``c:code``), each tried in its own try. Before each it writes "N start", after it "N ok" or
-# "N failed <the traceback's last lines, unicode_escape'd>" to argv[2], unbuffered: a candidate
-# that kills the process (a crash, the time limit) is the one started and not finished.
+# "N failed <the traceback's last 8 lines, unicode_escape'd>" to argv[2], unbuffered: a
+# candidate that kills the process (a crash, the time limit) is the one started and not
+# finished. It ends with os._exit: a thread that an imported module started and left running
+# must not keep the probe alive until its time limit.
 _CANDIDATES_DRIVER = (
     _MAPS_PART
     + r"""
@@ -86,26 +88,29 @@ def _try(item):
             obj = getattr(obj, part)
 def _tail():
     import traceback
-    return "\n".join(traceback.format_exc().rstrip().splitlines()[-%(lines)d:])
+    return "\n".join(traceback.format_exc().rstrip().splitlines()[-8:])
 _failed = False
 try:
     with open(_results_out, "wb", buffering=0) as _out:
         for _index, _item in enumerate(_tries):
-            _out.write(b"%%d start\n" %% _index)
+            _out.write(b"%d start\n" % _index)
             try:
                 _try(_item)
-                _out.write(b"%%d ok\n" %% _index)
+                _out.write(b"%d ok\n" % _index)
             except (Exception, SystemExit):
                 _failed = True
-                _out.write(b"%%d failed %%s\n" %% (_index, _tail().encode("unicode_escape")))
+                _out.write(b"%d failed %s\n" % (_index, _tail().encode("unicode_escape")))
 finally:
     _record_maps()
-if _failed:
-    raise SystemExit(1)
+import os
+for _stream in (sys.stdout, sys.stderr):
+    try:
+        _stream.flush()
+    except Exception:
+        pass
+os._exit(1 if _failed else 0)
 """
 )
-TRACEBACK_LINES = 8  # of each failing candidate's traceback, the last ones
-_CANDIDATES_DRIVER %= {"lines": TRACEBACK_LINES}
 _MAX_RESULTS_BYTES = 4 * 1024 * 1024
 _MAX_CANDIDATE_OUTPUT = 4096  # characters of one candidate's traceback kept
 

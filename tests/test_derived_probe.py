@@ -793,3 +793,17 @@ def test_a_removal_whose_every_candidate_failed_before_says_no_probe_judged_it(
         "before the change"
     )
     assert "basepkg" not in venv.installed()
+
+
+def test_a_thread_left_running_by_an_import_does_not_hold_the_probe(tmp_path: Path) -> None:
+    module = tmp_path / "mods" / "spinner.py"
+    module.parent.mkdir()
+    module.write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,)).start()  # not a daemon\n"
+    )
+    probe = Probe("derived", "...", "derived", candidates=(Candidate("module", "spinner", "d"),))
+    env = {**os.environ, "PYTHONPATH": str(module.parent)}
+    result = run_probe(probe, this_interpreter(), settings=RunSettings(timeout=20.0, env=env))
+    assert result.passed, result.output
+    assert result.seconds < 10
