@@ -23,6 +23,7 @@ from msgspec import Struct
 
 from .bounded import read_bytes
 from .environment import InstalledDistribution
+from .legacy import EGG_LINK
 
 # Names that wheels ship by mistake or that are not for importing: importing them proves
 # nothing (tests, docs) or runs something (setup.py, a __main__).
@@ -109,7 +110,8 @@ def _module_file(site_dir: Path, relative: str) -> _ModuleFile | None:
 
 
 def _module_files(dist: InstalledDistribution) -> list[_ModuleFile] | None:
-    """The distribution's modules by its RECORD; None when it cannot be read."""
+    """The distribution's modules by its RECORD; None when it cannot be read. (Of a legacy
+    install, the files uv would delete: its top_level.txt folders and modules.)"""
     try:
         entries = dist.record()
     except OSError:
@@ -189,7 +191,7 @@ def top_modules(dist: InstalledDistribution, *, public: bool = True) -> list[str
     ``public``: leave out private (``_cffi_backend``) and test-like names. When the RECORD
     cannot be read, the names of ``top_level.txt`` that are a package or a module on disk.
     """
-    files = _module_files(dist)
+    files = None if dist.legacy else _module_files(dist)
     if files is None:
         names = _from_top_level(dist)
     else:
@@ -198,14 +200,20 @@ def top_modules(dist: InstalledDistribution, *, public: bool = True) -> list[str
 
 
 def _from_top_level(dist: InstalledDistribution) -> list[str]:
-    text = _read_text(dist.dist_info / "top_level.txt", _MAX_INIT_BYTES) or ""
+    """The names of ``top_level.txt`` that are a package (not a namespace) or a module where
+    they are imported from: the site folder, or a legacy editable's project folder."""
+    folder = dist.metadata_dir
+    if folder is None:
+        return []
+    text = _read_text(folder / "top_level.txt", _MAX_INIT_BYTES) or ""
+    base = folder.parent if dist.layout == EGG_LINK else dist.site_dir
     found = []
     for name in sorted({line.strip() for line in text.splitlines()}):
         if not name.isidentifier():
             continue
-        init = _read_text(dist.site_dir / name / "__init__.py", _MAX_INIT_BYTES)
+        init = _read_text(base / name / "__init__.py", _MAX_INIT_BYTES)
         package = init is not None and not declares_namespace(init) and not is_empty_module(init)
-        if package or (dist.site_dir / f"{name}.py").is_file():
+        if package or (base / f"{name}.py").is_file():
             found.append(name)
     return found
 
@@ -214,10 +222,11 @@ def top_level_modules(dist: InstalledDistribution) -> list[str]:
     """The top-level names a distribution provides, as ``top_level.txt`` lists them (else its
     RECORD): a namespace root (``google``) included. What a metadata-only distribution stands
     for is looked up by these (impact.py); a probe uses ``top_modules``."""
-    top_level = dist.dist_info / "top_level.txt"
+    folder = dist.metadata_dir
     try:
-        names = [line.strip() for line in top_level.read_text().splitlines() if line.strip()]
-    except OSError:
+        text = (folder / "top_level.txt").read_text() if folder is not None else ""
+        names = [line.strip() for line in text.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
         names = []
     if not names:
         names = _modules_from_record(dist)
@@ -332,7 +341,8 @@ def entry_points(dist: InstalledDistribution) -> list[EntryPoint]:
     """What ``dist`` declares in ``entry_points.txt`` that a program loads at run time: every
     group but the build tools' (distutils, setuptools), and nothing that points into a test
     folder or a ``__main__``."""
-    text = _read_text(dist.dist_info / "entry_points.txt", _MAX_ENTRY_POINTS_BYTES)
+    folder = dist.metadata_dir
+    text = _read_text(folder / "entry_points.txt", _MAX_ENTRY_POINTS_BYTES) if folder else None
     if text is None:
         return []
     return [

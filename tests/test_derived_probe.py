@@ -660,7 +660,7 @@ def test_a_removal_that_breaks_a_namespace_package_is_caught(
     venv = make_venv()
     venv.install("nsco-user", find_links=house)
     before = venv.file_hashes()
-    run = venv.tool("--json", "nsco-core")
+    run = venv.tool("--json", "--allow-unmet", "nsco-core")
     data = run.json()
     assert run.returncode == 3, run.stdout
     probes = data["probes"]
@@ -715,7 +715,7 @@ def test_a_candidate_failing_before_is_dropped_named_and_blocks_nothing(
     venv = make_venv()
     venv.install("baseuser", "brokenplug", find_links=house)
     before = venv.file_hashes()
-    run = venv.tool("basepkg")
+    run = venv.tool("--allow-unmet", "basepkg")
     assert run.returncode == 3, run.stdout + run.stderr
     assert (
         "probe: brokenplug: fails before any change (ModuleNotFoundError: No module named "
@@ -734,10 +734,10 @@ def test_an_entry_point_is_a_candidate(make_venv: MakeVenv, tmp_path: Path) -> N
     plugin_wheels(house)
     venv = make_venv()
     venv.install("basetool", find_links=house)
-    run = venv.tool("--dry-run", "basepkg")
+    run = venv.tool("--dry-run", "--allow-unmet", "basepkg")
     assert "    load basetool.cli:main  # basetool: console_scripts: basetool" in run.stdout
     assert run.returncode == 0
-    removal = venv.tool("basepkg")
+    removal = venv.tool("--allow-unmet", "basepkg")
     assert removal.returncode == 3, removal.stdout
     assert "FAILED: load basetool.cli:main" in removal.stdout
     assert "ran" not in removal.stdout  # loaded, never run
@@ -786,7 +786,7 @@ def test_a_removal_whose_every_candidate_failed_before_says_no_probe_judged_it(
     plugin_wheels(house)
     venv = make_venv()
     venv.install("brokenplug", find_links=house)
-    run = venv.tool("basepkg")
+    run = venv.tool("--allow-unmet", "basepkg")
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.splitlines()[-1] == (
         "uninstall: removed; no probe applies: every candidate of the derived probe fails "

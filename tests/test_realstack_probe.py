@@ -1,6 +1,9 @@
 """The derived probe on real stacks from the package index (issue 11, cases 1 and 3, and the
 probe's side of case 2): namespace packages, a healthy venv whose import fails already, a
-requirement that only a submodule imports."""
+requirement that only a submodule imports.
+
+Each removal here leaves a requirement unmet, which is refused before any change unless
+``--allow-unmet``: with it, the probe judges the removal, and that is what is tested."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ def test_removing_google_api_core_is_caught_by_google_cloud_storage(real_venv: R
     was kept, breaking ``from google.cloud import storage``."""
     venv = real_venv("gcs")
     before = venv.file_hashes()
-    run = venv.tool("--json", "google-api-core")
+    run = venv.tool("--json", "--allow-unmet", "google-api-core")
     data = run.json()
     assert run.returncode == 3, run.stdout
     assert data["outcome"] == "probe-failed-restored"
@@ -34,7 +37,7 @@ def test_removing_google_api_core_is_caught_by_google_cloud_storage(real_venv: R
 def test_removing_azure_core_is_caught_by_azure_storage_blob(real_venv: RealVenv) -> None:
     venv = real_venv("azure")
     before = venv.file_hashes()
-    run = venv.tool("azure-core")
+    run = venv.tool("--allow-unmet", "azure-core")
     assert run.returncode == 3, run.stdout
     assert (
         "FAILED: import azure.storage.blob  # azure-storage-blob: ModuleNotFoundError: No module "
@@ -66,7 +69,7 @@ def test_removing_markdown_it_py_is_caught_by_rich_markdown(real_venv: RealVenv)
     level, so rich.markdown is a candidate ("imports markdown_it") and fails."""
     venv = real_venv("rich")
     before = venv.file_hashes()
-    run = venv.tool("--json", "markdown-it-py")
+    run = venv.tool("--json", "--allow-unmet", "markdown-it-py")
     data = run.json()
     assert run.returncode == 3, run.stdout
     assert _candidates(data, "after") == [
