@@ -650,13 +650,20 @@ def show_command(common: Common, snapshot: str | None) -> None:
 
 
 @_command("probe", probes=True)
-def probe_command(common: Common) -> None:
-    """Run the configured probes now."""
+@click.argument("packages", nargs=-1)
+def probe_command(common: Common, packages: tuple[str, ...]) -> None:
+    """Run the configured probes now; with PACKAGE..., the probe that removing them would run
+    (nothing is removed).
+
+    Where no probe is configured, the probe of a removal is derived from what it affects; this
+    shows each of its candidates and how it ends, and which would be dropped because they fail
+    before any change.
+    """
 
     def call() -> Result:
         from .operations.inspect import probe_now
 
-        return probe_now(common.context(), common.probes())
+        return probe_now(common.context(), common.probes(), packages)
 
     _run(common, call, _operation_text)
 

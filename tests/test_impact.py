@@ -61,7 +61,7 @@ def test_default_probe_comes_from_the_library_consumers(make_venv: MakeVenv) -> 
     data = run.json()
     assert run.returncode == 3, data
     notes = data["probes"]["notes"]  # type: ignore[index]
-    assert "probing an import of what the removal affects (consumer)" in notes[0]
+    assert "from what the removal affects (consumer): 1 module;" in notes[0]
     assert venv.file_hashes() == before
 
 

@@ -358,7 +358,7 @@ def test_default_probe_imports_dependents(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
     run = venv.tool("--allow-unmet", "urllib3")
     assert run.returncode == 3
-    assert "probing an import of what the removal affects (requests)" in run.stdout
+    assert "from what the removal affects (requests): 1 module;" in run.stdout
 
 
 def test_probe_config_precedence(make_venv: MakeVenv, tmp_path: Path) -> None:

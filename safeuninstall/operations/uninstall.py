@@ -23,6 +23,7 @@ from .. import baseline
 from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
 from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
+from ..derived import after_settings, as_baseline, dropped_notes, judged_after
 from ..environment import (
     InstalledDistribution,
     RequirementIndex,
@@ -171,6 +172,7 @@ class _Removal:
         self.analysis: Analysis | None = None
         self.requirements: RequirementIndex | None = None
         self.settings = ProbeSettings()
+        self.after = ProbeSettings()  # what runs after the change (derived.after_settings)
         self.messages: list[str] = []
 
     def result(self, outcome: Outcome) -> RemovalResult:
@@ -181,7 +183,7 @@ class _Removal:
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
             impact=self.analysis.report if self.analysis else None,
-            probes=ProbeRuns(notes=self.settings.notes),
+            probes=ProbeRuns(notes=self.settings.notes, planned=self.settings.probes),
             messages=tuple(self.messages),
         )
 
@@ -220,8 +222,8 @@ class _Removal:
         """The impact report and the probe it implies; a result when the removal stops here
         (--strict, --dry-run), None when it goes ahead."""
         self.analysis = analyse(self.ctx, self.installed, self.plan.remove, self.requirements)
-        self.settings = with_default(configured, self.installed, self.analysis.report.affected)
         report = self.analysis.report
+        self.settings = with_default(configured, self.installed, report.affected, report.removed)
         if self.options.strict and report.refused_by_strict:
             self.messages.append("--strict: the impact report finds breakage or drift")
             return self.result(Outcome.REFUSED_STRICT)
@@ -287,18 +289,21 @@ class _Removal:
         return self.census - gone
 
     def _baseline_results(self) -> list[ProbeResult]:
-        """The baseline must pass: else the probe cannot judge this removal."""
+        """The baseline must pass: else the probe cannot judge this removal. (A derived probe
+        passes as a baseline when it ran: what fails in it is dropped, see derived.py.)"""
         running = self.begun.running if self.begun is not None else None
         if running is not None and not running.finished:  # said: the wait can be long
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
-        results = self.begun.results() if self.begun is not None else []
+        ran = self.begun.results() if self.begun is not None else []
+        results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
             raise BaselineProbeFailed(
                 "the probe already fails before any change, so it cannot judge this removal",
                 detail=failure_text(results),
             )
         if self.begun is not None and self.begun.running is not None:
-            self.cache.put(self.settings, self.fingerprint, results)
+            self.cache.put(self.settings, self.fingerprint, ran)
+        self.after = after_settings(self.settings, results)
         return results
 
     # -- the change ----------------------------------------------------------------------
@@ -364,10 +369,12 @@ class _Attempt:
         self.txn = txn
         self.snap = snap
         self.runs = ProbeRuns(
-            notes=removal.settings.notes,
+            notes=(*removal.settings.notes, *dropped_notes(baseline)),
             disabled=removal.settings.disabled,
+            planned=removal.settings.probes,
             baseline=tuple(baseline),
         )
+        self.ran: list[ProbeResult] = []
         self.drift: tuple[Drift, ...] = ()
         self.diagnosis: tuple[Finding, ...] = ()
 
@@ -473,7 +480,7 @@ class _Attempt:
                 "--allow-drift accepts that"
             )
         else:
-            removal.cache.put(removal.settings, env_print, after)
+            removal.cache.put(removal.after, env_print, self.ran)
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
             self.txn.finish(Outcome.REMOVED.value)
@@ -485,17 +492,19 @@ class _Attempt:
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
         taken while it runs (a passing probe is cached as that environment's baseline)."""
-        ctx, settings = self.ctx, self.removal.settings
+        ctx, settings = self.ctx, self.removal.after
         if not settings.probes:
             return [], ""
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
         running = start(settings, ctx.interpreter, ctx.child_env())
         try:
             env_print = fingerprint(ctx.interpreter, ctx.environ)
-            after = running.results()
+            ran = running.results()
         except BaseException:
             running.cancel()
             raise
+        self.ran = ran  # as run: the new environment's baseline, if the removal stands
+        after = judged_after(self.runs.baseline, ran)
         verdict = "passed" if all(r.passed for r in after) else "FAILED"
         ctx.emit("probe", f"probe after the removal: {verdict}")
         return after, env_print
@@ -503,7 +512,7 @@ class _Attempt:
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
         from ..doctor import diagnose  # only when a probe fails
 
-        outputs = (r.output for r in after if not r.passed)
+        outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
     def _kept(self) -> RemovalResult:
@@ -549,7 +558,7 @@ class _Attempt:
         """After a verified restore, the probe runs again, unless the restore is proven to be,
         byte for byte, the environment the baseline passed in."""
         removal, runs, ctx = self.removal, self.runs, self.ctx
-        settings = removal.settings
+        settings = removal.after
         if not restored.ok or not settings.probes:
             return runs
         assert restored.verification is not None
@@ -569,10 +578,13 @@ class _Attempt:
                 "installed set equal to the snapshot); --probe-after-restore runs it anyway"
             )
         else:
-            final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
-        removal.cache.put(
-            settings, fingerprint(ctx.interpreter, ctx.environ), final or runs.baseline
-        )
+            ran = run_all(settings, ctx.interpreter, ctx.child_env())
+            final = tuple(judged_after(runs.baseline, ran))
+        env_print = fingerprint(ctx.interpreter, ctx.environ)
+        if final:
+            removal.cache.put(settings, env_print, final)
+        else:
+            removal.cache.put(removal.settings, env_print, runs.baseline)
         return msgspec.structs.replace(runs, after_restore=final, after_restore_skipped=skipped)
 
 
