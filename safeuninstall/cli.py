@@ -19,7 +19,7 @@ import click
 from msgspec import Struct
 
 from . import __version__, config, interrupts, options, report
-from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
+from .errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError
 from .events import Event, Events
 
 if TYPE_CHECKING:
@@ -337,6 +337,24 @@ class _DefaultToUninstall(click.Group):
             index += 2 if token in takes_value else 1
         return ["uninstall", *args]
 
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] PACKAGE... | COMMAND [ARGS]...")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's options, then the removal's (the default command), then the commands."""
+        click.Command.format_options(self, ctx, formatter)
+        uninstall = self.commands["uninstall"]
+        sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
+        rows = [
+            record
+            for param in uninstall.get_params(sub)
+            if isinstance(param, click.Option) and "--help" not in param.opts
+            if (record := param.get_help_record(sub)) is not None
+        ]
+        with formatter.section("Removal options (safe-uninstall [OPTIONS] PACKAGE...)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         """At the top level ``uninstall``'s options are valid too: offer them with ours."""
         items = super().shell_complete(ctx, incomplete)
@@ -363,19 +381,22 @@ def cli() -> None:
 @click.option(
     "-r",
     "--requirements",
+    "--requirement",
     "requirement_files",
     multiple=True,
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
-    help="Read the names to remove from a file (- for standard input); repeatable.",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Remove the packages a requirements file, pylock.toml, pyproject.toml or script "
+    "names (- for standard input); repeatable.",
 )
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
 @click.option(
     "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
 )
 @click.option(
     "--strict",
     is_flag=True,
-    help="Refuse (exit 1, nothing changed) when the impact report finds breakage or drift.",
+    help="Refuse (exit 1, nothing changed) when a name is not installed, or the impact report "
+    "finds breakage or drift.",
 )
 @click.option(
     "--fresh-baseline",
@@ -393,25 +414,33 @@ def cli() -> None:
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
+@click.option(
+    "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
+)
+@click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
 def uninstall_command(
     common: Common,
     packages: tuple[str, ...],
-    requirement_files: tuple[Path, ...],
+    requirement_files: tuple[str, ...],
+    _yes: bool,
+    _pip_check: bool,
     **flags: bool,
 ) -> None:
-    """Uninstall PACKAGE... safely (the default command)."""
+    """Uninstall PACKAGE... safely (the default command).
+
+    PACKAGE is what `uv pip uninstall` takes: a name, a requirement (its version, extras and
+    marker are ignored: the installed distribution of that name is removed, as uv does), or
+    the path or URL a distribution was installed from (`./project`, also editable).
+    """
 
     def call() -> Result:
-        names = list(packages)
-        for path in requirement_files:
-            names += read_requirement_names(path)
-        if not names and requirement_files:
-            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
-            files = ", ".join(f"-r {path}" for path in requirement_files)
-            raise InvalidInput(f"no package names given: {files} named none")
-        if not names:
-            raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
-        wanted = options.UninstallOptions(names=tuple(names), offline=common.offline, **flags)
+        wanted = options.UninstallOptions(
+            names=packages,
+            requirement_files=requirement_files,
+            commands=tuple(sorted(set(cli.commands) - {"uninstall"})),
+            offline=common.offline,
+            **flags,
+        )
         configured = common.probes()
         ctx = common.context()
         from .baseline import HeadStart, head_start
@@ -428,53 +457,6 @@ def uninstall_command(
                 early.baseline.cancel()  # no probe outlives the command
 
     _run(common, call, _operation_text)
-
-
-MAX_REQUIREMENTS_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
-
-
-def read_requirement_names(path: Path) -> list[str]:
-    """Distribution names from a requirements file: one per line, specifiers and markers ignored.
-
-    ``-`` is standard input, as for uv. A pipe (``<(cmd)``) or a device is read like a file,
-    up to the same limit: ``/dev/zero`` is refused after 16 MiB, a FIFO nobody writes to reads
-    as empty instead of blocking the open.
-    """
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    from .bounded import Unusable, read_bytes, read_fd
-
-    try:
-        if str(path) == "-":
-            data = read_fd(0, MAX_REQUIREMENTS_BYTES, name="standard input")
-        else:
-            data = read_bytes(path, MAX_REQUIREMENTS_BYTES, regular_only=False)
-        text = data.decode("utf-8")
-    except Unusable as err:
-        raise InvalidInput(f"-r {err}: not a requirements file") from None
-    except OSError as err:
-        raise InvalidInput(f"-r {path}: cannot read it: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"-r {path}: not a UTF-8 text file") from None
-    names = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            raise InvalidInput(f"{path}:{number}: options are not supported here: {_shown(line)}")
-        try:
-            names.append(Requirement(line).name)
-        except InvalidRequirement:
-            raise InvalidInput(f"{path}:{number}: not a requirement: {_shown(line)}") from None
-    return names
-
-
-def _shown(line: str) -> str:
-    """A line for a message: quoted, and short (a file of one 10 MB line is no reason to print
-    10 MB)."""
-    text = repr(line)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @_command("rollback", probes=True, offline=True)

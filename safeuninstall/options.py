@@ -39,11 +39,15 @@ class ProbeOptions(Struct, frozen=True):
 class UninstallOptions(Struct, frozen=True):
     """What to remove, and how careful to be about it."""
 
+    # As typed: names, requirements (``rich==15.0.0``), paths and URLs (requirements.py).
     names: tuple[str, ...]
+    requirement_files: tuple[str, ...] = ()  # -r FILE, "-" for standard input
+    commands: tuple[str, ...] = ()  # the subcommands: a name one edit from one is a typo
     dry_run: bool = False
     keep_on_failure: bool = False
     offline: bool = False
-    strict: bool = False  # refuse when the impact report finds breakage or drift
+    strict: bool = False  # refuse when a name is not installed or the impact report finds
+    # breakage or drift
     fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
     probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes

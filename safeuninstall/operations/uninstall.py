@@ -38,11 +38,11 @@ from ..errors import (
     NotRestorable,
 )
 from ..libraries import Drift
-from ..names import parse_requested
 from ..options import UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
+from ..requirements import Request, collect
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
 from ..transaction import Restored, SnapshotSpec, Transaction
@@ -62,16 +62,16 @@ def uninstall(
     ``early``: the baseline begun by ``baseline.head_start`` before the operations were
     imported. It is taken over if it is the one this call would begin, else cancelled.
     """
-    requested = parse_requested(list(options.names))
-    if not requested:
-        raise InvalidInput("no package names given")
+    request = requested(ctx, options)
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
         ctx.journal().refuse_if_unfinished(ctx.suggest)
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
-        plan = plan_removal(requested, installed)
+        plan = plan_removal(request.wanted, installed, commands=options.commands)
         _refuse_legacy(ctx, plan.absent)
+        _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
+        removal.messages += [*request.notes, *plan.notes]
         if not plan.remove:
             removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
@@ -84,6 +84,27 @@ def uninstall(
             return removal.apply()
         finally:
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
+
+
+def requested(ctx: Context, options: UninstallOptions) -> Request:
+    """The package arguments and requirement files, read as uv reads them."""
+    request = collect(options.names, options.requirement_files, ctx.cwd, ctx.environ)
+    if not request.wanted:
+        if options.requirement_files:
+            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
+            files = ", ".join(f"-r {name}" for name in options.requirement_files)
+            raise InvalidInput(f"no package names given: {files} named none")
+        raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
+    return request
+
+
+def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) -> None:
+    """With --strict, a name that is not installed is an error (a job's typo), not a skip."""
+    if options.strict and plan.absent:
+        hints = "".join(f"; {note}" for note in plan.notes if "did you mean" in note)
+        raise InvalidInput(
+            f"--strict: not installed: {', '.join(plan.absent)}{hints}; nothing was removed"
+        )
 
 
 def _refuse_legacy(ctx: Context, absent: Sequence[str]) -> None:
