@@ -19,7 +19,7 @@ import click
 from msgspec import Struct
 
 from . import __version__, config, interrupts, options, report
-from .errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError
+from .errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
 from .events import Event, Events
 
 if TYPE_CHECKING:
@@ -52,6 +52,27 @@ _TARGET_OPTIONS = (
         metavar="PYTHON",
         help="Target interpreter or environment directory "
         "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+    ),
+    click.option(
+        "--system",
+        is_flag=True,
+        help="The first Python on PATH, as uv finds it (not a virtual environment).",
+    ),
+    click.option(
+        "-t",
+        "--target",
+        metavar="DIR",
+        help="The packages in DIR, as `uv pip install --target DIR` put them there.",
+    ),
+    click.option(
+        "--prefix",
+        metavar="DIR",
+        help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
+    ),
+    click.option(
+        "--break-system-packages",
+        is_flag=True,
+        help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
     ),
     click.option(
         "--state-dir",
@@ -176,6 +197,8 @@ class Common:
             "offline": values.pop("offline", None),
         }
         self._python: str | None = values.pop("python", None)
+        self._where = {key: values.pop(key, None) for key in ("system", "target", "prefix")}
+        self._break_system_packages = bool(values.pop("break_system_packages", False))
         self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
             self._no_probe = values.pop("no_probe")
@@ -186,6 +209,7 @@ class Common:
             }
         self.live = _Live(self.output)
         self._context: Context | None = None
+        self.read_only = False  # a dry run: the target is opened to write nothing
 
     def settings(self) -> config.Settings:
         """Resolved once per command (the first call wins; every call passes the same)."""
@@ -205,6 +229,8 @@ class Common:
         """The target, opened on first use (``export`` of a snapshot file needs none)."""
         if self._context is None:
             settings = self.settings()
+            if self._where["target"] and self._where["prefix"]:
+                raise UsageError("--target and --prefix can't be given together")
             target = options.TargetOptions(
                 python=self._python,
                 cwd=Path.cwd(),
@@ -214,6 +240,11 @@ class Common:
                 lock_timeout=settings.seconds("lock-timeout"),
                 on_installer_output=_echo_installer if self.output.verbose else None,
                 on_progress=_ProgressBar() if sys.stderr.isatty() else None,
+                read_only=self.read_only,
+                system=bool(self._where["system"]),
+                target=self._where["target"],
+                prefix=self._where["prefix"],
+                break_system_packages=self._break_system_packages,
             )
             from .context import open_context  # after the command line is parsed: 8 ms
 
@@ -433,6 +464,8 @@ def uninstall_command(
     the path or URL a distribution was installed from (`./project`, also editable).
     """
 
+    common.read_only = flags["dry_run"]
+
     def call() -> Result:
         wanted = options.UninstallOptions(
             names=packages,
@@ -464,6 +497,8 @@ def uninstall_command(
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> None:
     """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
+
+    common.read_only = dry_run
 
     def call() -> Result:
         from .operations.rollback import rollback

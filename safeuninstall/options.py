@@ -25,6 +25,12 @@ class TargetOptions(Struct, frozen=True):
     on_installer_output: Callable[[str], None] | None = None
     # told how far a long file step is: (step, bytes done, bytes in all)
     on_progress: Callable[[str, int, int], None] | None = None
+    # a dry run: nothing is written anywhere (no lock, no cache, no bytecode of the query)
+    read_only: bool = False
+    system: bool = False  # --system: the first interpreter on PATH, as uv finds it
+    target: str | None = None  # --target DIR: the packages in DIR, as uv removes them there
+    prefix: str | None = None  # --prefix DIR
+    break_system_packages: bool = False  # uv may change an EXTERNALLY-MANAGED interpreter
 
 
 class ProbeOptions(Struct, frozen=True):

@@ -24,6 +24,7 @@ class RemovalPlan(Struct, frozen=True):
     remove: tuple[str, ...]  # canonical names, installed
     absent: tuple[str, ...]  # asked for but not installed: reported and skipped, like uv
     notes: tuple[str, ...] = ()  # a version that does not match, a name that may be a typo
+    empty_record: tuple[str, ...] = ()  # installed, but a RECORD of no file: uv removes nothing
 
 
 def plan_removal(

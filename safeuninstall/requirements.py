@@ -7,10 +7,9 @@ names the distribution installed from there, by its direct_url.json; so does a `
 
 Requirement files: a requirements.txt, whose option lines (``--index-url``, ``-f``,
 ``--hash`` ...) are ignored with a note and whose nested ``-r`` files are followed (a file
-reached twice is read once, as uv does; a cycle is refused); a pylock.toml (the names of its
-packages, as ``safe-uninstall export --format pylock`` writes one); a pyproject.toml (its static
-``[project] dependencies``); a script with inline metadata (PEP 723). A ``setup.py`` or
-``setup.cfg``, which uv builds to read, is refused with what to run instead.
+reached twice is read once, as uv does; a cycle is refused); a script with inline metadata
+(PEP 723). From a pylock.toml, a pyproject.toml, a setup.py or a setup.cfg ``uv pip uninstall``
+reads no requirement and removes nothing: they are refused, with what to pass instead.
 """
 
 from __future__ import annotations
@@ -163,7 +162,10 @@ class _Reader:
         except InvalidRequirement as err:
             if looks_unnamed(text):
                 return self._unnamed(text, origin)
-            raise InvalidInput(f"{where}failed to parse {_shown(text)}: {err}") from None
+            reason = str(err).splitlines()[0] if str(err) else "not PEP 508"
+            raise InvalidInput(
+                f"{where}not a requirement: {_shown(text)} ({_shown(reason)[1:-1]})"
+            ) from None
         bare = not (requirement.specifier or requirement.url or requirement.extras)
         if bare and (editable or is_archive(requirement.name)):
             # uv: a bare name that is an archive's (``x.tar.gz``) is a file; after -e, a
@@ -189,7 +191,7 @@ class _Reader:
         if _SCHEME.match(value) and not re.match(r"^[A-Za-z]:[\\/]", value):
             if not (value.startswith(_VCS) or is_archive(urlparse(value).path)):
                 raise InvalidInput(
-                    f"{where}failed to parse {_shown(text)}: a direct URL must end in a "
+                    f"{where}not a requirement: {_shown(text)}: a direct URL must end in a "
                     f"supported file extension ({', '.join(_ARCHIVES)}), or be a VCS URL"
                 )
             return Wanted(text=text, location=value, origin=origin)
@@ -223,16 +225,12 @@ class _Reader:
         self.seen.add(real)
         text = _read_file(path, name)
         base = path.name
-        if base in ("setup.py", "setup.cfg"):
+        if base in ("setup.py", "setup.cfg", "pyproject.toml") or _PYLOCK.match(base):
             raise InvalidInput(
-                f"-r {name}: uv builds the project to read its requirements, and nothing is "
-                f"built here: write them out first (uv pip compile {name} -o requirements.txt) "
-                "and pass that file"
+                f"-r {name}: uv pip uninstall reads no requirement from a {base} (it removes "
+                "nothing, and says no packages to uninstall); to remove what it names, pass the "
+                "names, or a requirements file (safe-uninstall export writes one)"
             )
-        if _PYLOCK.match(base):
-            return self._pylock(text, name)
-        if base == "pyproject.toml":
-            return self._pyproject(text, name)
         if base.endswith(".py"):
             return self._script(text, name)
         return self._requirements_txt(text, name, (*chain, real), path.parent)
@@ -266,29 +264,6 @@ class _Reader:
         if folder is None or expanded.startswith(("http://", "https://", "file:")):
             return self.file(expanded, chain)
         return self.file(str(folder / Path(expanded).expanduser()), chain)
-
-    def _pylock(self, text: str, name: str) -> list[Wanted]:
-        packages = _toml(text, name).get("packages", [])
-        if not isinstance(packages, list):
-            raise InvalidInput(f"-r {name}: packages is not an array of tables")
-        wanted = []
-        for index, package in enumerate(packages):
-            if not isinstance(package, dict) or not isinstance(package.get("name"), str):
-                raise InvalidInput(f"-r {name}: packages[{index}].name is missing")
-            wanted.append(self.argument(package["name"], f"{name}: packages[{index}]"))
-        return wanted
-
-    def _pyproject(self, text: str, name: str) -> list[Wanted]:
-        project = _toml(text, name).get("project")
-        if not isinstance(project, dict):
-            raise InvalidInput(f"-r {name}: no [project] table")
-        if "dependencies" in project.get("dynamic", []):
-            raise InvalidInput(
-                f"-r {name}: its dependencies are dynamic: uv builds the project to read them, "
-                f"and nothing is built here: write them out first (uv pip compile {name} -o "
-                "requirements.txt) and pass that file"
-            )
-        return self._listed(project.get("dependencies", []), name, "project.dependencies")
 
     def _script(self, text: str, name: str) -> list[Wanted]:
         block = _script_metadata(text)

@@ -44,8 +44,12 @@ class StashedFile(Struct, frozen=True):
     """A file kept in a stash, with the sha256 it must have when it comes back."""
 
     path: str  # relative to the environment root, POSIX separators
-    sha256: str
+    sha256: str  # of the file's bytes; of a link's target text
     size: Annotated[int, Meta(ge=0)]  # checked when read from a file, not when made in code
+    link: str | None = None  # a symbolic link (nothing in the stash): where it points
+    # Not the distribution's own: bytecode uv deletes with it (a shared __pycache__, see
+    # deletion.py). Brought back only to the state of the snapshot that kept it.
+    swept: bool = False
 
 
 class PackageStash(Struct, frozen=True):
@@ -146,10 +150,17 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
         out["stash"] = {
             "folder": entry.stash.folder,
             "complete": entry.stash.complete,
-            "files": [
-                {"path": f.path, "sha256": f.sha256, "size": f.size} for f in entry.stash.files
-            ],
+            "files": [_stashed_to_dict(f) for f in entry.stash.files],
         }
+    return out
+
+
+def _stashed_to_dict(stashed: StashedFile) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": stashed.path, "sha256": stashed.sha256, "size": stashed.size}
+    if stashed.link is not None:
+        out["link"] = stashed.link
+    if stashed.swept:
+        out["swept"] = True
     return out
 
 
@@ -225,6 +236,8 @@ def _check_package(key: str, entry: PackageEntry) -> None:
                 raise _KeyError(
                     f"{key}.stash.files[{index}].sha256", "expected 64 lowercase hex digits"
                 )
+            if stashed.link is not None and (not stashed.link or "\0" in stashed.link):
+                raise _KeyError(f"{key}.stash.files[{index}].link", "not a link target")
 
 
 def _check_name(key: str, value: str) -> None:

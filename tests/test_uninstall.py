@@ -306,7 +306,7 @@ def test_invalid_name_is_refused_before_anything(make_venv: MakeVenv) -> None:
     venv = make_venv("leftpad")
     run = venv.tool("not a name")
     assert run.returncode == 1
-    assert "failed to parse 'not a name'" in run.stderr
+    assert "not a requirement: 'not a name'" in run.stderr
 
 
 def test_requirements_file(make_venv: MakeVenv, tmp_path: Path) -> None:

@@ -63,17 +63,21 @@ def uninstall(
     imported. It is taken over if it is the one this call would begin, else cancelled.
     """
     request = requested(ctx, options)
+    ctx.refuse_externally_managed()
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
         ctx.journal().refuse_if_unfinished(ctx.suggest)
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
-        plan = plan_removal(request.wanted, installed, commands=options.commands)
+        plan = _without_empty_records(
+            plan_removal(request.wanted, installed, commands=options.commands), installed
+        )
         _refuse_legacy(ctx, plan.absent)
         _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
         removal.messages += [*request.notes, *plan.notes]
         if not plan.remove:
-            removal.messages.append("nothing to do: none of the named packages is installed")
+            if not plan.empty_record:
+                removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
         removal.begin_configured(configured, early, waited)
         try:
@@ -96,6 +100,35 @@ def requested(ctx: Context, options: UninstallOptions) -> Request:
             raise InvalidInput(f"no package names given: {files} named none")
         raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
     return request
+
+
+def _without_empty_records(
+    plan: RemovalPlan, installed: Mapping[str, InstalledDistribution]
+) -> RemovalPlan:
+    """A distribution whose RECORD lists no file is left alone, with a note: uv says it
+    uninstalled it and removes nothing (pip: "No files were found to uninstall")."""
+    empty = [name for name in plan.remove if _lists_nothing(installed[name])]
+    if not empty:
+        return plan
+    notes = [
+        f"{name}: its RECORD lists no file, so uv removes nothing of it; left as it is"
+        for name in empty
+    ]
+    return msgspec.structs.replace(
+        plan,
+        remove=tuple(n for n in plan.remove if n not in empty),
+        empty_record=tuple(empty),
+        notes=(*plan.notes, *notes),
+    )
+
+
+def _lists_nothing(dist: InstalledDistribution) -> bool:
+    try:
+        if (dist.dist_info / "RECORD").stat().st_size > 4096:
+            return False  # a RECORD of only blank lines is never this long
+        return not dist.record()
+    except OSError:  # missing or unreadable: the stash says so, before any change
+        return False
 
 
 def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) -> None:
