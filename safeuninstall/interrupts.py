@@ -69,7 +69,8 @@ def release() -> None:
 def deferred(*, obey: bool = True) -> Iterator[list[int]]:
     """Inside, an interrupt is noted, in the list yielded. On the way out, with ``obey``, the
     first noted goes to the handler in place before (KeyboardInterrupt, or an outer block's
-    note: blocks nest); without, it stays noted and the caller says what it did with it.
+    note: blocks nest); without, it stays noted and the caller says what it did with it. A
+    signal ignored when the block begins is left ignored, and never noted.
 
     Only the main thread can set a handler; elsewhere (where no handler runs either) the block
     runs as it is."""
@@ -79,7 +80,13 @@ def deferred(*, obey: bool = True) -> Iterator[list[int]]:
     if threading.current_thread() is not threading.main_thread():
         yield noted
         return
-    previous = {signum: signal.signal(signum, lambda s, f: noted.append(s)) for signum in SIGNALS}
+    # A signal ignored now (a hang-up under nohup) stays ignored: noted, it would be raised on
+    # the way out into its SIG_IGN, and hide a Ctrl-C noted after it.
+    previous = {
+        signum: signal.signal(signum, lambda s, f: noted.append(s))
+        for signum in SIGNALS
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
     try:
         yield noted
     finally:

@@ -695,3 +695,21 @@ def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: objec
     settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
     (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
     assert BaselineCache(tmp_path).get(settings, "env") is None
+
+
+def test_deferred_leaves_an_ignored_signal_ignored_and_keeps_the_ctrl_c_after_it() -> None:
+    """Under nohup a hang-up is ignored: one arriving inside a deferred block must not be
+    noted first and raised into SIG_IGN on the way out, losing the Ctrl-C noted after it."""
+    import signal
+
+    from safeuninstall import interrupts
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred() as noted:
+            signal.raise_signal(signal.SIGHUP)
+            signal.raise_signal(signal.SIGINT)
+            assert noted == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
