@@ -65,8 +65,8 @@ _TARGET_OPTIONS = (
         "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
     ),
     click.option(
-        "--system",
-        is_flag=True,
+        "--system/--no-system",
+        default=False,
         help="The first Python on PATH, as uv finds it (not a virtual environment).",
     ),
     click.option(
@@ -81,8 +81,8 @@ _TARGET_OPTIONS = (
         help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
     ),
     click.option(
-        "--break-system-packages",
-        is_flag=True,
+        "--break-system-packages/--no-break-system-packages",
+        default=False,
         help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
     ),
     click.option(
@@ -143,6 +143,91 @@ _OFFLINE_OPTION = click.option(
     default=None,
     help="A reinstall, if one is needed, uses no network. [default: no-offline]",
 )
+
+
+# Options of `uv pip uninstall` that steer uv itself (its cache, its network, its discovery of
+# Python, its configuration): accepted with uv's meaning, passed on to every uv the tool runs as
+# the variable uv reads for each. Hidden: docs/usage.md lists them.
+_UV_META = "safe_uninstall.uv_settings"
+_UV_VALUES = {  # option: the variable, for an option that takes a value
+    "--keyring-provider": "UV_KEYRING_PROVIDER",
+    "--cert": "SSL_CERT_FILE",
+    "--allow-insecure-host": "UV_INSECURE_HOST",
+    "--cache-dir": "UV_CACHE_DIR",
+    "--project": "UV_PROJECT",
+    "--config-file": "UV_CONFIG_FILE",
+}
+_UV_FLAGS = {  # flag: (variable, value)
+    "--system-certs": ("UV_SYSTEM_CERTS", "1"),
+    "--no-cache": ("UV_NO_CACHE", "1"),
+    "--managed-python": ("UV_MANAGED_PYTHON", "1"),
+    "--no-managed-python": ("UV_NO_MANAGED_PYTHON", "1"),
+    "--no-python-downloads": ("UV_PYTHON_DOWNLOADS", "never"),
+    "--no-progress": ("UV_NO_PROGRESS", "1"),
+    "--no-config": ("UV_NO_CONFIG", "1"),
+}
+
+
+def _uv_setting(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    if not value:
+        return
+    settings = ctx.meta.setdefault(_UV_META, {})
+    option = max(param.opts, key=len)
+    if option in _UV_VALUES:
+        values = value if isinstance(value, tuple) else (value,)
+        settings[_UV_VALUES[option]] = " ".join(str(v) for v in values)
+    else:
+        variable, setting = _UV_FLAGS[option]
+        settings[variable] = setting
+
+
+def _change_directory(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """uv's --directory: the command runs from DIR (paths, .venv discovery, configuration)."""
+    if value is not None:
+        try:
+            os.chdir(value)
+        except OSError as err:
+            raise click.BadParameter(f"{value}: {err.strerror}") from None
+
+
+def _uv_settings() -> dict[str, str]:
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None and _UV_META not in ctx.meta:
+        ctx = ctx.parent
+    return dict(ctx.meta[_UV_META]) if ctx is not None else {}
+
+
+_UV_OPTIONS = (
+    *(
+        click.option(
+            *(("-n", option) if option == "--no-cache" else (option,)),
+            is_flag=True,
+            hidden=True,
+            expose_value=False,
+            callback=_uv_setting,
+        )
+        for option in _UV_FLAGS
+    ),
+    *(
+        click.option(
+            option,
+            hidden=True,
+            expose_value=False,
+            multiple=option == "--allow-insecure-host",
+            callback=_uv_setting,
+        )
+        for option in _UV_VALUES
+    ),
+    click.option(
+        "--directory", hidden=True, expose_value=False, callback=_change_directory, is_eager=True
+    ),
+)
+
+
+def _with_uv_options(func: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(_UV_OPTIONS):
+        func = option(func)
+    return func
 
 
 def _echo_installer(text: str) -> None:
@@ -322,7 +407,7 @@ class Common:
             target = options.TargetOptions(
                 python=self._python,
                 cwd=Path.cwd(),
-                environ=dict(os.environ),
+                environ={**os.environ, **_uv_settings()},
                 command=("safe-uninstall", *sys.argv[1:]),
                 state_dir=settings.text("state-dir"),
                 lock_timeout=settings.seconds("lock-timeout"),
@@ -542,6 +627,7 @@ def cli() -> None:
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
 @click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
+@_with_uv_options
 def uninstall_command(
     common: Common,
     packages: tuple[str, ...],

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, Run, run_tool
+from tests.conftest import UV, Run, Venv, changed, run_tool, tree
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -76,7 +76,9 @@ class Side:
 
     def install(self, *requirements: str, find_links: Path | None = None) -> None:
         links = str(find_links or self.house)
-        self.uv("pip", "install", "--python", str(self.venv), "--no-index", "-f", links, *requirements)
+        self.uv(
+            "pip", "install", "--python", str(self.venv), "--no-index", "-f", links, *requirements
+        )
 
     def run_python(self, code: str) -> None:
         """Run ``code`` in the environment, writing bytecode as an import does."""
@@ -91,7 +93,9 @@ class Side:
         return path
 
     def dist_info(self, name: str) -> Path:
-        (found,) = (p for p in self.site.glob("*.dist-info") if p.name.lower().startswith(f"{name}-"))
+        (found,) = (
+            p for p in self.site.glob("*.dist-info") if p.name.lower().startswith(f"{name}-")
+        )
         return found
 
     @property
@@ -141,7 +145,9 @@ def state(side: Side, *, across: bool = False) -> dict[str, str]:
             rel = str(path.relative_to(side.root))
             if path.is_symlink():
                 target = os.readlink(path)
-                found[rel] = "-> " + (target.replace(str(side.root), "<SIDE>") if across else target)
+                found[rel] = "-> " + (
+                    target.replace(str(side.root), "<SIDE>") if across else target
+                )
             elif path.is_dir():
                 found[rel] = "folder"
             else:
@@ -170,6 +176,8 @@ class Replay:
     uv_after: dict[str, str]  # both as compared across the sides (see state)
     tool_after: dict[str, str]
     tool_raw_after: dict[str, str]  # as compared with the tool's side before
+    where: tuple[str, ...] = ()  # how both commands named the environment (for the rollback)
+    where: tuple[str, ...] = ()  # how both commands named the environment (for the rollback)
 
     def same(self) -> Replay:
         """The tool did what uv did: the same outcome, the same bytes; then rollback."""
@@ -179,22 +187,27 @@ class Replay:
         assert differences(self.uv_after, self.tool_after) == [], shown
         return self.rolled_back()
 
-    def refused(self, reason: str) -> Replay:
-        """A documented difference: uv changes the environment, the tool changes nothing and
-        says why (exit 1)."""
+    def refused(self, reason: str, *, uv_changes: bool = True) -> Replay:
+        """A documented difference: uv succeeds (``uv_changes``: and changes the environment),
+        the tool changes nothing and says why (exit 1)."""
         shown = self.tool.stdout + self.tool.stderr
         assert self.tool.returncode == 1, shown
         assert reason in shown, shown
         assert differences(self.before, self.tool_raw_after) == [], shown
-        assert self.uv.returncode == 0 and self.uv_after != self.tool_after, self.uv.stderr
+        assert self.uv.returncode == 0, self.uv.stderr
+        assert (self.uv_after != self.tool_after) is uv_changes, self.uv.stderr
         return self
 
     def rolled_back(self) -> Replay:
         """Where the tool changed anything, ``rollback`` gives back every byte of before."""
         if differences(self.before, self.tool_raw_after):
-            back = self.tool_side.tool("rollback", "--no-probe", "--python", str(self.tool_side.venv))
+            back = self.tool_side.tool("rollback", "--no-probe", *self.where)
             assert back.returncode == 0, back.stdout + back.stderr
-            assert differences(self.before, state(self.tool_side)) == [], back.stdout
+            # Files and links; a folder left empty inside a folder a RECORD lists is not
+            # brought back (a stash holds files).
+            after = {k: v for k, v in state(self.tool_side).items() if v != "folder"}
+            before = {k: v for k, v in self.before.items() if v != "folder"}
+            assert differences(before, after) == [], back.stdout
         return self
 
 
@@ -206,16 +219,19 @@ class Pair:
     uv_side: Side
     tool_side: Side
 
-    def replay(self, setup: Setup, *args: str, tool_args: tuple[str, ...] = ()) -> Replay:
-        """Set both sides up, then ``uv pip uninstall --python .venv ARGS`` on one and
-        ``safe-uninstall --no-probe --python .venv ARGS`` on the other (``tool_args`` first)."""
+    def replay(
+        self, setup: Setup, *args: str, where: tuple[str, ...] = ("--python", ".venv")
+    ) -> Replay:
+        """Set both sides up, then ``uv pip uninstall WHERE ARGS`` on one and
+        ``safe-uninstall --no-probe WHERE ARGS`` on the other, in the side's folder."""
         for side in (self.uv_side, self.tool_side):
             setup(side)
         before = state(self.tool_side)
-        assert differences(state(self.uv_side, across=True), state(self.tool_side, across=True)) == []
-        venv = ("--python", ".venv")
-        uv = self.uv_side.uv("pip", "uninstall", *venv, *args, check=False)
-        tool = self.tool_side.tool("--no-probe", *tool_args, *venv, *args)
+        assert (
+            differences(state(self.uv_side, across=True), state(self.tool_side, across=True)) == []
+        )
+        uv = self.uv_side.uv("pip", "uninstall", *where, *args, check=False)
+        tool = self.tool_side.tool("--no-probe", *where, *args)
         return Replay(
             self.uv_side,
             self.tool_side,
@@ -225,6 +241,7 @@ class Pair:
             state(self.uv_side, across=True),
             state(self.tool_side, across=True),
             state(self.tool_side),
+            where,
         )
 
 
@@ -250,7 +267,9 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build_wheel(house, "six", "1.16.0", {"six.py": "PY3 = True\n"})
     build_wheel(house, "PyLogo", "0.3", {"pylogo/__init__.py": ""})
     build_wheel(house, "rich", "13.7.1", {"rich/__init__.py": "", "rich/console.py": ""})
-    build_wheel(house, "parent", "0.1", {"parent/__init__.py": "", "parent/plugins/__init__.py": ""})
+    build_wheel(
+        house, "parent", "0.1", {"parent/__init__.py": "", "parent/plugins/__init__.py": ""}
+    )
     build_wheel(
         house,
         "child",
@@ -293,6 +312,8 @@ def pair(
     # Imports in a scenario write bytecode, as they would for a user; so would the tool's own
     # use of the interpreter, if it let them.
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    # The state of a --target or --prefix folder is the user's (XDG_STATE_HOME), not the sides'.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     sides = []
     # Names of one length: bytecode holds each source's path, its length before it.
     for name in ("uv", "su"):
@@ -344,7 +365,9 @@ def test_missing_requirements_txt(pair: Pair) -> None:
 
 
 def test_invalid_requirements_txt_requirement(pair: Pair) -> None:
-    pair.replay(lambda side: side.write("requirements.txt", "flask==1.0.x"), "-r", "requirements.txt").same()
+    pair.replay(
+        lambda side: side.write("requirements.txt", "flask==1.0.x"), "-r", "requirements.txt"
+    ).same()
 
 
 def test_uninstall(pair: Pair) -> None:
@@ -388,7 +411,16 @@ def test_uninstall_duplicate(pair: Pair) -> None:
     def setup(side: Side) -> None:
         side.install("pip==21.3.1")
         other = side.root.parent / f"other-{side.root.name}"
-        side.uv("pip", "install", "--target", str(other), "--no-index", "-f", str(side.house), "pip==22.1.1")
+        side.uv(
+            "pip",
+            "install",
+            "--target",
+            str(other),
+            "--no-index",
+            "-f",
+            str(side.house),
+            "pip==22.1.1",
+        )
         shutil.copytree(other / "pip-22.1.1.dist-info", side.site / "pip-22.1.1.dist-info")
 
     pair.replay(setup, "pip").refused("installed more than once")
@@ -568,3 +600,256 @@ def test_uninstall_ignores_missing_packages(pair: Pair) -> None:
 
 def test_uninstall_ignores_missing_packages_and_uninstalls_rest(pair: Pair) -> None:
     pair.replay(lambda side: side.install("simple"), "-y", "non-existent-pkg", "simple").same()
+
+
+# == the forms of issue 13 that no source test covers =========================================
+
+
+@pytest.mark.parametrize(
+    "requirement", ["rich==15.0.0", "rich[jupyter]", "rich>=13", "rich; python_version < '3'"]
+)
+def test_more_requirement_specifiers(pair: Pair, requirement: str) -> None:
+    """uv removes by name: the installed rich 13.7.1 goes, whatever the version asked."""
+    replay = pair.replay(lambda side: side.install("rich", "six"), requirement).same()
+    if requirement == "rich==15.0.0":
+        assert "rich 13.7.1 is installed, and is removed all the same" in replay.tool.stdout
+
+
+def test_more_uninstall_editable_by_path(pair: Pair) -> None:
+    files = {"flit_editable/__init__.py": ""}
+    setup = lambda side: install_project(side, "flit-editable", files, editable=True)  # noqa: E731
+    pair.replay(setup, "./flit_editable/", "six").same()
+
+
+def test_more_requirements_file_forms(pair: Pair) -> None:
+    """Options ignored, nested files followed relative to their folder, -e lines, hashes."""
+
+    def setup(side: Side) -> None:
+        install_project(side, "proj", {"proj/__init__.py": ""}, editable=True)
+        side.install("rich", "six", "PyLogo")
+        side.write(
+            "reqs/main.txt",
+            "--index-url https://download.pytorch.org/whl/cu128\n"
+            "--extra-index-url https://example.com/simple\n"
+            "-r more/base.txt\n"
+            "-e ./proj\n"
+            "rich==13.7.1 \\\n    --hash=sha256:" + "0" * 64 + "\n",
+        )
+        side.write("reqs/more/base.txt", "--find-links https://example.com/l\nsix  # a comment\n")
+
+    replay = pair.replay(setup, "-r", "reqs/main.txt").same()
+    assert "'--index-url https://download.pytorch.org/whl/cu128' ignored" in replay.tool.stdout
+
+
+def test_more_requirements_files_that_include_each_other(pair: Pair) -> None:
+    """uv reads a file reached twice once; a cycle is all but sure to be a mistake: refused."""
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write("a.txt", "six\n-r b.txt\n")
+        side.write("b.txt", "-r a.txt\n")
+
+    pair.replay(setup, "-r", "a.txt").refused("the requirement files include each other")
+
+
+def without_dates(side: Side, name: str) -> None:
+    """An export says when its snapshot was taken: not the same on the two sides."""
+    lines = (side.root / name).read_text().splitlines()
+    kept = [line for line in lines if not re.search(r"\d{4}-\d\d-\d\dT", line)]
+    side.write(name, "\n".join(kept) + "\n")
+
+
+def test_more_own_export_round_trips(pair: Pair) -> None:
+    """What ``safe-uninstall export`` writes (an editable as ``-e file:///...``) is read back."""
+
+    def setup(side: Side) -> None:
+        install_project(side, "proj", {"proj/__init__.py": ""}, editable=True)
+        side.install("six", "rich")
+        venv = ("--python", str(side.venv))
+        assert side.tool("snapshot", "--no-stash", *venv).returncode == 0
+        assert side.tool("export", "-o", "exported.txt", *venv).returncode == 0
+        assert "-e file://" in (side.root / "exported.txt").read_text()
+        without_dates(side, "exported.txt")
+
+    replay = pair.replay(setup, "-r", "exported.txt").same()
+    assert replay.uv_after == {k: v for k, v in replay.uv_after.items() if "dist-info" not in k}
+
+
+def test_more_pylock_toml(pair: Pair) -> None:
+    """uv reads no requirement from a pylock.toml for an uninstall: it removes nothing and
+    exits 0. Removing nothing of what was named is refused, with what to pass instead."""
+
+    def setup(side: Side) -> None:
+        install_project(side, "proj", {"proj/__init__.py": ""}, editable=True)
+        install_project(side, "other", {"other/__init__.py": ""}, editable=False)
+        venv = ("--python", str(side.venv))
+        assert side.tool("snapshot", "--no-stash", *venv).returncode == 0
+        done = side.tool("export", "--format", "pylock", "-o", "pylock.toml", *venv)
+        assert done.returncode == 0 and "pylock" in done.stdout, done.stdout + done.stderr
+        without_dates(side, "pylock.toml")
+
+    replay = pair.replay(setup, "-r", "pylock.toml")
+    replay.refused("uv pip uninstall reads no requirement from a pylock.toml", uv_changes=False)
+    assert "No packages to uninstall" in replay.uv.stderr
+
+
+def test_more_uv_pip_freeze_round_trips(pair: Pair) -> None:
+    def setup(side: Side) -> None:
+        install_project(side, "proj", {"proj/__init__.py": ""}, editable=True)
+        install_project(side, "other", {"other/__init__.py": ""}, editable=False)
+        side.install("six", "rich")
+        frozen = side.uv("pip", "freeze", "--python", str(side.venv)).stdout
+        assert "-e file://" in frozen and "other @ file://" in frozen
+        side.write("frozen.txt", frozen)
+
+    pair.replay(setup, "-r", "frozen.txt").same()
+
+
+def test_more_record_lists_a_folder(pair: Pair) -> None:
+    """uv deletes a folder its RECORD lists with everything in it: all of it is stashed."""
+
+    def setup(side: Side) -> None:
+        side.install("dirpkg", "six")
+        data = side.site / "dirpkg" / "data"
+        for rel in ("a.bin", "deep/b.bin", "deep/deeper/c.txt"):
+            side.write(str((data / rel).relative_to(side.root)), rel * 100)
+        (data / "empty").mkdir()
+        (data / "link").symlink_to("a.bin")
+        side.add_to_record("dirpkg", "dirpkg/data,,")
+
+    replay = pair.replay(setup, "dirpkg").same()
+    assert not (replay.uv_side.site / "dirpkg").exists()
+
+
+def test_more_installer_not_utf8_of_another_distribution(pair: Pair) -> None:
+    def setup(side: Side) -> None:
+        side.install("six", "simple.dist")
+        installer = side.dist_info("simple.dist") / "INSTALLER"
+        side.write(str(installer.relative_to(side.root)), b"\xc0\xff\xee")
+
+    pair.replay(setup, "six").same()
+
+
+def test_more_dry_run(pair: Pair) -> None:
+    pair.replay(lambda side: side.install("six", "rich"), "--dry-run", "six", "rich").same()
+
+
+def test_more_typo_of_a_subcommand(pair: Pair) -> None:
+    replay = pair.replay(lambda side: side.install("six"), "rollbak").same()
+    assert "did you mean the command `safe-uninstall rollback`" in replay.tool.stdout
+
+
+def test_a_dry_run_writes_nothing_anywhere(
+    make_venv: Callable[..., Venv], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a byte anywhere: no lock file, no state folder, no cache, no bytecode from the
+    interpreter query (a .pth file that imports a module, as every editable install has)."""
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    house = tmp_path / "hook-house"
+    build_wheel(house, "hook", "1.0", {"hook.pth": "import hookmod\n", "hookmod.py": "X = 1\n"})
+    venv = make_venv("consumer", "nvfoo-cu13", "nvbar-cu13", "nvbaz-cu13")
+    venv.install("hook", find_links=house)
+    home = {k: str(tmp_path / k.lower()) for k in ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")}
+    before = tree(tmp_path)
+
+    run = venv.tool("--dry-run", "nvfoo-cu13", **home)
+    again = venv.tool("rollback", "--dry-run", **home)
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "would remove: nvfoo-cu13==1.0" in run.stdout
+    assert again.returncode == 1 and "no snapshots" in again.stderr
+    assert changed(before, tree(tmp_path)) == []
+
+
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.mark.parametrize("request_", [PYTHON, "python3", f"cpython@{PYTHON}"])
+def test_more_python_request(pair: Pair, request_: str) -> None:
+    """``-p 3.11``: uv finds the .venv of the folder for that version; so does the tool (it asks
+    uv). The rollback names the environment by its path."""
+    replay = pair.replay(lambda side: side.install("six"), "six", where=("-p", request_))
+    replay.where = ("--python", ".venv")
+    replay.same()
+    assert "environment: " + str(replay.tool_side.venv) in replay.tool.stdout
+
+
+def test_more_python_request_that_finds_no_environment(pair: Pair) -> None:
+    pair.replay(lambda side: side.install("six"), "six", where=("-p", "3.1")).same()
+
+
+def test_more_target(pair: Pair) -> None:
+    """``--target DIR``: the packages ``uv pip install --target DIR`` put there."""
+
+    def setup(side: Side) -> None:
+        folder = str(side.root / "tgt")
+        side.uv(
+            "pip",
+            "install",
+            "--target",
+            folder,
+            "--no-index",
+            "-f",
+            str(side.house),
+            "six",
+            "discover",
+        )
+        side.run_python("import sys; sys.path.insert(0, 'tgt'); import six, discover")
+
+    replay = pair.replay(setup, "six", "discover", where=("--python", ".venv", "--target", "tgt"))
+    replay.same()
+    assert not (replay.uv_side.root / "tgt" / "six.py").exists()
+
+
+def test_more_prefix(pair: Pair) -> None:
+    def setup(side: Side) -> None:
+        folder = str(side.root / "pfx")
+        side.uv(
+            "pip", "install", "--prefix", folder, "--no-index", "-f", str(side.house), "six", "rich"
+        )
+
+    replay = pair.replay(setup, "rich", where=("--python", ".venv", "--prefix", "pfx"))
+    replay.same()
+    assert list((replay.uv_side.root / "pfx").glob("lib/python*/site-packages/six.py"))
+
+
+def test_more_system_is_the_interpreter_uv_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--system``: the first interpreter on PATH, as uv picks it; a dry run, which reads
+    only (a removal from the machine's own Python is not for a test)."""
+    assert UV is not None
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    uv = subprocess.run(
+        [UV, "pip", "uninstall", "--system", "--dry-run", "no-such-package-here"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    tool = run_tool("--system", "--dry-run", "no-such-package-here", env=env, cwd=tmp_path)
+    assert uv.returncode == tool.returncode == 0, uv.stderr + tool.stdout + tool.stderr
+    (root,) = re.findall(r"environment at: (\S+)", uv.stderr)
+    (python,) = re.findall(r"environment: (\S+)", tool.stdout)
+    assert Path(python).is_relative_to(root), (root, python)
+    assert not (tmp_path / "state").exists()
+
+
+def test_more_uv_options(pair: Pair) -> None:
+    """uv's own options (cache, network, discovery, configuration) are accepted with uv's
+    meaning, and so are the negations and pip's leftovers it takes."""
+    options = (
+        "-n",
+        "--cache-dir=../uv-cache",
+        "--no-progress",
+        "--keyring-provider=disabled",
+        "--allow-insecure-host=example.com",
+        "--no-python-downloads",
+        "--no-managed-python",
+        "--no-config",
+        "--no-break-system-packages",
+        "--no-system",
+        "--disable-pip-version-check",
+        "--directory=.",
+    )
+    pair.replay(lambda side: side.install("six", "rich"), *options, "six").same()

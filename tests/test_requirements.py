@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from safeuninstall.environment import Interpreter, with_layout
 from safeuninstall.errors import InvalidInput
 from safeuninstall.plan import one_edit, plan_removal
 from safeuninstall.requirements import Wanted, collect, parse_argument
+from tests.conftest import MakeVenv, run_tool
 from tests.test_units import installed_dist
 
 # -- arguments ------------------------------------------------------------------------------
@@ -241,3 +244,53 @@ def test_standard_input(tmp_path: Path) -> None:
         os.close(saved)
         os.close(read_end)
     assert [w.name for w in request.wanted] == ["six", "rich"]
+
+
+# -- on the command line --------------------------------------------------------------------
+
+
+def test_strict_makes_not_installed_an_error(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "requests")
+    hashes = venv.file_hashes()
+    run = venv.tool("--strict", "--no-probe", "leftpad", "reqeusts")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert (
+        "--strict: not installed: reqeusts; reqeusts is not installed: did you mean " in run.stderr
+    )
+    assert "requests (installed)" in run.stderr
+    assert venv.file_hashes() == hashes
+    assert venv.tool("--no-probe", "leftpad", "reqeusts").returncode == 0  # without: skipped
+
+
+def test_the_top_level_help_lists_the_removal_options() -> None:
+    shown = run_tool("--help").stdout
+    assert "Usage: safe-uninstall [OPTIONS] PACKAGE... | COMMAND [ARGS]..." in shown
+    removal = shown.split("Removal options", 1)[1].split("Commands:", 1)[0]
+    for option in ("--dry-run", "-r, --requirements", "--no-probe", "--target", "-y, --yes"):
+        assert option in removal, removal
+
+
+def test_an_externally_managed_interpreter(tmp_path: Path) -> None:
+    """PEP 668: uv changes such an interpreter only with --break-system-packages; never a
+    venv, a --target or a --prefix folder."""
+    (tmp_path / "EXTERNALLY-MANAGED").write_text("[externally-managed]\nError=use apt\n")
+    system = Interpreter(
+        "/usr/bin/python3",
+        "/usr",
+        "/usr",
+        "3.11.2",
+        "/usr/lib",
+        "/usr/lib",
+        "/usr/bin",
+        {},
+        stdlib=str(tmp_path),
+    )
+    assert system.externally_managed() == "[externally-managed]\nError=use apt\n"
+    venv = msgspec.structs.replace(system, prefix="/v")
+    assert venv.is_venv and venv.externally_managed() is None
+    target = with_layout(system, target=str(tmp_path), prefix=None)
+    assert not target.is_venv and target.layout == "target"
+    assert target.externally_managed() is None
+    assert target.site_dirs == (tmp_path,) and target.scripts == str(tmp_path / "bin")
+    prefix = with_layout(system, target=None, prefix=str(tmp_path))
+    assert prefix.site_dirs == (tmp_path / "lib" / "python3.11" / "site-packages",)
