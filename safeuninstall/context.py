@@ -96,9 +96,14 @@ class Context:
         text = self.interpreter.externally_managed()
         if text is None or self.break_system_packages:
             return
-        error = ""
-        if "[externally-managed]" in text and "Error=" in text:
-            error = text.split("Error=", 1)[1].strip()
+        import configparser
+
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read_string(text)
+            error = parser.get("externally-managed", "Error", fallback="").strip()
+        except configparser.Error:
+            error = ""
         raise NotRestorable(
             f"the interpreter at {self.interpreter.prefix} is externally managed"
             + (f", and indicates the following: {error}" if error else "")

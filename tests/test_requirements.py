@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgspec
 import pytest
 
+from safeuninstall.context import Context
 from safeuninstall.environment import Interpreter, with_layout
-from safeuninstall.errors import InvalidInput
+from safeuninstall.errors import InvalidInput, NotRestorable
 from safeuninstall.plan import one_edit, plan_removal
 from safeuninstall.requirements import Wanted, collect, parse_argument
 from tests.conftest import MakeVenv, run_tool
@@ -294,3 +296,24 @@ def test_an_externally_managed_interpreter(tmp_path: Path) -> None:
     assert target.site_dirs == (tmp_path,) and target.scripts == str(tmp_path / "bin")
     prefix = with_layout(system, target=None, prefix=str(tmp_path))
     assert prefix.site_dirs == (tmp_path / "lib" / "python3.11" / "site-packages",)
+
+
+def test_an_externally_managed_interpreter_is_refused_unless_asked(tmp_path: Path) -> None:
+    (tmp_path / "EXTERNALLY-MANAGED").write_text(
+        "[externally-managed]\nError=To install Python packages system-wide, use apt.\n"
+    )
+    system = Interpreter(
+        "/usr/bin/python3",
+        "/usr",
+        "/usr",
+        "3.11.2",
+        "/usr/lib",
+        "/usr/lib",
+        "/usr/bin",
+        {},
+        stdlib=str(tmp_path),
+    )
+    refuse = Context.refuse_externally_managed
+    with pytest.raises(NotRestorable, match="indicates the following: To install Python packages"):
+        refuse(SimpleNamespace(interpreter=system, break_system_packages=False))  # type: ignore[arg-type]
+    refuse(SimpleNamespace(interpreter=system, break_system_packages=True))  # type: ignore[arg-type]
