@@ -75,6 +75,9 @@ _IGNORED_OPTIONS = (
     "--global-option",
     "--config-settings",
 )
+_LOCATION_OPTION = re.compile(
+    r"^(-i|--index-url|--extra-index-url|-f|--find-links)(?:\s*=\s*|\s+)(\S.*)$"
+)
 _LINE_OPTION = re.compile(
     r"^(-r|--requirement|-c|--constraint|-e|--editable)(?:\s*=\s*|\s+)(\S.*)$"
 )
@@ -243,6 +246,7 @@ class _Reader:
             origin = f"{name}:{number}"
             option = _LINE_OPTION.match(line)
             if option is None and line.startswith("-"):
+                self._check_location(line, origin, folder)
                 known = line.split("=", 1)[0].split()[0] in _IGNORED_OPTIONS
                 what = "ignored" if known else "not an option uv knows; ignored"
                 self.notes.append(f"{origin}: {_shown(line)} {what} (an uninstall reads names)")
@@ -257,6 +261,21 @@ class _Reader:
                     f"{origin}: {_shown(line)} ignored (constraints name nothing to remove)"
                 )
         return wanted
+
+    def _check_location(self, line: str, origin: str, folder: Path | None) -> None:
+        """An index or find-links location must be an existing path or a URL: uv refuses the
+        file otherwise (``-f /nowhere``), even for an uninstall."""
+        match = _LOCATION_OPTION.match(line)
+        if match is None:
+            return
+        value = _unquoted(match[2].strip())
+        expanded = _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), value)
+        base = folder if match[1] in ("-f", "--find-links") and folder is not None else self.cwd
+        if _SCHEME.match(expanded) or (base / Path(expanded).expanduser()).exists():
+            return
+        raise InvalidInput(
+            f"{origin}: {match[1]} {_shown(value)} is neither an existing path nor a URL"
+        )
 
     def _nested(self, sub: str, chain: tuple[str, ...], folder: Path | None) -> list[Wanted]:
         """``-r`` inside a file: relative to that file's folder, as uv and pip read it."""

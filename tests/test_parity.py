@@ -641,6 +641,18 @@ def test_more_requirements_file_forms(pair: Pair) -> None:
     assert "'--index-url https://download.pytorch.org/whl/cu128' ignored" in replay.tool.stdout
 
 
+@pytest.mark.parametrize("line", ["-f /nowhere", "--index-url=nowhere", "-f ./wheels"])
+def test_more_requirements_option_locations(pair: Pair, line: str) -> None:
+    """uv refuses a file whose index or find-links location is neither a path nor a URL."""
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write("reqs/wheels/.keep", "")
+        side.write("reqs/req.txt", f"{line}\nsix\n")
+
+    pair.replay(setup, "-r", "reqs/req.txt").same()
+
+
 def test_more_requirements_files_that_include_each_other(pair: Pair) -> None:
     """uv reads a file reached twice once; a cycle is all but sure to be a mistake: refused."""
 

@@ -87,7 +87,7 @@ def test_options_are_ignored_with_a_note(tmp_path: Path) -> None:
     text = (
         "--index-url https://download.pytorch.org/whl/cu128\n"
         "--extra-index-url=https://example.com/simple\n"
-        "-f ./wheels\n--no-index\n--trusted-host example.com\n"
+        "-f https://example.com/wheels\n--no-index\n--trusted-host example.com\n"
         "torch==2.8.0+cu128 --hash=sha256:abc \\\n    --hash=sha256:def\n"
         "numpy  # the array library\n"
     )
