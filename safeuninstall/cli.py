@@ -646,9 +646,14 @@ def uninstall_command(
     common.read_only = flags["dry_run"]
 
     def call() -> Result:
+        from .requirements import read_request
+
+        # Before the target is looked for: a bad argument is said first, whatever the target.
+        request = read_request(packages, requirement_files, Path.cwd(), os.environ)
         wanted = options.UninstallOptions(
             names=packages,
             requirement_files=requirement_files,
+            request=request,
             commands=tuple(sorted(set(cli.commands) - {"uninstall"})),
             offline=common.offline,
             **flags,

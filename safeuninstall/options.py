@@ -11,6 +11,8 @@ from pathlib import Path
 
 from msgspec import Struct
 
+from .requirements import Request
+
 
 class TargetOptions(Struct, frozen=True):
     """Options every command takes: which environment, where its state is, how long to wait."""
@@ -49,6 +51,7 @@ class UninstallOptions(Struct, frozen=True):
     names: tuple[str, ...]
     requirement_files: tuple[str, ...] = ()  # -r FILE, "-" for standard input
     commands: tuple[str, ...] = ()  # the subcommands: a name one edit from one is a typo
+    request: Request | None = None  # names and files read already (requirements.read_request)
     dry_run: bool = False
     keep_on_failure: bool = False
     offline: bool = False

@@ -20,18 +20,12 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
-from urllib.request import url2pathname
 
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from .bounded import Unusable, read_bytes, read_fd
 from .errors import InvalidInput
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
 MAX_DEPTH = 16  # nested -r files; uv has no limit, a real project needs two or three
@@ -114,6 +108,23 @@ def collect(
     return Request(tuple(wanted), tuple(reader.notes))
 
 
+def read_request(
+    arguments: Sequence[str],
+    files: Sequence[str],
+    cwd: Path,
+    environ: Mapping[str, str] | None = None,
+) -> Request:
+    """``collect``, refusing a request that names nothing."""
+    request = collect(arguments, files, cwd, environ)
+    if not request.wanted:
+        if files:
+            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
+            named = ", ".join(f"-r {name}" for name in files)
+            raise InvalidInput(f"no package names given: {named} named none")
+        raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
+    return request
+
+
 def parse_argument(text: str, cwd: Path, environ: Mapping[str, str] | None = None) -> Wanted:
     """One package argument of the command line."""
     return _Reader(cwd, os.environ if environ is None else environ).argument(text)
@@ -138,7 +149,11 @@ def local_path(url: str) -> str | None:
     parsed = urlparse(url)
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None
-    return os.path.normpath(url2pathname(unquote(parsed.path)))
+    if os.name != "posix":  # pragma: no cover - a drive letter, backslashes
+        from urllib.request import url2pathname  # 30 ms of import (http.client, email)
+
+        return os.path.normpath(url2pathname(parsed.path))
+    return os.path.normpath(unquote(parsed.path))
 
 
 class _Reader:
@@ -321,6 +336,10 @@ def _read_file(path: Path, name: str) -> str:
 
 
 def _toml(text: str, name: str) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -42,7 +42,7 @@ from ..options import UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
-from ..requirements import Request, collect
+from ..requirements import read_request
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
 from ..transaction import Restored, SnapshotSpec, Transaction
@@ -62,7 +62,9 @@ def uninstall(
     ``early``: the baseline begun by ``baseline.head_start`` before the operations were
     imported. It is taken over if it is the one this call would begin, else cancelled.
     """
-    request = requested(ctx, options)
+    request = options.request or read_request(
+        options.names, options.requirement_files, ctx.cwd, ctx.environ
+    )
     ctx.refuse_externally_managed()
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
         ctx.journal().refuse_if_unfinished(ctx.suggest)
@@ -88,18 +90,6 @@ def uninstall(
             return removal.apply()
         finally:
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
-
-
-def requested(ctx: Context, options: UninstallOptions) -> Request:
-    """The package arguments and requirement files, read as uv reads them."""
-    request = collect(options.names, options.requirement_files, ctx.cwd, ctx.environ)
-    if not request.wanted:
-        if options.requirement_files:
-            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
-            files = ", ".join(f"-r {name}" for name in options.requirement_files)
-            raise InvalidInput(f"no package names given: {files} named none")
-        raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
-    return request
 
 
 def _without_empty_records(
