@@ -78,13 +78,27 @@ def inside(path: str, root: str) -> bool:
 
 def plan_deletion(removed: Sequence[Removed], env_root: str, fs: FileSystem = DISK) -> Deletion:
     root = os.path.normpath(env_root)
-    gone: set[str] = set()  # files and folders deleted so far (a folder: with all under it)
+    gone: set[str] = set()  # files and folders deleted so far
+    gone_folders: set[str] = set()  # folders deleted whole: everything under them is gone
     folders: dict[str, list[str]] = {}
     swept: dict[str, list[str]] = {}
     outside: dict[str, list[str]] = {}
 
     def is_gone(path: str) -> bool:
-        return any(p in gone for p in _self_and_parents(path, root))
+        if path in gone:
+            return True
+        # A folder above it gone? By slicing the string: torch's 12,000 RECORD lines are
+        # looked up several times each, and os.path.dirname made it 0.9 s.
+        end = len(path)
+        while gone_folders and (end := path.rfind(os.sep, 0, end)) > len(root):
+            if path[:end] in gone_folders:
+                return True
+        return False
+
+    def delete(path: str, *, whole: bool = False) -> None:
+        gone.add(path)
+        if whole:
+            gone_folders.add(path)
 
     for dist in sorted(removed, key=lambda d: d.dist_info):
         site = os.path.normpath(dist.site_dir)
@@ -96,10 +110,10 @@ def plan_deletion(removed: Sequence[Removed], env_root: str, fs: FileSystem = DI
                 continue
             kind = "missing" if is_gone(path) else fs.kind(path)
             if kind == "file":
-                gone.add(path)
+                delete(path)
                 visited.add(os.path.dirname(path))
             elif kind == "folder":
-                gone.add(path)
+                delete(path, whole=True)
                 folders.setdefault(dist.name, []).append(path)
         for folder in sorted(visited, reverse=True):
             if not folder.startswith(site + os.sep):
@@ -107,24 +121,17 @@ def plan_deletion(removed: Sequence[Removed], env_root: str, fs: FileSystem = DI
             while folder != site:
                 pycache = os.path.join(folder, "__pycache__")
                 if not is_gone(pycache) and fs.kind(pycache) == "folder":
-                    gone.add(pycache)
+                    delete(pycache, whole=True)
                     swept.setdefault(dist.name, []).append(pycache)
                 if is_gone(folder) or fs.kind(folder) != "folder":
                     break
-                if any(not is_gone(os.path.join(folder, n)) for n in fs.names(folder)):
+                prefix = folder + os.sep
+                if any(not is_gone(prefix + name) for name in fs.names(folder)):
                     break
-                gone.add(folder)
+                delete(folder, whole=True)
                 folder = os.path.dirname(folder)
     return Deletion(
         folders={k: tuple(v) for k, v in folders.items()},
         swept={k: tuple(v) for k, v in swept.items()},
         outside={k: tuple(v) for k, v in outside.items()},
     )
-
-
-def _self_and_parents(path: str, root: str) -> list[str]:
-    found = []
-    while inside(path, root) and path != root:
-        found.append(path)
-        path = os.path.dirname(path)
-    return found
