@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from msgspec import Struct
 
 from .context import Context
-from .environment import InstalledDistribution
+from .environment import InstalledDistribution, RequirementIndex
 from .impact import ImpactReport, impact_report
 from .libraries import (
     ELF_CACHE_FILE,
@@ -65,11 +65,16 @@ def library_index(ctx: Context) -> LibraryIndex:
 
 
 def analyse(
-    ctx: Context, installed: Mapping[str, InstalledDistribution], remove: Sequence[str]
+    ctx: Context,
+    installed: Mapping[str, InstalledDistribution],
+    remove: Sequence[str],
+    requirements: RequirementIndex | None = None,
 ) -> Analysis:
+    """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
     owned = ownership(installed)
-    report = impact_report(installed, ctx.interpreter.markers, remove, index, owned)
+    markers = ctx.interpreter.markers
+    report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
     ctx.emit("impact", f"impact report: {len(report.affected)} distributions affected")
     return Analysis(report, owned, index)

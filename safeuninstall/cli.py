@@ -624,6 +624,12 @@ def cli() -> None:
     help="Accept a probe that passes only because a library now loads from another file.",
 )
 @click.option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Go ahead although the removal leaves a requirement of a remaining distribution "
+    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
+)
+@click.option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
 @click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
@@ -654,7 +660,6 @@ def uninstall_command(
             names=packages,
             requirement_files=requirement_files,
             request=request,
-            commands=tuple(sorted(set(cli.commands) - {"uninstall"})),
             offline=common.offline,
             **flags,
         )

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -344,6 +344,29 @@ class InstalledDistribution(Struct, frozen=True):
             return []
 
 
+# The distribution name at the start of a requirement: enough to know whether a line can
+# matter, before paying for a full parse.
+_LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+
+# required name -> [(dependent, Requires-Dist value)]
+RequirementIndex = Mapping[str, Sequence[tuple[str, str]]]
+
+
+def requirement_index(
+    installed: Mapping[str, InstalledDistribution],
+) -> dict[str, list[tuple[str, str]]]:
+    """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
+    is parsed: the leading name alone says which lines can matter to a removal."""
+    index: dict[str, list[tuple[str, str]]] = {}
+    for key, dist in installed.items():
+        for value in dist.requires_dist():
+            match = _LEADING_NAME.match(value)
+            if match:
+                index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))
+    return index
+
+
 def _header_lines(metadata: Path) -> Iterator[str]:
     """The lines of a METADATA header, up to the blank line before the body, and no more than
     _MAX_HEADER_BYTES of them. Raises OSError when the file can't be read, or is no regular
@@ -432,6 +455,38 @@ def _site_entries(interpreter: Interpreter, suffix: str) -> Iterator[os.DirEntry
         except OSError:
             continue
         yield from (entry for entry in entries if entry.name.endswith(suffix))
+
+
+_GLANCE_BYTES = 256 * 1024  # of a METADATA file, for required_elsewhere: its header, mostly
+
+
+def required_elsewhere(interpreter: Interpreter, names: Iterable[str]) -> bool:
+    """Whether a Requires-Dist line of another dist-info folder's METADATA names one of
+    ``names`` (canonical). A glance, for deciding whether to begin work early: a byte search of
+    the first 256 KiB of each file, nothing parsed, a folder's own name taken from the folder
+    name; an unreadable file names nothing. Two to four times faster than reading the installed
+    set and its requirement index (a jupyterlab venv, 91 distributions: 25 ms against 60)."""
+    wanted = set(names)
+    if not wanted:
+        return False
+    spellings = b"|".join(
+        b"[-_.]+".join(re.escape(part.encode()) for part in name.split("-")) for name in wanted
+    )
+    line = re.compile(
+        rb"^Requires-Dist:[ \t]*(?:" + spellings + rb")(?![A-Za-z0-9._-])", re.M | re.I
+    )
+    for entry in _site_entries(interpreter, ".dist-info"):
+        own = canonicalize_name(entry.name[: -len(".dist-info")].rpartition("-")[0])
+        if own in wanted:
+            continue
+        try:
+            with open_regular(Path(entry.path, "METADATA")) as handle:
+                head = handle.read(_GLANCE_BYTES)
+        except OSError:
+            continue
+        if line.search(head.partition(b"\n\n")[0]):
+            return True
+    return False
 
 
 def census(interpreter: Interpreter) -> frozenset[str]:

@@ -13,6 +13,23 @@ from msgspec import Struct
 
 from .requirements import Request
 
+# The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
+# (the CLI's commands; a test keeps them equal).
+COMMANDS = (
+    "uninstall",
+    "rollback",
+    "snapshot",
+    "snapshots",
+    "show",
+    "probe",
+    "check",
+    "doctor",
+    "recover",
+    "prune",
+    "config",
+    "export",
+)
+
 
 class TargetOptions(Struct, frozen=True):
     """Options every command takes: which environment, where its state is, how long to wait."""
@@ -50,7 +67,6 @@ class UninstallOptions(Struct, frozen=True):
     # As typed: names, requirements (``rich==15.0.0``), paths and URLs (requirements.py).
     names: tuple[str, ...]
     requirement_files: tuple[str, ...] = ()  # -r FILE, "-" for standard input
-    commands: tuple[str, ...] = ()  # the subcommands: a name one edit from one is a typo
     request: Request | None = None  # names and files read already (requirements.read_request)
     dry_run: bool = False
     keep_on_failure: bool = False
@@ -60,6 +76,7 @@ class UninstallOptions(Struct, frozen=True):
     fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
     probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes
+    allow_unmet: bool = False  # go ahead although a requirement is left unmet; the probe judges
 
 
 class RollbackOptions(Struct, frozen=True):

@@ -78,7 +78,8 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
         lines += [f"missing, to restore: {name}" for name in plan.missing]
     elif result.removed:
-        verb = "would remove" if result.outcome.value == "dry-run" else "removing"
+        # Nothing is removed when the removal is only shown, checked or refused.
+        verb = "removing" if result.snapshot else "would remove"
         lines.append(f"{verb}: {', '.join(result.removed)}")
     if details.impact is not None:
         lines += impact_lines(details.impact)
@@ -235,6 +236,7 @@ def impact_lines(report: ImpactReport) -> list[str]:
     lines = []
     if report.dependents:
         lines.append(f"depend on it (Requires-Dist): {', '.join(report.dependents)}")
+    lines += [f"unmet requirement: {unmet.describe()}" for unmet in report.unmet]
     for dep in report.optional_dependents:
         lines.append(f"optional dependent: {dep.dependent} needs {dep.required} for [{dep.extra}]")
     for shared in report.shared_files:

@@ -1,9 +1,11 @@
 """``safe-uninstall PACKAGE...``: remove, probe, and restore everything in one batch if the
 probe fails.
 
-1. Under the lock: the installed set, what to remove, the baseline probe begun (or taken over
+1. Under the lock: the installed set, what to remove, whether that leaves a requirement unmet
+   (then no baseline begins: the removal is refused), the baseline probe begun (or taken over
    from the head start, or from the cache), the impact report, the probe derived from it.
-2. ``--strict`` and ``--dry-run`` stop there, nothing changed.
+2. ``--strict``, unmet requirements (unless ``--allow-unmet``) and ``--dry-run`` stop there,
+   nothing changed.
 3. The transaction: snapshot and stash, the baseline must pass, uv uninstalls, the probe
    judges; a failure, drift, a hollow neighbour, an error or an interrupt restores all of it.
 """
@@ -23,11 +25,13 @@ from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
 from ..environment import (
     InstalledDistribution,
+    RequirementIndex,
     census,
     census_change,
     ensure_writable,
     installed_distributions,
     legacy_installs,
+    requirement_index,
 )
 from ..errors import (
     BaselineProbeFailed,
@@ -37,8 +41,9 @@ from ..errors import (
     InvalidInput,
     NotRestorable,
 )
+from ..impact import removal_closure, unmet_in
 from ..libraries import Drift
-from ..options import UninstallOptions
+from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
@@ -71,7 +76,10 @@ def uninstall(
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
         plan = _without_empty_records(
-            plan_removal(request.wanted, installed, commands=options.commands), installed
+            plan_removal(
+                request.wanted, installed, commands=[c for c in COMMANDS if c != "uninstall"]
+            ),
+            installed,
         )
         _refuse_legacy(ctx, plan.absent)
         _refuse_absent_under_strict(options, plan)
@@ -81,7 +89,8 @@ def uninstall(
             if not plan.empty_record:
                 removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
-        removal.begin_configured(configured, early, waited)
+        if not removal.leaves_unmet(early):
+            removal.begin_configured(configured, early, waited)
         try:
             stopped = removal.judge_before(configured)
             if stopped is not None:
@@ -165,6 +174,7 @@ class _Removal:
         self.begun: Begun | None = None
         self.fingerprint = ""
         self.analysis: Analysis | None = None
+        self.requirements: RequirementIndex | None = None
         self.settings = ProbeSettings()
         self.messages: list[str] = []
 
@@ -181,6 +191,20 @@ class _Removal:
         )
 
     # -- before any change ---------------------------------------------------------------
+
+    def leaves_unmet(self, early: HeadStart | None) -> bool:
+        """Whether the removal leaves a requirement unmet, and so will be refused: asked before
+        any baseline begins, so that a refused removal runs no probe (a head start is stopped
+        at once)."""
+        if self.options.allow_unmet:
+            return False
+        self.requirements = requirement_index(self.installed)  # the impact report's too
+        markers = self.ctx.interpreter.markers
+        if not unmet_in(self.requirements, self.installed, markers, self.plan.remove):
+            return False
+        if early is not None:
+            early.baseline.cancel()
+        return True
 
     def begin_configured(
         self, configured: ProbeSettings, early: HeadStart | None, waited: bool
@@ -200,16 +224,44 @@ class _Removal:
     def judge_before(self, configured: ProbeSettings) -> RemovalResult | None:
         """The impact report and the probe it implies; a result when the removal stops here
         (--strict, --dry-run), None when it goes ahead."""
-        self.analysis = analyse(self.ctx, self.installed, self.plan.remove)
+        self.analysis = analyse(self.ctx, self.installed, self.plan.remove, self.requirements)
         self.settings = with_default(configured, self.installed, self.analysis.report.affected)
-        if self.options.strict and self.analysis.report.refused_by_strict:
+        report = self.analysis.report
+        if self.options.strict and report.refused_by_strict:
             self.messages.append("--strict: the impact report finds breakage or drift")
             return self.result(Outcome.REFUSED_STRICT)
+        if report.unmet and not self.options.allow_unmet:
+            self.messages += self._refused_unmet()
+            return self.result(Outcome.REFUSED_UNMET)
+        if report.unmet:
+            self.messages.append(
+                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; "
+                "the probe judges the removal"
+            )
         if self.options.dry_run:
             return self.result(Outcome.DRY_RUN)
         ensure_writable(self.ctx.interpreter)
         self.ctx.backend.check_available()
         return None
+
+    def _refused_unmet(self) -> list[str]:
+        """Why the removal is refused, and the two commands that would go ahead."""
+        assert self.analysis is not None
+        unmet = self.analysis.report.unmet
+        dependents = sorted({u.dependent for u in unmet})
+        names = self.plan.remove
+        markers = self.ctx.interpreter.markers
+        closure = removal_closure(self.installed, markers, names, self.requirements)
+        verdict = "--dry-run: the removal would be refused" if self.options.dry_run else "refused"
+        return [
+            f"{verdict}: it leaves {_requirements(len(unmet))} of {', '.join(dependents)} "
+            "unmet (listed above); nothing was removed",
+            "to remove the dependents too: " + _removal_command(self.ctx, closure),
+            "to remove only "
+            + ", ".join(names)
+            + ", the probe judging it: "
+            + _removal_command(self.ctx, names, "--allow-unmet"),
+        ]
 
     def begin_derived(self) -> None:
         """The derived probe is known from the impact report: its baseline begins now."""
@@ -283,6 +335,17 @@ class _Removal:
             ) from None
         finally:
             self.stop_baseline()
+
+
+def _requirements(count: int) -> str:
+    return f"{count} requirement{'' if count == 1 else 's'}"
+
+
+def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
+    """The command that removes ``names``; a name that is also a subcommand's needs
+    ``uninstall`` named first."""
+    command = ("uninstall",) if any(name in COMMANDS for name in names) else ()
+    return ctx.suggest(*command, *flags, *names)
 
 
 def _import_what_a_restore_needs(ctx: Context) -> None:
