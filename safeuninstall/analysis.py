@@ -108,7 +108,13 @@ def installed_view(
     file is there."""
     hollow = set(hollow_distributions(owned, installed))
     return {
-        name: Installed(name=name, version=d.version, source=d.source, intact=name not in hollow)
+        name: Installed(
+            name=name,
+            version=d.version,
+            source=d.source,
+            intact=name not in hollow,
+            layout=d.layout,
+        )
         for name, d in installed.items()
     }
 

@@ -63,7 +63,8 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
         except OSError:
             continue
         for entry in entries:
-            if entry.name.endswith(".dist-info"):
+            # Legacy installs too, and .pth files (easy-install.pth puts an editable on the path)
+            if entry.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")):
                 with contextlib.suppress(OSError):
                     digest.update(os.fsencode(f"{entry.name}:{entry.stat().st_mtime_ns}"))
     return digest.hexdigest()

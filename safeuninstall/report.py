@@ -134,7 +134,7 @@ def _restore_lines(result: Result, paint: Paint) -> list[str]:
     if v is not None and v.ok:
         lines.append(
             f"verified: the installed set equals the snapshot; "
-            f"{v.files_checked} restored files match their RECORD sha256"
+            f"{v.files_checked} restored files match their recorded sha256"
         )
     elif v is not None:
         lines.append(paint("verification FAILED: the environment differs from the snapshot", "bad"))
@@ -194,6 +194,8 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
     lines.append(f"packages: {len(snap.packages)}")
     for entry in snap.packages:
         extra = []
+        if entry.legacy:
+            extra.append(f"legacy {entry.layout}")
         if entry.source.kind != "index":
             extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
         if entry.stash is not None:

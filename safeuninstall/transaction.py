@@ -85,11 +85,12 @@ def take_snapshot(
     on_bytes = _stash_progress(ctx, installed, spec.stash)
     place = StashPlace(env_root, path, spec.shared)
     try:
-        records = {name: _record(installed[name]) for name in spec.removed}
+        # A legacy install's removal is uv's own (legacy.py), without the sweep of a RECORD's.
+        records = {n: _record(installed[n]) for n in spec.removed if not installed[n].legacy}
         deletion = plan_deletion(
             [
-                Removed(name, str(installed[name].site_dir), records[name] or (), str(dist_info))
-                for name in spec.removed
+                Removed(name, str(installed[name].site_dir), record or (), str(dist_info))
+                for name, record in records.items()
                 for dist_info in (installed[name].dist_info,)
             ],
             str(env_root),
@@ -148,6 +149,7 @@ def _entry(dist: InstalledDistribution, env_root: Path, stash: PackageStash | No
         source=dist.source,
         dist_info=relative_to_root(dist.dist_info, env_root) or "",
         stash=stash,
+        layout=dist.layout,
     )
 
 

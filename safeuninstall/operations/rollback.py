@@ -33,15 +33,15 @@ from ..errors import (
     SnapshotNotFound,
 )
 from ..journal import Entry, Journal
-from ..libraries import ownership
+from ..libraries import Ownership, ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
-from ..plan import plan_restore, plan_rollback
+from ..plan import Installed, plan_restore, plan_rollback
 from ..probe import ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
-from ..stash import check_restore_paths
+from ..stash import check_restore_paths, in_place, legacy_refusal
 from ..transaction import SnapshotSpec, Transaction, stash_index
 
 
@@ -104,6 +104,27 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
     )
 
 
+def _view(
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    wanted: Snapshot,
+    prefix: str,
+) -> dict[str, Installed]:
+    """The installed set as the rollback plans it. A legacy install has no RECORD to say it
+    is whole: it is whole when every file and line the snapshot's stash of it holds is there
+    (a removal killed half way leaves its metadata with some files gone)."""
+    view = installed_view(installed, owned)
+    stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
+    for name, current in view.items():
+        entry = stashes.get(name)
+        if entry is None or not current.intact or entry.version != current.version:
+            continue
+        assert entry.stash is not None
+        if not in_place(entry.stash, Path(prefix)):
+            view[name] = msgspec.structs.replace(current, intact=False)
+    return view
+
+
 class _Rollback:
     """One rollback (or recover) towards ``wanted``, from the plan to its result."""
 
@@ -140,7 +161,7 @@ class _Rollback:
         self.census = census(ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(ctx.interpreter)
         owned = ownership(installed)
-        plan = plan_rollback(wanted, installed_view(installed, owned))
+        plan = plan_rollback(wanted, _view(installed, owned, wanted, ctx.interpreter.prefix))
         self.settings = with_default(self.configured, installed, None)
         self.base = RollbackResult(
             command=self.command,
@@ -158,6 +179,9 @@ class _Rollback:
             return self._result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()
+        refused = [r for n in plan.remove if (r := legacy_refusal(installed[n], ctx.backend.name))]
+        if refused:
+            raise NotRestorable("; ".join(r.message for r in refused))
         prefix = Path(ctx.interpreter.prefix)
         check_restore_paths(wanted, plan.restore, prefix, ctx.store.snapshot_path(wanted.id))
         # Distributions that stay but share files with what the rollback removes (a cu12 and a
@@ -189,6 +213,12 @@ class _Rollback:
         ctx, wanted = self.ctx, self.wanted
         index = stash_index(ctx, entries, [wanted])
         reinstall = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
+        legacy = [e.pin for e in reinstall if e.legacy]
+        if legacy:  # an installer would bring back a wheel's layout, not the one that was there
+            raise NotRestorable(
+                f"cannot roll back to snapshot {wanted.id}: {', '.join(legacy)} was installed "
+                "the legacy way, and no stash holds it; only a stash gives such an install back"
+            )
         if not reinstall:
             return
         try:

@@ -28,9 +28,9 @@ from ..environment import (
     RequirementIndex,
     census,
     census_change,
+    easy_install_eggs,
     ensure_writable,
     installed_distributions,
-    legacy_installs,
     requirement_index,
 )
 from ..errors import (
@@ -42,6 +42,7 @@ from ..errors import (
     NotRestorable,
 )
 from ..impact import removal_closure, unmet_in
+from ..legacy import DESCRIBED
 from ..libraries import Drift
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
@@ -50,6 +51,7 @@ from ..probe import ProbeResult, ProbeSettings, run_all, start
 from ..requirements import read_request
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
+from ..stash import legacy_refusal
 from ..transaction import Restored, SnapshotSpec, Transaction
 
 if TYPE_CHECKING:
@@ -81,10 +83,10 @@ def uninstall(
             ),
             installed,
         )
-        _refuse_legacy(ctx, plan.absent)
+        _refuse_legacy(ctx, installed, plan.remove)
         _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
-        removal.messages += [*request.notes, *plan.notes]
+        removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
         if not plan.remove:
             if not plan.empty_record:
                 removal.messages.append("nothing to do: none of the named packages is installed")
@@ -139,20 +141,59 @@ def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) ->
         )
 
 
-def _refuse_legacy(ctx: Context, absent: Sequence[str]) -> None:
-    """A named distribution installed the legacy way is not "not installed": uv would remove
-    it, but no RECORD says which files to keep for a restore, so nothing is removed."""
-    legacy = legacy_installs(ctx.interpreter) if absent else {}
-    found = {name: legacy[name] for name in absent if name in legacy}
-    if found:
-        names = " ".join(found)
-        raise NotRestorable(
-            "installed the legacy way, without a RECORD: "
-            + ", ".join(f"{name} ({path.name})" for name, path in found.items())
-            + "; which files are its own is not recorded, so they cannot be kept for a "
-            f"restore, and nothing was removed. To remove it without that safety net: "
-            f"uv pip uninstall --python {ctx.python} {names}"
+def _refuse_legacy(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], remove: Sequence[str]
+) -> None:
+    """A legacy install (legacy.py) is removed like any other where its removal can be undone;
+    where uv refuses it, would stop half way, or would delete what a stash cannot give back,
+    nothing is removed."""
+    refused = {
+        name: refusal
+        for name in remove
+        if (refusal := legacy_refusal(installed[name], ctx.backend.name)) is not None
+    }
+    if not refused:
+        return
+    message = "; ".join(r.message for r in refused.values())
+    if all(r.uv_removes_it for r in refused.values()):
+        message += (
+            ". To remove it without that safety net: "
+            f"uv pip uninstall --python {ctx.python} {' '.join(refused)}"
         )
+    raise NotRestorable(message)
+
+
+def _legacy_notes(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], plan: RemovalPlan
+) -> list[str]:
+    """What a person should know of the legacy installs named: how uv removes each, what its
+    top_level.txt lists that uv skips, and an easy_install egg that uv does not list."""
+    notes = []
+    for name in plan.remove:
+        dist = installed[name]
+        if not dist.legacy:
+            continue
+        legacy = dist.legacy_removal()
+        count = len(legacy.files)
+        how = f"{dist.name} {dist.version} is {DESCRIBED[dist.layout]}: uv deletes {count} " + (
+            "file" if count == 1 else "files"
+        )
+        if legacy.pth_line is not None:
+            how += " and takes its line out of easy-install.pth"
+        notes.append(how + "; the snapshot keeps them, hashed")
+        notes += [
+            f"{dist.name}: top_level.txt lists {entry!r}, which is no top-level name: uv "
+            "skips it, and so does the snapshot"
+            for entry in legacy.skipped
+        ]
+    eggs = easy_install_eggs(ctx.interpreter) if plan.absent else {}
+    notes += [
+        f"{name}: {eggs[name]} is an easy_install egg, which uv neither lists nor removes "
+        f"(pip does: {ctx.python} -m pip uninstall {name})"
+        for name in plan.absent
+        if name in eggs
+    ]
+    return notes
 
 
 class _Removal:
