@@ -57,7 +57,12 @@ class Analysis(Struct, frozen=True):
 
 
 def library_index(ctx: Context) -> LibraryIndex:
-    return LibraryIndex(ctx.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+    """The ELF objects, with their cache in the state folder (read, not written, by a read-only
+    command)."""
+    index = LibraryIndex(ctx.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+    if ctx.read_only:
+        index.cache_file = None  # loaded already: nothing is saved
+    return index
 
 
 def analyse(

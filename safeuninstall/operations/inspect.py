@@ -19,10 +19,10 @@ from ..context import Context
 from ..derived import as_baseline, dropped_notes
 from ..environment import installed_distributions
 from ..libraries import ownership
-from ..names import parse_requested
 from ..outcome import Outcome
 from ..plan import plan_removal
 from ..probe import ProbeSettings, run_all
+from ..requirements import collect
 from ..results import ProbeRuns, RemovalResult, Result
 
 if TYPE_CHECKING:
@@ -31,18 +31,21 @@ if TYPE_CHECKING:
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
     """The impact report of removing ``names``, changing nothing."""
-    requested = parse_requested(list(names))
+    request = collect(names, (), ctx.cwd, ctx.environ)
     installed = installed_distributions(ctx.interpreter)
-    removal = plan_removal(requested, installed)
+    removal = plan_removal(request.wanted, installed)
     result = RemovalResult(
         command="check",
         outcome=Outcome.CHECKED,
         python=str(ctx.python),
         removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
         absent=removal.absent,
+        messages=(*request.notes, *removal.notes),
     )
     if not removal.remove:
-        return replace(result, messages=("none of the named packages is installed",))
+        return replace(
+            result, messages=(*result.messages, "none of the named packages is installed")
+        )
     report = analyse(ctx, installed, removal.remove).report
     refused = strict and report.refused_by_strict
     messages: tuple[str, ...] = ()

@@ -47,6 +47,7 @@ from ..transaction import SnapshotSpec, Transaction, stash_index
 
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
     """Back to snapshot ``options.snapshot`` (default: the latest)."""
+    ctx.refuse_externally_managed()
     with ctx.locked():
         ctx.journal().refuse_if_unfinished(ctx.suggest)
         wanted = ctx.store.resolve(options.snapshot)
@@ -55,6 +56,7 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
 
 def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
     """Finish what an interrupted operation left: return to the snapshot its journal names."""
+    ctx.refuse_externally_managed()
     with ctx.locked():
         journal = ctx.journal()
         entry = journal.read()

@@ -45,11 +45,11 @@ from ..errors import (
 from ..impact import removal_closure, unmet_in
 from ..legacy import DESCRIBED
 from ..libraries import Drift
-from ..names import parse_requested
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
+from ..requirements import read_request
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
 from ..stash import legacy_refusal
@@ -70,19 +70,27 @@ def uninstall(
     ``early``: the baseline begun by ``baseline.head_start`` before the operations were
     imported. It is taken over if it is the one this call would begin, else cancelled.
     """
-    requested = parse_requested(list(options.names))
-    if not requested:
-        raise InvalidInput("no package names given")
+    request = options.request or read_request(
+        options.names, options.requirement_files, ctx.cwd, ctx.environ
+    )
+    ctx.refuse_externally_managed()
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
         ctx.journal().refuse_if_unfinished(ctx.suggest)
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
-        plan = plan_removal(requested, installed)
+        plan = _without_empty_records(
+            plan_removal(
+                request.wanted, installed, commands=[c for c in COMMANDS if c != "uninstall"]
+            ),
+            installed,
+        )
         _refuse_legacy(ctx, installed, plan.remove)
+        _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
-        removal.messages += _legacy_notes(ctx, installed, plan)
+        removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
         if not plan.remove:
-            removal.messages.append("nothing to do: none of the named packages is installed")
+            if not plan.empty_record:
+                removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
         if not removal.leaves_unmet(early):
             removal.begin_configured(configured, early, waited)
@@ -94,6 +102,44 @@ def uninstall(
             return removal.apply()
         finally:
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
+
+
+def _without_empty_records(
+    plan: RemovalPlan, installed: Mapping[str, InstalledDistribution]
+) -> RemovalPlan:
+    """A distribution whose RECORD lists no file is left alone, with a note: uv says it
+    uninstalled it and removes nothing (pip: "No files were found to uninstall")."""
+    empty = [name for name in plan.remove if _lists_nothing(installed[name])]
+    if not empty:
+        return plan
+    notes = [
+        f"{name}: its RECORD lists no file, so uv removes nothing of it; left as it is"
+        for name in empty
+    ]
+    return msgspec.structs.replace(
+        plan,
+        remove=tuple(n for n in plan.remove if n not in empty),
+        empty_record=tuple(empty),
+        notes=(*plan.notes, *notes),
+    )
+
+
+def _lists_nothing(dist: InstalledDistribution) -> bool:
+    try:
+        if (dist.dist_info / "RECORD").stat().st_size > 4096:
+            return False  # a RECORD of only blank lines is never this long
+        return not dist.record()
+    except OSError:  # missing or unreadable: the stash says so, before any change
+        return False
+
+
+def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) -> None:
+    """With --strict, a name that is not installed is an error (a job's typo), not a skip."""
+    if options.strict and plan.absent:
+        hints = "".join(f"; {note}" for note in plan.notes if "did you mean" in note)
+        raise InvalidInput(
+            f"--strict: not installed: {', '.join(plan.absent)}{hints}; nothing was removed"
+        )
 
 
 def _refuse_legacy(
