@@ -69,7 +69,9 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
     installed = installed_distributions(ctx.interpreter)
     messages: list[str] = []
     if names:
-        plan = plan_removal(parse_requested(list(names)), installed)
+        request = collect(names, (), ctx.cwd, ctx.environ)  # as a removal reads them
+        plan = plan_removal(request.wanted, installed)
+        messages += [*request.notes, *plan.notes]
         messages += [f"not installed: {name}" for name in plan.absent]
         report = analyse(ctx, installed, plan.remove).report if plan.remove else None
         affected = report.affected if report is not None else ()
