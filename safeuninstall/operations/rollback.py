@@ -1,8 +1,11 @@
 """``rollback`` and ``recover``: make the installed set equal a snapshot's again.
 
-A rollback snapshots the state it leaves first (so it can itself be rolled back), removes what
-the snapshot does not have, brings back what it does in one batch, and proves the result. A
-recover does the same towards the snapshot that an interrupted operation's journal names.
+A plain rollback returns to the state before the latest change still in effect
+(plan.choose_snapshot); ``rollback ID`` to the one named. It snapshots the state it leaves first
+(so it can itself be rolled back, and undone), checks that everything it must bring back can
+come back, removes what the snapshot does not have, brings back what it does in one batch, and
+proves the result; one that removes anything is judged like a removal and undone when it fails.
+A recover does the same towards the snapshot that an interrupted operation's journal names.
 """
 
 from __future__ import annotations
@@ -10,13 +13,17 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import Struct
 
-from ..analysis import installed_view, sharing_files, with_default
+from .. import baseline
+from ..analysis import analyse, installed_view, sharing_files, with_default
+from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
 from ..environment import (
     InstalledDistribution,
@@ -33,24 +40,83 @@ from ..errors import (
     SnapshotNotFound,
 )
 from ..journal import Entry, Journal
-from ..libraries import ownership
+from ..libraries import Ownership, ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
-from ..plan import plan_restore, plan_rollback
-from ..probe import ProbeSettings, run_all
+from ..plan import (
+    Installed,
+    SnapshotChoice,
+    StashCandidate,
+    choose_snapshot,
+    plan_restore,
+    plan_rollback,
+)
+from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
 from ..stash import check_restore_paths
-from ..transaction import SnapshotSpec, Transaction, stash_index
+from ..transaction import Restored, SnapshotSpec, Transaction, stash_index
 
 
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
-    """Back to snapshot ``options.snapshot`` (default: the latest)."""
+    """Back to snapshot ``options.snapshot``; without one, to the state before the latest change
+    that is still in effect (plan.choose_snapshot)."""
     with ctx.locked():
         ctx.journal().refuse_if_unfinished(ctx.suggest)
-        wanted = ctx.store.resolve(options.snapshot)
-        return _Rollback(ctx, configured, options, wanted).run()
+        now = _Now.read(ctx)
+        if options.snapshot is not None:
+            wanted = ctx.store.resolve(options.snapshot)
+            return _Rollback(ctx, configured, options, wanted, now).run()
+        choice, chosen = _choose(ctx, now)
+        if chosen is None:
+            return RollbackResult(
+                command="rollback",
+                outcome=Outcome.NOTHING_TO_ROLL_BACK,
+                python=str(ctx.python),
+                choice=choice,
+                messages=(
+                    "`safe-uninstall snapshots` lists the snapshots; "
+                    "`safe-uninstall rollback ID` returns to one of them",
+                ),
+            )
+        return _Rollback(ctx, configured, options, chosen, now, choice=choice).run()
+
+
+class _Now(Struct, frozen=True):
+    """The environment as a rollback starts: its census (taken first, so a change after it
+    shows later), the installed set, who owns which file, and the view plans compare with."""
+
+    census: frozenset[str]
+    installed: Mapping[str, InstalledDistribution]
+    owned: Ownership
+    view: Mapping[str, Installed]
+
+    @classmethod
+    def read(cls, ctx: Context) -> _Now:
+        taken = census(ctx.interpreter)
+        installed = installed_distributions(ctx.interpreter)
+        owned = ownership(installed)
+        return cls(taken, installed, owned, installed_view(installed, owned))
+
+
+def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
+    """The snapshot a plain rollback returns to (plan.choose_snapshot), loaded; None with the
+    choice's reason when no change since a snapshot is still in effect."""
+    history = [
+        (snapshot_id, snap if isinstance(snap, Snapshot) else str(snap))
+        for snapshot_id, snap in ctx.store.iter_loadable()
+    ]
+    if not history:
+        raise SnapshotNotFound(f"no snapshots of this environment in {ctx.store.snapshots_dir}")
+    choice = choose_snapshot(history, lambda snap: plan_rollback(snap, now.view).empty)
+    if choice.blocked:
+        raise SnapshotInvalid(
+            f"{choice.reason}; a plain rollback cannot tell which changes are still in effect "
+            "past it: name the snapshot to return to (`safe-uninstall snapshots` lists them)"
+        )
+    chosen = next((s for i, s in history if i == choice.snapshot and isinstance(s, Snapshot)), None)
+    return choice, chosen
 
 
 def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
@@ -80,7 +146,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
             with ctx.installer_locked():
                 remove_half_restored(ctx.store, ctx.interpreter)
-        rollback = _Rollback(ctx, configured, options, wanted, recovering=entry)
+        rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages.append(found)
         return rollback.run()
 
@@ -103,7 +169,15 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
 
 
 class _Rollback:
-    """One rollback (or recover) towards ``wanted``, from the plan to its result."""
+    """One rollback (or recover) towards ``wanted``, from the plan to its result.
+
+    A rollback that uninstalls anything (distributions added since the snapshot, versions
+    replaced) is judged like a removal: the impact report of what it uninstalls, the probe's
+    baseline before and its run after, and, when the probe fails after and passed before, or
+    when ``wanted`` cannot be brought back whole, the environment is put back as it was before
+    the rollback, in one batch, verified. A rollback that only brings back (and a recover, which
+    finishes an operation that was cut short) is probed after, and reported.
+    """
 
     def __init__(
         self,
@@ -111,15 +185,21 @@ class _Rollback:
         configured: ProbeSettings,
         options: RollbackOptions,
         wanted: Snapshot,
+        now: _Now,
+        *,
+        choice: SnapshotChoice | None = None,
         recovering: Entry | None = None,
     ) -> None:
         self.ctx = ctx
         self.configured = configured
         self.options = options
         self.wanted = wanted
+        self.now = now
+        self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
         self.command = "recover" if recovering else "rollback"
         self.messages: list[str] = []
+        self.begun: Begun | None = None
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -128,26 +208,29 @@ class _Rollback:
 
     def run(self) -> RollbackResult:
         """Make the installed set equal ``wanted``."""
-        ctx, wanted = self.ctx, self.wanted
+        ctx, wanted, now = self.ctx, self.wanted, self.now
         if os.path.realpath(wanted.target.prefix) != os.path.realpath(ctx.interpreter.prefix):
             # A snapshot of another environment (a shared --state-dir) must not apply here.
             raise SnapshotInvalid(
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        self.census = census(ctx.interpreter)  # first: a change after it shows later
-        installed = installed_distributions(ctx.interpreter)
-        owned = ownership(installed)
-        plan = plan_rollback(wanted, installed_view(installed, owned))
-        self.settings = with_default(self.configured, installed, None)
+        plan = plan_rollback(wanted, now.view)
+        # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
+        self.judged = bool(plan.remove) and self.recovering is None
+        analysis = analyse(ctx, now.installed, plan.remove) if self.judged else None
+        affected = analysis.report.affected if analysis is not None else None
+        self.settings = with_default(self.configured, now.installed, affected)
         self.base = RollbackResult(
             command=self.command,
             outcome=Outcome.ALREADY_MATCHES,
             python=str(ctx.python),
             snapshot=wanted.id,
+            choice=self.choice,
             rollback_plan=plan,
-            removed=tuple(f"{n}=={installed[n].version}" for n in plan.remove),
-            probes=ProbeRuns(notes=self.settings.notes),
+            removed=tuple(f"{n}=={now.installed[n].version}" for n in plan.remove),
+            impact=analysis.report if analysis is not None else None,
+            probes=ProbeRuns(notes=self.settings.notes, disabled=self.settings.disabled),
         )
         if plan.empty and self.recovering is None:
             self.messages.append(f"the environment already matches snapshot {wanted.id}")
@@ -161,32 +244,47 @@ class _Rollback:
         # Distributions that stay but share files with what the rollback removes (a cu12 and a
         # cu13 build of one library): the uninstall deletes those files, so they are stashed
         # with the rest and restored after it.
-        kept_shared = sharing_files(owned, plan.remove)
+        kept_shared = sharing_files(now.owned, plan.remove)
         spec = SnapshotSpec(
             operation=self.command,
             stash=[*plan.remove, *kept_shared],
             removed=plan.remove,
-            shared=owned.shared_paths(),
+            shared=now.owned.shared_paths(),
+            returns_to=wanted.id,
         )
         wanted_by_name = {e.name: e for e in wanted.packages}
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
-        if self.recovering is None:
+        try:
+            if self.judged and self.settings.probes:
+                self.begun = self._begin_baseline()  # overlaps the checks and the stash
+            # Before anything is removed, whatever the path (recover too): every entry must
+            # come back, or nothing changes.
             self._refuse_unrestorable(entries)
-        with Transaction(ctx, self.command, self.recovering) as txn:
-            with txn.interrupts_deferred():
-                stopped = self._change(txn, installed, spec, (entries, kept_shared))
-            if txn.interrupted:
-                self.messages.append(
-                    f"an interrupt arrived during the {self.command}; it finished first"
-                )
-        return stopped or self._probe_after()
+            return self._apply(spec, (entries, kept_shared))
+        finally:
+            if self.begun is not None:
+                self.begun.cancel()
+
+    def _begin_baseline(self) -> Begun:
+        ctx = self.ctx
+        cache = BaselineCache(ctx.store.root)
+        return baseline.begin(
+            self.settings, ctx, cache, fingerprint(ctx.interpreter, ctx.environ), fresh=False
+        )
 
     def _refuse_unrestorable(self, entries: Sequence[PackageEntry]) -> None:
-        """Before anything is removed: every entry comes back from a stash, or the installer's
-        dry run finds it. Else refuse, so a rollback never ends with neither state."""
+        """Before anything is removed: every entry comes back from a stash whose files are all
+        there, or the installer's dry run finds it. Else refuse, so a rollback never ends with
+        neither state. (A stash whose bytes changed is found when it is hashed, during the
+        restore: then the rollback is undone.)"""
         ctx, wanted = self.ctx, self.wanted
         index = stash_index(ctx, entries, [wanted])
-        reinstall = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
+        present = {
+            key: kept
+            for key, candidates in index.items()
+            if (kept := [c for c in candidates if _stash_present(ctx, c)])
+        }
+        reinstall = plan_restore(entries, present, preferred_snapshot=wanted.id).reinstall
         if not reinstall:
             return
         try:
@@ -194,56 +292,183 @@ class _Rollback:
         except BackendError as err:
             pins = ", ".join(e.pin for e in reinstall)
             raise NotRestorable(
-                f"cannot roll back to snapshot {wanted.id}: no stash holds {pins}, and "
+                f"cannot {self.command} to snapshot {wanted.id}: no stash holds {pins}, and "
                 f"{ctx.backend.name} cannot install it ({err.message})",
                 detail=err.detail,
             ) from None
 
-    def _change(
-        self,
-        txn: Transaction,
-        installed: Mapping[str, InstalledDistribution],
-        spec: SnapshotSpec,
-        restore: tuple[Sequence[PackageEntry], Sequence[str]],
-    ) -> RollbackResult | None:
-        """Snapshot, uninstall, restore, verify: a result when it stopped short, None when the
-        environment is proven to match ``wanted``."""
-        ctx, wanted = self.ctx, self.wanted
-        before = txn.snapshot_before(installed, spec)
-        change = census_change(self.census, census(ctx.interpreter))
+    def _apply(
+        self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
+    ) -> RollbackResult:
+        ctx = self.ctx
+        baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
+        with Transaction(ctx, self.command, self.recovering) as txn:
+            with txn.interrupts_deferred():
+                before = self._snapshot(txn, spec)
+                restored = self._change(txn, spec, restore)
+                stopped = self._stopped(txn, restored)
+                if stopped is None and not restored.ok:
+                    stopped = self._short(txn, restored)
+            if txn.interrupted:
+                self.messages.append(
+                    f"an interrupt arrived during the {self.command}; it finished first"
+                )
+            if stopped is not None:
+                return stopped
+            self.base = msgspec.structs.replace(
+                self.base,
+                restored=restored,
+                probes=msgspec.structs.replace(self.base.probes, baseline=baseline_results),
+            )
+            if not self.judged:
+                self._finish(txn)
+                return self._probe_after()
+            return self._judge(txn, before)
+
+    def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> Snapshot:
+        """The state this operation leaves, snapshotted and stashed first (so it can be undone,
+        and rolled back to); then the last look for another process's change."""
+        ctx = self.ctx
+        before = txn.snapshot_before(self.now.installed, spec)
+        change = census_change(self.now.census, census(ctx.interpreter))
         if change:  # the last look before anything is removed
             raise EnvironmentChanged(
                 f"another process changed the environment while this {self.command} prepared "
                 f"it ({change}); nothing was changed: run it again"
             )
-        # The state we leave is itself a snapshot, so a rollback can be rolled back.
         self.messages.append(f"the state before this {self.command} is snapshot {before.id}")
+        return before
+
+    def _baseline_results(self) -> tuple[ProbeResult, ...]:
+        """The probe before the change. One that fails already cannot judge the rollback (a
+        rollback is often run to repair what fails): it is run after, and reported."""
+        if self.begun is None:
+            return ()
+        results = tuple(self.begun.results())
+        failing = [r.probe.label for r in results if not r.passed]
+        if failing:
+            self.messages.append(
+                f"the probe fails before the {self.command} ({', '.join(failing)}): it cannot "
+                "judge it, and is reported after it"
+            )
+        return results
+
+    def _change(
+        self,
+        txn: Transaction,
+        spec: SnapshotSpec,
+        restore: tuple[Sequence[PackageEntry], Sequence[str]],
+    ) -> Restored:
+        """Uninstall what ``wanted`` lacks, bring back what it has, verify."""
         if spec.removed:
             failed = txn.uninstall(spec.removed)
             if failed is not None:
                 self.messages.append(failed)
         entries, intact = restore
-        restored = txn.restore(wanted, entries, intact, offline=self.options.offline)
-        if restored.verification is None:  # an error of ours stopped it half way
-            outcome = Outcome.named(f"{self.command}-incomplete")
-            txn.finish(outcome.value, keep_journal=True)
-            self.messages.append(
-                f"the restore stopped on an unexpected error ({restored.error}): the "
-                "environment is only partly restored"
-            )
-            return self._result(outcome, restored=restored, next_command=ctx.suggest("recover"))
-        if not restored.ok:
-            # A rollback that stopped short is retried by running it again.
-            txn.finish(f"{self.command}-incomplete", keep_journal=self.recovering is not None)
-            again = ("recover",) if self.recovering else ("rollback", wanted.id)
-            return self._result(
-                Outcome.INCOMPLETE, restored=restored, next_command=ctx.suggest(*again)
-            )
-        txn.finish(f"{self.command}-to-{wanted.id}")
+        return txn.restore(self.wanted, entries, intact, offline=self.options.offline)
+
+    def _stopped(self, txn: Transaction, restored: Restored) -> RollbackResult | None:
+        """An error of ours stopped the restore half way: the journal stays, and ``recover``
+        returns to the state before the operation (for a recover: finishes it)."""
+        if restored.verification is not None:
+            return None
+        outcome = Outcome.named(f"{self.command}-incomplete")
+        txn.finish(outcome.value, keep_journal=True)
+        self.messages.append(
+            f"the restore stopped on an unexpected error ({restored.error}): the "
+            "environment is only partly restored"
+        )
+        return self._result(outcome, restored=restored, next_command=self.ctx.suggest("recover"))
+
+    def _short(self, txn: Transaction, restored: Restored) -> RollbackResult:
+        """The environment does not match ``wanted`` (a reinstall failed, a stash changed): a
+        rollback is undone; a recover keeps its journal, and is run again."""
+        if self.recovering is None:
+            return self._undo(txn, "failed", restored)
+        txn.finish("recover-incomplete", keep_journal=True)
+        return self._result(
+            Outcome.INCOMPLETE, restored=restored, next_command=self.ctx.suggest("recover")
+        )
+
+    def _finish(self, txn: Transaction) -> None:
+        txn.finish(f"{self.command}-to-{self.wanted.id}")
         if self.recovering is not None:
-            ctx.store.set_outcome(wanted.id, "recovered")
-        self.base = msgspec.structs.replace(self.base, restored=restored)
-        return None
+            self.ctx.store.set_outcome(self.wanted.id, "recovered")
+
+    def _judge(self, txn: Transaction, before: Snapshot) -> RollbackResult:
+        """The environment matches ``wanted``: the probe after it, against the baseline. A
+        probe that passed before and fails now undoes the rollback."""
+        ctx, settings = self.ctx, self.settings
+        runs = self.base.probes
+        if not settings.probes:
+            self._finish(txn)
+            return self._result(Outcome.ROLLED_BACK)
+        txn.probing()
+        try:
+            after = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
+        except KeyboardInterrupt:
+            self._finish(txn)
+            self.messages.append(
+                "the probe after it was interrupted: the environment matches the snapshot, "
+                "but nothing proved it works; run `safe-uninstall probe`"
+            )
+            return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
+        self.base = msgspec.structs.replace(
+            self.base, probes=msgspec.structs.replace(runs, after=after)
+        )
+        regressed = [
+            new.probe.label
+            for old, new in zip(runs.baseline, after, strict=True)
+            if old.passed and not new.passed
+        ]
+        if regressed:
+            self.messages.append(
+                f"the probe passed before the {self.command} and fails after it: "
+                + ", ".join(regressed)
+            )
+            with txn.interrupts_deferred():
+                return self._undo(txn, "probe-failed", self.base.restored)
+        self._finish(txn)
+        if all(r.passed for r in after):
+            return self._result(Outcome.ROLLED_BACK)
+        return self._result(Outcome.ROLLED_BACK_PROBE_FAILS)
+
+    def _undo(self, txn: Transaction, reason: str, forward: Restored | None) -> RollbackResult:
+        """Put the environment back as it was before the rollback (its own snapshot), in one
+        batch, and verify it: what the rollback brought that the snapshot lacks goes, what it
+        removed comes back from the stash it took."""
+        ctx, before = self.ctx, txn.snapshot
+        assert before is not None
+        if forward is not None and not forward.ok:
+            self.messages.append(
+                f"the environment could not be made to match snapshot {self.wanted.id}"
+            )
+        now = installed_distributions(ctx.interpreter)
+        owned = ownership(now)
+        back = plan_rollback(before, installed_view(now, owned))
+        shared = sharing_files(owned, back.remove)
+        if back.remove:
+            failed = txn.uninstall(back.remove)
+            if failed is not None:
+                self.messages.append(failed)
+        entries = [*back.restore, *(e for n in shared if (e := before.package(n)) is not None)]
+        undone = txn.restore(before, entries, shared, offline=self.options.offline)
+        outcome = Outcome.named(
+            f"{self.command}-{reason}-{'restored' if undone.ok else 'incomplete'}"
+        )
+        # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
+        txn.finish(outcome.value, keep_journal=not undone.ok)
+        if undone.ok:
+            self.messages.append(
+                f"the environment is back as it was before the {self.command} (snapshot "
+                f"{before.id})"
+            )
+        return self._result(
+            outcome,
+            restored=forward,
+            undo=undone,
+            next_command=None if undone.ok else ctx.suggest("recover"),
+        )
 
     def _probe_after(self) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
@@ -261,3 +486,20 @@ class _Rollback:
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         passed = all(r.passed for r in final)
         return self._result(Outcome.named(done if passed else f"{done}-probe-fails"), probes=runs)
+
+
+def _stash_present(ctx: Context, candidate: StashCandidate) -> bool:
+    """Every file of the candidate's stash is there, a regular file of its recorded size (an
+    lstat each: the bytes are hashed when they are restored)."""
+    stash = candidate.entry.stash
+    if stash is None:
+        return False
+    folder = ctx.store.folder(candidate.snapshot_id) / stash.folder
+    for kept in stash.files:
+        try:
+            info = os.lstat(folder / kept.path)
+        except OSError:
+            return False
+        if not stat.S_ISREG(info.st_mode) or info.st_size != kept.size:
+            return False
+    return True
