@@ -481,7 +481,8 @@ def _shown(line: str) -> str:
 @click.argument("snapshot", required=False)
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> None:
-    """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
+    """Bring the environment back to SNAPSHOT's exact set (default: the state before the latest
+    change still in effect: snapshots of rollbacks and undone removals are passed over)."""
 
     def call() -> Result:
         from .operations.rollback import rollback
