@@ -10,16 +10,24 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 import click
+import msgspec
 from msgspec import Struct
 
 from . import __version__, config, interrupts, options, report
-from .errors import EXIT_UNCHANGED, Interrupted, InvalidInput, SafeUninstallError
+from .errors import (
+    EXIT_INCOMPLETE,
+    EXIT_UNCHANGED,
+    Interrupted,
+    InvalidInput,
+    SafeUninstallError,
+)
 from .events import Event, Events
 
 if TYPE_CHECKING:
@@ -29,8 +37,11 @@ if TYPE_CHECKING:
     from .doctor import DoctorReport
     from .export import ExportResult
     from .probe import ProbeSettings
-    from .results import PruneResult, Result, SnapshotList
+    from .results import PruneResult, Result, ShownSnapshot, SnapshotList
+    from .retention import Kept
     from .snapshot import Snapshot
+
+ResultT = TypeVar("ResultT", bound="Result")
 
 _WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
 
@@ -150,18 +161,67 @@ class Output(Struct, frozen=True):
 
 
 class _Live:
-    """Receives the core's events: each is written to stderr as it happens on a terminal
-    (not with --json or -q), and kept for --json. A wait for another operation is always
-    said: the command would otherwise seem to hang."""
+    """Receives the core's events: each is written to stderr as it happens (not with --json
+    or -q), and kept for --json. On a terminal a step that goes on (a probe running, the
+    installer, a restore) has a spinner and its elapsed time until the next event; through a
+    pipe the same lines come unadorned. A wait for another operation is always said: the
+    command would otherwise seem to hang."""
+
+    _FRAMES = "|/-\\"
+    _TICK = 0.1
 
     def __init__(self, output: Output) -> None:
         self.events: list[Event] = []
-        self._live = not (output.as_json or output.quiet) and sys.stderr.isatty()
+        self._live = not (output.as_json or output.quiet)
+        self._tty = sys.stderr.isatty()
+        self._lock = threading.Lock()
+        self._ongoing: tuple[str, float] | None = None  # (last line, when it began)
+        self._wake = threading.Event()
+        self._spinner: threading.Thread | None = None
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
-        if self._live or event.step == "waiting":
-            click.echo(f"safe-uninstall: {event.text}", err=True)
+        if not (self._live or event.step == "waiting"):
+            return
+        lines = f"safe-uninstall: {event.text}".splitlines() or [""]
+        with self._lock:
+            self._end_ongoing()
+            if not (self._tty and event.ongoing):
+                click.echo("\n".join(lines), err=True)
+                return
+            if lines[:-1]:
+                click.echo("\n".join(lines[:-1]), err=True)
+            self._ongoing = (lines[-1], time.monotonic())
+            self._draw(0)
+            if self._spinner is None:
+                self._spinner = threading.Thread(target=self._spin, daemon=True)
+                self._spinner.start()
+
+    def stop(self) -> None:
+        """Before the result is printed: the spinner's line ends, with its elapsed time."""
+        with self._lock:
+            self._end_ongoing()
+        self._wake.set()
+
+    def _draw(self, frame: int) -> None:
+        assert self._ongoing is not None
+        line, began = self._ongoing
+        spin = self._FRAMES[frame % len(self._FRAMES)]
+        click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
+
+    def _end_ongoing(self) -> None:
+        if self._ongoing is not None:
+            line, began = self._ongoing
+            click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            self._ongoing = None
+
+    def _spin(self) -> None:
+        frame = 0
+        while not self._wake.wait(self._TICK):
+            frame += 1
+            with self._lock:
+                if self._ongoing is not None:
+                    self._draw(frame)
 
 
 class Common:
@@ -194,6 +254,28 @@ class Common:
     @property
     def offline(self) -> bool:
         return self.settings().flag("offline")
+
+    def settled(self, result: ResultT) -> ResultT:
+        """``result`` with what the snapshots keep on disk, once the retention policy has
+        run; as it is when the operation took no snapshot or left it unfinished (exit 4)."""
+        if result.snapshot is None or result.exit_code == EXIT_INCOMPLETE:
+            return result
+        kept = self.retain(result.snapshot)
+        return result if kept is None else msgspec.structs.replace(result, kept=kept)
+
+    def retain(self, snapshot_id: str) -> Kept | None:
+        """The retention policy (``keep``, ``max-size``) applied after an operation that took
+        snapshot ``snapshot_id``, and what the snapshots then keep; None (nothing pruned)
+        while an operation is unfinished."""
+        from .retention import Policy, settle
+
+        ctx = self.context()
+        settings = self.settings()
+        policy = Policy(keep=settings.bound("keep"), max_size=settings.bound("max-size"))
+        with ctx.locked():
+            if ctx.journal().read() is not None:
+                return None
+            return settle(ctx.store, snapshot_id, policy)
 
     def probes(self) -> ProbeSettings:
         from .probe import probes_from
@@ -255,7 +337,10 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     output = common.output
     try:
         interrupts.release()  # one that came during start-up is raised here
-        result = call()
+        try:
+            result = call()
+        finally:
+            common.live.stop()  # a spinner's line ends before anything else is printed
     except SafeUninstallError as err:
         _fail(err, output)
     except KeyboardInterrupt:
@@ -422,10 +507,11 @@ def uninstall_command(
             early = head_start(ctx, configured, wanted)
             from .operations.uninstall import uninstall
 
-            return uninstall(ctx, configured, wanted, early)
+            removal = uninstall(ctx, configured, wanted, early)
         finally:
             if early is not None:
                 early.baseline.cancel()  # no probe outlives the command
+        return common.settled(removal)
 
     _run(common, call, _operation_text)
 
@@ -488,7 +574,7 @@ def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> Non
         from .operations.rollback import rollback
 
         wanted = options.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=common.offline)
-        return rollback(common.context(), common.probes(), wanted)
+        return common.settled(rollback(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
 
@@ -506,7 +592,9 @@ def snapshot_command(common: Common, stash: bool) -> None:
     def call() -> Snapshot:
         from .operations.snapshots import snapshot_now
 
-        return snapshot_now(common.context(), stash=stash)
+        snap = snapshot_now(common.context(), stash=stash)
+        common.retain(snap.id)
+        return snap
 
     def render(snap: Snapshot, output: Output) -> str:
         if output.quiet:
@@ -533,17 +621,17 @@ def snapshots_command(common: Common) -> None:
 def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
 
-    def call() -> Snapshot:
+    def call() -> ShownSnapshot:
         from .operations.snapshots import show_snapshot
 
         return show_snapshot(common.context(), snapshot)
 
-    def render(snap: Snapshot, output: Output) -> str:
+    def render(shown: ShownSnapshot, output: Output) -> str:
         if output.verbose:
             from .snapshot import dumps
 
-            return dumps(snap)
-        return report.snapshot_details(snap, quiet=output.quiet)
+            return dumps(shown.snapshot)
+        return report.shown_snapshot(shown, quiet=output.quiet)
 
     _run(common, call, render)
 
@@ -595,29 +683,19 @@ def recover_command(common: Common) -> None:
         from .operations.rollback import recover
 
         wanted = options.RollbackOptions(offline=common.offline)
-        return recover(common.context(), common.probes(), wanted)
+        return common.settled(recover(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
-
-
-_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
 def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     """``500M``, ``2G``, ``1.5GiB`` or a number of bytes (units are powers of 1024)."""
     if value is None:
         return None
-    text = value.strip().upper().removesuffix("B").removesuffix("I")
-    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
-    try:
-        size = float(text[: len(text) - len(unit)]) * _SIZE_UNITS[unit]
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a size like 500M or 2G") from None
-    if not math.isfinite(size):  # nan, inf, 1e999G: float() takes them, int() does not
+    size = config.parse_size(value)
+    if size is None:
         raise click.BadParameter(f"{value!r} is not a size like 500M or 2G")
-    if size < 0:
-        raise click.BadParameter("a size can't be negative")
-    return int(size)
+    return size
 
 
 @_command("prune")

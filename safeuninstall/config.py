@@ -27,7 +27,7 @@ from . import tomlfile
 from .errors import UsageError
 
 # One typed value of a setting.
-Value: TypeAlias = str | float | bool | tuple[str, ...] | None
+Value: TypeAlias = str | int | float | bool | tuple[str, ...] | None
 
 ENV_PREFIX = "SAFE_UNINSTALL_"
 COMMAND_LINE = "command line"
@@ -40,10 +40,12 @@ class Key(Struct, frozen=True):
     """One configuration key: its name in files, its type, its default and what it does."""
 
     name: str
-    kind: str  # "strings", "seconds", "seconds-or-zero", "path", "bool", "choice"
+    kind: str  # "strings", "seconds", "seconds-or-zero", "path", "bool", "choice", "count",
+    # "size"
     default: Value
     help: str
     choices: tuple[str, ...] = ()
+    command_line: str | None = None  # where the command line differs from ``--<name>``
 
     @property
     def env(self) -> str:
@@ -51,7 +53,7 @@ class Key(Struct, frozen=True):
 
     @property
     def option(self) -> str:
-        return f"--{self.name}"
+        return self.command_line or f"--{self.name}"
 
     @property
     def type_text(self) -> str:
@@ -62,6 +64,8 @@ class Key(Struct, frozen=True):
             "path": "path",
             "bool": "true or false",
             "choice": " | ".join(f'"{c}"' for c in self.choices),
+            "count": "whole number, >= 0 (0: no bound)",
+            "size": 'size in bytes, or a string like "500M", "2G" (0: no bound)',
         }[self.kind]
 
 
@@ -111,6 +115,25 @@ KEYS: tuple[Key, ...] = (
         "(`uv pip install --offline`).",
     ),
     Key(
+        "keep",
+        "count",
+        10,
+        "Retention: after each operation, the stashes of the snapshots older than the newest "
+        "`keep` are dropped (their snapshot.toml stays: a rollback to one reinstalls its pins "
+        "from the index, and says so). The latest snapshot's stash always stays.",
+        command_line="none (`prune --keep N` deletes whole snapshots once)",
+    ),
+    Key(
+        "max-size",
+        "size",
+        2 * 1024**3,
+        "Retention: after each operation, the oldest stashes are dropped until the others, "
+        "the latest's excepted, hold at most this many bytes (files still installed cost "
+        "nothing: a stash is hard links). The default keeps a 6 GB ML venv from growing by "
+        "more than 2 GiB plus its latest removal.",
+        command_line="none (`prune --max-size SIZE` deletes whole snapshots once)",
+    ),
+    Key(
         "color",
         "choice",
         "auto",
@@ -147,6 +170,11 @@ def _from_toml(key: Key, raw: Any, where: str, folder: Path) -> Value:
     elif key.kind == "bool":
         if isinstance(raw, bool):
             return raw
+    elif key.kind in ("count", "size"):
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+            return raw
+        if key.kind == "size" and isinstance(raw, str) and (size := parse_size(raw)) is not None:
+            return size
     elif isinstance(raw, str) and raw in key.choices:
         return raw
     raise UsageError(f"{where}: {key.name} must be a {key.type_text}, not {raw!r}")
@@ -164,6 +192,15 @@ def _from_text(key: Key, text: str, where: str) -> Value:
         return _seconds(key, seconds, where)
     if key.kind == "path":
         return text
+    if key.kind == "count":
+        if text.isascii() and text.isdigit():
+            return int(text)
+        raise UsageError(f"{where} must be a whole number >= 0, not {text!r}")
+    if key.kind == "size":
+        size = parse_size(text)
+        if size is None:
+            raise UsageError(f"{where} must be a size like 500M or 2G, not {text!r}")
+        return size
     if key.kind == "bool":
         if text.lower() in _TRUE:
             return True
@@ -173,6 +210,23 @@ def _from_text(key: Key, text: str, where: str) -> Value:
     if text in key.choices:
         return text
     raise UsageError(f"{where} must be one of {', '.join(key.choices)}, not {text!r}")
+
+
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(value: str) -> int | None:
+    """``500M``, ``2G``, ``1.5GiB`` or a number of bytes (units are powers of 1024); None when
+    the text is not a size (negative, not finite, or not a number)."""
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    try:
+        size = float(text[: len(text) - len(unit)]) * _SIZE_UNITS[unit]
+    except ValueError:
+        return None
+    if not math.isfinite(size) or size < 0:  # nan, inf, 1e999G: float() takes them
+        return None
+    return int(size)
 
 
 def _seconds(key: Key, seconds: float, where: str) -> float:
@@ -326,6 +380,12 @@ class Settings(Struct, frozen=True):
         value = self.value(name)
         assert isinstance(value, bool), name
         return value
+
+    def bound(self, name: str) -> int | None:
+        """A count or a size; None for 0, which means no bound."""
+        value = self.value(name)
+        assert isinstance(value, int) and not isinstance(value, bool), name
+        return value or None
 
     def text(self, name: str) -> str | None:
         value = self.value(name)

@@ -11,7 +11,8 @@ code meaning
 2    command-line usage error, malformed configuration
 3    the removal (or a rollback) failed; everything was put back and verified
 4    restore incomplete: the environment differs from the snapshot
-5    rollback/recover done and verified, but the probe fails in the restored state
+5    a restore (rollback, recover, or after a failed removal) done and verified, but the
+     probe fails in the restored state
 ==== =====================================================================
 """
 
@@ -34,8 +35,8 @@ EXIT_CODES = {
     "restore it could not complete); everything was put back and verified",
     EXIT_INCOMPLETE: "restore incomplete, or `--keep-on-failure`: the environment differs from "
     "the snapshot; the output names each difference and the one command that finishes the job",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK: "`rollback` or `recover` done and verified, but the probe "
-    "fails in that state",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "
+    "after a failed removal), but the probe fails in that state",
 }
 
 

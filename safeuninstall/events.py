@@ -26,10 +26,20 @@ STEPS = (
 )
 
 
+# Steps whose event opens a wait (the installer, a restore), and texts that say a probe is
+# running: a terminal shows their elapsed time until the next event.
+_ONGOING_STEPS = frozenset({"removing", "restoring"})
+
+
 class Event(Struct, frozen=True):
     step: str
     text: str
     at: float  # seconds since the operation began
+
+    @property
+    def ongoing(self) -> bool:
+        """Whether the step goes on after the event (the next event ends it)."""
+        return self.step in _ONGOING_STEPS or "probe running" in self.text
 
     def to_dict(self) -> dict[str, object]:
         return {"step": self.step, "text": self.text, "seconds": round(self.at, 3)}

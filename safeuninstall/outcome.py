@@ -51,6 +51,12 @@ class Outcome(str, enum.Enum):
         "the probe failed after the removal and the restore is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    RESTORED_PROBE_FAILS = (
+        "restored-probe-fails",
+        "the probe failed after the removal; all was restored and verified, but the probe "
+        "still fails in the restored state",
+        EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    )
     DRIFT_RESTORED = (
         "drift-restored",
         "the probe passed only on other copies of libraries: all was restored",

@@ -305,6 +305,7 @@ class Holdings(Struct, frozen=True):
 
     files: Mapping[str, Mapping[Inode, int]]  # snapshot id -> {inode: size}
     only_in_snapshots: frozenset[Inode]  # no link outside the snapshot folders
+    alone: Mapping[str, int] = {}  # snapshot id -> bytes linked from that snapshot only
 
     def held(self, ids: Iterable[str]) -> int:
         """Bytes these snapshots keep on disk once every other snapshot is gone: a file still

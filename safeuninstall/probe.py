@@ -317,6 +317,10 @@ class Running:
             raise
         return self
 
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
     def results(self) -> list[ProbeResult]:
         self._done.wait()
         if self._error:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the
     from .impact import ImpactReport
     from .libraries import LibraryChange
     from .probe import ProbeResult
-    from .results import PruneResult, Result, SnapshotList
+    from .results import PruneResult, Result, ShownSnapshot, SnapshotList
+    from .retention import Kept
     from .snapshot import Snapshot
     from .transaction import Restored
 
@@ -102,10 +103,29 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     if runs.after_restore_skipped:
         lines.append(f"probe after the restore: {runs.after_restore_skipped}")
     lines += result.messages
+    lines += kept_lines(result.kept)
     lines.append(headline)
     if result.next_command:
         lines.append(f"to finish the job, run: {result.next_command}")
     return "\n".join(lines)
+
+
+def kept_lines(kept: Kept | None) -> list[str]:
+    """What the snapshots keep on disk after an operation, and what the policy dropped."""
+    if kept is None:
+        return []
+    lines = [
+        f"stash of snapshot {snapshot_id} dropped by the retention policy ({kept.policy}), "
+        f"{size_text(size)} freed; its snapshot stays (a rollback to it reinstalls from the "
+        "index)"
+        for snapshot_id, size in kept.pruned
+    ]
+    if kept.snapshot_bytes:
+        lines.append(
+            f"kept for rollback: {size_text(kept.snapshot_bytes)} (all snapshots: "
+            f"{size_text(kept.total_bytes)}); `safe-uninstall prune` frees it"
+        )
+    return lines
 
 
 def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
@@ -138,14 +158,35 @@ def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
         return "\n".join(s.id for s in summaries)
     if not summaries:
         return "no snapshots"
-    lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'removed':<30} command"]
+    lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'kept':>10}  {'removed':<30} command"]
     for s in summaries:
         if s.error:
             lines.append(f"{s.id:<6} unreadable: {s.error}")
             continue
         removed = ", ".join(s.removed) or "-"
-        lines.append(f"{s.id:<6} {s.created[:19]:<20} {s.outcome:<24} {removed:<30} {s.command}")
+        kept = "pruned" if s.stash_pruned else size_text(s.stash_bytes)
+        lines.append(
+            f"{s.id:<6} {s.created[:19]:<20} {s.outcome:<24} {kept:>10}  {removed:<30} {s.command}"
+        )
+    lines.append(
+        f"the stashes keep {size_text(listed.total_bytes)} on disk in all (kept: what a "
+        "snapshot's stash alone holds); `safe-uninstall prune` frees it"
+    )
     return "\n".join(lines)
+
+
+def shown_snapshot(shown: ShownSnapshot, *, quiet: bool = False) -> str:
+    """``show``: the snapshot, then what its stash keeps on disk."""
+    text = snapshot_details(shown.snapshot, quiet=quiet)
+    if quiet:
+        return text
+    held = f"on disk: {size_text(shown.stash_bytes)} that nothing else links"
+    if shown.stash_pruned:
+        return (
+            f"{text}\n{held}\nstash: dropped, {shown.stash_pruned}; a rollback to it "
+            "reinstalls from the index"
+        )
+    return f"{text}\n{held}"
 
 
 def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
@@ -173,7 +214,7 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     value = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
@@ -184,9 +225,9 @@ def _size(count: int) -> str:
 
 def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
-    lines = [] if quiet else [f"{verb} snapshot {i} ({_size(b)})" for i, b in result.removed]
+    lines = [] if quiet else [f"{verb} snapshot {i} ({size_text(b)})" for i, b in result.removed]
     lines.append(
-        f"{verb} {len(result.removed)} snapshots, {_size(result.freed)} freed; "
+        f"{verb} {len(result.removed)} snapshots, {size_text(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
     return "\n".join(lines)

@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is import
     from .plan import RollbackPlan, SnapshotChoice
     from .probe import ProbeResult
     from .restore import RestoreReport, Verification
+    from .retention import Kept
+    from .snapshot import Snapshot
     from .transaction import Restored
 
 
@@ -55,6 +57,7 @@ class Result(Struct, frozen=True, kw_only=True):
     restored: Restored | None = None
     next_command: str | None = None
     messages: tuple[str, ...] = ()
+    kept: Kept | None = None  # what the snapshots keep on disk after it (retention.py)
 
     @property
     def exit_code(self) -> int:
@@ -100,6 +103,7 @@ class Result(Struct, frozen=True, kw_only=True):
             **self.details().to_dict(),
             "next_command": self.next_command,
             "messages": list(self.messages),
+            "kept": self.kept.to_dict() if self.kept else None,
         }
 
 
@@ -177,6 +181,8 @@ class SnapshotSummary(Struct, frozen=True):
     outcome: str
     packages: int
     error: str | None = None
+    stash_bytes: int = 0  # bytes only this snapshot's stash keeps (no other link to them)
+    stash_pruned: str | None = None  # why the retention policy dropped its stash
 
     def to_dict(self) -> dict[str, object]:
         return msgspec.structs.asdict(self)
@@ -184,9 +190,28 @@ class SnapshotSummary(Struct, frozen=True):
 
 class SnapshotList(Struct, frozen=True):
     snapshots: tuple[SnapshotSummary, ...]
+    total_bytes: int = 0  # bytes all these stashes keep on disk (each file counted once)
 
     def to_dict(self) -> dict[str, object]:
-        return {"snapshots": [s.to_dict() for s in self.snapshots]}
+        return {
+            "snapshots": [s.to_dict() for s in self.snapshots],
+            "total_bytes": self.total_bytes,
+        }
+
+
+class ShownSnapshot(Struct, frozen=True):
+    """``show``: one snapshot, with what its stash alone keeps on disk."""
+
+    snapshot: Snapshot
+    stash_bytes: int
+    stash_pruned: str | None  # why the retention policy dropped its stash
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.snapshot.to_dict(),
+            "stash_bytes": self.stash_bytes,
+            "stash_pruned": self.stash_pruned,
+        }
 
 
 class PruneResult(Struct, frozen=True):

@@ -284,8 +284,10 @@ class Store(Struct, frozen=True):
         files: dict[str, dict[Inode, int]] = {}
         links_seen: dict[Inode, int] = {}
         nlink: dict[Inode, int] = {}
+        alone: dict[str, int] = {}
         for snapshot_id in ids:
             held = files.setdefault(snapshot_id, {})
+            links_here: dict[Inode, int] = {}
             for folder, _, names in os.walk(self.folder(snapshot_id)):
                 for name in names:
                     try:
@@ -294,10 +296,14 @@ class Store(Struct, frozen=True):
                         continue
                     inode = (info.st_dev, info.st_ino)
                     held[inode] = info.st_size
+                    links_here[inode] = links_here.get(inode, 0) + 1
                     links_seen[inode] = links_seen.get(inode, 0) + 1
                     nlink[inode] = info.st_nlink
+            alone[snapshot_id] = sum(
+                held[inode] for inode, count in links_here.items() if nlink[inode] <= count
+            )
         only = frozenset(i for i, count in links_seen.items() if nlink[i] <= count)
-        return Holdings(files, only)
+        return Holdings(files, only, alone)
 
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while

@@ -269,6 +269,9 @@ class Transaction:
         )
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
+            pruned = _pruned_note(ctx, wanted.id)
+            if pruned:
+                report.notes.append(pruned)
             self._step("verify", must_write=False)
             verification = verify(wanted, ctx.interpreter, report, intact=intact)
         except Exception as err:
@@ -304,6 +307,18 @@ class Transaction:
         self.interrupted = self.interrupted or bool(noted)
 
 
+def _pruned_note(ctx: Context, snapshot_id: str) -> str | None:
+    from .retention import stash_pruned
+
+    why = stash_pruned(ctx.store, snapshot_id)
+    if why is None:
+        return None
+    return (
+        f"the stash of snapshot {snapshot_id} was dropped ({why}): what it held was "
+        "reinstalled from the index, by its pins"
+    )
+
+
 def stash_index(
     ctx: Context, entries: Sequence[PackageEntry], first: Sequence[Snapshot]
 ) -> dict[StashKey, list[StashCandidate]]:
@@ -323,6 +338,10 @@ def stash_index(
         except SnapshotInvalid:
             continue  # an unreadable snapshot can't vouch for its stash
     here = os.path.realpath(ctx.interpreter.prefix)
+    from .retention import stash_pruned
+
+    # A stash the retention policy dropped vouches for nothing: its entries are reinstalled.
+    snapshots = [snap for snap in snapshots if stash_pruned(store, snap.id) is None]
     return build_stash_index(
         snapshots, of_this_environment=lambda prefix: os.path.realpath(prefix) == here
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,9 +197,10 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     )
     os.close(follower)
     try:
-        shown = read_terminal(leader, until=b"baseline probe running")
+        shown = read_terminal(leader, until=b"waiting for it to finish")
         assert b"baseline probe running" in shown, shown.decode(errors="replace")
         assert not release.exists() and proc.poll() is None  # the probe is still waiting
+        shown += read_terminal(leader, until=b" 0.2 s")  # the spinner counts while it waits
         release.touch()
         rest = read_terminal(leader, until=b"uninstall: removed")
     finally:
@@ -211,16 +213,48 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     positions = [text.index(step) for step in steps]
     assert positions == sorted(positions), text
     assert "probe after the removal: passed" in text
+    # While the removal waits for the baseline, its line has a spinner and the time so far,
+    # and ends with the time it took.
+    waiting = "baseline probe running: waiting for it to finish"
+    assert re.search(re.escape(waiting) + r" [|/\\-] \d+\.\d s", text), text
+    assert re.search(re.escape(waiting) + r" \(\d+\.\d s\)", text), text
 
 
 @needs_uv
-def test_events_are_in_the_json_and_not_on_a_pipe(venv_with_requests: Venv) -> None:
+def test_events_are_in_the_json_and_not_on_stderr(venv_with_requests: Venv) -> None:
     run = venv_with_requests.tool("--json", "--probe", "import requests", "leftpad")
     data = run.json()
     steps = [event["step"] for event in data["events"]]  # type: ignore[union-attr]
     assert steps[0] == "environment"
     assert {"baseline", "snapshot", "removing", "probe"} <= set(steps)
-    assert "safe-uninstall: " not in run.stderr  # not a terminal: no live lines
+    assert "safe-uninstall: " not in run.stderr  # --json: the steps are in the object
+
+
+@needs_uv
+def test_steps_are_said_unadorned_through_a_pipe(venv_with_requests: Venv) -> None:
+    """Piped (a CI log, `| tee`), each step is a plain line on stderr as it happens: no
+    spinner, no carriage return, no escape sequence; the report stays on stdout."""
+    run = venv_with_requests.tool("--probe", "import requests", "leftpad")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stderr.splitlines()
+    steps = ["environment:", "baseline probe running", "snapshot:", "removing: leftpad"]
+    positions = [
+        next(i for i, line in enumerate(lines) if line.startswith(f"safe-uninstall: {step}"))
+        for step in steps
+    ]
+    assert positions == sorted(positions), run.stderr
+    assert "safe-uninstall: probe after the removal: passed" in lines
+    assert "\r" not in run.stderr and "\x1b" not in run.stderr
+    assert "uninstall: removed" in run.stdout and "safe-uninstall: " not in run.stdout
+
+
+@needs_uv
+def test_quiet_says_no_steps(venv_with_requests: Venv) -> None:
+    run = venv_with_requests.tool("-q", "--probe", "import requests", "leftpad")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stderr == ""
 
 
 @pytest.fixture

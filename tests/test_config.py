@@ -196,10 +196,12 @@ def test_empty_variable_is_unset_and_unknown_ones_are_listed(places: Places) -> 
 
 
 def test_every_key_is_an_option_of_uninstall_with_the_same_default() -> None:
-    """Keys and options must not drift apart: the same names, the documented defaults."""
+    """Keys and options must not drift apart: the same names, the documented defaults. The
+    retention keys have no option: they say where the command line sets a bound once."""
     command = cli.commands["uninstall"]
     options = {opt for param in command.params for opt in getattr(param, "opts", ())}
-    assert {key.option for key in config.KEYS} <= options
+    assert {key.option for key in config.KEYS if key.command_line is None} <= options
+    assert {key.name for key in config.KEYS if key.command_line} == {"keep", "max-size"}
     defaults = {key.name: key.default for key in config.KEYS}
     assert defaults["probe-timeout"] == DEFAULT_TIMEOUT
     assert defaults["lock-timeout"] == core_options.TargetOptions(None, Path(), {}).lock_timeout
@@ -249,6 +251,8 @@ def test_config_command_shows_values_and_origins(places: Places) -> None:
         "probe-timeout = 300.0",
         "lock-timeout = 5.0",
         "offline = true",
+        "keep = 10",
+        "max-size = 2147483648",
         'color = "never"',
     ]
 

@@ -638,3 +638,23 @@ def test_probe_cmd_with_a_relative_path(make_venv: MakeVenv, tmp_path: Path) -> 
     assert ok.returncode == 0, ok.stdout + ok.stderr
     run = venv.tool("--probe-cmd", "./check.sh", "toolpkg", cwd=tmp_path)
     assert run.returncode == 3, run.stdout
+
+
+def test_verified_restore_whose_probe_still_fails_exits_5_not_4(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A probe that passes once and then always fails: the restore is proven by hashes, so the
+    environment equals the snapshot; exit 5 says the probe fails there, not 4 (incomplete)."""
+    venv = make_venv("requests")
+    before = venv.file_hashes()
+    runs = tmp_path / "runs"
+    probe = f"sh -c 'test -e {runs} && exit 1; touch {runs}'"
+
+    run = venv.tool("--json", "--probe-after-restore", "--probe-cmd", probe, "requests")
+
+    assert run.returncode == 5, run.stdout + run.stderr
+    data = run.json()
+    assert data["outcome"] == "restored-probe-fails"
+    assert data["verification"]["ok"] is True
+    assert not venv.journal.exists()
+    assert venv.file_hashes() == before

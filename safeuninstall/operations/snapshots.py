@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+from .. import retention
 from ..backend import shell_line
 from ..context import Context
 from ..environment import installed_distributions
@@ -11,7 +12,7 @@ from ..errors import InvalidInput, SnapshotInvalid
 from ..libraries import ownership
 from ..options import PruneOptions
 from ..plan import plan_prune
-from ..results import PruneResult, SnapshotList, SnapshotSummary
+from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
 from ..snapshot import Snapshot
 from ..transaction import SnapshotSpec, take_snapshot
 
@@ -30,8 +31,12 @@ def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
 
 
 def list_snapshots(ctx: Context) -> SnapshotList:
+    """Every snapshot of this environment, oldest first, with the bytes its stash alone keeps
+    on disk (one lstat per stashed file)."""
+    loaded = list(ctx.store.iter_loadable())
+    holdings = ctx.store.holdings([snapshot_id for snapshot_id, _ in loaded])
     summaries = []
-    for snapshot_id, snap in ctx.store.iter_loadable():
+    for snapshot_id, snap in loaded:
         if isinstance(snap, SnapshotInvalid):
             summaries.append(
                 SnapshotSummary(snapshot_id, "", "", "", (), "unreadable", 0, error=snap.message)
@@ -46,13 +51,20 @@ def list_snapshots(ctx: Context) -> SnapshotList:
                 removed=snap.removed,
                 outcome=snap.outcome,
                 packages=len(snap.packages),
+                stash_bytes=retention.alone(holdings, snap.id),
+                stash_pruned=retention.stash_pruned(ctx.store, snap.id),
             )
         )
-    return SnapshotList(tuple(summaries))
+    total = holdings.held([snapshot_id for snapshot_id, _ in loaded])
+    return SnapshotList(tuple(summaries), total_bytes=total)
 
 
-def show_snapshot(ctx: Context, reference: str | None) -> Snapshot:
-    return ctx.store.resolve(reference)
+def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
+    snap = ctx.store.resolve(reference)
+    holdings = ctx.store.holdings([snap.id])
+    return ShownSnapshot(
+        snap, retention.alone(holdings, snap.id), retention.stash_pruned(ctx.store, snap.id)
+    )
 
 
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:

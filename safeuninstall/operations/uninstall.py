@@ -197,6 +197,9 @@ class _Removal:
 
     def _baseline_results(self) -> list[ProbeResult]:
         """The baseline must pass: else the probe cannot judge this removal."""
+        running = self.begun.running if self.begun is not None else None
+        if running is not None and not running.finished:  # said: the wait can be long
+            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
         results = self.begun.results() if self.begun is not None else []
         if not all(r.passed for r in results):
             raise BaselineProbeFailed(
@@ -422,10 +425,11 @@ class _Attempt:
                 removal.messages.append(_stopped(restored))
             else:
                 self.runs = self._probe_after_restore(restored)
-                ok = restored.ok and all(r.passed for r in self.runs.after_restore)
-                outcome = Outcome.after_restore(reason, ok)
+                outcome = Outcome.after_restore(reason, restored.ok)
                 next_command = None if restored.ok else next_command
-                if restored.ok and not ok:
+                if restored.ok and not all(r.passed for r in self.runs.after_restore):
+                    # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
+                    outcome = Outcome.RESTORED_PROBE_FAILS
                     removal.messages.append(
                         "the environment equals the snapshot again, yet the probe fails after "
                         "the restore: it does not judge this environment reliably"

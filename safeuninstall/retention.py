@@ -1,0 +1,134 @@
+"""What the snapshots keep on disk, and the retention policy that bounds it.
+
+A stash is hard links: while the files are installed it costs nothing; once they are removed
+it holds their bytes. After each operation that ends with the environment in a known state,
+the policy (``keep``, ``max-size`` in the configuration) drops the stashes of the oldest
+snapshots beyond it. A dropped stash leaves its ``snapshot.toml``: the snapshot can still be
+listed, shown, exported and rolled back to, by reinstalling its pins from the index (the
+rollback says so). The latest snapshot's stash, and the one the journal names, always stay.
+
+``prune`` is the explicit command: it deletes whole snapshots.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+from collections.abc import Sequence
+
+from msgspec import Struct
+
+from .errors import SnapshotInvalid
+from .plan import Holdings
+from .report import size_text
+from .store import Store
+
+PRUNED_MARK = "stash-pruned"  # in a snapshot folder: its stash was dropped, and why
+DEFAULT_KEEP = 10
+DEFAULT_MAX_SIZE = 2 * 1024**3
+
+
+class Policy(Struct, frozen=True):
+    """The stashes of the newest ``keep`` snapshots stay, as long as all stashes but the
+    latest's hold at most ``max_size`` bytes; None: no bound of that kind."""
+
+    keep: int | None = DEFAULT_KEEP
+    max_size: int | None = DEFAULT_MAX_SIZE
+
+    def describe(self) -> str:
+        parts = []
+        if self.keep is not None:
+            parts.append(f"keep {self.keep}")
+        if self.max_size is not None:
+            parts.append(f"max-size {size_text(self.max_size)}")
+        return ", ".join(parts) or "none"
+
+
+class Kept(Struct, frozen=True):
+    """What the snapshots hold on disk after an operation, and what the policy dropped."""
+
+    snapshot: str  # the operation's snapshot
+    snapshot_bytes: int  # bytes that snapshot's stash alone holds
+    total_bytes: int  # bytes all of this environment's stashes hold
+    pruned: tuple[tuple[str, int], ...] = ()  # (snapshot id, bytes freed), by the policy
+    policy: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "snapshot": self.snapshot,
+            "snapshot_bytes": self.snapshot_bytes,
+            "total_bytes": self.total_bytes,
+            "pruned": [{"snapshot": i, "bytes": size} for i, size in self.pruned],
+            "policy": self.policy,
+        }
+
+
+def stash_pruned(store: Store, snapshot_id: str) -> str | None:
+    """Why the snapshot's stash was dropped (the mark's text), or None when it was not."""
+    try:
+        with open(store.folder(snapshot_id) / PRUNED_MARK, "rb") as mark:
+            return mark.read(500).decode("utf-8", "replace").strip() or "pruned"
+    except OSError:
+        return None
+
+
+def alone(holdings: Holdings, snapshot_id: str) -> int:
+    """Bytes only this snapshot's stash keeps: linked from nowhere else (neither the
+    environment nor another snapshot)."""
+    return holdings.alone.get(snapshot_id, 0)
+
+
+def _doomed(
+    ids: Sequence[str], holdings: Holdings, protected: set[str], policy: Policy
+) -> list[str]:
+    """Stashes to drop, oldest first: beyond the newest ``keep``, then oldest first until the
+    others (the latest excepted) hold at most ``max_size``."""
+    doomed: list[str] = []
+    if policy.keep is not None:
+        doomed = [i for i in ids[: max(len(ids) - policy.keep, 0)] if i not in protected]
+    if policy.max_size is not None:
+        counted = [i for i in ids if i not in protected]
+        for snapshot_id in counted:
+            if holdings.held(i for i in counted if i not in doomed) <= policy.max_size:
+                break
+            if snapshot_id not in doomed:
+                doomed.append(snapshot_id)
+    return sorted(doomed, key=ids.index)
+
+
+def settle(store: Store, snapshot_id: str, policy: Policy) -> Kept:
+    """Apply the policy to this environment's snapshots and measure what stays. Under the
+    environment's lock, with no operation unfinished (the caller checks the journal: the
+    snapshot an unfinished one names must not lose its stash)."""
+    ids = [i for i, snap in store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
+    ids.reverse()  # oldest first
+    ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
+    protected = {i for i in (snapshot_id, ids[-1] if ids else None) if i}
+    holdings = store.holdings(ids)
+    pruned = []
+    current = list(ids)
+    for doomed in _doomed(ids, holdings, protected, policy):
+        before = holdings.held(current)
+        current.remove(doomed)
+        _drop_stash(store, doomed, policy)
+        pruned.append((doomed, before - holdings.held(current)))
+    return Kept(
+        snapshot=snapshot_id,
+        snapshot_bytes=alone(holdings, snapshot_id),
+        total_bytes=holdings.held(current),
+        pruned=tuple(pruned),
+        policy=policy.describe(),
+    )
+
+
+def _drop_stash(store: Store, snapshot_id: str, policy: Policy) -> None:
+    """The mark first: a stash half deleted is never taken for a whole one."""
+    folder = store.folder(snapshot_id)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    mark = folder / PRUNED_MARK
+    with open(mark.with_suffix(".part"), "w", encoding="utf-8") as out:
+        out.write(f"pruned by the retention policy ({policy.describe()}) on {when}\n")
+    os.replace(mark.with_suffix(".part"), mark)
+    shutil.rmtree(folder / "stash", ignore_errors=True)
+    (folder / "stash-verified.json").unlink(missing_ok=True)

@@ -1,0 +1,145 @@
+"""Disk you can see: what each snapshot's stash keeps, and the retention policy (``keep``,
+``max-size``) that drops old stashes after each operation while their snapshots stay."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from safeuninstall import config
+from safeuninstall.errors import UsageError
+from tests.conftest import UV, MakeVenv, Venv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def stash_bytes(venv: Venv, snapshot_id: str) -> int:
+    """Bytes of the snapshot's files (its stash, snapshot.toml...) that nothing else links,
+    read here independently."""
+    total = 0
+    for folder, _, names in os.walk(venv.root / ".safe-uninstall" / "snapshots" / snapshot_id):
+        for name in names:
+            info = os.lstat(os.path.join(folder, name))
+            if info.st_nlink == 1:
+                total += info.st_size
+    return total
+
+
+def folder(venv: Venv, snapshot_id: str) -> Path:
+    return venv.root / ".safe-uninstall" / "snapshots" / snapshot_id
+
+
+def test_a_removal_says_what_it_keeps_for_rollback(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+
+    run = venv.tool("--no-probe", "leftpad")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    held = stash_bytes(venv, "0001")
+    assert held > 0
+    assert f"kept for rollback: {held / 1024:.1f} KiB" in run.stdout
+    assert "`safe-uninstall prune` frees it" in run.stdout
+
+    listed = venv.tool("snapshots", "--json").json()
+    assert listed["total_bytes"] == held
+    assert [s["stash_bytes"] for s in listed["snapshots"]] == [held]  # type: ignore[index]
+    shown = venv.tool("show", "0001")
+    assert f"on disk: {held / 1024:.1f} KiB that nothing else links" in shown.stdout
+
+
+def test_keep_drops_the_older_stash_and_its_rollback_reinstalls_from_the_index(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("leftpad", "urllib3==2.3.0")
+    before = venv.file_hashes()
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+
+    second = venv.tool("--no-probe", "--json", "urllib3", SAFE_UNINSTALL_KEEP="1")
+
+    data = second.json()
+    assert second.returncode == 0, data
+    assert data["kept"]["pruned"] == [  # type: ignore[index]
+        {"snapshot": "0001", "bytes": pytest.approx(1, abs=10**9)}
+    ]
+    assert data["kept"]["policy"] == "keep 1, max-size 2.0 GiB"  # type: ignore[index]
+    assert not (folder(venv, "0001") / "stash").exists()
+    assert (folder(venv, "0001") / "snapshot.toml").is_file()
+    assert stash_bytes(venv, "0002") > 0  # the latest always stays
+    table = venv.tool("snapshots")
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith("0001 ")]
+    assert "pruned" in row
+
+    back = venv.tool(
+        "rollback",
+        "0001",
+        "--json",
+        UV_OFFLINE="0",
+        UV_NO_INDEX="1",
+        UV_FIND_LINKS=str(venv.wheelhouse),
+    )
+
+    result = back.json()
+    assert back.returncode == 0, result
+    restore = result["restore"]
+    assert isinstance(restore, dict)
+    assert restore["reinstalled"] == ["leftpad==1.0"]
+    assert restore["from_stash"] == ["urllib3==2.3.0"]
+    assert any("stash of snapshot 0001 was dropped" in n for n in restore["notes"])
+    assert venv.file_hashes() == before
+
+
+def test_max_size_drops_the_oldest_stashes_but_never_the_latest(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "urllib3==2.3.0")
+
+    first = venv.tool("--no-probe", "--json", "leftpad", SAFE_UNINSTALL_MAX_SIZE="1")
+    assert first.json()["kept"]["pruned"] == []  # type: ignore[index]
+    assert stash_bytes(venv, "0001") > 0
+
+    second = venv.tool("--no-probe", "--json", "urllib3", SAFE_UNINSTALL_MAX_SIZE="1")
+
+    assert [p["snapshot"] for p in second.json()["kept"]["pruned"]] == ["0001"]  # type: ignore[index]
+    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    assert stash_bytes(venv, "0002") > 0
+
+
+def test_no_bound_keeps_every_stash(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "urllib3==2.3.0")
+    unbounded = {"SAFE_UNINSTALL_KEEP": "0", "SAFE_UNINSTALL_MAX_SIZE": "0"}
+    assert venv.tool("--no-probe", "leftpad", **unbounded).returncode == 0
+
+    second = venv.tool("--no-probe", "--json", "urllib3", **unbounded)
+
+    assert second.json()["kept"]["pruned"] == []  # type: ignore[index]
+    assert second.json()["kept"]["policy"] == "none"  # type: ignore[index]
+    assert stash_bytes(venv, "0001") > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0", 0), ("2G", 2 * 1024**3), ("1.5GiB", 3 * 1024**3 // 2), ("500m", 500 * 1024**2)],
+)
+def test_max_size_reads_sizes(text: str, expected: int) -> None:
+    key = next(k for k in config.KEYS if k.name == "max-size")
+    assert config._from_text(key, text, "SAFE_UNINSTALL_MAX_SIZE") == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [("keep", -1), ("keep", 1.5), ("keep", True), ("keep", "3"), ("max-size", "lots")],
+)
+def test_bad_retention_values_in_a_file_are_refused(name: str, raw: object) -> None:
+    key = next(k for k in config.KEYS if k.name == name)
+    with pytest.raises(UsageError, match=name):
+        config._from_toml(key, raw, "pyproject.toml", Path())
+
+
+def test_bad_retention_variable_is_a_usage_error(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+
+    run = venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_KEEP="-1")
+
+    assert run.returncode == 2
+    assert "SAFE_UNINSTALL_KEEP must be a whole number >= 0" in run.stderr
+    assert "leftpad" in venv.installed()
