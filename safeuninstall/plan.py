@@ -203,11 +203,14 @@ def _change_of(snap: Snapshot) -> str:
 
 
 def choose_snapshot(
-    history: Sequence[tuple[str, Snapshot | str]], matches: Callable[[Snapshot], bool]
+    history: Iterable[tuple[str, Snapshot | str]],
+    matches: Callable[[Snapshot], bool],
+    find: Callable[[str], Snapshot | None],
 ) -> SnapshotChoice:
     """The snapshot a plain ``rollback`` returns to: the state before the latest change that is
     still in effect. ``history``: this environment's snapshots newest first, each a snapshot or
-    why it cannot be read; ``matches(snap)``: the environment equals that snapshot now.
+    why it cannot be read (read only as far as needed); ``matches(snap)``: the environment
+    equals that snapshot now; ``find(id)``: this environment's snapshot of that id, if readable.
 
     Newest first, a snapshot is passed over when
     - a rollback or recover took it: returning there would redo what that rollback undid. When
@@ -221,7 +224,6 @@ def choose_snapshot(
     The first snapshot not passed over is chosen. An unreadable snapshot, or a rollback whose
     target is unknown or gone, stops the walk: nothing is chosen past what cannot be read.
     """
-    by_id = {i: snap for i, snap in history if isinstance(snap, Snapshot)}
     skipped: list[Skipped] = []
     undone_after: int | None = None  # the target of a rollback whose state is still there
     undone_by = ""
@@ -243,7 +245,7 @@ def choose_snapshot(
             target = returned_to(snap)
             if target is None:
                 return stop(f"{op} {snapshot_id} does not say which snapshot it returned to")
-            back = by_id.get(target)
+            back = find(target)
             if back is None:
                 return stop(
                     f"{op} {snapshot_id} returned to snapshot {target}, which is gone or "

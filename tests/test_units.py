@@ -851,8 +851,11 @@ REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
 def test_choose_snapshot(
     history: list[Snapshot], env: str, chosen: str | None, skipped: list[str]
 ) -> None:
+    by_id = {s.id: s for s in history}
     choice = choose_snapshot(
-        [(s.id, s) for s in history], lambda snap: {p.name for p in snap.packages} == set(env)
+        [(s.id, s) for s in history],
+        lambda snap: {p.name for p in snap.packages} == set(env),
+        by_id.get,
     )
     assert not choice.blocked
     assert choice.snapshot == chosen, choice
@@ -880,7 +883,8 @@ def test_choose_snapshot(
 def test_choose_snapshot_stops_where_it_cannot_see(
     history: list[tuple[str, Snapshot | str]], stops_at: str
 ) -> None:
-    choice = choose_snapshot(history, lambda snap: False)
+    by_id = {i: s for i, s in history if isinstance(s, Snapshot)}
+    choice = choose_snapshot(history, lambda snap: False, by_id.get)
     assert choice.blocked and choice.snapshot is None
     assert stops_at in choice.reason
 
