@@ -273,7 +273,7 @@ class _Rollback:
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
         try:
             if self.judged and self.settings.probes:
-                self.begun = self._begin_baseline()  # overlaps the checks and the stash
+                self.begun = self._begin_baseline()  # overlaps the restorable check
             # Before anything is removed, whatever the path (recover too): every entry must
             # come back, or nothing changes.
             self._refuse_unrestorable(entries)
