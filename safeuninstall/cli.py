@@ -172,7 +172,8 @@ class _Live:
 
     def __init__(self, output: Output) -> None:
         self.events: list[Event] = []
-        self._live = not (output.as_json or output.quiet)
+        self._output = output
+        self._live = False  # until an operation's steps begin (speak)
         self._tty = sys.stderr.isatty()
         self._lock = threading.Lock()
         self._ongoing: tuple[str, float] | None = None  # (last line, when it began)
@@ -196,6 +197,11 @@ class _Live:
             if self._spinner is None:
                 self._spinner = threading.Thread(target=self._spin, daemon=True)
                 self._spinner.start()
+
+    def speak(self) -> None:
+        """The command is an operation (a removal, rollback, probe...): its steps are said.
+        Other commands (export, snapshots...) say only a wait."""
+        self._live = not (self._output.as_json or self._output.quiet)
 
     def stop(self) -> None:
         """Before the result is printed: the spinner's line ends, with its elapsed time."""
@@ -335,6 +341,8 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     """The one way a command runs: call the core, print its result (text or JSON) once, exit
     with its code; an expected failure is one line (JSON on stdout with --json)."""
     output = common.output
+    if render is _operation_text:
+        common.live.speak()
     try:
         interrupts.release()  # one that came during start-up is raised here
         try:
@@ -842,12 +850,6 @@ def export_command(common: Common, snapshot: str | None, fmt: str, output: Path 
 
 
 def _export_text(result: ExportResult, output: Output) -> str:
-    if result.fallback_reason:
-        click.echo(
-            f"safe-uninstall: no pylock.toml for snapshot {result.snapshot}, requirements "
-            f"instead: {result.fallback_reason}",
-            err=True,
-        )
     if result.output is None:
         click.echo(result.text, nl=False)
         return ""

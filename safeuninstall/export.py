@@ -192,7 +192,6 @@ class ExportResult(Struct, frozen=True):
     text: str
     packages: int
     output: Path | None = None  # where it was written, if anywhere
-    fallback_reason: str | None = None  # why pylock was asked for and requirements written
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -201,7 +200,6 @@ class ExportResult(Struct, frozen=True):
             "format": self.format,
             "packages": self.packages,
             "output": str(self.output) if self.output else None,
-            "fallback_reason": self.fallback_reason,
             # the text itself only when it went nowhere else
             "text": None if self.output else self.text,
         }
@@ -216,12 +214,6 @@ def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:
             path = path / snapshot_file.SNAPSHOT_FILE
         return snapshot_file.load(path)
     return target().store.resolve(reference)
-
-
-def fallback_path(output: Path) -> Path:
-    """Requirements asked to be written as pylock.toml go beside it as .txt: a file named
-    like a lock file must be one, or tools that look for lock files would choke on it."""
-    return output.with_suffix(".txt") if _PYLOCK_NAME.match(output.name) else output
 
 
 _KINDS = {
@@ -257,14 +249,19 @@ def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResul
     if options.format not in FORMATS:
         raise SafeUninstallError(f"unknown export format {options.format!r}")
     snap = _load(options, target)
-    fmt, reason, output = options.format, None, options.output
+    fmt, output = options.format, options.output
     if fmt == "pylock":
         try:
             text = pylock(snap)
         except _NotLockable as err:
-            fmt, reason = "requirements", err.reason
-            output = fallback_path(output) if output is not None else None
-    if fmt == "requirements":
+            # An error, not a requirements file in its place: a job that asked for a lock
+            # file goes on to `uv pip sync` it.
+            raise SafeUninstallError(
+                f"no pylock.toml can be written for snapshot {snap.id}: {err.reason}; nothing "
+                "was written. `--format requirements` writes the same set as a requirements "
+                "file, which `uv pip sync` reads too"
+            ) from None
+    else:
         text = requirements(snap)
     if output is not None:
         output = options.cwd / output
@@ -280,5 +277,4 @@ def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResul
         text=text,
         packages=len(snap.packages),
         output=output,
-        fallback_reason=reason,
     )

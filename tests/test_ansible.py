@@ -56,6 +56,7 @@ def playbook(
     home.mkdir(exist_ok=True)
     env = {
         **os.environ,
+        "PWD": str(tmp_path),  # as a shell sets it for the folder it runs a command in
         "HOME": str(home),
         "LC_ALL": "C.UTF-8",  # ansible refuses a non-UTF-8 locale
         "ANSIBLE_NOCOLOR": "1",
@@ -140,6 +141,20 @@ def test_three_nodes_two_cleaned_one_restored(make_venv: MakeVenv, tmp_path: Pat
     assert venvs["node2"].installed() == {}
     assert venvs["node3"].file_hashes() == before["node3"]
     assert venvs["node3"].run_python("import requests").returncode == 0
+
+
+def test_a_relative_report_path_is_from_the_current_folder(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``report_path: report.json`` lands where the person running ansible-playbook is (the
+    helper runs it in tmp_path and reads tmp_path/report.json)."""
+    done, recap, report = playbook(
+        tmp_path, {"node1": make_venv("urllib3").root}, report_path="report.json"
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert recap["node1"]["failed"] == 0
+    assert report["node1"]["state"] == "removed"
 
 
 def test_failed_nodes_fail_after_the_report(make_venv: MakeVenv, tmp_path: Path) -> None:

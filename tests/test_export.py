@@ -127,19 +127,6 @@ def test_pylock_refuses_what_the_snapshot_cannot_lock(kinds: tuple[str, ...], re
     assert raised.value.reason.startswith(reason)
 
 
-@pytest.mark.parametrize(
-    ("name", "fallback"),
-    [
-        ("pylock.toml", "pylock.txt"),
-        ("pylock.gpu.toml", "pylock.gpu.txt"),
-        ("lock.toml", "lock.toml"),
-        ("reqs.txt", "reqs.txt"),
-    ],
-)
-def test_a_fallback_never_takes_a_lock_file_name(name: str, fallback: str) -> None:
-    assert export.fallback_path(Path("/out") / name) == Path("/out") / fallback
-
-
 # -- the real command, and the round trip ------------------------------------------------------
 
 
@@ -200,7 +187,7 @@ def test_requirements_round_trip_through_uv_pip_sync(make_venv: MakeVenv, tmp_pa
 
 
 @needs_uv
-def test_pylock_round_trip_and_fallback(make_venv: MakeVenv, tmp_path: Path) -> None:
+def test_pylock_round_trip_and_refusal(make_venv: MakeVenv, tmp_path: Path) -> None:
     venv = make_venv()
     folder = source_tree(tmp_path / "dir", "dirpkg", "0.2")
     editable = source_tree(tmp_path / "ed", "edpkg", "0.1")
@@ -219,17 +206,18 @@ def test_pylock_round_trip_and_fallback(make_venv: MakeVenv, tmp_path: Path) -> 
     assert fresh.installed() == venv.installed() == {"dirpkg": "0.2", "edpkg": "0.1"}
     assert sources(fresh) == sources(venv)
 
-    # An index package makes a lock file impossible: requirements instead, beside it, and why.
+    # An index package makes a lock file impossible: an error naming it, and nothing written
+    # (the lock file of the first export is left as it was).
     venv.install("leftpad")
     assert venv.tool("snapshot", "--no-stash").returncode == 0
-    fallback = venv.tool("export", "--format", "pylock", "-o", str(tmp_path / "pylock.toml"))
-    assert fallback.returncode == 0
-    assert fallback.stderr == (
-        "safe-uninstall: no pylock.toml for snapshot 0002, requirements instead: 1 distribution "
-        "from an index (the wheel's URL and sha256 are not recorded): leftpad\n"
+    refused = venv.tool("export", "--format", "pylock", "-o", str(lock))
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        "safe-uninstall: error: no pylock.toml can be written for snapshot 0002: 1 distribution "
+        "from an index (the wheel's URL and sha256 are not recorded): leftpad; nothing was "
+        "written. `--format requirements`"
     )
-    assert fallback.stdout == f"wrote {tmp_path / 'pylock.txt'}: 3 distributions (requirements)\n"
-    assert "leftpad==1.0" in (tmp_path / "pylock.txt").read_text()
+    assert not list(tmp_path.glob("pylock*.txt"))
     assert tomllib.loads(lock.read_text())["tool"]["safe-uninstall"]["snapshot"] == "0001"
 
 
