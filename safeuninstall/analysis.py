@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from msgspec import Struct
 
 from .context import Context
-from .environment import InstalledDistribution
+from .environment import InstalledDistribution, RequirementIndex
 from .impact import ImpactReport, impact_report
 from .libraries import (
     ELF_CACHE_FILE,
@@ -60,11 +60,16 @@ def library_index(ctx: Context) -> LibraryIndex:
 
 
 def analyse(
-    ctx: Context, installed: Mapping[str, InstalledDistribution], remove: Sequence[str]
+    ctx: Context,
+    installed: Mapping[str, InstalledDistribution],
+    remove: Sequence[str],
+    requirements: RequirementIndex | None = None,
 ) -> Analysis:
+    """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
     owned = ownership(installed)
-    report = impact_report(installed, ctx.interpreter.markers, remove, index, owned)
+    markers = ctx.interpreter.markers
+    report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
     ctx.emit("impact", f"impact report: {len(report.affected)} distributions affected")
     return Analysis(report, owned, index)
@@ -98,7 +103,13 @@ def installed_view(
     file is there."""
     hollow = set(hollow_distributions(owned, installed))
     return {
-        name: Installed(name=name, version=d.version, source=d.source, intact=name not in hollow)
+        name: Installed(
+            name=name,
+            version=d.version,
+            source=d.source,
+            intact=name not in hollow,
+            layout=d.layout,
+        )
         for name, d in installed.items()
     }
 

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
+from packaging.utils import canonicalize_name
 
 from .atomicfile import write_atomically
-from .environment import Interpreter
+from .environment import Interpreter, required_elsewhere
 from .options import UninstallOptions
 from .probe import ProbeResult, ProbeSettings, Running, start
 
@@ -62,7 +63,8 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
         except OSError:
             continue
         for entry in entries:
-            if entry.name.endswith(".dist-info"):
+            # Legacy installs too, and .pth files (easy-install.pth puts an editable on the path)
+            if entry.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")):
                 with contextlib.suppress(OSError):
                     digest.update(os.fsencode(f"{entry.name}:{entry.stat().st_mtime_ns}"))
     return digest.hexdigest()
@@ -213,12 +215,18 @@ def head_start(
     wait (some 10 ms after it began); in every other case it is cancelled and begun again, so a
     head start never judges an environment other than the one the removal changes.
 
+    Nor does it begin when another distribution's Requires-Dist names one to be removed (unless
+    ``--allow-unmet``): the removal may then be refused, and a refused removal runs no probe.
+
     None when there is nothing to begin, and whenever anything fails: the operation then meets
     the same problem and reports it.
     """
     if options.dry_run or options.strict or settings.disabled or not settings.probes:
         return None
     try:
+        wanted = (canonicalize_name(name) for name in options.names)
+        if not options.allow_unmet and required_elsewhere(ctx.interpreter, wanted):
+            return None
         latest = ctx.store.latest_id()
         cache = BaselineCache(ctx.store.root)
         if not options.fresh_baseline:

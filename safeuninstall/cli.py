@@ -486,6 +486,12 @@ def cli() -> None:
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
+@click.option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Go ahead although the removal leaves a requirement of a remaining distribution "
+    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
+)
 def uninstall_command(
     common: Common,
     packages: tuple[str, ...],

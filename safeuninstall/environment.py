@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -18,6 +19,15 @@ from . import interrupts, process, trust
 from .atomicfile import write_atomically
 from .bounded import open_regular, read_bytes
 from .errors import EnvironmentNotFound, EnvironmentNotWritable
+from .legacy import (
+    DIST_INFO,
+    EGG_INFO,
+    EGG_INFO_FILE,
+    EGG_LINK,
+    LegacyRemoval,
+    egg_link_target,
+    removal,
+)
 from .names import unsafe_name, unsafe_version
 from .records import RecordEntry, read_record
 
@@ -208,17 +218,22 @@ class Source(Struct, frozen=True):
 
 
 class InstalledDistribution(Struct, frozen=True):
-    """One ``*.dist-info`` folder as found on disk."""
+    """One installed distribution as found on disk: a ``*.dist-info`` folder, or an install
+    made the legacy way (``layout``, see legacy.py)."""
 
-    name: str  # as in METADATA
+    name: str  # as in METADATA (PKG-INFO)
     version: str
+    # The metadata that makes it installed, in a site folder: the .dist-info folder, the
+    # .egg-info folder or file, or the .egg-link file.
     dist_info: Path
     installer: str
     requested: bool
     source: Source
-    # Other dist-info folders of the same name, later in sys.path order (a broken
-    # environment): importlib.metadata never sees them, but uninstalling the name removes them.
+    # Other metadata of the same name, later in sys.path order (a broken environment):
+    # importlib.metadata never sees them, but uninstalling the name removes them.
     shadowed: tuple[Path, ...] = ()
+    layout: str = DIST_INFO
+    egg_info: Path | None = None  # an egg-link's .egg-info folder, in its project folder
 
     @property
     def key(self) -> str:
@@ -228,19 +243,92 @@ class InstalledDistribution(Struct, frozen=True):
     def site_dir(self) -> Path:
         return self.dist_info.parent
 
+    @property
+    def legacy(self) -> bool:
+        return self.layout != DIST_INFO
+
+    @property
+    def metadata_dir(self) -> Path | None:
+        """The folder with METADATA or PKG-INFO, top_level.txt..., if there is one."""
+        if self.layout == EGG_LINK:
+            return self.egg_info
+        return None if self.layout == EGG_INFO_FILE else self.dist_info
+
     def record(self) -> list[RecordEntry]:
+        """The files a removal deletes: RECORD's, or for a legacy install those uv deletes
+        (none where it refuses: see ``legacy_removal``)."""
+        if self.legacy:
+            return list(self.legacy_removal().files)
         return read_record(self.dist_info / "RECORD")
 
+    def legacy_removal(self) -> LegacyRemoval:
+        """What uv does to remove this legacy install (see legacy.py)."""
+        return removal(self.layout, self.dist_info, self.site_dir)
+
     def requires_dist(self) -> list[str]:
-        """Requires-Dist values from the METADATA header; the long description is not read."""
-        try:
-            return [
-                line[len("Requires-Dist:") :].strip()
-                for line in _header_lines(self.dist_info / "METADATA")
-                if line.startswith("Requires-Dist:")
-            ]
-        except OSError:
+        """Requires-Dist values from the METADATA (PKG-INFO) header, the long description not
+        read; for a legacy install, also what its requires.txt lists."""
+        if self.layout == EGG_INFO_FILE:
+            return _requires(self.dist_info)
+        folder = self.metadata_dir
+        if folder is None:
             return []
+        if not self.legacy:
+            return _requires(folder / "METADATA")
+        return _requires(folder / "PKG-INFO") + _requires_txt(folder / "requires.txt")
+
+
+def _requires(metadata: Path) -> list[str]:
+    try:
+        return [
+            line[len("Requires-Dist:") :].strip()
+            for line in _header_lines(metadata)
+            if line.startswith("Requires-Dist:")
+        ]
+    except OSError:
+        return []
+
+
+def _requires_txt(path: Path) -> list[str]:
+    """setuptools' requires.txt as Requires-Dist values: lines before the first section, then
+    ``[extra]``, ``[:marker]`` and ``[extra:marker]`` sections as markers."""
+    text = _read_text(path, _MAX_HEADER_BYTES) or ""
+    found = []
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        extra, _, marker = section.partition(":")
+        markers = ([f'extra == "{extra}"'] if extra else []) + ([f"({marker})"] if marker else [])
+        found.append(f"{line}; {' and '.join(markers)}" if markers else line)
+    return found
+
+
+# The distribution name at the start of a requirement: enough to know whether a line can
+# matter, before paying for a full parse.
+_LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+
+# required name -> [(dependent, Requires-Dist value)]
+RequirementIndex = Mapping[str, Sequence[tuple[str, str]]]
+
+
+def requirement_index(
+    installed: Mapping[str, InstalledDistribution],
+) -> dict[str, list[tuple[str, str]]]:
+    """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
+    is parsed: the leading name alone says which lines can matter to a removal."""
+    index: dict[str, list[tuple[str, str]]] = {}
+    for key, dist in installed.items():
+        for value in dist.requires_dist():
+            match = _LEADING_NAME.match(value)
+            if match:
+                index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))
+    return index
 
 
 def _header_lines(metadata: Path) -> Iterator[str]:
@@ -308,36 +396,145 @@ def read_distribution(dist_info: Path) -> InstalledDistribution | None:
     )
 
 
-def legacy_installs(interpreter: Interpreter) -> dict[str, Path]:
-    """Distributions installed the legacy way (``setup.py install``, old pip): an ``.egg-info``
-    folder (its PKG-INFO) or file, by canonical name. They have no RECORD, so which files are
-    theirs is not recorded reliably; uv and pip can still remove them."""
-    found: dict[str, Path] = {}
-    for entry in _site_entries(interpreter, ".egg-info"):
-        path = Path(entry.path)
-        header = path / "PKG-INFO" if entry.is_dir() else path
-        read = _read_name_version(header)
-        if read is not None:
-            found.setdefault(canonicalize_name(read[0]), path)
-    return found
+def read_legacy(path: Path, is_dir: bool) -> InstalledDistribution | None:
+    """An install made the legacy way, as uv identifies it (``InstalledDist::try_from_path``):
+    an ``.egg-info`` folder or file, named ``name[-version[-pyX.Y]]`` (the version read from
+    PKG-INFO when the name has none), or an ``.egg-link`` whose project folder holds
+    ``<name>.egg-info/PKG-INFO``. None for anything else."""
+    if path.name.endswith(".egg-link"):
+        return _read_egg_link(path)
+    stem = path.name[: -len(".egg-info")]
+    name, _, rest = stem.partition("-")
+    version = rest.split("-", 1)[0] if rest else ""
+    header = path / "PKG-INFO" if is_dir else path
+    read = _read_name_version(header)
+    if not version:
+        if read is None:
+            return None
+        version = read[1]
+    if read is not None and canonicalize_name(read[0]) == canonicalize_name(name):
+        name = read[0]  # the metadata's spelling; uv matches by the file name
+    return _legacy(name, version, path, EGG_INFO if is_dir else EGG_INFO_FILE)
 
 
-def _site_entries(interpreter: Interpreter, suffix: str) -> Iterator[os.DirEntry[str]]:
-    """The entries of the target's site folders whose name ends with ``suffix``, in sys.path
-    order and by name within a folder; an unreadable folder has none."""
+def _read_egg_link(egg_link: Path) -> InstalledDistribution | None:
+    target = egg_link_target(egg_link)
+    if target is None or "\0" in target:
+        return None
+    project = egg_link.parent / target
+    egg_info = project / (egg_link.name[: -len(".egg-link")].replace("-", "_") + ".egg-info")
+    read = _read_name_version(egg_info / "PKG-INFO")
+    if read is None or not project.is_absolute():
+        return None
+    source = Source(kind="editable", url=project.as_uri())
+    return _legacy(read[0], read[1], egg_link, EGG_LINK, source=source, egg_info=egg_info)
+
+
+def _legacy(
+    name: str,
+    version: str,
+    path: Path,
+    layout: str,
+    *,
+    source: Source | None = None,
+    egg_info: Path | None = None,
+) -> InstalledDistribution | None:
+    if not name or unsafe_name(canonicalize_name(name)) or unsafe_version(version):
+        return None  # as in read_distribution: it could act as a path or a requirement
+    return InstalledDistribution(
+        name=name,
+        version=version,
+        dist_info=path,
+        installer="",
+        requested=False,
+        source=source or Source(kind="index"),
+        layout=layout,
+        egg_info=egg_info,
+    )
+
+
+# What marks an installed distribution in a site folder, as uv looks for it.
+_METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
+
+
+def _site_entries(
+    interpreter: Interpreter, suffixes: tuple[str, ...] = _METADATA_SUFFIXES
+) -> Iterator[os.DirEntry[str]]:
+    """The entries of the target's site folders whose name ends with one of ``suffixes``, in
+    sys.path order and by name within a folder; an unreadable folder has none."""
     for site_dir in interpreter.site_dirs:
         try:
             entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
         except OSError:
             continue
-        yield from (entry for entry in entries if entry.name.endswith(suffix))
+        yield from (entry for entry in entries if entry.name.endswith(suffixes))
+
+
+def _read_entry(entry: os.DirEntry[str]) -> InstalledDistribution | None:
+    try:
+        is_dir = entry.is_dir()
+    except OSError:
+        return None
+    if entry.name.endswith(".dist-info"):
+        return read_distribution(Path(entry.path)) if is_dir else None
+    if entry.name.endswith(".egg-link") and is_dir:
+        return None
+    return read_legacy(Path(entry.path), is_dir)
+
+
+def easy_install_eggs(interpreter: Interpreter) -> dict[str, Path]:
+    """easy_install's ``name-version-pyX.Y.egg`` folders and zips, by canonical name: installed
+    for importlib.metadata and pip, not for uv (it lists no ``.egg``), so not here either."""
+    found: dict[str, Path] = {}
+    for entry in _site_entries(interpreter, (".egg",)):
+        name = entry.name.split("-", 1)[0]
+        if name:
+            found.setdefault(canonicalize_name(name), Path(entry.path))
+    return found
+
+
+_GLANCE_BYTES = 256 * 1024  # of a METADATA file, for required_elsewhere: its header, mostly
+
+
+def required_elsewhere(interpreter: Interpreter, names: Iterable[str]) -> bool:
+    """Whether a Requires-Dist line of another dist-info folder's METADATA names one of
+    ``names`` (canonical). A glance, for deciding whether to begin work early: a byte search of
+    the first 256 KiB of each file, nothing parsed, a folder's own name taken from the folder
+    name; an unreadable file names nothing. Two to four times faster than reading the installed
+    set and its requirement index (a jupyterlab venv, 91 distributions: 25 ms against 60)."""
+    wanted = set(names)
+    if not wanted:
+        return False
+    spellings = b"|".join(
+        b"[-_.]+".join(re.escape(part.encode()) for part in name.split("-")) for name in wanted
+    )
+    line = re.compile(
+        rb"^Requires-Dist:[ \t]*(?:" + spellings + rb")(?![A-Za-z0-9._-])", re.M | re.I
+    )
+    for entry in _site_entries(interpreter, (".dist-info",)):
+        own = canonicalize_name(entry.name[: -len(".dist-info")].rpartition("-")[0])
+        if own in wanted:
+            continue
+        try:
+            with open_regular(Path(entry.path, "METADATA")) as handle:
+                head = handle.read(_GLANCE_BYTES)
+        except OSError:
+            continue
+        if line.search(head.partition(b"\n\n")[0]):
+            return True
+    return False
 
 
 def census(interpreter: Interpreter) -> frozenset[str]:
-    """Every dist-info folder of the target, as a path: a folder listing, no file read. Two
-    censuses differ when anything was installed, removed or replaced in between, and a second
-    dist-info folder for one name shows here where installed_distributions keeps one."""
-    return frozenset(e.path for e in _site_entries(interpreter, ".dist-info") if e.is_dir())
+    """Every dist-info folder, .egg-info and .egg-link of the target, as a path: a folder
+    listing, no file read. Two censuses differ when anything was installed, removed or
+    replaced in between, and a second dist-info folder for one name shows here where
+    installed_distributions keeps one."""
+    return frozenset(
+        e.path
+        for e in _site_entries(interpreter)
+        if not e.name.endswith(".dist-info") or e.is_dir()
+    )
 
 
 def census_change(before: frozenset[str], after: frozenset[str]) -> str:
@@ -348,17 +545,16 @@ def census_change(before: frozenset[str], after: frozenset[str]) -> str:
 
 
 def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDistribution]:
-    """Every distribution in the target's site-packages, keyed by canonical name.
+    """Every distribution in the target's site-packages, keyed by canonical name: dist-info
+    folders and the installs made the legacy way that uv lists (``layout`` says which).
 
-    Where two dist-info folders claim one name (a broken environment), the first in sys.path
-    order wins, as importlib.metadata would pick it; the others are its ``shadowed``.
+    Where two of them claim one name (a broken environment), the first in sys.path order wins,
+    as importlib.metadata would pick it; the others are its ``shadowed``.
     """
     found: dict[str, InstalledDistribution] = {}
     shadowed: dict[str, list[Path]] = {}
-    for entry in _site_entries(interpreter, ".dist-info"):
-        if not entry.is_dir():
-            continue
-        dist = read_distribution(Path(entry.path))
+    for entry in _site_entries(interpreter):
+        dist = _read_entry(entry)
         if dist is None:
             continue
         if dist.key in found:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
-from .environment import InstalledDistribution
+from .environment import InstalledDistribution, RequirementIndex, requirement_index
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
 from .paths import normalise
 from .probe import top_level_modules
@@ -29,22 +29,8 @@ class Dependency(Struct, frozen=True):
     extra: str | None = None
 
 
-# The distribution name at the start of a requirement: enough to know whether a line can
-# matter, before paying for a full parse.
-_LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
-
-
-def _requirement_index(
-    installed: Mapping[str, InstalledDistribution],
-) -> dict[str, list[tuple[str, str]]]:
-    """required name -> [(dependent, Requires-Dist value)], from each METADATA header."""
-    index: dict[str, list[tuple[str, str]]] = {}
-    for key, dist in installed.items():
-        for value in dist.requires_dist():
-            match = _LEADING_NAME.match(value)
-            if match:
-                index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))
-    return index
+# A word of a marker that could be an extra's name.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 def _edge(dependent: str, value: str, markers: Mapping[str, str]) -> Dependency | None:
@@ -66,13 +52,15 @@ def edges_into(
     installed: Mapping[str, InstalledDistribution],
     markers: Mapping[str, str],
     removed: Iterable[str],
+    index: RequirementIndex | None = None,
 ) -> list[Dependency]:
     """The dependency edges that lead, directly or transitively, to a removed distribution.
 
     Only requirement lines naming a distribution on that path are parsed: in a 3000-
-    distribution environment that is a handful of lines instead of thousands.
+    distribution environment that is a handful of lines instead of thousands. ``index``: the
+    installed set's requirement index, when the caller has it already.
     """
-    index = _requirement_index(installed)
+    index = requirement_index(installed) if index is None else index
     edges = []
     seen = set(removed)
     frontier = list(seen)
@@ -142,6 +130,213 @@ def dependents_of(
     return sorted(found)
 
 
+# -- unmet requirements: what a removal leaves a remaining distribution without ---------------
+
+
+class Unmet(Struct, frozen=True):
+    """A requirement of ``dependent``, met before the removal, that the removal leaves unmet.
+
+    ``extra`` is set when the line is behind an extra of ``dependent``: it counts because
+    ``requested_by`` (remaining distributions) request that extra, as torch requests
+    ``cuda-toolkit[cublas]``.
+    """
+
+    dependent: str  # canonical name; stays installed
+    requirement: str  # the Requires-Dist line as written, markers included
+    required: str  # canonical name of the removed distribution it names
+    extra: str | None = None
+    requested_by: tuple[str, ...] = ()
+
+    @property
+    def needs(self) -> str:
+        """The requirement without its markers: what a person reads."""
+        return self.requirement.split(";", 1)[0].strip()
+
+    @property
+    def to_remove_too(self) -> tuple[str, ...]:
+        """Who must go as well for this line to stop counting: the dependent, or for a line
+        behind an extra, those that request the extra."""
+        return self.requested_by if self.extra is not None else (self.dependent,)
+
+    def describe(self) -> str:
+        if self.extra is None:
+            return f"{self.dependent} requires {self.needs}"
+        return (
+            f"{self.dependent}[{self.extra}] requires {self.needs}, "
+            f"an extra requested by {', '.join(self.requested_by)}"
+        )
+
+
+def _parsed(value: str) -> Requirement | None:
+    """The requirement, or None for a line that is no valid PEP 508 requirement."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(value)
+    except InvalidRequirement:
+        return None
+
+
+def _holds(requirement: Requirement, markers: Mapping[str, str], extra: str) -> bool:
+    """Whether the requirement's markers hold on the target, with ``extra`` requested ("" for
+    none). A marker that can't be evaluated there does not hold, as for uv and pip."""
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+
+    if requirement.marker is None:
+        return True
+    try:
+        return requirement.marker.evaluate({**markers, "extra": extra})
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
+        return False
+
+
+def _satisfied_by(requirement: Requirement, version: str) -> bool:
+    """Whether ``version`` satisfies the requirement's specifier. A version or specifier that
+    can't be compared is taken as satisfying: the line names the distribution, and that is
+    what a removal takes away."""
+    from packaging.specifiers import InvalidSpecifier
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return True
+
+
+# (distribution, extra) -> the remaining distributions whose requirements request it
+_Requested = dict[tuple[str, str], set[str]]
+
+
+def _requested_extras(
+    index: RequirementIndex,
+    markers: Mapping[str, str],
+    remaining: Set[str],
+) -> _Requested:
+    """Every extra that the remaining distributions request through requirements that hold on
+    the target, with who requests it. Transitive: a line behind an extra requests its extras
+    only when that extra is itself requested (a least fixed point, so a cycle of extras that no
+    one outside requests stays off). Only lines with ``[`` are parsed."""
+    # (requester, gate): the lines of requester that request extras, behind extra ``gate``
+    gated: dict[tuple[str, str], list[tuple[str, frozenset[str]]]] = {}
+    requested: _Requested = {}
+    frontier: list[tuple[str, str]] = []
+
+    def request(name: str, extras: Iterable[str], by: Set[str]) -> None:
+        for extra in extras:
+            known = requested.setdefault((name, extra), set())
+            if not by <= known:  # on, or requested by more: pass it on (sets only grow)
+                known.update(by)
+                frontier.append((name, extra))
+
+    for name, lines in index.items():
+        if name not in remaining:
+            continue
+        for requester, value in lines:
+            if requester not in remaining or "[" not in value.split(";", 1)[0]:
+                continue
+            requirement = _parsed(value)
+            if requirement is None or not requirement.extras:
+                continue
+            extras: frozenset[str] = frozenset(canonicalize_name(e) for e in requirement.extras)
+            if _holds(requirement, markers, ""):
+                request(name, extras, {requester})
+            elif requirement.marker is not None and "extra" in str(requirement.marker):
+                for gate in _extras_named(requirement):
+                    if _holds(requirement, markers, gate):
+                        gated.setdefault((requester, gate), []).append((name, extras))
+    while frontier:
+        requester, gate = frontier.pop()
+        for name, extras in gated.get((requester, gate), ()):
+            # A distribution requesting another extra of its own passes on who requested it.
+            by = set(requested[(requester, gate)]) if name == requester else {requester}
+            request(name, extras, by)
+    return requested
+
+
+def _extras_named(requirement: Requirement) -> set[str]:
+    """The words of the marker that could be an extra it compares against, canonical."""
+    text = str(requirement.marker).replace('"', " ").replace("'", " ")
+    return {canonicalize_name(token) for token in text.split() if _NAME.fullmatch(token)}
+
+
+def unmet_in(
+    index: RequirementIndex,
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    removed: Iterable[str],
+) -> tuple[Unmet, ...]:
+    """unmet_requirements, given the installed set's requirement index."""
+    gone = {canonicalize_name(name) for name in removed} & installed.keys()
+    remaining = installed.keys() - gone
+    requested: _Requested | None = None  # only when a line behind an extra names a removed one
+    found = []
+    for name in sorted(gone):
+        version = installed[name].version
+        for dependent, value in index.get(name, ()):
+            if dependent in gone:
+                continue
+            requirement = _parsed(value)
+            if requirement is None or canonicalize_name(requirement.name) != name:
+                continue  # no requirement the tool can judge (see unmet_requirements)
+            if not _satisfied_by(requirement, version):
+                continue  # unmet before the removal already
+            if _holds(requirement, markers, ""):
+                found.append(Unmet(dependent, value, name))
+                continue
+            if requirement.marker is None or "extra" not in str(requirement.marker):
+                continue
+            if requested is None:
+                requested = _requested_extras(index, markers, remaining)
+            on = sorted(
+                extra
+                for extra in _extras_named(requirement)
+                if (dependent, extra) in requested and _holds(requirement, markers, extra)
+            )
+            if on:
+                by = set().union(*(requested[(dependent, extra)] for extra in on))
+                found.append(Unmet(dependent, value, name, on[0], tuple(sorted(by))))
+    return tuple(sorted(found, key=lambda u: (u.dependent, u.required, u.requirement)))
+
+
+def unmet_requirements(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    removed: Iterable[str],
+) -> tuple[Unmet, ...]:
+    """The requirements of remaining distributions that removing ``removed`` leaves unmet.
+
+    A Requires-Dist line counts when its markers hold on the target (``markers``: the target
+    interpreter's) and it is behind no extra, or behind an extra that a remaining distribution
+    requests (transitively). A line that was unmet before the removal does not count: it names
+    a distribution not installed, or a version the installed one does not satisfy. A line that
+    is no valid PEP 508 requirement is skipped: it says nothing the tool can judge, and the
+    probe judges the removal as it judges any other.
+    """
+    return unmet_in(requirement_index(installed), installed, markers, removed)
+
+
+def removal_closure(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    removed: Sequence[str],
+    index: RequirementIndex | None = None,
+) -> tuple[str, ...]:
+    """``removed`` and every distribution that must go with it for no requirement to be left
+    unmet: the dependents, theirs in turn, and those that request an extra which needs a
+    removed one. ``index``: the installed set's requirement index, when the caller has it."""
+    index = requirement_index(installed) if index is None else index
+    names: list[str] = list(dict.fromkeys(canonicalize_name(name) for name in removed))
+    while True:
+        more = {
+            name
+            for unmet in unmet_in(index, installed, markers, names)
+            for name in unmet.to_remove_too
+        } - set(names)
+        if not more:
+            return tuple(names)
+        names += sorted(more)
+
+
 # -- the impact report: everything a removal will affect, before it happens -----------------
 
 
@@ -180,6 +375,7 @@ class ImpactReport(Struct, frozen=True):
     library_changes: tuple[LibraryChange, ...]
     metadata_only: tuple[MetadataOnly, ...]
     unreadable_records: tuple[UnreadableRecord, ...] = ()
+    unmet: tuple[Unmet, ...] = ()  # requirements of remaining ones the removal leaves unmet
 
     @property
     def hollow(self) -> tuple[str, ...]:
@@ -197,12 +393,13 @@ class ImpactReport(Struct, frozen=True):
     def affected(self) -> tuple[str, ...]:
         """Distributions whose code may stop working: what a default probe should import."""
         names = set(self.dependents) | set(self.hollow)
+        names |= {name for u in self.unmet for name in (u.dependent, *u.requested_by)}
         names |= {c.consumer_dist for c in self.library_changes if c.consumer_dist}
         return tuple(sorted(names - set(self.removed)))
 
     @property
     def finds_breakage(self) -> bool:
-        return bool(self.dependents or self.breaks or self.shared_files)
+        return bool(self.dependents or self.unmet or self.breaks or self.shared_files)
 
     @property
     def refused_by_strict(self) -> bool:
@@ -225,6 +422,7 @@ class ImpactReport(Struct, frozen=True):
                 {"name": m.name, "provided_by": list(m.provided_by)} for m in self.metadata_only
             ],
             "unreadable_records": [msgspec.structs.asdict(u) for u in self.unreadable_records],
+            "unmet": [msgspec.structs.asdict(u) for u in self.unmet],
         }
 
 
@@ -284,8 +482,11 @@ def impact_report(
     removed: Sequence[str],
     index: LibraryIndex,
     owned: Ownership,
+    requirements: RequirementIndex | None = None,
 ) -> ImpactReport:
-    edges = edges_into(installed, markers, removed)
+    """``requirements``: the installed set's requirement index, when the caller has it."""
+    requirements = requirement_index(installed) if requirements is None else requirements
+    edges = edges_into(installed, markers, removed, requirements)
     required = dependents_of(removed, edges)
     optional = tuple(
         e
@@ -303,4 +504,5 @@ def impact_report(
             UnreadableRecord(name, reason, name in removed)
             for name, reason in sorted(owned.unreadable.items())
         ),
+        unmet=unmet_in(requirements, installed, markers, removed),
     )

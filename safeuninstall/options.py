@@ -11,6 +11,23 @@ from pathlib import Path
 
 from msgspec import Struct
 
+# The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
+# (the CLI's commands; a test keeps them equal).
+COMMANDS = (
+    "uninstall",
+    "rollback",
+    "snapshot",
+    "snapshots",
+    "show",
+    "probe",
+    "check",
+    "doctor",
+    "recover",
+    "prune",
+    "config",
+    "export",
+)
+
 
 class TargetOptions(Struct, frozen=True):
     """Options every command takes: which environment, where its state is, how long to wait."""
@@ -47,6 +64,7 @@ class UninstallOptions(Struct, frozen=True):
     fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
     probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes
+    allow_unmet: bool = False  # go ahead although a requirement is left unmet; the probe judges
 
 
 class RollbackOptions(Struct, frozen=True):

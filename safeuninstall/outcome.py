@@ -34,6 +34,11 @@ class Outcome(str, enum.Enum):
     NOTHING_TO_DO = ("nothing-to-do", "nothing to do", EXIT_OK)
     DRY_RUN = ("dry-run", "dry run: nothing was changed", EXIT_OK)
     REFUSED_STRICT = ("refused-strict", "refused (--strict): nothing was changed", EXIT_UNCHANGED)
+    REFUSED_UNMET = (
+        "refused-unmet",
+        "refused: the removal would leave requirements unmet; nothing was changed",
+        EXIT_UNCHANGED,
+    )
     CHECKED = ("checked", "checked: nothing was changed", EXIT_OK)
     REMOVED = ("removed", "removed; every probe passed", EXIT_OK)
     PROBE_FAILED_KEPT = (

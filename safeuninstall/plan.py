@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from msgspec import Struct
 
 from .environment import Source
+from .legacy import DIST_INFO
 from .snapshot import PackageEntry, Snapshot
 
 
@@ -99,6 +100,7 @@ class Installed(Struct, frozen=True):
     version: str
     source: Source
     intact: bool = True  # every file its RECORD lists is on disk
+    layout: str = DIST_INFO
 
 
 class RollbackPlan(Struct, frozen=True):
@@ -122,12 +124,23 @@ class RollbackPlan(Struct, frozen=True):
         }
 
 
+def _same_build(entry: PackageEntry, current: Installed) -> bool:
+    return (
+        entry.version == current.version
+        and entry.source == current.source
+        and entry.layout == current.layout
+    )
+
+
 def _same_install(entry: PackageEntry, current: Installed) -> bool:
     """A hollow install (files gone behind its metadata) counts as changed: it is replaced."""
-    return entry.version == current.version and entry.source == current.source and current.intact
+    return _same_build(entry, current) and current.intact
 
 
 def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> RollbackPlan:
+    """A changed distribution is removed and brought back; a legacy install that is the
+    snapshot's but lost files (its removal killed half way) is only brought back, its stash
+    linked over what is left: uv may stop on a half-removed one, and has nothing to add."""
     wanted = {entry.name: entry for entry in target.packages}
     added = sorted(set(installed) - set(wanted))
     missing = sorted(set(wanted) - set(installed))
@@ -136,8 +149,13 @@ def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> Rollb
         for name in set(wanted) & set(installed)
         if not _same_install(wanted[name], installed[name])
     )
+    repaired = {
+        name
+        for name in changed
+        if installed[name].layout != DIST_INFO and _same_build(wanted[name], installed[name])
+    }
     return RollbackPlan(
-        remove=tuple(sorted([*added, *changed])),
+        remove=tuple(sorted([*added, *(name for name in changed if name not in repaired)])),
         restore=tuple(wanted[name] for name in sorted([*missing, *changed])),
         added=tuple(added),
         changed=tuple(changed),

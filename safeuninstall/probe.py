@@ -344,10 +344,11 @@ def start(settings: ProbeSettings, interpreter: Interpreter, env: Mapping[str, s
 
 def top_level_modules(dist: InstalledDistribution) -> list[str]:
     """The importable top-level names a distribution provides."""
-    top_level = dist.dist_info / "top_level.txt"
+    folder = dist.metadata_dir
     try:
-        names = [line.strip() for line in top_level.read_text().splitlines() if line.strip()]
-    except OSError:
+        text = (folder / "top_level.txt").read_text() if folder is not None else ""
+        names = [line.strip() for line in text.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
         names = []
     if not names:
         names = _modules_from_record(dist)

@@ -85,7 +85,8 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
         lines += [f"missing, to restore: {name}" for name in plan.missing]
     elif result.removed:
-        verb = "would remove" if result.outcome.value == "dry-run" else "removing"
+        # Nothing is removed when the removal is only shown, checked or refused.
+        verb = "removing" if result.snapshot else "would remove"
         lines.append(f"{verb}: {', '.join(result.removed)}")
     if details.impact is not None:
         lines += impact_lines(details.impact)
@@ -144,7 +145,7 @@ def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
     if v is not None and v.ok:
         lines.append(
             f"verified: the installed set equals the snapshot; "
-            f"{v.files_checked} restored files match their RECORD sha256"
+            f"{v.files_checked} restored files match their recorded sha256"
         )
     elif v is not None:
         lines.append(paint("verification FAILED: the environment differs from the snapshot", "bad"))
@@ -204,6 +205,8 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
     lines.append(f"packages: {len(snap.packages)}")
     for entry in snap.packages:
         extra = []
+        if entry.legacy:
+            extra.append(f"legacy {entry.layout}")
         if entry.source.kind != "index":
             extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
         if entry.stash is not None:
@@ -246,6 +249,7 @@ def impact_lines(report: ImpactReport) -> list[str]:
     lines = []
     if report.dependents:
         lines.append(f"depend on it (Requires-Dist): {', '.join(report.dependents)}")
+    lines += [f"unmet requirement: {unmet.describe()}" for unmet in report.unmet]
     for dep in report.optional_dependents:
         lines.append(f"optional dependent: {dep.dependent} needs {dep.required} for [{dep.extra}]")
     for shared in report.shared_files:

@@ -17,6 +17,7 @@ from pathlib import Path
 from msgspec import Struct, field
 from packaging.utils import canonicalize_name
 
+from .bounded import read_bytes
 from .context import Context
 from .environment import (
     InstalledDistribution,
@@ -26,6 +27,7 @@ from .environment import (
     installed_distributions,
 )
 from .errors import BackendError
+from .legacy import MAX_PTH_BYTES, has_line
 from .libraries import ownership
 from .paths import normalise
 from .plan import (
@@ -61,6 +63,8 @@ class RestoreReport(Struct):
     # per distribution restored from a stash: {path relative to the environment: sha256}
     accepted: dict[str, dict[str, str]] = field(default_factory=dict)
     reinstalled_names: list[str] = field(default_factory=list)
+    # lines put back into a .pth file: (pin, path relative to the environment, line)
+    lines: list[tuple[str, str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -159,6 +163,7 @@ class _Restore:
         # The files as checked: restore_files linked back exactly those (or hashed a copy).
         report.verified_files.update(checked.identities.values())
         report.accepted[entry.name] = checked.accepted
+        report.lines.extend((entry.pin, pth.path, pth.line) for pth in stash.lines)
         report.from_stash.append(entry.pin)
         if checked.modified:
             report.notes.append(
@@ -279,7 +284,7 @@ class Verification(Struct, frozen=True):
         lines = [f"missing: {pin}" for pin in self.difference.missing]
         lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
         lines += [f"a second dist-info folder: {folder}" for folder in self.extra_dist_info]
-        lines += [f"another build: {item}" for item in self.source_mismatches]
+        lines += [f"another build or layout: {item}" for item in self.source_mismatches]
         lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
         return lines
 
@@ -310,6 +315,8 @@ def verify(
       already gone before the removal are not asked for.
     - Every reinstalled distribution matches its RECORD.
     - ``intact``: distributions that share paths with what was removed still have every file.
+    - A legacy install is back in its layout, and a line put back into easy-install.pth is
+      there.
     """
     installed = installed_distributions(interpreter)
     wanted = {e.name: e for e in snapshot.packages}
@@ -324,6 +331,12 @@ def verify(
         if name in wanted
         and wanted[name].version == dist.version
         and wanted[name].source != dist.source
+    ) + tuple(
+        f"{name}=={dist.version} (snapshot: {wanted[name].layout}, installed: {dist.layout})"
+        for name, dist in sorted(installed.items())
+        if name in wanted
+        and wanted[name].version == dist.version
+        and wanted[name].layout != dist.layout
     )
     env_root = Path(interpreter.prefix)
     mismatches: list[str] = []
@@ -334,6 +347,10 @@ def verify(
             checked += 1
             if not _holds(env_root / rel, sha256, report.verified_files):
                 mismatches.append(f"{pin}: {rel}")
+    for pin, rel, line in report.lines:
+        checked += 1
+        if not _has_line(env_root / rel, line):
+            mismatches.append(f"{pin}: {rel} (its line {line!r} is missing)")
     for name in [*report.reinstalled_names, *intact]:
         dist = installed.get(name)
         if dist is None:
@@ -350,6 +367,8 @@ def _extra(interpreter: Interpreter) -> tuple[str, ...]:
     version installed beside the restored one would otherwise pass for the snapshot's."""
     by_name: dict[str, list[str]] = {}
     for path in sorted(census(interpreter)):
+        if not path.endswith(".dist-info"):
+            continue  # a legacy install's second copy is a ``shadowed`` one, refused to remove
         name = os.path.basename(path).removesuffix(".dist-info").split("-", 1)[0]
         by_name.setdefault(canonicalize_name(name), []).append(os.path.basename(path))
     return tuple(extra for folders in by_name.values() for extra in folders[1:])
@@ -375,6 +394,13 @@ def _holds(path: Path, sha256: str, verified_files: set[FileId]) -> bool:
     try:
         return sha256_file(path, info) == sha256
     except OSError:  # unreadable, or replaced while it was read: not the restored bytes
+        return False
+
+
+def _has_line(path: Path, line: str) -> bool:
+    try:
+        return has_line(read_bytes(path, MAX_PTH_BYTES), line)
+    except OSError:  # gone, unreadable, not a regular file
         return False
 
 

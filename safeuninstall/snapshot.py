@@ -27,6 +27,7 @@ from . import tomlfile
 from .atomicfile import write_atomically
 from .environment import Source
 from .errors import SnapshotInvalid
+from .legacy import DIST_INFO, EASY_INSTALL_PTH, LAYOUTS, MAX_PTH_LINE
 from .names import unsafe_name, unsafe_version
 from .store import FORMED_ID
 
@@ -49,6 +50,17 @@ class StashedFile(Struct, frozen=True):
     size: Annotated[int, Meta(ge=0)]  # checked when read from a file, not when made in code
 
 
+class PthLine(Struct, frozen=True):
+    """A line the uninstall takes out of a file rather than a file it deletes: a legacy
+    editable's line in easy-install.pth. The file as it was is kept beside the stashed files
+    (same relative path), with its sha256; a restore puts the line back in its place."""
+
+    path: str  # the .pth file, relative to the environment root
+    line: str  # as uv matches it: stripped
+    sha256: str  # of the file as it was, kept in the stash
+    size: Annotated[int, Meta(ge=0)]
+
+
 class PackageStash(Struct, frozen=True):
     """The files of one distribution, kept under the snapshot folder."""
 
@@ -57,6 +69,7 @@ class PackageStash(Struct, frozen=True):
     # False when some RECORD file could not be kept (outside the environment, unreadable):
     # such a distribution is reinstalled instead of restored from here.
     complete: bool
+    lines: tuple[PthLine, ...] = ()
 
 
 class PackageEntry(Struct, frozen=True):
@@ -67,12 +80,17 @@ class PackageEntry(Struct, frozen=True):
     installer: str = ""
     requested: bool = False
     source: Source = field(default_factory=lambda: Source(kind="index"))
-    dist_info: str = ""  # relative to the environment root
+    dist_info: str = ""  # relative to the environment root (an .egg-info, an .egg-link)
     stash: PackageStash | None = None
+    layout: str = DIST_INFO  # how it was installed (legacy.LAYOUTS)
 
     @property
     def pin(self) -> str:
         return f"{self.name}=={self.version}"
+
+    @property
+    def legacy(self) -> bool:
+        return self.layout != DIST_INFO
 
 
 class Target(Struct, frozen=True):
@@ -147,6 +165,8 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
         "dist_info": entry.dist_info,
         "source": {k: v for k, v in msgspec.structs.asdict(entry.source).items() if v is not None},
     }
+    if entry.legacy:  # written only where it says something: older snapshots read the same
+        out["layout"] = entry.layout
     if entry.stash is not None:
         out["stash"] = {
             "folder": entry.stash.folder,
@@ -155,6 +175,8 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
                 {"path": f.path, "sha256": f.sha256, "size": f.size} for f in entry.stash.files
             ],
         }
+        if entry.stash.lines:
+            out["stash"]["lines"] = [msgspec.structs.asdict(x) for x in entry.stash.lines]
     return out
 
 
@@ -222,16 +244,33 @@ def _check_package(key: str, entry: PackageEntry) -> None:
     _check_version(f"{key}.version", entry.version)
     if entry.source.kind not in _SOURCE_KINDS:
         raise _KeyError(f"{key}.source.kind", f"unknown source kind {entry.source.kind!r}")
+    if entry.layout not in LAYOUTS:
+        raise _KeyError(f"{key}.layout", f"unknown layout {entry.layout!r}")
     if entry.dist_info:
         _check_path(f"{key}.dist_info", entry.dist_info)
     if entry.stash is not None:
         _check_path(f"{key}.stash.folder", entry.stash.folder)
         for index, stashed in enumerate(entry.stash.files):
             _check_path(f"{key}.stash.files[{index}].path", stashed.path)
-            if not _SHA256.fullmatch(stashed.sha256):
-                raise _KeyError(
-                    f"{key}.stash.files[{index}].sha256", "expected 64 lowercase hex digits"
-                )
+            _check_sha256(f"{key}.stash.files[{index}].sha256", stashed.sha256)
+        for index, pth in enumerate(entry.stash.lines):
+            _check_line(f"{key}.stash.lines[{index}]", pth)
+
+
+def _check_sha256(key: str, value: str) -> None:
+    if not _SHA256.fullmatch(value):
+        raise _KeyError(key, "expected 64 lowercase hex digits")
+
+
+def _check_line(key: str, pth: PthLine) -> None:
+    _check_path(f"{key}.path", pth.path)
+    if posixpath.basename(pth.path) != EASY_INSTALL_PTH:
+        raise _KeyError(f"{key}.path", f"{pth.path!r} is not an {EASY_INSTALL_PTH}")
+    line = pth.line
+    bad = not line or line != line.strip() or len(line) > MAX_PTH_LINE
+    if bad or any(c in line for c in "\0\n\r"):
+        raise _KeyError(f"{key}.line", "expected one stripped line of a .pth file")
+    _check_sha256(f"{key}.sha256", pth.sha256)
 
 
 def _check_name(key: str, value: str) -> None:

@@ -24,12 +24,14 @@ from pathlib import Path
 from msgspec import Struct
 
 from .atomicfile import write_atomically
+from .bounded import read_bytes
 from .environment import InstalledDistribution
 from .errors import SnapshotInvalid, StashError
 from .journal import file_fault
+from .legacy import DESCRIBED, EASY_INSTALL_PTH, MAX_PTH_BYTES, has_line, put_line_back
 from .paths import normalise
 from .records import RecordEntry, sha256_file
-from .snapshot import PackageEntry, PackageStash, Snapshot, StashedFile
+from .snapshot import PackageEntry, PackageStash, PthLine, Snapshot, StashedFile
 
 
 def relative_to_root(path: Path | str, root: Path | str) -> str | None:
@@ -87,11 +89,22 @@ def stash_distribution(
     the uninstall), except for the place's ``shared`` paths (normalised, see paths.normalise) that
     other distributions list too: another build may have overwritten them, so their bytes are
     hashed as they are.
+
+    A legacy install (legacy.py) has no RECORD: its files are those uv deletes, each hashed
+    here, and the easy-install.pth whose line uv takes out is copied whole (``lines``). Where
+    its removal is refused (legacy_refusal), one to remove raises StashError and one that
+    stays gets an incomplete stash.
     """
     if removed and dist.shadowed:
         raise StashError(_shadowed_failure(dist))
+    legacy = dist.legacy_removal() if dist.legacy else None
+    if legacy is not None and legacy.refused is not None:
+        if removed:
+            raise StashError(legacy_failure(dist, legacy.refused))
+        folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
+        return PackageStash(folder=folder, files=(), complete=False)
     try:
-        entries = dist.record()
+        entries = list(legacy.files) if legacy is not None else dist.record()
     except OSError as err:
         raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
     stasher = _Stasher(dist, place, removed, on_bytes)
@@ -99,9 +112,42 @@ def stash_distribution(
     for entry in entries:
         if stasher.keep(entry) and after_file is not None:
             after_file()
+    lines: tuple[PthLine, ...] = ()
+    if legacy is not None and legacy.pth_line is not None:
+        lines = (stasher.keep_pth(legacy.pth_line),)
     return PackageStash(
-        folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete
+        folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete, lines=lines
     )
+
+
+class Refusal(Struct, frozen=True):
+    """Why a removal is refused before any change."""
+
+    message: str
+    uv_removes_it: bool  # uv itself would remove it, without a snapshot
+
+
+def legacy_refusal(dist: InstalledDistribution, installer: str) -> Refusal | None:
+    """Why removing ``dist``, a legacy install, is refused before any change (None when it
+    is not): where uv refuses or would stop half way, would delete what a stash cannot give
+    back, or another installer than uv would remove it by its own rule."""
+    if not dist.legacy:
+        return None
+    legacy = dist.legacy_removal()
+    if installer != "uv":
+        reason: str | None = (
+            f"{installer} removes it by its own rule (installed-files.txt, scripts), not uv's, "
+            "the one a snapshot here keeps the files of"
+        )
+    else:
+        reason = legacy.refused
+    if reason is None:
+        return None
+    return Refusal(legacy_failure(dist, reason), uv_removes_it=not legacy.uv_refuses)
+
+
+def legacy_failure(dist: InstalledDistribution, reason: str) -> str:
+    return f"{dist.name} {dist.version} is {DESCRIBED[dist.layout]}: {reason}; nothing was removed"
 
 
 class _Stasher:
@@ -156,6 +202,25 @@ class _Stasher:
             self.on_bytes(info.st_size)
         return True
 
+    def keep_pth(self, line: str) -> PthLine:
+        """A copy of the site folder's easy-install.pth, whose ``line`` the uninstall takes out
+        (a copy, not a link: setuptools rewrites that file in place)."""
+        source = os.path.join(self.site_dir, EASY_INSTALL_PTH)
+        rel = relative_to_root(source, self.place.env_root)
+        if rel is None or not self._stays_inside(source, rel):
+            raise StashError(f"{source} is outside the environment; nothing was removed")
+        dest = Path(self.dest_root, rel)
+        try:
+            info = os.lstat(source)
+            data = read_bytes(Path(source), MAX_PTH_BYTES)
+            _makedirs_private(dest.parent)
+            write_atomically(dest, data, mode=stat.S_IMODE(info.st_mode))
+        except OSError as err:
+            raise StashError(_stash_failure(Path(source), err)) from err
+        import hashlib  # as in records.sha256_file: only when needed
+
+        return PthLine(path=rel, line=line, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+
     def _stays_inside(self, source: str, rel: str) -> bool:
         """Whether ``source``'s folder resolves inside the environment (once per folder). For a
         distribution to remove, a folder that leads out is refused: uv would delete there."""
@@ -169,6 +234,20 @@ class _Stasher:
             return False
         self.inside.add(folder_of)
         return True
+
+
+def in_place(stash: PackageStash, env_root: Path) -> bool:
+    """Every file ``stash`` holds is at its place in the environment, and every line it took
+    out of a .pth file is there: how a legacy install, which has no RECORD, is known whole."""
+    if not all(os.path.lexists(env_root / f.path) for f in stash.files):
+        return False
+    for pth in stash.lines:
+        try:
+            if not has_line(read_bytes(env_root / pth.path, MAX_PTH_BYTES), pth.line):
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def _symlinked_escape(source: str, real_root: str) -> str | None:
@@ -190,8 +269,8 @@ def _escape_failure(rel: str, real: str) -> str:
 def _shadowed_failure(dist: InstalledDistribution) -> str:
     folders = ", ".join(str(folder) for folder in (dist.dist_info, *dist.shadowed))
     return (
-        f"{dist.name} is installed more than once, in {len(dist.shadowed) + 1} dist-info "
-        f"folders: {folders}. uv removes every one of them, and a snapshot keeps one version "
+        f"{dist.name} is installed more than once, in {len(dist.shadowed) + 1} places: "
+        f"{folders}. uv removes every one of them, and a snapshot keeps one version "
         "per name, so this removal could not be undone; nothing was removed. Keep one "
         f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
     )
@@ -349,7 +428,24 @@ def check_stash(
                     "snapshot): not the bytes of the snapshot being restored",
                 )
             )
+    for pth in stash.lines:
+        problem = _pth_problem(snapshot_dir / stash.folder / pth.path, pth)
+        if problem is not None:
+            problems.append(FileProblem(pth.path, problem))
     return StashCheck(problems, accepted, modified, identities)
+
+
+def _pth_problem(kept: Path, pth: PthLine) -> str | None:
+    """Why the stashed copy of an easy-install.pth can't give its line back, or None."""
+    try:
+        info = kept.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            return "stashed copy is not a regular file"
+        if sha256_file(kept, info) != pth.sha256:
+            return "stashed copy does not match its sha256: its bytes changed since the snapshot"
+    except OSError as err:
+        return f"stashed copy unreadable: {err.strerror or err}"
+    return None
 
 
 class StashHasher:
@@ -433,6 +529,9 @@ def restore_files(
     real_root = Path(os.path.realpath(env_root))
     ready: set[Path] = set()  # folders checked and created: a package has few, files many
     after_file = file_fault("restore-file")
+    for pth in stash.lines:  # before the .egg-link that makes the editable installed
+        kept = snapshot_dir / stash.folder / pth.path
+        _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
     for stashed in sorted(stash.files, key=_metadata_last):
         kept = snapshot_dir / stash.folder / stashed.path
         dest = env_root / stashed.path
@@ -460,13 +559,43 @@ def restore_files(
             after_file()
 
 
+def _put_line_back(pth: PthLine, kept: Path, dest: Path, displaced: Path, real_root: Path) -> None:
+    """Put ``pth.line`` back into the .pth file at ``dest``, in its place (legacy.put_line_back),
+    from the stashed copy whose bytes are checked against ``pth.sha256`` as they are read. The
+    file as it was, if it differs, is kept at ``displaced``. Raises OSError."""
+    import hashlib
+
+    original = read_bytes(kept, MAX_PTH_BYTES)
+    if hashlib.sha256(original).hexdigest() != pth.sha256:
+        raise OSError(errno.ESTALE, f"{kept} changed since its check; not used")
+    _refuse_escape(dest, real_root)
+    try:
+        info = dest.lstat()
+    except FileNotFoundError:
+        info = None
+    current = read_bytes(dest, MAX_PTH_BYTES) if info and stat.S_ISREG(info.st_mode) else None
+    merged = put_line_back(original, current, pth.line)
+    if merged == current:
+        return
+    if info is not None:
+        _makedirs_private(displaced.parent)
+        if current is not None:
+            write_atomically(displaced, current, durable=False)
+        else:  # a link or anything else in its place: kept as it is
+            os.replace(dest, displaced)
+    write_atomically(dest, merged, mode=stat.S_IMODE(kept.lstat().st_mode))
+
+
 def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:
-    """A distribution becomes visible with its METADATA: link that last, after the rest of its
-    dist-info, so that a restore killed half way leaves no distribution that looks installed
-    but is not (the next restore then simply completes it)."""
+    """A distribution becomes visible with its METADATA (PKG-INFO; a legacy editable with its
+    .egg-link): link that last, after the rest of its metadata folder, so that a restore killed
+    half way leaves no distribution that looks installed but is not (the next restore then
+    simply completes it)."""
     parts = stashed.path.split("/")
-    in_dist_info = any(part.endswith(".dist-info") for part in parts[:-1])
-    return in_dist_info, in_dist_info and parts[-1] == "METADATA"
+    if parts[-1].endswith(".egg-link"):
+        return True, True
+    in_metadata = any(part.endswith((".dist-info", ".egg-info")) for part in parts[:-1])
+    return in_metadata, in_metadata and parts[-1] in ("METADATA", "PKG-INFO")
 
 
 def _file_id(path: Path) -> FileId | None:
@@ -509,12 +638,14 @@ def check_restore_paths(
     for entry in entries:
         if entry.stash is None:
             continue
-        for file_index, stashed in enumerate(entry.stash.files):
-            dest = env_root / stashed.path
+        written = [(f"files[{i}]", f.path) for i, f in enumerate(entry.stash.files)]
+        written += [(f"lines[{i}]", pth.path) for i, pth in enumerate(entry.stash.lines)]
+        for where, rel in written:
+            dest = env_root / rel
             real = Path(os.path.realpath(dest.parent))
             if real != real_root and real_root not in real.parents:
-                key = f"packages[{positions[entry.name]}].stash.files[{file_index}].path"
+                key = f"packages[{positions[entry.name]}].stash.{where}.path"
                 raise SnapshotInvalid(
-                    f"{source}: {key}: {stashed.path!r} resolves outside the environment "
+                    f"{source}: {key}: {rel!r} resolves outside the environment "
                     f"({real}); refusing to restore"
                 )

@@ -125,6 +125,7 @@ def _entry(dist: InstalledDistribution, env_root: Path, stash: PackageStash | No
         source=dist.source,
         dist_info=relative_to_root(dist.dist_info, env_root) or "",
         stash=stash,
+        layout=dist.layout,
     )
 
 

@@ -427,3 +427,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "real_venv" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realstack)
+
+
+def error_line(stderr: str, prefix: str = "safe-uninstall: error: ") -> str:
+    """The error a failed command printed: the first line of stderr but for the step lines said
+    before it (``safe-uninstall: environment: ...``), which must be nothing else: no
+    traceback, no warning."""
+    lines = stderr.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith(prefix)), None)
+    assert at is not None, stderr
+    assert all(line.startswith("safe-uninstall: ") for line in lines[:at]), stderr
+    return lines[at]

@@ -93,7 +93,8 @@ def playbook(
 
 
 def three_nodes(make_venv: MakeVenv) -> dict[str, Venv]:
-    """node3 has requests, which needs urllib3: its default probe (import requests) fails."""
+    """node3 has requests, which needs urllib3: with allow_unmet its default probe (import
+    requests) fails."""
     return {
         "node1": make_venv("urllib3", "leftpad"),
         "node2": make_venv("urllib3"),
@@ -107,7 +108,7 @@ def test_three_nodes_two_cleaned_one_restored(make_venv: MakeVenv, tmp_path: Pat
     before = {name: venv.file_hashes() for name, venv in venvs.items()}
 
     # --check: safe-uninstall --dry-run on every node; nothing changes.
-    checked, recap, report = playbook(tmp_path, nodes, "--check")
+    checked, recap, report = playbook(tmp_path, nodes, "--check", allow_unmet=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert {name: node["state"] for name, node in report.items()} == {
         "node1": "would remove",
@@ -116,7 +117,7 @@ def test_three_nodes_two_cleaned_one_restored(make_venv: MakeVenv, tmp_path: Pat
     }
     assert {name: venv.file_hashes() for name, venv in venvs.items()} == before
 
-    done, recap, report = playbook(tmp_path, nodes)
+    done, recap, report = playbook(tmp_path, nodes, allow_unmet=True)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert recap["node1"] == {"ok": 4, "changed": 1, "unreachable": 0, "failed": 0}
@@ -162,7 +163,7 @@ def test_failed_nodes_fail_after_the_report(make_venv: MakeVenv, tmp_path: Path)
     restored = make_venv("requests")
     nodes = {"gone": tmp_path / "no-such-venv", "restored": restored.root}
 
-    done, recap, report = playbook(tmp_path, nodes, fail_on_restore=True)
+    done, recap, report = playbook(tmp_path, nodes, fail_on_restore=True, allow_unmet=True)
 
     assert done.returncode == 2, done.stdout + done.stderr
     assert recap["gone"]["failed"] == recap["restored"]["failed"] == 1
@@ -174,3 +175,32 @@ def test_failed_nodes_fail_after_the_report(make_venv: MakeVenv, tmp_path: Path)
         done.stdout + done.stderr
     )
     assert "urllib3" in restored.installed()
+
+
+def test_a_removal_that_leaves_a_requirement_unmet_is_refused(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Without allow_unmet, the node that would lose what requests needs is "refused", nothing
+    changed, in --check too; the other node is cleaned."""
+    venvs = {"clean": make_venv("urllib3"), "needed": make_venv("requests")}
+    nodes = {name: venv.root for name, venv in venvs.items()}
+    before = venvs["needed"].file_hashes()
+
+    checked, _, would = playbook(tmp_path, nodes, "--check")
+    done, recap, report = playbook(tmp_path, nodes)
+
+    assert would["needed"]["state"] == "refused"
+    assert would["clean"]["state"] == "would remove"
+    assert checked.returncode == done.returncode == 2, done.stdout + done.stderr
+    assert recap["needed"]["failed"] == 1 and recap["clean"]["failed"] == 0
+    assert report["clean"]["state"] == "removed"
+    refused = report["needed"]
+    assert (refused["state"], refused["exit_code"], refused["outcome"], refused["removed"]) == (
+        "refused",
+        1,
+        "refused-unmet",
+        [],
+    )
+    assert "refused: it leaves 1 requirement of requests unmet" in refused["error"]
+    assert "--allow-unmet urllib3" in refused["error"]
+    assert venvs["needed"].file_hashes() == before

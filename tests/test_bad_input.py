@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall import tomlfile
 from safeuninstall.errors import SnapshotInvalid
-from tests.conftest import UV, MakeVenv, Run, Venv
+from tests.conftest import UV, MakeVenv, Run, Venv, error_line
 from tests.test_units import full_snapshot
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -31,8 +31,7 @@ def assert_refused(
 ) -> str:
     run = venv.tool(*run_args, **env)
     assert run.returncode == 1, run.stdout + run.stderr
-    first = run.stderr.splitlines()[0]
-    assert first.startswith("safe-uninstall: error: "), run.stderr
+    error_line(run.stderr)  # the first line but for the steps said before it
     assert message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
     assert venv.file_hashes() == before

@@ -51,7 +51,13 @@ def test_kill_during_uninstall_then_recover(make_venv: MakeVenv, step: str) -> N
     venv = make_venv("requests", "leftpad")
     hashes, installed = venv.file_hashes(), venv.installed()
 
-    killed = venv.tool("--probe", "import requests", "urllib3", SAFE_UNINSTALL_FAULT=f"{step}:KILL")
+    killed = venv.tool(
+        "--allow-unmet",
+        "--probe",
+        "import requests",
+        "urllib3",
+        SAFE_UNINSTALL_FAULT=f"{step}:KILL",
+    )
 
     assert killed.returncode == -9
     assert journal(venv).exists()
@@ -229,6 +235,7 @@ def test_signal_during_uninstall_restores_before_exit(
 
     run = venv.tool(
         "--json",
+        "--allow-unmet",
         "--probe",
         "import requests",
         "urllib3",
@@ -306,7 +313,12 @@ def test_an_error_after_the_uninstall_started_is_restored_not_raised(
     venv = make_venv("requests")
     hashes, installed = venv.file_hashes(), venv.installed()
     run = venv.tool(
-        "--json", "--probe", "import requests", "urllib3", SAFE_UNINSTALL_FAULT=f"{step}:ENOSPC"
+        "--json",
+        "--allow-unmet",
+        "--probe",
+        "import requests",
+        "urllib3",
+        SAFE_UNINSTALL_FAULT=f"{step}:ENOSPC",
     )
     data = run.json()
     assert run.returncode == 1, data  # proven unchanged
@@ -405,7 +417,12 @@ def test_an_error_of_ours_inside_the_restore_leaves_exit_4_and_recover(
     venv = make_venv("requests")
     hashes, installed = venv.file_hashes(), venv.installed()
     run = venv.tool(
-        "--json", "--probe", "import requests", "urllib3", SAFE_UNINSTALL_FAULT="verify:RAISE"
+        "--json",
+        "--allow-unmet",
+        "--probe",
+        "import requests",
+        "urllib3",
+        SAFE_UNINSTALL_FAULT="verify:RAISE",
     )
     data = run.json()
     assert run.returncode == 4, data
@@ -420,7 +437,7 @@ def test_an_error_of_ours_inside_a_rollback_leaves_exit_4_and_recover(
     make_venv: MakeVenv,
 ) -> None:
     venv = make_venv("requests")
-    assert venv.tool("--no-probe", "urllib3").returncode == 0
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0
     hashes, installed = venv.file_hashes(), venv.installed()  # without urllib3
     run = venv.tool("rollback", "--json", "--no-probe", SAFE_UNINSTALL_FAULT="verify:RAISE")
     data = run.json()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Run, Venv
+from tests.conftest import UV, MakeVenv, Run, Venv, error_line
 from tests.test_bad_input import _tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -308,7 +308,9 @@ def interrupt_at(tmp_path: Path) -> Callable[[str], dict[str, str]]:
 def assert_interrupted_before_any_change(run: Run) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr, run.stderr
-    assert run.stderr.splitlines() == [
+    lines = run.stderr.splitlines()
+    at = lines.index(error_line(run.stderr))  # after the steps said before it, if any
+    assert lines[at:] == [
         "safe-uninstall: error: interrupted before any change",
         "safe-uninstall: the environment was not changed",
     ], run.stderr
@@ -366,7 +368,7 @@ def test_an_interrupt_in_any_import_of_start_up_is_one_line(
         context = f"seed {seed} (INTERRUPT_SEED), import of {module}:\n{run.stderr}"
         assert run.returncode == 1, context
         assert "Traceback" not in run.stderr, context
-        assert run.stderr.startswith("safe-uninstall: error: interrupted before any change"), (
+        assert error_line(run.stderr) == "safe-uninstall: error: interrupted before any change", (
             context
         )
         assert everything(venv, outside) == before, context

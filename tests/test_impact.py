@@ -211,7 +211,14 @@ def test_allow_drift_accepts_it(make_venv: MakeVenv, system_foo: Path) -> None:
 def test_failing_probe_is_mapped_to_the_removed_provider(make_venv: MakeVenv) -> None:
     venv = make_venv("consumer", "requests", *PROVIDERS)
     data = venv.tool(
-        "--json", "--probe", "import consumer", "--probe", "import requests", *PROVIDERS, "urllib3"
+        "--json",
+        "--allow-unmet",
+        "--probe",
+        "import consumer",
+        "--probe",
+        "import requests",
+        *PROVIDERS,
+        "urllib3",
     ).json()
     found = {(d["kind"], d["what"], d["provider"], d["snapshot"]) for d in data["diagnosis"]}  # type: ignore[union-attr]
     assert ("library", "libfoo.so.1", "nvfoo-cu13==1.0", "0001") in found

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall import report
-from tests.conftest import UV, MakeVenv, Venv, read_terminal
+from tests.conftest import UV, MakeVenv, Venv, error_line, read_terminal
 
 ESC = "\x1b["
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -73,22 +73,27 @@ def test_colour_on_a_terminal_unless_no_color(make_venv: MakeVenv) -> None:
 @needs_uv
 def test_colour_through_a_pipe_only_when_asked(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
-    piped = venv.tool("--probe", "import requests", "urllib3")
+    piped = venv.tool("--allow-unmet", "--probe", "import requests", "urllib3")
     assert piped.returncode == 3
     assert ESC not in piped.stdout + piped.stderr
 
-    forced = venv.tool("--color", "always", "--probe", "import requests", "urllib3")
+    forced = venv.tool(
+        "--color", "always", "--allow-unmet", "--probe", "import requests", "urllib3"
+    )
     assert forced.returncode == 3
     assert f"{ESC}31m{ESC}1mfailed with exit code 1" in forced.stdout
     assert f"{ESC}33mthe probe failed after the removal: all was restored" in forced.stdout
 
-    as_json = venv.tool("--json", "--color", "always", "--probe", "import requests", "urllib3")
+    as_json = venv.tool(
+        "--json", "--color", "always", "--allow-unmet", "--probe", "import requests", "urllib3"
+    )
     assert as_json.json()["outcome"] == "probe-failed-restored"
     assert ESC not in as_json.stdout
 
     error = venv.tool("rollback", "--color", "always", "9")
     assert error.returncode == 1
-    assert error.stderr.startswith(f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m no snapshot '9'")
+    shown = error_line(error.stderr, f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m")
+    assert shown.startswith(f"safe-uninstall: {ESC}31m{ESC}1merror:{ESC}0m no snapshot '9'")
 
 
 # -- shell completion: click's, under the variable _SAFE_UNINSTALL_COMPLETE --------------------

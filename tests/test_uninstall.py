@@ -30,7 +30,7 @@ def test_quickstart_requests_urllib3_restored_exit_3(make_venv: MakeVenv) -> Non
     venv = make_venv("requests")
     before = venv.file_hashes()
 
-    run = venv.tool("--probe", "import requests", "urllib3")
+    run = venv.tool("--allow-unmet", "--probe", "import requests", "urllib3")
 
     assert run.returncode == 3, run.stdout + run.stderr
     assert "No module named 'urllib3'" in run.stdout
@@ -42,7 +42,7 @@ def test_quickstart_requests_urllib3_restored_exit_3(make_venv: MakeVenv) -> Non
 
 def test_json_output_has_the_contract_fields(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
-    data = venv.tool("--json", "--probe", "import requests", "urllib3").json()
+    data = venv.tool("--json", "--allow-unmet", "--probe", "import requests", "urllib3").json()
     assert data["outcome"] == "probe-failed-restored"
     assert data["exit_code"] == 3
     assert data["snapshot"] == "0001"
@@ -260,7 +260,7 @@ def test_restore_that_cannot_finish_exits_4_with_the_command(make_venv: MakeVenv
 
 def test_keep_on_failure_reports_and_leaves_it_removed(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
-    run = venv.tool("--keep-on-failure", "--probe", "import requests", "urllib3")
+    run = venv.tool("--keep-on-failure", "--allow-unmet", "--probe", "import requests", "urllib3")
     assert run.returncode == 4
     assert "urllib3" not in venv.installed()
     assert "rollback 0001" in run.stdout
@@ -285,7 +285,7 @@ def test_baseline_failure_changes_nothing(make_venv: MakeVenv) -> None:
 def test_dry_run_changes_nothing(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
     before = venv.file_hashes()
-    run = venv.tool("--dry-run", "urllib3")
+    run = venv.tool("--dry-run", "--allow-unmet", "urllib3")
     assert run.returncode == 0
     assert "would remove: urllib3==2.3.0" in run.stdout
     assert "depend on it (Requires-Dist): requests" in run.stdout
@@ -356,7 +356,7 @@ def test_default_probe_is_torch_when_torch_is_installed(
 
 def test_default_probe_imports_dependents(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
-    run = venv.tool("urllib3")
+    run = venv.tool("--allow-unmet", "urllib3")
     assert run.returncode == 3
     assert "probing an import of what the removal affects (requests)" in run.stdout
 
@@ -518,12 +518,14 @@ def test_pip_fallback_when_no_uv(tmp_path: Path, wheelhouse: object) -> None:
         check=True,
     )
     env = {**os.environ, "SAFE_UNINSTALL_UV": "none"}
-    run = run_tool("-p", str(root), "--json", "--probe", "import requests", "urllib3", env=env)
+    run = run_tool(
+        "-p", str(root), "--json", "--allow-unmet", "--probe", "import requests", "urllib3", env=env
+    )
     data = run.json()
     assert run.returncode == 3, data
     assert data["restored"] == ["urllib3==2.3.0"]
     assert subprocess.run([python, "-c", "import requests"]).returncode == 0
-    passed = run_tool("-p", str(root), "--no-probe", "urllib3", env=env)
+    passed = run_tool("-p", str(root), "--no-probe", "--allow-unmet", "urllib3", env=env)
     assert passed.returncode == 0, passed.stderr
     listed = subprocess.run(
         [python, "-m", "pip", "list", "--format", "freeze"], capture_output=True, text=True
@@ -548,7 +550,7 @@ def test_probe_after_restore_when_asked_or_when_anything_was_reinstalled(
 ) -> None:
     venv = make_venv("requests")
     forced = venv.tool(
-        "--json", "--probe-after-restore", "--probe", "import requests", "urllib3"
+        "--json", "--allow-unmet", "--probe-after-restore", "--probe", "import requests", "urllib3"
     ).json()
     assert forced["exit_code"] == 3
     assert [p["passed"] for p in forced["probes"]["after_restore"]] == [True]  # type: ignore[index]

@@ -710,6 +710,216 @@ def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: objec
     assert BaselineCache(tmp_path).get(settings, "env") is None
 
 
+# -- legacy installs (legacy.py): uv's removal rule, easy-install.pth, the snapshot --------------
+
+ORIGINAL_PTH = b"/some/where\r\n/proj/a\n\n/proj/b\n./old-1.0-py3.11.egg"
+
+
+@pytest.mark.parametrize(
+    ("current", "line", "expected"),
+    [
+        # what uv leaves (its line out, every line ended by \n): the original comes back,
+        # byte for byte (a CRLF, no final newline)
+        (b"/some/where\n\n/proj/b\n./old-1.0-py3.11.egg\n", "/proj/a", ORIGINAL_PTH),
+        # the removal of two: each put back in turn gives the original
+        (b"/some/where\n\n/proj/b\n./old-1.0-py3.11.egg\n", "/proj/a", None),
+        # uv never got there (killed before): nothing to add
+        (ORIGINAL_PTH, "/proj/a", ORIGINAL_PTH),
+        # the file gone: the original's line alone
+        (None, "/proj/a", b"/proj/a\n"),
+        # a line added since stays, after the original's
+        (b"/some/where\n/proj/b\n\n./old-1.0-py3.11.egg\n/new\n", "/proj/a", None),
+    ],
+    ids=["as-uv-left-it", "one-of-two", "untouched", "file-gone", "line-added-since"],
+)
+def test_put_line_back(current: bytes | None, line: str, expected: bytes | None) -> None:
+    from safeuninstall.legacy import has_line, put_line_back
+
+    merged = put_line_back(ORIGINAL_PTH, current, line)
+
+    if expected is not None:
+        assert merged == expected
+    assert has_line(merged, line)
+    assert merged.count(b"/proj/a") == 1
+    if current is not None:  # nothing that was there is lost
+        kept = {raw.strip() for raw in current.split(b"\n") if raw.strip()}
+        assert kept <= {raw.strip() for raw in merged.split(b"\n")}
+
+
+def test_put_line_back_after_two_were_taken_out_gives_the_original() -> None:
+    from safeuninstall.legacy import put_line_back
+
+    after_uv = b"/some/where\n\n./old-1.0-py3.11.egg\n"  # uv took /proj/a, then /proj/b
+    once = put_line_back(ORIGINAL_PTH, after_uv, "/proj/a")
+    assert put_line_back(ORIGINAL_PTH, once, "/proj/b") == ORIGINAL_PTH
+
+
+def test_put_line_back_of_a_duplicate_line_adds_the_one_uv_took() -> None:
+    from safeuninstall.legacy import put_line_back
+
+    original = b"/proj/a\n/x\n/proj/a\n"
+    assert put_line_back(original, b"/x\n/proj/a\n", "/proj/a") == original
+    assert put_line_back(original, original, "/proj/a") == original  # untouched: as it is
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [
+        ("package", True),
+        ("_package2", True),
+        ("paquet_é", True),
+        ("", False),
+        (".", False),
+        ("..", False),
+        ("1package", False),
+        ("package-name", False),
+        ("package.name", False),
+        ("../package", False),
+        ("package/name", False),
+        ("/abs/path", False),
+        ("C:target", False),
+    ],
+)
+def test_top_level_names_are_uvs_identifiers(name: str, valid: bool) -> None:
+    """uv's test_top_level_entry_safe_name: never a path."""
+    from safeuninstall.legacy import is_identifier
+
+    assert is_identifier(name) is valid
+
+
+def test_egg_info_removal_follows_uvs_rule(tmp_path: Path) -> None:
+    """top_level.txt names: a folder whole, else the first of .py, .pyc, .pyo; namespace
+    packages, blank lines and non-identifiers skipped; the .egg-info folder; nothing else."""
+    from safeuninstall.legacy import EGG_INFO, removal
+
+    site = tmp_path
+    for path in (
+        "pkg/__init__.py",
+        "pkg/sub/__pycache__/m.cpython-311.pyc",
+        "mod.py",
+        "mod.pyc",
+        "only_pyc.pyc",
+        "ns/inner.py",
+        "other/__init__.py",
+        "__pycache__/mod.cpython-311.pyc",
+        "e-1.0.egg-info/PKG-INFO",
+        "e-1.0.egg-info/installed-files.txt",
+    ):
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text("x")
+    (site / "e-1.0.egg-info" / "top_level.txt").write_text(
+        "pkg\r\nmod\n\n  \nonly_pyc\nns\nmissing\n../other\nother.sub\n"
+    )
+    (site / "e-1.0.egg-info" / "namespace_packages.txt").write_text("ns\n")
+
+    found = removal(EGG_INFO, site / "e-1.0.egg-info", site)
+
+    assert found.refused is None
+    assert sorted(f.path for f in found.files) == [
+        "e-1.0.egg-info/PKG-INFO",
+        "e-1.0.egg-info/installed-files.txt",
+        "e-1.0.egg-info/namespace_packages.txt",
+        "e-1.0.egg-info/top_level.txt",
+        "mod.py",
+        "only_pyc.pyc",
+        "pkg/__init__.py",
+        "pkg/sub/__pycache__/m.cpython-311.pyc",
+    ]
+    assert found.skipped == ("../other", "other.sub")
+    assert all(f.sha256 is None and f.size == 1 for f in found.files if ".txt" not in f.path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["packages"][0].update(layout="egg"), r"packages\[0\].layout: unknown layout"),
+        (
+            lambda d: d["packages"][0]["stash"]["lines"][0].update(path="lib/x.pth"),
+            r"packages\[0\].stash.lines\[0\].path: 'lib/x.pth' is not an easy-install.pth",
+        ),
+        (
+            lambda d: d["packages"][0]["stash"]["lines"][0].update(line="/a\n/b"),
+            r"packages\[0\].stash.lines\[0\].line: expected one stripped line",
+        ),
+        (
+            lambda d: d["packages"][0]["stash"]["lines"][0].update(line=" /a"),
+            r"packages\[0\].stash.lines\[0\].line",
+        ),
+        (
+            lambda d: d["packages"][0]["stash"]["lines"][0].update(path="../easy-install.pth"),
+            r"packages\[0\].stash.lines\[0\].path",
+        ),
+    ],
+)
+def test_a_legacy_entry_is_validated_like_the_rest(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
+    from safeuninstall.snapshot import PthLine
+
+    stash = PackageStash(
+        folder="stash/e-1.0",
+        files=(StashedFile(path="lib/p/e.egg-link", sha256=SHA, size=5),),
+        complete=True,
+        lines=(PthLine(path="lib/p/easy-install.pth", line="/proj", sha256=SHA, size=6),),
+    )
+    entry = PackageEntry(name="e", version="1.0", layout="egg-link", stash=stash)
+    good = tmp_path / "good.toml"
+    snapshot_file.save(make_snapshot(packages=(entry,)), good)
+    assert snapshot_file.load(good).packages == (entry,)
+    data = make_snapshot(packages=(entry,)).to_dict()
+    edit(data)
+    path = tmp_path / "snapshot.toml"
+    path.write_text(tomli_w.dumps(data))
+
+    with pytest.raises(SnapshotInvalid, match=message):
+        snapshot_file.load(path)
+
+
+def test_plan_rollback_repairs_a_half_removed_legacy_install_without_uninstalling() -> None:
+    """A legacy install of the snapshot's version that lost files is only brought back (uv
+    may stop on it); one of another version or layout is removed and brought back."""
+    entries = (stashed("a", "1.0"), stashed("b", "1.0"), stashed("c", "1.0"))
+    entries = tuple(msgspec.structs.replace(e, layout="egg-info") for e in entries)
+    installed = {
+        "a": Installed("a", "1.0", Source(kind="index"), intact=False, layout="egg-info"),
+        "b": Installed("b", "2.0", Source(kind="index"), intact=False, layout="egg-info"),
+        "c": Installed("c", "1.0", Source(kind="index"), layout="dist-info"),
+    }
+
+    plan = plan_rollback(make_snapshot(packages=entries), installed)
+
+    assert plan.changed == ("a", "b", "c")
+    assert plan.remove == ("b", "c")
+    assert [e.name for e in plan.restore] == ["a", "b", "c"]
+
+
+def test_restore_links_a_legacy_installs_metadata_last() -> None:
+    from safeuninstall.stash import _metadata_last
+
+    files = [
+        StashedFile(path="lib/p/x-1.egg-info/PKG-INFO", sha256=SHA, size=1),
+        StashedFile(path="lib/p/x.egg-link", sha256=SHA, size=1),
+        StashedFile(path="lib/p/x/__init__.py", sha256=SHA, size=1),
+        StashedFile(path="lib/p/x-1.egg-info/top_level.txt", sha256=SHA, size=1),
+    ]
+    ordered = [f.path for f in sorted(files, key=_metadata_last)]
+    assert ordered[0] == "lib/p/x/__init__.py"
+    assert ordered[1].endswith("top_level.txt")
+    assert set(ordered[2:]) == {"lib/p/x-1.egg-info/PKG-INFO", "lib/p/x.egg-link"}
+
+
+@pytest.mark.parametrize("made", ["x-1.0-py3.11.egg-info", "x.egg-link", "easy-install.pth"])
+def test_the_baseline_fingerprint_sees_legacy_installs(tmp_path: Path, made: str) -> None:
+    """A cached baseline is for the installed set it ran in: a legacy install (or a .pth line
+    that puts an editable on the path) added or removed is another one."""
+    from safeuninstall.baseline import fingerprint
+    from safeuninstall.environment import Interpreter
+
+    site = str(tmp_path)
+    interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", site, site, "/v/bin", {})
+    before = fingerprint(interpreter, {})
+    (tmp_path / made).write_text("")
+    assert fingerprint(interpreter, {}) != before
+
+
 def test_deferred_leaves_an_ignored_signal_ignored_and_keeps_the_ctrl_c_after_it() -> None:
     """Under nohup a hang-up is ignored: one arriving inside a deferred block must not be
     noted first and raised into SIG_IGN on the way out, losing the Ctrl-C noted after it."""

@@ -45,8 +45,17 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
         return replace(result, messages=("none of the named packages is installed",))
     report = analyse(ctx, installed, removal.remove).report
     refused = strict and report.refused_by_strict
+    messages: tuple[str, ...] = ()
+    if report.unmet:
+        messages = (
+            "safe-uninstall would refuse this removal: it leaves the requirements above unmet "
+            "(name their dependents too, or pass --allow-unmet)",
+        )
     return replace(
-        result, outcome=Outcome.REFUSED_STRICT if refused else result.outcome, impact=report
+        result,
+        outcome=Outcome.REFUSED_STRICT if refused else result.outcome,
+        impact=report,
+        messages=messages,
     )
 
 

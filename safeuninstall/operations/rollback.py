@@ -55,7 +55,7 @@ from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
-from ..stash import check_restore_paths
+from ..stash import check_restore_paths, in_place, legacy_refusal
 from ..transaction import Restored, SnapshotSpec, Transaction, stash_index
 
 
@@ -85,19 +85,17 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
 
 class _Now(Struct, frozen=True):
     """The environment as a rollback starts: its census (taken first, so a change after it
-    shows later), the installed set, who owns which file, and the view plans compare with."""
+    shows later), the installed set, and who owns which file."""
 
     census: frozenset[str]
     installed: Mapping[str, InstalledDistribution]
     owned: Ownership
-    view: Mapping[str, Installed]
 
     @classmethod
     def read(cls, ctx: Context) -> _Now:
         taken = census(ctx.interpreter)
         installed = installed_distributions(ctx.interpreter)
-        owned = ownership(installed)
-        return cls(taken, installed, owned, installed_view(installed, owned))
+        return cls(taken, installed, ownership(installed))
 
 
 def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
@@ -125,7 +123,12 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
             loaded[snapshot_id] = snap
         return loaded[snapshot_id]
 
-    choice = choose_snapshot(history(), lambda snap: plan_rollback(snap, now.view).empty, find)
+    prefix = ctx.interpreter.prefix
+
+    def matches(snap: Snapshot) -> bool:
+        return plan_rollback(snap, _view(now.installed, now.owned, snap, prefix)).empty
+
+    choice = choose_snapshot(history(), matches, find)
     if choice.blocked:
         raise SnapshotInvalid(
             f"{choice.reason}; a plain rollback cannot tell which changes are still in effect "
@@ -185,6 +188,27 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
     )
 
 
+def _view(
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    wanted: Snapshot,
+    prefix: str,
+) -> dict[str, Installed]:
+    """The installed set as the rollback plans it. A legacy install has no RECORD to say it
+    is whole: it is whole when every file and line the snapshot's stash of it holds is there
+    (a removal killed half way leaves its metadata with some files gone)."""
+    view = installed_view(installed, owned)
+    stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
+    for name, current in view.items():
+        entry = stashes.get(name)
+        if entry is None or not current.intact or entry.version != current.version:
+            continue
+        assert entry.stash is not None
+        if not in_place(entry.stash, Path(prefix)):
+            view[name] = msgspec.structs.replace(current, intact=False)
+    return view
+
+
 class _Rollback:
     """One rollback (or recover) towards ``wanted``, from the plan to its result.
 
@@ -215,6 +239,7 @@ class _Rollback:
         self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
         self.command = "recover" if recovering else "rollback"
+        self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
         self.begun: Begun | None = None
 
@@ -232,7 +257,8 @@ class _Rollback:
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        plan = plan_rollback(wanted, now.view)
+        view = _view(now.installed, now.owned, wanted, ctx.interpreter.prefix)
+        plan = plan_rollback(wanted, view)
         # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
         self.judged = bool(plan.remove) and self.recovering is None
         analysis = analyse(ctx, now.installed, plan.remove) if self.judged else None
@@ -256,6 +282,11 @@ class _Rollback:
             return self._result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()
+        refused = [
+            r for n in plan.remove if (r := legacy_refusal(now.installed[n], ctx.backend.name))
+        ]
+        if refused:
+            raise NotRestorable("; ".join(r.message for r in refused))
         prefix = Path(ctx.interpreter.prefix)
         check_restore_paths(wanted, plan.restore, prefix, ctx.store.snapshot_path(wanted.id))
         # Distributions that stay but share files with what the rollback removes (a cu12 and a
@@ -302,6 +333,12 @@ class _Rollback:
             if (kept := [c for c in candidates if _stash_present(ctx, c)])
         }
         reinstall = plan_restore(entries, present, preferred_snapshot=wanted.id).reinstall
+        legacy = [e.pin for e in reinstall if e.legacy]
+        if legacy:  # an installer would bring back a wheel's layout, not the one that was there
+            raise NotRestorable(
+                f"cannot {self.verb} to snapshot {wanted.id}: {', '.join(legacy)} was installed "
+                "the legacy way, and no stash holds it; only a stash gives such an install back"
+            )
         if not reinstall:
             return
         try:
@@ -309,7 +346,7 @@ class _Rollback:
         except BackendError as err:
             pins = ", ".join(e.pin for e in reinstall)
             raise NotRestorable(
-                f"cannot {self.command} to snapshot {wanted.id}: no stash holds {pins}, and "
+                f"cannot {self.verb} to snapshot {wanted.id}: no stash holds {pins}, and "
                 f"{ctx.backend.name} cannot install it ({err.message})",
                 detail=err.detail,
             ) from None
@@ -462,7 +499,7 @@ class _Rollback:
             )
         now = installed_distributions(ctx.interpreter)
         owned = ownership(now)
-        back = plan_rollback(before, installed_view(now, owned))
+        back = plan_rollback(before, _view(now, owned, before, ctx.interpreter.prefix))
         shared = sharing_files(owned, back.remove)
         if back.remove:
             failed = txn.uninstall(back.remove)

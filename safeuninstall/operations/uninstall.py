@@ -1,9 +1,11 @@
 """``safe-uninstall PACKAGE...``: remove, probe, and restore everything in one batch if the
 probe fails.
 
-1. Under the lock: the installed set, what to remove, the baseline probe begun (or taken over
+1. Under the lock: the installed set, what to remove, whether that leaves a requirement unmet
+   (then no baseline begins: the removal is refused), the baseline probe begun (or taken over
    from the head start, or from the cache), the impact report, the probe derived from it.
-2. ``--strict`` and ``--dry-run`` stop there, nothing changed.
+2. ``--strict``, unmet requirements (unless ``--allow-unmet``) and ``--dry-run`` stop there,
+   nothing changed.
 3. The transaction: snapshot and stash, the baseline must pass, uv uninstalls, the probe
    judges; a failure, drift, a hollow neighbour, an error or an interrupt restores all of it.
 """
@@ -23,11 +25,13 @@ from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
 from ..environment import (
     InstalledDistribution,
+    RequirementIndex,
     census,
     census_change,
+    easy_install_eggs,
     ensure_writable,
     installed_distributions,
-    legacy_installs,
+    requirement_index,
 )
 from ..errors import (
     BaselineProbeFailed,
@@ -37,14 +41,17 @@ from ..errors import (
     InvalidInput,
     NotRestorable,
 )
+from ..impact import removal_closure, unmet_in
+from ..legacy import DESCRIBED
 from ..libraries import Drift
 from ..names import parse_requested
-from ..options import UninstallOptions
+from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
+from ..stash import legacy_refusal
 from ..transaction import Restored, SnapshotSpec, Transaction
 
 if TYPE_CHECKING:
@@ -70,12 +77,14 @@ def uninstall(
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
         plan = plan_removal(requested, installed)
-        _refuse_legacy(ctx, plan.absent)
+        _refuse_legacy(ctx, installed, plan.remove)
         removal = _Removal(ctx, options, (installed, before), plan)
+        removal.messages += _legacy_notes(ctx, installed, plan)
         if not plan.remove:
             removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
-        removal.begin_configured(configured, early, waited)
+        if not removal.leaves_unmet(early):
+            removal.begin_configured(configured, early, waited)
         try:
             stopped = removal.judge_before(configured)
             if stopped is not None:
@@ -86,20 +95,59 @@ def uninstall(
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
 
 
-def _refuse_legacy(ctx: Context, absent: Sequence[str]) -> None:
-    """A named distribution installed the legacy way is not "not installed": uv would remove
-    it, but no RECORD says which files to keep for a restore, so nothing is removed."""
-    legacy = legacy_installs(ctx.interpreter) if absent else {}
-    found = {name: legacy[name] for name in absent if name in legacy}
-    if found:
-        names = " ".join(found)
-        raise NotRestorable(
-            "installed the legacy way, without a RECORD: "
-            + ", ".join(f"{name} ({path.name})" for name, path in found.items())
-            + "; which files are its own is not recorded, so they cannot be kept for a "
-            f"restore, and nothing was removed. To remove it without that safety net: "
-            f"uv pip uninstall --python {ctx.python} {names}"
+def _refuse_legacy(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], remove: Sequence[str]
+) -> None:
+    """A legacy install (legacy.py) is removed like any other where its removal can be undone;
+    where uv refuses it, would stop half way, or would delete what a stash cannot give back,
+    nothing is removed."""
+    refused = {
+        name: refusal
+        for name in remove
+        if (refusal := legacy_refusal(installed[name], ctx.backend.name)) is not None
+    }
+    if not refused:
+        return
+    message = "; ".join(r.message for r in refused.values())
+    if all(r.uv_removes_it for r in refused.values()):
+        message += (
+            ". To remove it without that safety net: "
+            f"uv pip uninstall --python {ctx.python} {' '.join(refused)}"
         )
+    raise NotRestorable(message)
+
+
+def _legacy_notes(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], plan: RemovalPlan
+) -> list[str]:
+    """What a person should know of the legacy installs named: how uv removes each, what its
+    top_level.txt lists that uv skips, and an easy_install egg that uv does not list."""
+    notes = []
+    for name in plan.remove:
+        dist = installed[name]
+        if not dist.legacy:
+            continue
+        legacy = dist.legacy_removal()
+        count = len(legacy.files)
+        how = f"{dist.name} {dist.version} is {DESCRIBED[dist.layout]}: uv deletes {count} " + (
+            "file" if count == 1 else "files"
+        )
+        if legacy.pth_line is not None:
+            how += " and takes its line out of easy-install.pth"
+        notes.append(how + "; the snapshot keeps them, hashed")
+        notes += [
+            f"{dist.name}: top_level.txt lists {entry!r}, which is no top-level name: uv "
+            "skips it, and so does the snapshot"
+            for entry in legacy.skipped
+        ]
+    eggs = easy_install_eggs(ctx.interpreter) if plan.absent else {}
+    notes += [
+        f"{name}: {eggs[name]} is an easy_install egg, which uv neither lists nor removes "
+        f"(pip does: {ctx.python} -m pip uninstall {name})"
+        for name in plan.absent
+        if name in eggs
+    ]
+    return notes
 
 
 class _Removal:
@@ -121,6 +169,7 @@ class _Removal:
         self.begun: Begun | None = None
         self.fingerprint = ""
         self.analysis: Analysis | None = None
+        self.requirements: RequirementIndex | None = None
         self.settings = ProbeSettings()
         self.messages: list[str] = []
 
@@ -137,6 +186,20 @@ class _Removal:
         )
 
     # -- before any change ---------------------------------------------------------------
+
+    def leaves_unmet(self, early: HeadStart | None) -> bool:
+        """Whether the removal leaves a requirement unmet, and so will be refused: asked before
+        any baseline begins, so that a refused removal runs no probe (a head start is stopped
+        at once)."""
+        if self.options.allow_unmet:
+            return False
+        self.requirements = requirement_index(self.installed)  # the impact report's too
+        markers = self.ctx.interpreter.markers
+        if not unmet_in(self.requirements, self.installed, markers, self.plan.remove):
+            return False
+        if early is not None:
+            early.baseline.cancel()
+        return True
 
     def begin_configured(
         self, configured: ProbeSettings, early: HeadStart | None, waited: bool
@@ -156,16 +219,44 @@ class _Removal:
     def judge_before(self, configured: ProbeSettings) -> RemovalResult | None:
         """The impact report and the probe it implies; a result when the removal stops here
         (--strict, --dry-run), None when it goes ahead."""
-        self.analysis = analyse(self.ctx, self.installed, self.plan.remove)
+        self.analysis = analyse(self.ctx, self.installed, self.plan.remove, self.requirements)
         self.settings = with_default(configured, self.installed, self.analysis.report.affected)
-        if self.options.strict and self.analysis.report.refused_by_strict:
+        report = self.analysis.report
+        if self.options.strict and report.refused_by_strict:
             self.messages.append("--strict: the impact report finds breakage or drift")
             return self.result(Outcome.REFUSED_STRICT)
+        if report.unmet and not self.options.allow_unmet:
+            self.messages += self._refused_unmet()
+            return self.result(Outcome.REFUSED_UNMET)
+        if report.unmet:
+            self.messages.append(
+                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; "
+                "the probe judges the removal"
+            )
         if self.options.dry_run:
             return self.result(Outcome.DRY_RUN)
         ensure_writable(self.ctx.interpreter)
         self.ctx.backend.check_available()
         return None
+
+    def _refused_unmet(self) -> list[str]:
+        """Why the removal is refused, and the two commands that would go ahead."""
+        assert self.analysis is not None
+        unmet = self.analysis.report.unmet
+        dependents = sorted({u.dependent for u in unmet})
+        names = self.plan.remove
+        markers = self.ctx.interpreter.markers
+        closure = removal_closure(self.installed, markers, names, self.requirements)
+        verdict = "--dry-run: the removal would be refused" if self.options.dry_run else "refused"
+        return [
+            f"{verdict}: it leaves {_requirements(len(unmet))} of {', '.join(dependents)} "
+            "unmet (listed above); nothing was removed",
+            "to remove the dependents too: " + _removal_command(self.ctx, closure),
+            "to remove only "
+            + ", ".join(names)
+            + ", the probe judging it: "
+            + _removal_command(self.ctx, names, "--allow-unmet"),
+        ]
 
     def begin_derived(self) -> None:
         """The derived probe is known from the impact report: its baseline begins now."""
@@ -239,6 +330,17 @@ class _Removal:
             ) from None
         finally:
             self.stop_baseline()
+
+
+def _requirements(count: int) -> str:
+    return f"{count} requirement{'' if count == 1 else 's'}"
+
+
+def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
+    """The command that removes ``names``; a name that is also a subcommand's needs
+    ``uninstall`` named first."""
+    command = ("uninstall",) if any(name in COMMANDS for name in names) else ()
+    return ctx.suggest(*command, *flags, *names)
 
 
 def _import_what_a_restore_needs(ctx: Context) -> None:
