@@ -122,6 +122,13 @@ _OFFLINE_OPTION = click.option(
     default=None,
     help="A reinstall, if one is needed, uses no network. [default: no-offline]",
 )
+# uninstall and rollback: both uninstall, and both are refused when that leaves a requirement unmet
+_ALLOW_UNMET_OPTION = click.option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
+    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
+)
 
 
 def _echo_installer(text: str) -> None:
@@ -486,12 +493,7 @@ def cli() -> None:
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
-@click.option(
-    "--allow-unmet",
-    is_flag=True,
-    help="Go ahead although the removal leaves a requirement of a remaining distribution "
-    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
-)
+@_ALLOW_UNMET_OPTION
 def uninstall_command(
     common: Common,
     packages: tuple[str, ...],
@@ -580,14 +582,19 @@ def _shown(line: str) -> str:
 @_command("rollback", probes=True, offline=True)
 @click.argument("snapshot", required=False)
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> None:
+@_ALLOW_UNMET_OPTION
+def rollback_command(
+    common: Common, snapshot: str | None, dry_run: bool, allow_unmet: bool
+) -> None:
     """Bring the environment back to SNAPSHOT's exact set (default: the state before the latest
     change still in effect: snapshots of rollbacks and undone removals are passed over)."""
 
     def call() -> Result:
         from .operations.rollback import rollback
 
-        wanted = options.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=common.offline)
+        wanted = options.RollbackOptions(
+            snapshot=snapshot, dry_run=dry_run, offline=common.offline, allow_unmet=allow_unmet
+        )
         return common.settled(rollback(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)

@@ -12,8 +12,11 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import MakeVenv, Venv
 from tests.realstack import RealVenv, Stacks
+from tests.wheels import build_wheel
 
 
 def _files_of(venv: Venv, name: str) -> set[str]:
@@ -42,7 +45,8 @@ def test_a_rollback_after_an_outside_removal_returns_to_the_state_before_it(
 ) -> None:
     """`safe-uninstall --no-probe urllib3; safe-uninstall rollback; uv pip uninstall idna;
     safe-uninstall rollback`: the last rollback used to return to the snapshot the first one
-    took, removing urllib3 again (exit 0, requests broken). It brings idna back instead."""
+    took, removing urllib3 again (exit 0, requests broken). It brings idna back instead.
+    (The first command is now refused, requests requiring urllib3: --allow-unmet makes it.)"""
     venv = real_venv("requests")
     # The user's uv cache is warm (uv installed idna from it): idna, never stashed by the tool,
     # can come back from there, offline.
@@ -55,7 +59,12 @@ def test_a_rollback_after_an_outside_removal_returns_to_the_state_before_it(
     whole = venv.file_hashes()
     urllib3, idna = _files_of(venv, "urllib3"), _files_of(venv, "idna")
 
-    removed = venv.tool("--no-probe", "urllib3", **warm)
+    refused = venv.tool("--no-probe", "urllib3", **warm)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "unmet requirement: requests requires urllib3" in refused.stdout
+    assert venv.file_hashes() == whole
+
+    removed = venv.tool("--no-probe", "--allow-unmet", "urllib3", **warm)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert venv.file_hashes() == _without(whole, urllib3)
 
@@ -78,6 +87,36 @@ def test_a_rollback_after_an_outside_removal_returns_to_the_state_before_it(
     )
     assert "missing, to restore: idna" in lines
     assert not any(line.startswith("added since the snapshot") for line in lines)
+    assert venv.file_hashes() == whole
+    assert venv.run_python("import requests").returncode == 0
+
+
+def test_returning_to_a_rollbacks_own_snapshot_is_judged_on_the_real_stack(
+    real_venv: RealVenv,
+) -> None:
+    """`rollback 2` after `--no-probe urllib3; rollback`: the state without urllib3, which
+    requests requires. Refused like the removal it is; with --allow-unmet the probe derived from
+    the impact report fails after it and passed before: put back, every file as it was."""
+    venv = real_venv("requests")
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0  # 0001
+    assert venv.tool("rollback").returncode == 0  # 0002: the state without urllib3
+    whole = venv.file_hashes()
+
+    refused = venv.tool("rollback", "2")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "unmet requirement: requests requires urllib3" in refused.stdout
+    assert venv.file_hashes() == whole
+
+    run = venv.tool("rollback", "2", "--allow-unmet", "--json")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "rollback-probe-failed-restored"
+    assert "requests" in data["impact"]["dependents"]
+    assert all(p["passed"] for p in data["probes"]["baseline"])
+    assert not all(p["passed"] for p in data["probes"]["after"])
+    assert data["undo"]["verification"]["ok"]
     assert venv.file_hashes() == whole
     assert venv.run_python("import requests").returncode == 0
 
@@ -160,18 +199,34 @@ def test_a_rollback_whose_probe_fails_is_undone(make_venv: MakeVenv) -> None:
 
 def test_a_rollback_that_removes_is_judged_like_a_removal(make_venv: MakeVenv) -> None:
     """``rollback ID`` of the first rollback's own snapshot removes urllib3, which requests
-    needs: the impact report says so, the derived probe imports requests, and the rollback is
-    undone when it fails."""
+    needs: refused like such a removal; with --allow-unmet the derived probe imports requests,
+    and the rollback is undone when it fails."""
     venv = make_venv("requests")
-    assert venv.tool("--no-probe", "urllib3").returncode == 0  # 0001
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0  # 0001
     assert venv.tool("rollback").returncode == 0  # 0002: the state without urllib3
     hashes, installed = venv.file_hashes(), venv.installed()
 
-    run = venv.tool("rollback", "2")
+    refused = venv.tool("rollback", "2")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    lines = refused.stdout.splitlines()
+    assert "added since the snapshot, to remove: urllib3" in lines
+    assert "unmet requirement: requests requires urllib3>=2" in lines
+    assert any(
+        line.startswith("refused: returning to snapshot 0002 leaves 1 requirement")
+        for line in lines
+    )
+    assert (
+        lines[-1]
+        == "rollback: refused: the removal would leave requirements unmet; nothing was changed"
+    )
+    assert venv.file_hashes() == hashes
+    assert _snapshot_ids(venv) == ["0001", "0002"]
+
+    run = venv.tool("rollback", "--allow-unmet", "2")
 
     assert run.returncode == 3, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert "added since the snapshot, to remove: urllib3" in lines
     assert "depend on it (Requires-Dist): requests" in lines
     assert any(
         line.startswith("probe after the change: import requests -- failed") for line in lines
@@ -179,6 +234,45 @@ def test_a_rollback_that_removes_is_judged_like_a_removal(make_venv: MakeVenv) -
     assert "putting the environment back as it was before:" in lines
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+
+
+@pytest.mark.parametrize(
+    ("requirement", "refused"), [("urllib3>=2", False), ("urllib3>=2.3", True)]
+)
+def test_a_replaced_version_leaves_a_requirement_unmet_only_when_it_does_not_meet_it(
+    make_venv: MakeVenv, tmp_path: Path, requirement: str, refused: bool
+) -> None:
+    """Replacing urllib3 2.3.0 by the snapshot's 2.2.1 keeps urllib3 installed: a dependent's
+    requirement counts as unmet only when 2.2.1 does not meet it."""
+    build_wheel(tmp_path, "needsurl", "1.0", {"needsurl.py": ""}, requires=[requirement])
+    venv = make_venv("urllib3==2.2.1")
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-deps",
+        "--find-links",
+        str(tmp_path),
+        "--no-index",
+        "needsurl",
+    )
+    assert venv.tool("snapshot").returncode == 0  # 0001: urllib3 2.2.1
+    venv.install("urllib3==2.3.0")
+    hashes = venv.file_hashes()
+
+    run = venv.tool("rollback", "--no-probe", "--json")
+
+    data = run.json()
+    if refused:
+        assert run.returncode == 1, data
+        assert data["outcome"] == "refused-unmet"
+        assert [u["dependent"] for u in data["impact"]["unmet"]] == ["needsurl"]
+        assert venv.file_hashes() == hashes
+    else:
+        assert run.returncode == 0, data
+        assert data["impact"]["unmet"] == []
+        assert venv.installed()["urllib3"] == "2.2.1"
 
 
 # -- nothing is removed before everything can come back -------------------------------------

@@ -22,7 +22,7 @@ import msgspec
 from msgspec import Struct
 
 from .. import baseline
-from ..analysis import analyse, installed_view, sharing_files, with_default
+from ..analysis import Analysis, analyse, installed_view, sharing_files, with_default
 from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
 from ..environment import (
@@ -39,12 +39,14 @@ from ..errors import (
     SnapshotInvalid,
     SnapshotNotFound,
 )
+from ..impact import Unmet
 from ..journal import Entry, Journal
 from ..libraries import Ownership, ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
 from ..plan import (
     Installed,
+    RollbackPlan,
     SnapshotChoice,
     StashCandidate,
     choose_snapshot,
@@ -261,7 +263,7 @@ class _Rollback:
         plan = plan_rollback(wanted, view)
         # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
         self.judged = bool(plan.remove) and self.recovering is None
-        analysis = analyse(ctx, now.installed, plan.remove) if self.judged else None
+        analysis = self._analyse(plan) if self.judged else None
         affected = analysis.report.affected if analysis is not None else None
         self.settings = with_default(self.configured, now.installed, affected)
         self.base = RollbackResult(
@@ -278,6 +280,15 @@ class _Rollback:
         if plan.empty and self.recovering is None:
             self.messages.append(f"the environment already matches snapshot {wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
+        unmet = analysis.report.unmet if analysis is not None else ()
+        if unmet and not self.options.allow_unmet:
+            self.messages += self._refused_unmet(unmet)
+            return self._result(Outcome.REFUSED_UNMET)
+        if unmet:
+            self.messages.append(
+                f"--allow-unmet: {_requirements(len(unmet))} left unmet; the probe judges the "
+                "rollback"
+            )
         if self.options.dry_run:
             return self._result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
@@ -312,6 +323,32 @@ class _Rollback:
         finally:
             if self.begun is not None:
                 self.begun.cancel()
+
+    def _analyse(self, plan: RollbackPlan) -> Analysis:
+        """The impact report of what the rollback uninstalls. A distribution it replaces stays
+        installed, in the snapshot's version: a requirement on it is left unmet only when that
+        version does not satisfy it."""
+        analysis = analyse(self.ctx, self.now.installed, plan.remove)
+        versions = {e.name: e.version for e in self.wanted.packages}
+        unmet = tuple(
+            u
+            for u in analysis.report.unmet
+            if u.required not in plan.changed or not _satisfies(u, versions[u.required])
+        )
+        report = msgspec.structs.replace(analysis.report, unmet=unmet)
+        return msgspec.structs.replace(analysis, report=report)
+
+    def _refused_unmet(self, unmet: Sequence[Unmet]) -> list[str]:
+        """Why the rollback is refused, and the command that goes ahead anyway."""
+        dependents = ", ".join(sorted({u.dependent for u in unmet}))
+        verdict = "--dry-run: the rollback would be refused" if self.options.dry_run else "refused"
+        return [
+            f"{verdict}: returning to snapshot {self.wanted.id} leaves "
+            f"{_requirements(len(unmet))} of {dependents} unmet (listed above); nothing was "
+            "changed",
+            "to return there anyway, the probe judging it: "
+            + self.ctx.suggest("rollback", "--allow-unmet", self.wanted.id),
+        ]
 
     def _begin_baseline(self) -> Begun:
         ctx = self.ctx
@@ -540,6 +577,24 @@ class _Rollback:
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         passed = all(r.passed for r in final)
         return self._result(Outcome.named(done if passed else f"{done}-probe-fails"), probes=runs)
+
+
+def _requirements(count: int) -> str:
+    return f"{count} requirement{'' if count == 1 else 's'}"
+
+
+def _satisfies(unmet: Unmet, version: str) -> bool:
+    """Whether ``version`` of the required distribution meets the requirement; one that cannot
+    be compared is taken as met (as impact.unmet_requirements takes it)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        requirement = Requirement(unmet.requirement)
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
+        return True
 
 
 def _stash_present(ctx: Context, candidate: StashCandidate) -> bool:
