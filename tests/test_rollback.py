@@ -295,7 +295,7 @@ def test_a_snapshot_whose_stash_is_gone_is_refused_unchanged(make_venv: MakeVenv
     run = venv.tool("rollback")  # offline, an empty uv cache: leftpad is nowhere
 
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "cannot rollback to snapshot 0001: no stash holds leftpad==1.0" in run.stderr
+    assert "cannot roll back to snapshot 0001: no stash holds leftpad==1.0" in run.stderr
     assert "the environment was not changed" in run.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
