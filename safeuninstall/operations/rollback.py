@@ -285,9 +285,13 @@ class _Rollback:
             self.messages += self._refused_unmet(unmet)
             return self._result(Outcome.REFUSED_UNMET)
         if unmet:
+            judged_by = (
+                "nothing judges the rollback (--no-probe)"
+                if self.settings.disabled
+                else "the probe judges the rollback"
+            )
             self.messages.append(
-                f"--allow-unmet: {_requirements(len(unmet))} left unmet; the probe judges the "
-                "rollback"
+                f"--allow-unmet: {_requirements(len(unmet))} left unmet; {judged_by}"
             )
         if self.options.dry_run:
             return self._result(Outcome.DRY_RUN)
