@@ -693,7 +693,13 @@ def doctor_command(common: Common) -> None:
 
         return doctor(common.context())
 
-    _run(common, call, lambda found, output: report.doctor_report(found, quiet=output.quiet))
+    _run(
+        common,
+        call,
+        lambda found, output: report.doctor_report(
+            found, quiet=output.quiet, verbose=output.verbose
+        ),
+    )
 
 
 @_command("recover", probes=True, offline=True)

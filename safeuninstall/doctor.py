@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import msgspec
 from msgspec import Struct, field
@@ -16,7 +16,8 @@ from packaging.version import InvalidVersion, Version
 
 from .environment import InstalledDistribution
 from .impact import applies_on_target
-from .libraries import LibraryIndex, Ownership, hollow_distributions, unresolved
+from .libraries import LibraryIndex, MissingLibrary, Ownership, census, hollow_distributions
+from .plan import Installed, plan_rollback
 from .snapshot import PackageEntry, Snapshot
 
 _MISSING_LIBRARY = re.compile(r"([\w.+-]+\.so(?:\.[\w.]+)?): cannot open shared object file")
@@ -24,14 +25,23 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
 class Finding(Struct, frozen=True):
-    """One thing missing from the environment, and who needs it."""
+    """One thing missing from the environment, and who needs it.
 
-    kind: str  # "library", "module", "requirement", "hollow", "record"
+    Kinds: "library", "module", "requirement", "hollow", "record" are breakage; "on-demand"
+    (a library only objects that nothing loads at start need: plugins) and "driver" (a GPU
+    driver's library) are notes.
+    """
+
+    kind: str
     what: str  # the soname, module, requirement or distribution
-    needed_by: str  # who needs it (distribution or object path), "" when unknown
-    provider: str | None = None  # name==version that provided it, when a snapshot knows
+    needed_by: str  # who needs it (distributions), "" when unknown
+    provider: str | None = None  # name==version that brings it back, when known
     snapshot: str | None = None  # the snapshot whose stash holds the provider
-    detail: str = ""  # "record": why the RECORD can't be read, naming the file
+    detail: str = ""  # "record": why the RECORD can't be read; notes: the objects that need it
+    recorded_in: str | None = None  # the snapshot that recorded the provider without its files
+    pinned: bool = False  # the provider is the requirement's own pin (``==``)
+    # a library no snapshot kept: the pins of its consumers' missing requirements
+    expected_with: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.kind == "record":
@@ -40,14 +50,34 @@ class Finding(Struct, frozen=True):
                 "is unknown, and it cannot be removed or stashed until it is reinstalled"
             )
         where = f" (needed by {self.needed_by})" if self.needed_by else ""
-        source = (
-            f": provided by {self.provider}, kept in snapshot {self.snapshot}"
-            if self.provider and self.snapshot
-            else f": provided by {self.provider}"
-            if self.provider
-            else ": no snapshot knows who provided it"
-        )
-        return f"missing {self.kind} {self.what}{where}{source}"
+        if self.kind == "driver":
+            return (
+                f"not installed: {self.what}{where}: the GPU driver's library, which comes with "
+                "the driver and never with a wheel (absent on a machine without that GPU)"
+            )
+        if self.kind == "on-demand":
+            objects = ", ".join(sorted({os.path.basename(p) for p in self.detail.split(", ")}))
+            return (
+                f"not found: {self.what}, needed only by {objects} ({self.needed_by}), which "
+                "no extension module or program loads: a plugin, loaded on demand if at all"
+            )
+        return f"missing {self.kind} {self.what}{where}: {self._source()}"
+
+    def _source(self) -> str:
+        if self.provider and self.snapshot:
+            return f"provided by {self.provider}, kept in snapshot {self.snapshot}"
+        if self.provider and self.recorded_in:
+            return f"snapshot {self.recorded_in} recorded {self.provider} (without its files)"
+        if self.provider and self.pinned:
+            return f"the requirement pins {self.provider}"
+        if self.provider:
+            return f"provided by {self.provider}"
+        if self.expected_with:
+            return (
+                "no snapshot kept it; expected back with the missing requirements of "
+                + self.needed_by
+            )
+        return "no snapshot knows who provided it"
 
     def to_dict(self) -> dict[str, object]:
         return msgspec.structs.asdict(self)
@@ -116,9 +146,11 @@ def diagnose(outputs: Iterable[str], snapshots: Sequence[Snapshot]) -> list[Find
 
 
 class DoctorReport(Struct):
-    """Every finding of ``doctor``, and the one command that repairs them, when known."""
+    """Every finding of ``doctor``, the notes that are not breakage, and the one command that
+    repairs the findings, when known."""
 
     findings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)  # "driver", "on-demand": not breakage
     repair_command: str | None = None
     repair_snapshot: str | None = None
     repair_also: list[str] = field(default_factory=list)  # what the repair brings back besides
@@ -135,27 +167,48 @@ class DoctorReport(Struct):
         return {
             "healthy": self.healthy,
             "findings": [f.to_dict() for f in self.findings],
+            "notes": [n.to_dict() for n in self.notes],
             "repair_command": self.repair_command,
             "repair_snapshot": self.repair_snapshot,
             "repair_also": self.repair_also,
         }
 
 
-def unmet_requirements(
+Requirements = Mapping[str, Sequence[tuple[str, Requirement]]]
+
+
+def requirements(
     installed: Mapping[str, InstalledDistribution], markers: Mapping[str, str]
+) -> dict[str, list[tuple[str, Requirement]]]:
+    """name -> (canonical name, requirement) for each of its Requires-Dist that applies on the
+    target without an extra."""
+    return {key: list(_applying(dist, markers)) for key, dist in installed.items()}
+
+
+def _applying(
+    dist: InstalledDistribution, markers: Mapping[str, str]
+) -> Iterator[tuple[str, Requirement]]:
+    for value in dist.requires_dist():
+        try:
+            requirement = Requirement(value)
+        except InvalidRequirement:
+            continue
+        applies, extra = applies_on_target(requirement, markers)
+        if applies and extra is None:
+            yield canonicalize_name(requirement.name), requirement
+
+
+def unmet_requirements(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    required: Requirements | None = None,
 ) -> list[tuple[str, Requirement]]:
-    """(dependent, requirement) for every Requires-Dist the target does not satisfy."""
+    """(dependent, requirement) for every Requires-Dist the target does not satisfy;
+    ``required``: ``requirements(installed, markers)``, when already at hand."""
     unmet = []
-    for key, dist in installed.items():
-        for value in dist.requires_dist():
-            try:
-                requirement = Requirement(value)
-            except InvalidRequirement:
-                continue
-            applies, extra = applies_on_target(requirement, markers)
-            if not applies or extra is not None:
-                continue
-            present = installed.get(canonicalize_name(requirement.name))
+    for key, wanted in (required or requirements(installed, markers)).items():
+        for name, requirement in wanted:
+            present = installed.get(name)
             if present is None or not _satisfies(requirement.specifier, present.version):
                 unmet.append((key, requirement))
     return unmet
@@ -168,33 +221,189 @@ def _satisfies(specifier: SpecifierSet, version: str) -> bool:
         return True  # can't judge a non-standard version: don't cry wolf
 
 
+def _exact_pin(name: str, specifier: SpecifierSet) -> str | None:
+    """``name==version`` when the requirement allows one version only (``==1.2``, ``===1.2``)."""
+    specifiers = list(specifier)
+    if len(specifiers) != 1:
+        return None
+    (only,) = specifiers
+    if only.operator not in ("==", "===") or "*" in only.version:
+        return None
+    return f"{name}=={only.version}"
+
+
+def _recorded(
+    snapshots: Sequence[Snapshot], match: Callable[[PackageEntry], bool]
+) -> tuple[str | None, str | None]:
+    """The newest snapshot entry that matches, kept or only recorded: (pin, snapshot id)."""
+    for snap in snapshots:
+        for entry in snap.packages:
+            if match(entry):
+                return entry.pin, snap.id
+    return None, None
+
+
+def _requirement_finding(
+    dependent: str, requirement: Requirement, snapshots: Sequence[Snapshot]
+) -> Finding:
+    """Where the missing distribution comes back from: a snapshot's stash, else the version a
+    snapshot recorded, else the requirement's own pin."""
+    name = canonicalize_name(requirement.name)
+    wanted = _satisfying(name, requirement.specifier)
+    what = str(requirement)
+    pin, snap = _provider(snapshots, wanted)
+    if pin is not None:
+        return Finding("requirement", what, dependent, pin, snap)
+    pin, recorded = _recorded(snapshots, wanted)
+    if pin is not None:
+        return Finding("requirement", what, dependent, pin, recorded_in=recorded)
+    pin = _exact_pin(name, requirement.specifier)
+    return Finding("requirement", what, dependent, pin, pinned=pin is not None)
+
+
 def examine(
     installed: Mapping[str, InstalledDistribution],
     markers: Mapping[str, str],
-    index: LibraryIndex,
-    owned: Ownership,
+    libraries: tuple[LibraryIndex, Ownership, str],
     snapshots: Sequence[Snapshot],
-) -> list[Finding]:
-    """Everything broken at once: unresolved libraries, unmet requirements, hollow installs,
-    RECORDs that can't be read."""
-    findings: list[Finding] = []
-    seen_sonames: dict[str, list[str]] = {}
-    for dist, _obj, soname in unresolved(index, owned):
-        seen_sonames.setdefault(soname, []).append(dist)
-    for soname, needers in sorted(seen_sonames.items()):
-        pin, snap = _provider(snapshots, _ships_file(soname))
-        findings.append(Finding("library", soname, ", ".join(sorted(set(needers))), pin, snap))
-    for dependent, requirement in unmet_requirements(installed, markers):
-        wanted = _satisfying(canonicalize_name(requirement.name), requirement.specifier)
-        pin, snap = _provider(snapshots, wanted)
-        findings.append(Finding("requirement", str(requirement), dependent, pin, snap))
-    for name in hollow_distributions(owned, installed):
+) -> DoctorReport:
+    """Everything broken at once: libraries a load can't find, unmet requirements, hollow
+    installs, RECORDs that can't be read; and apart, the libraries that are not breakage.
+    ``libraries``: (index, ownership, the interpreter's path)."""
+    index, owned, interpreter = libraries
+    report = DoctorReport()
+    required = requirements(installed, markers)
+    graph = {
+        key: [name for name, _ in wanted if name in installed] for key, wanted in required.items()
+    }
+    found = census(index, owned, graph, interpreter)
+    unmet = [
+        _requirement_finding(dependent, requirement, snapshots)
+        for dependent, requirement in unmet_requirements(installed, markers, required)
+    ]
+    coming = _pins_by_dependent(unmet)
+    for missing in found.missing:
+        report.findings.append(_library_finding(missing, snapshots, coming))
+    hollow = hollow_distributions(owned, installed)
+    gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
+    for missing in found.on_demand:
+        # Loaded on demand if at all: breakage only where a snapshot shows a removed
+        # distribution shipped it (a library a package loads itself, with ctypes).
+        pin, snap = _provider(snapshots, _ships_file(missing.soname))
+        if pin is not None and pin in gone:
+            report.findings.append(_library_finding(missing, snapshots, coming))
+        else:
+            report.notes.append(_note("on-demand", missing))
+    report.notes += [_note("driver", missing) for missing in found.driver]
+    report.findings += unmet
+    for name in hollow:
         version = installed[name].version
         pin, snap = _provider(snapshots, _is_release(name, version))
-        findings.append(Finding("hollow", f"{name}=={version}", "", pin, snap))
+        report.findings.append(Finding("hollow", f"{name}=={version}", "", pin, snap))
     for name, reason in sorted(owned.unreadable.items()):
         # No provider: a reinstall of the same version is what repairs it, and neither a
         # rollback (it keeps an installed release as it is) nor a plain install would do one.
         what = f"{name}=={installed[name].version}"
-        findings.append(Finding("record", what, "", detail=reason))
-    return findings
+        report.findings.append(Finding("record", what, "", detail=reason))
+    return report
+
+
+def _library_finding(
+    missing: MissingLibrary, snapshots: Sequence[Snapshot], coming: Mapping[str, list[str]]
+) -> Finding:
+    pin, snap = _provider(snapshots, _ships_file(missing.soname))
+    needers = ", ".join(missing.distributions)
+    if pin is not None:
+        return Finding("library", missing.soname, needers, pin, snap)
+    # No snapshot kept it: the missing requirements of the distributions that need it are what
+    # should bring it back (torch's pins of the nvidia wheels).
+    expected = sorted({p for dist in missing.distributions for p in coming.get(dist, ())})
+    return Finding("library", missing.soname, needers, expected_with=tuple(expected))
+
+
+def _pins_by_dependent(unmet: Sequence[Finding]) -> dict[str, list[str]]:
+    pins: dict[str, list[str]] = {}
+    for finding in unmet:
+        if finding.provider is not None:
+            pins.setdefault(finding.needed_by, []).append(finding.provider)
+    return pins
+
+
+def _gone_releases(
+    snapshots: Sequence[Snapshot],
+    installed: Mapping[str, InstalledDistribution],
+    hollow: Collection[str],
+) -> set[str]:
+    """Pins that snapshots kept and that are not installed now, whole."""
+    gone = set()
+    for snap in snapshots:
+        for entry in snap.packages:
+            present = installed.get(entry.name)
+            if entry.stash is not None and (
+                present is None or present.version != entry.version or entry.name in hollow
+            ):
+                gone.add(entry.pin)
+    return gone
+
+
+def _note(kind: str, missing: MissingLibrary) -> Finding:
+    return Finding(
+        kind,
+        missing.soname,
+        ", ".join(missing.distributions),
+        detail=", ".join(missing.needed_by),
+    )
+
+
+# -- the repair: one command for every finding ----------------------------------------------
+
+
+class Repair(Struct, frozen=True):
+    """The one step that brings back every missing piece: a rollback to ``snapshot``, else an
+    install of ``install`` (pins, each with its recorded source where a snapshot has one)."""
+
+    snapshot: str | None = None
+    install: tuple[PackageEntry, ...] = ()
+    also: tuple[str, ...] = ()  # what the rollback brings back besides
+
+
+def plan_repair(
+    findings: Sequence[Finding], snapshots: Sequence[Snapshot], view: Mapping[str, Installed]
+) -> Repair | None:
+    """A rollback to the newest snapshot whose stash holds every missing distribution and
+    that takes nothing away that is installed and intact; else one install of the pins; None
+    when some finding has no known way back."""
+    wanted: set[str] = set()
+    for finding in findings:
+        if finding.provider is not None:
+            wanted.add(finding.provider)
+        elif finding.expected_with:
+            wanted.update(finding.expected_with)
+        else:
+            return None
+    for snap in snapshots:
+        plan = plan_rollback(snap, view)
+        restored = {e.pin: e for e in plan.restore}
+        kept = all(pin in restored and _kept(restored[pin]) for pin in wanted)
+        # A rollback is the repair when it brings back every missing piece from its files
+        # and takes nothing away that is installed and intact now.
+        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
+        if kept and takes_nothing:
+            # Said, not hidden: a rollback also brings back what was removed since on purpose.
+            return Repair(snapshot=snap.id, also=tuple(sorted(set(restored) - wanted)))
+    return Repair(install=tuple(_entry_for_pin(snapshots, pin) for pin in sorted(wanted)))
+
+
+def _kept(entry: PackageEntry) -> bool:
+    return entry.stash is not None and entry.stash.complete
+
+
+def _entry_for_pin(snapshots: Sequence[Snapshot], pin: str) -> PackageEntry:
+    """The snapshot entry of that release (its source: an index URL, a local build...), else
+    the bare pin."""
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.pin == pin:
+                return entry
+    name, _, version = pin.partition("==")
+    return PackageEntry(name=name, version=version)

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import struct
+from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from stat import S_ISREG
@@ -91,6 +92,9 @@ class ElfInfo(Struct, frozen=True):
     needed: tuple[str, ...]
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
+    program: bool = False  # has PT_INTERP: ld.so can start it (an executable)
+    # defines PyInit_<file name up to its first dot>: an extension module Python can import
+    python_extension: bool = False
 
 
 # --------------------------------------------------------------------------
@@ -107,14 +111,19 @@ _PN_XNUM: Final = 0xFFFF
 
 _PT_LOAD: Final = 1
 _PT_DYNAMIC: Final = 2
+_PT_INTERP: Final = 3
 
 _DT_NULL: Final = 0
 _DT_NEEDED: Final = 1
+_DT_HASH: Final = 4
 _DT_STRTAB: Final = 5
+_DT_SYMTAB: Final = 6
 _DT_STRSZ: Final = 10
+_DT_SYMENT: Final = 11
 _DT_SONAME: Final = 14
 _DT_RPATH: Final = 15
 _DT_RUNPATH: Final = 29
+_DT_GNU_HASH: Final = 0x6FFFFEF5
 
 
 class _Layout(Struct, frozen=True):
@@ -129,6 +138,10 @@ class _Layout(Struct, frozen=True):
     dyn: struct.Struct
     # -> sh_info of a section header (extended phnum lives in section 0)
     sh_info: struct.Struct
+    # -> st_name, st_shndx of a dynamic symbol
+    sym: struct.Struct
+    # -> one 32-bit word of a hash table
+    word: struct.Struct
 
 
 def _layout(elf_class: int, order: str) -> _Layout:
@@ -139,6 +152,8 @@ def _layout(elf_class: int, order: str) -> _Layout:
             struct.Struct(order + "I4xQQ8xQ16x"),
             struct.Struct(order + "qQ"),
             struct.Struct(order + "44xI"),
+            struct.Struct(order + "I2xH16x"),
+            struct.Struct(order + "I"),
         )
     return _Layout(
         32,
@@ -146,6 +161,8 @@ def _layout(elf_class: int, order: str) -> _Layout:
         struct.Struct(order + "III4xI12x"),
         struct.Struct(order + "iI"),
         struct.Struct(order + "28xI"),
+        struct.Struct(order + "I10xH"),
+        struct.Struct(order + "I"),
     )
 
 
@@ -205,10 +222,10 @@ def _read_elf_fd(fd: int, path: str) -> ElfInfo | None:
         phnum = _extended_phnum(fd, layout, shoff, shentsize)
     if phnum == 0 or phentsize < layout.phdr.size:
         return None
-    loads, dynamic = _scan_phdrs(fd, head, layout, (phoff, phentsize, phnum))
-    if dynamic is None:
+    segments = _scan_phdrs(fd, head, layout, (phoff, phentsize, phnum))
+    if segments.dynamic is None:
         return None
-    return _read_dynamic(fd, (path, machine), layout, loads, dynamic)
+    return _read_dynamic(fd, (path, machine), layout, segments)
 
 
 def _extended_phnum(fd: int, layout: _Layout, shoff: int, shentsize: int) -> int:
@@ -222,10 +239,14 @@ def _extended_phnum(fd: int, layout: _Layout, shoff: int, shentsize: int) -> int
 _Segment = tuple[int, int, int]  # (p_vaddr, p_offset, p_filesz)
 
 
-def _scan_phdrs(
-    fd: int, head: bytes, layout: _Layout, table_at: tuple[int, int, int]
-) -> tuple[list[_Segment], tuple[int, int] | None]:
-    """Return the PT_LOAD segments and the (offset, size) of PT_DYNAMIC; ``table_at`` is the
+class _Segments(Struct, frozen=True):
+    loads: list[_Segment]
+    dynamic: tuple[int, int] | None  # (offset, size) of PT_DYNAMIC
+    interp: bool  # a PT_INTERP: a program
+
+
+def _scan_phdrs(fd: int, head: bytes, layout: _Layout, table_at: tuple[int, int, int]) -> _Segments:
+    """The PT_LOAD segments, PT_DYNAMIC and whether there is a PT_INTERP; ``table_at`` is the
     header's (e_phoff, e_phentsize, e_phnum)."""
     phoff, phentsize, phnum = table_at
     size = phnum * phentsize
@@ -237,6 +258,7 @@ def _scan_phdrs(
         table, base = _pread_exact(fd, size, phoff), 0
     loads: list[_Segment] = []
     dynamic: tuple[int, int] | None = None
+    interp = False
     unpack = layout.phdr.unpack_from
     for index in range(phnum):
         p_type, offset, vaddr, filesz = unpack(table, base + index * phentsize)
@@ -244,9 +266,11 @@ def _scan_phdrs(
             loads.append((vaddr, offset, filesz))
         elif p_type == _PT_DYNAMIC:
             dynamic = (offset, filesz)  # glibc: the last one wins
+        elif p_type == _PT_INTERP:
+            interp = True
     if dynamic is not None and dynamic[1] == 0:
         dynamic = None
-    return loads, dynamic
+    return _Segments(loads, dynamic, interp)
 
 
 class _DynamicTags(Struct):
@@ -258,6 +282,10 @@ class _DynamicTags(Struct):
     runpath: int | None = None
     strtab: int | None = None
     strsz: int | None = None
+    symtab: int | None = None
+    syment: int | None = None
+    hash: int | None = None
+    gnu_hash: int | None = None
 
     def string_offsets(self) -> list[int]:
         singles = (self.soname, self.rpath, self.runpath)
@@ -283,22 +311,25 @@ def _parse_dynamic(data: bytes, layout: _Layout) -> _DynamicTags:
             tags.strtab = value
         elif tag == _DT_STRSZ:
             tags.strsz = value
+        elif tag == _DT_SYMTAB:
+            tags.symtab = value
+        elif tag == _DT_SYMENT:
+            tags.syment = value
+        elif tag == _DT_HASH:
+            tags.hash = value
+        elif tag == _DT_GNU_HASH:
+            tags.gnu_hash = value
     return tags
 
 
-def _read_dynamic(
-    fd: int,
-    file: tuple[str, int],
-    layout: _Layout,
-    loads: list[_Segment],
-    dynamic: tuple[int, int],
-) -> ElfInfo:
+def _read_dynamic(fd: int, file: tuple[str, int], layout: _Layout, segments: _Segments) -> ElfInfo:
     """``file``: (path, e_machine)."""
     path, machine = file
-    offset, filesz = dynamic
+    assert segments.dynamic is not None
+    offset, filesz = segments.dynamic
     size = min(filesz, _MAX_DYNAMIC_BYTES)
     tags = _parse_dynamic(_pread_exact(fd, size, offset), layout)
-    strings = _read_dynstr(fd, loads, tags)
+    strings = _read_dynstr(fd, segments.loads, tags)
 
     def text(off: int | None) -> str | None:
         return None if off is None else os.fsdecode(strings[off])
@@ -311,6 +342,8 @@ def _read_dynamic(
         needed=tuple(os.fsdecode(strings[off]) for off in tags.needed),
         rpath=_split_path_list(text(tags.rpath)),
         runpath=_split_path_list(text(tags.runpath)),
+        program=segments.interp,
+        python_extension=_is_python_extension(fd, file, layout, segments.loads, tags),
     )
 
 
@@ -334,12 +367,16 @@ def _read_dynstr(fd: int, loads: list[_Segment], tags: _DynamicTags) -> dict[int
 
 def _strtab_extent(loads: list[_Segment], address: int, strsz: int | None) -> tuple[int, int]:
     """Map DT_STRTAB (a virtual address) to (file offset, readable size)."""
+    offset, in_segment = _extent(loads, address)
+    return offset, in_segment if strsz is None else min(strsz, in_segment)
+
+
+def _extent(loads: list[_Segment], address: int) -> tuple[int, int]:
+    """Map a virtual address to (file offset, bytes of its PT_LOAD segment from there)."""
     for vaddr, offset, filesz in loads:
         if vaddr <= address < vaddr + filesz:
-            in_segment = vaddr + filesz - address
-            limit = in_segment if strsz is None else min(strsz, in_segment)
-            return offset + address - vaddr, limit
-    raise _BadElf("DT_STRTAB not inside a PT_LOAD segment")
+            return offset + address - vaddr, vaddr + filesz - address
+    raise _BadElf("address not inside a PT_LOAD segment")
 
 
 def _read_strings(fd: int, base: int, limit: int, offsets: list[int]) -> dict[int, bytes]:
@@ -386,6 +423,136 @@ def _string_in_block(table: tuple[int, int, int], block: bytes, start: int, off:
     raise _BadElf("unterminated string")
 
 
+# -- extension modules: does the file define PyInit_<name>? ------------------------------------
+
+_TAGGED_SUFFIX: Final = re.compile(r"\.(?:cpython-[^./]+|abi3)\.so$")
+_MAX_CHAIN: Final = 1 << 16  # real hash chains are a few entries long; a longer one is corrupt
+_CHAIN_READ: Final = 64  # GNU hash chain words per pread
+_SHN_UNDEF: Final = 0
+
+
+def _is_python_extension(
+    fd: int, file: tuple[str, int], layout: _Layout, loads: list[_Segment], tags: _DynamicTags
+) -> bool:
+    """Whether the file defines ``PyInit_<name>``, the function Python calls to import it.
+
+    Only a file named ``*.so`` can be imported. Where the symbol table can't be searched the
+    name decides: ``*.cpython-*.so`` and ``*.abi3.so`` are extension modules, a plain ``*.so``
+    is not (plugins and libraries are named so too: ``triton/plugins/libMLIRDialectPlugin.so``
+    is not a module, ``triton/_C/libtriton.so`` is). ``file``: (path, e_machine).
+    """
+    path, machine = file
+    base = path.rpartition("/")[2]
+    if not base.endswith(".so"):
+        return False
+    tagged = _TAGGED_SUFFIX.search(base) is not None
+    stem = base.partition(".")[0]
+    if not (stem.isascii() and stem.isidentifier()):  # PyInitU_<punycode>: not looked up
+        return tagged
+    try:
+        found = _defines(fd, (layout, machine), loads, tags, b"PyInit_" + stem.encode())
+    except (_BadElf, OSError, ValueError, OverflowError, struct.error):
+        found = None
+    return tagged if found is None else found
+
+
+def _defines(
+    fd: int, kind: tuple[_Layout, int], loads: list[_Segment], tags: _DynamicTags, name: bytes
+) -> bool | None:
+    """Whether the dynamic symbol table defines ``name``, found through DT_GNU_HASH (else
+    DT_HASH) as ld.so finds it: a handful of small reads. None: no table to search.
+    ``kind``: (layout, e_machine)."""
+    layout, machine = kind
+    if tags.symtab is None or tags.strtab is None:
+        return None
+    syment = tags.syment or layout.sym.size
+    if syment < layout.sym.size:
+        raise _BadElf("DT_SYMENT too small")
+    strings, limit = _strtab_extent(loads, tags.strtab, tags.strsz)
+    symtab = _extent(loads, tags.symtab)[0]
+    wanted = name + b"\0"
+
+    def defined_here(index: int) -> bool:
+        entry = _pread_exact(fd, layout.sym.size, symtab + index * syment)
+        st_name, shndx = layout.sym.unpack(entry)
+        if shndx == _SHN_UNDEF or st_name + len(wanted) > limit:
+            return False
+        return os.pread(fd, len(wanted), strings + st_name) == wanted
+
+    if tags.gnu_hash is not None:
+        return _gnu_hash_lookup(fd, layout, _extent(loads, tags.gnu_hash)[0], name, defined_here)
+    # 64-bit s390x has 8-byte DT_HASH words: not read (its objects have DT_GNU_HASH anyway).
+    if tags.hash is not None and (layout.elf_class, machine) != (64, EM_S390):
+        return _sysv_hash_lookup(fd, layout, _extent(loads, tags.hash)[0], name, defined_here)
+    return None
+
+
+def _gnu_hash(name: bytes) -> int:
+    value = 5381
+    for byte in name:
+        value = (value * 33 + byte) & 0xFFFFFFFF
+    return value
+
+
+def _sysv_hash(name: bytes) -> int:
+    value = 0
+    for byte in name:
+        value = ((value << 4) + byte) & 0xFFFFFFFF
+        value ^= (value & 0xF0000000) >> 24
+        value &= 0x0FFFFFFF
+    return value
+
+
+def _gnu_hash_lookup(
+    fd: int, layout: _Layout, table: int, name: bytes, defined_here: Callable[[int], bool]
+) -> bool:
+    order = layout.word.format[0]
+    nbuckets, symoffset, bloom_size, _shift = struct.unpack(
+        order + "4I", _pread_exact(fd, 16, table)
+    )
+    if nbuckets == 0:
+        return False
+    wanted = _gnu_hash(name)
+    buckets = table + 16 + bloom_size * (layout.elf_class // 8)
+    (index,) = layout.word.unpack(_pread_exact(fd, 4, buckets + (wanted % nbuckets) * 4))
+    if index < symoffset:  # 0: an empty bucket
+        return False
+    chain = buckets + nbuckets * 4
+    for _ in range(_MAX_CHAIN // _CHAIN_READ):
+        block = os.pread(fd, 4 * _CHAIN_READ, chain + (index - symoffset) * 4)
+        words = struct.unpack(f"{order}{len(block) // 4}I", block[: len(block) // 4 * 4])
+        if not words:
+            raise _BadElf("hash chain runs past the end of the file")
+        for value in words:
+            # The low bit marks the chain's last entry; the others are the name's hash.
+            if (value | 1) == (wanted | 1) and defined_here(index):
+                return True
+            if value & 1:
+                return False
+            index += 1
+    raise _BadElf("endless hash chain")
+
+
+def _sysv_hash_lookup(
+    fd: int, layout: _Layout, table: int, name: bytes, defined_here: Callable[[int], bool]
+) -> bool:
+    order = layout.word.format[0]
+    nbucket, nchain = struct.unpack(order + "2I", _pread_exact(fd, 8, table))
+    if nbucket == 0:
+        return False
+    (index,) = layout.word.unpack(_pread_exact(fd, 4, table + 8 + (_sysv_hash(name) % nbucket) * 4))
+    chains = table + 8 + nbucket * 4
+    for _ in range(min(nchain, _MAX_CHAIN)):
+        if index == 0:  # STN_UNDEF ends the chain
+            return False
+        if index >= nchain:
+            raise _BadElf("hash chain outside the table")
+        if defined_here(index):
+            return True
+        (index,) = layout.word.unpack(_pread_exact(fd, 4, chains + index * 4))
+    raise _BadElf("endless hash chain")
+
+
 def is_elf_candidate(name: str) -> bool:
     """Cheap filename filter: ``*.so`` and ``*.so.*`` (a path is accepted too)."""
     base = name.rpartition("/")[2]
@@ -396,7 +563,8 @@ def is_elf_candidate(name: str) -> bool:
 # Persistent cache of read_elf results
 
 _CACHE_FORMAT: Final = "safeuninstall-elf-cache"
-_CACHE_VERSION: Final = 1
+# 2: with program and python_extension; a version 1 file is not read (the files are re-read)
+_CACHE_VERSION: Final = 2
 _MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
 
 
@@ -472,8 +640,9 @@ class ElfCache:
         write_atomically(Path(path), payload, mode=0o644, durable=False)
 
 
-# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 1, "entries":
-# {path: [size, mtime_ns, null or [elf_class, machine, soname, needed, rpath, runpath]]}}.
+# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 2, "entries":
+# {path: [size, mtime_ns, null or [elf_class, machine, soname, needed, rpath, runpath, program,
+# python_extension]]}}.
 
 
 class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
@@ -483,6 +652,8 @@ class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=Tr
     needed: tuple[str, ...]
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
+    program: bool
+    python_extension: bool
 
 
 class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
@@ -493,7 +664,7 @@ class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=T
 
 class _StoredCache(Struct, frozen=True):
     format: Literal["safeuninstall-elf-cache"]
-    version: Literal[1]
+    version: Literal[2]
     entries: dict[str, _StoredEntry]
 
 
@@ -529,6 +700,8 @@ def _info(path: str, stored: _StoredInfo | None) -> ElfInfo | None:
         stored.needed,
         stored.rpath,
         stored.runpath,
+        stored.program,
+        stored.python_extension,
     )
 
 
@@ -537,7 +710,14 @@ def _stored(entry: _CacheEntry) -> _StoredEntry:
     if info is None:
         return _StoredEntry(entry.size, entry.mtime_ns, None)
     fields = _StoredInfo(
-        info.elf_class, info.machine, info.soname, info.needed, info.rpath, info.runpath
+        info.elf_class,
+        info.machine,
+        info.soname,
+        info.needed,
+        info.rpath,
+        info.runpath,
+        info.program,
+        info.python_extension,
     )
     return _StoredEntry(entry.size, entry.mtime_ns, fields)
 
@@ -761,19 +941,60 @@ _SKIP: Final = "skip"
 _FATAL: Final = "fatal"
 
 
+class Resolved(Struct, frozen=True):
+    """One DT_NEEDED entry as one load met it: ``consumer`` needs ``soname``, and gets the
+    object at ``path`` (spelled as ld.so spells it), or nothing."""
+
+    consumer: str
+    soname: str
+    path: str | None
+    loaded: bool = False  # an object already in the process answered to the name: no search
+
+
+class LoadMap(Struct, frozen=True):
+    """What loading ``root`` into a process brings in, as ld.so does it (breadth first)."""
+
+    root: str
+    objects: tuple[ElfInfo, ...]  # the objects this load added, root first, in load order
+    needed: tuple[Resolved, ...]  # every DT_NEEDED entry met, in the order ld.so meets them
+    names: Mapping[str, str]  # every name an object of the process answers to -> its path
+
+    @property
+    def missing(self) -> tuple[Resolved, ...]:
+        return tuple(entry for entry in self.needed if entry.path is None)
+
+
+class _Object(Struct, frozen=True):
+    """A loaded object, with the DT_RPATH directories of the objects that loaded it (glibc's
+    ``l_loader`` chain), nearest first, already expanded."""
+
+    info: ElfInfo
+    inherited: tuple[str, ...]
+
+    def own_rpath(self) -> tuple[str, ...]:
+        # glibc drops DT_RPATH when DT_RUNPATH is there, for the object and for the chain.
+        if self.info.runpath:
+            return ()
+        return tuple(_expand_all(self.info.rpath, _origin_of(self.info.path)))
+
+
 class Loader:
     """Resolve DT_NEEDED sonames in glibc ``ld.so`` search order.
 
-    For a soname without '/': the object's DT_RPATH (only if it has no
-    DT_RUNPATH), LD_LIBRARY_PATH, the object's DT_RUNPATH, the ld.so.cache,
-    then the default directories.
+    For a soname without '/': the DT_RPATH of the object and of the objects that loaded it, up
+    to the program (only if the object has no DT_RUNPATH; an object of the chain that has a
+    DT_RUNPATH adds nothing), LD_LIBRARY_PATH, the object's own DT_RUNPATH, the ld.so.cache,
+    then the default directories. ``load`` walks a whole load breadth first, where a name
+    that an object already loaded answers to (its DT_SONAME, the name it was loaded by, its
+    path) is satisfied without a search.
 
     ``exists`` and ``reader`` are injectable so a removal can be simulated:
     ``exists`` says whether a candidate file is present, ``reader`` (e.g.
     ``ElfCache.get``) gives its ElfInfo.  As in glibc, a candidate of another
     ELF class or machine is skipped, while a candidate that exists but is not a
     readable dynamic ELF ends the search (ld.so fails with "invalid ELF
-    header"/"file too short").
+    header"/"file too short"). Both are asked once per path: a Loader is for one state of
+    the files.
 
     Returned paths are spelled the way ld.so would spell them, e.g.
     ``/x/lib/../foo/libfoo.so.1``; normalise them before comparing.
@@ -795,27 +1016,107 @@ class Loader:
         self._exists = exists
         self._reader = reader
         self._default_dirs_by_kind: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._files: dict[str, ElfInfo | Literal[False] | None] = {}  # see _look
+        self._searches: dict[tuple[object, ...], str | None] = {}
+        self._identities: dict[str, tuple[int, int] | str] = {}
 
-    def resolve(self, obj: ElfInfo, soname: str) -> str | None:
-        """Path ld.so would load for ``soname`` needed by ``obj``, or None."""
+    def resolve(self, obj: ElfInfo, soname: str, inherited: Sequence[str] = ()) -> str | None:
+        """Path ld.so would load for ``soname`` needed by ``obj``, or None. ``inherited``:
+        the expanded DT_RPATH directories of the objects that loaded ``obj``, nearest first."""
         if "/" in soname:
             path = expand_origin(soname, _origin_of(obj.path))
             return path if path is not None and self._check(obj, path) == _FOUND else None
-        for candidate in self._candidates(obj, soname):
+        origin = _origin_of(obj.path)
+        rpath: tuple[str, ...] = ()
+        if not obj.runpath:
+            rpath = (*_expand_all(obj.rpath, origin), *inherited)
+        runpath = tuple(_expand_all(obj.runpath, origin))
+        key = (obj.elf_class, obj.machine, soname, rpath, runpath)
+        if key in self._searches:
+            return self._searches[key]
+        found = None
+        for candidate in self._candidates(obj, soname, rpath, runpath):
             verdict = self._check(obj, candidate)
             if verdict == _FOUND:
-                return candidate
+                found = candidate
+                break
             if verdict == _FATAL:
-                return None
-        return None
+                break
+        self._searches[key] = found
+        return found
 
-    def _candidates(self, obj: ElfInfo, soname: str) -> Iterator[str]:
-        origin = _origin_of(obj.path)
-        if not obj.runpath:
-            yield from self._in_dirs(_expand_all(obj.rpath, origin), soname)
+    def load(
+        self,
+        root: ElfInfo,
+        *,
+        loaded: Mapping[str, str] | None = None,
+        chain: Sequence[ElfInfo] = (),
+    ) -> LoadMap:
+        """Load ``root`` and everything it needs, breadth first, as ld.so does.
+
+        ``loaded``: the names the objects already in the process answer to (``LoadMap.names``
+        of an earlier load), each -> its path: such a name is satisfied without a search.
+        ``chain``: the objects that load ``root``, nearest first, up to the program (for a
+        Python extension module: the interpreter); their DT_RPATH is searched after the
+        root's. Without either, this is what ``ldd root`` prints.
+        """
+        names = dict(loaded or {})
+        files = {self._identity(path): path for path in set(names.values())}
+        inherited = tuple(d for link in chain for d in _Object(link, ()).own_rpath())
+        queue = deque([_Object(root, inherited)])
+        objects = [root]
+        needed: list[Resolved] = []
+        self._answer_to(names, root, root.path)
+        files.setdefault(self._identity(root.path), root.path)
+        while queue:
+            obj = queue.popleft()
+            below = (*obj.own_rpath(), *obj.inherited)
+            for soname in obj.info.needed:
+                present = names.get(soname)
+                if present is not None:
+                    needed.append(Resolved(obj.info.path, soname, present, loaded=True))
+                    continue
+                path = self.resolve(obj.info, soname, obj.inherited)
+                if path is not None:
+                    same = files.get(self._identity(path))
+                    if same is not None:  # the same file under another name: not loaded twice
+                        names[soname] = path = same
+                    else:
+                        info = self._look(path)
+                        assert info  # resolve() found it: a dynamic ELF
+                        files[self._identity(path)] = path
+                        names[soname] = path
+                        self._answer_to(names, info, path)
+                        objects.append(info)
+                        queue.append(_Object(info, below))
+                needed.append(Resolved(obj.info.path, soname, path))
+        return LoadMap(root.path, tuple(objects), tuple(needed), names)
+
+    def _identity(self, path: str) -> tuple[int, int] | str:
+        """Which file a path is: its (device, inode), as ld.so compares them."""
+        found = self._identities.get(path)
+        if found is None:
+            try:
+                stat = os.stat(path)
+                found = (stat.st_dev, stat.st_ino)
+            except OSError:  # a file the simulation keeps (``exists``) but the disk lost
+                found = path
+            self._identities[path] = found
+        return found
+
+    @staticmethod
+    def _answer_to(names: dict[str, str], info: ElfInfo, path: str) -> None:
+        names.setdefault(path, path)
+        if info.soname:
+            names.setdefault(info.soname, path)
+
+    def _candidates(
+        self, obj: ElfInfo, soname: str, rpath: Sequence[str], runpath: Sequence[str]
+    ) -> Iterator[str]:
+        yield from self._in_dirs(rpath, soname)
         # $ORIGIN in LD_LIBRARY_PATH refers to the executable, unknown here.
         yield from self._in_dirs((d for d in self._ld_library_path if "$" not in d), soname)
-        yield from self._in_dirs(_expand_all(obj.runpath, origin), soname)
+        yield from self._in_dirs(runpath, soname)
         yield from self._ld_cache.get(soname, ())
         yield from self._in_dirs(self._defaults_for(obj), soname)
 
@@ -832,13 +1133,22 @@ class Loader:
             dirs = self._default_dirs_by_kind[kind] = default_library_dirs(*kind)
         return dirs
 
+    def _look(self, path: str) -> ElfInfo | Literal[False] | None:
+        """The file at ``path``: its ElfInfo, None if it is not a dynamic ELF, False if it is
+        not there."""
+        try:
+            return self._files[path]
+        except KeyError:
+            found = self._files[path] = self._reader(path) if self._exists(path) else False
+            return found
+
     def _check(self, obj: ElfInfo, path: str) -> str:
-        if not self._exists(path):
+        found = self._look(path)
+        if found is False:
             return _SKIP
-        info = self._reader(path)
-        if info is None:
+        if found is None:
             return _FATAL
-        if info.elf_class != obj.elf_class or info.machine != obj.machine:
+        if found.elf_class != obj.elf_class or found.machine != obj.machine:
             return _SKIP
         return _FOUND
 

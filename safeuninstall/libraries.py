@@ -1,9 +1,17 @@
 """Shared libraries: who owns which file, which ELF objects lose or change a DT_NEEDED library
-when files disappear, and what a probe process really loaded.
+when files disappear, what the environment's processes load (and fail to), and what a probe
+process really loaded.
 
-The loader is simulated twice, once as the environment is and once without the files a removal
-deletes; an object whose needed library resolved to a deleted file then either resolves to
-nothing (it breaks) or to another file (it drifts: the loader silently picks up another copy).
+For a removal the loader is simulated twice, once as the environment is and once without the
+files a removal deletes; an object whose needed library resolved to a deleted file then either
+resolves to nothing (it breaks) or to another file (it drifts: the loader silently picks up
+another copy).
+
+For the environment as it is (``census``), loads start where a process really starts them: at
+the roots, Python extension modules (loaded into the interpreter) and programs. What a root's
+load needs and can't find breaks an import or a program. What only an object no root loads
+needs (a plugin that is dlopen'ed on demand, into a process that has usually loaded what it
+needs already) and what only a GPU driver provides are information, not breakage.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import msgspec
 from msgspec import Struct
@@ -21,6 +30,8 @@ from .elf import (
     ElfCache,
     ElfInfo,
     Loader,
+    LoadMap,
+    Resolved,
     is_elf_candidate,
     ld_cache_flags,
     read_elf,
@@ -114,6 +125,7 @@ class LibraryIndex:
         return Loader(self._ld_library_path, self._ld_cache, exists=exists, reader=self.cache.get)
 
     def objects(self, paths: Iterable[str]) -> list[ElfInfo]:
+        """The dynamic ELF files among ``paths`` named like libraries (``*.so``, ``*.so.*``)."""
         found = []
         for path in paths:
             if not is_elf_candidate(os.path.basename(path)):
@@ -123,12 +135,37 @@ class LibraryIndex:
                 found.append(info)
         return found
 
+    def scan(self, paths: Iterable[str]) -> tuple[list[ElfInfo], list[ElfInfo]]:
+        """The dynamic ELF files among ``paths``: (those named like libraries, the programs).
+
+        A program is a file in a ``bin`` folder, or without a dot in its name outside the
+        metadata folders (``torch/bin/torch_shm_manager``, ``triton/FileCheck``), that has a
+        PT_INTERP; files named otherwise are not opened (a wheel has thousands of them).
+        """
+        libraries, programs = [], []
+        for path in paths:
+            folder, _, name = path.rpartition("/")
+            if ".so" in name and is_elf_candidate(name):
+                info = self.cache.get(path)
+                if info is not None:
+                    libraries.append(info)
+            elif folder.endswith("/bin") or ("." not in name and not _is_metadata(folder)):
+                info = self.cache.get(path)
+                if info is not None and info.program:
+                    programs.append(info)
+        return libraries, programs
+
     def save(self) -> None:
         """Store the ELF cache, if a file was read that it did not hold."""
         if self.cache_file is not None and self.cache.changed:
             # A cache that can't be written only costs time on the next run.
             with contextlib.suppress(OSError):
                 self.cache.save(self.cache_file)
+
+
+def _is_metadata(folder: str) -> bool:
+    """A ``*.dist-info`` folder (RECORD, METADATA, WHEEL... have no dot) or below one."""
+    return folder.endswith(".dist-info") or ".dist-info/" in folder
 
 
 class _LazyLdCache(Mapping[str, Sequence[str]]):
@@ -192,16 +229,155 @@ def library_changes(
     return changes
 
 
-def unresolved(index: LibraryIndex, owned: Ownership) -> list[tuple[str, str, str]]:
-    """(distribution, object, soname) for every DT_NEEDED that resolves to nothing now."""
+# -- what the environment's processes load -----------------------------------------------------
+
+# Sonames a GPU driver installs and no wheel ships: a wheel that needs one expects the driver on
+# the machine. On a machine without that GPU they are absent, and no install can bring them.
+DRIVER_LIBRARIES: Final = frozenset(
+    {
+        "libcuda.so.1",
+        "libcudadebugger.so.1",
+        "libnvcuvid.so.1",
+        "libnvidia-encode.so.1",
+        "libnvidia-fbc.so.1",
+        "libnvidia-ml.so.1",
+        "libnvidia-nvvm.so.4",
+        "libnvidia-opticalflow.so.1",
+        "libnvidia-ptxjitcompiler.so.1",
+        "libnvoptix.so.1",
+        "libdxcore.so",  # WSL's GPU bridge
+    }
+)
+
+
+class MissingLibrary(Struct, frozen=True):
+    """A needed library that no search finds."""
+
+    soname: str
+    needed_by: tuple[str, ...]  # the objects that need it (paths)
+    distributions: tuple[str, ...]  # theirs; for an object outside the environment, the root's
+
+    def to_dict(self) -> dict[str, object]:
+        return msgspec.structs.asdict(self)
+
+
+class Census(Struct, frozen=True):
+    """The needed libraries that the environment's processes can't find, by what that means."""
+
+    missing: tuple[MissingLibrary, ...]  # a root's load needs it: an import or a program fails
+    on_demand: tuple[MissingLibrary, ...]  # needed only where no root's load reaches (plugins)
+    driver: tuple[MissingLibrary, ...]  # a GPU driver's library: never in a wheel
+    roots: int  # extension modules and programs loaded
+
+
+class _Needs:
+    """soname -> (objects, distributions) that need it, in the order met."""
+
+    def __init__(self) -> None:
+        self.by_soname: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
+
+    def add(self, soname: str, consumer: str, dist: str) -> None:
+        objects, dists = self.by_soname.setdefault(soname, ({}, {}))
+        objects[consumer] = None
+        dists[dist] = None
+
+    def listed(self, leave_out: Collection[str] = ()) -> tuple[MissingLibrary, ...]:
+        return tuple(
+            MissingLibrary(soname, tuple(objects), tuple(sorted(dists)))
+            for soname, (objects, dists) in sorted(self.by_soname.items())
+            if soname not in leave_out
+        )
+
+
+def census(
+    index: LibraryIndex,
+    owned: Ownership,
+    requires: Mapping[str, Collection[str]],
+    interpreter: str,
+) -> Census:
+    """Load every root of the environment as its process would, and sort what can't be found.
+
+    An extension module is loaded into the interpreter (``interpreter``, whose own libraries
+    are then loaded already), alone. Where that leaves a need unmet, it is loaded again after
+    the roots of its distribution and of everything that distribution requires (``requires``:
+    name -> the names it requires, installed), as an import of it loads them first: what they
+    loaded answers by name (a module that needs ``libc10.so`` without a path to torch's, and
+    counts on ``import torch`` having loaded it). A program is loaded alone. An object
+    that no root's load reaches is loaded after all of them: what it still can't find is
+    information (``on_demand``), as is a driver's library (``driver``).
+    """
     loader = index.loader()
-    missing = []
+    python = index.cache.get(os.path.realpath(interpreter))
+    started = loader.load(python).names if python is not None else {}
+    chain = (python,) if python is not None else ()
+    held: dict[str, tuple[str, ElfInfo]] = {}  # path (normalised) -> (distribution, object)
+    roots: list[tuple[str, ElfInfo]] = []
     for dist, files in owned.files.items():
-        for obj in index.objects(files):
-            for soname in obj.needed:
-                if loader.resolve(obj, soname) is None:
-                    missing.append((dist, obj.path, soname))
-    return missing
+        objects, programs = index.scan(files)
+        for info in objects:
+            held[info.path] = (dist, info)  # RECORD paths: normalised already
+        roots += [(dist, info) for info in objects if info.python_extension]
+        roots += [(dist, info) for info in programs]
+
+    def load_root(info: ElfInfo, loaded: Mapping[str, str]) -> LoadMap:
+        if info.program:
+            return loader.load(info)
+        return loader.load(info, loaded=loaded, chain=chain)
+
+    first = [(dist, info, load_root(info, started)) for dist, info in roots]
+    brought: dict[str, dict[str, str]] = {}  # distribution -> names its roots' loads brought
+    for dist, info, done in first:
+        # A load that fails leaves nothing loaded (dlopen unmaps what it mapped).
+        if not info.program and not done.missing:
+            _merge(brought.setdefault(dist, {}), done.names)
+    needs, plugins, driver = _Needs(), _Needs(), _Needs()
+    reached: set[str] = set()
+    everything = dict(started)  # every name some root's load brought: what a plugin may find
+
+    def note(missing: Iterable[Resolved], into: _Needs, dist: str) -> None:
+        for entry in missing:
+            consumer = normalise(entry.consumer)
+            found_in = driver if entry.soname in DRIVER_LIBRARIES else into
+            found_in.add(entry.soname, consumer, held[consumer][0] if consumer in held else dist)
+
+    for dist, info, done in first:
+        if done.missing and not info.program:
+            loaded = dict(started)
+            for name in _required(dist, requires):
+                _merge(loaded, brought.get(name, {}))
+            done = load_root(info, loaded)
+        note(done.missing, needs, dist)
+        reached.update(normalise(obj.path) for obj in done.objects)
+        # Broken or not, what the roots load is what a plugin finds: its own needs are the
+        # question here, the roots' breakage is reported once, above.
+        _merge(everything, done.names)
+    for path, (dist, info) in held.items():
+        if path not in reached:
+            note(loader.load(info, loaded=everything).missing, plugins, dist)
+    return Census(
+        missing=needs.listed(),
+        on_demand=plugins.listed(leave_out=needs.by_soname),
+        driver=driver.listed(),
+        roots=len(roots),
+    )
+
+
+def _merge(into: dict[str, str], names: Mapping[str, str]) -> None:
+    """Names already there keep their object, as in one process."""
+    for name, path in names.items():
+        into.setdefault(name, path)
+
+
+def _required(dist: str, requires: Mapping[str, Collection[str]]) -> list[str]:
+    """``dist`` and every installed distribution it requires, directly or not."""
+    seen = {dist: None}
+    pending = [dist]
+    while pending:
+        for name in requires.get(pending.pop(), ()):
+            if name not in seen:
+                seen[name] = None
+                pending.append(name)
+    return list(seen)
 
 
 # -- what a probe process loaded ------------------------------------------------------------

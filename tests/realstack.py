@@ -107,6 +107,16 @@ class Stacks:
             raise RuntimeError(f"uv {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
         return done
 
+    def offline_env(self) -> dict[str, str]:
+        """Variables under which an install of this cache's pins runs offline, as a user's
+        uv would with the machine's configuration: the cache, and the indexes it was filled
+        from (uv keeps a wheel under the index it came from)."""
+        env = {"UV_CACHE_DIR": str(self.uv_cache), "UV_OFFLINE": "1"}
+        if self.indexes:
+            env["UV_EXTRA_INDEX_URL"] = " ".join(self.indexes)
+            env["UV_INDEX_STRATEGY"] = "unsafe-best-match"
+        return env
+
     def pins(self, stack: str) -> Path:
         path = STACKS_DIR / f"{stack}.txt"
         if not path.is_file():

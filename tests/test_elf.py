@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from safeuninstall import elf, libraries
@@ -25,6 +26,8 @@ from safeuninstall.elf import (
     ElfInfo,
     LdCacheEntry,
     Loader,
+    LoadMap,
+    Resolved,
     default_library_dirs,
     expand_origin,
     is_elf_candidate,
@@ -37,6 +40,8 @@ from safeuninstall.elf import (
 from safeuninstall.libraries import LibraryIndex
 from safeuninstall.paths import normalise
 from tests.conftest import returns_promptly
+from tests.ldd import disagreement
+from tests.ldd import ldd as ldd_view
 
 GCC = shutil.which("gcc")
 READELF = shutil.which("readelf")
@@ -735,6 +740,214 @@ def test_resolution_matches_ldd_for_system_libraries() -> None:
     assert sum(assert_matches_ldd(path) for path in libraries) >= len(libraries)
 
 
+# -- whole loads: the loading chain, names already loaded (glibc's rules, checked with ldd) --------
+
+LEAF_C = "int leaf(void) { return 1; }\n"
+
+
+def needs(*names: str, runpath: str = "", rpath: str = "") -> list[str]:
+    """gcc arguments: link against ``names`` (paths to built libraries), with a search path
+    (kept though no symbol of theirs is used: ``--no-as-needed``)."""
+    args = ["-Wl,--no-as-needed"]
+    for name in names:
+        args += [f"-L{Path(name).parent}", f"-l:{Path(name).name}"]
+    if runpath:
+        args += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
+    if rpath:
+        args += ["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"]
+    return args
+
+
+def library(path: Path, *args: str) -> Path:
+    return gcc_shared(path, LEAF_C.replace("leaf", path.name.split(".")[0]), *args)
+
+
+def model_load(path: Path) -> LoadMap:
+    info = read_elf(path)
+    assert info is not None
+    return LibraryIndex({}).loader().load(info)
+
+
+def resolved_for(load: LoadMap, consumer: Path, soname: str) -> Resolved:
+    (entry,) = [
+        e for e in load.needed if e.soname == soname and Path(e.consumer).name == consumer.name
+    ]
+    return entry
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """leaf/libleaf.so.1; mid/libmid.so needs it and has no search path of its own;
+    rpath/libroot.so and runpath/libroot.so need libmid.so and name both folders, one in a
+    DT_RPATH, the other in a DT_RUNPATH; through/libroot.so reaches libmid.so through
+    runq/libq.so, which has a DT_RUNPATH."""
+    if GCC is None:
+        pytest.skip("gcc not available")
+    root = tmp_path_factory.mktemp("chains")
+    leaf = library(root / "leaf/libleaf.so.1", "-Wl,-soname,libleaf.so.1")
+    mid = library(root / "mid/libmid.so", *needs(str(leaf)))
+    both = "$ORIGIN/../mid:$ORIGIN/../leaf"
+    library(root / "rpath/libroot.so", *needs(str(mid), rpath=both))
+    library(root / "runpath/libroot.so", *needs(str(mid), runpath=both))
+    q = library(root / "runq/libq.so", *needs(str(mid), runpath="$ORIGIN/../mid"))
+    library(root / "through/libroot.so", *needs(str(q), rpath="$ORIGIN/../runq:$ORIGIN/../leaf"))
+    return root
+
+
+@needs_ldd
+def test_rpath_of_the_loading_chain_is_searched(chains: Path) -> None:
+    """libmid.so has no search path: libleaf.so.1 is found through the DT_RPATH of libroot.so,
+    which loaded it. Alone, libmid.so finds nothing."""
+    load = model_load(chains / "rpath/libroot.so")
+    found = resolved_for(load, chains / "mid/libmid.so", "libleaf.so.1")
+    assert found.path is not None and os.path.samefile(found.path, chains / "leaf/libleaf.so.1")
+    assert disagreement(load, ldd_view(chains / "rpath/libroot.so")) == {}
+    mid = read_elf(chains / "mid/libmid.so")
+    assert mid is not None
+    assert isolated_loader().resolve(mid, "libleaf.so.1") is None
+
+
+@needs_ldd
+def test_runpath_is_not_inherited(chains: Path) -> None:
+    """The same chain with a DT_RUNPATH: it serves libroot.so's own needs only."""
+    load = model_load(chains / "runpath/libroot.so")
+    assert resolved_for(load, chains / "mid/libmid.so", "libleaf.so.1").path is None
+    view = ldd_view(chains / "runpath/libroot.so")
+    assert view.resolved["libleaf.so.1"] is None
+    assert disagreement(load, view) == {}
+
+
+@needs_ldd
+def test_an_object_with_runpath_passes_the_rpath_of_its_loaders_on(chains: Path) -> None:
+    """libroot.so (DT_RPATH) -> libq.so (DT_RUNPATH) -> libmid.so (nothing): libmid.so still
+    searches libroot.so's DT_RPATH; libq.so's DT_RUNPATH adds nothing for it."""
+    load = model_load(chains / "through/libroot.so")
+    found = resolved_for(load, chains / "mid/libmid.so", "libleaf.so.1")
+    assert found.path is not None and os.path.samefile(found.path, chains / "leaf/libleaf.so.1")
+    assert disagreement(load, ldd_view(chains / "through/libroot.so")) == {}
+
+
+@needs_ldd
+def test_a_name_already_loaded_satisfies_a_later_need(tmp_path: Path) -> None:
+    """libsecond.so needs libx.so.1 and can't find it; it gets it when libfirst.so (whose
+    DT_RUNPATH finds it) was processed first, breadth first, and only then."""
+    if GCC is None:
+        pytest.skip("gcc not available")
+    x = library(tmp_path / "x/libx.so.1", "-Wl,-soname,libx.so.1")
+    first = library(tmp_path / "first/libfirst.so", *needs(str(x), runpath="$ORIGIN/../x"))
+    second = library(tmp_path / "second/libsecond.so", *needs(str(x)))
+    folders = "$ORIGIN/../first:$ORIGIN/../second"
+    good = library(tmp_path / "good/libroot.so", *needs(str(first), str(second), runpath=folders))
+    bad = library(tmp_path / "bad/libroot.so", *needs(str(second), str(first), runpath=folders))
+
+    load = model_load(good)
+    entry = resolved_for(load, second, "libx.so.1")
+    assert entry.loaded and entry.path is not None and os.path.samefile(entry.path, x)
+    assert disagreement(load, ldd_view(good)) == {}
+
+    load = model_load(bad)
+    assert resolved_for(load, second, "libx.so.1").path is None
+    assert [e.soname for e in load.missing] == ["libx.so.1"]
+    view = ldd_view(bad)
+    assert view.resolved["libx.so.1"] is None, view.text
+    assert disagreement(load, view) == {}
+
+
+def test_names_loaded_before_are_not_searched(chains: Path) -> None:
+    """``loaded``: what the process has already (the interpreter's libraries, an earlier
+    import); ``chain``: the DT_RPATH of the objects that load the root (the interpreter)."""
+    mid = read_elf(chains / "mid/libmid.so")
+    assert mid is not None
+    leaf = str(chains / "leaf/libleaf.so.1")
+    loader = isolated_loader()
+    load = loader.load(mid, loaded={"libleaf.so.1": leaf})
+    assert resolved_for(load, chains / "mid/libmid.so", "libleaf.so.1") == Resolved(
+        mid.path, "libleaf.so.1", leaf, loaded=True
+    )
+    program = ElfInfo("/p/bin/python", 64, EM_X86_64, None, (), (str(chains / "leaf"),), ())
+    load = loader.load(mid, chain=[program])
+    assert resolved_for(load, chains / "mid/libmid.so", "libleaf.so.1").path == leaf
+    assert load.names["libleaf.so.1"] == leaf
+    with_runpath = msgspec.structs.replace(program, runpath=("/nowhere",))
+    assert isolated_loader().load(mid, chain=[with_runpath]).missing  # its DT_RPATH is dropped
+
+
+# -- what an ELF file is: a program, a Python extension module ----------------------------------
+
+
+def many_functions(count: int) -> str:
+    return "".join(f"int function_{i}(void) {{ return {i}; }}\n" for i in range(count))
+
+
+PYINIT = "void *PyInit_{name}(void) {{ return 0; }}\n"
+
+
+@pytest.mark.parametrize("hash_style", ["gnu", "sysv"])
+def test_an_extension_module_is_told_by_its_pyinit_symbol(tmp_path: Path, hash_style: str) -> None:
+    """Python imports ``x.so`` by calling ``PyInit_x``: a file that defines it is a module,
+    whatever its name (triton's ``libtriton.so``), and a file that doesn't is not (a plugin
+    named ``libMLIRDialectPlugin.so``, or one that only calls it)."""
+    if GCC is None:
+        pytest.skip("gcc not available")
+    style = f"-Wl,--hash-style={hash_style}"
+    body = many_functions(300)  # long hash chains
+    tagged = "_mod.cpython-311-x86_64-linux-gnu.so"
+    cases = {
+        tagged: (body + PYINIT.format(name="_mod"), True),
+        "libtriton.so": (body + PYINIT.format(name="libtriton"), True),
+        "libplugin.so": (body + PYINIT.format(name="other"), False),
+        "_nomod.cpython-311-x86_64-linux-gnu.so": (body, False),
+        "caller.so": (
+            "void *PyInit_caller(void); void *f(void) { return PyInit_caller(); }\n",
+            False,
+        ),
+        "libfoo.so.1": (body + PYINIT.format(name="libfoo"), False),  # not importable: *.so.1
+    }
+    for name, (source, expected) in cases.items():
+        info = read_elf(gcc_shared(tmp_path / name, source, style))
+        assert info is not None, name
+        assert (info.python_extension, info.program) == (expected, False), name
+
+
+def test_a_program_has_an_interpreter(tmp_path: Path) -> None:
+    if GCC is None:
+        pytest.skip("gcc not available")
+    program = gcc(tmp_path / "bin/tool", "int main(void) { return 0; }\n")
+    assert program is not None
+    info = read_elf(program)
+    assert info is not None and info.program and not info.python_extension
+    index = LibraryIndex({})
+    library_file = gcc_shared(tmp_path / "lib/libx.so", LEAF_C)
+    text = tmp_path / "README"
+    text.write_text("not ELF\n")
+    record = tmp_path / "pkg-1.0.dist-info/RECORD"
+    record.parent.mkdir()
+    record.write_text("pkg/__init__.py,,\n")
+    paths = [str(program), str(library_file), str(text), str(record)]
+    libraries, programs = index.scan(paths)
+    assert [i.path for i in libraries] == [str(library_file)]
+    assert [i.path for i in programs] == [str(program)]
+    assert len(index.cache) == 3  # README opened (no dot), the RECORD not (metadata)
+    assert index.objects(paths) == libraries
+
+
+def test_read_elf_never_raises_on_a_corrupt_symbol_table(tmp_path: Path) -> None:
+    if GCC is None:
+        pytest.skip("gcc not available")
+    module = gcc_shared(tmp_path / "m.so", many_functions(200) + PYINIT.format(name="m"))
+    data = module.read_bytes()
+    rng = random.Random(99)
+    path = tmp_path / "corrupt.so"
+    for _ in range(300):
+        mutated = bytearray(data)
+        for _ in range(rng.randint(1, 16)):
+            where = rng.randrange(0, min(len(data), 16384))  # headers, hash tables, symbols
+            mutated[where] = rng.randrange(256)
+        path.write_bytes(bytes(mutated))
+        result = read_elf(path)
+        assert result is None or isinstance(result, ElfInfo)
+
+
 # -- ld.so.cache ----------------------------------------------------------------------------------
 
 FLAG_NAMES = {"libc6,x86-64": 0x0303, "libc6,x32": 0x0803, "libc6": 0x0003, "ELF": 0x0001}
@@ -995,20 +1208,20 @@ def test_elf_cache_missing_file(tmp_path: Path) -> None:
         json.dumps({"format": "other", "version": 1, "entries": {}}),
         json.dumps({"format": "safeuninstall-elf-cache", "version": 99, "entries": {}}),
         json.dumps(
-            {"format": "safeuninstall-elf-cache", "version": 1, "entries": {"/x.so": [1, 2]}}
+            {"format": "safeuninstall-elf-cache", "version": 2, "entries": {"/x.so": [1, 2]}}
         ),
         json.dumps(
             {
                 "format": "safeuninstall-elf-cache",
-                "version": 1,
+                "version": 2,
                 "entries": {"/x.so": [1, "2", None]},
             }
         ),
         json.dumps(
             {
                 "format": "safeuninstall-elf-cache",
-                "version": 1,
-                "entries": {"/x.so": [1, 2, [64, 62, None, "a", [], []]]},
+                "version": 2,
+                "entries": {"/x.so": [1, 2, [64, 62, None, "a", [], [], False, False]]},
             }
         ),
         json.dumps(
@@ -1021,18 +1234,26 @@ def test_elf_cache_missing_file(tmp_path: Path) -> None:
         json.dumps(
             {
                 "format": "safeuninstall-elf-cache",
-                "version": 1,
+                "version": 2,
                 "entries": {"/x.so": [1, 2, None, 3]},
             }
         ),
         json.dumps(
             {
                 "format": "safeuninstall-elf-cache",
-                "version": 1,
-                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], [], []]]},
+                "version": 2,
+                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], [], False, False, True]]},
             }
         ),
-        '{"format": "safeuninstall-elf-cache", "version": 1, "x": ' + "[" * 100_000,
+        # The layout of version 1 (no program, python_extension): read again, not misread.
+        json.dumps(
+            {
+                "format": "safeuninstall-elf-cache",
+                "version": 1,
+                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], []]]},
+            }
+        ),
+        '{"format": "safeuninstall-elf-cache", "version": 2, "x": ' + "[" * 100_000,
         "[" * 100_000 + "]" * 100_000,
     ],
 )
@@ -1063,13 +1284,15 @@ def test_elf_cache_file_layout(built: Built, tmp_path: Path) -> None:
         info.machine,
         info.soname,
         *map(list, (info.needed, info.rpath, info.runpath)),
+        info.program,
+        info.python_extension,
     ]
     entries = {
         str(lib): [lib.stat().st_size, lib.stat().st_mtime_ns, fields],
         str(script): [script.stat().st_size, script.stat().st_mtime_ns, None],
     }
     written = json.dumps(
-        {"format": "safeuninstall-elf-cache", "version": 1, "entries": entries},
+        {"format": "safeuninstall-elf-cache", "version": 2, "entries": entries},
         separators=(",", ":"),
     )
     cache_file = tmp_path / "elf.json"
@@ -1101,7 +1324,7 @@ def test_elf_cache_keeps_names_that_are_not_utf8(built: Built, tmp_path: Path) -
 def test_elf_cache_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(elf, "_MAX_CACHE_BYTES", 1 << 20)
     cache_file = tmp_path / "elf.json"
-    valid = {"format": "safeuninstall-elf-cache", "version": 1, "entries": {"/x.so": [1, 2, None]}}
+    valid = {"format": "safeuninstall-elf-cache", "version": 2, "entries": {"/x.so": [1, 2, None]}}
     cache_file.write_text(json.dumps(valid) + " " * (1 << 20))  # still valid JSON, too long
     cache = ElfCache()
     cache.load(cache_file)

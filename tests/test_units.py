@@ -1105,3 +1105,83 @@ def test_returns_to_is_written_only_for_a_rollback(tmp_path: Path) -> None:
     snapshot_file.save(snap, path)
     assert snapshot_file.load(path).returns_to == "0001"
     assert "returns_to" not in _state("0001", "a", "uninstall", "pending").to_dict()
+
+
+# -- doctor: where a missing piece comes back from, and the one repair -----------------------
+
+
+def recorded(name: str, version: str, url: str | None = None) -> PackageEntry:
+    source = Source(kind="url", url=url) if url else Source(kind="index")
+    return PackageEntry(name=name, version=version, source=source)
+
+
+@pytest.mark.parametrize(
+    ("requirement", "snapshots", "expected"),
+    [
+        # A stash that satisfies it, newest first.
+        (
+            "idna<4",
+            [make_snapshot("0002", (stashed("idna", "3.20"),))],
+            ("idna==3.20", "0002", None, False),
+        ),
+        # Only recorded, files not kept: that version, said to come from the record.
+        (
+            "idna<4",
+            [make_snapshot("0002", (recorded("idna", "3.20"),))],
+            ("idna==3.20", None, "0002", False),
+        ),
+        # A recorded version outside the range is no answer; nothing else is either.
+        ("idna<3", [make_snapshot("0002", (recorded("idna", "3.20"),))], (None, None, None, False)),
+        # The requirement's own pin, with no snapshot at all.
+        (
+            "nvidia-nccl-cu13==2.30.7; platform_system == 'Linux'",
+            [],
+            ("nvidia-nccl-cu13==2.30.7", None, None, True),
+        ),
+        ("torch===2.14.1+cu130", [], ("torch==2.14.1+cu130", None, None, True)),
+        ("numpy==2.*", [], (None, None, None, False)),
+        ("numpy>=2,==2.1", [], (None, None, None, False)),
+    ],
+)
+def test_doctor_finds_where_a_missing_requirement_comes_back_from(
+    requirement: str, snapshots: list[Snapshot], expected: tuple[object, ...]
+) -> None:
+    from packaging.requirements import Requirement
+
+    from safeuninstall.doctor import _requirement_finding
+
+    found = _requirement_finding("dependent", Requirement(requirement), snapshots)
+    assert (found.provider, found.snapshot, found.recorded_in, found.pinned) == expected
+
+
+def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() -> None:
+    from safeuninstall.doctor import Finding, Repair, plan_repair
+
+    installed = {"requests": Installed("requests", "2.34.2", Source(kind="index"))}
+    kept = make_snapshot("0001", (stashed("requests", "2.34.2"), stashed("idna", "3.20")))
+    only_recorded = make_snapshot("0002", (stashed("requests", "2.34.2"), recorded("idna", "3.20")))
+    missing = Finding("requirement", "idna<4", "requests", "idna==3.20", "0001")
+    assert plan_repair([missing], [only_recorded, kept], installed) == Repair(snapshot="0001")
+    from_record = Finding("requirement", "idna<4", "requests", "idna==3.20", recorded_in="0002")
+    assert plan_repair([from_record], [only_recorded], installed) == Repair(
+        install=(recorded("idna", "3.20"),)
+    )
+
+
+def test_doctor_expects_a_library_back_with_its_consumers_missing_requirements() -> None:
+    from safeuninstall.doctor import Finding, Repair, plan_repair
+
+    pins = ("nvidia-cudnn-cu13==9.24.0.43", "nvidia-nccl-cu13==2.30.7")
+    findings = [
+        Finding("library", "libnccl.so.2", "torch", expected_with=pins),
+        *(Finding("requirement", pin, "torch", pin, pinned=True) for pin in pins),
+    ]
+    repair = plan_repair(findings, [], {})
+    assert repair == Repair(install=tuple(recorded(*pin.split("==")) for pin in pins))
+    # With the source a snapshot recorded for that release (a URL, a local build), not the bare pin.
+    source = make_snapshot("0001", (recorded("nvidia-nccl-cu13", "2.30.7", "https://x/nccl.whl"),))
+    assert plan_repair(findings, [source], {}) == Repair(
+        install=(recorded("nvidia-cudnn-cu13", "9.24.0.43"), source.packages[0])
+    )
+    # A library that nothing is expected to bring back: no repair can be promised.
+    assert plan_repair([Finding("library", "libx.so.1", "torch")], [], {}) is None

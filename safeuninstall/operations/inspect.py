@@ -20,10 +20,9 @@ from ..environment import installed_distributions
 from ..libraries import ownership
 from ..names import parse_requested
 from ..outcome import Outcome
-from ..plan import plan_removal, plan_rollback
+from ..plan import plan_removal
 from ..probe import ProbeSettings, run_all
 from ..results import ProbeRuns, RemovalResult, Result
-from ..snapshot import PackageEntry, Snapshot
 
 if TYPE_CHECKING:
     from ..doctor import DoctorReport
@@ -75,42 +74,24 @@ def probe_now(ctx: Context, configured: ProbeSettings) -> Result:
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from ..doctor import DoctorReport, examine
+    from ..doctor import examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
     owned = ownership(installed)
     snapshots = loadable_snapshots(ctx)  # newest first
-    report = DoctorReport(examine(installed, ctx.interpreter.markers, index, owned, snapshots))
+    libraries = (index, owned, ctx.interpreter.executable)
+    report = examine(installed, ctx.interpreter.markers, libraries, snapshots)
     index.save()
     if report.healthy:
         return report
-    view = installed_view(installed, owned)
-    wanted = {f.provider for f in report.findings}
-    for snap in snapshots:
-        plan = plan_rollback(snap, view)
-        pins = {e.pin for e in plan.restore}
-        # A rollback is the repair when it brings back every missing piece and takes nothing
-        # away that is installed and intact now.
-        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
-        if None not in wanted and wanted <= pins and takes_nothing:
-            report.repair_snapshot = snap.id
-            report.repair_command = ctx.suggest("rollback", snap.id)
-            # Said, not hidden: a rollback also brings back what was removed since on purpose.
-            report.repair_also = sorted(p for p in pins - wanted if p is not None)
-            return report
-    pinned = sorted(p for p in wanted if p is not None)
-    if pinned and None not in wanted:
-        entries = [_entry_for_pin(snapshots, pin) for pin in pinned]
-        report.repair_command = shell_line(
-            ctx.backend.install_argv([e for e in entries if e is not None], offline=False)
-        )
+    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned))
+    if repair is None:
+        return report
+    if repair.snapshot is not None:
+        report.repair_snapshot = repair.snapshot
+        report.repair_command = ctx.suggest("rollback", repair.snapshot)
+        report.repair_also = list(repair.also)
+    else:
+        report.repair_command = shell_line(ctx.backend.install_argv(repair.install, offline=False))
     return report
-
-
-def _entry_for_pin(snapshots: Sequence[Snapshot], pin: str) -> PackageEntry | None:
-    for snap in snapshots:
-        for entry in snap.packages:
-            if entry.pin == pin:
-                return entry
-    return None

@@ -1,0 +1,227 @@
+"""The library model against the real loader, on environments from the package index.
+
+- ``ldd`` on every ELF object of the torch, scipy and scikit-learn stacks (each loaded as the
+  program, the way ldd loads it) names the same file for every name as the model's load of it.
+- A real import's load map (``/proc/self/maps``) holds every object the model loads for each
+  extension module that import loaded, at the path the model says.
+- ``doctor`` on every healthy stack finds nothing; after the bare ``uv pip uninstall`` of the four
+  nvidia-*-cu13 wheels it names the four libraries and the four requirements, and its one
+  command (an install of the pins torch's Requires-Dist names) repairs it all; a requirement
+  whose version only a snapshot recorded is pinned from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from safeuninstall.elf import ElfInfo, read_elf, read_ld_cache
+from safeuninstall.environment import installed_distributions, query_interpreter
+from safeuninstall.libraries import LibraryIndex, ownership
+from tests.conftest import Venv
+from tests.ldd import LDD, disagreement, ldd
+from tests.realstack import SMOKE, RealVenv, Stacks
+
+needs_ldd = pytest.mark.skipif(LDD is None, reason="ldd not available")
+
+ELF_STACKS = ["torch", "scipy", "sklearn"]
+# At least this many ELF objects per stack: a comparison of nothing must not pass.
+AT_LEAST = {"torch": 100, "scipy": 200, "sklearn": 200}
+SEED_WHEELS = (
+    "nvidia-cudnn-cu13",
+    "nvidia-cusparselt-cu13",
+    "nvidia-nccl-cu13",
+    "nvidia-nvshmem-cu13",
+)
+
+# Where the model and ld.so disagree, by stack and file name, with why. None is known: ldd agrees
+# with the model on every object of these stacks. (What ldd prints differently by design is
+# handled in tests/ldd.py: the dynamic linker, by its path alone, and the vDSO, no file.)
+EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def elf_objects(venv: Venv) -> tuple[LibraryIndex, list[ElfInfo], str]:
+    """The index, every ELF library and program the environment's distributions list, and the
+    interpreter's path."""
+    interpreter = query_interpreter(venv.python, os.environ)
+    owned = ownership(installed_distributions(interpreter))
+    index = LibraryIndex({})
+    found: list[ElfInfo] = []
+    for files in owned.files.values():
+        libraries, programs = index.scan(files)
+        found += libraries + programs
+    return index, found, interpreter.executable
+
+
+@needs_ldd
+@pytest.mark.parametrize("stack", ELF_STACKS)
+def test_the_model_loads_what_ldd_loads(real_venv: RealVenv, stack: str) -> None:
+    index, objects, _ = elf_objects(real_venv(stack))
+    loader = index.loader()
+    assert len(objects) >= AT_LEAST[stack]
+    differences = {}
+    for obj in objects:
+        if (stack, os.path.basename(obj.path)) in EXCEPTIONS:
+            continue
+        found = disagreement(loader.load(obj), ldd(obj.path))
+        if found:
+            differences[obj.path] = found
+    assert differences == {}
+
+
+# The objects of the running process in the order they were loaded (dl_iterate_phdr walks the
+# dynamic linker's list), after the stack's smoke import.
+LOAD_ORDER = """
+import ctypes, json, os
+{smoke}
+class Info(ctypes.Structure):
+    _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p)]
+names = []
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Info), ctypes.c_size_t, ctypes.c_void_p)
+def collect(info, size, data):
+    names.append(os.fsdecode(info.contents.name or b""))
+    return 0
+ctypes.CDLL(None).dl_iterate_phdr(collect, None)
+print(json.dumps([os.path.realpath(name) for name in names if name.startswith("/")]))
+"""
+
+
+@pytest.mark.parametrize("stack", ELF_STACKS)
+def test_the_model_loads_what_an_import_loads(real_venv: RealVenv, stack: str) -> None:
+    """The process's own sequence replayed: each object the import brought in that no earlier
+    load of the model explains (an extension module, a library loaded with ctypes) is loaded
+    by the model into the interpreter, in the process's order, with what is loaded so far.
+    Every object the model then loads is one the process loaded, from the same file: the
+    DT_RPATH chain, the names already loaded (numpy's libgfortran-040039e1... serves scipy's
+    modules, scipy.libs has its own copy), the search order, all as ld.so did them."""
+    venv = real_venv(stack)
+    done = venv.run_python(LOAD_ORDER.format(smoke=SMOKE[stack]))
+    assert done.returncode == 0, done.stderr
+    sequence = json.loads(done.stdout.splitlines()[-1])
+    index, _, executable = elf_objects(venv)
+    loader = index.loader()
+    python = read_elf(os.path.realpath(executable))
+    assert python is not None
+    first = loader.load(python)
+    names = dict(first.names)
+    explained = {os.path.realpath(o.path) for o in first.objects}
+    replayed = 0
+    for path in sequence:
+        if path in explained:
+            continue
+        info = index.cache.get(path)
+        assert info is not None, path
+        load = loader.load(info, loaded=names, chain=[python])
+        assert not load.missing, (path, load.missing)
+        brought = {os.path.realpath(o.path) for o in load.objects}
+        assert brought <= set(sequence), (path, sorted(brought - set(sequence)))
+        explained |= brought
+        names.update({k: v for k, v in load.names.items() if k not in names})
+        replayed += info.python_extension
+    assert replayed >= 5
+
+
+# -- doctor ------------------------------------------------------------------------------------
+
+
+def without_the_driver() -> bool:
+    return "libcuda.so.1" not in read_ld_cache()
+
+
+@pytest.mark.parametrize("stack", sorted(SMOKE))
+def test_doctor_finds_nothing_in_a_healthy_environment(real_venv: RealVenv, stack: str) -> None:
+    venv = real_venv(stack)
+    run = venv.tool("doctor", "--json")
+    data = run.json()
+    assert (run.returncode, data["findings"]) == (0, []), data
+    text = venv.tool("doctor")
+    assert text.returncode == 0
+    assert text.stdout.startswith("doctor: no missing library, unmet requirement"), text.stdout
+    if stack == "torch":
+        notes = {(n["kind"], n["what"]) for n in data["notes"]}  # type: ignore[union-attr]
+        if without_the_driver():
+            # The driver's library: needed by libcaffe2_nvrtc.so, never in a wheel.
+            assert ("driver", "libcuda.so.1") in notes
+        # Plugins that nothing loads at start (nvshmem's transports, cufile's RDMA): what they
+        # need from the system is information, named apart from the findings.
+        assert {kind for kind, _ in notes} <= {"driver", "on-demand"}
+    else:
+        assert data["notes"] == []
+
+
+def run_printed(command: str, stacks: Stacks, venv: Venv) -> subprocess.CompletedProcess[str]:
+    """The repair line doctor printed, as the user would paste it, offline from the stacks'
+    cache (the machine's indexes configured, as the stacks were installed)."""
+    return subprocess.run(
+        shlex.split(command),
+        env={**venv.env(), **stacks.offline_env()},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_doctor_after_the_seeds_bare_uninstall(real_venv: RealVenv, stacks: Stacks) -> None:
+    """The four wheels removed behind the tool's back, no snapshot: doctor names exactly the
+    four libraries torch can't load and the four requirements, and one install of torch's
+    pins repairs it all."""
+    venv = real_venv("torch")
+    venv.uv("pip", "uninstall", "--python", str(venv.python), *SEED_WHEELS)
+
+    run = venv.tool("doctor", "--json")
+
+    data = run.json()
+    assert run.returncode == 1
+    found = {(f["kind"], f["what"], f["needed_by"]) for f in data["findings"]}  # type: ignore[union-attr]
+    pins = {
+        "nvidia-cudnn-cu13==9.24.0.43",
+        "nvidia-cusparselt-cu13==0.8.1",
+        "nvidia-nccl-cu13==2.30.7",
+        "nvidia-nvshmem-cu13==3.4.5",
+    }
+    assert found == {
+        ("library", "libcudnn.so.9", "torch"),
+        ("library", "libcusparseLt.so.0", "torch"),
+        ("library", "libnccl.so.2", "torch"),
+        ("library", "libnvshmem_host.so.3", "torch"),
+        *(("requirement", f'{pin}; platform_system == "Linux"', "torch") for pin in pins),
+    }
+    command = str(data["repair_command"])
+    assert data["repair_snapshot"] is None
+    assert shlex.split(command)[-4:] == sorted(pins)
+    text = venv.tool("doctor").stdout
+    assert text.count("to repair, run: ") == 1
+    assert f"to repair, run: {command}\n" in text
+
+    repaired = run_printed(command, stacks, venv)
+
+    assert repaired.returncode == 0, repaired.stderr
+    assert venv.tool("doctor").returncode == 0
+    assert venv.run_python(SMOKE["torch"]).returncode == 0
+
+
+def test_doctor_pins_a_requirement_from_what_snapshots_recorded(
+    real_venv: RealVenv, stacks: Stacks
+) -> None:
+    """Every snapshot records idna==3.20, none kept its files: the pin comes from there."""
+    venv = real_venv("requests")
+    assert venv.tool("--no-probe", "requests").returncode == 0  # snapshot 0001
+    assert venv.tool("--no-probe", "rollback").returncode == 0  # snapshot 0002
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "idna")
+
+    data = venv.tool("doctor", "--json").json()
+
+    (finding,) = data["findings"]  # type: ignore[misc]
+    assert finding["kind"] == "requirement"
+    assert finding["what"].startswith("idna")
+    assert finding["provider"] == "idna==3.20"
+    assert finding["snapshot"] is None  # no stash holds it: no rollback can bring it
+    assert finding["recorded_in"] is not None
+    command = str(data["repair_command"])
+    assert shlex.split(command)[-1] == "idna==3.20"
+    assert run_printed(command, stacks, venv).returncode == 0
+    assert venv.tool("doctor").returncode == 0
+    assert venv.run_python(SMOKE["requests"]).returncode == 0
