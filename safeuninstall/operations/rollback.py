@@ -399,7 +399,7 @@ class _Rollback:
         baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
         with Transaction(ctx, self.command, self.recovering) as txn:
             with txn.interrupts_deferred():
-                before = self._snapshot(txn, spec)
+                self._snapshot(txn, spec)
                 restored = self._change(txn, spec, restore)
                 stopped = self._stopped(txn, restored)
                 if stopped is None and not restored.ok:
@@ -418,9 +418,9 @@ class _Rollback:
             if not self.judged:
                 self._finish(txn)
                 return self._probe_after()
-            return self._judge(txn, before)
+            return self._judge(txn)
 
-    def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> Snapshot:
+    def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> None:
         """The state this operation leaves, snapshotted and stashed first (so it can be undone,
         and rolled back to); then the last look for another process's change."""
         ctx = self.ctx
@@ -432,7 +432,6 @@ class _Rollback:
                 f"it ({change}); nothing was changed: run it again"
             )
         self.messages.append(f"the state before this {self.command} is snapshot {before.id}")
-        return before
 
     def _baseline_results(self) -> tuple[ProbeResult, ...]:
         """The probe before the change. One that fails already cannot judge the rollback (a
@@ -490,7 +489,7 @@ class _Rollback:
         if self.recovering is not None:
             self.ctx.store.set_outcome(self.wanted.id, "recovered")
 
-    def _judge(self, txn: Transaction, before: Snapshot) -> RollbackResult:
+    def _judge(self, txn: Transaction) -> RollbackResult:
         """The environment matches ``wanted``: the probe after it, against the baseline. A
         probe that passed before and fails now undoes the rollback."""
         ctx, settings = self.ctx, self.settings
