@@ -73,6 +73,11 @@ def _command_section(name: str, command: click.Command, parent: click.Context) -
     ]
     lines.append(f"- `{', '.join(ctx.help_option_names)}`: Show this message and exit.")
     lines.append("")
+    hidden = [p for p in command.params if isinstance(p, click.Option) and p.hidden]
+    if hidden:
+        # uv's own options and pip's leftovers: accepted as uv takes them (docs/usage.md).
+        shown = ", ".join(f"`{', '.join(p.opts)}`" for p in hidden)
+        lines += [f"Also accepted as `uv pip {name}` takes them: {shown}.", ""]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from msgspec import Struct
 
 from .context import Context
+from .derived import derive
 from .environment import InstalledDistribution, RequirementIndex
 from .impact import ImpactReport, impact_report
 from .libraries import (
@@ -25,7 +26,7 @@ from .libraries import (
     ownership,
 )
 from .plan import Installed
-from .probe import ProbeResult, ProbeSettings, default_probes
+from .probe import ProbeResult, ProbeSettings
 from .snapshot import Snapshot
 
 
@@ -56,7 +57,12 @@ class Analysis(Struct, frozen=True):
 
 
 def library_index(ctx: Context) -> LibraryIndex:
-    return LibraryIndex(ctx.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+    """The ELF objects, with their cache in the state folder (read, not written, by a read-only
+    command)."""
+    index = LibraryIndex(ctx.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
+    if ctx.read_only:
+        index.cache_file = None  # loaded already: nothing is saved
+    return index
 
 
 def analyse(
@@ -79,13 +85,14 @@ def with_default(
     settings: ProbeSettings,
     installed: Mapping[str, InstalledDistribution],
     affected: Sequence[str] | None,
+    removed: Sequence[str] = (),
 ) -> ProbeSettings:
     """The configured probes; where none is configured (and probes are not disabled), the probe
-    derived from what the change affects."""
+    derived from what the change affects (derived.py)."""
     if settings.probes or settings.disabled:
         return settings
-    probes, note = default_probes(installed, affected)
-    return ProbeSettings(probes=probes, timeout=settings.timeout, notes=(note,))
+    probes, notes = derive(installed, affected, removed)
+    return ProbeSettings(probes=probes, timeout=settings.timeout, notes=notes)
 
 
 def failure_text(results: Sequence[ProbeResult]) -> str:

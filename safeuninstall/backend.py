@@ -84,11 +84,16 @@ class _Runner:
     name = ""
 
     def __init__(
-        self, python: Path, env: Mapping[str, str], echo: Callable[[str], None] | None = None
+        self,
+        python: Path,
+        env: Mapping[str, str],
+        echo: Callable[[str], None] | None = None,
+        extra: Sequence[str] = (),
     ) -> None:
         self.python = python
         self.env = env
         self.echo = echo  # the installer's output, live (-v)
+        self.extra = list(extra)  # --target DIR, --prefix DIR, --break-system-packages
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
         raise NotImplementedError
@@ -137,15 +142,16 @@ class UvBackend(_Runner):
         uv: str,
         env: Mapping[str, str],
         echo: Callable[[str], None] | None = None,
+        extra: Sequence[str] = (),
     ) -> None:
-        super().__init__(python, env, echo)
+        super().__init__(python, env, echo, extra)
         self.uv = uv
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
-        return [self.uv, "pip", "uninstall", "--python", str(self.python), *names]
+        return [self.uv, "pip", "uninstall", "--python", str(self.python), *self.extra, *names]
 
     def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
-        argv = [self.uv, "pip", "install", "--python", str(self.python), "--no-deps"]
+        argv = [self.uv, "pip", "install", "--python", str(self.python), *self.extra, "--no-deps"]
         if offline:
             argv.append("--offline")
         return [*argv, *_requirements(entries)]
@@ -164,15 +170,18 @@ class PipBackend(_Runner):
         return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
-        return [*self._base("uninstall"), "--yes", *names]
+        extra = [arg for arg in self.extra if arg == "--break-system-packages"]
+        return [*self._base("uninstall"), "--yes", *extra, *names]
 
     def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
-        argv = [*self._base("install"), "--no-deps"]
+        argv = [*self._base("install"), *self.extra, "--no-deps"]
         if offline:
             argv.append("--no-index")
         return [*argv, *_requirements(entries)]
 
     def check_available(self) -> None:
+        if any(arg in ("--target", "--prefix") for arg in self.extra):
+            raise BackendError("pip cannot uninstall from a --target or --prefix folder: use uv")
         argv = [str(self.python), "-m", "pip", "--version"]
         try:
             done = process.run(argv, timeout=60, env=self.env)
@@ -187,11 +196,16 @@ def backend_for(
     environ: Mapping[str, str],
     env: Mapping[str, str],
     echo: Callable[[str], None] | None = None,
+    *,
+    extra: Sequence[str] = (),
 ) -> Backend:
     """uv when one is found (``SAFE_UNINSTALL_UV`` in ``environ`` steers it), else pip;
-    ``env`` is the environment their processes get."""
+    ``env`` is the environment their processes get, ``extra`` what both are told besides the
+    interpreter (--target DIR, --prefix DIR, --break-system-packages)."""
     uv = find_uv(environ)
-    return UvBackend(python, uv, env, echo) if uv else PipBackend(python, env, echo)
+    if uv:
+        return UvBackend(python, uv, env, echo, extra)
+    return PipBackend(python, env, echo, extra)
 
 
 def shell_line(argv: Sequence[str]) -> str:

@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 from .atomicfile import write_atomically
 from .environment import Interpreter, required_elsewhere
 from .options import UninstallOptions
-from .probe import ProbeResult, ProbeSettings, Running, start
+from .probe import CandidateResult, Probe, ProbeResult, ProbeSettings, Running, start
 
 if TYPE_CHECKING:
     from .context import Context
@@ -71,7 +71,7 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
 
 
 def _probes_key(settings: ProbeSettings) -> str:
-    return json.dumps([[p.kind, p.code] for p in settings.probes])
+    return json.dumps([p.key() for p in settings.probes])
 
 
 class BaselineCache:
@@ -91,45 +91,80 @@ class BaselineCache:
         if not isinstance(entry, dict):
             return None
         libraries, seconds = entry.get("libraries"), entry.get("seconds")
+        candidates = entry.get("candidates", [[] for _ in settings.probes])
         if not isinstance(libraries, list) or not isinstance(seconds, list):
             return None
-        if not len(libraries) == len(seconds) == len(settings.probes):
+        if not isinstance(candidates, list):
+            return None
+        if not len(libraries) == len(seconds) == len(candidates) == len(settings.probes):
             return None
         # A file anyone in the state folder could have edited: each value of the type written.
         if not all(type(took) in (int, float) for took in seconds):
             return None
         if not all(_strings_or_none(libs) for libs in libraries):
             return None
+        ends = [_candidate_results(p, c) for p, c in zip(settings.probes, candidates, strict=True)]
+        if any(end is None for end in ends):
+            return None
         return [
             ProbeResult(
                 probe=probe,
-                passed=True,
+                passed=all(c.passed for c in end or ()),
                 returncode=0,
                 timed_out=False,
                 seconds=float(took),
-                output="(cached: passed in this same environment before)",
+                output="(cached: run in this same environment before)",
                 libraries=tuple(libs) if isinstance(libs, list) else None,
                 cached=True,
+                candidates=end or (),
             )
-            for probe, libs, took in zip(settings.probes, libraries, seconds, strict=True)
+            for probe, libs, took, end in zip(
+                settings.probes, libraries, seconds, ends, strict=True
+            )
         ]
 
     def put(
         self, settings: ProbeSettings, env_fingerprint: str, results: Sequence[ProbeResult]
     ) -> None:
-        if not results or not all(r.passed for r in results):
+        """Keep ``results`` as the baseline of these probes in this environment: configured
+        probes that all passed; a derived probe whose every candidate ended (passed or failed:
+        what failed is dropped from the next removal's judgement all the same)."""
+        if not results or not all(_cacheable(r) for r in results):
             return
         data = self._read()
         data.pop(_key(settings, env_fingerprint), None)
         data[_key(settings, env_fingerprint)] = {
             "libraries": [list(r.libraries) if r.libraries is not None else None for r in results],
             "seconds": [r.seconds for r in results],
+            "candidates": [[[c.status, c.output] for c in r.candidates] for r in results],
         }
         while len(data) > _KEEP:
             data.pop(next(iter(data)))  # oldest first: dicts keep insertion order
         # Only time is lost when this cache can't be written.
         with contextlib.suppress(OSError):
             write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
+
+
+def _cacheable(result: ProbeResult) -> bool:
+    if result.probe.kind != "derived":
+        return result.passed
+    return bool(result.candidates) and all(
+        c.status in ("passed", "failed") for c in result.candidates
+    )
+
+
+def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, ...] | None:
+    """A probe's candidates with their cached ends; None when the entry does not fit."""
+    if not isinstance(cached, list) or len(cached) != len(probe.candidates):
+        return None
+    ends = []
+    for candidate, end in zip(probe.candidates, cached, strict=True):
+        if not (isinstance(end, list) and len(end) == 2 and end[0] in ("passed", "failed")):
+            return None
+        if not isinstance(end[1], str):
+            return None
+        ends.append(CandidateResult(candidate, end[0], end[1]))
+    return tuple(ends)
 
 
 def _strings_or_none(value: object) -> bool:

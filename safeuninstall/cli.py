@@ -25,8 +25,8 @@ from .errors import (
     EXIT_INCOMPLETE,
     EXIT_UNCHANGED,
     Interrupted,
-    InvalidInput,
     SafeUninstallError,
+    UsageError,
 )
 from .events import Event, Events
 
@@ -63,6 +63,27 @@ _TARGET_OPTIONS = (
         metavar="PYTHON",
         help="Target interpreter or environment directory "
         "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+    ),
+    click.option(
+        "--system/--no-system",
+        default=False,
+        help="The first Python on PATH, as uv finds it (not a virtual environment).",
+    ),
+    click.option(
+        "-t",
+        "--target",
+        metavar="DIR",
+        help="The packages in DIR, as `uv pip install --target DIR` put them there.",
+    ),
+    click.option(
+        "--prefix",
+        metavar="DIR",
+        help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
+    ),
+    click.option(
+        "--break-system-packages/--no-break-system-packages",
+        default=False,
+        help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
     ),
     click.option(
         "--state-dir",
@@ -129,6 +150,91 @@ _ALLOW_UNMET_OPTION = click.option(
     help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
     "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
 )
+
+
+# Options of `uv pip uninstall` that steer uv itself (its cache, its network, its discovery of
+# Python, its configuration): accepted with uv's meaning, passed on to every uv the tool runs as
+# the variable uv reads for each. Hidden: docs/usage.md lists them.
+_UV_META = "safe_uninstall.uv_settings"
+_UV_VALUES = {  # option: the variable, for an option that takes a value
+    "--keyring-provider": "UV_KEYRING_PROVIDER",
+    "--cert": "SSL_CERT_FILE",
+    "--allow-insecure-host": "UV_INSECURE_HOST",
+    "--cache-dir": "UV_CACHE_DIR",
+    "--project": "UV_PROJECT",
+    "--config-file": "UV_CONFIG_FILE",
+}
+_UV_FLAGS = {  # flag: (variable, value)
+    "--system-certs": ("UV_SYSTEM_CERTS", "1"),
+    "--no-cache": ("UV_NO_CACHE", "1"),
+    "--managed-python": ("UV_MANAGED_PYTHON", "1"),
+    "--no-managed-python": ("UV_NO_MANAGED_PYTHON", "1"),
+    "--no-python-downloads": ("UV_PYTHON_DOWNLOADS", "never"),
+    "--no-progress": ("UV_NO_PROGRESS", "1"),
+    "--no-config": ("UV_NO_CONFIG", "1"),
+}
+
+
+def _uv_setting(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    if not value:
+        return
+    settings = ctx.meta.setdefault(_UV_META, {})
+    option = max(param.opts, key=len)
+    if option in _UV_VALUES:
+        values = value if isinstance(value, tuple) else (value,)
+        settings[_UV_VALUES[option]] = " ".join(str(v) for v in values)
+    else:
+        variable, setting = _UV_FLAGS[option]
+        settings[variable] = setting
+
+
+def _change_directory(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """uv's --directory: the command runs from DIR (paths, .venv discovery, configuration)."""
+    if value is not None:
+        try:
+            os.chdir(value)
+        except OSError as err:
+            raise click.BadParameter(f"{value}: {err.strerror}") from None
+
+
+def _uv_settings() -> dict[str, str]:
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None and _UV_META not in ctx.meta:
+        ctx = ctx.parent
+    return dict(ctx.meta[_UV_META]) if ctx is not None else {}
+
+
+_UV_OPTIONS = (
+    *(
+        click.option(
+            *(("-n", option) if option == "--no-cache" else (option,)),
+            is_flag=True,
+            hidden=True,
+            expose_value=False,
+            callback=_uv_setting,
+        )
+        for option in _UV_FLAGS
+    ),
+    *(
+        click.option(
+            option,
+            hidden=True,
+            expose_value=False,
+            multiple=option == "--allow-insecure-host",
+            callback=_uv_setting,
+        )
+        for option in _UV_VALUES
+    ),
+    click.option(
+        "--directory", hidden=True, expose_value=False, callback=_change_directory, is_eager=True
+    ),
+)
+
+
+def _with_uv_options(func: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(_UV_OPTIONS):
+        func = option(func)
+    return func
 
 
 def _echo_installer(text: str) -> None:
@@ -249,6 +355,8 @@ class Common:
             "offline": values.pop("offline", None),
         }
         self._python: str | None = values.pop("python", None)
+        self._where = {key: values.pop(key, None) for key in ("system", "target", "prefix")}
+        self._break_system_packages = bool(values.pop("break_system_packages", False))
         self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
             self._no_probe = values.pop("no_probe")
@@ -259,6 +367,7 @@ class Common:
             }
         self.live = _Live(self.output)
         self._context: Context | None = None
+        self.read_only = False  # a dry run: the target is opened to write nothing
 
     def settings(self) -> config.Settings:
         """Resolved once per command (the first call wins; every call passes the same)."""
@@ -300,15 +409,22 @@ class Common:
         """The target, opened on first use (``export`` of a snapshot file needs none)."""
         if self._context is None:
             settings = self.settings()
+            if self._where["target"] and self._where["prefix"]:
+                raise UsageError("--target and --prefix can't be given together")
             target = options.TargetOptions(
                 python=self._python,
                 cwd=Path.cwd(),
-                environ=dict(os.environ),
+                environ={**os.environ, **_uv_settings()},
                 command=("safe-uninstall", *sys.argv[1:]),
                 state_dir=settings.text("state-dir"),
                 lock_timeout=settings.seconds("lock-timeout"),
                 on_installer_output=_echo_installer if self.output.verbose else None,
                 on_progress=_ProgressBar() if sys.stderr.isatty() else None,
+                read_only=self.read_only,
+                system=bool(self._where["system"]),
+                target=self._where["target"],
+                prefix=self._where["prefix"],
+                break_system_packages=self._break_system_packages,
             )
             from .context import open_context  # after the command line is parsed: 8 ms
 
@@ -437,6 +553,24 @@ class _DefaultToUninstall(click.Group):
             index += 2 if token in takes_value else 1
         return ["uninstall", *args]
 
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] PACKAGE... | COMMAND [ARGS]...")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's options, then the removal's (the default command), then the commands."""
+        click.Command.format_options(self, ctx, formatter)
+        uninstall = self.commands["uninstall"]
+        sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
+        rows = [
+            record
+            for param in uninstall.get_params(sub)
+            if isinstance(param, click.Option) and "--help" not in param.opts
+            if (record := param.get_help_record(sub)) is not None
+        ]
+        with formatter.section("Removal options (safe-uninstall [OPTIONS] PACKAGE...)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         """At the top level ``uninstall``'s options are valid too: offer them with ours."""
         items = super().shell_complete(ctx, incomplete)
@@ -463,19 +597,22 @@ def cli() -> None:
 @click.option(
     "-r",
     "--requirements",
+    "--requirement",
     "requirement_files",
     multiple=True,
-    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
-    help="Read the names to remove from a file (- for standard input); repeatable.",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Remove the packages a requirements file, pylock.toml, pyproject.toml or script "
+    "names (- for standard input); repeatable.",
 )
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
 @click.option(
     "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
 )
 @click.option(
     "--strict",
     is_flag=True,
-    help="Refuse (exit 1, nothing changed) when the impact report finds breakage or drift.",
+    help="Refuse (exit 1, nothing changed) when a name is not installed, or the impact report "
+    "finds breakage or drift.",
 )
 @click.option(
     "--fresh-baseline",
@@ -494,25 +631,40 @@ def cli() -> None:
     help="Accept a probe that passes only because a library now loads from another file.",
 )
 @_ALLOW_UNMET_OPTION
+@click.option(
+    "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
+)
+@click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
+@_with_uv_options
 def uninstall_command(
     common: Common,
     packages: tuple[str, ...],
-    requirement_files: tuple[Path, ...],
+    requirement_files: tuple[str, ...],
+    _yes: bool,
+    _pip_check: bool,
     **flags: bool,
 ) -> None:
-    """Uninstall PACKAGE... safely (the default command)."""
+    """Uninstall PACKAGE... safely (the default command).
+
+    PACKAGE is what `uv pip uninstall` takes: a name, a requirement (its version, extras and
+    marker are ignored: the installed distribution of that name is removed, as uv does), or
+    the path or URL a distribution was installed from (`./project`, also editable).
+    """
+
+    common.read_only = flags["dry_run"]
 
     def call() -> Result:
-        names = list(packages)
-        for path in requirement_files:
-            names += read_requirement_names(path)
-        if not names and requirement_files:
-            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
-            files = ", ".join(f"-r {path}" for path in requirement_files)
-            raise InvalidInput(f"no package names given: {files} named none")
-        if not names:
-            raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
-        wanted = options.UninstallOptions(names=tuple(names), offline=common.offline, **flags)
+        from .requirements import read_request
+
+        # Before the target is looked for: a bad argument is said first, whatever the target.
+        request = read_request(packages, requirement_files, Path.cwd(), os.environ)
+        wanted = options.UninstallOptions(
+            names=packages,
+            requirement_files=requirement_files,
+            request=request,
+            offline=common.offline,
+            **flags,
+        )
         configured = common.probes()
         ctx = common.context()
         from .baseline import HeadStart, head_start
@@ -532,53 +684,6 @@ def uninstall_command(
     _run(common, call, _operation_text)
 
 
-MAX_REQUIREMENTS_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
-
-
-def read_requirement_names(path: Path) -> list[str]:
-    """Distribution names from a requirements file: one per line, specifiers and markers ignored.
-
-    ``-`` is standard input, as for uv. A pipe (``<(cmd)``) or a device is read like a file,
-    up to the same limit: ``/dev/zero`` is refused after 16 MiB, a FIFO nobody writes to reads
-    as empty instead of blocking the open.
-    """
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    from .bounded import Unusable, read_bytes, read_fd
-
-    try:
-        if str(path) == "-":
-            data = read_fd(0, MAX_REQUIREMENTS_BYTES, name="standard input")
-        else:
-            data = read_bytes(path, MAX_REQUIREMENTS_BYTES, regular_only=False)
-        text = data.decode("utf-8")
-    except Unusable as err:
-        raise InvalidInput(f"-r {err}: not a requirements file") from None
-    except OSError as err:
-        raise InvalidInput(f"-r {path}: cannot read it: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"-r {path}: not a UTF-8 text file") from None
-    names = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            raise InvalidInput(f"{path}:{number}: options are not supported here: {_shown(line)}")
-        try:
-            names.append(Requirement(line).name)
-        except InvalidRequirement:
-            raise InvalidInput(f"{path}:{number}: not a requirement: {_shown(line)}") from None
-    return names
-
-
-def _shown(line: str) -> str:
-    """A line for a message: quoted, and short (a file of one 10 MB line is no reason to print
-    10 MB)."""
-    text = repr(line)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 @_command("rollback", probes=True, offline=True)
 @click.argument("snapshot", required=False)
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
@@ -588,6 +693,8 @@ def rollback_command(
 ) -> None:
     """Bring the environment back to SNAPSHOT's exact set (default: the state before the latest
     change still in effect: snapshots of rollbacks and undone removals are passed over)."""
+
+    common.read_only = dry_run
 
     def call() -> Result:
         from .operations.rollback import rollback
@@ -658,13 +765,20 @@ def show_command(common: Common, snapshot: str | None) -> None:
 
 
 @_command("probe", probes=True)
-def probe_command(common: Common) -> None:
-    """Run the configured probes now."""
+@click.argument("packages", nargs=-1)
+def probe_command(common: Common, packages: tuple[str, ...]) -> None:
+    """Run the configured probes now; with PACKAGE..., the probe that removing them would run
+    (nothing is removed).
+
+    Where no probe is configured, the probe of a removal is derived from what it affects; this
+    shows each of its candidates and how it ends, and which would be dropped because they fail
+    before any change.
+    """
 
     def call() -> Result:
         from .operations.inspect import probe_now
 
-        return probe_now(common.context(), common.probes())
+        return probe_now(common.context(), common.probes(), packages)
 
     _run(common, call, _operation_text)
 

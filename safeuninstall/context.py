@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 
 from . import locks, process
 from .backend import Backend, backend_for, shell_line
-from .environment import Interpreter, find_python, query_interpreter
+from .environment import (
+    Interpreter,
+    find_python,
+    is_path_request,
+    query_interpreter,
+    with_layout,
+)
+from .errors import EnvironmentNotFound
 from .events import Events
 from .options import TargetOptions
 from .store import Store, own_files, state_dir
@@ -29,6 +36,7 @@ class Context:
 
     __slots__ = (
         "backend",
+        "break_system_packages",
         "command",
         "cwd",
         "emit",
@@ -38,6 +46,7 @@ class Context:
         "on_progress",
         "own",
         "python",
+        "read_only",
         "store",
     )
 
@@ -50,6 +59,8 @@ class Context:
         self.cwd = target.cwd
         self.command = target.command
         self.lock_timeout = target.lock_timeout
+        self.read_only = target.read_only
+        self.break_system_packages = target.break_system_packages
         self.emit = events
         # told how far a long file step is: (step, bytes done, bytes in all)
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
@@ -58,7 +69,11 @@ class Context:
         self.store.check()  # before anything in it is read
         self.own = own_files(interpreter, target.environ)
         self.backend: Backend = backend_for(
-            python, target.environ, self.child_env(), target.on_installer_output
+            python,
+            target.environ,
+            self.child_env(),
+            target.on_installer_output,
+            extra=_installer_options(interpreter, target.break_system_packages),
         )
 
     def child_env(self) -> dict[str, str]:
@@ -69,7 +84,32 @@ class Context:
         env["PATH"] = self.interpreter.scripts + os.pathsep + env.get("PATH", "")
         if self.interpreter.is_venv:
             env["VIRTUAL_ENV"] = self.interpreter.prefix
+        if self.interpreter.layout != "environment":  # --target, --prefix: on the path
+            env["PYTHONPATH"] = os.pathsep.join(map(str, self.interpreter.site_dirs))
         return env
+
+    def refuse_externally_managed(self) -> None:
+        """Before any change, as uv refuses: an interpreter its distributor manages (PEP 668)
+        is changed only with --break-system-packages."""
+        from .errors import NotRestorable
+
+        text = self.interpreter.externally_managed()
+        if text is None or self.break_system_packages:
+            return
+        import configparser
+
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read_string(text)
+            error = parser.get("externally-managed", "Error", fallback="").strip()
+        except configparser.Error:
+            error = ""
+        raise NotRestorable(
+            f"the interpreter at {self.interpreter.prefix} is externally managed"
+            + (f", and indicates the following: {error}" if error else "")
+            + "; uv changes it only with --break-system-packages (nothing was changed). "
+            "Consider a virtual environment (uv venv)."
+        )
 
     def journal(self) -> Journal:
         """The environment's journal; the snapshot it names is in this command's state folder."""
@@ -80,7 +120,11 @@ class Context:
     @contextmanager
     def locked(self, on_wait: Callable[[], None] | None = None) -> Iterator[bool]:
         """This environment, then its state folder, to this operation alone (locks.py); yields
-        whether it had to wait."""
+        whether it had to wait. A read-only command (a dry run) reads as ``check`` does: it
+        takes no lock, which would create the lock files."""
+        if self.read_only:
+            yield False
+            return
 
         def waiting(message: str) -> None:
             if on_wait is not None:
@@ -111,8 +155,35 @@ class Context:
 
 
 def open_context(target: TargetOptions, events: Events | None = None) -> Context:
-    python = find_python(target.python, cwd=target.cwd, environ=target.environ)
-    interpreter = query_interpreter(python, target.environ)
+    python = find_python(
+        target.python, cwd=target.cwd, environ=target.environ, system=target.system
+    )
+    interpreter = query_interpreter(python, target.environ, write_cache=not target.read_only)
+    _refuse_system_unless_asked(target, python, interpreter)
+    interpreter = with_layout(interpreter, target=target.target, prefix=target.prefix)
     ctx = Context(target, python, interpreter, events or Events())
     ctx.emit("environment", f"environment: {python}")
     return ctx
+
+
+def _refuse_system_unless_asked(target: TargetOptions, python: Path, found: Interpreter) -> None:
+    """uv picks a system interpreter for ``uv pip`` only when asked for it: by its path, or
+    with --system (-p 3.11 finds a virtual environment of 3.11, or nothing)."""
+    request = target.python or target.environ.get("UV_PYTHON")
+    if target.system or not request or is_path_request(request) or found.is_venv:
+        return
+    raise EnvironmentNotFound(
+        f"-p {request}: no virtual environment found; uv found the system interpreter "
+        f"{python}, which uv pip changes only with --system (or when given its path)"
+    )
+
+
+def _installer_options(interpreter: Interpreter, break_system_packages: bool) -> list[str]:
+    """What uv is told besides --python: the folder of a --target or --prefix, and
+    --break-system-packages."""
+    extra = []
+    if interpreter.layout in ("target", "prefix"):
+        extra += [f"--{interpreter.layout}", interpreter.prefix]
+    if break_system_packages:
+        extra.append("--break-system-packages")
+    return extra

@@ -64,6 +64,7 @@ print(json.dumps({
     "purelib": paths["purelib"],
     "platlib": paths["platlib"],
     "scripts": paths["scripts"],
+    "stdlib": paths["stdlib"],
     "markers": markers,
 }))
 """
@@ -80,10 +81,26 @@ class Interpreter(Struct, frozen=True):
     platlib: str
     scripts: str
     markers: Mapping[str, str]
+    stdlib: str = ""
+    # "environment": the interpreter's own; "target" or "prefix": a folder given with
+    # --target or --prefix, whose packages this interpreter runs (see with_layout)
+    layout: str = "environment"
 
     @property
     def is_venv(self) -> bool:
-        return self.prefix != self.base_prefix
+        return self.layout == "environment" and self.prefix != self.base_prefix
+
+    def externally_managed(self) -> str | None:
+        """The EXTERNALLY-MANAGED file's text (PEP 668) where it applies, as uv reads it: never
+        for a venv, a --target or a --prefix folder."""
+        if self.is_venv or self.layout != "environment" or not self.stdlib:
+            return None
+        try:
+            return read_bytes(Path(self.stdlib) / "EXTERNALLY-MANAGED", 64 * 1024).decode(
+                "utf-8", errors="replace"
+            )
+        except OSError:
+            return None
 
     @property
     def site_dirs(self) -> tuple[Path, ...]:
@@ -93,8 +110,32 @@ class Interpreter(Struct, frozen=True):
         return tuple(dirs)
 
 
-def find_python(python: str | None, *, cwd: Path, environ: Mapping[str, str]) -> Path:
-    """Resolve the target interpreter the way uv does: -p, else $VIRTUAL_ENV, else .venv upwards."""
+# What uv reads as a version or an implementation before it looks for a path
+# (uv-python PythonRequest::parse): 3.11, 311, python3.11, cpython@3.12, pypy, any ...
+_VERSION_REQUEST = re.compile(
+    r"(any|default|(python|cpython|cp|pypy|pp|graalpy|gp|pyodide)?@?[0-9][0-9.]*[a-z0-9+.-]*"
+    r"|(cpython|cp|pypy|pp|graalpy|gp|pyodide)(@.*)?)",
+    re.IGNORECASE,
+)
+
+
+def is_path_request(python: str) -> bool:
+    """-p names a path (not a version, an executable name or an implementation): it has a
+    separator, or is an existing file or folder that uv would not read as a version."""
+    if os.sep in python or python.startswith("~"):
+        return True
+    return Path(python).exists() and not _VERSION_REQUEST.fullmatch(python)
+
+
+def find_python(
+    python: str | None, *, cwd: Path, environ: Mapping[str, str], system: bool = False
+) -> Path:
+    """Resolve the target interpreter the way uv does: -p (else UV_PYTHON), else $VIRTUAL_ENV,
+    else .venv upwards. A -p that is no path (``3.11``, ``python3``, ``pypy``), and --system,
+    are resolved by asking uv itself (``uv python find``): one implementation of uv's rules."""
+    python = python or environ.get("UV_PYTHON") or None
+    if (python and not is_path_request(python)) or system:
+        return ask_uv(python, system=system, cwd=cwd, environ=environ)
     if python:
         candidate = Path(python).expanduser()
         if candidate.is_dir():
@@ -117,6 +158,60 @@ def find_python(python: str | None, *, cwd: Path, environ: Mapping[str, str]) ->
     )
 
 
+def ask_uv(request: str | None, *, system: bool, cwd: Path, environ: Mapping[str, str]) -> Path:
+    """``uv python find [--system] [REQUEST]``: the interpreter uv's own discovery picks (an
+    active or a .venv environment first; with --system, the first on PATH)."""
+    from .backend import find_uv  # a cycle otherwise: backend imports the snapshot model
+
+    what = " ".join(
+        filter(None, ["--system" if system else "", f"-p {request}" if request else ""])
+    )
+    uv = find_uv(environ)
+    if uv is None:
+        raise EnvironmentNotFound(
+            f"{what}: finding an interpreter by version or name is uv's discovery, and no uv "
+            "was found; pass the interpreter's path (-p /path/to/python)"
+        )
+    argv = [uv, "python", "find", "--no-project", *(["--system"] if system else [])]
+    env = {**process.scrubbed(environ), "UV_PYTHON_DOWNLOADS": "never"}
+    if "VIRTUAL_ENV" in environ:
+        env["VIRTUAL_ENV"] = environ["VIRTUAL_ENV"]  # uv looks at the active one first
+    try:
+        done = process.run([*argv, *([request] if request else [])], timeout=60, env=env, cwd=cwd)
+    except OSError as err:
+        raise EnvironmentNotFound(f"{what}: cannot run {uv}: {err.strerror}") from err
+    found = done.stdout.strip().splitlines()
+    if not done.ok or not found:
+        raise EnvironmentNotFound(f"{what}: uv found no such interpreter", detail=done.output())
+    return Path(found[-1]).absolute()
+
+
+def with_layout(interpreter: Interpreter, *, target: str | None, prefix: str | None) -> Interpreter:
+    """The interpreter, aimed at a --target or --prefix folder as uv aims it: --target DIR
+    holds the packages itself (scripts in DIR/bin), --prefix DIR is laid out like a venv
+    (lib/pythonX.Y/site-packages, bin)."""
+    folder = target or prefix
+    if folder is None:
+        return interpreter
+    root = os.path.abspath(os.path.expanduser(folder))
+    if not os.path.isdir(root):
+        option = "--target" if target else "--prefix"
+        raise EnvironmentNotFound(f"{option} {folder}: no such folder")
+    if target:
+        site = root
+    else:
+        version = ".".join(interpreter.version.split(".")[:2])
+        site = os.path.join(root, "lib", f"python{version}", "site-packages")
+    return msgspec.structs.replace(
+        interpreter,
+        prefix=root,
+        purelib=site,
+        platlib=site,
+        scripts=os.path.join(root, _BIN),
+        layout="target" if target else "prefix",
+    )
+
+
 def _venv_python(venv: Path, *, origin: str) -> Path:
     for name in ("python", "python3", "python.exe"):
         exe = venv / _BIN / name
@@ -125,13 +220,18 @@ def _venv_python(venv: Path, *, origin: str) -> Path:
     raise EnvironmentNotFound(f"{origin}: {venv} is not a Python environment (no {_BIN}/python)")
 
 
-def query_interpreter(python: Path, environ: Mapping[str, str]) -> Interpreter:
+def query_interpreter(
+    python: Path, environ: Mapping[str, str], *, write_cache: bool = True
+) -> Interpreter:
     """Ask the interpreter about itself, or reuse its last answer.
 
     For a venv the answer is cached in ``<venv>/.safe-uninstall/interpreter.json``, valid while
     the interpreter file and pyvenv.cfg are unchanged (path, inode, size, mtime): it saves one
-    interpreter start (about 20 ms) per command.
+    interpreter start (about 20 ms) per command. ``write_cache=False`` (a dry run) writes no answer.
+    The query runs with -B: importing what a .pth file names would write bytecode into the
+    environment.
     """
+    save = write_cache
     cache, stamp = _interpreter_cache(python)
     if cache is not None:
         cached = _read_cached_interpreter(cache, stamp)
@@ -139,7 +239,7 @@ def query_interpreter(python: Path, environ: Mapping[str, str]) -> Interpreter:
             return cached
     try:
         done = process.run(
-            [str(python), "-I", "-c", _QUERY], timeout=60, env=process.scrubbed(environ)
+            [str(python), "-I", "-B", "-c", _QUERY], timeout=60, env=process.scrubbed(environ)
         )
     except OSError as err:
         raise EnvironmentNotFound(f"{python}: cannot run it: {err.strerror}") from err
@@ -152,7 +252,7 @@ def query_interpreter(python: Path, environ: Mapping[str, str]) -> Interpreter:
         interpreter = Interpreter(**data)
     except (ValueError, TypeError) as err:
         raise EnvironmentNotFound(f"{python}: unexpected answer to the interpreter query") from err
-    if cache is not None and cache.parent.is_dir():
+    if save and cache is not None and cache.parent.is_dir():
         with contextlib.suppress(OSError):
             payload = {"stamp": stamp, "interpreter": data}
             write_atomically(cache, json.dumps(payload).encode("utf-8"), durable=False)

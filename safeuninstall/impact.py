@@ -12,9 +12,9 @@ from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from .environment import InstalledDistribution, RequirementIndex, requirement_index
+from .importables import top_level_modules
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
 from .paths import normalise
-from .probe import top_level_modules
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement

@@ -21,11 +21,12 @@ write test, one empty hidden file.
 from __future__ import annotations
 
 # Imported by __main__ before it holds interrupts: nothing here but signal and what Python has
-# loaded anyway by the time a script runs.
+# loaded anyway by the time a script runs (not typing, nor collections.abc: an interrupt in
+# their import would escape as a traceback). mypy reads the block below as typing's own.
 import contextlib
 import signal
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import FrameType

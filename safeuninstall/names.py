@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.utils import InvalidName, canonicalize_name
-
-from .errors import InvalidInput
-
-
-def parse_requested(names: list[str]) -> list[str]:
-    """Canonical names, de-duplicated in order; an invalid name is refused."""
-    seen: dict[str, None] = {}
-    for raw in names:
-        try:
-            name = canonicalize_name(raw.strip(), validate=True)
-        except InvalidName:
-            raise InvalidInput(f"{raw!r} is not a valid distribution name") from None
-        seen.setdefault(name, None)
-    return list(seen)
-
+from packaging.utils import canonicalize_name
 
 # What an installed distribution may be called, and its version: what the tool records of it.
 # Not PEP 508 / PEP 440: a snapshot records what IS installed, and an old or hand-made

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from msgspec import Struct
 
+from .requirements import Request
+
 # The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
 # (the CLI's commands; a test keeps them equal).
 COMMANDS = (
@@ -42,6 +44,12 @@ class TargetOptions(Struct, frozen=True):
     on_installer_output: Callable[[str], None] | None = None
     # told how far a long file step is: (step, bytes done, bytes in all)
     on_progress: Callable[[str, int, int], None] | None = None
+    # a dry run: nothing is written anywhere (no lock, no cache, no bytecode of the query)
+    read_only: bool = False
+    system: bool = False  # --system: the first interpreter on PATH, as uv finds it
+    target: str | None = None  # --target DIR: the packages in DIR, as uv removes them there
+    prefix: str | None = None  # --prefix DIR
+    break_system_packages: bool = False  # uv may change an EXTERNALLY-MANAGED interpreter
 
 
 class ProbeOptions(Struct, frozen=True):
@@ -56,11 +64,15 @@ class ProbeOptions(Struct, frozen=True):
 class UninstallOptions(Struct, frozen=True):
     """What to remove, and how careful to be about it."""
 
+    # As typed: names, requirements (``rich==15.0.0``), paths and URLs (requirements.py).
     names: tuple[str, ...]
+    requirement_files: tuple[str, ...] = ()  # -r FILE, "-" for standard input
+    request: Request | None = None  # names and files read already (requirements.read_request)
     dry_run: bool = False
     keep_on_failure: bool = False
     offline: bool = False
-    strict: bool = False  # refuse when the impact report finds breakage or drift
+    strict: bool = False  # refuse when a name is not installed or the impact report finds
+    # breakage or drift
     fresh_baseline: bool = False  # run the baseline even when a cached pass is valid
     probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes

@@ -8,27 +8,114 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from .environment import Source
+from .environment import InstalledDistribution, Source
 from .legacy import DIST_INFO
 from .snapshot import PackageEntry, Snapshot
 
+if TYPE_CHECKING:
+    from .requirements import Wanted
+
 
 class RemovalPlan(Struct, frozen=True):
-    """The named distributions split into those to remove and those not installed."""
+    """What was asked for, split into the installed distributions to remove and the rest."""
 
     remove: tuple[str, ...]  # canonical names, installed
     absent: tuple[str, ...]  # asked for but not installed: reported and skipped, like uv
+    notes: tuple[str, ...] = ()  # a version that does not match, a name that may be a typo
+    empty_record: tuple[str, ...] = ()  # installed, but a RECORD of no file: uv removes nothing
 
 
-def plan_removal(requested: Sequence[str], installed: Iterable[str]) -> RemovalPlan:
-    present = set(installed)
-    return RemovalPlan(
-        remove=tuple(n for n in requested if n in present),
-        absent=tuple(n for n in requested if n not in present),
-    )
+def plan_removal(
+    wanted: Sequence[Wanted],
+    installed: Mapping[str, InstalledDistribution],
+    *,
+    commands: Sequence[str] = (),
+) -> RemovalPlan:
+    """What uv would remove: every installed distribution of a named requirement, whatever its
+    version, and the one installed from an unnamed requirement's location (direct_url.json).
+    ``commands``: the tool's subcommands, named in a note when an absent name is one edit from
+    one (``rollbak``)."""
+    by_location = _by_location(installed)
+    remove: dict[str, None] = {}
+    absent: dict[str, None] = {}
+    notes: list[str] = []
+    for item in wanted:
+        name = item.name if item.name is not None else by_location.get(item.location or "")
+        if name is None or name not in installed:
+            shown = item.name or item.text
+            absent.setdefault(shown, None)
+            hint = _did_you_mean(shown, installed, commands) if item.name else None
+            if hint:
+                notes.append(f"{shown} is not installed: did you mean {hint}?")
+            continue
+        remove.setdefault(name, None)
+        version = installed[name].version
+        if item.specifier and not _satisfies(version, item.specifier):
+            notes.append(
+                f"{item.text}: {name} {version} is installed, and is removed all the same "
+                "(uv and pip remove by name, whatever the version)"
+            )
+    return RemovalPlan(remove=tuple(remove), absent=tuple(absent), notes=tuple(notes))
+
+
+def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, str]:
+    """Where each distribution installed from a path or a URL came from (direct_url.json): a
+    local path (normalised) or the URL, as an unnamed requirement gives it."""
+    from .requirements import local_path
+
+    found: dict[str, str] = {}
+    for name, dist in installed.items():
+        source = dist.source
+        if source.kind == "index" or not source.url:
+            continue
+        path = local_path(source.url)
+        if path is not None:
+            found.setdefault(path, name)
+            continue
+        found.setdefault(source.url, name)
+        if source.vcs:
+            found.setdefault(f"{source.vcs}+{source.url}", name)
+    return found
+
+
+def _satisfies(version: str, specifier: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(specifier).contains(version, prereleases=True)
+    except InvalidSpecifier:  # pragma: no cover - parsed once already
+        return True
+
+
+def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) -> str | None:
+    """An installed name close to ``name``, or a subcommand one edit away (a typo)."""
+    import difflib
+
+    for command in commands:
+        if one_edit(name, command):
+            return f"the command `safe-uninstall {command}`"
+    close = difflib.get_close_matches(name, list(installed), n=1, cutoff=0.75)
+    return f"{close[0]} (installed)" if close else None
+
+
+def one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` becomes ``b`` by one insertion, deletion, substitution or swap of two
+    neighbours (and is not ``b``)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(diff) == 1:
+            return True
+        i = diff[0]
+        return len(diff) == 2 and diff[1] == i + 1 and a[i] == b[i + 1] and a[i + 1] == b[i]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((i for i, (x, y) in enumerate(zip(short, long, strict=False)) if x != y), len(short))
+    return short[i:] == long[i + 1 :]
 
 
 class StashCandidate(Struct, frozen=True):

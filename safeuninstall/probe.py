@@ -3,6 +3,13 @@
 A Python probe runs in the target interpreter through a small driver that, at the end, records
 which shared objects the process had loaded (from /proc/self/maps), so a removal that "passes"
 only because the loader found another copy of a library can be told apart.
+
+A configured probe (--probe, --probe-cmd, the configuration) passes or fails as a whole. Where
+none is configured, the probe is derived from what a removal affects: the modules and entry
+points of those distributions (importables.py), and torch's CUDA check where torch is
+installed. One process tries each of these candidates on its own and writes down each result,
+and the removal is judged by the candidates that passed before it: one that already fails is
+dropped, named, and blocks nothing (a regression probe).
 """
 
 from __future__ import annotations
@@ -12,36 +19,23 @@ import shlex
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from subprocess import Popen
 
+import msgspec
 from msgspec import Struct, field
 
 from . import config, process
-from .environment import InstalledDistribution, Interpreter
+from .bounded import read_bytes
+from .environment import Interpreter
 from .errors import InvalidInput
 from .options import ProbeOptions
 
 DEFAULT_TIMEOUT = 300.0
-# torch's own check, plus the libraries a CUDA build loads lazily: without these a removal of
-# cuDNN or NCCL passes `import torch` and fails at the first real call (see FACTS.md).
-TORCH_PROBE = """import torch
-torch.cuda.device_count()
-if torch.version.cuda:
-    torch.backends.cudnn.version()
-    if hasattr(torch.cuda, "nccl"):
-        torch.cuda.nccl.version()"""
-# Top-level names that wheels ship by mistake; importing them proves nothing.
-_NOT_MODULES = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
 
-# Runs the probe code as __main__, then writes the loaded shared objects to argv[2], one a line
-# (the kernel escapes a newline in a mapped path as \012), renamed into place once complete.
-# Bytes throughout, so no locale is involved; no json: its import would add to every probe run.
-_DRIVER = r"""
+_MAPS_PART = r"""
 import sys
-_code, _maps_out = sys.argv[1], sys.argv[2]
-del sys.argv[1:]
 def _record_maps():
     import os
     try:
@@ -53,23 +47,193 @@ def _record_maps():
         os.replace(_maps_out + ".part", _maps_out)
     except OSError:
         return
+"""
+# Runs the probe code as __main__, then writes the loaded shared objects to argv[2], one a line
+# (the kernel escapes a newline in a mapped path as \012), renamed into place once complete.
+# Bytes throughout, so no locale is involved; no json: its import would add to every probe run.
+_DRIVER = (
+    _MAPS_PART
+    + r"""
+_code, _maps_out = sys.argv[1], sys.argv[2]
+del sys.argv[1:]
 try:
     exec(compile(_code, "<probe>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 finally:
     _record_maps()
 """
+)
+# The derived probe's driver: argv[3:] are candidates (``m:module``, ``e:module:attr,attr``,
+# ``c:code``), each tried in its own try. Before each it writes "N start", after it "N ok" or
+# "N failed <the traceback's last 8 lines, unicode_escape'd>" to argv[2], unbuffered: a
+# candidate that kills the process (a crash, the time limit) is the one started and not
+# finished. It ends with os._exit: a thread that an imported module started and left running
+# must not keep the probe alive until its time limit.
+_CANDIDATES_DRIVER = (
+    _MAPS_PART
+    + r"""
+_maps_out, _results_out, _tries = sys.argv[1], sys.argv[2], sys.argv[3:]
+del sys.argv[1:]
+def _try(item):
+    kind, _, what = item.partition(":")
+    if kind == "c":
+        exec(compile(what, "<probe>", "exec"), {"__name__": "__main__",
+                                                "__builtins__": __builtins__})
+        return
+    import importlib
+    module, _, attrs = what.partition(":")
+    found = importlib.import_module(module)
+    for attr in attrs.split(",") if attrs else ():
+        obj = found
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+def _tail():
+    import traceback
+    return "\n".join(traceback.format_exc().rstrip().splitlines()[-8:])
+_failed = False
+try:
+    with open(_results_out, "wb", buffering=0) as _out:
+        for _index, _item in enumerate(_tries):
+            _out.write(b"%d start\n" % _index)
+            try:
+                _try(_item)
+                _out.write(b"%d ok\n" % _index)
+            except (Exception, SystemExit):
+                _failed = True
+                _out.write(b"%d failed %s\n" % (_index, _tail().encode("unicode_escape")))
+finally:
+    _record_maps()
+import os
+for _stream in (sys.stdout, sys.stderr):
+    try:
+        _stream.flush()
+    except Exception:
+        pass
+os._exit(1 if _failed else 0)
+"""
+)
+_MAX_RESULTS_BYTES = 4 * 1024 * 1024
+_MAX_CANDIDATE_OUTPUT = 4096  # characters of one candidate's traceback kept
 
 
-class Probe(Struct, frozen=True):
-    """One smoke probe: Python code run in the target, or a command."""
+class Candidate(Struct, frozen=True):
+    """One thing the derived probe tries on its own: a module to import, an entry point to load
+    (its module imported, its attributes resolved, never called), or Python code."""
 
-    kind: str  # "python" or "command"
-    code: str  # Python code, or the command line as typed
-    origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "default: ..."
+    kind: str  # "module", "entry-point" or "code"
+    target: str  # the module (of an entry point too), or the code
+    distribution: str  # whose it is: what the removal affects
+    attrs: tuple[str, ...] = ()  # an entry point's attributes (dotted), resolved in turn
+    why: str = ""  # "console_scripts: jupyter-lab", "imports markdown_it", "CUDA check"
+
+    @property
+    def name(self) -> str:
+        """Short, for a note: the module (and attributes), or what the code is for."""
+        if self.kind == "code":
+            return f"{self.distribution} ({self.why})"
+        return self.label.partition(" ")[2]
 
     @property
     def label(self) -> str:
+        """One line saying what is tried."""
+        if self.kind == "code":
+            return f"{self.distribution}: {self.why}"
+        if self.kind == "module":
+            return f"import {self.target}"
+        shown = ", ".join(self.attrs[:3]) + (", ..." if len(self.attrs) > 3 else "")
+        return f"load {self.target}" + (f":{shown}" if shown else "")
+
+    def argument(self) -> str:
+        """How the driver is told (see _CANDIDATES_DRIVER)."""
+        if self.kind == "code":
+            return f"c:{self.target}"
+        if self.kind == "module":
+            return f"m:{self.target}"
+        return f"e:{self.target}:{','.join(self.attrs)}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "attrs": list(self.attrs),
+            "distribution": self.distribution,
+            "why": self.why,
+        }
+
+
+class CandidateResult(Struct, frozen=True):
+    """How one candidate of a derived probe ended in one run."""
+
+    candidate: Candidate
+    # "passed", "failed", "unfinished" (the process ended while it was tried: a crash or the
+    # time limit), "not-run" (the process ended before it)
+    status: str
+    output: str = ""  # the last lines of its traceback, or why it did not finish
+    # counts for the verdict: in a baseline, it passed; after a change, it passed before
+    judged: bool = True
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def reason(self) -> str:
+        """Why it did not pass, in one line."""
+        lines = [line.strip() for line in self.output.splitlines() if line.strip()]
+        return lines[-1] if lines else self.status
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.candidate.to_dict(),
+            "label": self.candidate.label,
+            "status": self.status,
+            "judged": self.judged,
+            "output": self.output,
+        }
+
+
+class Probe(Struct, frozen=True):
+    """One smoke probe: Python code run in the target, a command, or the derived probe (its
+    candidates, each tried on its own in one Python process)."""
+
+    kind: str  # "python", "command" or "derived"
+    code: str  # Python code, or the command line as typed; derived: its candidates, a line each
+    origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "derived"
+    candidates: tuple[Candidate, ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.kind == "derived":
+            count = len(self.candidates)
+            return f"the derived probe ({count} candidate{'s' if count != 1 else ''})"
         return self.code if self.kind == "python" else f"$ {self.code}"
+
+    @property
+    def runs_python(self) -> bool:
+        """Run by the driver in the target interpreter (so its loaded libraries are known)."""
+        return self.kind != "command"
+
+    def key(self) -> list[object]:
+        """What identifies the probe for the baseline cache."""
+        return [self.kind, self.code, [c.argument() for c in self.candidates]]
+
+    def only(self, keep: Collection[Candidate]) -> Probe:
+        """The derived probe with only the candidates in ``keep``."""
+        kept = tuple(c for c in self.candidates if c in keep)
+        return msgspec.structs.replace(self, candidates=kept, code=derived_code(kept))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "origin": self.origin,
+            "code": self.code,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+def derived_code(candidates: Sequence[Candidate]) -> str:
+    """The derived probe as text, a candidate a line (code candidates as their code)."""
+    return "\n".join(c.target if c.kind == "code" else c.label for c in candidates)
 
 
 class ProbeResult(Struct, frozen=True):
@@ -84,18 +248,52 @@ class ProbeResult(Struct, frozen=True):
     # realpaths of shared objects the probe process loaded; None where that can't be known
     libraries: tuple[str, ...] | None = None
     cached: bool = False  # a baseline taken from the cache, not run now
+    candidates: tuple[CandidateResult, ...] = ()  # the derived probe's, each on its own
+
+    @property
+    def judged(self) -> tuple[CandidateResult, ...]:
+        return tuple(c for c in self.candidates if c.judged)
+
+    @property
+    def dropped(self) -> tuple[CandidateResult, ...]:
+        return tuple(c for c in self.candidates if not c.judged)
+
+    @property
+    def regressed(self) -> tuple[CandidateResult, ...]:
+        """Candidates that count and did not pass."""
+        return tuple(c for c in self.judged if not c.passed)
+
+    def failure_outputs(self) -> list[str]:
+        """What the run printed, and each failing candidate's traceback: where a missing
+        library is named (doctor.diagnose)."""
+        return [self.output, *(c.output for c in self.regressed)]
 
     def summary(self) -> str:
         if self.cached:
-            return "passed (cached: the environment is unchanged since it last passed)"
-        return self._outcome()
+            text = "passed (cached: the environment is unchanged since it last passed)"
+        else:
+            text = self._outcome()
+        if self.probe.kind == "derived":
+            text += f"; {self._counts()}"
+        return text
 
     def _outcome(self) -> str:
         if self.passed:
             return f"passed in {self.seconds:.2f} s"
+        if self.probe.kind == "derived" and self.regressed:
+            return f"FAILED in {self.seconds:.2f} s"
         if self.timed_out:
             return f"timed out after {self.seconds:.1f} s (killed, with every process it started)"
         return f"failed with exit code {self.returncode}"
+
+    def _counts(self) -> str:
+        judged, dropped = self.judged, len(self.dropped)
+        counts = f"{sum(c.passed for c in judged)} of {len(judged)} candidates pass"
+        if self.regressed:
+            counts += f", {len(self.regressed)} fail"
+        if dropped:
+            counts += f"; {dropped} not judged (they did not pass before the change)"
+        return counts
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -108,6 +306,7 @@ class ProbeResult(Struct, frozen=True):
             "seconds": round(self.seconds, 3),
             "cached": self.cached,
             "output": self.output,
+            "candidates": [c.to_dict() for c in self.candidates],
         }
 
 
@@ -210,9 +409,13 @@ def _run_in(
     settings: RunSettings,
     on_start: Callable[[Popen[bytes]], None] | None,
 ) -> ProbeResult:
-    maps_out = workdir / "maps.txt"
+    maps_out, results_out = workdir / "maps.txt", workdir / "candidates.txt"
     if probe.kind == "python":
         argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
+    elif probe.kind == "derived":
+        tries = [c.argument() for c in probe.candidates]
+        argv = [interpreter.executable, "-c", _CANDIDATES_DRIVER, str(maps_out), str(results_out)]
+        argv += tries
     else:
         argv = shlex.split(probe.code)
     try:
@@ -225,21 +428,84 @@ def _run_in(
         )
     except OSError as err:
         return _not_started(probe, f"cannot start {argv[0]}: {err.strerror}")
-    return ProbeResult(
+    result = ProbeResult(
         probe=probe,
         passed=done.ok,
         returncode=None if done.timed_out else done.returncode,
         timed_out=done.timed_out,
         seconds=done.seconds,
         output=done.output(),
-        libraries=_read_libraries(maps_out) if probe.kind == "python" else None,
+        libraries=_read_libraries(maps_out) if probe.runs_python else None,
+    )
+    if probe.kind != "derived":
+        return result
+    candidates = _read_candidates(results_out, probe.candidates, result)
+    return msgspec.structs.replace(
+        result, candidates=candidates, passed=all(c.passed for c in candidates)
     )
 
 
 def _not_started(probe: Probe, why: str) -> ProbeResult:
     return ProbeResult(
-        probe=probe, passed=False, returncode=None, timed_out=False, seconds=0.0, output=why
+        probe=probe,
+        passed=False,
+        returncode=None,
+        timed_out=False,
+        seconds=0.0,
+        output=why,
+        candidates=tuple(
+            CandidateResult(c, "not-run", "the probe process did not start")
+            for c in probe.candidates
+        ),
     )
+
+
+def _read_candidates(
+    path: Path, candidates: Sequence[Candidate], run: ProbeResult
+) -> tuple[CandidateResult, ...]:
+    """Each candidate's result from the driver's file. The process wrote it, and it runs the
+    environment's code: a line that is not one the driver writes is ignored, and a candidate
+    without a result did not finish (the one started last) or did not run."""
+    try:
+        data = read_bytes(path, _MAX_RESULTS_BYTES)
+    except OSError:
+        data = b""
+    started: set[int] = set()
+    ended: dict[int, tuple[str, str]] = {}
+    for line in data.split(b"\n")[:-1]:  # the last piece is unfinished (or empty)
+        index, _, rest = line.partition(b" ")
+        status, _, text = rest.partition(b" ")
+        if not index.isdigit() or int(index) >= len(candidates):
+            continue
+        number = int(index)
+        if status == b"start":
+            started.add(number)
+        elif status == b"ok":
+            ended[number] = ("passed", "")
+        elif status == b"failed":
+            ended[number] = ("failed", _unescaped(text)[-_MAX_CANDIDATE_OUTPUT:])
+    results = []
+    for number, candidate in enumerate(candidates):
+        if number in ended:
+            results.append(CandidateResult(candidate, *ended[number]))
+        elif number in started:
+            results.append(CandidateResult(candidate, "unfinished", _why_unfinished(run)))
+        else:
+            results.append(CandidateResult(candidate, "not-run", "the probe process ended first"))
+    return tuple(results)
+
+
+def _unescaped(text: bytes) -> str:
+    try:
+        return text.decode("unicode_escape")
+    except UnicodeDecodeError:
+        return text.decode("utf-8", errors="replace")
+
+
+def _why_unfinished(run: ProbeResult) -> str:
+    if run.timed_out:
+        return f"the probe's time limit ran out while it was tried ({run.seconds:.1f} s)"
+    return f"the probe process ended while it was tried (exit code {run.returncode})"
 
 
 def _read_libraries(path: Path) -> tuple[str, ...] | None:
@@ -340,70 +606,3 @@ class Running:
 def start(settings: ProbeSettings, interpreter: Interpreter, env: Mapping[str, str]) -> Running:
     """``settings``' probes, begun in a thread."""
     return Running(settings, interpreter, env).start()
-
-
-def top_level_modules(dist: InstalledDistribution) -> list[str]:
-    """The importable top-level names a distribution provides."""
-    folder = dist.metadata_dir
-    try:
-        text = (folder / "top_level.txt").read_text() if folder is not None else ""
-        names = [line.strip() for line in text.splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError):
-        names = []
-    if not names:
-        names = _modules_from_record(dist)
-    return sorted(
-        {n for n in names if n.isidentifier() and not n.startswith("_") and n not in _NOT_MODULES}
-    )
-
-
-def _modules_from_record(dist: InstalledDistribution) -> list[str]:
-    try:
-        entries = dist.record()
-    except OSError:
-        return []
-    names = set()
-    for entry in entries:
-        first, _, rest = entry.path.partition("/")
-        if first.startswith("..") or first.endswith((".dist-info", ".data")):
-            continue
-        if rest.startswith("__init__.") and rest.endswith((".py", ".so")):
-            names.add(first)
-        elif not rest and first.endswith(".py"):
-            names.add(first[:-3])
-        elif not rest and (".so" in first or first.endswith(".pyd")):
-            names.add(first.split(".", 1)[0])
-    return sorted(names)
-
-
-def default_probes(
-    installed: Mapping[str, InstalledDistribution], affected: Sequence[str] | None
-) -> tuple[tuple[Probe, ...], str]:
-    """The probe used when none is configured, and a sentence that says why it was chosen.
-
-    ``affected`` are the distributions the impact report says a removal touches (metadata
-    dependents, library consumers, distributions left hollow); None when the operation is not
-    a removal (rollback, recover, probe). One probe process covers them all: a probe run is the
-    tool's main cost.
-    """
-    modules = sorted(
-        {
-            module
-            for name in affected or ()
-            if name != "torch"
-            for module in top_level_modules(installed[name])
-        }
-    )
-    lines = [f"import {module}" for module in modules]
-    reasons = []
-    if modules:
-        reasons.append(f"an import of what the removal affects ({', '.join(affected or ())})")
-    if "torch" in installed:
-        lines.append(TORCH_PROBE)
-        reasons.append("torch's CUDA initialisation (and cuDNN/NCCL versions on CUDA builds)")
-    if not lines:
-        if affected is None:
-            return (), "no probe configured and torch is not installed: no probe to run"
-        return (), "nothing installed is affected by this removal: no probe to run"
-    probe = Probe(kind="python", code="\n".join(lines), origin="default")
-    return (probe,), "probing " + " and ".join(reasons)

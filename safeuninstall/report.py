@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the
     from .doctor import DoctorReport
     from .impact import ImpactReport
     from .libraries import LibraryChange
-    from .probe import ProbeResult
+    from .probe import Candidate, Probe, ProbeResult
     from .results import PruneResult, Result, ShownSnapshot, SnapshotList
     from .retention import Kept
     from .snapshot import Snapshot
@@ -44,15 +44,75 @@ def _tone(exit_code: int) -> str:
 
 
 def _probe_lines(
-    title: str, results: Sequence[ProbeResult], verbose: bool, paint: Paint = plain
+    title: str,
+    results: Sequence[ProbeResult],
+    verbose: bool,
+    paint: Paint = plain,
+    *,
+    every: bool = False,
 ) -> list[str]:
+    """A line per run (a block for a multi-line probe). Of a derived probe, the candidates
+    that failed and count; ``every``: each candidate and how it ended."""
     lines = []
     for r in results:
         summary = paint(r.summary(), "good" if r.passed else "bad")
-        lines.append(f"{title}: {r.probe.label} -- {summary}")
+        if "\n" in r.probe.label:  # a block, and its result on a line of its own
+            lines.append(f"{title}:")
+            lines += ["    " + line for line in r.probe.label.splitlines()]
+            lines.append(f"  -- {summary}")
+        else:
+            lines.append(f"{title}: {r.probe.label} -- {summary}")
+        if r.probe.kind == "derived":
+            lines += _candidate_results(r, verbose=verbose, every=every, paint=paint)
+            if not verbose:
+                continue
         if r.output and (verbose or not r.passed):
             lines.extend("    " + line for line in _tail(r.output, 0 if verbose else 12))
     return lines
+
+
+_SHOWN_FAILURES = 10  # regressions listed without -v
+
+
+def _candidate_results(r: ProbeResult, *, verbose: bool, every: bool, paint: Paint) -> list[str]:
+    """The candidates of a derived probe's run that count and failed (``every`` or -v: all of
+    them), each failure with the end of its traceback."""
+    shown = r.candidates if verbose or every else r.regressed
+    limit = None if verbose or every else _SHOWN_FAILURES
+    lines = []
+    for c in shown[:limit]:
+        what = f"{c.candidate.label}  # {_whose(c.candidate)}"
+        if c.passed:
+            lines.append(f"    {paint('passed', 'good')}: {what}")
+            continue
+        state = "FAILED" if c.judged else f"{c.status}, not judged"
+        lines.append(f"    {paint(state, 'bad' if c.judged else 'warn')}: {what}: {c.reason}")
+        if verbose:
+            lines += ["        " + line for line in _tail(c.output, 0)]
+    if limit is not None and len(shown) > limit:
+        lines.append(f"    ... and {len(shown) - limit} more (-v lists them all)")
+    return lines
+
+
+def derived_block(probe: Probe) -> list[str]:
+    """What a derived probe contains: a candidate a line, with whose it is and why."""
+    count = len(probe.candidates)
+    lines = [f"derived probe, {count} candidate{'s' if count != 1 else ''}, each tried on its own:"]
+    width = min(48, max(len(c.label) for c in probe.candidates))
+    for c in probe.candidates:
+        if c.kind == "code":
+            lines.append(f"    # {c.distribution}: {c.why}")
+            lines += ["    " + line for line in c.target.splitlines()]
+            continue
+        lines.append(f"    {c.label:<{width}}  # {_whose(c)}")
+    return lines
+
+
+def _whose(candidate: Candidate) -> str:
+    """Whose a candidate is, and why it is one (a code candidate's label says why)."""
+    if candidate.kind == "code" or not candidate.why:
+        return candidate.distribution
+    return f"{candidate.distribution}: {candidate.why}"
 
 
 def _tail(text: str, count: int) -> list[str]:
@@ -91,9 +151,12 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     if details.impact is not None:
         lines += impact_lines(details.impact)
     lines += [f"probe: {note}" for note in runs.notes]
+    for probe in runs.planned if result.command != "probe" or not runs.after else ():
+        if probe.kind == "derived":  # the probe command lists them with their results
+            lines += derived_block(probe)
     lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
     after = "probe" if result.command == "probe" else "probe after the change"
-    lines += _probe_lines(after, runs.after, verbose, paint)
+    lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
     lines += [f"drift: {d.describe()}" for d in details.drift]
     lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
     lines += _restore_lines(result.restored, paint)

@@ -63,6 +63,8 @@ class RestoreReport(Struct):
     # per distribution restored from a stash: {path relative to the environment: sha256}
     accepted: dict[str, dict[str, str]] = field(default_factory=dict)
     reinstalled_names: list[str] = field(default_factory=list)
+    # files restored as symbolic links: {path relative to the environment: target}
+    links: dict[str, str] = field(default_factory=dict)
     # lines put back into a .pth file: (pin, path relative to the environment, line)
     lines: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -141,7 +143,12 @@ class _Restore:
         # change keeps, stashed because it shares files with what is removed).
         own = candidate.snapshot_id in (self.job.preferred_snapshot, self.job.current_snapshot)
         checked = check_stash(
-            stash, folder, read_verified(folder), self.on_bytes, accept_modified=own
+            stash,
+            folder,
+            read_verified(folder),
+            self.on_bytes,
+            accept_modified=own,
+            with_swept=own,
         )
         if checked.problems:
             report.notes.append(
@@ -156,6 +163,7 @@ class _Restore:
                 env_root=Path(self.ctx.interpreter.prefix),
                 displaced_dir=self.job.displaced_dir,
                 checked=checked,
+                with_swept=own,
             )
         except OSError as err:
             report.notes.append(f"{entry.pin}: restore from stash failed: {err}")
@@ -163,6 +171,7 @@ class _Restore:
         # The files as checked: restore_files linked back exactly those (or hashed a copy).
         report.verified_files.update(checked.identities.values())
         report.accepted[entry.name] = checked.accepted
+        report.links.update({f.path: f.link for f in stash.files if f.link is not None})
         report.lines.extend((entry.pin, pth.path, pth.line) for pth in stash.lines)
         report.from_stash.append(entry.pin)
         if checked.modified:
@@ -345,7 +354,10 @@ def verify(
         pin = f"{name}=={wanted[name].version}" if name in wanted else name
         for rel, sha256 in files.items():
             checked += 1
-            if not _holds(env_root / rel, sha256, report.verified_files):
+            if rel in report.links:
+                if not _is_link(env_root / rel, report.links[rel]):
+                    mismatches.append(f"{pin}: {rel}")
+            elif not _holds(env_root / rel, sha256, report.verified_files):
                 mismatches.append(f"{pin}: {rel}")
     for pin, rel, line in report.lines:
         checked += 1
@@ -376,6 +388,13 @@ def _extra(interpreter: Interpreter) -> tuple[str, ...]:
 
 def _source(source: Source) -> str:
     return f"{source.kind} {source.url}" if source.url else source.kind
+
+
+def _is_link(path: Path, target: str) -> bool:
+    try:
+        return os.readlink(path) == target
+    except OSError:  # not a link, or gone
+        return False
 
 
 def _holds(path: Path, sha256: str, verified_files: set[FileId]) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is import
     from .impact import ImpactReport
     from .libraries import Drift
     from .plan import RollbackPlan, SnapshotChoice
-    from .probe import ProbeResult
+    from .probe import Probe, ProbeResult
     from .restore import RestoreReport, Verification
     from .retention import Kept
     from .snapshot import Snapshot
@@ -30,14 +30,23 @@ class ProbeRuns(Struct, frozen=True):
 
     notes: tuple[str, ...] = ()  # why these probes (a derived probe explains itself)
     disabled: bool = False  # --no-probe
+    planned: tuple[Probe, ...] = ()  # the probes chosen (a derived one lists its candidates)
     baseline: tuple[ProbeResult, ...] = ()
     after: tuple[ProbeResult, ...] = ()  # after the change
     after_restore: tuple[ProbeResult, ...] = ()
     after_restore_skipped: str | None = None  # why the probe after a restore was not run
 
+    @property
+    def derived_after(self) -> ProbeResult | None:
+        """The derived probe's run after the change (the ``probe`` command's run), if that is
+        what ran."""
+        runs = self.after
+        return runs[0] if len(runs) == 1 and runs[0].probe.kind == "derived" else None
+
     def to_dict(self) -> dict[str, object]:
         return {
             "notes": list(self.notes),
+            "planned": [p.to_dict() for p in self.planned],
             "baseline": [p.to_dict() for p in self.baseline],
             "after": [p.to_dict() for p in self.after],
             "after_restore": [p.to_dict() for p in self.after_restore],
@@ -67,6 +76,9 @@ class Result(Struct, frozen=True, kw_only=True):
     def outcome_text(self) -> str:
         """What happened, for a person: the outcome's text, said more exactly where the
         outcome alone would overstate it (a removal that no probe judged)."""
+        derived = self.probes.derived_after
+        if derived is not None:
+            return self._derived_text(derived)
         if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
             return self.outcome.text
         if self.outcome is Outcome.PASSED:
@@ -74,6 +86,30 @@ class Result(Struct, frozen=True, kw_only=True):
         if self.probes.disabled:
             return "removed without a probe (--no-probe)"
         return "removed; no probe applies"
+
+    def _derived_text(self, run: ProbeResult) -> str:
+        """The outcome said of the derived probe: that it was derived, how many candidates
+        judged, which failed."""
+        judged, dropped = len(run.judged), len(run.dropped)
+        if self.outcome in (Outcome.REMOVED, Outcome.PASSED):
+            removed = "removed; " if self.outcome is Outcome.REMOVED else ""
+            if not judged:
+                return (
+                    f"{removed}no probe applies: every candidate of the derived probe fails "
+                    "before the change"
+                )
+            also = f", {dropped} dropped" if dropped else ""
+            count = f"{judged} candidate{'s' if judged != 1 else ''}"
+            return f"{removed}the derived probe passed ({count} judged{also})"
+        failed = run.regressed
+        if failed and "the probe failed" in self.outcome.text:
+            names = ", ".join(c.candidate.name for c in failed[:3])
+            if len(failed) > 3:
+                names += f" and {len(failed) - 3} more"
+            return self.outcome.text.replace(
+                "the probe failed", f"the derived probe failed ({names})"
+            )
+        return self.outcome.text
 
     @property
     def restore(self) -> RestoreReport | None:

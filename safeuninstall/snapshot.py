@@ -46,8 +46,12 @@ class StashedFile(Struct, frozen=True):
     """A file kept in a stash, with the sha256 it must have when it comes back."""
 
     path: str  # relative to the environment root, POSIX separators
-    sha256: str
+    sha256: str  # of the file's bytes; of a link's target text
     size: Annotated[int, Meta(ge=0)]  # checked when read from a file, not when made in code
+    link: str | None = None  # a symbolic link (nothing in the stash): where it points
+    # Not the distribution's own: bytecode uv deletes with it (a shared __pycache__, see
+    # deletion.py). Brought back only to the state of the snapshot that kept it.
+    swept: bool = False
 
 
 class PthLine(Struct, frozen=True):
@@ -171,12 +175,19 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
         out["stash"] = {
             "folder": entry.stash.folder,
             "complete": entry.stash.complete,
-            "files": [
-                {"path": f.path, "sha256": f.sha256, "size": f.size} for f in entry.stash.files
-            ],
+            "files": [_stashed_to_dict(f) for f in entry.stash.files],
         }
         if entry.stash.lines:
             out["stash"]["lines"] = [msgspec.structs.asdict(x) for x in entry.stash.lines]
+    return out
+
+
+def _stashed_to_dict(stashed: StashedFile) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": stashed.path, "sha256": stashed.sha256, "size": stashed.size}
+    if stashed.link is not None:
+        out["link"] = stashed.link
+    if stashed.swept:
+        out["swept"] = True
     return out
 
 
@@ -253,6 +264,8 @@ def _check_package(key: str, entry: PackageEntry) -> None:
         for index, stashed in enumerate(entry.stash.files):
             _check_path(f"{key}.stash.files[{index}].path", stashed.path)
             _check_sha256(f"{key}.stash.files[{index}].sha256", stashed.sha256)
+            if stashed.link is not None and (not stashed.link or "\0" in stashed.link):
+                raise _KeyError(f"{key}.stash.files[{index}].link", "not a link target")
         for index, pth in enumerate(entry.stash.lines):
             _check_line(f"{key}.stash.lines[{index}]", pth)
 

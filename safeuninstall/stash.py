@@ -49,6 +49,20 @@ def relative_to_root(path: Path | str, root: Path | str) -> str | None:
     return rel.replace(os.sep, "/")
 
 
+def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
+    """A symbolic link, kept as its target: the sha256 and size are those of the target's text."""
+    import hashlib
+
+    data = os.fsencode(target)
+    return StashedFile(
+        path=rel,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        link=target,
+        swept=swept,
+    )
+
+
 def stash_folder_name(name: str, version: str) -> str:
     return f"{name}-{version}"
 
@@ -68,8 +82,15 @@ def stash_distribution(
     *,
     removed: bool = True,
     on_bytes: Callable[[int], None] | None = None,
+    swept: Sequence[str] = (),
+    entries: Sequence[RecordEntry] | None = None,
 ) -> PackageStash:
-    """Keep every file of ``dist`` in the snapshot folder.
+    """Keep every file of ``dist`` in the snapshot folder, as uv would delete it: a RECORD line
+    that leads out of the environment is skipped (uv skips it), a RECORD folder is kept whole
+    (uv deletes it whole), a symbolic link is recorded as the link it is. ``swept``: the
+    ``__pycache__`` folders uv deletes on its way up from this distribution's files (see
+    deletion.py), kept too, as files that are no distribution's own (``StashedFile.swept``).
+    ``entries``: its RECORD, when the caller has read it already.
 
     ``removed``: the installer removes ``dist`` right after (else it stays installed: a
     snapshot's stash, or a distribution kept beside a removal). ``on_bytes`` is told the size
@@ -82,8 +103,8 @@ def stash_distribution(
     folder leads out of the environment (the installer would delete the file there), or a
     second dist-info folder of its name (uv removes them all; a snapshot keeps one version per
     name). A symlink is never followed out of the environment: for a distribution that stays,
-    such a file, like one outside the environment root by its RECORD path, makes the stash
-    incomplete instead: that distribution is reinstalled rather than restored.
+    such a file makes the stash incomplete instead: that distribution is reinstalled rather
+    than restored.
 
     The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
     the uninstall), except for the place's ``shared`` paths (normalised, see paths.normalise) that
@@ -104,7 +125,10 @@ def stash_distribution(
         folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
         return PackageStash(folder=folder, files=(), complete=False)
     try:
-        entries = list(legacy.files) if legacy is not None else dist.record()
+        if legacy is not None:
+            entries = list(legacy.files)
+        elif entries is None:
+            entries = dist.record()
     except OSError as err:
         raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
     stasher = _Stasher(dist, place, removed, on_bytes)
@@ -112,6 +136,8 @@ def stash_distribution(
     for entry in entries:
         if stasher.keep(entry) and after_file is not None:
             after_file()
+    for folder in swept:
+        stasher.keep_folder(folder, swept=True)
     lines: tuple[PthLine, ...] = ()
     if legacy is not None and legacy.pth_line is not None:
         lines = (stasher.keep_pth(legacy.pth_line),)
@@ -171,12 +197,15 @@ class _Stasher:
         self.complete = True
         self.made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
         self.inside: set[str] = set()  # folders of the environment known to resolve inside it
+        self.kept: set[str] = set()  # paths kept (relative to the root): a file listed twice once
 
     def keep(self, entry: RecordEntry) -> bool:
         """Keep one RECORD file; False where there was nothing to keep (gone, or left out)."""
         source = os.path.join(self.site_dir, entry.path)
         rel = relative_to_root(source, self.place.env_root)
-        if rel is None or not self._stays_inside(source, rel):
+        if rel is None:
+            return False  # out of the environment: uv skips it, so it stays where it is
+        if not self._stays_inside(source, rel):
             self.complete = False  # never followed; a restore reinstalls this distribution
             return False
         try:
@@ -185,6 +214,53 @@ class _Stasher:
             return False  # listed but already gone: nothing to remove, nothing to keep
         except OSError as err:
             raise StashError(f"cannot read {source}: {err.strerror}") from err
+        if stat.S_ISDIR(info.st_mode):
+            return self.keep_folder(source)  # uv deletes a folder it lists whole
+        shared = self.place.shared and normalise(source) in self.place.shared
+        return self._keep(source, rel, info, None if shared else entry.sha256)
+
+    def keep_folder(self, folder: str, *, swept: bool = False) -> bool:
+        """Keep every file under ``folder`` (links as links, none followed)."""
+        kept = False
+        for parent, dirs, names in os.walk(folder):
+            dirs.sort()
+            for name in sorted(names) + [
+                d for d in dirs if os.path.islink(os.path.join(parent, d))
+            ]:
+                source = os.path.join(parent, name)
+                rel = relative_to_root(source, self.place.env_root)
+                if rel is None or rel in self.kept:
+                    continue
+                try:
+                    info = os.lstat(source)
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    raise StashError(f"cannot read {source}: {err.strerror}") from err
+                kept = self._keep(source, rel, info, None, swept=swept) or kept
+        return kept
+
+    def _keep(
+        self,
+        source: str,
+        rel: str,
+        info: os.stat_result,
+        sha256: str | None,
+        *,
+        swept: bool = False,
+    ) -> bool:
+        """Link (else copy) ``source`` into the stash; a symbolic link is recorded by its
+        target instead. ``sha256``: the RECORD's, else the bytes are hashed."""
+        if rel in self.kept:
+            return False
+        self.kept.add(rel)
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                target = os.readlink(source)
+            except OSError as err:
+                raise StashError(_stash_failure(Path(source), err)) from err
+            self.files.append(link_entry(rel, target, swept=swept))
+            return True
         dest = os.path.join(self.dest_root, rel)
         try:
             parent = os.path.dirname(dest)
@@ -192,12 +268,11 @@ class _Stasher:
                 _makedirs_private(Path(parent))
                 self.made.add(parent)
             _link_or_copy(source, dest, parent_exists=True)
-            sha256 = entry.sha256
-            if sha256 is None or (self.place.shared and normalise(source) in self.place.shared):
+            if sha256 is None:
                 sha256 = sha256_file(Path(dest))
         except OSError as err:
             raise StashError(_stash_failure(Path(source), err)) from err
-        self.files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size))
+        self.files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size, swept=swept))
         if self.on_bytes is not None:
             self.on_bytes(info.st_size)
         return True
@@ -361,6 +436,7 @@ def check_stash(
     on_bytes: Callable[[int], None] | None = None,
     *,
     accept_modified: bool = True,
+    with_swept: bool = True,
 ) -> StashCheck:
     """Every stashed file exists and holds the bytes it held when its snapshot was taken.
 
@@ -380,12 +456,21 @@ def check_stash(
     Only a regular file can be accepted: a symbolic link in the stash (which a restore would
     link back as it is, pointing wherever it points) or anything else is a problem, and the
     distribution is then brought back by a reinstall instead.
+
+    A symbolic link is kept as its target in the snapshot, nothing in the stash: it is
+    accepted as recorded. ``with_swept``: also the files that are no distribution's own
+    (``StashedFile.swept``), brought back only to the state of the snapshot that kept them.
     """
     problems = []
     accepted: dict[str, str] = {}
     modified = []
     identities: dict[str, FileId] = {}
     for stashed in stash.files:
+        if stashed.swept and not with_swept:
+            continue
+        if stashed.link is not None:
+            accepted[stashed.path] = stashed.sha256
+            continue
         if on_bytes is not None:
             on_bytes(stashed.size)
         key = f"{stash.folder}/{stashed.path}"
@@ -517,6 +602,7 @@ def restore_files(
     env_root: Path,
     displaced_dir: Path,
     checked: StashCheck,
+    with_swept: bool = True,
 ) -> None:
     """Link every stashed file back to its place in the environment.
 
@@ -533,15 +619,20 @@ def restore_files(
         kept = snapshot_dir / stash.folder / pth.path
         _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
     for stashed in sorted(stash.files, key=_metadata_last):
+        if stashed.swept and not with_swept:
+            continue
         kept = snapshot_dir / stash.folder / stashed.path
         dest = env_root / stashed.path
-        identity = checked.identities.get(stashed.path)
-        if identity is None:
-            raise OSError(errno.EPERM, f"{kept} was not checked; not linked back")
         if dest.parent not in ready:
             _refuse_escape(dest, real_root)
             dest.parent.mkdir(parents=True, exist_ok=True)
             ready.add(dest.parent)
+        if stashed.link is not None:
+            _restore_link(dest, stashed.link, displaced_dir / stashed.path)
+            continue
+        identity = checked.identities.get(stashed.path)
+        if identity is None:
+            raise OSError(errno.EPERM, f"{kept} was not checked; not linked back")
         if dest.exists() or dest.is_symlink():
             if _file_id(dest) == identity:
                 continue
@@ -557,6 +648,21 @@ def restore_files(
         os.replace(tmp, dest)
         if after_file is not None:
             after_file()
+
+
+def _restore_link(dest: Path, target: str, saved: Path) -> None:
+    """A symbolic link put back as it was; whatever is in its place is kept under ``saved``."""
+    if dest.is_symlink() and os.readlink(dest) == target:
+        return
+    if dest.exists() or dest.is_symlink():
+        if dest.is_dir() and not dest.is_symlink():
+            raise OSError(errno.EEXIST, f"{dest} is a folder where a link was", str(dest))
+        _link_or_copy(dest, saved)
+    tmp = dest.with_name(f".{dest.name}.safe-uninstall-tmp")
+    if tmp.exists() or tmp.is_symlink():
+        tmp.unlink()
+    os.symlink(target, tmp)
+    os.replace(tmp, dest)
 
 
 def _put_line_back(pth: PthLine, kept: Path, dest: Path, displaced: Path, real_root: Path) -> None:

@@ -31,10 +31,12 @@ from msgspec import Struct
 
 from . import __version__, interrupts
 from .context import Context
+from .deletion import Removed, plan_deletion
 from .environment import InstalledDistribution
 from .errors import BackendError, SnapshotInvalid
 from .journal import Entry
 from .plan import StashCandidate, StashKey, build_stash_index
+from .records import RecordEntry
 from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
 from .stash import (
@@ -84,9 +86,24 @@ def take_snapshot(
     on_bytes = _stash_progress(ctx, installed, spec.stash)
     place = StashPlace(env_root, path, spec.shared)
     try:
+        # A legacy install's removal is uv's own (legacy.py), without the sweep of a RECORD's.
+        records = {n: _record(installed[n]) for n in spec.removed if not installed[n].legacy}
+        deletion = plan_deletion(
+            [
+                Removed(name, str(installed[name].site_dir), record or (), str(dist_info))
+                for name, record in records.items()
+                for dist_info in (installed[name].dist_info,)
+            ],
+            str(env_root),
+        )
         stashes = {
             name: stash_distribution(
-                installed[name], place, removed=name in spec.removed, on_bytes=on_bytes
+                installed[name],
+                place,
+                removed=name in spec.removed,
+                on_bytes=on_bytes,
+                swept=deletion.swept.get(name, ()),
+                entries=records.get(name),
             )
             for name in spec.stash
         }
@@ -114,6 +131,15 @@ def take_snapshot(
         raise
     ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
     return snap
+
+
+def _record(dist: InstalledDistribution) -> list[RecordEntry] | None:
+    """Its RECORD, read once for the deletion plan and the stash; None when it can't be read
+    (the stash then says why, before anything is removed)."""
+    try:
+        return dist.record()
+    except OSError:
+        return None
 
 
 def _entry(dist: InstalledDistribution, env_root: Path, stash: PackageStash | None) -> PackageEntry:

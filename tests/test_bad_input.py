@@ -41,8 +41,8 @@ def assert_refused(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("not a name",), "is not a valid distribution name"),
-        (("-r", "/nonexistent/reqs.txt"), "cannot read it"),
+        (("not a name",), "not a requirement: 'not a name'"),
+        (("-r", "/nonexistent/reqs.txt"), "reqs.txt: file not found"),
         (("--probe", "import (", "leftpad"), "is not valid Python"),
         (("--probe-cmd", "'unclosed", "leftpad"), "cannot be split"),
         (("--probe", "raise SystemExit(1)", "leftpad"), "already fails before any change"),

@@ -61,7 +61,7 @@ def test_default_probe_comes_from_the_library_consumers(make_venv: MakeVenv) -> 
     data = run.json()
     assert run.returncode == 3, data
     notes = data["probes"]["notes"]  # type: ignore[index]
-    assert "probing an import of what the removal affects (consumer)" in notes[0]
+    assert "from what the removal affects (consumer): 1 module;" in notes[0]
     assert venv.file_hashes() == before
 
 
@@ -74,8 +74,10 @@ def test_strict_refuses_before_anything(make_venv: MakeVenv) -> None:
     assert data["outcome"] == "refused-strict"
     assert data["snapshot"] is None
     assert venv.file_hashes() == before
-    fine = venv.tool("--strict", "--no-probe", "leftpad")  # not installed: nothing to refuse
-    assert fine.returncode == 0
+    # Not installed: a job's typo under --strict (issue 13), refused before anything too.
+    absent = venv.tool("--strict", "--no-probe", "leftpad")
+    assert absent.returncode == 1
+    assert "--strict: not installed: leftpad" in absent.stderr
 
 
 def test_shared_files_name_the_distribution_left_hollow(make_venv: MakeVenv) -> None:

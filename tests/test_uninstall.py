@@ -311,7 +311,7 @@ def test_invalid_name_is_refused_before_anything(make_venv: MakeVenv) -> None:
     venv = make_venv("leftpad")
     run = venv.tool("not a name")
     assert run.returncode == 1
-    assert "is not a valid distribution name" in run.stderr
+    assert "not a requirement: 'not a name'" in run.stderr
 
 
 def test_requirements_file(make_venv: MakeVenv, tmp_path: Path) -> None:
@@ -323,7 +323,7 @@ def test_requirements_file(make_venv: MakeVenv, tmp_path: Path) -> None:
     assert set(venv.installed()) == {"requests", "urllib3"}
     missing = venv.tool("-r", str(tmp_path / "nope.txt"))
     assert missing.returncode == 1
-    assert "cannot read it" in missing.stderr
+    assert "nope.txt: file not found" in missing.stderr
 
 
 def test_package_named_like_a_subcommand(make_venv: MakeVenv) -> None:
@@ -363,7 +363,7 @@ def test_default_probe_imports_dependents(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
     run = venv.tool("--allow-unmet", "urllib3")
     assert run.returncode == 3
-    assert "probing an import of what the removal affects (requests)" in run.stdout
+    assert "from what the removal affects (requests): 1 module;" in run.stdout
 
 
 def test_probe_config_precedence(make_venv: MakeVenv, tmp_path: Path) -> None:

@@ -16,10 +16,9 @@ import tomli_w
 from safeuninstall import journal
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall.backend import PipBackend, UvBackend, requirement_for
-from safeuninstall.environment import Source, read_distribution
-from safeuninstall.errors import InvalidInput, JournalUnreadable, SnapshotInvalid
+from safeuninstall.environment import InstalledDistribution, Source, read_distribution
+from safeuninstall.errors import JournalUnreadable, SnapshotInvalid
 from safeuninstall.impact import Dependency, dependents_of
-from safeuninstall.names import parse_requested
 from safeuninstall.plan import (
     Installed,
     build_stash_index,
@@ -30,6 +29,7 @@ from safeuninstall.plan import (
     plan_rollback,
 )
 from safeuninstall.records import _hex_from_record_hash, read_record
+from safeuninstall.requirements import Wanted
 from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
 from tests.conftest import returns_promptly
 
@@ -63,37 +63,26 @@ def stashed(name: str, version: str) -> PackageEntry:
     )
 
 
-# -- names ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ("Requests", "requests"),
-        ("nvidia_cudnn.cu13", "nvidia-cudnn-cu13"),
-        ("zope.interface", "zope-interface"),
-        ("A__B--C", "a-b-c"),
-    ],
-)
-def test_canonical_names(raw: str, expected: str) -> None:
-    assert parse_requested([raw]) == [expected]
-
-
-def test_parse_requested_keeps_first_of_equal_names() -> None:
-    assert parse_requested(["Foo_Bar", "foo-bar", "baz"]) == ["foo-bar", "baz"]
-
-
-@pytest.mark.parametrize("bad", ["", "-foo", "foo bar", "../etc", "foo==1.0", "\N{KELVIN SIGN}"])
-def test_parse_requested_rejects_invalid(bad: str) -> None:
-    with pytest.raises(InvalidInput, match="not a valid distribution name"):
-        parse_requested([bad])
-
-
 # -- plans ----------------------------------------------------------------------------------
 
 
+def installed_dist(
+    name: str, version: str = "1.0", url: str | None = None
+) -> InstalledDistribution:
+    source = Source(kind="directory", url=url) if url else Source(kind="index")
+    return InstalledDistribution(
+        name=name,
+        version=version,
+        dist_info=Path(f"/venv/site/{name}-{version}.dist-info"),
+        installer="uv",
+        requested=True,
+        source=source,
+    )
+
+
 def test_plan_removal_splits_present_and_absent() -> None:
-    plan = plan_removal(["a", "b", "c"], ["c", "a", "z"])
+    installed = {name: installed_dist(name) for name in ("c", "a", "z")}
+    plan = plan_removal([Wanted(text=n, name=n) for n in ("a", "b", "c")], installed)
     assert plan.remove == ("a", "c")
     assert plan.absent == ("b",)
 

@@ -16,12 +16,13 @@ from ..analysis import (
 )
 from ..backend import shell_line
 from ..context import Context
+from ..derived import as_baseline, dropped_notes
 from ..environment import installed_distributions
 from ..libraries import ownership
-from ..names import parse_requested
 from ..outcome import Outcome
 from ..plan import plan_removal
 from ..probe import ProbeSettings, run_all
+from ..requirements import collect
 from ..results import ProbeRuns, RemovalResult, Result
 
 if TYPE_CHECKING:
@@ -30,18 +31,21 @@ if TYPE_CHECKING:
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
     """The impact report of removing ``names``, changing nothing."""
-    requested = parse_requested(list(names))
+    request = collect(names, (), ctx.cwd, ctx.environ)
     installed = installed_distributions(ctx.interpreter)
-    removal = plan_removal(requested, installed)
+    removal = plan_removal(request.wanted, installed)
     result = RemovalResult(
         command="check",
         outcome=Outcome.CHECKED,
         python=str(ctx.python),
         removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
         absent=removal.absent,
+        messages=(*request.notes, *removal.notes),
     )
     if not removal.remove:
-        return replace(result, messages=("none of the named packages is installed",))
+        return replace(
+            result, messages=(*result.messages, "none of the named packages is installed")
+        )
     report = analyse(ctx, installed, removal.remove).report
     refused = strict and report.refused_by_strict
     messages: tuple[str, ...] = ()
@@ -58,16 +62,37 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
     )
 
 
-def probe_now(ctx: Context, configured: ProbeSettings) -> Result:
+def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()) -> Result:
+    """Run the probes now. With ``names``: the probe that a removal of them would run, judged
+    as its baseline would be (a derived probe's candidates that fail are dropped, and said);
+    nothing is removed."""
     installed = installed_distributions(ctx.interpreter)
-    settings = with_default(configured, installed, None)
-    results = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
+    messages: list[str] = []
+    if names:
+        request = collect(names, (), ctx.cwd, ctx.environ)  # as a removal reads them
+        plan = plan_removal(request.wanted, installed)
+        messages += [*request.notes, *plan.notes]
+        messages += [f"not installed: {name}" for name in plan.absent]
+        report = analyse(ctx, installed, plan.remove).report if plan.remove else None
+        affected = report.affected if report is not None else ()
+        settings = with_default(configured, installed, affected, plan.remove)
+    else:
+        settings = with_default(configured, installed, None)
+    results = run_all(settings, ctx.interpreter, ctx.child_env())
+    if names:
+        results = [as_baseline(r) for r in results]
     passed = all(r.passed for r in results)
     return Result(
         command="probe",
         outcome=Outcome.PASSED if passed else Outcome.FAILED,
         python=str(ctx.python),
-        probes=ProbeRuns(notes=settings.notes, disabled=settings.disabled, after=results),
+        probes=ProbeRuns(
+            notes=(*settings.notes, *dropped_notes(results)),
+            disabled=settings.disabled,
+            planned=settings.probes,
+            after=tuple(results),
+        ),
+        messages=tuple(messages),
     )
 
 

@@ -25,6 +25,7 @@ from .. import baseline
 from ..analysis import Analysis, analyse, installed_view, sharing_files, with_default
 from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
+from ..derived import after_settings, as_baseline, dropped_notes, judged_after
 from ..environment import (
     InstalledDistribution,
     census,
@@ -64,6 +65,7 @@ from ..transaction import Restored, SnapshotSpec, Transaction, stash_index
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
     """Back to snapshot ``options.snapshot``; without one, to the state before the latest change
     that is still in effect (plan.choose_snapshot)."""
+    ctx.refuse_externally_managed()
     with ctx.locked():
         ctx.journal().refuse_if_unfinished(ctx.suggest)
         now = _Now.read(ctx)
@@ -143,6 +145,7 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
 
 def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
     """Finish what an interrupted operation left: return to the snapshot its journal names."""
+    ctx.refuse_externally_managed()
     with ctx.locked():
         journal = ctx.journal()
         entry = journal.read()
@@ -265,7 +268,10 @@ class _Rollback:
         self.judged = bool(plan.remove) and self.recovering is None
         analysis = self._analyse(plan) if self.judged else None
         affected = analysis.report.affected if analysis is not None else None
-        self.settings = with_default(self.configured, now.installed, affected)
+        self.settings = with_default(
+            self.configured, now.installed, affected, plan.remove if self.judged else ()
+        )
+        self.after = self.settings  # what runs after the change (derived.after_settings)
         self.base = RollbackResult(
             command=self.command,
             outcome=Outcome.ALREADY_MATCHES,
@@ -410,10 +416,15 @@ class _Rollback:
                 )
             if stopped is not None:
                 return stopped
+            runs = self.base.probes
             self.base = msgspec.structs.replace(
                 self.base,
                 restored=restored,
-                probes=msgspec.structs.replace(self.base.probes, baseline=baseline_results),
+                probes=msgspec.structs.replace(
+                    runs,
+                    notes=(*runs.notes, *dropped_notes(baseline_results)),
+                    baseline=baseline_results,
+                ),
             )
             if not self.judged:
                 self._finish(txn)
@@ -435,10 +446,12 @@ class _Rollback:
 
     def _baseline_results(self) -> tuple[ProbeResult, ...]:
         """The probe before the change. One that fails already cannot judge the rollback (a
-        rollback is often run to repair what fails): it is run after, and reported."""
+        rollback is often run to repair what fails): it is run after, and reported. (A derived
+        probe's candidates that fail before are dropped, see derived.py.)"""
         if self.begun is None:
             return ()
-        results = tuple(self.begun.results())
+        results = tuple(as_baseline(r) for r in self.begun.results())
+        self.after = after_settings(self.settings, results)
         failing = [r.probe.label for r in results if not r.passed]
         if failing:
             self.messages.append(
@@ -492,14 +505,15 @@ class _Rollback:
     def _judge(self, txn: Transaction) -> RollbackResult:
         """The environment matches ``wanted``: the probe after it, against the baseline. A
         probe that passed before and fails now undoes the rollback."""
-        ctx, settings = self.ctx, self.settings
+        ctx, settings = self.ctx, self.after
         runs = self.base.probes
         if not settings.probes:
             self._finish(txn)
             return self._result(Outcome.ROLLED_BACK)
         txn.probing()
         try:
-            after = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
+            ran = run_all(settings, ctx.interpreter, ctx.child_env())
+            after = tuple(judged_after(runs.baseline, ran))
         except KeyboardInterrupt:
             self._finish(txn)
             self.messages.append(

@@ -23,6 +23,7 @@ from .. import baseline
 from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
 from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..context import Context
+from ..derived import after_settings, as_baseline, dropped_notes, judged_after
 from ..environment import (
     InstalledDistribution,
     RequirementIndex,
@@ -44,11 +45,11 @@ from ..errors import (
 from ..impact import removal_closure, unmet_in
 from ..legacy import DESCRIBED
 from ..libraries import Drift
-from ..names import parse_requested
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
+from ..requirements import read_request
 from ..results import ProbeRuns, RemovalResult
 from ..snapshot import Snapshot
 from ..stash import legacy_refusal
@@ -69,19 +70,27 @@ def uninstall(
     ``early``: the baseline begun by ``baseline.head_start`` before the operations were
     imported. It is taken over if it is the one this call would begin, else cancelled.
     """
-    requested = parse_requested(list(options.names))
-    if not requested:
-        raise InvalidInput("no package names given")
+    request = options.request or read_request(
+        options.names, options.requirement_files, ctx.cwd, ctx.environ
+    )
+    ctx.refuse_externally_managed()
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
         ctx.journal().refuse_if_unfinished(ctx.suggest)
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
-        plan = plan_removal(requested, installed)
+        plan = _without_empty_records(
+            plan_removal(
+                request.wanted, installed, commands=[c for c in COMMANDS if c != "uninstall"]
+            ),
+            installed,
+        )
         _refuse_legacy(ctx, installed, plan.remove)
+        _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
-        removal.messages += _legacy_notes(ctx, installed, plan)
+        removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
         if not plan.remove:
-            removal.messages.append("nothing to do: none of the named packages is installed")
+            if not plan.empty_record:
+                removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
         if not removal.leaves_unmet(early):
             removal.begin_configured(configured, early, waited)
@@ -93,6 +102,44 @@ def uninstall(
             return removal.apply()
         finally:
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
+
+
+def _without_empty_records(
+    plan: RemovalPlan, installed: Mapping[str, InstalledDistribution]
+) -> RemovalPlan:
+    """A distribution whose RECORD lists no file is left alone, with a note: uv says it
+    uninstalled it and removes nothing (pip: "No files were found to uninstall")."""
+    empty = [name for name in plan.remove if _lists_nothing(installed[name])]
+    if not empty:
+        return plan
+    notes = [
+        f"{name}: its RECORD lists no file, so uv removes nothing of it; left as it is"
+        for name in empty
+    ]
+    return msgspec.structs.replace(
+        plan,
+        remove=tuple(n for n in plan.remove if n not in empty),
+        empty_record=tuple(empty),
+        notes=(*plan.notes, *notes),
+    )
+
+
+def _lists_nothing(dist: InstalledDistribution) -> bool:
+    try:
+        if (dist.dist_info / "RECORD").stat().st_size > 4096:
+            return False  # a RECORD of only blank lines is never this long
+        return not dist.record()
+    except OSError:  # missing or unreadable: the stash says so, before any change
+        return False
+
+
+def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) -> None:
+    """With --strict, a name that is not installed is an error (a job's typo), not a skip."""
+    if options.strict and plan.absent:
+        hints = "".join(f"; {note}" for note in plan.notes if "did you mean" in note)
+        raise InvalidInput(
+            f"--strict: not installed: {', '.join(plan.absent)}{hints}; nothing was removed"
+        )
 
 
 def _refuse_legacy(
@@ -171,6 +218,7 @@ class _Removal:
         self.analysis: Analysis | None = None
         self.requirements: RequirementIndex | None = None
         self.settings = ProbeSettings()
+        self.after = ProbeSettings()  # what runs after the change (derived.after_settings)
         self.messages: list[str] = []
 
     def result(self, outcome: Outcome) -> RemovalResult:
@@ -181,7 +229,7 @@ class _Removal:
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
             impact=self.analysis.report if self.analysis else None,
-            probes=ProbeRuns(notes=self.settings.notes),
+            probes=ProbeRuns(notes=self.settings.notes, planned=self.settings.probes),
             messages=tuple(self.messages),
         )
 
@@ -220,8 +268,8 @@ class _Removal:
         """The impact report and the probe it implies; a result when the removal stops here
         (--strict, --dry-run), None when it goes ahead."""
         self.analysis = analyse(self.ctx, self.installed, self.plan.remove, self.requirements)
-        self.settings = with_default(configured, self.installed, self.analysis.report.affected)
         report = self.analysis.report
+        self.settings = with_default(configured, self.installed, report.affected, report.removed)
         if self.options.strict and report.refused_by_strict:
             self.messages.append("--strict: the impact report finds breakage or drift")
             return self.result(Outcome.REFUSED_STRICT)
@@ -287,18 +335,21 @@ class _Removal:
         return self.census - gone
 
     def _baseline_results(self) -> list[ProbeResult]:
-        """The baseline must pass: else the probe cannot judge this removal."""
+        """The baseline must pass: else the probe cannot judge this removal. (A derived probe
+        passes as a baseline when it ran: what fails in it is dropped, see derived.py.)"""
         running = self.begun.running if self.begun is not None else None
         if running is not None and not running.finished:  # said: the wait can be long
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
-        results = self.begun.results() if self.begun is not None else []
+        ran = self.begun.results() if self.begun is not None else []
+        results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
             raise BaselineProbeFailed(
                 "the probe already fails before any change, so it cannot judge this removal",
                 detail=failure_text(results),
             )
         if self.begun is not None and self.begun.running is not None:
-            self.cache.put(self.settings, self.fingerprint, results)
+            self.cache.put(self.settings, self.fingerprint, ran)
+        self.after = after_settings(self.settings, results)
         return results
 
     # -- the change ----------------------------------------------------------------------
@@ -364,10 +415,12 @@ class _Attempt:
         self.txn = txn
         self.snap = snap
         self.runs = ProbeRuns(
-            notes=removal.settings.notes,
+            notes=(*removal.settings.notes, *dropped_notes(baseline)),
             disabled=removal.settings.disabled,
+            planned=removal.settings.probes,
             baseline=tuple(baseline),
         )
+        self.ran: list[ProbeResult] = []
         self.drift: tuple[Drift, ...] = ()
         self.diagnosis: tuple[Finding, ...] = ()
 
@@ -473,7 +526,7 @@ class _Attempt:
                 "--allow-drift accepts that"
             )
         else:
-            removal.cache.put(removal.settings, env_print, after)
+            removal.cache.put(removal.after, env_print, self.ran)
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
             self.txn.finish(Outcome.REMOVED.value)
@@ -485,17 +538,19 @@ class _Attempt:
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
         taken while it runs (a passing probe is cached as that environment's baseline)."""
-        ctx, settings = self.ctx, self.removal.settings
+        ctx, settings = self.ctx, self.removal.after
         if not settings.probes:
             return [], ""
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
         running = start(settings, ctx.interpreter, ctx.child_env())
         try:
             env_print = fingerprint(ctx.interpreter, ctx.environ)
-            after = running.results()
+            ran = running.results()
         except BaseException:
             running.cancel()
             raise
+        self.ran = ran  # as run: the new environment's baseline, if the removal stands
+        after = judged_after(self.runs.baseline, ran)
         verdict = "passed" if all(r.passed for r in after) else "FAILED"
         ctx.emit("probe", f"probe after the removal: {verdict}")
         return after, env_print
@@ -503,7 +558,7 @@ class _Attempt:
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
         from ..doctor import diagnose  # only when a probe fails
 
-        outputs = (r.output for r in after if not r.passed)
+        outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
     def _kept(self) -> RemovalResult:
@@ -549,7 +604,7 @@ class _Attempt:
         """After a verified restore, the probe runs again, unless the restore is proven to be,
         byte for byte, the environment the baseline passed in."""
         removal, runs, ctx = self.removal, self.runs, self.ctx
-        settings = removal.settings
+        settings = removal.after
         if not restored.ok or not settings.probes:
             return runs
         assert restored.verification is not None
@@ -569,10 +624,13 @@ class _Attempt:
                 "installed set equal to the snapshot); --probe-after-restore runs it anyway"
             )
         else:
-            final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
-        removal.cache.put(
-            settings, fingerprint(ctx.interpreter, ctx.environ), final or runs.baseline
-        )
+            ran = run_all(settings, ctx.interpreter, ctx.child_env())
+            final = tuple(judged_after(runs.baseline, ran))
+        env_print = fingerprint(ctx.interpreter, ctx.environ)
+        if final:
+            removal.cache.put(settings, env_print, final)
+        else:
+            removal.cache.put(removal.settings, env_print, runs.baseline)
         return msgspec.structs.replace(runs, after_restore=final, after_restore_skipped=skipped)
 
 

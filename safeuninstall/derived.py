@@ -1,0 +1,259 @@
+"""The derived probe: what judges a removal when no probe is configured.
+
+Its candidates come from what the removal affects (the impact report's distributions):
+
+- each one's modules at their first level that is not a namespace (``google.cloud.storage``,
+  ``rich``), at most ``MODULES_PER_DISTRIBUTION`` of them, spread over its packages;
+- the entry points each one declares (console scripts, plugins), loaded, never run, one
+  candidate per module they live in;
+- the modules of the distributions that require a removed one and import it at module level
+  (``rich.markdown`` imports ``markdown_it``; ``import rich`` does not), the shallowest
+  ``IMPORTERS_PER_DISTRIBUTION`` of each;
+- torch's CUDA check, where torch is installed (of torch itself, only the modules that import
+  what is removed: ``torch.fx.experimental.symbolic_shapes`` imports sympy).
+
+One process tries every candidate on its own (probe.py). The verdict is a regression: the
+candidates that pass before the removal must pass after it; one that fails before is dropped,
+named, and blocks nothing. A candidate that did not finish before (a crash, the time limit) is
+not tried again after.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import msgspec
+from packaging.utils import canonicalize_name
+
+from . import importables
+from .environment import InstalledDistribution
+from .probe import Candidate, Probe, ProbeResult, ProbeSettings, derived_code
+
+# torch's own check, plus the libraries a CUDA build loads lazily: without these a removal of
+# cuDNN or NCCL passes `import torch` and fails at the first real call (see FACTS.md).
+TORCH_PROBE = """import torch
+torch.cuda.device_count()
+if torch.version.cuda:
+    torch.backends.cudnn.version()
+    if hasattr(torch.cuda, "nccl"):
+        torch.cuda.nccl.version()"""
+TORCH_WHY = "CUDA initialisation (and cuDNN/NCCL versions on CUDA builds)"
+MODULES_PER_DISTRIBUTION = 8
+IMPORTERS_PER_DISTRIBUTION = 3
+_LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+
+def derive(
+    installed: Mapping[str, InstalledDistribution],
+    affected: Sequence[str] | None,
+    removed: Sequence[str] = (),
+) -> tuple[tuple[Probe, ...], tuple[str, ...]]:
+    """The derived probe (none when nothing applies) and the notes that say what it is.
+
+    ``affected``: the distributions the impact report says a removal touches (metadata
+    dependents, library consumers, distributions left hollow), ``removed`` what it removes;
+    None when the operation is not a removal (rollback, recover, ``probe`` without names): then
+    only torch's check applies.
+    """
+    candidates: list[Candidate] = []
+    notes: list[str] = []
+    searched = {name: _roots(installed[name]) for name in removed if name in installed}
+    for name in affected or ():
+        if name not in installed:
+            continue
+        dist = installed[name]
+        imported = _imported_by(dist, searched)
+        if name == "torch":  # its check below imports it; a submodule may need what is removed
+            candidates += _importers(dist, imported, tried=())
+            continue
+        found, said = _candidates_of(dist, imported)
+        candidates += found
+        notes += said
+    described = []
+    if candidates:
+        described.append(
+            f"from what the removal affects ({', '.join(affected or ())}): " + _counted(candidates)
+        )
+    if "torch" in installed:
+        candidates.append(Candidate("code", TORCH_PROBE, "torch", why=TORCH_WHY))
+        described.append(f"torch's {TORCH_WHY}")
+    if not candidates:
+        if affected is None:
+            return (), ("no probe configured and torch is not installed: no probe to run",)
+        return (), ("nothing installed is affected by this removal: no probe to run",)
+    probe = Probe(
+        kind="derived",
+        code=derived_code(candidates),
+        origin="derived",
+        candidates=tuple(candidates),
+    )
+    head = (
+        "derived (no probe is configured): "
+        + " and ".join(described)
+        + "; each candidate is tried on its own, and one that fails before the change is dropped"
+    )
+    return (probe,), (head, *notes)
+
+
+def _counted(candidates: Sequence[Candidate]) -> str:
+    """``7 modules, 2 entry point modules, 3 modules that import what is removed``."""
+    modules = sum(c.kind == "module" and not c.why for c in candidates)
+    points = sum(c.kind == "entry-point" for c in candidates)
+    importers = sum(c.kind == "module" and bool(c.why) for c in candidates)
+    parts = [
+        _plural(modules, "module"),
+        _plural(points, "module", " of entry points"),
+        _plural(importers, "module", " importing what is removed"),
+    ]
+    return ", ".join(part for part in parts if part)
+
+
+def _plural(count: int, noun: str, rest: str = "") -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}{rest}" if count else ""
+
+
+def _roots(dist: InstalledDistribution) -> list[str]:
+    """What importing a removed distribution looks like: its modules, private ones too."""
+    return importables.top_modules(dist, public=False)
+
+
+def _imported_by(dist: InstalledDistribution, searched: Mapping[str, Sequence[str]]) -> list[str]:
+    """The modules of removed distributions that ``dist`` requires (Requires-Dist, markers not
+    evaluated: a requirement that does not apply costs a search, nothing more)."""
+    required = {
+        canonicalize_name(match.group(1))
+        for value in dist.requires_dist()
+        if (match := _LEADING_NAME.match(value))
+    }
+    return [root for name, roots in searched.items() if name in required for root in roots]
+
+
+def _candidates_of(
+    dist: InstalledDistribution, imported: Sequence[str]
+) -> tuple[list[Candidate], list[str]]:
+    name, notes = dist.key, []
+    modules = importables.top_modules(dist)
+    shown = _spread(modules, MODULES_PER_DISTRIBUTION)
+    if len(shown) < len(modules):
+        notes.append(
+            f"{name}: {len(shown)} of its {len(modules)} modules are tried, one package after "
+            "another"
+        )
+    found = [Candidate("module", module, name) for module in shown]
+    points = importables.entry_points(dist)
+    if len(points) > importables.MAX_ENTRY_POINTS:
+        notes.append(
+            f"{name}: the first {importables.MAX_ENTRY_POINTS} of its {len(points)} entry "
+            "points are loaded"
+        )
+    found += _entry_point_candidates(name, points[: importables.MAX_ENTRY_POINTS])
+    return found + _importers(dist, imported, tried=shown), notes
+
+
+def _importers(
+    dist: InstalledDistribution, imported: Sequence[str], *, tried: Sequence[str]
+) -> list[Candidate]:
+    """Modules of ``dist`` that import one of ``imported`` at module level, not yet tried."""
+    found = importables.importers(dist, imported, limit=IMPORTERS_PER_DISTRIBUTION)
+    return [
+        Candidate("module", module, dist.key, why=f"imports {what}")
+        for module, what in found
+        if module not in tried
+    ]
+
+
+def _entry_point_candidates(
+    distribution: str, points: Sequence[importables.EntryPoint]
+) -> list[Candidate]:
+    """One candidate per module the entry points live in: importing it is the cost, resolving
+    its attributes is free."""
+    by_module: dict[str, list[importables.EntryPoint]] = {}
+    for point in points:
+        by_module.setdefault(point.module, []).append(point)
+    found = []
+    for module, group in by_module.items():
+        attrs = tuple(dict.fromkeys(p.attr for p in group if p.attr))
+        first = group[0]
+        why = f"{first.group}: {first.name}" + (f" (+{len(group) - 1})" if len(group) > 1 else "")
+        found.append(Candidate("entry-point", module, distribution, attrs=attrs, why=why))
+    return found
+
+
+def _spread(modules: Sequence[str], limit: int) -> list[str]:
+    """At most ``limit`` of ``modules``, taken in turn from each package they belong to, so
+    that ``google.api.*_pb2`` does not crowd out ``google.rpc``."""
+    by_parent: dict[str, list[str]] = {}
+    for module in modules:
+        by_parent.setdefault(module.rpartition(".")[0], []).append(module)
+    chosen: list[str] = []
+    rank = 0
+    while len(chosen) < min(limit, len(modules)):
+        chosen += [group[rank] for group in by_parent.values() if rank < len(group)]
+        rank += 1
+    return sorted(chosen[:limit])
+
+
+# -- the verdict ---------------------------------------------------------------------------
+
+
+def as_baseline(result: ProbeResult) -> ProbeResult:
+    """A run before the change, as the baseline: a derived probe's candidates that did not pass
+    are dropped (not judged). It is a baseline if the probe process ran any candidate at all."""
+    if result.probe.kind != "derived":
+        return result
+    candidates = tuple(msgspec.structs.replace(c, judged=c.passed) for c in result.candidates)
+    ran = any(c.status != "not-run" for c in candidates)
+    return msgspec.structs.replace(result, candidates=candidates, passed=ran)
+
+
+def after_settings(settings: ProbeSettings, baseline: Sequence[ProbeResult]) -> ProbeSettings:
+    """The probes to run after the change: a derived one without the candidates that did not
+    finish before it (a crash or the time limit would only come again). The others, dropped
+    or not, run again, so that the libraries both runs load can be compared."""
+    if not any(p.kind == "derived" for p in settings.probes):
+        return settings
+    probes = []
+    for probe, before in zip(settings.probes, baseline, strict=True):
+        if probe.kind == "derived":
+            probe = probe.only(
+                {c.candidate for c in before.candidates if c.status in ("passed", "failed")}
+            )
+        probes.append(probe)
+    return msgspec.structs.replace(settings, probes=tuple(probes))
+
+
+def against(before: ProbeResult, after: ProbeResult) -> ProbeResult:
+    """A run after the change, judged: a derived probe passes when every candidate that passed
+    before passes now."""
+    if after.probe.kind != "derived":
+        return after
+    passed_before = {c.candidate for c in before.candidates if c.passed}
+    candidates = tuple(
+        msgspec.structs.replace(c, judged=c.candidate in passed_before) for c in after.candidates
+    )
+    passed = all(c.passed for c in candidates if c.judged)
+    return msgspec.structs.replace(after, candidates=candidates, passed=passed)
+
+
+def judged_after(
+    baseline: Sequence[ProbeResult], after: Sequence[ProbeResult]
+) -> list[ProbeResult]:
+    return [against(b, a) for b, a in zip(baseline, after, strict=True)]
+
+
+def dropped_notes(results: Sequence[ProbeResult]) -> list[str]:
+    """A line for each candidate a baseline dropped: which, and why."""
+    return [
+        f"{c.candidate.name}: {_before(c.status)} ({c.reason}); not judged"
+        for r in results
+        for c in r.dropped
+    ]
+
+
+def _before(status: str) -> str:
+    if status == "failed":
+        return "fails before any change"
+    if status == "unfinished":
+        return "did not finish before any change"
+    return "not tried before any change"
