@@ -143,6 +143,13 @@ _OFFLINE_OPTION = click.option(
     default=None,
     help="A reinstall, if one is needed, uses no network. [default: no-offline]",
 )
+# uninstall and rollback: both uninstall, and both are refused when that leaves a requirement unmet
+_ALLOW_UNMET_OPTION = click.option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
+    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
+)
 
 
 # Options of `uv pip uninstall` that steer uv itself (its cache, its network, its discovery of
@@ -623,12 +630,7 @@ def cli() -> None:
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
-@click.option(
-    "--allow-unmet",
-    is_flag=True,
-    help="Go ahead although the removal leaves a requirement of a remaining distribution "
-    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
-)
+@_ALLOW_UNMET_OPTION
 @click.option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
@@ -685,15 +687,21 @@ def uninstall_command(
 @_command("rollback", probes=True, offline=True)
 @click.argument("snapshot", required=False)
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
-def rollback_command(common: Common, snapshot: str | None, dry_run: bool) -> None:
-    """Bring the environment back to SNAPSHOT's exact set (default: the latest)."""
+@_ALLOW_UNMET_OPTION
+def rollback_command(
+    common: Common, snapshot: str | None, dry_run: bool, allow_unmet: bool
+) -> None:
+    """Bring the environment back to SNAPSHOT's exact set (default: the state before the latest
+    change still in effect: snapshots of rollbacks and undone removals are passed over)."""
 
     common.read_only = dry_run
 
     def call() -> Result:
         from .operations.rollback import rollback
 
-        wanted = options.RollbackOptions(snapshot=snapshot, dry_run=dry_run, offline=common.offline)
+        wanted = options.RollbackOptions(
+            snapshot=snapshot, dry_run=dry_run, offline=common.offline, allow_unmet=allow_unmet
+        )
         return common.settled(rollback(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)

@@ -9,7 +9,7 @@ code meaning
 0    done; every probe passed
 1    error before any change: the environment was not changed
 2    command-line usage error, malformed configuration
-3    the probe failed after the removal; everything was restored and verified
+3    the removal (or a rollback) failed; everything was put back and verified
 4    restore incomplete: the environment differs from the snapshot
 5    a restore (rollback, recover, or after a failed removal) done and verified, but the
      probe fails in the restored state
@@ -31,7 +31,8 @@ EXIT_CODES = {
     EXIT_UNCHANGED: "error before any change: the environment was not changed",
     EXIT_USAGE: "command-line usage error (unknown option, bad option value) or malformed "
     "configuration",
-    EXIT_RESTORED: "the probe failed after the removal; everything was restored and verified",
+    EXIT_RESTORED: "the probe failed after the removal, or a rollback failed (its probe, or a "
+    "restore it could not complete); everything was put back and verified",
     EXIT_INCOMPLETE: "restore incomplete, or `--keep-on-failure`: the environment differs from "
     "the snapshot; the output names each difference and the one command that finishes the job",
     EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "

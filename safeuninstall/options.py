@@ -85,6 +85,7 @@ class RollbackOptions(Struct, frozen=True):
     snapshot: str | None = None
     dry_run: bool = False
     offline: bool = False
+    allow_unmet: bool = False  # uninstall although a requirement is left unmet; the probe judges
 
 
 class PruneOptions(Struct, frozen=True):

@@ -145,6 +145,33 @@ class Outcome(str, enum.Enum):
         "the rollback stopped on an error and is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    NOTHING_TO_ROLL_BACK = (
+        "nothing-to-roll-back",
+        "nothing to roll back: no change since a snapshot is still in effect",
+        EXIT_OK,
+    )
+    ROLLBACK_PROBE_FAILED_RESTORED = (
+        "rollback-probe-failed-restored",
+        "the probe failed after the rollback: the environment was put back as it was before "
+        "it, verified",
+        EXIT_RESTORED,
+    )
+    ROLLBACK_PROBE_FAILED_INCOMPLETE = (
+        "rollback-probe-failed-incomplete",
+        "the probe failed after the rollback, and putting it back is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    ROLLBACK_FAILED_RESTORED = (
+        "rollback-failed-restored",
+        "the rollback could not complete: the environment was put back as it was before it, "
+        "verified",
+        EXIT_RESTORED,
+    )
+    ROLLBACK_FAILED_INCOMPLETE = (
+        "rollback-failed-incomplete",
+        "the rollback could not complete, and putting it back is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
     NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK)
     RECOVERED = ("recovered", "recovered; the environment matches the snapshot", EXIT_OK)
     RECOVERED_PROBE_FAILS = (

@@ -6,6 +6,7 @@ is in this module and unit-tested without an environment.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -246,6 +247,142 @@ def plan_rollback(target: Snapshot, installed: Mapping[str, Installed]) -> Rollb
         added=tuple(added),
         changed=tuple(changed),
         missing=tuple(missing),
+    )
+
+
+class Skipped(Struct, frozen=True):
+    """A snapshot a plain rollback passed over, and why."""
+
+    snapshot: str
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"snapshot": self.snapshot, "reason": self.reason}
+
+
+class SnapshotChoice(Struct, frozen=True):
+    """Which snapshot a plain ``rollback`` returns to, why, and the newer ones it passed over."""
+
+    snapshot: str | None  # None: nothing to return to (see ``blocked``)
+    reason: str
+    skipped: tuple[Skipped, ...] = ()
+    # The walk met a snapshot it cannot see past (unreadable, or a rollback whose target is
+    # gone): no choice is safe, the user names the snapshot.
+    blocked: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "snapshot": self.snapshot,
+            "reason": self.reason,
+            "skipped": [s.to_dict() for s in self.skipped],
+        }
+
+
+_RETURNED = re.compile(r"(?:rollback|recover)-to-([0-9]{4,9})")
+RETURNING = ("rollback", "recover")  # operations that return to a snapshot
+
+
+def returned_to(snap: Snapshot) -> str | None:
+    """The snapshot a rollback or recover returned to: recorded in the snapshot, else (one taken
+    before the field existed) read from its outcome ``rollback-to-0007``."""
+    if snap.operation not in RETURNING:
+        return None
+    if snap.returns_to:
+        return snap.returns_to
+    found = _RETURNED.fullmatch(snap.outcome)
+    return found[1] if found else None
+
+
+def undone(snap: Snapshot) -> bool:
+    """The operation's change was put back: by itself (``probe-failed-restored``,
+    ``rollback-probe-failed-restored``...) or by a recover that returned to it."""
+    return snap.outcome.endswith("-restored") or snap.outcome == "recovered"
+
+
+def _change_of(snap: Snapshot) -> str:
+    if snap.operation == "uninstall" and snap.removed:
+        return f"the removal of {', '.join(snap.removed)} ({snap.outcome})"
+    if snap.operation == "snapshot":
+        return "what changed since this snapshot, taken on request"
+    return f"the {snap.operation} ({snap.outcome})"
+
+
+def choose_snapshot(
+    history: Iterable[tuple[str, Snapshot | str]],
+    matches: Callable[[Snapshot], bool],
+    find: Callable[[str], Snapshot | None],
+) -> SnapshotChoice:
+    """The snapshot a plain ``rollback`` returns to: the state before the latest change that is
+    still in effect. ``history``: this environment's snapshots newest first, each a snapshot or
+    why it cannot be read (read only as far as needed); ``matches(snap)``: the environment
+    equals that snapshot now; ``find(id)``: this environment's snapshot of that id, if readable.
+
+    Newest first, a snapshot is passed over when
+    - a rollback or recover took it: returning there would redo what that rollback undid. When
+      the rollback ran to the end, the environment it left is its target's: if the environment
+      differs from that target now (changed since, outside the tool), the target is the state
+      before that change, and is chosen; else the rollback is the latest change, and the
+      snapshots it undid (newer than its target) are passed over too;
+    - its operation was undone: a removal whose probe failed and that was restored
+      (``*-restored``), one a recover returned to (``recovered``), a rollback undone;
+    - the environment already matches it: its change is no longer in effect.
+    The first snapshot not passed over is chosen. An unreadable snapshot, or a rollback whose
+    target is unknown or gone, stops the walk: nothing is chosen past what cannot be read.
+    """
+    skipped: list[Skipped] = []
+    undone_after: int | None = None  # the target of a rollback whose state is still there
+    undone_by = ""
+
+    def stop(reason: str) -> SnapshotChoice:
+        return SnapshotChoice(None, reason, tuple(skipped), blocked=True)
+
+    for snapshot_id, snap in history:
+        if isinstance(snap, str):
+            return stop(snap)
+        op = snap.operation
+        if undone_after is not None and int(snapshot_id) > undone_after:
+            skipped.append(Skipped(snapshot_id, f"undone by {undone_by}"))
+            continue
+        if undone(snap):
+            skipped.append(Skipped(snapshot_id, f"its {op} was undone ({snap.outcome})"))
+            continue
+        if op in RETURNING:
+            target = returned_to(snap)
+            if target is None:
+                return stop(f"{op} {snapshot_id} does not say which snapshot it returned to")
+            back = find(target)
+            if back is None:
+                return stop(
+                    f"{op} {snapshot_id} returned to snapshot {target}, which is gone or "
+                    "cannot be read"
+                )
+            if not matches(back):
+                skipped.append(Skipped(snapshot_id, f"taken by a {op} (to {target})"))
+                return SnapshotChoice(
+                    target,
+                    f"the state {op} {snapshot_id} returned to; the environment changed since",
+                    tuple(skipped),
+                )
+            skipped.append(
+                Skipped(snapshot_id, f"taken by a {op} (to {target}), the latest change")
+            )
+            undone_after, undone_by = int(target), f"{op} {snapshot_id}"
+            continue
+        if matches(snap):
+            why = (
+                f"{undone_by} returned to it"
+                if undone_after is not None and int(snapshot_id) == undone_after
+                else "the environment already matches it"
+            )
+            skipped.append(Skipped(snapshot_id, why))
+            continue
+        return SnapshotChoice(
+            snapshot_id, f"the state before {_change_of(snap)}, still in effect", tuple(skipped)
+        )
+    return SnapshotChoice(
+        None,
+        "no change made since a snapshot of this environment is still in effect",
+        tuple(skipped),
     )
 
 

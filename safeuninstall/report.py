@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the
     from .results import PruneResult, Result, ShownSnapshot, SnapshotList
     from .retention import Kept
     from .snapshot import Snapshot
+    from .transaction import Restored
 
 # (text, tone) -> text; tones: "good", "warn", "bad"
 Paint = Callable[[str, str], str]
@@ -131,6 +132,12 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     lines = [f"environment: {result.python}"]
     if result.snapshot:
         lines.append(f"snapshot: {result.snapshot}")
+    if details.choice is not None:
+        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
+        if details.choice.snapshot is not None:
+            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
+        else:
+            lines.append(details.choice.reason)
     lines += [f"not installed, skipped: {name}" for name in details.absent]
     plan = details.rollback_plan
     if plan is not None:
@@ -152,7 +159,10 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
     lines += [f"drift: {d.describe()}" for d in details.drift]
     lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
-    lines += _restore_lines(result, paint)
+    lines += _restore_lines(result.restored, paint)
+    if details.undo is not None:
+        lines.append("putting the environment back as it was before:")
+        lines += ["  " + line for line in _restore_lines(details.undo, paint)]
     lines += _probe_lines("probe after the restore", runs.after_restore, verbose, paint)
     if runs.after_restore_skipped:
         lines.append(f"probe after the restore: {runs.after_restore_skipped}")
@@ -182,18 +192,19 @@ def kept_lines(kept: Kept | None) -> list[str]:
     return lines
 
 
-def _restore_lines(result: Result, paint: Paint) -> list[str]:
+def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
+    if restored is None:
+        return []
     lines = []
-    if result.restore is not None:
-        r = result.restore
-        if r.from_stash:
-            lines.append(f"restored from the stash: {', '.join(r.from_stash)}")
-        if r.reinstalled:
-            lines.append(f"reinstalled: {', '.join(r.reinstalled)}")
-        if r.failed:
-            lines.append(paint(f"could NOT be restored: {', '.join(r.failed)}", "bad"))
-        lines += [f"note: {note}" for note in r.notes]
-    v = result.verification
+    r = restored.report
+    if r.from_stash:
+        lines.append(f"restored from the stash: {', '.join(r.from_stash)}")
+    if r.reinstalled:
+        lines.append(f"reinstalled: {', '.join(r.reinstalled)}")
+    if r.failed:
+        lines.append(paint(f"could NOT be restored: {', '.join(r.failed)}", "bad"))
+    lines += [f"note: {note}" for note in r.notes]
+    v = restored.verification
     if v is not None and v.ok:
         lines.append(
             f"verified: the installed set equals the snapshot; "

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is import
     from .doctor import Finding
     from .impact import ImpactReport
     from .libraries import Drift
-    from .plan import RollbackPlan
+    from .plan import RollbackPlan, SnapshotChoice
     from .probe import Probe, ProbeResult
     from .restore import RestoreReport, Verification
     from .retention import Kept
@@ -151,6 +151,8 @@ class Details(Struct, frozen=True):
     drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
     diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
     rollback_plan: RollbackPlan | None = None
+    choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
+    undo: Restored | None = None  # a failed rollback put back as it was before it
 
     @property
     def dependents(self) -> tuple[str, ...]:
@@ -161,6 +163,8 @@ class Details(Struct, frozen=True):
             "absent": list(self.absent),
             "dependents": list(self.dependents),
             "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
+            "rollback_choice": self.choice.to_dict() if self.choice else None,
+            "undo": _restored_dict(self.undo) if self.undo else None,
             "impact": self.impact.to_dict() if self.impact else None,
             "drift": [d.to_dict() for d in self.drift],
             "diagnosis": [f.to_dict() for f in self.diagnosis],
@@ -183,9 +187,23 @@ class RollbackResult(Result, frozen=True, kw_only=True):
     """A rollback, or a recover: back to a snapshot's exact set."""
 
     rollback_plan: RollbackPlan | None = None
+    choice: SnapshotChoice | None = None
+    impact: ImpactReport | None = None  # of what the rollback uninstalls
+    undo: Restored | None = None
 
     def details(self) -> Details:
-        return Details(rollback_plan=self.rollback_plan)
+        return Details(
+            impact=self.impact, rollback_plan=self.rollback_plan, choice=self.choice, undo=self.undo
+        )
+
+
+def _restored_dict(restored: Restored) -> dict[str, object]:
+    report, verification = restored.report, restored.verification
+    return {
+        "restored": report.from_stash + report.reinstalled,
+        "restore": report.to_dict(),
+        "verification": verification.to_dict() if verification else None,
+    }
 
 
 class SnapshotSummary(Struct, frozen=True):

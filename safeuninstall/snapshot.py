@@ -29,6 +29,7 @@ from .environment import Source
 from .errors import SnapshotInvalid
 from .legacy import DIST_INFO, EASY_INSTALL_PTH, LAYOUTS, MAX_PTH_LINE
 from .names import unsafe_name, unsafe_version
+from .store import FORMED_ID
 
 FORMAT_VERSION = 1
 SNAPSHOT_FILE = "snapshot.toml"
@@ -115,6 +116,9 @@ class Snapshot(Struct, frozen=True):
     target: Target
     packages: tuple[PackageEntry, ...]
     removed: tuple[str, ...] = ()  # canonical names this operation removes
+    # A rollback's or a recover's: the snapshot it returns to (a plain rollback reads it to
+    # tell which changes are still in effect). Empty for any other operation.
+    returns_to: str = ""
     outcome: str = "pending"
     format: int = FORMAT_VERSION
 
@@ -137,6 +141,7 @@ class Snapshot(Struct, frozen=True):
             "operation": self.operation,
             "outcome": self.outcome,
             "removed": list(self.removed),
+            **({"returns_to": self.returns_to} if self.returns_to else {}),
             "target": msgspec.structs.asdict(self.target),
             "packages": [_package_to_dict(p) for p in self.packages],
         }
@@ -236,6 +241,8 @@ def _check(snapshot: Snapshot) -> None:
     for index, name in enumerate(snapshot.removed):
         # What the tool removes was named on its command line: a PEP 508 name.
         _check_requested(f"removed[{index}]", name)
+    if snapshot.returns_to and not FORMED_ID.fullmatch(snapshot.returns_to):
+        raise _KeyError("returns_to", f"{snapshot.returns_to!r} is not a snapshot id")
     for index, entry in enumerate(snapshot.packages):
         _check_package(f"packages[{index}]", entry)
     names = [entry.name for entry in snapshot.packages]

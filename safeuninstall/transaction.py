@@ -55,6 +55,7 @@ class SnapshotSpec(Struct, frozen=True):
     stash: Sequence[str] = ()  # distributions whose files are kept
     removed: Sequence[str] = ()  # what the operation removes
     shared: Collection[str] = ()  # paths other distributions list too (stashed as shared)
+    returns_to: str = ""  # a rollback's or a recover's: the snapshot it returns to
 
 
 class Restored(Struct, frozen=True):
@@ -122,6 +123,7 @@ def take_snapshot(
                 for name, dist in sorted(installed.items())
             ),
             removed=tuple(spec.removed),
+            returns_to=spec.returns_to,
         )
         ctx.store.save(snap)
     except BaseException:

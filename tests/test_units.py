@@ -22,6 +22,7 @@ from safeuninstall.impact import Dependency, dependents_of
 from safeuninstall.plan import (
     Installed,
     build_stash_index,
+    choose_snapshot,
     compare_sets,
     plan_removal,
     plan_restore,
@@ -339,6 +340,7 @@ def test_snapshot_toml_round_trip(tmp_path: Path) -> None:
         (lambda d: d["packages"][0]["source"].update(kind="ftp"), "unknown source kind"),
         (lambda d: d["packages"].append(d["packages"][0]), "listed twice"),
         (lambda d: d.update(removed=["a b"]), r"removed\[0\]"),
+        (lambda d: d.update(returns_to="../0001"), "returns_to: '../0001' is not a snapshot id"),
     ],
 )
 def test_snapshot_validation_names_the_key(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -923,6 +925,175 @@ def test_deferred_leaves_an_ignored_signal_ignored_and_keeps_the_ctrl_c_after_it
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+# -- which snapshot a plain rollback returns to (plan.choose_snapshot) ------------------------
+
+
+def _state(snapshot_id: str, names: str, operation: str, outcome: str, **kw: object) -> Snapshot:
+    """A snapshot of the packages ``names`` (one letter each) taken before ``operation``."""
+    packages = tuple(PackageEntry(name=n, version="1") for n in sorted(names))
+    snap = make_snapshot(snapshot_id, packages, outcome=outcome, **kw)
+    return msgspec.structs.replace(snap, operation=operation)
+
+
+REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
+
+
+@pytest.mark.parametrize(
+    ("history", "env", "chosen", "skipped"),
+    [
+        pytest.param(  # issue 11 case 6: removal, rollback, then idna removed outside the tool
+            [
+                _state("0002", REQ + IDNA, "rollback", "rollback-to-0001", returns_to="0001"),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + URL,
+            "0001",
+            ["0002"],
+            id="rollback-then-outside-change",
+        ),
+        pytest.param(  # the same, its rollback snapshot from before returns_to existed
+            [
+                _state("0002", REQ + IDNA, "rollback", "rollback-to-0001"),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + URL,
+            "0001",
+            ["0002"],
+            id="target-read-from-the-outcome",
+        ),
+        pytest.param(  # nothing since the rollback: the removal it undid is not in effect
+            [
+                _state("0002", REQ + IDNA, "rollback", "rollback-to-0001", returns_to="0001"),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + URL + IDNA,
+            None,
+            ["0002", "0001"],
+            id="rollback-is-the-latest-change",
+        ),
+        pytest.param(  # a removal, then another one whose probe failed and that was restored
+            [
+                _state("0002", REQ + IDNA, "uninstall", "probe-failed-restored", removed=("i",)),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + IDNA,
+            "0001",
+            ["0002"],
+            id="restored-removal-passed-over",
+        ),
+        pytest.param(  # a rollback undone by its failing probe changed nothing
+            [
+                _state(
+                    "0002",
+                    REQ + IDNA + URL,
+                    "rollback",
+                    "rollback-probe-failed-restored",
+                    returns_to="0001",
+                ),
+                _state("0001", REQ + IDNA, "snapshot", "taken"),
+            ],
+            REQ + IDNA + URL,
+            "0001",
+            ["0002"],
+            id="undone-rollback-passed-over",
+        ),
+        pytest.param(  # the rollbacks between a rollback's target and itself are undone
+            [
+                _state("0003", REQ + IDNA, "rollback", "rollback-to-0001", returns_to="0001"),
+                _state("0002", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+                _state("0001", REQ + URL + IDNA + "x", "uninstall", "removed", removed=("x",)),
+                _state("0000", REQ + URL + IDNA + "xy", "uninstall", "removed", removed=("y",)),
+            ],
+            REQ + URL + IDNA + "x",
+            "0000",
+            ["0003", "0002", "0001"],
+            id="what-a-rollback-undid-is-passed-over",
+        ),
+        pytest.param(  # rollback ID of a rollback's own snapshot redoes the removal
+            [
+                _state("0003", REQ + URL + IDNA, "rollback", "rollback-to-0002", returns_to="0002"),
+                _state("0002", REQ + IDNA, "rollback", "rollback-to-0001", returns_to="0001"),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + IDNA,
+            "0001",
+            ["0003", "0002"],
+            id="a-redone-removal-is-in-effect-again",
+        ),
+        pytest.param(  # a removal undone outside the tool (reinstalled by hand)
+            [
+                _state("0002", "ab", "uninstall", "removed", removed=("b",)),
+                _state("0001", "a", "snapshot", "taken"),
+            ],
+            "ab",
+            "0001",
+            ["0002"],
+            id="matching-snapshot-passed-over",
+        ),
+        pytest.param(  # an interrupted removal that recover put back
+            [
+                _state("0002", "y", "recover", "recover-to-0001", returns_to="0001"),
+                _state("0001", "xy", "uninstall", "recovered", removed=("x",)),
+            ],
+            "xy",
+            None,
+            ["0002", "0001"],
+            id="recovered-removal",
+        ),
+        pytest.param(
+            [_state("0001", "ab", "snapshot", "taken")], "abc", "0001", [], id="manual-snapshot"
+        ),
+    ],
+)
+def test_choose_snapshot(
+    history: list[Snapshot], env: str, chosen: str | None, skipped: list[str]
+) -> None:
+    by_id = {s.id: s for s in history}
+    choice = choose_snapshot(
+        [(s.id, s) for s in history],
+        lambda snap: {p.name for p in snap.packages} == set(env),
+        by_id.get,
+    )
+    assert not choice.blocked
+    assert choice.snapshot == chosen, choice
+    assert [s.snapshot for s in choice.skipped] == skipped
+    assert choice.reason
+
+
+@pytest.mark.parametrize(
+    ("history", "stops_at"),
+    [
+        ([("0002", "snapshot.toml: not a valid TOML file")], "not a valid TOML file"),
+        (  # which snapshot it returned to is not known: nothing past it can be judged
+            [
+                ("0002", _state("0002", "a", "rollback", "pending")),
+                ("0001", _state("0001", "ab", "uninstall", "removed")),
+            ],
+            "does not say which snapshot it returned to",
+        ),
+        (  # its target was pruned
+            [("0002", _state("0002", "a", "rollback", "rollback-to-0001", returns_to="0001"))],
+            "returned to snapshot 0001, which is gone",
+        ),
+    ],
+)
+def test_choose_snapshot_stops_where_it_cannot_see(
+    history: list[tuple[str, Snapshot | str]], stops_at: str
+) -> None:
+    by_id = {i: s for i, s in history if isinstance(s, Snapshot)}
+    choice = choose_snapshot(history, lambda snap: False, by_id.get)
+    assert choice.blocked and choice.snapshot is None
+    assert stops_at in choice.reason
+
+
+def test_returns_to_is_written_only_for_a_rollback(tmp_path: Path) -> None:
+    snap = _state("0002", "a", "rollback", "pending", returns_to="0001")
+    path = tmp_path / "snapshot.toml"
+    snapshot_file.save(snap, path)
+    assert snapshot_file.load(path).returns_to == "0001"
+    assert "returns_to" not in _state("0001", "a", "uninstall", "pending").to_dict()
 
 
 # -- doctor: where a missing piece comes back from, and the one repair -----------------------

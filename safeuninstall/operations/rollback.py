@@ -1,8 +1,11 @@
 """``rollback`` and ``recover``: make the installed set equal a snapshot's again.
 
-A rollback snapshots the state it leaves first (so it can itself be rolled back), removes what
-the snapshot does not have, brings back what it does in one batch, and proves the result. A
-recover does the same towards the snapshot that an interrupted operation's journal names.
+A plain rollback returns to the state before the latest change still in effect
+(plan.choose_snapshot); ``rollback ID`` to the one named. It snapshots the state it leaves first
+(so it can itself be rolled back, and undone), checks that everything it must bring back can
+come back, removes what the snapshot does not have, brings back what it does in one batch, and
+proves the result; one that removes anything is judged like a removal and undone when it fails.
+A recover does the same towards the snapshot that an interrupted operation's journal names.
 """
 
 from __future__ import annotations
@@ -10,14 +13,19 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Mapping, Sequence
+import stat
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import Struct
 
-from ..analysis import installed_view, sharing_files, with_default
+from .. import baseline
+from ..analysis import Analysis, analyse, installed_view, sharing_files, with_default
+from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
+from ..derived import after_settings, as_baseline, dropped_notes, judged_after
 from ..environment import (
     InstalledDistribution,
     census,
@@ -32,26 +40,107 @@ from ..errors import (
     SnapshotInvalid,
     SnapshotNotFound,
 )
+from ..impact import Unmet
 from ..journal import Entry, Journal
 from ..libraries import Ownership, ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
-from ..plan import Installed, plan_restore, plan_rollback
-from ..probe import ProbeSettings, run_all
+from ..plan import (
+    Installed,
+    RollbackPlan,
+    SnapshotChoice,
+    StashCandidate,
+    choose_snapshot,
+    plan_restore,
+    plan_rollback,
+)
+from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
 from ..stash import check_restore_paths, in_place, legacy_refusal
-from ..transaction import SnapshotSpec, Transaction, stash_index
+from ..transaction import Restored, SnapshotSpec, Transaction, stash_index
 
 
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
-    """Back to snapshot ``options.snapshot`` (default: the latest)."""
+    """Back to snapshot ``options.snapshot``; without one, to the state before the latest change
+    that is still in effect (plan.choose_snapshot)."""
     ctx.refuse_externally_managed()
     with ctx.locked():
         ctx.journal().refuse_if_unfinished(ctx.suggest)
-        wanted = ctx.store.resolve(options.snapshot)
-        return _Rollback(ctx, configured, options, wanted).run()
+        now = _Now.read(ctx)
+        if options.snapshot is not None:
+            wanted = ctx.store.resolve(options.snapshot)
+            return _Rollback(ctx, configured, options, wanted, now).run()
+        choice, chosen = _choose(ctx, now)
+        if chosen is None:
+            return RollbackResult(
+                command="rollback",
+                outcome=Outcome.NOTHING_TO_ROLL_BACK,
+                python=str(ctx.python),
+                choice=choice,
+                messages=(
+                    "`safe-uninstall snapshots` lists the snapshots; "
+                    "`safe-uninstall rollback ID` returns to one of them",
+                ),
+            )
+        return _Rollback(ctx, configured, options, chosen, now, choice=choice).run()
+
+
+class _Now(Struct, frozen=True):
+    """The environment as a rollback starts: its census (taken first, so a change after it
+    shows later), the installed set, and who owns which file."""
+
+    census: frozenset[str]
+    installed: Mapping[str, InstalledDistribution]
+    owned: Ownership
+
+    @classmethod
+    def read(cls, ctx: Context) -> _Now:
+        taken = census(ctx.interpreter)
+        installed = installed_distributions(ctx.interpreter)
+        return cls(taken, installed, ownership(installed))
+
+
+def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
+    """The snapshot a plain rollback returns to (plan.choose_snapshot), loaded; None with the
+    choice's reason when no change since a snapshot is still in effect. Snapshots are read
+    newest first only as far as the choice needs (a 3000-distribution one takes 0.1 s)."""
+    loaded: dict[str, Snapshot] = {}
+
+    def history() -> Iterator[tuple[str, Snapshot | str]]:
+        for snapshot_id, snap in ctx.store.iter_loadable():
+            if isinstance(snap, Snapshot):
+                loaded[snapshot_id] = snap
+                yield snapshot_id, snap
+            else:
+                yield snapshot_id, snap.message
+
+    def find(snapshot_id: str) -> Snapshot | None:
+        if snapshot_id not in loaded:
+            try:
+                snap = ctx.store.load(snapshot_id)
+            except SnapshotInvalid:
+                return None
+            if not ctx.store.is_ours(snap):
+                return None
+            loaded[snapshot_id] = snap
+        return loaded[snapshot_id]
+
+    prefix = ctx.interpreter.prefix
+
+    def matches(snap: Snapshot) -> bool:
+        return plan_rollback(snap, _view(now.installed, now.owned, snap, prefix)).empty
+
+    choice = choose_snapshot(history(), matches, find)
+    if choice.blocked:
+        raise SnapshotInvalid(
+            f"{choice.reason}; a plain rollback cannot tell which changes are still in effect "
+            "past it: name the snapshot to return to (`safe-uninstall snapshots` lists them)"
+        )
+    if not loaded:
+        raise SnapshotNotFound(f"no snapshots of this environment in {ctx.store.snapshots_dir}")
+    return choice, loaded.get(choice.snapshot) if choice.snapshot else None
 
 
 def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
@@ -82,7 +171,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
             with ctx.installer_locked():
                 remove_half_restored(ctx.store, ctx.interpreter)
-        rollback = _Rollback(ctx, configured, options, wanted, recovering=entry)
+        rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages.append(found)
         return rollback.run()
 
@@ -126,7 +215,15 @@ def _view(
 
 
 class _Rollback:
-    """One rollback (or recover) towards ``wanted``, from the plan to its result."""
+    """One rollback (or recover) towards ``wanted``, from the plan to its result.
+
+    A rollback that uninstalls anything (distributions added since the snapshot, versions
+    replaced) is judged like a removal: the impact report of what it uninstalls, the probe's
+    baseline before and its run after, and, when the probe fails after and passed before, or
+    when ``wanted`` cannot be brought back whole, the environment is put back as it was before
+    the rollback, in one batch, verified. A rollback that only brings back (and a recover, which
+    finishes an operation that was cut short) is probed after, and reported.
+    """
 
     def __init__(
         self,
@@ -134,15 +231,22 @@ class _Rollback:
         configured: ProbeSettings,
         options: RollbackOptions,
         wanted: Snapshot,
+        now: _Now,
+        *,
+        choice: SnapshotChoice | None = None,
         recovering: Entry | None = None,
     ) -> None:
         self.ctx = ctx
         self.configured = configured
         self.options = options
         self.wanted = wanted
+        self.now = now
+        self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
         self.command = "recover" if recovering else "rollback"
+        self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
+        self.begun: Begun | None = None
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -151,35 +255,57 @@ class _Rollback:
 
     def run(self) -> RollbackResult:
         """Make the installed set equal ``wanted``."""
-        ctx, wanted = self.ctx, self.wanted
+        ctx, wanted, now = self.ctx, self.wanted, self.now
         if os.path.realpath(wanted.target.prefix) != os.path.realpath(ctx.interpreter.prefix):
             # A snapshot of another environment (a shared --state-dir) must not apply here.
             raise SnapshotInvalid(
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        self.census = census(ctx.interpreter)  # first: a change after it shows later
-        installed = installed_distributions(ctx.interpreter)
-        owned = ownership(installed)
-        plan = plan_rollback(wanted, _view(installed, owned, wanted, ctx.interpreter.prefix))
-        self.settings = with_default(self.configured, installed, None)
+        view = _view(now.installed, now.owned, wanted, ctx.interpreter.prefix)
+        plan = plan_rollback(wanted, view)
+        # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
+        self.judged = bool(plan.remove) and self.recovering is None
+        analysis = self._analyse(plan) if self.judged else None
+        affected = analysis.report.affected if analysis is not None else None
+        self.settings = with_default(
+            self.configured, now.installed, affected, plan.remove if self.judged else ()
+        )
+        self.after = self.settings  # what runs after the change (derived.after_settings)
         self.base = RollbackResult(
             command=self.command,
             outcome=Outcome.ALREADY_MATCHES,
             python=str(ctx.python),
             snapshot=wanted.id,
+            choice=self.choice,
             rollback_plan=plan,
-            removed=tuple(f"{n}=={installed[n].version}" for n in plan.remove),
-            probes=ProbeRuns(notes=self.settings.notes),
+            removed=tuple(f"{n}=={now.installed[n].version}" for n in plan.remove),
+            impact=analysis.report if analysis is not None else None,
+            probes=ProbeRuns(notes=self.settings.notes, disabled=self.settings.disabled),
         )
         if plan.empty and self.recovering is None:
             self.messages.append(f"the environment already matches snapshot {wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
+        unmet = analysis.report.unmet if analysis is not None else ()
+        if unmet and not self.options.allow_unmet:
+            self.messages += self._refused_unmet(unmet)
+            return self._result(Outcome.REFUSED_UNMET)
+        if unmet:
+            judged_by = (
+                "nothing judges the rollback (--no-probe)"
+                if self.settings.disabled
+                else "the probe judges the rollback"
+            )
+            self.messages.append(
+                f"--allow-unmet: {_requirements(len(unmet))} left unmet; {judged_by}"
+            )
         if self.options.dry_run:
             return self._result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()
-        refused = [r for n in plan.remove if (r := legacy_refusal(installed[n], ctx.backend.name))]
+        refused = [
+            r for n in plan.remove if (r := legacy_refusal(now.installed[n], ctx.backend.name))
+        ]
         if refused:
             raise NotRestorable("; ".join(r.message for r in refused))
         prefix = Path(ctx.interpreter.prefix)
@@ -187,36 +313,77 @@ class _Rollback:
         # Distributions that stay but share files with what the rollback removes (a cu12 and a
         # cu13 build of one library): the uninstall deletes those files, so they are stashed
         # with the rest and restored after it.
-        kept_shared = sharing_files(owned, plan.remove)
+        kept_shared = sharing_files(now.owned, plan.remove)
         spec = SnapshotSpec(
             operation=self.command,
             stash=[*plan.remove, *kept_shared],
             removed=plan.remove,
-            shared=owned.shared_paths(),
+            shared=now.owned.shared_paths(),
+            returns_to=wanted.id,
         )
         wanted_by_name = {e.name: e for e in wanted.packages}
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
-        if self.recovering is None:
+        try:
+            if self.judged and self.settings.probes:
+                self.begun = self._begin_baseline()  # overlaps the restorable check
+            # Before anything is removed, whatever the path (recover too): every entry must
+            # come back, or nothing changes.
             self._refuse_unrestorable(entries)
-        with Transaction(ctx, self.command, self.recovering) as txn:
-            with txn.interrupts_deferred():
-                stopped = self._change(txn, installed, spec, (entries, kept_shared))
-            if txn.interrupted:
-                self.messages.append(
-                    f"an interrupt arrived during the {self.command}; it finished first"
-                )
-        return stopped or self._probe_after()
+            return self._apply(spec, (entries, kept_shared))
+        finally:
+            if self.begun is not None:
+                self.begun.cancel()
+
+    def _analyse(self, plan: RollbackPlan) -> Analysis:
+        """The impact report of what the rollback uninstalls. A distribution it replaces stays
+        installed, in the snapshot's version: a requirement on it is left unmet only when that
+        version does not satisfy it."""
+        analysis = analyse(self.ctx, self.now.installed, plan.remove)
+        versions = {e.name: e.version for e in self.wanted.packages}
+        unmet = tuple(
+            u
+            for u in analysis.report.unmet
+            if u.required not in plan.changed or not _satisfies(u, versions[u.required])
+        )
+        report = msgspec.structs.replace(analysis.report, unmet=unmet)
+        return msgspec.structs.replace(analysis, report=report)
+
+    def _refused_unmet(self, unmet: Sequence[Unmet]) -> list[str]:
+        """Why the rollback is refused, and the command that goes ahead anyway."""
+        dependents = ", ".join(sorted({u.dependent for u in unmet}))
+        verdict = "--dry-run: the rollback would be refused" if self.options.dry_run else "refused"
+        return [
+            f"{verdict}: returning to snapshot {self.wanted.id} leaves "
+            f"{_requirements(len(unmet))} of {dependents} unmet (listed above); nothing was "
+            "changed",
+            "to return there anyway, the probe judging it: "
+            + self.ctx.suggest("rollback", "--allow-unmet", self.wanted.id),
+        ]
+
+    def _begin_baseline(self) -> Begun:
+        ctx = self.ctx
+        cache = BaselineCache(ctx.store.root)
+        return baseline.begin(
+            self.settings, ctx, cache, fingerprint(ctx.interpreter, ctx.environ), fresh=False
+        )
 
     def _refuse_unrestorable(self, entries: Sequence[PackageEntry]) -> None:
-        """Before anything is removed: every entry comes back from a stash, or the installer's
-        dry run finds it. Else refuse, so a rollback never ends with neither state."""
+        """Before anything is removed: every entry comes back from a stash whose files are all
+        there, or the installer's dry run finds it. Else refuse, so a rollback never ends with
+        neither state. (A stash whose bytes changed is found when it is hashed, during the
+        restore: then the rollback is undone.)"""
         ctx, wanted = self.ctx, self.wanted
         index = stash_index(ctx, entries, [wanted])
-        reinstall = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
+        present = {
+            key: kept
+            for key, candidates in index.items()
+            if (kept := [c for c in candidates if _stash_present(ctx, c)])
+        }
+        reinstall = plan_restore(entries, present, preferred_snapshot=wanted.id).reinstall
         legacy = [e.pin for e in reinstall if e.legacy]
         if legacy:  # an installer would bring back a wheel's layout, not the one that was there
             raise NotRestorable(
-                f"cannot roll back to snapshot {wanted.id}: {', '.join(legacy)} was installed "
+                f"cannot {self.verb} to snapshot {wanted.id}: {', '.join(legacy)} was installed "
                 "the legacy way, and no stash holds it; only a stash gives such an install back"
             )
         if not reinstall:
@@ -226,56 +393,190 @@ class _Rollback:
         except BackendError as err:
             pins = ", ".join(e.pin for e in reinstall)
             raise NotRestorable(
-                f"cannot roll back to snapshot {wanted.id}: no stash holds {pins}, and "
+                f"cannot {self.verb} to snapshot {wanted.id}: no stash holds {pins}, and "
                 f"{ctx.backend.name} cannot install it ({err.message})",
                 detail=err.detail,
             ) from None
 
-    def _change(
-        self,
-        txn: Transaction,
-        installed: Mapping[str, InstalledDistribution],
-        spec: SnapshotSpec,
-        restore: tuple[Sequence[PackageEntry], Sequence[str]],
-    ) -> RollbackResult | None:
-        """Snapshot, uninstall, restore, verify: a result when it stopped short, None when the
-        environment is proven to match ``wanted``."""
-        ctx, wanted = self.ctx, self.wanted
-        before = txn.snapshot_before(installed, spec)
-        change = census_change(self.census, census(ctx.interpreter))
+    def _apply(
+        self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
+    ) -> RollbackResult:
+        ctx = self.ctx
+        baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
+        with Transaction(ctx, self.command, self.recovering) as txn:
+            with txn.interrupts_deferred():
+                self._snapshot(txn, spec)
+                restored = self._change(txn, spec, restore)
+                stopped = self._stopped(txn, restored)
+                if stopped is None and not restored.ok:
+                    stopped = self._short(txn, restored)
+            if txn.interrupted:
+                self.messages.append(
+                    f"an interrupt arrived during the {self.command}; it finished first"
+                )
+            if stopped is not None:
+                return stopped
+            runs = self.base.probes
+            self.base = msgspec.structs.replace(
+                self.base,
+                restored=restored,
+                probes=msgspec.structs.replace(
+                    runs,
+                    notes=(*runs.notes, *dropped_notes(baseline_results)),
+                    baseline=baseline_results,
+                ),
+            )
+            if not self.judged:
+                self._finish(txn)
+                return self._probe_after()
+            return self._judge(txn)
+
+    def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> None:
+        """The state this operation leaves, snapshotted and stashed first (so it can be undone,
+        and rolled back to); then the last look for another process's change."""
+        ctx = self.ctx
+        before = txn.snapshot_before(self.now.installed, spec)
+        change = census_change(self.now.census, census(ctx.interpreter))
         if change:  # the last look before anything is removed
             raise EnvironmentChanged(
                 f"another process changed the environment while this {self.command} prepared "
                 f"it ({change}); nothing was changed: run it again"
             )
-        # The state we leave is itself a snapshot, so a rollback can be rolled back.
         self.messages.append(f"the state before this {self.command} is snapshot {before.id}")
+
+    def _baseline_results(self) -> tuple[ProbeResult, ...]:
+        """The probe before the change. One that fails already cannot judge the rollback (a
+        rollback is often run to repair what fails): it is run after, and reported. (A derived
+        probe's candidates that fail before are dropped, see derived.py.)"""
+        if self.begun is None:
+            return ()
+        results = tuple(as_baseline(r) for r in self.begun.results())
+        self.after = after_settings(self.settings, results)
+        failing = [r.probe.label for r in results if not r.passed]
+        if failing:
+            self.messages.append(
+                f"the probe fails before the {self.command} ({', '.join(failing)}): it cannot "
+                "judge it, and is reported after it"
+            )
+        return results
+
+    def _change(
+        self,
+        txn: Transaction,
+        spec: SnapshotSpec,
+        restore: tuple[Sequence[PackageEntry], Sequence[str]],
+    ) -> Restored:
+        """Uninstall what ``wanted`` lacks, bring back what it has, verify."""
         if spec.removed:
             failed = txn.uninstall(spec.removed)
             if failed is not None:
                 self.messages.append(failed)
         entries, intact = restore
-        restored = txn.restore(wanted, entries, intact, offline=self.options.offline)
-        if restored.verification is None:  # an error of ours stopped it half way
-            outcome = Outcome.named(f"{self.command}-incomplete")
-            txn.finish(outcome.value, keep_journal=True)
-            self.messages.append(
-                f"the restore stopped on an unexpected error ({restored.error}): the "
-                "environment is only partly restored"
-            )
-            return self._result(outcome, restored=restored, next_command=ctx.suggest("recover"))
-        if not restored.ok:
-            # A rollback that stopped short is retried by running it again.
-            txn.finish(f"{self.command}-incomplete", keep_journal=self.recovering is not None)
-            again = ("recover",) if self.recovering else ("rollback", wanted.id)
-            return self._result(
-                Outcome.INCOMPLETE, restored=restored, next_command=ctx.suggest(*again)
-            )
-        txn.finish(f"{self.command}-to-{wanted.id}")
+        return txn.restore(self.wanted, entries, intact, offline=self.options.offline)
+
+    def _stopped(self, txn: Transaction, restored: Restored) -> RollbackResult | None:
+        """An error of ours stopped the restore half way: the journal stays, and ``recover``
+        returns to the state before the operation (for a recover: finishes it)."""
+        if restored.verification is not None:
+            return None
+        outcome = Outcome.named(f"{self.command}-incomplete")
+        txn.finish(outcome.value, keep_journal=True)
+        self.messages.append(
+            f"the restore stopped on an unexpected error ({restored.error}): the "
+            "environment is only partly restored"
+        )
+        return self._result(outcome, restored=restored, next_command=self.ctx.suggest("recover"))
+
+    def _short(self, txn: Transaction, restored: Restored) -> RollbackResult:
+        """The environment does not match ``wanted`` (a reinstall failed, a stash changed): a
+        rollback is undone; a recover keeps its journal, and is run again."""
+        if self.recovering is None:
+            return self._undo(txn, "failed", restored)
+        txn.finish("recover-incomplete", keep_journal=True)
+        return self._result(
+            Outcome.INCOMPLETE, restored=restored, next_command=self.ctx.suggest("recover")
+        )
+
+    def _finish(self, txn: Transaction) -> None:
+        txn.finish(f"{self.command}-to-{self.wanted.id}")
         if self.recovering is not None:
-            ctx.store.set_outcome(wanted.id, "recovered")
-        self.base = msgspec.structs.replace(self.base, restored=restored)
-        return None
+            self.ctx.store.set_outcome(self.wanted.id, "recovered")
+
+    def _judge(self, txn: Transaction) -> RollbackResult:
+        """The environment matches ``wanted``: the probe after it, against the baseline. A
+        probe that passed before and fails now undoes the rollback."""
+        ctx, settings = self.ctx, self.after
+        runs = self.base.probes
+        if not settings.probes:
+            self._finish(txn)
+            return self._result(Outcome.ROLLED_BACK)
+        txn.probing()
+        try:
+            ran = run_all(settings, ctx.interpreter, ctx.child_env())
+            after = tuple(judged_after(runs.baseline, ran))
+        except KeyboardInterrupt:
+            self._finish(txn)
+            self.messages.append(
+                "the probe after it was interrupted: the environment matches the snapshot, "
+                "but nothing proved it works; run `safe-uninstall probe`"
+            )
+            return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
+        self.base = msgspec.structs.replace(
+            self.base, probes=msgspec.structs.replace(runs, after=after)
+        )
+        regressed = [
+            new.probe.label
+            for old, new in zip(runs.baseline, after, strict=True)
+            if old.passed and not new.passed
+        ]
+        if regressed:
+            self.messages.append(
+                f"the probe passed before the {self.command} and fails after it: "
+                + ", ".join(regressed)
+            )
+            with txn.interrupts_deferred():
+                return self._undo(txn, "probe-failed", self.base.restored)
+        self._finish(txn)
+        if all(r.passed for r in after):
+            return self._result(Outcome.ROLLED_BACK)
+        return self._result(Outcome.ROLLED_BACK_PROBE_FAILS)
+
+    def _undo(self, txn: Transaction, reason: str, forward: Restored | None) -> RollbackResult:
+        """Put the environment back as it was before the rollback (its own snapshot), in one
+        batch, and verify it: what the rollback brought that the snapshot lacks goes, what it
+        removed comes back from the stash it took."""
+        ctx, before = self.ctx, txn.snapshot
+        assert before is not None
+        if forward is not None and not forward.ok:
+            self.messages.append(
+                f"the environment could not be made to match snapshot {self.wanted.id}"
+            )
+        now = installed_distributions(ctx.interpreter)
+        owned = ownership(now)
+        back = plan_rollback(before, _view(now, owned, before, ctx.interpreter.prefix))
+        shared = sharing_files(owned, back.remove)
+        if back.remove:
+            failed = txn.uninstall(back.remove)
+            if failed is not None:
+                self.messages.append(failed)
+        entries = [*back.restore, *(e for n in shared if (e := before.package(n)) is not None)]
+        undone = txn.restore(before, entries, shared, offline=self.options.offline)
+        outcome = Outcome.named(
+            f"{self.command}-{reason}-{'restored' if undone.ok else 'incomplete'}"
+        )
+        # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
+        txn.finish(outcome.value, keep_journal=not undone.ok)
+        if undone.ok:
+            self.messages.append(
+                f"the environment is back as it was before the {self.command} (snapshot "
+                f"{before.id})"
+            )
+        return self._result(
+            outcome,
+            restored=forward,
+            undo=undone,
+            next_command=None if undone.ok else ctx.suggest("recover"),
+        )
 
     def _probe_after(self) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
@@ -293,3 +594,38 @@ class _Rollback:
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         passed = all(r.passed for r in final)
         return self._result(Outcome.named(done if passed else f"{done}-probe-fails"), probes=runs)
+
+
+def _requirements(count: int) -> str:
+    return f"{count} requirement{'' if count == 1 else 's'}"
+
+
+def _satisfies(unmet: Unmet, version: str) -> bool:
+    """Whether ``version`` of the required distribution meets the requirement; one that cannot
+    be compared is taken as met (as impact.unmet_requirements takes it)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        requirement = Requirement(unmet.requirement)
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
+        return True
+
+
+def _stash_present(ctx: Context, candidate: StashCandidate) -> bool:
+    """Every file of the candidate's stash is there, a regular file of its recorded size (an
+    lstat each: the bytes are hashed when they are restored)."""
+    stash = candidate.entry.stash
+    if stash is None:
+        return False
+    folder = ctx.store.folder(candidate.snapshot_id) / stash.folder
+    for kept in stash.files:
+        try:
+            info = os.lstat(folder / kept.path)
+        except OSError:
+            return False
+        if not stat.S_ISREG(info.st_mode) or info.st_size != kept.size:
+            return False
+    return True

@@ -1,0 +1,342 @@
+"""Rollback undoes the right thing (issue 11, case 6).
+
+A plain ``rollback`` returns to the state before the latest change still in effect (snapshots
+taken by rollbacks and removals already restored are passed over); a rollback that uninstalls
+anything is judged like a removal and put back when it fails; nothing is removed before every
+package it must bring back is known to be restorable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MakeVenv, Venv
+from tests.realstack import RealVenv, Stacks
+from tests.wheels import build_wheel
+
+
+def _files_of(venv: Venv, name: str) -> set[str]:
+    """Every file the installed distribution ``name`` lists in its RECORD, as file_hashes
+    names them (relative to the venv)."""
+    (record,) = venv.site_packages.glob(f"{name}-*.dist-info/RECORD")
+    paths = (line.rsplit(",", 2)[0] for line in record.read_text().splitlines() if line)
+    return {
+        os.path.relpath(os.path.normpath(venv.site_packages / path), venv.root) for path in paths
+    }
+
+
+def _without(hashes: dict[str, str], files: set[str]) -> dict[str, str]:
+    return {path: sha for path, sha in hashes.items() if path not in files}
+
+
+def _snapshot_ids(venv: Venv) -> list[str]:
+    return sorted(p.name for p in (venv.root / ".safe-uninstall" / "snapshots").iterdir())
+
+
+# -- the case as reported, on the real requests stack --------------------------------------
+
+
+def test_a_rollback_after_an_outside_removal_returns_to_the_state_before_it(
+    real_venv: RealVenv, stacks: Stacks
+) -> None:
+    """`safe-uninstall --no-probe urllib3; safe-uninstall rollback; uv pip uninstall idna;
+    safe-uninstall rollback`: the last rollback used to return to the snapshot the first one
+    took, removing urllib3 again (exit 0, requests broken). It brings idna back instead.
+    (The first command is now refused, requests requiring urllib3: --allow-unmet makes it.)"""
+    venv = real_venv("requests")
+    # The user's uv cache is warm (uv installed idna from it): idna, never stashed by the tool,
+    # can come back from there, offline.
+    warm = {"UV_CACHE_DIR": str(stacks.uv_cache)}
+    if stacks.indexes:  # the stack was installed from the machine's local index mirror
+        warm |= {
+            "UV_EXTRA_INDEX_URL": " ".join(stacks.indexes),
+            "UV_INDEX_STRATEGY": "unsafe-best-match",
+        }
+    whole = venv.file_hashes()
+    urllib3, idna = _files_of(venv, "urllib3"), _files_of(venv, "idna")
+
+    refused = venv.tool("--no-probe", "urllib3", **warm)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "unmet requirement: requests requires urllib3" in refused.stdout
+    assert venv.file_hashes() == whole
+
+    removed = venv.tool("--no-probe", "--allow-unmet", "urllib3", **warm)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert venv.file_hashes() == _without(whole, urllib3)
+
+    first = venv.tool("rollback", **warm)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "chosen: 0001: the state before the removal of urllib3 (removed)" in first.stdout
+    assert venv.file_hashes() == whole
+
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "idna")
+    assert venv.file_hashes() == _without(whole, idna)
+
+    second = venv.tool("rollback", **warm)
+
+    assert second.returncode == 0, second.stdout + second.stderr
+    lines = second.stdout.splitlines()
+    assert "snapshot: 0001" in lines
+    assert "passed over: 0002: taken by a rollback (to 0001)" in lines
+    assert (
+        "chosen: 0001: the state rollback 0002 returned to; the environment changed since" in lines
+    )
+    assert "missing, to restore: idna" in lines
+    assert not any(line.startswith("added since the snapshot") for line in lines)
+    assert venv.file_hashes() == whole
+    assert venv.run_python("import requests").returncode == 0
+
+
+def test_returning_to_a_rollbacks_own_snapshot_is_judged_on_the_real_stack(
+    real_venv: RealVenv,
+) -> None:
+    """`rollback 2` after `--no-probe urllib3; rollback`: the state without urllib3, which
+    requests requires. Refused like the removal it is; with --allow-unmet the probe derived from
+    the impact report fails after it and passed before: put back, every file as it was."""
+    venv = real_venv("requests")
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0  # 0001
+    assert venv.tool("rollback").returncode == 0  # 0002: the state without urllib3
+    whole = venv.file_hashes()
+
+    refused = venv.tool("rollback", "2")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "unmet requirement: requests requires urllib3" in refused.stdout
+    assert venv.file_hashes() == whole
+
+    run = venv.tool("rollback", "2", "--allow-unmet", "--json")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "rollback-probe-failed-restored"
+    assert "requests" in data["impact"]["dependents"]
+    assert all(p["passed"] for p in data["probes"]["baseline"])
+    assert not all(p["passed"] for p in data["probes"]["after"])
+    assert data["undo"]["verification"]["ok"]
+    assert venv.file_hashes() == whole
+    assert venv.run_python("import requests").returncode == 0
+
+
+# -- what a plain rollback passes over ------------------------------------------------------
+
+
+def test_a_restored_attempt_is_passed_over(make_venv: MakeVenv) -> None:
+    """A removal, then an attempt whose probe failed and was restored: a plain rollback used to
+    say "already matches" (the attempt's snapshot); it undoes the removal."""
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    whole = venv.file_hashes()
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
+    attempt = venv.tool("--probe", "import toolpkg", "toolpkg")  # 0002, restored
+    assert attempt.returncode == 3, attempt.stdout + attempt.stderr
+
+    run = venv.tool("rollback", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["snapshot"] == "0001"
+    assert data["rollback_choice"] == {
+        "snapshot": "0001",
+        "reason": "the state before the removal of leftpad (removed), still in effect",
+        "skipped": [
+            {"snapshot": "0002", "reason": "its uninstall was undone (probe-failed-restored)"}
+        ],
+    }
+    assert venv.file_hashes() == whole
+
+
+def test_a_rollback_is_not_redone_by_the_next_plain_one(make_venv: MakeVenv) -> None:
+    """Rolling back twice used to return to the first rollback's own snapshot: the removal came
+    back. With nothing changed since, there is nothing to roll back."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    assert venv.tool("rollback").returncode == 0
+    whole = venv.file_hashes()
+
+    run = venv.tool("rollback", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "nothing-to-roll-back"
+    assert [s["snapshot"] for s in data["rollback_choice"]["skipped"]] == ["0002", "0001"]
+    assert venv.file_hashes() == whole
+    assert _snapshot_ids(venv) == ["0001", "0002"]
+
+
+# -- a rollback that uninstalls is judged, and undone when it fails -------------------------
+
+
+def test_a_rollback_whose_probe_fails_is_undone(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    venv.install("toolpkg")  # since: the rollback removes it
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("rollback", "--probe", "import toolpkg", "--json")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "rollback-probe-failed-restored"
+    probes = data["probes"]
+    assert [p["passed"] for p in probes["baseline"]] == [True]
+    assert [p["passed"] for p in probes["after"]] == [False]
+    assert data["verification"]["ok"]  # it did reach snapshot 0001 ...
+    assert data["undo"]["verification"]["ok"]  # ... and was put back, verified
+    assert data["undo"]["restored"] == ["toolpkg==1.0"]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
+    # The undone rollback changed nothing: the next plain rollback passes over it.
+    again = venv.tool("rollback", "--dry-run", "--json").json()
+    assert again["snapshot"] == "0001"
+    assert again["rollback_choice"]["skipped"] == [
+        {"snapshot": "0002", "reason": "its rollback was undone (rollback-probe-failed-restored)"}
+    ]
+
+
+def test_a_rollback_that_removes_is_judged_like_a_removal(make_venv: MakeVenv) -> None:
+    """``rollback ID`` of the first rollback's own snapshot removes urllib3, which requests
+    needs: refused like such a removal; with --allow-unmet the derived probe imports requests,
+    and the rollback is undone when it fails."""
+    venv = make_venv("requests")
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0  # 0001
+    assert venv.tool("rollback").returncode == 0  # 0002: the state without urllib3
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    refused = venv.tool("rollback", "2")
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    lines = refused.stdout.splitlines()
+    assert "added since the snapshot, to remove: urllib3" in lines
+    assert "unmet requirement: requests requires urllib3>=2" in lines
+    assert any(
+        line.startswith("refused: returning to snapshot 0002 leaves 1 requirement")
+        for line in lines
+    )
+    assert (
+        lines[-1]
+        == "rollback: refused: the removal would leave requirements unmet; nothing was changed"
+    )
+    assert venv.file_hashes() == hashes
+    assert _snapshot_ids(venv) == ["0001", "0002"]
+
+    run = venv.tool("rollback", "--allow-unmet", "2")
+
+    assert run.returncode == 3, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert "depend on it (Requires-Dist): requests" in lines
+    assert any(line.strip().startswith("FAILED: import requests") for line in lines)
+    assert "putting the environment back as it was before:" in lines
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+@pytest.mark.parametrize(
+    ("requirement", "refused"), [("urllib3>=2", False), ("urllib3>=2.3", True)]
+)
+def test_a_replaced_version_leaves_a_requirement_unmet_only_when_it_does_not_meet_it(
+    make_venv: MakeVenv, tmp_path: Path, requirement: str, refused: bool
+) -> None:
+    """Replacing urllib3 2.3.0 by the snapshot's 2.2.1 keeps urllib3 installed: a dependent's
+    requirement counts as unmet only when 2.2.1 does not meet it."""
+    build_wheel(tmp_path, "needsurl", "1.0", {"needsurl.py": ""}, requires=[requirement])
+    venv = make_venv("urllib3==2.2.1")
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-deps",
+        "--find-links",
+        str(tmp_path),
+        "--no-index",
+        "needsurl",
+    )
+    assert venv.tool("snapshot").returncode == 0  # 0001: urllib3 2.2.1
+    venv.install("urllib3==2.3.0")
+    hashes = venv.file_hashes()
+
+    run = venv.tool("rollback", "--no-probe", "--json")
+
+    data = run.json()
+    if refused:
+        assert run.returncode == 1, data
+        assert data["outcome"] == "refused-unmet"
+        assert [u["dependent"] for u in data["impact"]["unmet"]] == ["needsurl"]
+        assert venv.file_hashes() == hashes
+    else:
+        assert run.returncode == 0, data
+        assert data["impact"]["unmet"] == []
+        assert venv.installed()["urllib3"] == "2.2.1"
+
+
+# -- nothing is removed before everything can come back -------------------------------------
+
+
+def _replace(path: Path, content: bytes) -> None:
+    """A new file in place of ``path`` (never an edit in place: the inode may be shared)."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_bytes(content)
+    os.replace(fresh, path)
+
+
+def test_a_snapshot_whose_stash_is_gone_is_refused_unchanged(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001 stashes leftpad
+    venv.install("toolpkg")
+    shutil.rmtree(venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("rollback")  # offline, an empty uv cache: leftpad is nowhere
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cannot roll back to snapshot 0001: no stash holds leftpad==1.0" in run.stderr
+    assert "the environment was not changed" in run.stderr
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
+    assert _snapshot_ids(venv) == ["0001"]
+
+
+def test_a_replaced_version_whose_stash_lost_a_file_is_refused_unchanged(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0  # 0001 stashes every file
+    venv.install("urllib3==2.3.0")
+    (kept,) = (venv.root / ".safe-uninstall" / "snapshots" / "0001").rglob("urllib3/__init__.py")
+    kept.unlink()
+    hashes = venv.file_hashes()
+
+    run = venv.tool("rollback", "--no-probe")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "no stash holds urllib3==2.2.1" in run.stderr
+    assert venv.installed() == {"urllib3": "2.3.0"}
+    assert venv.file_hashes() == hashes
+
+
+def test_a_rollback_that_cannot_complete_is_put_back(make_venv: MakeVenv) -> None:
+    """The stash is all there but its bytes changed: found only when it is hashed, during the
+    restore, after toolpkg was removed. The rollback used to end with neither state (exit 4);
+    it puts toolpkg back, verified."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
+    venv.install("toolpkg")
+    (kept,) = (venv.root / ".safe-uninstall" / "snapshots" / "0001").rglob("leftpad.py")
+    _replace(kept, b"X" * kept.stat().st_size)  # same size: only hashing tells
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("rollback", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "rollback-failed-restored"
+    assert data["restore"]["failed"] == ["leftpad==1.0"]
+    assert data["undo"]["verification"]["ok"]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
