@@ -616,12 +616,15 @@ def _satisfies(unmet: Unmet, version: str) -> bool:
 
 def _stash_present(ctx: Context, candidate: StashCandidate) -> bool:
     """Every file of the candidate's stash is there, a regular file of its recorded size (an
-    lstat each: the bytes are hashed when they are restored)."""
+    lstat each: the bytes are hashed when they are restored); a symbolic link, recorded by its
+    target, has nothing to find."""
     stash = candidate.entry.stash
     if stash is None:
         return False
     folder = ctx.store.folder(candidate.snapshot_id) / stash.folder
     for kept in stash.files:
+        if kept.link is not None:
+            continue  # a symbolic link is kept as its target in the snapshot: nothing to find
         try:
             info = os.lstat(folder / kept.path)
         except OSError:
