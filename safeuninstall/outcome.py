@@ -36,7 +36,7 @@ class Outcome(str, enum.Enum):
     REFUSED_STRICT = ("refused-strict", "refused (--strict): nothing was changed", EXIT_UNCHANGED)
     REFUSED_UNMET = (
         "refused-unmet",
-        "refused: the removal would leave requirements unmet; nothing was changed",
+        "refused: it would leave requirements unmet; nothing was changed",
         EXIT_UNCHANGED,
     )
     CHECKED = ("checked", "checked: nothing was changed", EXIT_OK)

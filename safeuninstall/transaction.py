@@ -278,7 +278,8 @@ class Transaction:
         that ``intact`` (distributions that share files with what was removed) are whole."""
         ctx = self._ctx
         assert self.snapshot is not None
-        ctx.emit("restoring", f"restoring: {', '.join(e.pin for e in entries)}")
+        pins = ", ".join(e.pin for e in entries)
+        ctx.emit("restoring", f"restoring: {pins or 'nothing to bring back, only what was added'}")
         # From here a full disk must not stop the restore (see Journal.step).
         self._step("restore", must_write=False)
         self._changed = True

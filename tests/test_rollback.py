@@ -216,10 +216,7 @@ def test_a_rollback_that_removes_is_judged_like_a_removal(make_venv: MakeVenv) -
         line.startswith("refused: returning to snapshot 0002 leaves 1 requirement")
         for line in lines
     )
-    assert (
-        lines[-1]
-        == "rollback: refused: the removal would leave requirements unmet; nothing was changed"
-    )
+    assert lines[-1] == "rollback: refused: it would leave requirements unmet; nothing was changed"
     assert venv.file_hashes() == hashes
     assert _snapshot_ids(venv) == ["0001", "0002"]
 

@@ -320,7 +320,7 @@ def test_refused_before_any_change_with_the_two_ways_ahead(make_venv: MakeVenv) 
     assert "unmet requirement: requests requires urllib3>=2\n" in run.stdout
     assert "refused: it leaves 1 requirement of requests unmet" in run.stdout
     assert run.stdout.rstrip().endswith(
-        "uninstall: refused: the removal would leave requirements unmet; nothing was changed"
+        "uninstall: refused: it would leave requirements unmet; nothing was changed"
     )
     assert venv.file_hashes() == before
     state_untouched(venv)
