@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+import msgspec
 from msgspec import Struct
 
 from .context import Context
@@ -136,5 +137,16 @@ def sharing_files(owned: Ownership, removed: Sequence[str]) -> list[str]:
 
 
 def loadable_snapshots(ctx: Context) -> list[Snapshot]:
-    """Every snapshot of this environment that can be read, newest first."""
-    return [snap for _, snap in ctx.store.iter_loadable() if isinstance(snap, Snapshot)]
+    """Every snapshot of this environment that can be read, newest first. One whose stash the
+    retention policy dropped is seen without it: it records versions, it keeps no files."""
+    from .retention import stash_pruned
+
+    found = []
+    for _, snap in ctx.store.iter_loadable():
+        if not isinstance(snap, Snapshot):
+            continue
+        if stash_pruned(ctx.store, snap.id) is not None:
+            packages = tuple(msgspec.structs.replace(e, stash=None) for e in snap.packages)
+            snap = msgspec.structs.replace(snap, packages=packages)
+        found.append(snap)
+    return found

@@ -6,6 +6,7 @@ A package whose name equals a subcommand is removed with ``safe-uninstall uninst
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -22,7 +23,6 @@ from msgspec import Struct
 
 from . import __version__, config, interrupts, options, report
 from .errors import (
-    EXIT_INCOMPLETE,
     EXIT_UNCHANGED,
     Interrupted,
     SafeUninstallError,
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from .snapshot import Snapshot
 
 ResultT = TypeVar("ResultT", bound="Result")
+# Outcomes after which there is nothing new for the retention policy to weigh.
+_CHANGED_NOTHING = frozenset(
+    {"dry-run", "nothing-to-do", "already-matches", "nothing-to-recover", "nothing-to-roll-back"}
+)
 
 _WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
 
@@ -379,25 +383,36 @@ class Common:
 
     def settled(self, result: ResultT) -> ResultT:
         """``result`` with what the snapshots keep on disk, once the retention policy has
-        run; as it is when the operation took no snapshot or left it unfinished (exit 4)."""
-        if result.snapshot is None or result.exit_code == EXIT_INCOMPLETE:
+        run; as it is when the operation changed nothing (a dry run, a refusal, nothing to do)
+        or left its work unfinished (exit 4: the journal's snapshot must keep its stash).
+
+        The operation is over and its report must be printed whatever happens here: a busy
+        lock, a full disk or an interrupt only skips the policy, and says so."""
+        if result.snapshot is None or result.exit_code not in (0, 3, 5):
             return result
-        kept = self.retain(result.snapshot)
+        if result.outcome.value in _CHANGED_NOTHING:
+            return result
+        try:
+            kept = self.retain()
+        except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
+            why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
+            note = f"the retention policy did not run ({why}); the next operation runs it"
+            return msgspec.structs.replace(result, messages=(*result.messages, note))
         return result if kept is None else msgspec.structs.replace(result, kept=kept)
 
-    def retain(self, snapshot_id: str) -> Kept | None:
-        """The retention policy (``keep``, ``max-size``) applied after an operation that took
-        snapshot ``snapshot_id``, and what the snapshots then keep; None (nothing pruned)
-        while an operation is unfinished."""
+    def retain(self) -> Kept | None:
+        """The retention policy (``keep``, ``max-size``) applied after an operation, and what
+        the snapshots then keep; None (nothing pruned) while an operation is unfinished. The
+        lock is not waited for: the operation is done, and the next one runs the policy."""
         from .retention import Policy, settle
 
         ctx = self.context()
         settings = self.settings()
         policy = Policy(keep=settings.bound("keep"), max_size=settings.bound("max-size"))
-        with ctx.locked():
+        with ctx.locked(timeout=0):
             if ctx.journal().read() is not None:
                 return None
-            return settle(ctx.store, snapshot_id, policy)
+            return settle(ctx.store, policy)
 
     def probes(self) -> ProbeSettings:
         from .probe import probes_from
@@ -721,7 +736,8 @@ def snapshot_command(common: Common, stash: bool) -> None:
         from .operations.snapshots import snapshot_now
 
         snap = snapshot_now(common.context(), stash=stash)
-        common.retain(snap.id)
+        with contextlib.suppress(SafeUninstallError, OSError):  # the next operation runs it
+            common.retain()
         return snap
 
     def render(snap: Snapshot, output: Output) -> str:

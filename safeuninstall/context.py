@@ -118,10 +118,13 @@ class Context:
         return Journal(self.own.journal, self.store.root)
 
     @contextmanager
-    def locked(self, on_wait: Callable[[], None] | None = None) -> Iterator[bool]:
+    def locked(
+        self, on_wait: Callable[[], None] | None = None, *, timeout: float | None = None
+    ) -> Iterator[bool]:
         """This environment, then its state folder, to this operation alone (locks.py); yields
-        whether it had to wait. A read-only command (a dry run) reads as ``check`` does: it
-        takes no lock, which would create the lock files."""
+        whether it had to wait (at most ``timeout`` seconds, default the lock timeout). A
+        read-only command (a dry run) reads as ``check`` does: it takes no lock, which would
+        create the lock files."""
         if self.read_only:
             yield False
             return
@@ -133,9 +136,10 @@ class Context:
 
         self.own.prepare()
         busy = "another safe-uninstall operation is running on this environment"
+        wait = self.lock_timeout if timeout is None else timeout
         with (
-            locks.hold(self.own.lock, self.lock_timeout, busy=busy, on_wait=waiting) as first,
-            self.store.locked(self.lock_timeout, on_wait=waiting) as second,
+            locks.hold(self.own.lock, wait, busy=busy, on_wait=waiting) as first,
+            self.store.locked(wait, on_wait=waiting) as second,
         ):
             yield first or second
 

@@ -97,14 +97,18 @@ def _doomed(
     return sorted(doomed, key=ids.index)
 
 
-def settle(store: Store, snapshot_id: str, policy: Policy) -> Kept:
-    """Apply the policy to this environment's snapshots and measure what stays. Under the
-    environment's lock, with no operation unfinished (the caller checks the journal: the
+def settle(store: Store, policy: Policy) -> Kept | None:
+    """Apply the policy to this environment's snapshots and measure what stays; None when it
+    has none. The latest (the operation's own) is measured and never loses its stash. Under
+    the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
     ids = [i for i, snap in store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
+    if not ids:
+        return None
     ids.reverse()  # oldest first
+    latest = ids[-1]
     ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
-    protected = {i for i in (snapshot_id, ids[-1] if ids else None) if i}
+    protected = {latest, *ids[-1:]}
     holdings = store.holdings(ids)
     pruned = []
     current = list(ids)
@@ -114,8 +118,8 @@ def settle(store: Store, snapshot_id: str, policy: Policy) -> Kept:
         _drop_stash(store, doomed, policy)
         pruned.append((doomed, before - holdings.held(current)))
     return Kept(
-        snapshot=snapshot_id,
-        snapshot_bytes=alone(holdings, snapshot_id),
+        snapshot=latest,
+        snapshot_bytes=alone(holdings, latest),
         total_bytes=holdings.held(current),
         pruned=tuple(pruned),
         policy=policy.describe(),

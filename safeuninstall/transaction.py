@@ -297,7 +297,7 @@ class Transaction:
         )
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
-            pruned = _pruned_note(ctx, wanted.id)
+            pruned = _pruned_note(ctx, wanted.id, report.reinstalled)
             if pruned:
                 report.notes.append(pruned)
             self._step("verify", must_write=False)
@@ -335,15 +335,16 @@ class Transaction:
         self.interrupted = self.interrupted or bool(noted)
 
 
-def _pruned_note(ctx: Context, snapshot_id: str) -> str | None:
+def _pruned_note(ctx: Context, snapshot_id: str, reinstalled: Sequence[str]) -> str | None:
+    """Why some of ``reinstalled`` came from the index: the snapshot's own stash is gone."""
     from .retention import stash_pruned
 
-    why = stash_pruned(ctx.store, snapshot_id)
+    why = stash_pruned(ctx.store, snapshot_id) if reinstalled else None
     if why is None:
         return None
     return (
-        f"the stash of snapshot {snapshot_id} was dropped ({why}): what it held was "
-        "reinstalled from the index, by its pins"
+        f"the stash of snapshot {snapshot_id} was dropped ({why}): what no other stash held "
+        f"was reinstalled from the index, by its pins: {', '.join(reinstalled)}"
     )
 
 

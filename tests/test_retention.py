@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from safeuninstall import config
 from safeuninstall.errors import UsageError
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -143,3 +144,36 @@ def test_bad_retention_variable_is_a_usage_error(make_venv: MakeVenv) -> None:
     assert run.returncode == 2
     assert "SAFE_UNINSTALL_KEEP must be a whole number >= 0" in run.stderr
     assert "leftpad" in venv.installed()
+
+
+def test_a_dry_run_rollback_drops_no_stash(make_venv: MakeVenv) -> None:
+    """Found by review: the policy ran after a rollback --dry-run (its result names the target
+    snapshot) and dropped stashes, without a lock."""
+    venv = make_venv("leftpad", "urllib3==2.3.0", "requests")
+    unbounded = {"SAFE_UNINSTALL_KEEP": "0", "SAFE_UNINSTALL_MAX_SIZE": "0"}
+    assert venv.tool("--no-probe", "leftpad", **unbounded).returncode == 0
+    assert venv.tool("--no-probe", "requests", **unbounded).returncode == 0
+    assert venv.tool("--no-probe", "urllib3", **unbounded).returncode == 0
+    before = tree(venv.root)
+
+    run = venv.tool("rollback", "--dry-run", "0001", SAFE_UNINSTALL_KEEP="1")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert tree(venv.root) == before
+    assert not list(venv.root.glob(".safe-uninstall/snapshots/*/stash-pruned"))
+
+
+def test_doctor_does_not_offer_a_dropped_stash(make_venv: MakeVenv) -> None:
+    """A snapshot whose stash the policy dropped records a version, it keeps no files: the
+    repair is an install of that pin, not a rollback that would reinstall anyway."""
+    venv = make_venv("requests")
+    assert venv.tool("--allow-unmet", "--no-probe", "urllib3").returncode == 0
+    assert venv.tool("snapshot", SAFE_UNINSTALL_KEEP="1").returncode == 0
+    assert (folder(venv, "0001") / "stash-pruned").is_file()
+
+    data = venv.tool("doctor", "--json").json()
+
+    text = json.dumps(data)
+    assert "urllib3==2.3.0" in text
+    assert "kept in snapshot 0001" not in venv.tool("doctor").stdout
+    assert "rollback" not in str(data.get("repair", "")), data
