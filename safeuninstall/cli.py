@@ -321,10 +321,11 @@ class _Live:
         self._live = not (self._output.as_json or self._output.quiet)
 
     def stop(self) -> None:
-        """Before the result is printed: the spinner's line ends, with its elapsed time."""
+        """Before the result is printed: the spinner's line ends, with its elapsed time. The
+        spinner is stopped first: an interrupt here must not leave it drawing over the error."""
+        self._wake.set()
         with self._lock:
             self._end_ongoing()
-        self._wake.set()
 
     def _draw(self, frame: int) -> None:
         assert self._ongoing is not None
