@@ -292,6 +292,20 @@ class _DynamicTags(Struct):
         return self.needed + [off for off in singles if off is not None]
 
 
+# Single-valued tags, by the _DynamicTags field each sets.
+_SINGLE_TAGS: Final = {
+    _DT_SONAME: "soname",
+    _DT_RPATH: "rpath",
+    _DT_RUNPATH: "runpath",
+    _DT_STRTAB: "strtab",
+    _DT_STRSZ: "strsz",
+    _DT_SYMTAB: "symtab",
+    _DT_SYMENT: "syment",
+    _DT_HASH: "hash",
+    _DT_GNU_HASH: "gnu_hash",
+}
+
+
 def _parse_dynamic(data: bytes, layout: _Layout) -> _DynamicTags:
     tags = _DynamicTags(needed=[])
     usable = len(data) - len(data) % layout.dyn.size
@@ -301,24 +315,8 @@ def _parse_dynamic(data: bytes, layout: _Layout) -> _DynamicTags:
             break
         if tag == _DT_NEEDED:
             tags.needed.append(value)
-        elif tag == _DT_SONAME:
-            tags.soname = value
-        elif tag == _DT_RPATH:
-            tags.rpath = value
-        elif tag == _DT_RUNPATH:
-            tags.runpath = value
-        elif tag == _DT_STRTAB:
-            tags.strtab = value
-        elif tag == _DT_STRSZ:
-            tags.strsz = value
-        elif tag == _DT_SYMTAB:
-            tags.symtab = value
-        elif tag == _DT_SYMENT:
-            tags.syment = value
-        elif tag == _DT_HASH:
-            tags.hash = value
-        elif tag == _DT_GNU_HASH:
-            tags.gnu_hash = value
+        elif (field := _SINGLE_TAGS.get(tag)) is not None:
+            setattr(tags, field, value)
     return tags
 
 
