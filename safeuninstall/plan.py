@@ -430,16 +430,19 @@ def plan_prune(
     *,
     keep: int | None,
     max_size: int | None,
+    count_protected: bool = True,
 ) -> list[str]:
     """Snapshots to delete, oldest first: beyond the newest ``keep``, then oldest first until
-    the rest hold at most ``max_size``. Protected ones (the latest, the journal's) always stay."""
+    the rest hold at most ``max_size`` (the protected ones counted in that rest, unless not
+    ``count_protected``). Protected ones (the latest, the journal's) always stay."""
     safe = set(protected)
     doomed: list[str] = []
     if keep is not None:
         doomed = [i for i in ids[: max(len(ids) - keep, 0)] if i not in safe]
     if max_size is not None:
+        counted = ids if count_protected else [i for i in ids if i not in safe]
         for snapshot_id in ids:
-            if holdings.held(i for i in ids if i not in doomed) <= max_size:
+            if holdings.held(i for i in counted if i not in doomed) <= max_size:
                 break
             if snapshot_id not in safe and snapshot_id not in doomed:
                 doomed.append(snapshot_id)

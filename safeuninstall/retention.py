@@ -15,12 +15,11 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
-from collections.abc import Sequence
 
 from msgspec import Struct
 
 from .errors import SnapshotInvalid
-from .plan import Holdings
+from .plan import Holdings, plan_prune
 from .report import size_text
 from .store import Store
 
@@ -79,24 +78,6 @@ def alone(holdings: Holdings, snapshot_id: str) -> int:
     return holdings.alone.get(snapshot_id, 0)
 
 
-def _doomed(
-    ids: Sequence[str], holdings: Holdings, protected: set[str], policy: Policy
-) -> list[str]:
-    """Stashes to drop, oldest first: beyond the newest ``keep``, then oldest first until the
-    others (the latest excepted) hold at most ``max_size``."""
-    doomed: list[str] = []
-    if policy.keep is not None:
-        doomed = [i for i in ids[: max(len(ids) - policy.keep, 0)] if i not in protected]
-    if policy.max_size is not None:
-        counted = [i for i in ids if i not in protected]
-        for snapshot_id in counted:
-            if holdings.held(i for i in counted if i not in doomed) <= policy.max_size:
-                break
-            if snapshot_id not in doomed:
-                doomed.append(snapshot_id)
-    return sorted(doomed, key=ids.index)
-
-
 def settle(store: Store, policy: Policy) -> Kept | None:
     """Apply the policy to this environment's snapshots and measure what stays; None when it
     has none. The latest (the operation's own) is measured and never loses its stash. Under
@@ -112,7 +93,16 @@ def settle(store: Store, policy: Policy) -> Kept | None:
     holdings = store.holdings(ids)
     pruned = []
     current = list(ids)
-    for doomed in _doomed(ids, holdings, protected, policy):
+    # The latest's stash, protected, is not counted against max-size: it always stays.
+    doomed_ids = plan_prune(
+        ids,
+        holdings,
+        protected,
+        keep=policy.keep,
+        max_size=policy.max_size,
+        count_protected=False,
+    )
+    for doomed in doomed_ids:
         before = holdings.held(current)
         current.remove(doomed)
         _drop_stash(store, doomed, policy)
