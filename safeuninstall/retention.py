@@ -18,6 +18,7 @@ import shutil
 
 from msgspec import Struct
 
+from .bounded import open_regular
 from .errors import SnapshotInvalid
 from .plan import Holdings, plan_prune
 from .report import size_text
@@ -64,9 +65,10 @@ class Kept(Struct, frozen=True):
 
 
 def stash_pruned(store: Store, snapshot_id: str) -> str | None:
-    """Why the snapshot's stash was dropped (the mark's text), or None when it was not."""
+    """Why the snapshot's stash was dropped (the mark's text), or None when it was not (or
+    the mark is no regular file: a FIFO there must not stop the command)."""
     try:
-        with open(store.folder(snapshot_id) / PRUNED_MARK, "rb") as mark:
+        with open_regular(store.folder(snapshot_id) / PRUNED_MARK) as mark:
             return mark.read(500).decode("utf-8", "replace").strip() or "pruned"
     except OSError:
         return None

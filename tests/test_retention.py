@@ -11,7 +11,7 @@ import pytest
 
 from safeuninstall import config
 from safeuninstall.errors import UsageError
-from tests.conftest import UV, MakeVenv, Venv, tree
+from tests.conftest import UV, MakeVenv, Run, Venv, returns_promptly, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -177,3 +177,20 @@ def test_doctor_does_not_offer_a_dropped_stash(make_venv: MakeVenv) -> None:
     assert "urllib3==2.3.0" in text
     assert "kept in snapshot 0001" not in venv.tool("doctor").stdout
     assert "rollback" not in str(data.get("repair", "")), data
+
+
+def test_a_fifo_in_place_of_the_pruned_mark_does_not_stop_the_listing(
+    make_venv: MakeVenv,
+) -> None:
+    """Everything read from the state folder is untrusted: a FIFO named like the mark must
+    not leave `snapshots` waiting for a writer that never comes."""
+    venv = make_venv("leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    fifo = folder(venv, "0001") / "stash-pruned"
+    os.mkfifo(fifo)
+    listed: list[Run] = []
+
+    assert returns_promptly(lambda: listed.append(venv.tool("snapshots", "--json")), fifo)
+
+    (summary,) = listed[0].json()["snapshots"]  # type: ignore[misc]
+    assert summary["stash_pruned"] is None
