@@ -49,6 +49,7 @@ SMOKE = {
     "scipy": "import pandas, scipy.linalg, matplotlib.pyplot",
     "sklearn": "import sklearn.linear_model",
     "torch": "import torch; torch.cuda.device_count()",
+    "torchdup": "import torch; torch.cuda.device_count()",
 }
 
 
