@@ -28,6 +28,7 @@ from .libraries import (
 )
 from .plan import Installed
 from .probe import ProbeResult, ProbeSettings
+from .recordcache import RECORD_CACHE_FILE, RecordCache
 from .snapshot import Snapshot
 
 
@@ -66,6 +67,17 @@ def library_index(ctx: Context) -> LibraryIndex:
     return index
 
 
+def owned_files(ctx: Context, installed: Mapping[str, InstalledDistribution]) -> Ownership:
+    """Who lists which file, the RECORDs that did not change since an earlier command read
+    them answered from its cache in the state folder (read, not written, by a read-only
+    command)."""
+    cache = RecordCache(ctx.store.root / RECORD_CACHE_FILE)
+    owned = ownership(installed, cache)
+    if not ctx.read_only:
+        cache.save()
+    return owned
+
+
 def analyse(
     ctx: Context,
     installed: Mapping[str, InstalledDistribution],
@@ -74,7 +86,7 @@ def analyse(
 ) -> Analysis:
     """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
-    owned = ownership(installed)
+    owned = owned_files(ctx, installed)
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()

@@ -12,13 +12,13 @@ from ..analysis import (
     installed_view,
     library_index,
     loadable_snapshots,
+    owned_files,
     with_default,
 )
 from ..backend import shell_line
 from ..context import Context
 from ..derived import as_baseline, dropped_notes
 from ..environment import installed_distributions
-from ..libraries import ownership
 from ..outcome import Outcome
 from ..plan import plan_removal
 from ..probe import ProbeSettings, run_all
@@ -103,7 +103,7 @@ def doctor(ctx: Context) -> DoctorReport:
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
-    owned = ownership(installed)
+    owned = owned_files(ctx, installed)
     snapshots = loadable_snapshots(ctx)  # newest first
     libraries = (index, owned, ctx.interpreter.executable)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots)

@@ -22,7 +22,14 @@ import msgspec
 from msgspec import Struct
 
 from .. import baseline
-from ..analysis import Analysis, analyse, installed_view, sharing_files, with_default
+from ..analysis import (
+    Analysis,
+    analyse,
+    installed_view,
+    owned_files,
+    sharing_files,
+    with_default,
+)
 from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
 from ..derived import after_settings, as_baseline, dropped_notes, judged_after
@@ -42,7 +49,7 @@ from ..errors import (
 )
 from ..impact import Unmet
 from ..journal import Entry, Journal
-from ..libraries import Ownership, ownership
+from ..libraries import Ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
 from ..plan import (
@@ -99,7 +106,7 @@ class _Now(Struct, frozen=True):
     def read(cls, ctx: Context) -> _Now:
         taken = census(ctx.interpreter)
         installed = installed_distributions(ctx.interpreter)
-        return cls(taken, installed, ownership(installed))
+        return cls(taken, installed, owned_files(ctx, installed))
 
 
 def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
@@ -552,7 +559,7 @@ class _Rollback:
                 f"the environment could not be made to match snapshot {self.wanted.id}"
             )
         now = installed_distributions(ctx.interpreter)
-        owned = ownership(now)
+        owned = owned_files(ctx, now)
         back = plan_rollback(before, _view(now, owned, before, ctx.interpreter.prefix))
         shared = sharing_files(owned, back.remove)
         if back.remove:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 
 from .. import retention
+from ..analysis import owned_files
 from ..backend import shell_line
 from ..context import Context
 from ..environment import installed_distributions
 from ..errors import InvalidInput, SnapshotInvalid
-from ..libraries import ownership
 from ..options import PruneOptions
 from ..plan import plan_prune
 from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
@@ -23,7 +23,7 @@ def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
         spec = SnapshotSpec(
             operation="snapshot",
             stash=sorted(installed) if stash else (),
-            shared=ownership(installed).shared_paths() if stash else (),
+            shared=owned_files(ctx, installed).shared_paths() if stash else (),
         )
         snap = take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
         ctx.store.set_outcome(snap.id, "taken")

@@ -212,6 +212,9 @@ class _Removal:
         self.options = options
         self.installed, self.census = read
         self.plan = plan
+        # Before anything reads them: a RECORD rewritten after this (a reinstall of the same
+        # version, which the census does not see) stops the removal before uv reads it.
+        self.records = _record_stats(self.installed, plan.remove)
         self.cache = BaselineCache(ctx.store.root)
         self.begun: Begun | None = None
         self.fingerprint = ""
@@ -322,7 +325,12 @@ class _Removal:
     def _refuse_changed_by_others(self) -> None:
         """The last look before anything is removed: the environment the snapshot holds and
         the baseline judged must still be the one there."""
-        change = census_change(self.census, census(self.ctx.interpreter))
+        changes = [census_change(self.census, census(self.ctx.interpreter))]
+        now = _record_stats(self.installed, self.plan.remove)
+        rewritten = [name for name, key in now.items() if key != self.records.get(name)]
+        if rewritten:
+            changes.append(f"RECORD rewritten: {', '.join(rewritten)}")
+        change = "; ".join(c for c in changes if c)
         if change:
             raise EnvironmentChanged(
                 "another process changed the environment while this removal prepared it "
@@ -381,6 +389,22 @@ class _Removal:
             ) from None
         finally:
             self.stop_baseline()
+
+
+def _record_stats(
+    installed: Mapping[str, InstalledDistribution], names: Sequence[str]
+) -> dict[str, tuple[int, ...] | None]:
+    """The stat of each RECORD (None where there is none to stat): what uv will read to know
+    what to delete, and what the snapshot read to know what to keep. Not its ctime: the stash
+    hard-links it, which sets that."""
+    found: dict[str, tuple[int, ...] | None] = {}
+    for name in names:
+        try:
+            info = os.stat(installed[name].dist_info / "RECORD")
+            found[name] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        except OSError:
+            found[name] = None
+    return found
 
 
 def _requirements(count: int) -> str:
