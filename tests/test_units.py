@@ -1174,3 +1174,25 @@ def test_doctor_expects_a_library_back_with_its_consumers_missing_requirements()
     )
     # A library that nothing is expected to bring back: no repair can be promised.
     assert plan_repair([Finding("library", "libx.so.1", "torch")], [], {}) is None
+
+
+def test_hashing_stops_between_chunks_when_asked(tmp_path: Path) -> None:
+    """The stash hasher of a --no-probe removal is cancelled, not waited for through the rest
+    of a large library: sha256_file gives up at the next chunk."""
+    import errno
+
+    from safeuninstall.records import sha256_file
+
+    big = tmp_path / "lib.so"
+    big.write_bytes(bytes(3 * 1024 * 1024))
+    asked = []
+
+    def stop() -> bool:
+        asked.append(None)
+        return len(asked) == 2
+
+    with pytest.raises(OSError) as raised:
+        sha256_file(big, big.lstat(), stop=stop)
+    assert raised.value.errno == errno.ECANCELED
+    assert len(asked) == 2
+    assert sha256_file(big, big.lstat(), stop=lambda: False) == sha256_file(big)
