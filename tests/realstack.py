@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,8 @@ SMOKE = {
     "azure": "from azure.storage.blob import BlobServiceClient",
     "gcs": "from google.cloud import storage",
     "jupyterlab": "import jupyterlab, jupyter_server, ipykernel",
+    # bench/ only: 235 distributions, 62,767 files (torch, jupyterlab, transformers, spacy...)
+    "ml": "import torch, transformers, sentence_transformers, sklearn, pandas, jupyterlab",
     "requests": "import requests",
     "rich": "from rich.markdown import Markdown",
     "scipy": "import pandas, scipy.linalg, matplotlib.pyplot",
@@ -167,10 +169,34 @@ class Stacks:
             ready.write_text(f"installed in {time.monotonic() - started:.1f} s\n")
             shutil.rmtree(master)  # the cache is what tests copy from
 
-    def venv(self, stack: str, root: Path) -> Venv:
-        """A new venv at ``root`` holding ``stack``, from the cache, offline."""
+    def install(self, stack: str, root: Path) -> None:
+        """A new venv at ``root`` holding ``stack``, from the cache, offline (bench/ too)."""
         self.ensure(stack)
         self._install(stack, root, offline=True)
+
+    def reinstall(self, stack: str, root: Path, names: Collection[str]) -> None:
+        """Put ``names`` back into the venv at ``root`` at the stack's pins, offline."""
+        pins = [
+            line
+            for line in self.pins(stack).read_text().splitlines()
+            if line.partition("==")[0] in names
+        ]
+        self._uv(
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(root / "bin" / "python"),
+            "--no-deps",
+            "--link-mode",
+            "hardlink",
+            *pins,
+            offline=True,
+        )
+
+    def venv(self, stack: str, root: Path) -> Venv:
+        """A new venv at ``root`` holding ``stack``, from the cache, offline."""
+        self.install(stack, root)
         from tests.conftest import Venv
 
         return Venv(root=root, uv_cache=self.uv_cache, wheelhouse=self.root)
