@@ -33,7 +33,7 @@ def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
 def list_snapshots(ctx: Context) -> SnapshotList:
     """Every snapshot of this environment, oldest first, with the bytes its stash alone keeps
     on disk (one lstat per stashed file)."""
-    loaded = list(ctx.store.iter_loadable())
+    loaded = list(ctx.store.iter_heads())
     holdings = ctx.store.holdings([snapshot_id for snapshot_id, _ in loaded])
     summaries = []
     for snapshot_id, snap in loaded:
@@ -50,7 +50,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
                 operation=snap.operation,
                 removed=snap.removed,
                 outcome=snap.outcome,
-                packages=len(snap.packages),
+                packages=snap.packages,
                 stash_bytes=retention.alone(holdings, snap.id),
                 stash_pruned=retention.stash_pruned(ctx.store, snap.id),
             )
@@ -78,7 +78,7 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
         # one that can't be read: whose it is can't be told, so it stays.
         unreadable = set()
         ids: list[str] = []
-        for snapshot_id, snap in ctx.store.iter_loadable():
+        for snapshot_id, snap in ctx.store.iter_heads():
             ids.insert(0, snapshot_id)
             if isinstance(snap, SnapshotInvalid):
                 unreadable.add(snapshot_id)
