@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.realstack import Stacks, cache_root
 
+from . import inprocess
 from .envs import Venv, Workspace, bundled_pip_wheel, tool_argv
 from .measure import BenchError, Series, Timed
 from .scenarios import Config, Results, signed_ms, timed_rounds
@@ -29,8 +30,10 @@ from .scenarios import Config, Results, signed_ms, timed_rounds
 NCCL = "nvidia-nccl-cu13"
 # The four wheels of FACTS.md: torch's import fails on each in turn.
 CU13 = ("nvidia-cudnn-cu13", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13", "nvidia-nvshmem-cu13")
-# Two that torch requires and its import does not load: removals that the torch probe passes.
+# Two that torch requires and its import does not load: removals that the probe
+# PASSING_PROBE passes (a derived probe would import their other dependents in the ML venv).
 SPARES = ("networkx", "jinja2")
+PASSING_PROBE = "import torch"
 IMPORT_BASELINE = "import click, packaging, filelock, tomli_w"
 _TOOL_ONLY = ("tool", "check", "doctor", "audit", "snapshots")
 
@@ -67,6 +70,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
             "pip",
             "import",
             "probe",
+            "probe_passing",
             "failing",
             "passing_cached",
             "check",
@@ -106,14 +110,25 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     planned = json.loads(dry.stdout)["probes"]["planned"]
     if not planned:
         raise BenchError(f"no probe derived for the four cu13 wheels in {stack}")
-    probe_codes = [str(p["code"]) for p in planned]
+    probe_argvs = [
+        inprocess.probe_argv(str(venv.python), p, ws.root / f"probe-{stack}-{i}")
+        for i, p in enumerate(planned)
+    ]
 
     def one_probe(warmup: bool) -> None:
-        # Each planned probe once, as the baseline runs them: their times add up.
-        runs = [ws.run([str(venv.python), "-c", code]) for code in probe_codes]
+        # Each planned probe once, as the baseline runs it (the driver, every candidate in
+        # its one process): their times add up.
+        runs = [ws.run(argv) for argv in probe_argvs]
         if not warmup:
             peaks = [r.maxrss_kib for r in runs if r.maxrss_kib is not None]
             series["probe"].add(sum(r.seconds for r in runs), max(peaks) if peaks else None)
+
+    passing_argv = inprocess.probe_argv(
+        str(venv.python), {"kind": "python", "code": PASSING_PROBE}, ws.root / f"probe-{stack}"
+    )
+
+    def one_passing_probe(warmup: bool) -> None:
+        timed("probe_passing", warmup, ws.run(passing_argv))
 
     def failing(warmup: bool) -> None:
         venv.clear_history()
@@ -129,16 +144,16 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         venv.clear_history()
         # The first removal's passing probe is cached as the baseline of what it leaves; the
         # second removal, in that unchanged environment, takes it from the cache.
-        first = [*tool, "--json", "--fresh-baseline", "--allow-unmet", SPARES[0]]
-        ws.run(first, check=False).check(0)
-        done = ws.run([*tool, "--json", "--allow-unmet", SPARES[1]], check=False).check(0)
+        probe = ["--json", "--allow-unmet", "--probe", PASSING_PROBE]
+        ws.run([*tool, *probe, "--fresh-baseline", SPARES[0]], check=False).check(0)
+        done = ws.run([*tool, *probe, SPARES[1]], check=False).check(0)
         probes = json.loads(done.stdout)["probes"]
         started = sum(not p["cached"] for p in probes["baseline"]) + len(probes["after"])
         if not probes["baseline"] or not all(p["cached"] for p in probes["baseline"]):
             raise BenchError(f"{stack}: the second removal's baseline was not cached: {probes}")
         timed("passing_cached", warmup, done)
-        if started != len(probe_codes):
-            raise BenchError(f"{stack}: {started} probe runs, not {len(probe_codes)}: {probes}")
+        if started != 1:
+            raise BenchError(f"{stack}: {started} probe runs, not one: {probes}")
         put_back(*SPARES)
 
     def check(warmup: bool) -> None:
@@ -159,6 +174,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         *([pip_nccl] if wheel is not None else []),
         start_up,
         one_probe,
+        one_passing_probe,
         failing,
         passing_cached,
         check,
@@ -198,7 +214,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     else:
         results.not_measured(section, f"`pip uninstall -y {NCCL}`", "no bundled pip wheel")
     add(f'`python -c "{IMPORT_BASELINE}"` (one start-up)', "import")
-    add("one run of the derived torch probe (`python -c`)", "probe")
+    add("one run of the probe derived for the four (its driver, as the tool runs it)", "probe")
     probe = series["probe"].median
     add(
         "failing removal of the four cu13 wheels, default probe, `--allow-unmet`, fresh "
@@ -208,10 +224,15 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         f"{signed_ms(series['failing'].median - probe)} beyond one",
     )
     add(
-        f"passing removal of {SPARES[1]}, cached baseline (after one of {SPARES[0]})",
+        f"one run of `--probe {PASSING_PROBE!r}` (its driver, as the tool runs it)", "probe_passing"
+    )
+    passing = series["probe_passing"].median
+    add(
+        f"passing removal of {SPARES[1]}, `--probe {PASSING_PROBE!r}`, cached baseline (after "
+        f"one of {SPARES[0]})",
         "passing_cached",
-        f"{series['passing_cached'].median / probe:.2f} probe runs; "
-        f"{signed_ms(series['passing_cached'].median - probe)} beyond one",
+        f"{series['passing_cached'].median / passing:.2f} probe runs; "
+        f"{signed_ms(series['passing_cached'].median - passing)} beyond one",
     )
     add("`check` of the four cu13 wheels", "check")
     add("`doctor`", "doctor")

@@ -179,7 +179,11 @@ def _real_stack_targets(results: Results) -> list[Target]:
         ratios = (
             ("`--no-probe` nccl / `pip uninstall -y`", ("tool", "pip"), 0.5),
             ("failing removal of the four cu13 / one probe run", ("failing", "probe"), 1.15),
-            ("passing removal, cached baseline / one probe run", ("passing_cached", "probe"), 1.1),
+            (
+                "passing removal, cached baseline / one probe run",
+                ("passing_cached", "probe_passing"),
+                1.1,
+            ),
         )
         for label, (mine, theirs), limit in ratios:
             targets.append(
