@@ -325,9 +325,16 @@ class _Removal:
     def _refuse_changed_by_others(self) -> None:
         """The last look before anything is removed: the environment the snapshot holds and
         the baseline judged must still be the one there."""
-        changes = [census_change(self.census, census(self.ctx.interpreter))]
+        there = census(self.ctx.interpreter)
+        changes = [census_change(self.census, there)]
         now = _record_stats(self.installed, self.plan.remove)
-        rewritten = [name for name, key in now.items() if key != self.records.get(name)]
+        # A dist-info folder that went is the census's to say; one still there with another
+        # RECORD is what the census can't see.
+        rewritten = [
+            name
+            for name, key in now.items()
+            if key != self.records.get(name) and str(self.installed[name].dist_info) in there
+        ]
         if rewritten:
             changes.append(f"RECORD rewritten: {', '.join(rewritten)}")
         change = "; ".join(c for c in changes if c)
