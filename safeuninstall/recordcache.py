@@ -66,6 +66,7 @@ class RecordCache:
         self.cache_file = cache_file
         self._stored: dict[str, _Entry] = {}
         self._used: dict[str, _Entry] = {}
+        self._sites: set[str] = set()  # the site folders of the distributions asked about
         self.changed = False
         self.hits = 0
         if cache_file is not None:
@@ -77,6 +78,7 @@ class RecordCache:
             return _normalised(str(dist.site_dir), (e.path for e in dist.record()))
         record = dist.dist_info / "RECORD"
         name = str(record)
+        self._sites.add(str(dist.site_dir))
         before = os.stat(record)
         key = stat_key(before)
         entry = self._stored.get(name)
@@ -96,12 +98,18 @@ class RecordCache:
         return paths
 
     def save(self) -> None:
-        """Store what this command used (the installed set as it was), if anything was read
-        that the file did not hold. A cache that can't be written only costs time."""
-        stale = self.changed or self._used.keys() != self._stored.keys()
-        if self.cache_file is None or not stale:
+        """Store what this command used (the installed set as it was) and the entries of other
+        environments (a state folder may be shared), if anything changed. A cache that can't
+        be written only costs time."""
+        kept = {
+            name: entry
+            for name, entry in self._stored.items()
+            if os.path.dirname(os.path.dirname(name)) not in self._sites
+        }
+        entries = {**kept, **self._used}
+        if self.cache_file is None or (not self.changed and entries.keys() == self._stored.keys()):
             return
-        payload = msgspec.json.encode(_Stored(_FORMAT, _VERSION, self._used))
+        payload = msgspec.json.encode(_Stored(_FORMAT, _VERSION, entries))
         with contextlib.suppress(OSError):
             write_atomically(self.cache_file, payload, mode=0o644, durable=False)
 
