@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 
 from .. import retention
-from ..analysis import owned_files
 from ..backend import shell_line
 from ..context import Context
 from ..environment import installed_distributions
@@ -18,6 +17,8 @@ from ..transaction import SnapshotSpec, take_snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
+    from ..analysis import owned_files  # the impact modules: not for `snapshots` or `show`
+
     with ctx.locked():
         installed = installed_distributions(ctx.interpreter)
         spec = SnapshotSpec(
