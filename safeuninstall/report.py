@@ -138,6 +138,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
             lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
         else:
             lines.append(details.choice.reason)
+    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
     lines += [f"not installed, skipped: {name}" for name in details.absent]
     plan = details.rollback_plan
     if plan is not None:

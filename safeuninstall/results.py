@@ -153,6 +153,7 @@ class Details(Struct, frozen=True):
     rollback_plan: RollbackPlan | None = None
     choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
     undo: Restored | None = None  # a failed rollback put back as it was before it
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
 
     @property
     def dependents(self) -> tuple[str, ...]:
@@ -161,6 +162,7 @@ class Details(Struct, frozen=True):
     def to_dict(self) -> dict[str, object]:
         return {
             "absent": list(self.absent),
+            "patterns": {text: list(names) for text, names in self.expanded},
             "dependents": list(self.dependents),
             "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
             "rollback_choice": self.choice.to_dict() if self.choice else None,
@@ -178,9 +180,10 @@ class RemovalResult(Result, frozen=True, kw_only=True):
     impact: ImpactReport | None = None
     drift: tuple[Drift, ...] = ()
     diagnosis: tuple[Finding, ...] = ()
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
 
     def details(self) -> Details:
-        return Details(self.absent, self.impact, self.drift, self.diagnosis)
+        return Details(self.absent, self.impact, self.drift, self.diagnosis, expanded=self.expanded)
 
 
 class RollbackResult(Result, frozen=True, kw_only=True):

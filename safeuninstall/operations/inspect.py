@@ -40,6 +40,7 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
         python=str(ctx.python),
         removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
         absent=removal.absent,
+        expanded=removal.expanded,
         messages=(*request.notes, *removal.notes),
     )
     if not removal.remove:

@@ -84,6 +84,8 @@ def uninstall(
             ),
             installed,
         )
+        for text, names in plan.expanded:  # said before anything happens
+            ctx.emit("plan", f"pattern {text!r} matches: {', '.join(names)}")
         _refuse_legacy(ctx, installed, plan.remove)
         _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
@@ -228,6 +230,7 @@ class _Removal:
             python=str(self.ctx.python),
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
+            expanded=self.plan.expanded,
             impact=self.analysis.report if self.analysis else None,
             probes=ProbeRuns(notes=self.settings.notes, planned=self.settings.probes),
             messages=tuple(self.messages),
