@@ -648,6 +648,19 @@ def cli() -> None:
 )
 @_ALLOW_UNMET_OPTION
 @click.option(
+    "--keep-needed",
+    is_flag=True,
+    help="Remove only those of the named packages that nothing needs: what metadata or the "
+    "library model shows as needed is kept, with its reason; the rest are removed and probed, "
+    "and bisected to the largest subset that passes when the probe fails.",
+)
+@click.option(
+    "--with-orphans",
+    is_flag=True,
+    help="Also remove the dependencies of the named packages that nothing else then requires, "
+    "that were not requested (REQUESTED) and whose libraries nothing loads; listed before.",
+)
+@click.option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
 @click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)

@@ -77,6 +77,8 @@ class UninstallOptions(Struct, frozen=True):
     probe_after_restore: bool = False  # re-probe even a restore proven byte-identical
     allow_drift: bool = False  # a probe that passes on another copy of a library still passes
     allow_unmet: bool = False  # go ahead although a requirement is left unmet; the probe judges
+    keep_needed: bool = False  # remove only the named ones nothing needs (needs.py, bisection.py)
+    with_orphans: bool = False  # also the dependencies that the removal leaves unrequired
 
 
 class RollbackOptions(Struct, frozen=True):

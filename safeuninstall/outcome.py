@@ -41,6 +41,22 @@ class Outcome(str, enum.Enum):
     )
     CHECKED = ("checked", "checked: nothing was changed", EXIT_OK)
     REMOVED = ("removed", "removed; every probe passed", EXIT_OK)
+    # --keep-needed: what nothing needs is removed, the rest kept (each with its reason)
+    KEPT_NEEDED = (
+        "removed-kept-needed",
+        "removed what nothing needs, kept what is needed; the probe passed",
+        EXIT_OK,
+    )
+    NEEDED_RESTORED = (
+        "needed-restored",
+        "every candidate tried is needed: all was restored and verified",
+        EXIT_OK,
+    )
+    NEEDED_INCOMPLETE = (
+        "needed-incomplete",
+        "every candidate tried is needed, and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
     PROBE_FAILED_KEPT = (
         "probe-failed-kept",
         "the probe failed after the removal; not restored (--keep-on-failure)",

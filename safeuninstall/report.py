@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the
     from .doctor import DoctorReport
     from .impact import ImpactReport
     from .libraries import LibraryChange
+    from .needs import Cleanup
     from .probe import Candidate, Probe, ProbeResult
     from .results import PruneResult, Result, ShownSnapshot, SnapshotList
     from .retention import Kept
@@ -140,6 +141,8 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
             lines.append(details.choice.reason)
     lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
     lines += [f"not installed, skipped: {name}" for name in details.absent]
+    if details.orphans:
+        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
     plan = details.rollback_plan
     if plan is not None:
         lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
@@ -167,6 +170,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     lines += _probe_lines("probe after the restore", runs.after_restore, verbose, paint)
     if runs.after_restore_skipped:
         lines.append(f"probe after the restore: {runs.after_restore_skipped}")
+    lines += cleanup_lines(details.cleanup)
     lines += result.messages
     lines += kept_lines(result.kept)
     lines.append(headline)
@@ -307,6 +311,22 @@ def _change_line(change: LibraryChange) -> str:
         return f"BREAKS: {consumer} needs {change.soname}, now {before}, afterwards nothing"
     after = f"{change.after} ({change.after_dist or 'owned by no distribution'})"
     return f"DRIFTS: {consumer} needs {change.soname}, now {before}, afterwards {after}"
+
+
+def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
+    """--keep-needed: what was kept and why, what was removed, what it cost."""
+    if cleanup is None:
+        return []
+    lines = [f"kept, needed: {k.name}: {k.reason}" for k in cleanup.kept]
+    if not (cleanup.trials or cleanup.removed):  # a dry run, or nothing left to try
+        lines.append(f"to try: {', '.join(cleanup.tried) or 'nothing'}")
+        return lines
+    removed = ", ".join(cleanup.removed) or "nothing"
+    lines.append(f"removed, nothing needs it: {removed}")
+    n, runs = len(cleanup.tried), cleanup.probe_runs
+    if n:
+        lines.append(f"probe runs: {runs} for {n} tried (at most {cleanup.bound}; one by one: {n})")
+    return lines
 
 
 def impact_lines(report: ImpactReport) -> list[str]:

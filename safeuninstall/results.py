@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is import
     from .doctor import Finding
     from .impact import ImpactReport
     from .libraries import Drift
+    from .needs import Cleanup
     from .plan import RollbackPlan, SnapshotChoice
     from .probe import Probe, ProbeResult
     from .restore import RestoreReport, Verification
@@ -79,6 +80,8 @@ class Result(Struct, frozen=True, kw_only=True):
         derived = self.probes.derived_after
         if derived is not None:
             return self._derived_text(derived)
+        if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
+            return "removed what nothing needs, kept what is needed; no probe applies"
         if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
             return self.outcome.text
         if self.outcome is Outcome.PASSED:
@@ -154,6 +157,8 @@ class Details(Struct, frozen=True):
     choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
     undo: Restored | None = None  # a failed rollback put back as it was before it
     expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
+    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
+    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
 
     @property
     def dependents(self) -> tuple[str, ...]:
@@ -163,6 +168,8 @@ class Details(Struct, frozen=True):
         return {
             "absent": list(self.absent),
             "patterns": {text: list(names) for text, names in self.expanded},
+            "orphans": list(self.orphans),
+            "keep_needed": self.cleanup.to_dict() if self.cleanup else None,
             "dependents": list(self.dependents),
             "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
             "rollback_choice": self.choice.to_dict() if self.choice else None,
@@ -181,9 +188,19 @@ class RemovalResult(Result, frozen=True, kw_only=True):
     drift: tuple[Drift, ...] = ()
     diagnosis: tuple[Finding, ...] = ()
     expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
+    cleanup: Cleanup | None = None
+    orphans: tuple[str, ...] = ()
 
     def details(self) -> Details:
-        return Details(self.absent, self.impact, self.drift, self.diagnosis, expanded=self.expanded)
+        return Details(
+            self.absent,
+            self.impact,
+            self.drift,
+            self.diagnosis,
+            expanded=self.expanded,
+            cleanup=self.cleanup,
+            orphans=self.orphans,
+        )
 
 
 class RollbackResult(Result, frozen=True, kw_only=True):
