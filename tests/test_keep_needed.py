@@ -159,3 +159,28 @@ def test_an_orphan_is_not_one_that_pip_installed_on_request(make_venv: MakeVenv)
     (info / "REQUESTED").unlink()  # pip installed it as a dependency
     data = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
     assert data["orphans"] == ["urllib3"]
+
+
+@pytest.mark.parametrize("step", ["uninstall", "probe", "restore", "verify"])
+def test_an_interrupt_during_the_search_restores_the_snapshot_state(
+    make_venv: MakeVenv, plugins: Path, step: str
+) -> None:
+    # The search needs a restore (toyfmt3 is needed): a Ctrl-C at its first uninstall, probe,
+    # partial restore or verification ends with everything back as it was, verified.
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json",
+        "--keep-needed",
+        "--probe",
+        "import toyhost",
+        "toyfmt*",
+        SAFE_UNINSTALL_FAULT=f"{step}:INT",
+    )
+    data = done.json()
+    assert data["outcome"] == "interrupted-restored", data["messages"]
+    assert done.returncode == 3
+    assert data["removed"] == []
+    assert venv.file_hashes() == before
+    assert not venv.journal.exists()
+    assert "nothing to roll back" in venv.tool("rollback").stdout
