@@ -165,6 +165,27 @@ def _needed_by_shared_files(
     return found
 
 
+def together(tried: Sequence[str], owned: Ownership) -> dict[str, tuple[str, ...]]:
+    """The units the search moves: candidates that list a file in common go together (named
+    ``a+b``), since removing one deletes the file and leaves the other hollow."""
+    group = {name: name for name in tried}
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
+    for name in tried:
+        for path in owned.files.get(name, ()):
+            for other in owned.owners.get(path, ()):
+                if other in group and root(other) != root(name):
+                    group[root(other)] = root(name)
+    units: dict[str, list[str]] = {}
+    for name in tried:
+        units.setdefault(root(name), []).append(name)
+    return {"+".join(names): tuple(names) for names in units.values()}
+
+
 def loaded_by_probe(
     candidates: Sequence[str], libraries: Sequence[str], owned: Ownership, site: str
 ) -> dict[str, Needed]:

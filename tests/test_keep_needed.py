@@ -184,3 +184,23 @@ def test_an_interrupt_during_the_search_restores_the_snapshot_state(
     assert venv.file_hashes() == before
     assert not venv.journal.exists()
     assert "nothing to roll back" in venv.tool("rollback").stdout
+
+
+def test_candidates_that_share_files_are_tried_together(make_venv: MakeVenv) -> None:
+    # sharedlib-cu12 and -cu13 both list sharedlib/__init__.py. Tried apart, removing cu12
+    # alone passes `import sharedlib` (a namespace package is left) and leaves cu13 hollow.
+    venv = make_venv("sharedlib-cu12", "sharedlib-cu13", "leftpad")
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json", "--keep-needed", "--probe", "import sharedlib", "sharedlib-*", "leftpad"
+    )
+    assert done.returncode == 0, done.stderr
+    cleanup = done.json()["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == ["leftpad"]
+    kept = {k["name"]: k["reasons"][0] for k in cleanup["kept"]}
+    assert set(kept) == {"sharedlib-cu12", "sharedlib-cu13"}
+    assert "tried together with sharedlib-cu13" in kept["sharedlib-cu12"]
+    left = {p: h for p, h in before.items() if "leftpad" not in p}
+    assert {p: h for p, h in venv.file_hashes().items()} == left  # nothing hollow
+    assert cleanup["bound"] == bound(2, 1)

@@ -46,7 +46,7 @@ from ..errors import (
 from ..impact import removal_closure, unmet_in
 from ..legacy import DESCRIBED
 from ..libraries import Drift
-from ..needs import Cleanup, Needed, Trial, judge, loaded_by_probe, orphans
+from ..needs import Cleanup, Needed, Trial, judge, loaded_by_probe, orphans, together
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
@@ -744,6 +744,8 @@ class _Bisecting(_Attempt):
         self.trials: list[Trial] = []
         self.found_needed: list[Needed] = []  # by the baseline's load map, then the search
         self.tried: tuple[str, ...] = snap.removed
+        self.units = 0  # what the search moves: candidates sharing a file go together
+        self.needed_units = 0
 
     def _loaded_by_baseline(self) -> list[Needed]:
         """Candidates whose files the baseline probe loaded: removing one changes what the
@@ -771,9 +773,18 @@ class _Bisecting(_Attempt):
                 messages.append("nothing to try: every candidate is needed")
                 self.txn.finish(Outcome.NOTHING_TO_DO.value)
                 return self._result(Outcome.NOTHING_TO_DO)
-            found = search(self.tried, self._passes)
+            assert self.removal.analysis is not None
+            units = together(self.tried, self.removal.analysis.owned)
+            self.units = len(units)
+            found = search(
+                list(units),
+                lambda removed: self._passes(frozenset(n for u in removed for n in units[u])),
+            )
+            self.needed_units = len(found.needed)
             self.found_needed += [
-                Needed(name, (self._why_needed(name),), "probe") for name in found.needed
+                Needed(name, (self._why_needed(name, units[unit]),), "probe")
+                for unit in found.needed
+                for name in units[unit]
             ]
             if not found.final_passed:
                 messages.append(
@@ -809,14 +820,13 @@ class _Bisecting(_Attempt):
         assert cleanup is not None
         installed = self.removal.installed
         final = tuple(n for n in self.snap.removed if n in self.state) if restored is None else ()
-        by_search = sum(1 for n in self.found_needed if n.why == "probe")
         cleanup = msgspec.structs.replace(
             cleanup,
             kept=(*cleanup.kept, *self.found_needed),
             tried=self.tried,
             removed=final,
             probe_runs=len(self.trials),
-            bound=bound(len(self.tried), by_search),
+            bound=bound(self.units, self.needed_units),
             trials=tuple(self.trials),
         )
         return msgspec.structs.replace(
@@ -825,13 +835,17 @@ class _Bisecting(_Attempt):
             cleanup=cleanup,
         )
 
-    def _why_needed(self, name: str) -> str:
-        """The failure of the smallest failing run that removed ``name``."""
+    def _why_needed(self, name: str, unit: Sequence[str]) -> str:
+        """The failure of the smallest failing run that removed ``name``; and the candidates
+        that share files with it, which go and stay with it."""
         failed = [t for t in self.trials if not t.passed and name in t.removed]
-        if not failed:
-            return "the probe fails without it (bisection)"
-        smallest = min(failed, key=lambda t: len(t.removed))
-        return f"the probe fails without it (bisection): {smallest.why}"
+        text = "the probe fails without it (bisection)"
+        if failed:
+            text += ": " + min(failed, key=lambda t: len(t.removed)).why
+        others = [n for n in unit if n != name]
+        if others:
+            text += f" (tried together with {', '.join(others)}: they list files in common)"
+        return text
 
     def _passes(self, removed: frozenset[str]) -> bool:
         """Put the environment in the state without ``removed``, probe it, judge it."""
