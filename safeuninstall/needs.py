@@ -187,7 +187,10 @@ def together(tried: Sequence[str], owned: Ownership) -> dict[str, tuple[str, ...
 
 
 def loaded_by_probe(
-    candidates: Sequence[str], libraries: Sequence[str], owned: Ownership, site: str
+    candidates: Sequence[str],
+    libraries: Sequence[str],
+    owned: Ownership,
+    installed: Mapping[str, InstalledDistribution],
 ) -> dict[str, Needed]:
     """Candidates whose files the probe's process loaded (its load map, ``libraries``): a
     removal changes what it loads (drift), whoever loaded them. torch's ``__init__`` loads
@@ -197,9 +200,9 @@ def loaded_by_probe(
     for path in libraries:
         for owner in owned.owners.get(normalise(path), ()):
             if owner in wanted:
-                shown = path[len(site) + 1 :] if path.startswith(site + os.sep) else path
                 reasons.setdefault(owner, []).append(
-                    f"the probe's process loads {shown} from it (its load map): removing it "
+                    f"the probe's process loads {_shown(path, owner, installed)} from it (its "
+                    "load map): removing it "
                     "changes what the probe loads (--allow-drift accepts that)"
                 )
     return {

@@ -754,8 +754,8 @@ class _Bisecting(_Attempt):
         if removal.options.allow_drift or removal.analysis is None:
             return []
         libraries = [p for r in self.runs.baseline for p in r.libraries or ()]
-        site = str(next(iter(removal.installed.values())).site_dir) if removal.installed else ""
-        found = loaded_by_probe(self.snap.removed, libraries, removal.analysis.owned, site)
+        owned = removal.analysis.owned
+        found = loaded_by_probe(self.snap.removed, libraries, owned, removal.installed)
         return [found[name] for name in self.snap.removed if name in found]
 
     def _gone(self) -> Sequence[str]:
@@ -865,12 +865,9 @@ class _Bisecting(_Attempt):
         )
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
         self.drift = tuple(drifted) if passed else ()
-        why = ""
-        if not all(r.passed for r in after):
-            why = (
-                failure_text(after).strip().splitlines()[-1] if failure_text(after).strip() else ""
-            )
-        elif not passed:
+        failure = failure_text(after).strip()  # the last line says it: an exception, mostly
+        why = failure.splitlines()[-1] if failure else ""
+        if drifted and not passed and not why:
             why = "drift: " + drifted[0].describe()
         self.trials.append(Trial(tuple(sorted(removed)), passed, why))
         verdict = "passed" if passed else "FAILED"
