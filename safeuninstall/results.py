@@ -81,7 +81,8 @@ class Result(Struct, frozen=True, kw_only=True):
         if derived is not None:
             return self._derived_text(derived)
         if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
-            return "removed what nothing needs, kept what is needed; no probe applies"
+            why = "no probe (--no-probe)" if self.probes.disabled else "no probe applies"
+            return f"removed what nothing needs, kept what is needed; {why}"
         if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
             return self.outcome.text
         if self.outcome is Outcome.PASSED:

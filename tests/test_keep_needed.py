@@ -204,3 +204,18 @@ def test_candidates_that_share_files_are_tried_together(make_venv: MakeVenv) -> 
     left = {p: h for p, h in before.items() if "leftpad" not in p}
     assert {p: h for p, h in venv.file_hashes().items()} == left  # nothing hollow
     assert cleanup["bound"] == bound(2, 1)
+
+
+def test_without_a_probe_the_static_evidence_alone_judges_and_says_so(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("consumer", "nvfoo-cu13", "leftpad")
+    done = venv.tool("--keep-needed", "--no-probe", "nvfoo-cu13", "leftpad")
+    assert done.returncode == 0, done.stderr
+    assert "kept, needed: nvfoo-cu13: consumer/lib/libconsumer.so needs libfoo.so.1" in (
+        done.stdout
+    )
+    assert "probe runs: 0 for 1 tried" in done.stdout
+    assert done.stdout.rstrip().endswith(
+        "uninstall: removed what nothing needs, kept what is needed; no probe (--no-probe)"
+    )
