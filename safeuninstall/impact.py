@@ -549,17 +549,31 @@ def requirers(
                 continue
             if requirement.marker is None or "extra" not in str(requirement.marker):
                 continue
-            named = _extras_named(requirement)
-            extras = sorted(e for e in named if _holds(requirement, markers, e))
-            if not extras:
-                continue
             if requested is None:
                 requested = _requested_extras(index, markers, set(installed))
-            on = [extra for extra in extras if (dependent, extra) in requested]
-            found.setdefault(name, []).append(
-                Requirer(dependent, value, (on or extras)[0], active=bool(on))
+            on = sorted(
+                extra
+                for extra in _extras_named(requirement)
+                if (dependent, extra) in requested and _holds(requirement, markers, extra)
             )
+            if on:
+                found.setdefault(name, []).append(Requirer(dependent, value, on[0]))
+                continue
+            # Behind an extra no one requests: which one, from the ``extra == "x"`` it names.
+            named = {canonicalize_name(e) for e in _EXTRA_COMPARED.findall(str(requirement.marker))}
+            extras = sorted(e for e in named if _holds(requirement, markers, e))
+            if extras:
+                found.setdefault(name, []).append(
+                    Requirer(dependent, value, extras[0], active=False)
+                )
     return found
+
+
+_EXTRA_COMPARED = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
+
+
+# A marker that is one extra and nothing else: ``extra == "test"``.
+_ONLY_EXTRA = re.compile(r"""\s*extra\s*==\s*(['"])([^'"]*)\1\s*""")
 
 
 def unmet_now(
@@ -578,6 +592,12 @@ def unmet_now(
         for dependent, value in lines:
             if dependent == name:
                 continue
+            only = _ONLY_EXTRA.fullmatch(value.partition(";")[2])
+            if only is not None:  # most lines naming what is not installed: not parsed
+                if requested is None:
+                    requested = _requested_extras(index, markers, set(installed))
+                if (dependent, canonicalize_name(only.group(2))) not in requested:
+                    continue
             requirement = _parsed(value)
             if requirement is None or canonicalize_name(requirement.name) != name:
                 continue

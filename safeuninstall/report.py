@@ -502,10 +502,11 @@ def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
     if dist.linked_elsewhere_bytes and verbose:
         said.append(f"{size_text(dist.linked_elsewhere_bytes)} of it also linked from outside")
     if dist.missing_files:
-        said.append(f"{dist.missing_files} files its RECORD lists are missing")
+        said.append(f"{_count(dist.missing_files, 'file')} its RECORD lists missing")
     if dist.outside_files:
         said.append(
-            f"its RECORD lists {dist.outside_files} paths outside the environment (not counted)"
+            f"its RECORD lists {_count(dist.outside_files, 'path')} outside the environment "
+            "(not counted)"
         )
     if dist.record_problem:
         said.append(f"its files are unknown: {dist.record_problem}")
@@ -540,6 +541,10 @@ def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[
                 state += f"; the probe {'mapped' if copy.loaded_by_probe else 'did not map'} it"
             lines.append(f"    {_short_path(copy.path, base)} [{listed}{content}]: {state}")
     return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _short_path(path: str, base: str) -> str:
