@@ -433,3 +433,28 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
     probed = {d["name"]: d["loaded_by_probe"] for d in with_load["distributions"]}
     assert probed["nvbaz-cu13"] is True and probed["leftpad"] is False
     assert with_load["load"][0]["passed"] is True
+
+
+@pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+def test_audit_counts_what_only_the_stashes_hold(make_venv: MakeVenv) -> None:
+    """A snapshot of everything (hard links of files still installed: no space of its own),
+    then a removal of leftpad (its stash now alone holds leftpad's files)."""
+    venv = make_venv("leftpad", "toolpkg")
+    assert venv.tool("snapshot").returncode == 0
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    data: Any = venv.tool("audit", "--json").json()
+    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    links: dict[tuple[int, int], list[os.stat_result]] = {}
+    for folder, _, names in os.walk(snapshots):
+        for name in names:
+            info = os.lstat(os.path.join(folder, name))
+            links.setdefault((info.st_dev, info.st_ino), []).append(info)
+    alone = sum(found[0].st_size for found in links.values() if found[0].st_nlink == len(found))
+    leftpad = len(b"def pad(s): return ' ' + s\n")
+    assert data["stash_bytes"] == alone
+    assert data["stash_bytes"] >= leftpad
+    toolpkg = venv.site_packages / "toolpkg" / "__init__.py"
+    info = toolpkg.stat()  # stashed by the first snapshot, and still installed: not counted
+    stashed = links[(info.st_dev, info.st_ino)]
+    assert stashed[0].st_nlink > len(stashed)
+    assert [s["snapshot"] for s in data["stashes"]] == ["0002", "0001"]

@@ -179,7 +179,7 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     return replace(
         report,
         stash_bytes=holdings.held(ids),
-        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in reversed(ids)),
+        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
         probe=tuple(runs) if runs is not None else None,
         notes=tuple(notes),
     )
