@@ -33,16 +33,25 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from tests.realstack import Stacks, cache_root  # noqa: E402 - needs the path set above
+from bench.envs import tool_argv  # noqa: E402 - needs the path set above
+from tests.realstack import Stacks, cache_root  # noqa: E402
 
 STATE_DIR_NAME = ".safe-uninstall"
+# What would make the command differ from a user's: another target, another state folder, and
+# PYTHONDONTWRITEBYTECODE, with which an editable install compiles the tool on every run.
+_ENV = {
+    key: value
+    for key, value in os.environ.items()
+    if not key.startswith(("UV_", "SAFE_UNINSTALL_"))
+    and key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
+}
 
 
 def _timed(argv: list[str]) -> tuple[float, float, str]:
     """(wall seconds, CPU seconds of the child, stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=_ENV)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -57,8 +66,9 @@ def _median(runs: list[tuple[float, float, str]]) -> tuple[float, float]:
 
 def bench(stack: str, runs: int, workdir: Path) -> str:
     venv = Stacks(cache_root()).venv(stack, workdir / stack).root
-    tool = [sys.executable, "-m", "safeuninstall", "--python", str(venv)]
+    tool = [*tool_argv(), "--python", str(venv)]
     shutil.rmtree(venv / STATE_DIR_NAME, ignore_errors=True)
+    _timed([*tool_argv(), "--version"])  # its bytecode written once, as after an install
     first = [_timed([*tool, "audit", "--json"]) for _ in range(runs)]
     assert not (venv / STATE_DIR_NAME).exists(), "audit wrote a state folder"
     _timed([*tool, "doctor", "--json"])

@@ -172,6 +172,7 @@ class AuditReport(Struct, frozen=True, kw_only=True):
     stash_bytes: int = 0  # what the snapshots' stashes keep that the environment does not
     stashes: tuple[StashHolding, ...] = ()
     probe: tuple[ProbeResult, ...] | None = None  # the runs of --load, else None
+    mapped: tuple[str, ...] | None = None  # the files those processes mapped (real paths)
     notes: tuple[str, ...] = ()
 
     exit_code = 0
@@ -199,6 +200,7 @@ class AuditReport(Struct, frozen=True, kw_only=True):
             "distributions": [d.to_dict() for d in self.distributions],
             "duplicates": [d.to_dict() for d in self.duplicates],
             "load": None if self.probe is None else [p.to_dict() for p in self.probe],
+            "mapped": None if self.mapped is None else list(self.mapped),
             "notes": list(self.notes),
         }
 
@@ -219,25 +221,24 @@ class _Files:
 
     def _walk(self, root: str) -> None:
         # From the folder's real path, not following links: every path found is normalised.
+        stats, walked = self.stats, self.walked
         pending = [root]
         while pending:
-            folder = pending.pop()
             try:
-                entries = os.scandir(folder)
+                entries = os.scandir(pending.pop())
             except OSError:
                 continue
             with entries:
                 for entry in entries:
+                    path = entry.path
                     try:
                         if entry.is_dir(follow_symlinks=False):
-                            pending.append(entry.path)
-                            continue
-                        info = entry.stat(follow_symlinks=False)
+                            pending.append(path)
+                        elif path not in stats:
+                            stats[path] = entry.stat(follow_symlinks=False)
+                            walked.append(path)
                     except OSError:
                         continue
-                    if entry.path not in self.stats:
-                        self.stats[entry.path] = info
-                        self.walked.append(entry.path)
 
     def lstat(self, path: str) -> os.stat_result | None:
         """The path's lstat; None when it is missing or a folder (a folder holds no bytes of

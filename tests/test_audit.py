@@ -414,6 +414,7 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
         "distributions",
         "duplicates",
         "load",
+        "mapped",
         "notes",
     }
     dists = {d["name"]: d for d in data["distributions"]}
@@ -433,6 +434,9 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
     probed = {d["name"]: d["loaded_by_probe"] for d in with_load["distributions"]}
     assert probed["nvbaz-cu13"] is True and probed["leftpad"] is False
     assert with_load["load"][0]["passed"] is True
+    libfoo = venv.site_packages / "nvfoo" / "lib" / "libfoo.so.1"
+    assert str(libfoo.resolve()) in with_load["mapped"]
+    assert data["load"] is None and data["mapped"] is None
 
 
 @pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")

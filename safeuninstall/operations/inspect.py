@@ -181,5 +181,6 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
         stash_bytes=holdings.held(ids),
         stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
         probe=tuple(runs) if runs is not None else None,
+        mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
         notes=tuple(notes),
     )
