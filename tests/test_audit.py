@@ -462,3 +462,43 @@ def test_audit_counts_what_only_the_stashes_hold(make_venv: MakeVenv) -> None:
     stashed = links[(info.st_dev, info.st_ino)]
     assert stashed[0].st_nlink > len(stashed)
     assert [s["snapshot"] for s in data["stashes"]] == ["0002", "0001"]
+
+
+@pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+def test_a_hostile_environment_is_audited_in_bounded_time_and_said(make_venv: MakeVenv) -> None:
+    """Metadata that can't be read, a RECORD that names FIFOs, /etc and one path ten thousand
+    times, METADATA whose requirements are garbage: the audit ends, says each, changes
+    nothing. Files are replaced, never edited in place (their inodes are uv's cache's)."""
+    from tests.test_hostile_input import run_bounded
+
+    venv = make_venv("leftpad", "requests")
+    site = venv.site_packages
+    ghost = site / "ghost-1.0.dist-info"
+    ghost.mkdir()
+    os.mkfifo(ghost / "METADATA")
+    os.mkfifo(site / "leftpad.fifo")
+    (record,) = site.glob("leftpad-*.dist-info/RECORD")
+    lines = record.read_text().splitlines()
+    record.unlink()
+    lines += ["leftpad.fifo,,", "../../../../../../etc/passwd,,", *["leftpad.py,,"] * 10_000]
+    record.write_text("\n".join(lines) + "\n")
+    (metadata,) = site.glob("requests-*.dist-info/METADATA")
+    text = metadata.read_text().replace(
+        "Requires-Dist:",
+        "Requires-Dist: !!!\nRequires-Dist: urllib3; python_version <<< '3'\nRequires-Dist:",
+        1,
+    )
+    metadata.unlink()
+    metadata.write_text(text)
+    before = tree(venv.root)
+    run = run_bounded(venv, "audit", "--json")
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    data: Any = run.json()
+    assert tree(venv.root) == before
+    dists = {d["name"]: d for d in data["distributions"]}
+    assert dists["leftpad"]["outside_files"] == 1
+    own = [site / "leftpad.py", *record.parent.iterdir()]  # leftpad.py once, not 10,000 times
+    assert dists["leftpad"]["bytes"] == sum(path.stat().st_size for path in own)
+    assert [r["dependent"] for r in dists["urllib3"]["required_by"]] == ["requests"]
+    assert any("ghost-1.0.dist-info" in note for note in data["notes"]), data["notes"]

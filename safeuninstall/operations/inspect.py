@@ -18,7 +18,7 @@ from ..analysis import (
 from ..backend import shell_line
 from ..context import Context
 from ..derived import as_baseline, dropped_notes
-from ..environment import installed_distributions
+from ..environment import census, installed_distributions
 from ..errors import SnapshotInvalid
 from ..libraries import ownership
 from ..outcome import Outcome
@@ -171,6 +171,13 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     )
     ids = [i for i, snap in ctx.store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
     holdings = ctx.store.holdings(ids)
+    read = {str(p) for d in installed.values() for p in (d.dist_info, *d.shadowed)}
+    unread = sorted(os.path.basename(p) for p in census(ctx.interpreter) - read)
+    if unread:
+        notes.append(
+            f"not read as distributions (no METADATA with a Name and Version that can be "
+            f"read): {', '.join(unread)}; their files count as listed by none"
+        )
     if os.path.lexists(ctx.own.journal):
         notes.append(
             "an operation is under way or was interrupted (its journal is there): what this "
