@@ -48,9 +48,6 @@ class LibraryUse(Struct, frozen=True):
     soname: str
     library: str
 
-    def describe(self, base: str) -> str:
-        return f"{_short(self.consumer, base)} needs {self.soname}"
-
 
 class DistributionAudit(Struct, frozen=True, kw_only=True):
     """One installed distribution, as the audit sees it."""
@@ -567,8 +564,3 @@ def holders_of_libraries(index: LibraryIndex, owned: Ownership) -> list[str]:
         if libraries or programs:
             found.append(name)
     return sorted(found)
-
-
-def _short(path: str, base: str) -> str:
-    prefix = base.rstrip(os.sep) + os.sep
-    return path[len(prefix) :] if path.startswith(prefix) else path

@@ -489,10 +489,7 @@ def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
             + ", ".join(f"{r.dependent}[{r.extra}]" for r in dist.optional_for)
         )
     if dist.loaded_by:
-        shown = dist.loaded_by if verbose else dist.loaded_by[:2]
-        uses = "; ".join(u.describe(base) for u in shown)
-        more = dist.loaded_by_count - len({u.consumer for u in shown})
-        said.append(f"loaded by {uses}" + (f" (and {more} more objects)" if more > 0 else ""))
+        said.append("loaded: " + _uses_text(dist, base, verbose))
     if dist.loaded_by_probe:
         said.append("the probe process mapped its files")
     if dist.shared_bytes:
@@ -512,6 +509,22 @@ def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
         said.append(f"its files are unknown: {dist.record_problem}")
     said += [f"unmet: {u.describe()}" for u in dist.unmet]
     return said
+
+
+def _uses_text(dist: DistributionAudit, base: str, verbose: bool) -> str:
+    """``libcudnn.so.9 by torch/lib/libtorch_cuda.so, torch/lib/libtorch_python.so``: by
+    soname, two objects each (every one with -v)."""
+    by_soname: dict[str, list[str]] = {}
+    for use in dist.loaded_by:
+        by_soname.setdefault(use.soname, []).append(_short_path(use.consumer, base))
+    parts = []
+    for soname, consumers in by_soname.items():
+        shown = consumers if verbose else consumers[:2]
+        more = len(consumers) - len(shown)
+        parts.append(f"{soname} by {', '.join(shown)}" + (f" (+{more})" if more else ""))
+    text = "; ".join(parts)
+    unlisted = dist.loaded_by_count - len({use.consumer for use in dist.loaded_by})
+    return text + (f"; and {unlisted} more objects" if unlisted > 0 else "")
 
 
 def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[str]:
