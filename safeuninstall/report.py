@@ -481,12 +481,16 @@ def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
     if dist.required_by:
         said.append(
             "required by "
-            + ", ".join(r.dependent + (f"[{r.extra}]" if r.extra else "") for r in dist.required_by)
+            + ", ".join(
+                dict.fromkeys(
+                    r.dependent + (f"[{r.extra}]" if r.extra else "") for r in dist.required_by
+                )
+            )
         )
     if dist.optional_for and verbose:
         said.append(
             "optional for (an extra no one requests) "
-            + ", ".join(f"{r.dependent}[{r.extra}]" for r in dist.optional_for)
+            + ", ".join(dict.fromkeys(f"{r.dependent}[{r.extra}]" for r in dist.optional_for))
         )
     if dist.loaded_by:
         said.append("loaded: " + _uses_text(dist, base, verbose))

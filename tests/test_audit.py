@@ -20,6 +20,7 @@ from safeuninstall.audit import AuditReport, DistributionAudit, audit_environmen
 from safeuninstall.environment import InstalledDistribution, read_distribution
 from safeuninstall.libraries import LibraryIndex, ownership
 from safeuninstall.locks import hold
+from safeuninstall.report import audit_report
 from safeuninstall.store import VENV_LOCK
 from tests.conftest import UV, MakeVenv, tree
 from tests.wheels import compile_shared_library
@@ -265,6 +266,23 @@ def test_a_probe_load_map_decides_loaded_by_probe(
         "dupa": True,
         "dupb": False,
     }
+
+
+def test_the_text_report_names_what_loads_and_which_copy(
+    dup_site: tuple[Path, list[InstalledDistribution]],
+) -> None:
+    site, dists = dup_site
+    text = audit_report(audit(site, *dists))
+    lines = [line.strip() for line in text.splitlines()]
+    orphan = "dupa 1.0  pulled in, ORPHAN (not requested, nothing requires it, nothing loads it)"
+    assert any(line.endswith(orphan) for line in lines), text
+    assert "loaded: libdup.so.1 by user/_ext.so" in lines
+    assert "libdup.so.1 (dupa, dupb):" in lines
+    assert "dupa/lib/libdup.so.1 [dupa]: loaded by nothing" in lines
+    assert "dupb/lib/libdup.so.1 [dupb]: loaded" in lines
+    assert lines[-1] == (
+        "orphans (not requested, nothing requires them, nothing loads them): dupa, lone"
+    )
 
 
 # -- hostile input ---------------------------------------------------------------------------
