@@ -291,6 +291,7 @@ def test_the_text_report_names_what_loads_and_which_copy(
 def test_record_paths_outside_the_environment_are_not_counted(site: Path, tmp_path: Path) -> None:
     secret = tmp_path / "secret.bin"
     secret.write_text("s" * 9000)
+    (site / "door").symlink_to(tmp_path)  # a folder inside that leads outside
     dist = install(
         site,
         "liar",
@@ -300,11 +301,12 @@ def test_record_paths_outside_the_environment_are_not_counted(site: Path, tmp_pa
             "../../secret.bin,,",
             "/etc/hostname,,",
             "../../../../../etc/passwd,,",
+            "door/secret.bin,,",
         ],
     )
     report = audit(site, dist)
     found = by_name(report)
-    assert found["liar"].outside_files == 3
+    assert found["liar"].outside_files == 3  # secret.bin by two paths: one file
     assert found["liar"].bytes == 1 + _metadata_bytes(dist)
 
 
