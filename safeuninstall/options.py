@@ -28,6 +28,7 @@ COMMANDS = (
     "prune",
     "config",
     "export",
+    "audit",
 )
 
 
