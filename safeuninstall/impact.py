@@ -506,3 +506,52 @@ def impact_report(
         ),
         unmet=unmet_in(requirements, installed, markers, removed),
     )
+
+
+# -- unmet requirements after any change (``run``): an install or upgrade, not only a removal --
+
+
+def unmet_after_change(
+    before: Mapping[str, InstalledDistribution],
+    after: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+) -> tuple[Unmet, ...]:
+    """The requirements of the distributions installed ``after`` a change that are unmet, and
+    were not unmet before it (the same dependent, the same line): by unmet_requirements' rule
+    (markers on the target, a line behind an extra counts when a distribution requests that
+    extra, a line that is no valid requirement says nothing). A line that was already unmet
+    before the change is the environment's, not the change's."""
+    was = {(u.dependent, u.requirement) for u in _unmet_lines(before, markers)}
+    return tuple(u for u in _unmet_lines(after, markers) if (u.dependent, u.requirement) not in was)
+
+
+def _unmet_lines(
+    installed: Mapping[str, InstalledDistribution], markers: Mapping[str, str]
+) -> list[Unmet]:
+    index = requirement_index(installed)
+    requested: _Requested | None = None
+    found = []
+    for name, lines in sorted(index.items()):
+        dist = installed.get(name)
+        for dependent, value in lines:
+            requirement = _parsed(value)
+            if requirement is None or canonicalize_name(requirement.name) != name:
+                continue
+            if dist is not None and _satisfied_by(requirement, dist.version):
+                continue
+            if _holds(requirement, markers, ""):
+                found.append(Unmet(dependent, value, name))
+                continue
+            if requirement.marker is None or "extra" not in str(requirement.marker):
+                continue
+            if requested is None:
+                requested = _requested_extras(index, markers, installed.keys())
+            on = sorted(
+                extra
+                for extra in _extras_named(requirement)
+                if (dependent, extra) in requested and _holds(requirement, markers, extra)
+            )
+            if on:
+                by = tuple(sorted(set().union(*(requested[(dependent, e)] for e in on))))
+                found.append(Unmet(dependent, value, name, on[0], by))
+    return sorted(found, key=lambda u: (u.dependent, u.required, u.requirement))

@@ -1,0 +1,285 @@
+"""``safe-uninstall run -- COMMAND``: an install or upgrade guarded like a removal, on toy wheels.
+
+"As before" is what the fault suite means by it: the installed set and the sha256 of every file
+in site-packages and bin equal what they were before the command ran.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Venv, wait_for
+from tests.wheels import build_wheel
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def uv_install(venv: Venv, *args: str, find_links: Path | None = None) -> list[str]:
+    """The command line a user guards: uv installing into the activated environment."""
+    assert UV is not None
+    return [
+        UV,
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(find_links or venv.wheelhouse),
+        *args,
+    ]
+
+
+def upgraded_venv(make_venv: MakeVenv) -> Venv:
+    return make_venv("requests", "urllib3==2.2.1")
+
+
+def test_an_upgrade_the_probe_rejects_is_restored_byte_for_byte(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        "import urllib3; assert urllib3.VERSION == '2.2.1'",
+        "--",
+        *uv_install(venv, "-U", "urllib3"),
+    )
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    assert data["run"]["changed"] == ["urllib3"]  # type: ignore[index]
+    assert data["run"]["exit_status"] == 0  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
+
+
+def test_an_upgrade_the_probe_accepts_is_kept_and_rollback_undoes_it(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("run", "--probe", "import requests", "--", *uv_install(venv, "-U", "urllib3"))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "the command changed urllib3: 2.2.1 -> 2.3.0" in run.stdout
+    assert venv.installed()["urllib3"] == "2.3.0"
+    undo = venv.tool("rollback", "--no-probe")
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_without_a_probe_an_installed_wheel_that_fails_to_import_is_restored(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("requests")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    house = tmp_path / "broken"
+    build_wheel(house, "boom", "1.0", {"boom/__init__.py": "raise RuntimeError('boom')\n"})
+
+    run = venv.tool("--json", "run", "--", *uv_install(venv, "boom", find_links=house))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    assert data["run"]["added"] == ["boom"]  # type: ignore[index]
+    (derived,) = data["probes"]["after"]  # type: ignore[index]
+    failed = [c["target"] for c in derived["candidates"] if c["status"] == "failed" and c["judged"]]
+    assert failed == ["boom"]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_change_that_leaves_a_requirement_unmet_is_restored(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)  # requests requires urllib3>=2
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+
+    run = venv.tool("--json", "run", "--no-probe", "--", UV, "pip", "uninstall", "urllib3")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-unmet-restored"
+    assert data["run"]["unmet"] == [  # type: ignore[index]
+        {"dependent": "requests", "requirement": "urllib3>=2", "required": "urllib3"}
+    ]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def script(venv: Venv, body: str) -> list[str]:
+    """A command that is a Python script of the test's (run by the test's interpreter)."""
+    return [sys.executable, "-c", body]
+
+
+def test_a_command_that_installs_then_exits_non_zero_is_restored(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3', 'leftpad')!r}, check=True)\n"
+        "sys.exit(7)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-command-failed-restored"
+    assert data["run"]["exit_status"] == 7  # type: ignore[index]
+    assert data["run"]["added"] == ["leftpad"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_killed_install_is_restored(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    body = (
+        "import os, signal, subprocess\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["run"]["exit_status"] == -signal.SIGKILL  # type: ignore[index]
+    assert "was killed by SIGKILL" in " ".join(data["messages"])  # type: ignore[arg-type]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_files_replaced_under_the_same_version_are_restored(make_venv: MakeVenv) -> None:
+    """A reinstall of the same version keeps the installed set as it was; its files are other
+    inodes, and a failure brings the stashed ones back."""
+    venv = upgraded_venv(make_venv)
+    hashes = venv.file_hashes()
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '--reinstall', 'urllib3==2.2.1')!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert "the command replaced files of urllib3==2.2.1" in data["messages"]  # type: ignore[operator]
+    assert data["restored"] == ["urllib3==2.2.1"]
+    assert venv.file_hashes() == hashes
+
+
+def test_a_failed_command_that_changed_nothing_exits_1(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, "raise SystemExit(2)"))
+    data = run.json()
+    assert run.returncode == 1, data
+    assert data["outcome"] == "run-command-failed-unchanged"
+    assert data["run"]["exit_status"] == 2  # type: ignore[index]
+
+
+def test_keep_on_failure_keeps_the_change_and_names_the_rollback(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    body = f"import subprocess, sys\nsubprocess.run({uv_install(venv, 'leftpad')!r})\nsys.exit(1)\n"
+
+    run = venv.tool("--json", "run", "--keep-on-failure", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-command-failed-kept"
+    assert "leftpad" in venv.installed()
+    assert data["next_command"] is not None and "rollback" in str(data["next_command"])
+
+
+def test_the_command_runs_in_the_environment_and_its_output_is_passed_through(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("leftpad")
+    body = (
+        "import os, shutil\n"
+        "print('VENV=' + os.environ['VIRTUAL_ENV'])\n"
+        "print('EXE=' + shutil.which('python'))\n"
+    )
+
+    run = venv.tool("run", "--no-probe", "--", *script(venv, body))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"VENV={venv.root}" in run.stdout
+    assert f"EXE={venv.root}/bin/python" in run.stdout
+    as_json = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+    assert as_json.json()["outcome"] == "ran-no-change"  # stdout is the JSON alone
+    assert f"VENV={venv.root}" in as_json.stderr
+
+
+def test_dry_run_runs_nothing(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    marker = tmp_path / "ran"
+
+    run = venv.tool("run", "--dry-run", "--", *script(venv, f"open({str(marker)!r}, 'w')"))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "would run the baseline probe" in run.stdout
+    assert not marker.exists()
+    assert not (venv.root / ".safe-uninstall").exists()
+
+
+def test_an_unknown_command_is_refused_before_any_snapshot(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("run", "--", "no-such-command-anywhere")
+    assert run.returncode == 1
+    assert "command not found" in run.stderr
+    assert venv.tool("snapshots", "--json").json()["snapshots"] == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_is_passed_on_to_the_command_then_its_change_is_undone(
+    make_venv: MakeVenv, tmp_path: Path, signum: int
+) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    body = (
+        "import signal, subprocess, sys\n"
+        f"def note(s, f):\n    open({str(got)!r}, 'w').write(str(s)); sys.exit(130)\n"
+        "signal.signal(signal.SIGINT, note); signal.signal(signal.SIGTERM, note)\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        f"open({str(ready)!r}, 'w')\n"
+        "signal.pause()\n"
+    )
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "cache")}
+    tool = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "safeuninstall",
+            "-p",
+            str(venv.root),
+            "--json",
+            "run",
+            "--no-probe",
+            "--",
+            *script(venv, body),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_for(ready)
+    tool.send_signal(signum)
+    stdout, stderr = tool.communicate(timeout=120)
+
+    assert tool.returncode == 3, stdout + stderr
+    assert got.read_text() == str(int(signum))  # the command got it, once
+    assert '"outcome": "run-interrupted-restored"' in stdout
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
