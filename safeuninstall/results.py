@@ -91,8 +91,10 @@ class Result(Struct, frozen=True, kw_only=True):
         """The outcome said of the derived probe: that it was derived, how many candidates
         judged, which failed."""
         judged, dropped = len(run.judged), len(run.dropped)
-        if self.outcome in (Outcome.REMOVED, Outcome.PASSED):
-            removed = "removed; " if self.outcome is Outcome.REMOVED else ""
+        if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
+            removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(
+                self.outcome, ""
+            )
             if not judged:
                 return (
                     f"{removed}no probe applies: every candidate of the derived probe fails "

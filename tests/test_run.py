@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import UV, MakeVenv, Venv, wait_for
+from tests.realstack import RealVenv, Stacks
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -281,5 +282,143 @@ def test_an_interrupt_is_passed_on_to_the_command_then_its_change_is_undone(
     assert tool.returncode == 3, stdout + stderr
     assert got.read_text() == str(int(signum))  # the command got it, once
     assert '"outcome": "run-interrupted-restored"' in stdout
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+# -- undo: an editable and a direct-URL install replaced by an upgrade come back ---------------
+
+
+def local_installs(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Path]:
+    """A venv with a wheel installed from its path (direct URL) and an editable project; and a
+    find-links folder with newer versions of both, as an index would have them."""
+    from tests.test_export import source_tree
+
+    venv = make_venv("requests")
+    wheel = build_wheel(tmp_path / "local", "localbuilt", "1.0", {"localbuilt.py": "V = 1\n"})
+    editable = source_tree(tmp_path / "ed", "edpkg", "0.1")
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(wheel))
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", "-e", str(editable))
+    newer = tmp_path / "newer"
+    build_wheel(newer, "localbuilt", "2.0", {"localbuilt.py": "V = 2\n"})
+    build_wheel(newer, "edpkg", "0.2", {"edpkg/__init__.py": "VALUE = '0.2'\n"})
+    return venv, newer
+
+
+def test_rollback_undoes_an_upgrade_made_outside_the_tool(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv, newer = local_installs(make_venv, tmp_path)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert venv.tool("snapshot").returncode == 0
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(newer),
+        "--find-links",
+        str(venv.wheelhouse),
+        "localbuilt==2.0",
+        "edpkg==0.2",
+        "leftpad",
+    )
+    assert venv.installed()["edpkg"] == "0.2"
+
+    undo = venv.tool("--json", "rollback", "--no-probe")
+
+    data = undo.json()
+    assert undo.returncode == 0, data
+    assert data["rollback_plan"] == {
+        "added": ["leftpad"],
+        "changed": ["edpkg", "localbuilt"],
+        "missing": [],
+    }
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes  # direct_url.json and the editable's .pth included
+    assert venv.run_python("import edpkg, localbuilt; assert localbuilt.V == 1").returncode == 0
+
+
+def test_a_guarded_upgrade_over_local_installs_is_restored(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv, newer = local_installs(make_venv, tmp_path)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        "import localbuilt; assert localbuilt.V == 1",
+        "--",
+        *uv_install(venv, "localbuilt==2.0", "edpkg==0.2", find_links=newer),
+    )
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["run"]["changed"] == ["edpkg", "localbuilt"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+# -- the real stack: requests with urllib3 2.2.3, upgraded offline to the requests stack's ------
+
+OLD_URLLIB3 = "import urllib3; assert urllib3.__version__.startswith('2.2')"
+
+
+def real_upgrade(stacks: Stacks, real_venv: RealVenv) -> Venv:
+    stacks.ensure("requests")  # its urllib3 wheel in the cache: the upgrade runs offline
+    venv = real_venv("requests-old")
+    assert venv.installed()["urllib3"] == "2.2.3"
+    return venv
+
+
+def test_real_urllib3_upgrade_the_probe_rejects_is_restored_byte_for_byte(
+    stacks: Stacks, real_venv: RealVenv
+) -> None:
+    venv = real_upgrade(stacks, real_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        OLD_URLLIB3,
+        "--",
+        UV,
+        "pip",
+        "install",
+        "-U",
+        "urllib3",
+        **stacks.offline_env(),
+    )
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    assert data["run"]["changed"] == ["urllib3"]  # type: ignore[index]
+    assert data["restore"]["from_stash"] == ["urllib3==2.2.3"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_real_urllib3_upgrade_the_probe_accepts_is_kept_and_undone_by_rollback(
+    stacks: Stacks, real_venv: RealVenv
+) -> None:
+    venv = real_upgrade(stacks, real_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+    offline = stacks.offline_env()
+
+    run = venv.tool("run", "--", UV, "pip", "install", "-U", "urllib3", **offline)
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert venv.installed()["urllib3"] != "2.2.3"
+    assert "the derived probe passed" in run.stdout  # from what changed: urllib3, requests
+    undo = venv.tool("rollback", **offline)
+    assert undo.returncode == 0, undo.stdout + undo.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes

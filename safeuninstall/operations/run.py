@@ -93,7 +93,13 @@ class _Guard:
         self.census = census(ctx.interpreter)  # first: a change after it shows in a later one
         self.installed = installed_distributions(ctx.interpreter)
         # What the command will change is unknown: the derived baseline covers everything.
-        self.settings = with_default(configured, self.installed, sorted(self.installed))
+        settings = with_default(configured, self.installed, sorted(self.installed))
+        self.settings = msgspec.structs.replace(
+            settings,
+            notes=tuple(
+                _said_of_a_change(n, "every installed distribution") for n in settings.notes
+            ),
+        )
         self.cache = BaselineCache(ctx.store.root)
         self.runs = ProbeRuns(
             notes=self.settings.notes,
@@ -362,7 +368,7 @@ class _Attempt:
             *(report.affected if report else ()),
         }
         probes, notes = derive(now, sorted(n for n in affected if n in now), replaced)
-        notes = tuple(n.replace("the removal affects", "the change affects") for n in notes)
+        notes = tuple(_said_of_a_change(n, "what the change affects") for n in notes)
         return ProbeSettings(probes=probes, timeout=self.guard.settings.timeout, notes=notes)
 
     def _kept(self, outcome: Outcome) -> RunResult:
@@ -442,6 +448,13 @@ def _rewritten(
                 found.append(entry.name)
                 break
     return tuple(found)
+
+
+def _said_of_a_change(note: str, source: str) -> str:
+    """A derived probe's note (derived.py speaks of a removal) said of a change."""
+    return note.replace("what the removal affects", source).replace(
+        "importing what is removed", "importing what changed"
+    )
 
 
 def _exit_text(status: int | None) -> str:
