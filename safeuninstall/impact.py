@@ -520,13 +520,28 @@ def unmet_after_change(
     were not unmet before it (the same dependent, the same line): by unmet_requirements' rule
     (markers on the target, a line behind an extra counts when a distribution requests that
     extra, a line that is no valid requirement says nothing). A line that was already unmet
-    before the change is the environment's, not the change's."""
-    was = {(u.dependent, u.requirement) for u in _unmet_lines(before, markers)}
-    return tuple(u for u in _unmet_lines(after, markers) if (u.dependent, u.requirement) not in was)
+    before the change is the environment's, not the change's.
+
+    Only the lines that can have changed are parsed: those of a distribution the change added
+    or replaced, those naming one it replaced or removed, and those behind an extra (which one
+    is requested can change with any distribution)."""
+    changed = {
+        name
+        for name in before.keys() | after.keys()
+        if name not in before
+        or name not in after
+        or before[name].dist_info != after[name].dist_info
+        or before[name].version != after[name].version
+    }
+    was = {(u.dependent, u.requirement) for u in _unmet_lines(before, markers, changed)}
+    now = _unmet_lines(after, markers, changed)
+    return tuple(u for u in now if (u.dependent, u.requirement) not in was)
 
 
 def _unmet_lines(
-    installed: Mapping[str, InstalledDistribution], markers: Mapping[str, str]
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    changed: Set[str],
 ) -> list[Unmet]:
     index = requirement_index(installed)
     requested: _Requested | None = None
@@ -534,6 +549,8 @@ def _unmet_lines(
     for name, lines in sorted(index.items()):
         dist = installed.get(name)
         for dependent, value in lines:
+            if name not in changed and dependent not in changed and "extra" not in value:
+                continue  # the same line, the same distribution: met or not as before
             requirement = _parsed(value)
             if requirement is None or canonicalize_name(requirement.name) != name:
                 continue

@@ -115,6 +115,29 @@ def test_a_change_that_leaves_a_requirement_unmet_is_restored(make_venv: MakeVen
     assert venv.file_hashes() == hashes
 
 
+def test_a_downgrade_below_a_requirement_is_restored_and_allow_unmet_lets_the_probe_judge(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = upgraded_venv(make_venv)  # requests requires urllib3>=2
+    hashes, installed = venv.file_hashes(), venv.installed()
+    old = tmp_path / "old"
+    build_wheel(old, "urllib3", "1.26.0", {"urllib3/__init__.py": "VERSION = '1.26.0'\n"})
+    downgrade = uv_install(venv, "urllib3==1.26.0", find_links=old)
+
+    run = venv.tool("--json", "run", "--", *downgrade)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-unmet-restored"
+    assert data["run"]["unmet"] == [  # type: ignore[index]
+        {"dependent": "requests", "requirement": "urllib3>=2", "required": "urllib3"}
+    ]
+    assert venv.file_hashes() == hashes
+    allowed = venv.tool("--json", "run", "--allow-unmet", "--", *downgrade)
+    assert allowed.returncode == 0, allowed.stdout  # the derived probe imports requests: fine
+    assert venv.installed() == {**installed, "urllib3": "1.26.0"}
+
+
 def script(venv: Venv, body: str) -> list[str]:
     """A command that is a Python script of the test's (run by the test's interpreter)."""
     return [sys.executable, "-c", body]
