@@ -445,3 +445,33 @@ def test_real_urllib3_upgrade_the_probe_accepts_is_kept_and_undone_by_rollback(
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+
+
+def test_the_snapshot_is_taken_under_uvs_lock_on_the_venv(make_venv: MakeVenv) -> None:
+    """uv locks ``<venv>/.lock`` while it changes a venv; the snapshot waits for it (here: at
+    most 0 s, then goes on and says so), so no uv changes the files while they are kept."""
+    venv = make_venv("leftpad")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            f"fd = os.open({str(venv.root / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        run = venv.tool(
+            "--json", "run", "--lock-timeout", "0", "--no-probe", "--", sys.executable, "-c", ""
+        )
+    finally:
+        holder.communicate("")
+    data = run.json()
+    assert run.returncode == 0, data
+    assert any("was still held after 0 s" in m for m in data["messages"])  # type: ignore[union-attr]

@@ -51,7 +51,7 @@ from ..outcome import Outcome
 from ..plan import RollbackPlan, plan_rollback
 from ..probe import ProbeResult, ProbeSettings, run_all
 from ..results import ProbeRuns, RunResult
-from ..snapshot import Snapshot
+from ..snapshot import Snapshot, StashedFile
 from ..transaction import Restored, SnapshotSpec, Transaction
 
 
@@ -425,29 +425,39 @@ def _rewritten(
     change: RollbackPlan,
 ) -> tuple[str, ...]:
     """Distributions installed as the snapshot has them whose files are no longer the stashed
-    inodes (replaced by a command killed half way, or a reinstall): an lstat per file."""
+    inodes (replaced by a reinstall, or by a command killed half way): an lstat or two per
+    file. Where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
+    distribution is taken as it looks."""
     skip = {*change.remove, *(e.name for e in change.restore)}
     root = Path(ctx.interpreter.prefix)
     found = []
     for entry in snap.packages:
-        if entry.name in skip or entry.name not in now or entry.stash is None:
+        stash = entry.stash
+        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
             continue
-        folder = ctx.store.folder(snap.id) / entry.stash.folder
-        for kept in entry.stash.files:
-            if kept.link is not None or kept.swept or "__pycache__" in kept.path:
-                continue  # bytecode is rewritten by any import, by rename
-            try:
-                stashed = os.lstat(folder / kept.path)
-                placed = os.lstat(root / kept.path)
-            except OSError:
-                found.append(entry.name)
-                break
-            if stashed.st_dev != placed.st_dev:
-                break  # a copy on another filesystem: the inode tells nothing
-            if stashed.st_ino != placed.st_ino:
-                found.append(entry.name)
-                break
+        folder = ctx.store.folder(snap.id) / stash.folder
+        if _replaced(stash.files, folder, root):
+            found.append(entry.name)
     return tuple(found)
+
+
+def _replaced(files: Sequence[StashedFile], folder: Path, root: Path) -> bool:
+    for kept in files:
+        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
+            continue  # bytecode is rewritten by any import, by rename
+        try:
+            stashed = os.lstat(folder / kept.path)
+        except OSError:
+            return False  # the stash cannot tell
+        try:
+            placed = os.lstat(root / kept.path)
+        except OSError:
+            return True
+        if stashed.st_dev != placed.st_dev:
+            return False  # a copy on another filesystem: its inode tells nothing
+        if stashed.st_ino != placed.st_ino:
+            return True
+    return False
 
 
 def _said_of_a_change(note: str, source: str) -> str:
