@@ -277,9 +277,13 @@ class _Removal:
             self.messages += self._refused_unmet()
             return self.result(Outcome.REFUSED_UNMET)
         if report.unmet:
+            judged_by = (
+                "nothing judges the removal (--no-probe)"
+                if self.settings.disabled
+                else "the probe judges the removal"
+            )
             self.messages.append(
-                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; "
-                "the probe judges the removal"
+                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; {judged_by}"
             )
         if self.options.dry_run:
             return self.result(Outcome.DRY_RUN)
