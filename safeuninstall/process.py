@@ -288,8 +288,23 @@ def kill_marked(marker: str) -> None:
         time.sleep(0.005)  # SIGKILL is delivered asynchronously; look again shortly
 
 
+def guard_marker(prefix: str, snapshot_id: str) -> str:
+    """The variable that marks the processes of a command guarded by ``run`` in the environment
+    at ``prefix`` under snapshot ``snapshot_id``: a ``recover`` after the guard was killed finds
+    and stops what the command left running, at any depth, before it restores."""
+    import hashlib
+
+    key = f"{os.path.realpath(prefix)}\0{snapshot_id}".encode()
+    return MARKER_PREFIX + "guard_" + hashlib.sha256(key).hexdigest()[:16]
+
+
 def run_command(
-    argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, stdout: int | None = None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdout: int | None = None,
+    marker: str | None = None,
 ) -> tuple[int, list[int]]:
     """Run a user's command to its end, its output not captured but passed through (its
     standard output to ``stdout``, a file descriptor, else this process's), with no standard
@@ -299,11 +314,12 @@ def run_command(
     It runs in a process group of its own; Ctrl-C, SIGTERM and a hang-up that reach this process
     meanwhile are passed on to that group, and the third kills it (a command that ignores
     them must not hold the restore back for ever). Once it has ended, nothing it started is left
-    running (see the module). Called from the main thread (signal handlers are set there).
+    running (see the module): those it started carry ``marker`` (default: one of its own).
+    Called from the main thread (signal handlers are set there).
     """
     from . import interrupts
 
-    marker = MARKER_PREFIX + secrets.token_hex(8)
+    marker = marker or MARKER_PREFIX + secrets.token_hex(8)
     passed: list[int] = []
     started: list[subprocess.Popen[bytes]] = []
 

@@ -10,6 +10,7 @@ were before the operation started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Run, Venv, tagged_processes, wait_for
+from tests.conftest import UV, MakeVenv, Run, Venv, running, tagged_processes, wait_for
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -510,5 +511,54 @@ def test_signal_during_a_guarded_upgrade_restores_before_exit(
         assert run.returncode == 3, data
         assert str(data["outcome"]).endswith("-restored")
     assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_guard_killed_while_its_command_runs_is_recovered_and_the_command_stopped(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The command runs in a session of its own, so killing the tool leaves it running, here
+    stuck after its upgrade (the upgrade done, a grandchild waiting): recover stops all of it
+    first, then returns to the snapshot."""
+    venv = make_venv("requests", "urllib3==2.2.1")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    ready = tmp_path / "ready"
+    assert UV is not None
+    upgrade = [UV, "pip", "install", "--no-index", "--find-links", str(venv.wheelhouse)]
+    body = (
+        "import os, subprocess, sys\n"
+        f"subprocess.run({[*upgrade, '-U', 'urllib3']!r}, check=True)\n"
+        "waiter = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
+        f"open({str(ready)!r}, 'w').write(f'{{os.getpid()}} {{waiter.pid}}')\n"
+        "waiter.wait()\n"
+    )
+    env = {**venv.env(), "UV_OFFLINE": "1"}
+    tool = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root)]
+    guard = subprocess.Popen(
+        [*tool, "run", "--no-probe", "--", sys.executable, "-c", body],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    wait_for(ready)
+    command, grandchild = map(int, ready.read_text().split())
+    guard.kill()
+    guard.wait()
+    assert running(command) and running(grandchild)
+    assert venv.installed()["urllib3"] == "2.3.0"
+
+    try:
+        recovered = venv.tool("--json", "recover", "--no-probe")
+        stopped = not running(command) and not running(grandchild)
+    finally:  # a failure here must not leave them behind
+        for pid in (grandchild, command):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert stopped
+    assert "stopped what the guarded command left running: 2 processes" in data["messages"]  # type: ignore[operator]
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from .. import baseline
+from .. import baseline, process
 from ..analysis import Analysis, analyse, sharing_files, snapshot_view, with_default
 from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
@@ -166,13 +166,31 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 messages=(found, _recover_without_snapshot(ctx, entry, journal)),
             )
         wanted = ctx.store.load(entry.snapshot)
+        stopped = _stop_guarded_command(ctx, entry)
         entry = journal.step(entry, "recover")
         if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
             with ctx.installer_locked():
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
-        rollback.messages.append(found)
+        rollback.messages += [found, *stopped]
         return rollback.run()
+
+
+def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
+    """A killed ``run`` may have left its command running (in a session of its own): it is
+    stopped, with all it started, before the environment is read, so nothing changes it
+    behind the recover's back."""
+    if entry.operation != "run":
+        return []
+    marker = process.guard_marker(ctx.interpreter.prefix, entry.snapshot)
+    left = process.marked_processes(marker)
+    if not left:
+        return []
+    process.kill_marked(marker)
+    return [
+        f"stopped what the guarded command left running: {len(left)} "
+        f"process{'es' if len(left) != 1 else ''}"
+    ]
 
 
 def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> str:

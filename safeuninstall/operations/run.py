@@ -261,7 +261,11 @@ class _Attempt:
         ctx.emit("command", f"running: {shell_line(argv)}")
         stdout = 2 if self.guard.options.output_to_stderr else None
         self.status, passed_on = process.run_command(
-            argv, env=ctx.child_env(), cwd=ctx.cwd, stdout=stdout
+            argv,
+            env=ctx.child_env(),
+            cwd=ctx.cwd,
+            stdout=stdout,
+            marker=process.guard_marker(ctx.interpreter.prefix, self.snap.id),
         )
         ctx.emit("command", f"the command {_exit_text(self.status)}")
         return passed_on
