@@ -326,19 +326,21 @@ class Transaction:
         self, wanted: Snapshot, *, offline: bool, also: Sequence[str] = ()
     ) -> tuple[Restored, str | None]:
         """Make the installed set ``wanted``'s again, in one batch: uninstall what it lacks
-        (added since, or another version), bring back what it has (from a stash, else one
+        (added since, or another version) and ``also`` (installed as ``wanted`` has them, but
+        with files replaced or written since), bring back what it has (from a stash, else one
         pinned install) with the distributions that share files with what is uninstalled, and
-        ``also`` (installed as ``wanted`` has them, but files replaced), and prove it. Returns
-        the proof, and the installer's error when its uninstall failed."""
+        prove it. Returns the proof, and the installer's error when its uninstall failed."""
         ctx = self._ctx
         now = installed_distributions(ctx.interpreter)
         owned = ownership(now)
         back = plan_rollback(wanted, snapshot_view(now, owned, wanted, ctx.interpreter.prefix))
-        shared = sharing_files(owned, back.remove)
-        failed = self.uninstall(back.remove) if back.remove else None
+        again = [n for n in also if n in now and n not in back.remove]
+        remove = [*back.remove, *again]
+        shared = sharing_files(owned, remove)
+        failed = self.uninstall(remove) if remove else None
         planned = {e.name for e in back.restore}
-        again = [n for n in dict.fromkeys([*shared, *also]) if n not in planned]
-        entries = [*back.restore, *(e for n in again if (e := wanted.package(n)) is not None)]
+        more = [n for n in dict.fromkeys([*again, *shared]) if n not in planned]
+        entries = [*back.restore, *(e for n in more if (e := wanted.package(n)) is not None)]
         return self.restore(wanted, entries, shared, offline=offline), failed
 
     def finish(self, outcome: str, *, keep_journal: bool = False) -> None:

@@ -197,7 +197,7 @@ def test_files_replaced_under_the_same_version_are_restored(make_venv: MakeVenv)
 
     data = run.json()
     assert run.returncode == 3, data
-    assert "the command replaced files of urllib3==2.2.1" in data["messages"]  # type: ignore[operator]
+    assert "the command replaced or rewrote files of urllib3==2.2.1" in data["messages"]  # type: ignore[operator]
     assert data["restored"] == ["urllib3==2.2.1"]
     assert venv.file_hashes() == hashes
 
@@ -475,3 +475,57 @@ def test_the_snapshot_is_taken_under_uvs_lock_on_the_venv(make_venv: MakeVenv) -
     data = run.json()
     assert run.returncode == 0, data
     assert any("was still held after 0 s" in m for m in data["messages"])  # type: ignore[union-attr]
+
+
+def written_in_place(make_venv: MakeVenv) -> tuple[Venv, list[str]]:
+    """A venv whose leftpad is a copy of its own (not a link into the session's uv cache: the
+    command writes into it in place), and that command."""
+    venv = make_venv("requests")
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(venv.wheelhouse),
+        "--link-mode",
+        "copy",
+        "leftpad",
+    )
+    target = venv.site_packages / "leftpad.py"
+    return venv, script(venv, f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)\n")
+
+
+def test_a_write_in_place_reaches_the_stash_and_is_reinstalled_not_linked_back(
+    make_venv: MakeVenv,
+) -> None:
+    """The stash is a hard link, so a write in place changes its copy too: the hash taken
+    before the command finds it, and the distribution comes back by its pin instead."""
+    venv, command = written_in_place(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool_reinstalling("--json", "run", "--no-probe", "--", *command)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert "the command replaced or rewrote files of leftpad==1.0" in data["messages"]  # type: ignore[operator]
+    notes = " ".join(data["restore"]["notes"])  # type: ignore[index]
+    assert "leftpad.py: stashed copy does not match its sha256" in notes
+    assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_write_in_place_with_nothing_to_reinstall_from_is_incomplete_not_hidden(
+    make_venv: MakeVenv,
+) -> None:
+    venv, command = written_in_place(make_venv)
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *command)
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-command-failed-incomplete"
+    assert data["verification"]["missing"] == ["leftpad==1.0"]  # type: ignore[index]
+    assert "recover" in str(data["next_command"])

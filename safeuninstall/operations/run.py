@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -51,7 +51,8 @@ from ..outcome import Outcome
 from ..plan import RollbackPlan, plan_rollback
 from ..probe import ProbeResult, ProbeSettings, run_all
 from ..results import ProbeRuns, RunResult
-from ..snapshot import Snapshot, StashedFile
+from ..snapshot import PackageStash, Snapshot
+from ..stash import read_verified
 from ..transaction import Restored, SnapshotSpec, Transaction
 
 
@@ -288,7 +289,10 @@ class _Attempt:
             for n in change.changed
         ]
         messages += [f"the command removed {n}=={before[n].version}" for n in change.missing]
-        messages += [f"the command replaced files of {n}=={now[n].version}" for n in self.rewritten]
+        messages += [
+            f"the command replaced or rewrote files of {n}=={now[n].version}"
+            for n in self.rewritten
+        ]
         return now
 
     def _judge(
@@ -428,35 +432,47 @@ def _rewritten(
     now: dict[str, InstalledDistribution],
     change: RollbackPlan,
 ) -> tuple[str, ...]:
-    """Distributions installed as the snapshot has them whose files are no longer the stashed
-    inodes (replaced by a reinstall, or by a command killed half way): an lstat or two per
-    file. Where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
+    """Distributions installed as the snapshot has them whose files changed all the same:
+    replaced (another inode: a reinstall, a command killed half way) or written in place
+    (another size or mtime than the stash hasher recorded before the command). An lstat per
+    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
     distribution is taken as it looks."""
     skip = {*change.remove, *(e.name for e in change.restore)}
     root = Path(ctx.interpreter.prefix)
+    folder = ctx.store.folder(snap.id)
+    hashed = read_verified(folder)
     found = []
     for entry in snap.packages:
         stash = entry.stash
         if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
             continue
-        folder = ctx.store.folder(snap.id) / stash.folder
-        if _replaced(stash.files, folder, root):
+        if _changed_files(stash, folder, root, hashed):
             found.append(entry.name)
     return tuple(found)
 
 
-def _replaced(files: Sequence[StashedFile], folder: Path, root: Path) -> bool:
-    for kept in files:
+def _changed_files(
+    stash: PackageStash,
+    folder: Path,
+    root: Path,
+    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
+) -> bool:
+    for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
             continue  # bytecode is rewritten by any import, by rename
-        try:
-            stashed = os.lstat(folder / kept.path)
-        except OSError:
-            return False  # the stash cannot tell
         try:
             placed = os.lstat(root / kept.path)
         except OSError:
             return True
+        recorded = hashed.get(f"{stash.folder}/{kept.path}")
+        if recorded is not None:
+            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
+                return True
+            continue
+        try:
+            stashed = os.lstat(folder / stash.folder / kept.path)
+        except OSError:
+            return False  # the stash cannot tell
         if stashed.st_dev != placed.st_dev:
             return False  # a copy on another filesystem: its inode tells nothing
         if stashed.st_ino != placed.st_ino:
