@@ -33,6 +33,7 @@ from .events import Event, Events
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
+    from .audit import AuditReport
     from .context import Context
     from .doctor import DoctorReport
     from .export import ExportResult
@@ -878,6 +879,36 @@ def doctor_command(common: Common) -> None:
         common,
         call,
         lambda found, output: report.doctor_report(
+            found, quiet=output.quiet, verbose=output.verbose
+        ),
+    )
+
+
+@_command("audit", probes=True)
+@click.option(
+    "--load",
+    is_flag=True,
+    help="Also run the probes (configured, else one derived from the distributions that hold "
+    "libraries) and report which files the probe process really mapped.",
+)
+def audit_command(common: Common, load: bool) -> None:
+    """Report the whole environment, largest first: each distribution's size (its own files,
+    each counted once), whether it was requested, who requires it and who loads its
+    libraries, the orphans, metadata-only and unmet requirements; sonames that several
+    distributions provide and which copy is loaded; the space the snapshots' stashes hold.
+    Reads only: takes no lock, writes nothing."""
+
+    common.read_only = True
+
+    def call() -> AuditReport:
+        from .operations.inspect import audit
+
+        return audit(common.context(), common.probes(), load=load)
+
+    _run(
+        common,
+        call,
+        lambda found, output: report.audit_report(
             found, quiet=output.quiet, verbose=output.verbose
         ),
     )

@@ -29,6 +29,7 @@ COMMANDS = (
     "config",
     "export",
     "run",
+    "audit",
 )
 
 
