@@ -103,3 +103,14 @@ def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
         assert target.name in text, target
     verdicts = sum(line.count("| PASS |") + line.count("| FAIL |") for line in text.splitlines())
     assert verdicts == sum(t.passed is not None for t in targets if t.judged)
+
+
+def test_the_guarded_install_bench_yields_a_figure_per_command(tmp_path: Path) -> None:
+    from bench import guarded
+
+    figures = guarded.measure(tmp_path / "bench", runs=1, population=3)
+
+    assert set(figures.medians) == set(guarded.COMMANDS)
+    assert all(seconds > 0 for seconds in figures.medians.values())
+    assert figures.files > 3  # what the snapshot links: each distribution has several files
+    assert "| run --no-probe |" in figures.table()
