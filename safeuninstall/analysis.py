@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import msgspec
 from msgspec import Struct
@@ -30,6 +31,7 @@ from .plan import Installed
 from .probe import ProbeResult, ProbeSettings
 from .recordcache import RECORD_CACHE_FILE, RecordCache
 from .snapshot import Snapshot
+from .stash import in_place
 
 
 class Analysis(Struct, frozen=True):
@@ -132,6 +134,28 @@ def installed_view(
         )
         for name, d in installed.items()
     }
+
+
+def snapshot_view(
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    wanted: Snapshot,
+    prefix: str,
+) -> dict[str, Installed]:
+    """The installed set as a return to ``wanted`` plans it (a rollback, ``run``'s undo). A
+    legacy install has no RECORD to say it is whole: it is whole when every file and line the
+    snapshot's stash of it holds is there (a removal killed half way leaves its metadata with
+    some files gone)."""
+    view = installed_view(installed, owned)
+    stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
+    for name, current in view.items():
+        entry = stashes.get(name)
+        if entry is None or not current.intact or entry.version != current.version:
+            continue
+        assert entry.stash is not None
+        if not in_place(entry.stash, Path(prefix)):
+            view[name] = msgspec.structs.replace(current, intact=False)
+    return view
 
 
 def sharing_files(owned: Ownership, removed: Sequence[str]) -> list[str]:

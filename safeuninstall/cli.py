@@ -33,6 +33,7 @@ from .events import Event, Events
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
+    from .audit import AuditReport
     from .context import Context
     from .doctor import DoctorReport
     from .export import ExportResult
@@ -648,6 +649,19 @@ def cli() -> None:
 )
 @_ALLOW_UNMET_OPTION
 @click.option(
+    "--keep-needed",
+    is_flag=True,
+    help="Remove only those of the named packages that nothing needs: what metadata or the "
+    "library model shows as needed is kept, with its reason; the rest are removed and probed, "
+    "and bisected to the largest subset that passes when the probe fails.",
+)
+@click.option(
+    "--with-orphans",
+    is_flag=True,
+    help="Also remove the dependencies of the named packages that nothing else then requires, "
+    "that were not requested (REQUESTED) and whose libraries nothing loads; listed before.",
+)
+@click.option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
 @click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
@@ -698,6 +712,56 @@ def uninstall_command(
         return common.settled(removal)
 
     _run(common, call, _operation_text)
+
+
+@_command("run", probes=True, offline=True)
+@click.argument(
+    "argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
+@click.option(
+    "--keep-on-failure",
+    is_flag=True,
+    help="When the command fails, a requirement is left unmet or the probe fails, report but "
+    "do not restore.",
+)
+@click.option(
+    "--fresh-baseline",
+    is_flag=True,
+    help="Run the baseline probe even when a cached pass for this environment is valid.",
+)
+@click.option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Keep a change that leaves a requirement unmet when the probe passes (restored "
+    "otherwise).",
+)
+def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
+    """Run COMMAND against the environment, guarded: snapshot first (every file kept), judge
+    the change it makes (requirements, the probe), and put everything back in one batch when
+    it fails, exits non-zero or is interrupted.
+
+    COMMAND runs with the environment activated (VIRTUAL_ENV, its scripts first on PATH):
+    `safe-uninstall run -- uv pip install -U urllib3`.
+    """
+
+    common.read_only = flags["dry_run"]
+
+    def call() -> Result:
+        from .operations.run import run
+
+        wanted = options.RunOptions(
+            argv=argv,
+            offline=common.offline,
+            output_to_stderr=common.output.as_json,
+            **flags,
+        )
+        return common.settled(run(common.context(), common.probes(), wanted))
+
+    _run(common, call, _operation_text)
+
+
+run_command.allow_interspersed_args = False  # COMMAND's own options are its, not ours
 
 
 @_command("rollback", probes=True, offline=True)
@@ -828,6 +892,36 @@ def doctor_command(common: Common) -> None:
         common,
         call,
         lambda found, output: report.doctor_report(
+            found, quiet=output.quiet, verbose=output.verbose
+        ),
+    )
+
+
+@_command("audit", probes=True)
+@click.option(
+    "--load",
+    is_flag=True,
+    help="Also run the probes (configured, else one derived from the distributions that hold "
+    "libraries) and report which files the probe process really mapped.",
+)
+def audit_command(common: Common, load: bool) -> None:
+    """Report the whole environment, largest first: each distribution's size (its own files,
+    each counted once), whether it was requested, who requires it and who loads its
+    libraries, the orphans, metadata-only and unmet requirements; sonames that several
+    distributions provide and which copy is loaded; the space the snapshots' stashes hold.
+    Reads only: takes no lock, writes nothing."""
+
+    common.read_only = True
+
+    def call() -> AuditReport:
+        from .operations.inspect import audit
+
+        return audit(common.context(), common.probes(), load=load)
+
+    _run(
+        common,
+        call,
+        lambda found, output: report.audit_report(
             found, quiet=output.quiet, verbose=output.verbose
         ),
     )

@@ -16,13 +16,16 @@ from msgspec import Struct
 STEPS = (
     "environment",  # the target was opened: which interpreter
     "waiting",  # another operation holds the environment
+    "plan",  # what is to be removed: a pattern's expansion, what --keep-needed keeps
     "baseline",  # the baseline probe began, was taken from the cache, or finished
     "impact",  # the impact report is done
     "snapshot",  # the snapshot and its stash are written
+    "command",  # a guarded command (run) began or ended
     "removing",  # the installer was started
     "probe",  # the probe after the change began or finished
     "restoring",  # a restore began
     "restored",  # a restore ended (verified or not)
+    "bisect",  # --keep-needed: a subset is tried, or the search ended
 )
 
 

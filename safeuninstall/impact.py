@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence, Set
@@ -167,6 +168,7 @@ class Unmet(Struct, frozen=True):
         )
 
 
+@functools.lru_cache(maxsize=4096)  # requirers and unmet_now read the same lines
 def _parsed(value: str) -> Requirement | None:
     """The requirement, or None for a line that is no valid PEP 508 requirement."""
     from packaging.requirements import InvalidRequirement, Requirement
@@ -506,3 +508,160 @@ def impact_report(
         ),
         unmet=unmet_in(requirements, installed, markers, removed),
     )
+
+
+# -- who requires whom, as the environment stands (audit) ------------------------------------
+
+
+class Requirer(Struct, frozen=True):
+    """``dependent`` names an installed distribution in a Requires-Dist line that holds on the
+    target: without an extra, or behind ``extra``. ``active`` says whether that extra is
+    requested (by a remaining distribution, transitively); a line behind an extra no one
+    requests requires nothing."""
+
+    dependent: str
+    requirement: str  # the line as written, markers included
+    extra: str | None = None
+    active: bool = True
+
+
+def requirers(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    index: RequirementIndex | None = None,
+) -> dict[str, list[Requirer]]:
+    """Installed name -> the installed distributions whose requirements name it, with markers
+    evaluated for the target and extras followed where they are requested. A line that is no
+    valid PEP 508 requirement, or whose markers can't be evaluated, names nothing; a
+    distribution naming itself is left out."""
+    index = requirement_index(installed) if index is None else index
+    requested: _Requested | None = None
+    found: dict[str, list[Requirer]] = {}
+    for name in sorted(installed.keys() & index.keys()):
+        for dependent, value in index[name]:
+            if dependent == name:
+                continue
+            requirement = _parsed(value)
+            if requirement is None or canonicalize_name(requirement.name) != name:
+                continue
+            if _holds(requirement, markers, ""):
+                found.setdefault(name, []).append(Requirer(dependent, value))
+                continue
+            if requirement.marker is None or "extra" not in str(requirement.marker):
+                continue
+            if requested is None:
+                requested = _requested_extras(index, markers, set(installed))
+            on = sorted(
+                extra
+                for extra in _extras_named(requirement)
+                if (dependent, extra) in requested and _holds(requirement, markers, extra)
+            )
+            if on:
+                found.setdefault(name, []).append(Requirer(dependent, value, on[0]))
+                continue
+            # Behind an extra no one requests: which one, from the ``extra == "x"`` it names.
+            named = {canonicalize_name(e) for e in _EXTRA_COMPARED.findall(str(requirement.marker))}
+            extras = sorted(e for e in named if _holds(requirement, markers, e))
+            if extras:
+                found.setdefault(name, []).append(
+                    Requirer(dependent, value, extras[0], active=False)
+                )
+    return found
+
+
+_EXTRA_COMPARED = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
+
+
+# A marker that is one extra and nothing else: ``extra == "test"``.
+_ONLY_EXTRA = re.compile(r"""\s*extra\s*==\s*(['"])([^'"]*)\1\s*""")
+
+
+def unmet_now(
+    index: RequirementIndex,
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+) -> tuple[Unmet, ...]:
+    """The requirements the environment as it stands does not meet: a Requires-Dist line that
+    holds on the target (without an extra, or behind an extra that an installed distribution
+    requests) naming a distribution that is not installed, or whose version it does not
+    allow. ``index``: the installed set's requirement index."""
+    requested: _Requested | None = None
+    found = []
+    for name, lines in index.items():
+        present = installed.get(name)
+        for dependent, value in lines:
+            if dependent == name:
+                continue
+            only = _ONLY_EXTRA.fullmatch(value.partition(";")[2])
+            if only is not None:  # most lines naming what is not installed: not parsed
+                if requested is None:
+                    requested = _requested_extras(index, markers, set(installed))
+                if (dependent, canonicalize_name(only.group(2))) not in requested:
+                    continue
+            requirement = _parsed(value)
+            if requirement is None or canonicalize_name(requirement.name) != name:
+                continue
+            if present is not None and _satisfied_by(requirement, present.version):
+                continue
+            if _holds(requirement, markers, ""):
+                found.append(Unmet(dependent, value, name))
+                continue
+            if requirement.marker is None or "extra" not in str(requirement.marker):
+                continue
+            if requested is None:
+                requested = _requested_extras(index, markers, set(installed))
+            on = sorted(
+                extra
+                for extra in _extras_named(requirement)
+                if (dependent, extra) in requested and _holds(requirement, markers, extra)
+            )
+            if on:
+                by = tuple(sorted(requested[(dependent, on[0])]))
+                found.append(Unmet(dependent, value, name, on[0], by))
+    return tuple(sorted(found, key=lambda u: (u.dependent, u.required, u.requirement)))
+
+
+# -- unmet requirements after any change (``run``): an install or upgrade, not only a removal --
+
+
+def unmet_after_change(
+    before: Mapping[str, InstalledDistribution],
+    after: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+) -> tuple[Unmet, ...]:
+    """The requirements the environment does not meet ``after`` a change and did meet before
+    it (the same dependent, the same line), by unmet_now's rule: a line that was already unmet
+    before the change is the environment's, not the change's.
+
+    Only the lines that can have changed are judged: those of a distribution the change added
+    or replaced, those naming one it replaced or removed, and those behind or requesting an
+    extra (which extras are requested can change with any distribution)."""
+    changed = {
+        name
+        for name in before.keys() | after.keys()
+        if name not in before
+        or name not in after
+        or before[name].dist_info != after[name].dist_info
+        or before[name].version != after[name].version
+    }
+
+    def unmet(installed: Mapping[str, InstalledDistribution]) -> tuple[Unmet, ...]:
+        index = {
+            name: kept
+            for name, lines in requirement_index(installed).items()
+            if (
+                kept := [
+                    (d, v) for d, v in lines if name in changed or d in changed or _extras_in(v)
+                ]
+            )
+        }
+        return unmet_now(index, installed, markers)
+
+    was = {(u.dependent, u.requirement) for u in unmet(before)}
+    return tuple(u for u in unmet(after) if (u.dependent, u.requirement) not in was)
+
+
+def _extras_in(value: str) -> bool:
+    """The line requests extras (``name[extra]``) or is behind one (``; extra == ...``)."""
+    requirement, _, marker = value.partition(";")
+    return "[" in requirement or "extra" in marker

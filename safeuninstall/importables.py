@@ -102,6 +102,10 @@ def _module_file(site_dir: Path, relative: str) -> _ModuleFile | None:
         stem, source = filename[:-3], True
     elif filename.endswith(_EXTENSION_SUFFIXES):
         stem, source = filename.split(".", 1)[0], False
+        if filename == f"{stem}.so" and stem.startswith("lib"):
+            # ``libcheckpoint.so``: a shared library named for the linker (-lcheckpoint), not
+            # an extension module; importing it would only load it (and fail on PyInit_)
+            return None
     else:
         return None
     if not all(p.isidentifier() for p in (*folders, stem)):

@@ -306,28 +306,28 @@ class _Needs:
         )
 
 
-def census(
+class RootLoads(Struct, frozen=True):
+    """Every root of the environment loaded as its process would load it (``root_loads``)."""
+
+    held: Mapping[str, tuple[str, ElfInfo]]  # library path (normalised) -> (distribution, it)
+    loads: tuple[tuple[str, ElfInfo, LoadMap], ...]  # (distribution, root, its load)
+    everything: Mapping[str, str]  # every name some root's load brought -> its path
+    loader: Loader
+
+
+def root_loads(
     index: LibraryIndex,
     owned: Ownership,
     requires: Mapping[str, Collection[str]],
     interpreter: str,
-) -> Census:
-    """Load every root of the environment as its process would, and sort what can't be found.
-
-    An extension module is loaded into the interpreter (``interpreter``, whose own libraries
-    are then loaded already), alone. Where that leaves a need unmet, it is loaded again after
-    the roots of its distribution and of everything that distribution requires (``requires``:
-    name -> the names it requires, installed), as an import of it loads them first: what they
-    loaded answers by name (a module that needs ``libc10.so`` without a path to torch's, and
-    counts on ``import torch`` having loaded it). A program is loaded alone. An object
-    that no root's load reaches is loaded after all of them: what it still can't find is
-    information (``on_demand``), as is a driver's library (``driver``).
-    """
+) -> RootLoads:
+    """Load every root of the environment (its extension modules and programs) as its process
+    would: see ``census``, which sorts what these loads can't find."""
     loader = index.loader()
     python = index.cache.get(os.path.realpath(interpreter))
     started = loader.load(python).names if python is not None else {}
     chain = (python,) if python is not None else ()
-    held: dict[str, tuple[str, ElfInfo]] = {}  # path (normalised) -> (distribution, object)
+    held: dict[str, tuple[str, ElfInfo]] = {}
     roots: list[tuple[str, ElfInfo]] = []
     for dist, files in owned.files.items():
         objects, programs = index.scan(files)
@@ -347,9 +347,41 @@ def census(
         # A load that fails leaves nothing loaded (dlopen unmaps what it mapped).
         if not info.program and not done.missing:
             _merge(brought.setdefault(dist, {}), done.names)
+    loads = []
+    everything = dict(started)
+    for dist, info, done in first:
+        if done.missing and not info.program:
+            loaded = dict(started)
+            for name in _required(dist, requires):
+                _merge(loaded, brought.get(name, {}))
+            done = load_root(info, loaded)
+        loads.append((dist, info, done))
+        # Broken or not, what the roots load is what a plugin finds.
+        _merge(everything, done.names)
+    return RootLoads(held, tuple(loads), everything, loader)
+
+
+def census(
+    index: LibraryIndex,
+    owned: Ownership,
+    requires: Mapping[str, Collection[str]],
+    interpreter: str,
+) -> Census:
+    """Load every root of the environment as its process would, and sort what can't be found.
+
+    An extension module is loaded into the interpreter (``interpreter``, whose own libraries
+    are then loaded already), alone. Where that leaves a need unmet, it is loaded again after
+    the roots of its distribution and of everything that distribution requires (``requires``:
+    name -> the names it requires, installed), as an import of it loads them first: what they
+    loaded answers by name (a module that needs ``libc10.so`` without a path to torch's, and
+    counts on ``import torch`` having loaded it). A program is loaded alone. An object
+    that no root's load reaches is loaded after all of them: what it still can't find is
+    information (``on_demand``), as is a driver's library (``driver``).
+    """
+    found = root_loads(index, owned, requires, interpreter)
+    held = found.held
     needs, plugins, driver = _Needs(), _Needs(), _Needs()
     reached: set[str] = set()
-    everything = dict(started)  # every name some root's load brought: what a plugin may find
 
     def note(missing: Iterable[Resolved], into: _Needs, dist: str) -> None:
         for entry in missing:
@@ -357,25 +389,17 @@ def census(
             found_in = driver if entry.soname in DRIVER_LIBRARIES else into
             found_in.add(entry.soname, consumer, held[consumer][0] if consumer in held else dist)
 
-    for dist, info, done in first:
-        if done.missing and not info.program:
-            loaded = dict(started)
-            for name in _required(dist, requires):
-                _merge(loaded, brought.get(name, {}))
-            done = load_root(info, loaded)
+    for dist, _, done in found.loads:
         note(done.missing, needs, dist)
         reached.update(normalise(obj.path) for obj in done.objects)
-        # Broken or not, what the roots load is what a plugin finds: its own needs are the
-        # question here, the roots' breakage is reported once, above.
-        _merge(everything, done.names)
     for path, (dist, info) in held.items():
         if path not in reached:
-            note(loader.load(info, loaded=everything).missing, plugins, dist)
+            note(found.loader.load(info, loaded=found.everything).missing, plugins, dist)
     return Census(
         missing=needs.listed(),
         on_demand=plugins.listed(leave_out=needs.by_soname),
         driver=driver.listed(),
-        roots=len(roots),
+        roots=len(found.loads),
     )
 
 

@@ -6,6 +6,7 @@ is in this module and unit-tested without an environment.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -27,6 +28,12 @@ class RemovalPlan(Struct, frozen=True):
     absent: tuple[str, ...]  # asked for but not installed: reported and skipped, like uv
     notes: tuple[str, ...] = ()  # a version that does not match, a name that may be a typo
     empty_record: tuple[str, ...] = ()  # installed, but a RECORD of no file: uv removes nothing
+    # each pattern as given, and the installed names it matched (listed before any change)
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+# What a pattern never matches: the tool and its installer. Named, they are removed as asked.
+NEVER_MATCHED = ("safe-uninstall", "uv")
 
 
 def plan_removal(
@@ -43,7 +50,20 @@ def plan_removal(
     remove: dict[str, None] = {}
     absent: dict[str, None] = {}
     notes: list[str] = []
+    expanded: list[tuple[str, tuple[str, ...]]] = []
     for item in wanted:
+        if item.pattern is not None:
+            matched = expand_pattern(item.text, item.pattern, installed)
+            expanded.append((item.text, matched))
+            left_out = [n for n in NEVER_MATCHED if fnmatch.fnmatchcase(n, item.pattern)]
+            notes += [
+                f"{item.text!r} leaves out {name} (a pattern never matches it: name it to "
+                "remove it)"
+                for name in left_out
+                if name in installed
+            ]
+            remove.update(dict.fromkeys(matched))
+            continue
         name = item.name if item.name is not None else by_location.get(item.location or "")
         if name is None or name not in installed:
             shown = item.name or item.text
@@ -59,7 +79,30 @@ def plan_removal(
                 f"{item.text}: {name} {version} is installed, and is removed all the same "
                 "(uv and pip remove by name, whatever the version)"
             )
-    return RemovalPlan(remove=tuple(remove), absent=tuple(absent), notes=tuple(notes))
+    return RemovalPlan(
+        remove=tuple(remove), absent=tuple(absent), notes=tuple(notes), expanded=tuple(expanded)
+    )
+
+
+def expand_pattern(text: str, pattern: str, installed: Iterable[str]) -> tuple[str, ...]:
+    """The installed names ``pattern`` (requirements.pattern_key form) matches, sorted; none is
+    an error that names the nearest installed names. Never the tool itself, nor uv."""
+    names = sorted(installed)
+    matched = tuple(n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in NEVER_MATCHED)
+    if matched:
+        return matched
+    import difflib
+
+    from .errors import InvalidInput
+
+    literal = re.sub(r"\[[^\]]*\]|[*?]", "", pattern).strip("-")
+    close = difflib.get_close_matches(literal, names, n=3, cutoff=0.6)
+    close += [n for n in names if literal and literal in n and n not in close][: 3 - len(close)]
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    only = [n for n in NEVER_MATCHED if n in names and fnmatch.fnmatchcase(n, pattern)]
+    if only:
+        hint += f"; a pattern never matches {', '.join(only)}: name it to remove it"
+    raise InvalidInput(f"the pattern {text!r} matches no installed distribution{hint}")
 
 
 def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, str]:
@@ -304,6 +347,9 @@ def _change_of(snap: Snapshot) -> str:
         return f"the removal of {', '.join(snap.removed)} ({snap.outcome})"
     if snap.operation == "snapshot":
         return "what changed since this snapshot, taken on request"
+    if snap.operation == "run" and "--" in snap.command:
+        guarded = snap.command[snap.command.index("--") + 1 :]
+        return f"the command run under guard, {' '.join(guarded)} ({snap.outcome})"
     return f"the {snap.operation} ({snap.outcome})"
 
 

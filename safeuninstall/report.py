@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
+    from .audit import AuditReport, DistributionAudit, DuplicateLibrary
     from .config import Settings
     from .doctor import DoctorReport
     from .impact import ImpactReport
     from .libraries import LibraryChange
+    from .needs import Cleanup
     from .probe import Candidate, Probe, ProbeResult
     from .results import PruneResult, Result, ShownSnapshot, SnapshotList
     from .retention import Kept
@@ -138,7 +140,10 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
             lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
         else:
             lines.append(details.choice.reason)
+    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
     lines += [f"not installed, skipped: {name}" for name in details.absent]
+    if details.orphans:
+        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
     plan = details.rollback_plan
     if plan is not None:
         lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
@@ -166,6 +171,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     lines += _probe_lines("probe after the restore", runs.after_restore, verbose, paint)
     if runs.after_restore_skipped:
         lines.append(f"probe after the restore: {runs.after_restore_skipped}")
+    lines += cleanup_lines(details.cleanup)
     lines += result.messages
     lines += kept_lines(result.kept)
     lines.append(headline)
@@ -308,6 +314,22 @@ def _change_line(change: LibraryChange) -> str:
     return f"DRIFTS: {consumer} needs {change.soname}, now {before}, afterwards {after}"
 
 
+def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
+    """--keep-needed: what was kept and why, what was removed, what it cost."""
+    if cleanup is None:
+        return []
+    lines = [f"kept, needed: {k.name}: {k.reason}" for k in cleanup.kept]
+    if not (cleanup.trials or cleanup.removed):  # a dry run, or nothing left to try
+        lines.append(f"to try: {', '.join(cleanup.tried) or 'nothing'}")
+        return lines
+    removed = ", ".join(cleanup.removed) or "nothing"
+    lines.append(f"removed, nothing needs it: {removed}")
+    n, runs = len(cleanup.tried), cleanup.probe_runs
+    if n:
+        lines.append(f"probe runs: {runs} for {n} tried (at most {cleanup.bound}; one by one: {n})")
+    return lines
+
+
 def impact_lines(report: ImpactReport) -> list[str]:
     lines = []
     if report.dependents:
@@ -402,3 +424,167 @@ def settings(config: Settings, *, verbose: bool, quiet: bool) -> str:
         state = "" if config.user_file_exists else " (no such file)"
         lines += [f"project file: {project}", f"user file: {config.user_file}{state}"]
     return "\n".join(lines)
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = False) -> str:
+    """A line per distribution, largest first; then the sonames several distributions provide,
+    the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
+    dists = found.distributions
+    lines = [
+        f"audit of {found.python}: {len(dists)} distributions, {size_text(found.total_bytes)} "
+        f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
+        f"by several, {size_text(found.unowned_bytes)} listed by none)"
+    ]
+    if not quiet:
+        base = found.site_dirs[0] if found.site_dirs else ""
+        width = max((len(size_text(d.bytes)) for d in dists), default=0)
+        for dist in dists:
+            lines.append(f"  {size_text(dist.bytes):>{width}}  {_dist_head(dist)}")
+            lines += [f"  {'':>{width}}    {text}" for text in _dist_lines(dist, base, verbose)]
+        elsewhere = sum(d.linked_elsewhere_bytes for d in dists)
+        if elsewhere:
+            lines.append(
+                f"{size_text(elsewhere)} of the distributions' own files are also linked from "
+                "outside the environment (a uv cache, a snapshot's stash): removing them does "
+                "not free that much"
+            )
+        lines += _duplicate_lines(found.duplicates, base)
+        if found.unowned_files:
+            groups = ", ".join(
+                f"{_short_path(u.path, base)} {size_text(u.bytes)}" for u in found.unowned
+            )
+            lines.append(
+                f"files no distribution lists: {size_text(found.unowned_bytes)} in "
+                f"{found.unowned_files} files (largest: {groups})"
+            )
+        if found.stashes:
+            each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
+            lines.append(
+                f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
+                f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
+            )
+        else:
+            lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+        for run in found.probe or ():
+            mapped = (
+                f"the process mapped {len(run.libraries)} shared objects"
+                if run.libraries is not None
+                else "what it mapped is unknown"
+            )
+            lines.append(f"--load: {run.probe.label}: {run.summary()}; {mapped}")
+        lines += [f"note: {note}" for note in found.notes]
+    orphans = found.orphans
+    if orphans:
+        lines.append(
+            f"orphans (not requested, nothing requires them, nothing loads them): "
+            f"{', '.join(orphans)}"
+        )
+    else:
+        lines.append("orphans: none")
+    return "\n".join(lines)
+
+
+def _dist_head(dist: DistributionAudit) -> str:
+    """``name version  requested``, and what stands out: orphan, metadata only."""
+    marks = ["requested" if dist.requested else "pulled in"]
+    if dist.orphan:
+        marks.append("ORPHAN (not requested, nothing requires it, nothing loads it)")
+    if dist.metadata_only:
+        marks.append("metadata only (no file outside its own metadata folder)")
+    return f"{dist.name} {dist.version}  " + ", ".join(marks)
+
+
+def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
+    said = []
+    if dist.required_by:
+        said.append(
+            "required by "
+            + ", ".join(
+                dict.fromkeys(
+                    r.dependent + (f"[{r.extra}]" if r.extra else "") for r in dist.required_by
+                )
+            )
+        )
+    if dist.optional_for and verbose:
+        said.append(
+            "optional for (an extra no one requests) "
+            + ", ".join(dict.fromkeys(f"{r.dependent}[{r.extra}]" for r in dist.optional_for))
+        )
+    if dist.loaded_by:
+        said.append("loaded: " + _uses_text(dist, base, verbose))
+    if dist.loaded_by_probe:
+        said.append("the probe process mapped its files")
+    if dist.shared_bytes:
+        said.append(
+            f"{size_text(dist.shared_bytes)} of files shared with {', '.join(dist.shared_with)}"
+        )
+    if dist.linked_elsewhere_bytes and verbose:
+        said.append(f"{size_text(dist.linked_elsewhere_bytes)} of it also linked from outside")
+    if dist.missing_files:
+        said.append(f"{_count(dist.missing_files, 'file')} its RECORD lists missing")
+    if dist.outside_files:
+        said.append(
+            f"its RECORD lists {_count(dist.outside_files, 'path')} outside the environment "
+            "(not counted)"
+        )
+    if dist.record_problem:
+        said.append(f"its files are unknown: {dist.record_problem}")
+    said += [f"unmet: {u.describe()}" for u in dist.unmet]
+    return said
+
+
+def _uses_text(dist: DistributionAudit, base: str, verbose: bool) -> str:
+    """``libcudnn.so.9 by torch/lib/libtorch_cuda.so, torch/lib/libtorch_python.so``: by
+    soname, two objects each (every one with -v)."""
+    by_soname: dict[str, list[str]] = {}
+    for use in dist.loaded_by:
+        by_soname.setdefault(use.soname, []).append(_short_path(use.consumer, base))
+    parts = []
+    for soname, consumers in by_soname.items():
+        shown = consumers if verbose else consumers[:2]
+        more = len(consumers) - len(shown)
+        parts.append(f"{soname} by {', '.join(shown)}" + (f" (+{more})" if more else ""))
+    text = "; ".join(parts)
+    unlisted = dist.loaded_by_count - len({use.consumer for use in dist.loaded_by})
+    return text + (f"; and {unlisted} more objects" if unlisted > 0 else "")
+
+
+def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[str]:
+    if not duplicates:
+        return []
+    lines = ["sonames that several distributions provide:"]
+    for dup in duplicates:
+        lines.append(f"  {dup.soname} ({', '.join(dup.distributions)}):")
+        for copy in dup.copies:
+            listed = ", ".join(copy.owners) or "no distribution"
+            content = ""
+            if len(copy.owners) > 1:
+                content = (
+                    f"; on disk: the copy of {', '.join(copy.content_of)}"
+                    if copy.content_of
+                    else "; on disk: no owner's RECORD gives its size"
+                )
+            if copy.loaded:
+                state = "loaded"
+            elif copy.needed_by:
+                state = f"needed by {_short_path(copy.needed_by[0], base)}"
+                state += f" (+{len(copy.needed_by) - 1})" if len(copy.needed_by) > 1 else ""
+                state += ", which nothing loads at start"
+            else:
+                state = "loaded by nothing"
+            if copy.loaded_by_probe is not None:
+                state += f"; the probe {'mapped' if copy.loaded_by_probe else 'did not map'} it"
+            lines.append(f"    {_short_path(copy.path, base)} [{listed}{content}]: {state}")
+    return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _short_path(path: str, base: str) -> str:
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :] if base and path.startswith(prefix) else path

@@ -5,6 +5,13 @@ uv removes by name: a PEP 508 requirement's version, extras, marker and URL are 
 or a URL and no name (an "unnamed" requirement: ``./project``, ``file:///...``, ``x.whl``)
 names the distribution installed from there, by its direct_url.json; so does a ``-e`` line.
 
+A shell-style pattern (``nvidia-*-cu12``, ``NVIDIA_*``: a name with ``*`` or ``?``, and then
+``[...]`` too; ``name[x]`` alone is a requirement with an extra) names
+every installed distribution whose canonical name it matches (fnmatch, over the PEP 503 form:
+the pattern is lower-cased and ``-``, ``_`` and ``.`` are one character, as in names). It is
+expanded against the installed set by plan.plan_removal, which lists the expansion; a pattern
+matching nothing is an error. uv has no patterns: this is the tool's own.
+
 Requirement files: a requirements.txt, whose option lines (``--index-url``, ``-f``,
 ``--hash`` ...) are ignored with a note and whose nested ``-r`` files are followed (a file
 reached twice is read once, as uv does; a cycle is refused); a script with inline metadata
@@ -49,6 +56,9 @@ _ARCHIVES = (
 _VCS = ("git+", "hg+", "svn+", "bzr+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+# A pattern: what a name may hold, plus the wildcards of fnmatch, with a ``*`` or a ``?``
+# (``name[x]`` alone is a requirement with an extra, as uv reads it).
+_PATTERN = re.compile(r"[A-Za-z0-9._*?\[\]!-]*[*?][A-Za-z0-9._*?\[\]!-]*")
 _ENV_VAR = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 _PYLOCK = re.compile(r"^pylock\.([^.]+\.)?toml$")
 # requirements.txt options uv reads for an install, which an uninstall ignores.
@@ -85,6 +95,7 @@ class Wanted(Struct, frozen=True):
     location: str | None = None  # an unnamed one: an absolute local path, or a URL
     specifier: str = ""  # the version specifier given with a name ("==15.0.0"), if any
     origin: str = ""  # where it was read ("req.txt:3"); "" for the command line
+    pattern: str | None = None  # a shell-style pattern, normalised (pattern_key)
 
 
 class Request(Struct, frozen=True):
@@ -130,6 +141,12 @@ def parse_argument(text: str, cwd: Path, environ: Mapping[str, str] | None = Non
     return _Reader(cwd, os.environ if environ is None else environ).argument(text)
 
 
+def pattern_key(text: str) -> str:
+    """A pattern in the form of the names it is matched against: lower case, and each run of
+    ``-``, ``_`` and ``.`` one ``-`` (PEP 503), so ``NVIDIA_*`` matches ``nvidia-cublas``."""
+    return re.sub(r"[-_.]+", "-", text).lower()
+
+
 def looks_unnamed(text: str) -> bool:
     """A path or a URL rather than a name (uv-pep508 ``looks_like_unnamed_requirement``)."""
     bare = text.split("[", 1)[0] if text.endswith("]") else text
@@ -172,6 +189,8 @@ class _Reader:
             raise InvalidInput(f"{where}an empty package argument")
         if _PLAIN_NAME.fullmatch(text) and not (editable or is_archive(text)):
             return Wanted(text=text, name=canonicalize_name(text), origin=origin)
+        if _PATTERN.fullmatch(text) and not editable:
+            return Wanted(text=text, pattern=pattern_key(text), origin=origin)
         # packaging.requirements: 40 ms of import, paid only for more than a plain name.
         from packaging.requirements import InvalidRequirement, Requirement
 

@@ -15,8 +15,9 @@ from .outcome import Outcome
 
 if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
     from .doctor import Finding
-    from .impact import ImpactReport
+    from .impact import ImpactReport, Unmet
     from .libraries import Drift
+    from .needs import Cleanup
     from .plan import RollbackPlan, SnapshotChoice
     from .probe import Probe, ProbeResult
     from .restore import RestoreReport, Verification
@@ -79,6 +80,9 @@ class Result(Struct, frozen=True, kw_only=True):
         derived = self.probes.derived_after
         if derived is not None:
             return self._derived_text(derived)
+        if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
+            why = "no probe (--no-probe)" if self.probes.disabled else "no probe applies"
+            return f"removed what nothing needs, kept what is needed; {why}"
         if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
             return self.outcome.text
         if self.outcome is Outcome.PASSED:
@@ -91,8 +95,10 @@ class Result(Struct, frozen=True, kw_only=True):
         """The outcome said of the derived probe: that it was derived, how many candidates
         judged, which failed."""
         judged, dropped = len(run.judged), len(run.dropped)
-        if self.outcome in (Outcome.REMOVED, Outcome.PASSED):
-            removed = "removed; " if self.outcome is Outcome.REMOVED else ""
+        if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
+            removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(
+                self.outcome, ""
+            )
             if not judged:
                 return (
                     f"{removed}no probe applies: every candidate of the derived probe fails "
@@ -153,6 +159,9 @@ class Details(Struct, frozen=True):
     rollback_plan: RollbackPlan | None = None
     choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
     undo: Restored | None = None  # a failed rollback put back as it was before it
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
+    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
+    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
 
     @property
     def dependents(self) -> tuple[str, ...]:
@@ -161,6 +170,9 @@ class Details(Struct, frozen=True):
     def to_dict(self) -> dict[str, object]:
         return {
             "absent": list(self.absent),
+            "patterns": {text: list(names) for text, names in self.expanded},
+            "orphans": list(self.orphans),
+            "keep_needed": self.cleanup.to_dict() if self.cleanup else None,
             "dependents": list(self.dependents),
             "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
             "rollback_choice": self.choice.to_dict() if self.choice else None,
@@ -178,9 +190,20 @@ class RemovalResult(Result, frozen=True, kw_only=True):
     impact: ImpactReport | None = None
     drift: tuple[Drift, ...] = ()
     diagnosis: tuple[Finding, ...] = ()
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
+    cleanup: Cleanup | None = None
+    orphans: tuple[str, ...] = ()
 
     def details(self) -> Details:
-        return Details(self.absent, self.impact, self.drift, self.diagnosis)
+        return Details(
+            self.absent,
+            self.impact,
+            self.drift,
+            self.diagnosis,
+            expanded=self.expanded,
+            cleanup=self.cleanup,
+            orphans=self.orphans,
+        )
 
 
 class RollbackResult(Result, frozen=True, kw_only=True):
@@ -195,6 +218,33 @@ class RollbackResult(Result, frozen=True, kw_only=True):
         return Details(
             impact=self.impact, rollback_plan=self.rollback_plan, choice=self.choice, undo=self.undo
         )
+
+
+class RunResult(Result, frozen=True, kw_only=True):
+    """A command run under guard (``run -- COMMAND``): what it changed, how it exited, and how
+    the change was judged and, when it failed, undone."""
+
+    argv: tuple[str, ...] = ()
+    exit_status: int | None = None  # the command's own (None: it did not run); -N: signal N
+    change: RollbackPlan | None = None  # the snapshot against the environment the command left
+    unmet: tuple[Unmet, ...] = ()  # requirements the change left unmet
+
+    def to_dict(self) -> dict[str, object]:
+        change = self.change
+        return {
+            **super().to_dict(),
+            "run": {
+                "argv": list(self.argv),
+                "exit_status": self.exit_status,
+                "added": list(change.added) if change else [],
+                "changed": list(change.changed) if change else [],
+                "removed": list(change.missing) if change else [],
+                "unmet": [
+                    {"dependent": u.dependent, "requirement": u.requirement, "required": u.required}
+                    for u in self.unmet
+                ],
+            },
+        }
 
 
 def _restored_dict(restored: Restored) -> dict[str, object]:

@@ -232,6 +232,13 @@ class Venv:
         env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(empty_cache), **extra_env}
         return run_tool("--python", str(self.root), *args, env=env, cwd=cwd)
 
+    def tool_reinstalling(self, *args: str, find_links: Path | None = None) -> Run:
+        """``tool(ARGS)`` where uv may also reinstall, offline, from the session's wheelhouse (or
+        ``find_links``) and from no index: for the paths where the tool reinstalls what its
+        stash does not hold."""
+        house = str(find_links or self.wheelhouse)
+        return self.tool(*args, UV_NO_INDEX="1", UV_FIND_LINKS=house)
+
     def file_hashes(self) -> dict[str, str]:
         """sha256 of every file in site-packages and bin, except caches and our own state."""
         hashes = {}

@@ -45,6 +45,7 @@ SMOKE = {
     "gcs": "from google.cloud import storage",
     "jupyterlab": "import jupyterlab, jupyter_server, ipykernel",
     "requests": "import requests",
+    "requests-old": "import requests, urllib3; assert urllib3.__version__ == '2.2.3'",
     "rich": "from rich.markdown import Markdown",
     "scipy": "import pandas, scipy.linalg, matplotlib.pyplot",
     "sklearn": "import sklearn.linear_model",

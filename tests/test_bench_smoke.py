@@ -143,3 +143,14 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
         for key in ("tool", "uv", "import", "probe", "failing", "passing_cached", "check")
     }
     assert any(t.name.startswith("torch: ") for t in report.evaluate(results))
+
+
+def test_the_guarded_install_bench_yields_a_figure_per_command(tmp_path: Path) -> None:
+    from bench import guarded
+
+    figures = guarded.measure(tmp_path / "bench", runs=1, population=3)
+
+    assert set(figures.medians) == set(guarded.COMMANDS)
+    assert all(seconds > 0 for seconds in figures.medians.values())
+    assert figures.files > 3  # what the snapshot links: each distribution has several files
+    assert "| run --no-probe |" in figures.table()

@@ -160,9 +160,7 @@ def test_a_large_file_edited_through_its_stash_link_is_never_restored_as_the_ori
     _edit_in_place(stored)
     assert venv.tool("--no-probe", "bulky").returncode == 0  # 0002 stashes the edited bytes
 
-    run = venv.tool(
-        "rollback", "1", "--no-probe", "--json", UV_FIND_LINKS=str(house), UV_NO_INDEX="1"
-    )
+    run = venv.tool_reinstalling("rollback", "1", "--no-probe", "--json", find_links=house)
 
     data = run.json()
     assert run.returncode == 0, data

@@ -70,7 +70,7 @@ def test_a_rollback_whose_reinstall_is_possible_goes_ahead(make_venv: MakeVenv) 
     venv = make_venv("requests", "leftpad")
     assert venv.tool("snapshot", "--no-stash").returncode == 0
     venv.uv("pip", "uninstall", "--python", str(venv.python), "leftpad")
-    run = venv.tool("rollback", "--no-probe", UV_FIND_LINKS=str(venv.wheelhouse), UV_NO_INDEX="1")
+    run = venv.tool_reinstalling("rollback", "--no-probe")
     assert run.returncode == 0, run.stdout + run.stderr
     assert venv.installed()["leftpad"] == "1.0"
 

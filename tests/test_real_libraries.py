@@ -141,7 +141,7 @@ def test_doctor_finds_nothing_in_a_healthy_environment(real_venv: RealVenv, stac
     text = venv.tool("doctor")
     assert text.returncode == 0
     assert text.stdout.startswith("doctor: no missing library, unmet requirement"), text.stdout
-    if stack == "torch":
+    if stack in ("torch", "torchdup"):
         notes = {(n["kind"], n["what"]) for n in data["notes"]}  # type: ignore[union-attr]
         if without_the_driver():
             # The driver's library: needed by libcaffe2_nvrtc.so, never in a wheel.

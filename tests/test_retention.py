@@ -72,14 +72,7 @@ def test_keep_drops_the_older_stash_and_its_rollback_reinstalls_from_the_index(
     (row,) = [line for line in table.stdout.splitlines() if line.startswith("0001 ")]
     assert "pruned" in row
 
-    back = venv.tool(
-        "rollback",
-        "0001",
-        "--json",
-        UV_OFFLINE="0",
-        UV_NO_INDEX="1",
-        UV_FIND_LINKS=str(venv.wheelhouse),
-    )
+    back = venv.tool_reinstalling("rollback", "0001", "--json")
 
     result = back.json()
     assert back.returncode == 0, result

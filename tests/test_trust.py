@@ -299,14 +299,7 @@ def test_a_symlink_in_the_stash_is_reinstalled_not_linked_back(
     kept.symlink_to(sibling / "leftpad.py")
     sibling_before = tree(sibling)
 
-    run = venv.tool(
-        "rollback",
-        "--no-probe",
-        "--json",
-        UV_OFFLINE="0",
-        UV_NO_INDEX="1",
-        UV_FIND_LINKS=str(venv.wheelhouse),
-    )
+    run = venv.tool_reinstalling("rollback", "--no-probe", "--json")
 
     _no_traceback(run)
     data = run.json()

@@ -227,13 +227,7 @@ def test_tampered_stash_falls_back_to_one_pinned_reinstall(make_venv: MakeVenv) 
     assert venv.tool("--no-probe", "leftpad").returncode == 0
     corrupt_stash(venv, "leftpad")
 
-    run = venv.tool(
-        "rollback",
-        "--json",
-        UV_OFFLINE="0",
-        UV_NO_INDEX="1",
-        UV_FIND_LINKS=str(venv.wheelhouse),
-    )
+    run = venv.tool_reinstalling("rollback", "--json")
 
     data = run.json()
     assert run.returncode == 0, data
@@ -576,14 +570,7 @@ def test_stash_hashed_during_the_probe_is_trusted_only_while_unchanged(
     # refused, and the reinstall must come from the wheelhouse instead.
     victim = next(p for p in (folder / "stash").rglob("leftpad.py"))
     victim.write_bytes(victim.read_bytes() + b"# tampered in place\n")
-    run = venv.tool(
-        "rollback",
-        "--json",
-        "1",
-        UV_OFFLINE="0",
-        UV_NO_INDEX="1",
-        UV_FIND_LINKS=str(venv.wheelhouse),
-    )
+    run = venv.tool_reinstalling("rollback", "--json", "1")
     data = run.json()
     assert run.returncode == 0, data
     assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]

@@ -352,6 +352,21 @@ def test_allow_unmet_lets_the_probe_judge(make_venv: MakeVenv) -> None:
 
 
 @needs_uv
+def test_allow_unmet_without_a_probe_says_nothing_judges(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+
+    run = venv.tool("--no-probe", "--allow-unmet", "urllib3")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (
+        "--allow-unmet: 1 requirement left unmet; nothing judges the removal (--no-probe)"
+        in run.stdout
+    )
+    assert "the probe judges" not in run.stdout
+    assert set(venv.installed()) == {"requests"}
+
+
+@needs_uv
 def test_json_dry_run_and_strict(make_venv: MakeVenv) -> None:
     venv = make_venv("requests")
     before = venv.file_hashes()

@@ -22,6 +22,7 @@ import msgspec
 from .. import baseline
 from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
 from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
+from ..bisection import bound, search
 from ..context import Context
 from ..derived import after_settings, as_baseline, dropped_notes, judged_after
 from ..environment import (
@@ -45,6 +46,7 @@ from ..errors import (
 from ..impact import removal_closure, unmet_in
 from ..legacy import DESCRIBED
 from ..libraries import Drift
+from ..needs import Cleanup, Needed, Trial, judge, loaded_by_probe, orphans, together
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
 from ..plan import RemovalPlan, plan_removal
@@ -84,10 +86,22 @@ def uninstall(
             ),
             installed,
         )
+        for text, names in plan.expanded:  # said before anything happens
+            ctx.emit("plan", f"pattern {text!r} matches: {', '.join(names)}")
         _refuse_legacy(ctx, installed, plan.remove)
         _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
         removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
+        if options.with_orphans and plan.remove:
+            removal.add_orphans()
+            plan = removal.plan
+        if options.keep_needed and plan.remove:
+            removal.keep_needed()
+            if not removal.plan.remove:
+                removal.messages.append(
+                    "nothing to try: every candidate is needed (kept, each with its reason)"
+                )
+                return removal.result(Outcome.NOTHING_TO_DO)
         if not plan.remove:
             if not plan.empty_record:
                 removal.messages.append("nothing to do: none of the named packages is installed")
@@ -223,6 +237,50 @@ class _Removal:
         self.settings = ProbeSettings()
         self.after = ProbeSettings()  # what runs after the change (derived.after_settings)
         self.messages: list[str] = []
+        self.cleanup: Cleanup | None = None  # --keep-needed
+        self.orphans: tuple[str, ...] = ()  # --with-orphans
+
+    def add_orphans(self) -> None:
+        """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
+        and unloaded join it, listed before anything happens; judged like every removal."""
+        from ..analysis import library_index, owned_files
+
+        ctx = self.ctx
+        self.requirements = self.requirements or requirement_index(self.installed)
+        index = library_index(ctx)
+        found = orphans(
+            self.installed,
+            ctx.interpreter.markers,
+            self.plan.remove,
+            self.requirements,
+            (index, owned_files(ctx, self.installed)),
+        )
+        index.save()
+        ctx.emit("plan", f"orphans, removed too: {', '.join(found) or 'none'}")
+        self.orphans = found
+        self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found))
+
+    def keep_needed(self) -> None:
+        """--keep-needed: the candidates that metadata or the library model shows as needed
+        are kept, with their reasons; the plan is what is left to try."""
+        from ..analysis import library_index, owned_files
+
+        ctx, candidates = self.ctx, self.plan.remove
+        self.requirements = self.requirements or requirement_index(self.installed)
+        index = library_index(ctx)
+        kept, tried = judge(
+            self.installed,
+            ctx.interpreter.markers,
+            candidates,
+            self.requirements,
+            (index, owned_files(ctx, self.installed)),
+        )
+        index.save()
+        for needed in kept:
+            ctx.emit("plan", f"kept, needed: {needed.name}: {needed.reason}")
+        ctx.emit("plan", f"to try: {', '.join(tried) or 'nothing'}")
+        self.cleanup = Cleanup(candidates=candidates, kept=kept, tried=tried, removed=())
+        self.plan = msgspec.structs.replace(self.plan, remove=tried)
 
     def result(self, outcome: Outcome) -> RemovalResult:
         return RemovalResult(
@@ -231,7 +289,10 @@ class _Removal:
             python=str(self.ctx.python),
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
+            expanded=self.plan.expanded,
             impact=self.analysis.report if self.analysis else None,
+            cleanup=self.cleanup,
+            orphans=self.orphans,
             probes=ProbeRuns(notes=self.settings.notes, planned=self.settings.probes),
             messages=tuple(self.messages),
         )
@@ -280,9 +341,13 @@ class _Removal:
             self.messages += self._refused_unmet()
             return self.result(Outcome.REFUSED_UNMET)
         if report.unmet:
+            judged_by = (
+                "nothing judges the removal (--no-probe)"
+                if self.settings.disabled
+                else "the probe judges the removal"
+            )
             self.messages.append(
-                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; "
-                "the probe judges the removal"
+                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; {judged_by}"
             )
         if self.options.dry_run:
             return self.result(Outcome.DRY_RUN)
@@ -344,9 +409,11 @@ class _Removal:
                 f"({change}); nothing was removed: run it again"
             )
 
-    def expected_after(self) -> frozenset[str]:
-        """The census once the removal is done: the same less the removed dist-info folders."""
-        gone = {str(self.installed[name].dist_info) for name in self.plan.remove}
+    def expected_after(self, removed: Sequence[str] | None = None) -> frozenset[str]:
+        """The census once the removal is done (of ``removed``, default the plan's): the same
+        less the removed dist-info folders."""
+        names = self.plan.remove if removed is None else removed
+        gone = {str(self.installed[name].dist_info) for name in names}
         return self.census - gone
 
     def _baseline_results(self) -> list[ProbeResult]:
@@ -384,7 +451,8 @@ class _Removal:
                 snap = txn.snapshot_before(self.installed, spec)
                 baseline_results = self._baseline_results()
                 self._refuse_changed_by_others()
-                return _Attempt(self, txn, snap, baseline_results).run()
+                kind = _Bisecting if self.cleanup is not None else _Attempt
+                return kind(self, txn, snap, baseline_results).run()
         except KeyboardInterrupt:
             if txn.changed:
                 raise InterruptedAfterChange(
@@ -499,11 +567,17 @@ class _Attempt:
             next_command=next_command,
         )
 
-    def _still_installed(self, now: frozenset[str]) -> str | None:
-        """What the installer left of what it said it removed: dist-info folders still in the
-        census ``now``."""
+    def _gone(self) -> Sequence[str]:
+        """What is removed now, of what the snapshot stashed."""
+        return self.snap.removed
+
+    def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
+        """What the installer left of what it said it removed (``names``, default all):
+        dist-info folders still in the census ``now``."""
         installed = self.removal.installed
-        left = [name for name in self.snap.removed if str(installed[name].dist_info) in now]
+        left = [
+            name for name in names or self.snap.removed if str(installed[name].dist_info) in now
+        ]
         if not left:
             return None
         return (
@@ -516,7 +590,7 @@ class _Attempt:
         one taken now), or None: a probe's verdict on an environment that is not the one the
         removal left judges nothing."""
         now = census(self.ctx.interpreter) if now is None else now
-        change = census_change(self.removal.expected_after(), now)
+        change = census_change(self.removal.expected_after(self._gone()), now)
         if not change:
             return None
         return f"another process changed the environment during the removal ({change})"
@@ -602,7 +676,7 @@ class _Attempt:
         """Bring back everything the removal took in one batch, verify, probe again."""
         txn, snap, removal = self.txn, self.snap, self.removal
         assert removal.analysis is not None
-        entries = [e for name in snap.removed if (e := snap.package(name)) is not None]
+        entries = [e for name in self._gone() if (e := snap.package(name)) is not None]
         with txn.interrupts_deferred():
             restored = txn.restore(
                 snap, entries, removal.analysis.report.hollow, offline=removal.options.offline
@@ -670,3 +744,195 @@ def _stopped(restored: Restored) -> str:
         f"the restore stopped on an unexpected error ({restored.error}): the environment is "
         "only partly restored"
     )
+
+
+class _Stop(Exception):
+    """The search can't go on (the installer failed, another process changed the environment,
+    a partial restore was not verified): everything is restored, for ``reason``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class _Bisecting(_Attempt):
+    """--keep-needed: the candidates tried are removed in one batch and probed; when the probe
+    fails, bisection.search finds the largest subset whose removal passes. Between two runs the
+    environment is moved by restoring from this transaction's own stash (verified against the
+    snapshot less what stays removed) and by uninstalling; one snapshot for it all, so one
+    ``rollback`` undoes the whole cleanup. An interrupt, an error or a failing final run
+    restores everything: the environment ends in the final state proven by a passing probe,
+    or in the snapshot's."""
+
+    def __init__(
+        self, removal: _Removal, txn: Transaction, snap: Snapshot, baseline: list[ProbeResult]
+    ) -> None:
+        super().__init__(removal, txn, snap, baseline)
+        self.state: frozenset[str] = frozenset()  # removed now
+        self.trials: list[Trial] = []
+        self.found_needed: list[Needed] = []  # by the baseline's load map, then the search
+        self.tried: tuple[str, ...] = snap.removed
+        self.units = 0  # what the search moves: candidates sharing a file go together
+        self.needed_units = 0
+
+    def _loaded_by_baseline(self) -> list[Needed]:
+        """Candidates whose files the baseline probe loaded: removing one changes what the
+        probe loads, which fails the removal unless --allow-drift; known without a run."""
+        removal = self.removal
+        if removal.options.allow_drift or removal.analysis is None:
+            return []
+        libraries = [p for r in self.runs.baseline for p in r.libraries or ()]
+        owned = removal.analysis.owned
+        found = loaded_by_probe(self.snap.removed, libraries, owned, removal.installed)
+        return [found[name] for name in self.snap.removed if name in found]
+
+    def _gone(self) -> Sequence[str]:
+        return sorted(self.state)
+
+    def run(self) -> RemovalResult:
+        messages = self.removal.messages
+        try:
+            self.found_needed = self._loaded_by_baseline()
+            for needed in self.found_needed:
+                self.ctx.emit("plan", f"kept, needed: {needed.name}: {needed.reason}")
+            loaded = {n.name for n in self.found_needed}
+            self.tried = tuple(n for n in self.snap.removed if n not in loaded)
+            if not self.tried:
+                messages.append("nothing to try: every candidate is needed")
+                self.txn.finish(Outcome.NOTHING_TO_DO.value)
+                return self._result(Outcome.NOTHING_TO_DO)
+            assert self.removal.analysis is not None
+            units = together(self.tried, self.removal.analysis.owned)
+            self.units = len(units)
+            found = search(
+                list(units),
+                lambda removed: self._passes(frozenset(n for u in removed for n in units[u])),
+            )
+            self.needed_units = len(found.needed)
+            self.found_needed += [
+                Needed(name, (self._why_needed(name, units[unit]),), "probe")
+                for unit in found.needed
+                for name in units[unit]
+            ]
+            if not found.final_passed:
+                messages.append(
+                    "the probe failed on the final state the search found (the candidates' "
+                    "needs are not independent, or the probe is not reliable): restoring all"
+                )
+                return self._restore("probe-failed")
+            if not found.removable:
+                messages.append("every candidate tried is needed: restoring them all")
+                return self._restore("needed")
+            self.txn.finish(self._outcome().value)
+            return self._result(self._outcome())
+        except _Stop as stop:
+            messages.append(stop.message)
+            return self._restore(stop.reason)
+        except KeyboardInterrupt:
+            messages.append("interrupted during the search: restoring what was removed")
+            return self._restore("interrupted")
+        except Exception as err:  # whatever broke, what was removed comes back first
+            messages.append(f"unexpected error during the search: {err!r}")
+            return self._restore("error")
+
+    def _outcome(self) -> Outcome:
+        cleanup = self.removal.cleanup
+        kept = bool(self.found_needed or (cleanup is not None and cleanup.kept))
+        return Outcome.KEPT_NEEDED if kept else Outcome.REMOVED
+
+    def _result(
+        self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
+    ) -> RemovalResult:
+        result = super()._result(outcome, restored, next_command)
+        cleanup = self.removal.cleanup
+        assert cleanup is not None
+        installed = self.removal.installed
+        final = tuple(n for n in self.snap.removed if n in self.state) if restored is None else ()
+        cleanup = msgspec.structs.replace(
+            cleanup,
+            kept=(*cleanup.kept, *self.found_needed),
+            tried=self.tried,
+            removed=final,
+            probe_runs=len(self.trials),
+            bound=bound(self.units, self.needed_units),
+            trials=tuple(self.trials),
+        )
+        return msgspec.structs.replace(
+            result,
+            removed=tuple(f"{n}=={installed[n].version}" for n in final),
+            cleanup=cleanup,
+        )
+
+    def _why_needed(self, name: str, unit: Sequence[str]) -> str:
+        """The failure of the smallest failing run that removed ``name``; and the candidates
+        that share files with it, which go and stay with it."""
+        failed = [t for t in self.trials if not t.passed and name in t.removed]
+        text = "the probe fails without it (bisection)"
+        if failed:
+            text += ": " + min(failed, key=lambda t: len(t.removed)).why
+        others = [n for n in unit if n != name]
+        if others:
+            text += f" (tried together with {', '.join(others)}: they list files in common)"
+        return text
+
+    def _passes(self, removed: frozenset[str]) -> bool:
+        """Put the environment in the state without ``removed``, probe it, judge it."""
+        self._move_to(removed)
+        if not self.removal.after.probes:  # no probe: the static evidence alone judged
+            return True
+        self.txn.probing()
+        shown = ", ".join(sorted(removed))
+        after, _ = self._probe()
+        changed = self._changed_by_others()
+        if changed is not None:
+            raise _Stop("concurrent", changed + "; the probe judged another environment")
+        assert self.removal.analysis is not None
+        drifted = self.removal.analysis.drift(self.runs.baseline, after)
+        passed = all(r.passed for r in after) and not (
+            drifted and not self.removal.options.allow_drift
+        )
+        self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
+        self.drift = tuple(drifted) if passed else ()
+        failure = failure_text(after).strip()  # the last line says it: an exception, mostly
+        why = failure.splitlines()[-1] if failure else ""
+        if drifted and not passed and not why:
+            why = "drift: " + drifted[0].describe()
+        self.trials.append(Trial(tuple(sorted(removed)), passed, why))
+        verdict = "passed" if passed else "FAILED"
+        self.ctx.emit("bisect", f"run {len(self.trials)}: without {shown}: {verdict}")
+        return passed
+
+    def _move_to(self, removed: frozenset[str]) -> None:
+        """Restore what ``removed`` leaves out (from the stash, verified), uninstall the rest."""
+        back = sorted(self.state - removed)
+        if back:
+            snap, staying = self.snap, self.state & removed  # removed after the restore
+            wanted = msgspec.structs.replace(
+                snap, packages=tuple(e for e in snap.packages if e.name not in staying)
+            )
+            entries = [e for name in back if (e := snap.package(name)) is not None]
+            with self.txn.interrupts_deferred():
+                restored = self.txn.restore(
+                    wanted, entries, (), offline=self.removal.options.offline
+                )
+            if not restored.ok:
+                problems = (
+                    "; ".join(restored.verification.describe())
+                    if restored.verification
+                    else restored.error
+                )
+                raise _Stop(
+                    "error", f"bringing back {', '.join(back)} was not verified: {problems}"
+                )
+            self.state = self.state - set(back)
+            if self.txn.interrupted:
+                raise KeyboardInterrupt
+        more = [name for name in self.snap.removed if name in removed - self.state]
+        if more:
+            failed = self.txn.uninstall(more)
+            self.state = self.state | set(more)
+            if failed is None:
+                failed = self._still_installed(census(self.ctx.interpreter), more)
+            if failed is not None:
+                raise _Stop("uninstall-failed", failed)

@@ -1,0 +1,221 @@
+"""--keep-needed and --with-orphans (issue 15) on real venvs of toy wheels: what the static
+evidence shows as needed is kept untried, with its reason; a need only the probe sees (an
+entry-point plugin, a module imported by the probe alone) is found by bisection within
+bisection.bound; one snapshot, so one rollback undoes the whole cleanup, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from safeuninstall.bisection import bound
+from tests.conftest import MakeVenv, Venv
+from tests.wheels import build_wheel
+
+HOST = """
+from importlib.metadata import entry_points
+_formats = {e.name: e for e in entry_points(group="toyhost.formats")}
+FORMAT = _formats["fmt3"].load()  # a plugin by name: no Requires-Dist says so
+"""
+
+
+@pytest.fixture
+def plugins(tmp_path: Path) -> Path:
+    house = tmp_path / "plugins"
+    build_wheel(house, "toyhost", "1.0", {"toyhost/__init__.py": HOST})
+    for i in range(8):
+        build_wheel(
+            house,
+            f"toyfmt{i}",
+            "1.0",
+            {f"toyfmt{i}.py": f"NAME = 'fmt{i}'\n"},
+            entry_points=f"[toyhost.formats]\nfmt{i} = toyfmt{i}:NAME\n",
+        )
+    return house
+
+
+def _installed_with(make_venv: MakeVenv, house: Path, *names: str) -> Venv:
+    venv = make_venv()
+    venv.install(*names, find_links=house)
+    return venv
+
+
+def _kept(data: dict[str, object]) -> dict[str, tuple[str, str]]:
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    return {k["name"]: (k["why"], k["reasons"][0]) for k in cleanup["kept"]}
+
+
+def test_an_entry_point_plugin_is_found_by_bisection(make_venv: MakeVenv, plugins: Path) -> None:
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(8)))
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--probe", "import toyhost", "toyfmt*")
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed"
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["tried"] == [f"toyfmt{i}" for i in range(8)]  # static evidence sees nothing
+    assert cleanup["removed"] == [f"toyfmt{i}" for i in range(8) if i != 3]
+    why, reason = _kept(data)["toyfmt3"]
+    assert why == "probe" and "KeyError: 'fmt3'" in reason
+    runs = cleanup["probe_runs"]
+    assert isinstance(runs, int) and runs == len(cleanup["trials"]) <= bound(8, 1) == 5
+    assert cleanup["trials"][-1] == {  # ends on a passing run of exactly the final state
+        "removed": cleanup["removed"],
+        "passed": True,
+        "why": "",
+    }
+    assert data["removed"] == [f"toyfmt{i}==1.0" for i in range(8) if i != 3]
+    assert set(venv.installed()) >= {"toyhost", "toyfmt3"}
+    assert venv.run_python("import toyhost").returncode == 0
+    back = venv.tool("rollback")
+    assert back.returncode == 0, back.stderr
+    assert venv.file_hashes() == before
+
+
+def test_two_needed_of_eight_imported_by_the_probe_alone(
+    make_venv: MakeVenv, plugins: Path
+) -> None:
+    venv = _installed_with(make_venv, plugins, *(f"toyfmt{i}" for i in range(8)))
+    before = venv.file_hashes()
+    probe = "import toyfmt1, toyfmt6"
+    done = venv.tool("--json", "--keep-needed", "--probe", probe, "toyfmt*")
+    assert done.returncode == 0, done.stderr
+    cleanup = done.json()["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == [f"toyfmt{i}" for i in range(8) if i not in (1, 6)]
+    assert {k["name"] for k in cleanup["kept"]} == {"toyfmt1", "toyfmt6"}
+    assert cleanup["probe_runs"] <= bound(8, 2) == 9
+    assert venv.run_python(probe).returncode == 0
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before
+
+
+def test_static_evidence_keeps_without_trying(make_venv: MakeVenv) -> None:
+    # consumer's libconsumer.so needs libfoo/libbar/libbaz from the nv*-cu13 wheels (RUNPATH);
+    # nvfoo-meta and leftpad nothing needs.
+    venv = make_venv("consumer", "nvfoo-cu13", "nvbar-cu13", "nvbaz-cu13", "nvfoo-meta", "leftpad")
+    before = venv.file_hashes()
+    dry = venv.tool("--json", "--dry-run", "--keep-needed", "--no-probe", "nv*", "leftpad")
+    assert dry.returncode == 0, dry.stderr
+    kept = _kept(dry.json())
+    assert kept["nvfoo-cu13"] == (
+        "library",
+        "consumer/lib/libconsumer.so needs libfoo.so.1 from it",
+    )
+    assert set(kept) == {"nvfoo-cu13", "nvbar-cu13", "nvbaz-cu13"}
+    assert venv.file_hashes() == before
+    done = venv.tool("--json", "--keep-needed", "--probe", "import consumer", "nv*", "leftpad")
+    assert done.returncode == 0, done.stderr
+    cleanup = done.json()["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["tried"] == ["nvfoo-meta", "leftpad"]
+    assert cleanup["removed"] == ["nvfoo-meta", "leftpad"]
+    assert cleanup["probe_runs"] == 1
+    text = venv.tool("rollback")
+    assert text.returncode == 0, text.stderr
+    assert venv.file_hashes() == before
+
+
+def test_every_candidate_needed_restores_all(make_venv: MakeVenv, plugins: Path) -> None:
+    venv = _installed_with(make_venv, plugins, "toyfmt0", "toyfmt1")
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--probe", "import toyfmt0, toyfmt1", "toyfmt*")
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "needed-restored"
+    assert data["removed"] == []
+    assert venv.file_hashes() == before
+    # Nothing of it is in effect: a plain rollback passes it over.
+    assert "nothing to roll back" in venv.tool("rollback").stdout
+
+
+def test_with_orphans_removes_the_dependencies_left_unrequired(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")  # urllib3 comes with requests: not requested
+    before = venv.file_hashes()
+    dry = venv.tool("--json", "--dry-run", "--with-orphans", "requests")
+    data = dry.json()
+    assert data["orphans"] == ["urllib3"]
+    assert data["removed"] == ["requests==2.32.3", "urllib3==2.3.0"]
+    assert "orphans, removed too: urllib3" in [e["text"] for e in data["events"]]  # type: ignore[index]
+    done = venv.tool("--with-orphans", "--no-probe", "requests")
+    assert done.returncode == 0, done.stderr
+    assert set(venv.installed()) == {"leftpad"}
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before
+
+
+def test_an_orphan_is_not_one_that_pip_installed_on_request(make_venv: MakeVenv) -> None:
+    # uv writes REQUESTED for every distribution (astral-sh/uv#13278); pip for those named.
+    venv = make_venv("requests")
+    (info,) = venv.site_packages.glob("urllib3-*.dist-info")
+    (info / "INSTALLER").unlink()  # replaced, not edited: its inode is uv's cache's
+    (info / "INSTALLER").write_text("pip\n")
+    data = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
+    assert data["orphans"] == []
+    assert data["removed"] == ["requests==2.32.3"]
+    (info / "REQUESTED").unlink()  # pip installed it as a dependency
+    data = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
+    assert data["orphans"] == ["urllib3"]
+
+
+@pytest.mark.parametrize("step", ["uninstall", "probe", "restore", "verify"])
+def test_an_interrupt_during_the_search_restores_the_snapshot_state(
+    make_venv: MakeVenv, plugins: Path, step: str
+) -> None:
+    # The search needs a restore (toyfmt3 is needed): a Ctrl-C at its first uninstall, probe,
+    # partial restore or verification ends with everything back as it was, verified.
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json",
+        "--keep-needed",
+        "--probe",
+        "import toyhost",
+        "toyfmt*",
+        SAFE_UNINSTALL_FAULT=f"{step}:INT",
+    )
+    data = done.json()
+    assert data["outcome"] == "interrupted-restored", data["messages"]
+    assert done.returncode == 3
+    assert data["removed"] == []
+    assert venv.file_hashes() == before
+    assert not venv.journal.exists()
+    assert "nothing to roll back" in venv.tool("rollback").stdout
+
+
+def test_candidates_that_share_files_are_tried_together(make_venv: MakeVenv) -> None:
+    # sharedlib-cu12 and -cu13 both list sharedlib/__init__.py. Tried apart, removing cu12
+    # alone passes `import sharedlib` (a namespace package is left) and leaves cu13 hollow.
+    venv = make_venv("sharedlib-cu12", "sharedlib-cu13", "leftpad")
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json", "--keep-needed", "--probe", "import sharedlib", "sharedlib-*", "leftpad"
+    )
+    assert done.returncode == 0, done.stderr
+    cleanup = done.json()["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == ["leftpad"]
+    kept = {k["name"]: k["reasons"][0] for k in cleanup["kept"]}
+    assert set(kept) == {"sharedlib-cu12", "sharedlib-cu13"}
+    assert "tried together with sharedlib-cu13" in kept["sharedlib-cu12"]
+    left = {p: h for p, h in before.items() if "leftpad" not in p}
+    assert {p: h for p, h in venv.file_hashes().items()} == left  # nothing hollow
+    assert cleanup["bound"] == bound(2, 1)
+
+
+def test_without_a_probe_the_static_evidence_alone_judges_and_says_so(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("consumer", "nvfoo-cu13", "leftpad")
+    done = venv.tool("--keep-needed", "--no-probe", "nvfoo-cu13", "leftpad")
+    assert done.returncode == 0, done.stderr
+    assert "kept, needed: nvfoo-cu13: consumer/lib/libconsumer.so needs libfoo.so.1" in (
+        done.stdout
+    )
+    assert "probe runs: 0 for 1 tried" in done.stdout
+    assert done.stdout.rstrip().endswith(
+        "uninstall: removed what nothing needs, kept what is needed; no probe (--no-probe)"
+    )

@@ -1,0 +1,108 @@
+"""Shell-style patterns in package arguments, -r files and ``check`` (issue 15): expanded over
+canonical names, listed before anything happens, an error when they match nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from safeuninstall.errors import InvalidInput
+from safeuninstall.plan import plan_removal
+from safeuninstall.requirements import collect, parse_argument
+from tests.conftest import MakeVenv
+from tests.test_units import installed_dist
+
+NAMES = (
+    "nvidia-cublas",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "nvidia-nvtx-cu12",
+    "torch",
+    "safe-uninstall",
+    "uv",
+)
+INSTALLED = {name: installed_dist(name) for name in NAMES}
+
+
+@pytest.mark.parametrize(
+    ("text", "matched"),
+    [
+        ("nvidia-*-cu12", ("nvidia-nccl-cu12", "nvidia-nvtx-cu12")),
+        ("NVIDIA_*_CU12", ("nvidia-nccl-cu12", "nvidia-nvtx-cu12")),  # as a name is normalised
+        ("nvidia.nccl.cu1?", ("nvidia-nccl-cu12", "nvidia-nccl-cu13")),
+        ("nvidia-nccl-cu1[!2]*", ("nvidia-nccl-cu13",)),
+        (
+            "*",
+            ("nvidia-cublas", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nvtx-cu12", "torch"),
+        ),
+    ],
+)
+def test_a_pattern_expands_over_canonical_names(text: str, matched: tuple[str, ...]) -> None:
+    wanted = parse_argument(text, Path("/work"))
+    plan = plan_removal([wanted], INSTALLED)
+    assert plan.remove == matched
+    assert plan.expanded == ((text, matched),)
+    assert plan.absent == ()
+
+
+def test_brackets_alone_are_extras_not_a_pattern() -> None:
+    wanted = parse_argument("nvidia-nccl-cu1[3]", Path("/"))
+    assert (wanted.name, wanted.pattern) == ("nvidia-nccl-cu1", None)
+
+
+def test_a_pattern_never_matches_the_tool_or_uv_and_says_so() -> None:
+    plan = plan_removal([parse_argument("*", Path("/"))], INSTALLED)
+    assert "safe-uninstall" not in plan.remove and "uv" not in plan.remove
+    assert "'*' leaves out safe-uninstall (a pattern never matches it: name it to remove it)" in (
+        plan.notes
+    )
+    named = plan_removal([parse_argument("uv", Path("/"))], INSTALLED)
+    assert named.remove == ("uv",)  # named, it is removed as asked
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("torhc*", "did you mean torch?"),
+        ("nvidia-*-cu11", "did you mean"),
+        ("uv*", "a pattern never matches uv"),
+    ],
+)
+def test_a_pattern_that_matches_nothing_is_an_error(text: str, hint: str) -> None:
+    with pytest.raises(
+        InvalidInput, match=re.escape(f"the pattern '{text}' matches no installed")
+    ) as err:
+        plan_removal([parse_argument(text, Path("/"))], INSTALLED)
+    assert hint in err.value.message
+
+
+def test_patterns_in_a_requirements_file(tmp_path: Path) -> None:
+    (tmp_path / "leftovers.txt").write_text("nvidia-*-cu12  # the cu12 copies\ntorch\n")
+    request = collect((), ("leftovers.txt",), tmp_path)
+    plan = plan_removal(request.wanted, INSTALLED)
+    assert plan.remove == ("nvidia-nccl-cu12", "nvidia-nvtx-cu12", "torch")
+    assert plan.expanded == (("nvidia-*-cu12", ("nvidia-nccl-cu12", "nvidia-nvtx-cu12")),)
+
+
+def test_the_expansion_is_listed_before_anything_happens(make_venv: MakeVenv) -> None:
+    venv = make_venv("nvfoo-cu13", "nvbar-cu13", "leftpad")
+    before = venv.file_hashes()
+    dry = venv.tool("--dry-run", "--json", "NVFOO*", "nv?ar-*")
+    data = dry.json()
+    assert data["patterns"] == {"NVFOO*": ["nvfoo-cu13"], "nv?ar-*": ["nvbar-cu13"]}
+    assert data["removed"] == ["nvfoo-cu13==1.0", "nvbar-cu13==1.0"]
+    assert data["outcome"] == "dry-run"
+    events = [e["text"] for e in data["events"]]  # type: ignore[index]
+    assert "pattern 'NVFOO*' matches: nvfoo-cu13" in events
+    checked = venv.tool("check", "nv*-cu13")
+    assert "pattern 'nv*-cu13' matches: nvbar-cu13, nvfoo-cu13" in checked.stdout
+    missing = venv.tool("nvfo-*")
+    assert missing.returncode == 1, missing.stderr  # nothing was changed
+    assert "the pattern 'nvfo-*' matches no installed distribution" in missing.stderr
+    assert venv.file_hashes() == before
+    removed = venv.tool("--no-probe", "LeftPad*")
+    assert removed.returncode == 0, removed.stderr
+    assert "pattern 'LeftPad*' matches: leftpad" in removed.stderr
+    assert "leftpad" not in venv.installed()
