@@ -259,6 +259,7 @@ class _Removal:
         ctx.emit("plan", f"orphans, removed too: {', '.join(found) or 'none'}")
         self.orphans = found
         self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found))
+        self.records.update(_record_stats(self.installed, found))
 
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
