@@ -186,6 +186,7 @@ class Transaction:
         self._changed = False  # the installer has run: giving up is no longer possible
         self._finished = False
         self.interrupted = False  # an interrupt arrived during interrupts_deferred
+        self.left_behind: list[str] = []  # what giving up could not delete
         self.snapshot: Snapshot | None = None
 
     def __enter__(self) -> Transaction:
@@ -203,17 +204,20 @@ class Transaction:
         tb: TracebackType | None,
     ) -> None:
         giving_up = kind is not None and not self._changed
-        if self._hasher is not None:
-            # Its record must be complete before the command ends, unless the snapshot goes.
-            # The operation is over by now: an interrupt must not cut the wait short and pass
-            # for one that came before any change.
-            if giving_up:
-                self._hasher.cancel()
-            else:
-                with interrupts.deferred(obey=False):
-                    self._hasher.wait()
         if giving_up:
-            self._give_up()
+            # A second interrupt (Ctrl-C pressed twice; `timeout` signals the process and then
+            # its group) must not cut the give-up short: it left the journal and a "pending"
+            # snapshot, and every later command refused. It is obeyed once both are gone.
+            with interrupts.deferred():
+                if self._hasher is not None:
+                    self._hasher.cancel()  # the snapshot goes: its record is not wanted
+                self._give_up()
+        elif self._hasher is not None:
+            # Its record must be complete before the command ends. The operation is over by
+            # now: an interrupt must not cut the wait short and pass for one that came before
+            # any change.
+            with interrupts.deferred(obey=False):
+                self._hasher.wait()
 
     def snapshot_before(
         self, installed: Mapping[str, InstalledDistribution], spec: SnapshotSpec
@@ -354,11 +358,27 @@ class Transaction:
         self._finished = True
 
     def _give_up(self) -> None:
-        """Nothing was removed: undo the snapshot too, so no "pending" one is left behind."""
+        """Nothing was removed: undo the snapshot too, so no "pending" one is left behind.
+        What could not be deleted is kept in ``left_behind`` (see ``unchanged``)."""
         if self._folder is not None:
             shutil.rmtree(self._folder[1], ignore_errors=True)
+            if os.path.lexists(self._folder[1]):
+                self.left_behind.append(f"the snapshot folder {self._folder[1]}")
         if self._prefix == "":
-            self._journal.finish()
+            try:
+                self._journal.finish()
+            except OSError as err:
+                self.left_behind.append(f"the journal {self._journal.path} ({err.strerror})")
+
+    def unchanged(self, said: str) -> str:
+        """``said`` ("interrupted before ...") and that nothing was changed: only when the
+        give-up deleted the snapshot and the journal, else what remains."""
+        if not self.left_behind:
+            return f"{said}; nothing was changed"
+        return (
+            f"{said}; the environment was not changed, but giving the operation up could not "
+            f"delete {' and '.join(self.left_behind)}"
+        )
 
     @contextlib.contextmanager
     def interrupts_deferred(self) -> Iterator[None]:

@@ -251,19 +251,36 @@ def test_prune_max_size_that_is_not_a_number_is_a_usage_error(
 # -- 19 and 22: interrupts at a known point -----------------------------------------------------
 
 # Installed as sitecustomize for the tool's own interpreter only (the tool gives its children an
-# environment without PYTHONPATH): sends SIGINT to the process at one named point, once.
+# environment without PYTHONPATH): sends SIGINT to the process at one named point, once (or at
+# each of several, see below).
 #   import:MODULE            when MODULE is about to be imported
 #   call:FUNCTION            when a Python function of that name is called
 #   c_call:FUNCTION:BUILTIN  when FUNCTION calls the builtin BUILTIN (os.close, say)
 #   record:FILE              nothing: write every module imported, in order, to FILE
+# Points joined by "," fire in turn; every one after the first is a call:FUNCTION, watched by
+# sys.settrace and sys.setprofile alternately: the interrupt is raised inside the hook that
+# fired, which unsets that hook (Python's rule), so the next point is watched by the other.
 _HOOK = """
 import os, signal, sys
 
-_kind, _, _where = os.environ["INTERRUPT_AT"].partition(":")
+_points = os.environ["INTERRUPT_AT"].split(",")
+_kind, _, _where = _points.pop(0).partition(":")
+_fired = []
 
 
 def _fire():
+    global _kind, _where
+    _fired.append(_where)
+    if _points:  # armed first: the interrupt may be raised as soon as it is sent
+        _kind, _, _where = _points.pop(0).partition(":")
+        sys.settrace(_trace) if len(_fired) % 2 else sys.setprofile(_profile)
     os.kill(os.getpid(), signal.SIGINT)
+
+
+def _trace(frame, event, arg):
+    if _kind == "call" and event == "call" and frame.f_code.co_name == _where:
+        sys.settrace(None)
+        _fire()
 
 
 class _Imports:
@@ -388,3 +405,35 @@ def test_an_interrupt_during_the_write_test_leaves_nothing(
     assert everything(venv, outside) == before
     leftovers = [p for p in venv.root.rglob(".safe-uninstall-write-test-*")]
     assert leftovers == []
+
+
+# Where a second interrupt lands once the first (in the baseline's wait, the snapshot taken,
+# nothing removed) has begun giving the removal up.
+GIVING_UP_POINTS = [
+    "call:cancel",  # the stash hasher stopped
+    "call:_give_up",  # before the snapshot is deleted
+    "call:_rmtree_safe_fd",  # as it is deleted
+]
+
+
+@pytest.mark.parametrize("second", GIVING_UP_POINTS)
+def test_a_second_interrupt_does_not_cut_the_give_up_short(
+    make_venv: MakeVenv, interrupt_at: Callable[[str], dict[str, str]], second: str
+) -> None:
+    """Ctrl-C pressed twice (and `timeout -s INT`, which signals the process, then its group):
+    the second one used to stop the give-up, leaving the journal and a "pending" snapshot, and
+    every later command refused, after "nothing was changed"."""
+    venv = make_venv("leftpad")
+
+    run = venv.tool(
+        "--probe", "import leftpad", "leftpad", **interrupt_at(f"call:_baseline_results,{second}")
+    )
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert error_line(run.stderr) == (
+        "safe-uninstall: error: interrupted before anything was removed; nothing was changed"
+    ), run.stderr
+    assert not venv.journal.exists()
+    assert list((venv.root / ".safe-uninstall" / "snapshots").iterdir()) == []
+    assert "leftpad" in venv.installed()
+    assert venv.tool("--dry-run", "leftpad").returncode == 0

@@ -1226,3 +1226,34 @@ def test_doctor_skips_only_lines_that_need_an_extra(line: str) -> None:
         assert requirement is not None and requirement.marker is not None
         markers = {"python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux"}
         assert not requirement.marker.evaluate({**markers, "extra": ""})
+
+
+def test_giving_up_says_what_it_could_not_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nothing was changed` is said only when the give-up deleted the snapshot and the journal."""
+    from safeuninstall import transaction
+
+    class _Journal:
+        path = tmp_path / "journal.toml"
+
+        def finish(self) -> None:
+            raise PermissionError(13, "Permission denied")
+
+    class _Context:
+        def journal(self) -> _Journal:
+            return _Journal()
+
+    folder = tmp_path / "0001"
+    folder.mkdir()
+    monkeypatch.setattr(transaction.shutil, "rmtree", lambda *args, **kwargs: None)
+    txn = transaction.Transaction(_Context(), "uninstall")  # type: ignore[arg-type]
+    txn._folder = ("0001", folder)
+    with pytest.raises(KeyboardInterrupt), txn:
+        raise KeyboardInterrupt
+
+    assert txn.unchanged("interrupted before anything was removed") == (
+        "interrupted before anything was removed; the environment was not changed, but giving "
+        f"the operation up could not delete the snapshot folder {folder} and the journal "
+        f"{tmp_path / 'journal.toml'} (Permission denied)"
+    )

@@ -159,7 +159,7 @@ class _Guard:
                     "interrupted after the command had started, outside the steps that wait "
                     "for an interrupt"
                 ) from None
-            raise Interrupted("interrupted before the command ran; nothing was changed") from None
+            raise Interrupted(txn.unchanged("interrupted before the command ran")) from None
         finally:
             if self.begun is not None:
                 self.begun.cancel()

@@ -460,9 +460,7 @@ class _Removal:
                     "interrupted after the uninstall had started, outside the steps that wait "
                     "for an interrupt"
                 ) from None
-            raise Interrupted(
-                "interrupted before anything was removed; nothing was changed"
-            ) from None
+            raise Interrupted(txn.unchanged("interrupted before anything was removed")) from None
         finally:
             self.stop_baseline()
 
