@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.bisection import bound
-from tests.conftest import MakeVenv, Venv
+from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel
 
 HOST = """
@@ -184,6 +184,32 @@ def test_an_interrupt_during_the_search_restores_the_snapshot_state(
     assert venv.file_hashes() == before
     assert not venv.journal.exists()
     assert "nothing to roll back" in venv.tool("rollback").stdout
+
+
+def test_ctrl_c_while_uv_uninstalls_in_the_search_restores_what_it_removed(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    # The Ctrl-C arrives while uv removes the first trial's candidates: it is held back until
+    # uv is done, then obeyed. What uv removed by then must be known as gone, and restored.
+    venv = make_venv("leftpad", "toolpkg", "multipkg")
+    before, installed = venv.file_hashes(), venv.installed()
+    uv = stand_in_uv(tmp_path / "uv", "os.kill(os.getppid(), signal.SIGINT)", "signal")
+    done = venv.tool(
+        "--json",
+        "--keep-needed",
+        "--probe",
+        "import sys",
+        "leftpad",
+        "toolpkg",
+        "multipkg",
+        SAFE_UNINSTALL_UV=str(uv),
+    )
+    data = done.json()
+    assert data["outcome"] == "interrupted-restored", data["messages"]
+    assert done.returncode == 3
+    assert venv.installed() == installed
+    assert venv.file_hashes() == before
+    assert not venv.journal.exists()
 
 
 def test_candidates_that_share_files_are_tried_together(make_venv: MakeVenv) -> None:

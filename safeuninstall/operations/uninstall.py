@@ -901,8 +901,10 @@ class _Bisecting(_Attempt):
                 raise KeyboardInterrupt
         more = [name for name in self.snap.removed if name in removed - self.state]
         if more:
-            failed = self.txn.uninstall(more)
+            # Counted as gone before the uninstall starts: an interrupt held back while uv runs
+            # is raised as txn.uninstall returns, and the restore brings back only these.
             self.state = self.state | set(more)
+            failed = self.txn.uninstall(more)
             if failed is None:
                 failed = self._still_installed(census(self.ctx.interpreter), more)
             if failed is not None:
