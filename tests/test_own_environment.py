@@ -88,3 +88,21 @@ def test_the_tool_keeps_what_its_search_needs_while_removing_itself(own: Venv) -
     assert cleanup["removed"] == ["safe-uninstall"]
     assert "tomli-w" in own.installed()
     assert "safe-uninstall" not in own.installed()
+
+
+def test_with_orphans_never_takes_the_tool_nor_what_it_runs_on(own: Venv) -> None:
+    # Run from the environment: uv and the tool's own requirements are never orphans.
+    before = own.file_hashes()
+    mine = _own_tool(own, "--json", "--dry-run", "--with-orphans", "safe-uninstall").json()
+    assert mine["orphans"] == []
+    assert mine["removed"] == ["safe-uninstall==0.1.0"]
+    spared = "orphans left installed: click, packaging, filelock, tomli-w, msgspec, uv"
+    assert any(m.startswith(spared) for m in mine["messages"]), mine["messages"]  # type: ignore[union-attr]
+    # Run from elsewhere, what the tool runs on is another environment's: only uv is spared.
+    other = own.tool("--json", "--dry-run", "--with-orphans", "safe-uninstall").json()
+    assert other["orphans"] == ["click", "packaging", "filelock", "tomli-w", "msgspec"]
+    assert any(
+        m.startswith("orphans left installed: uv (")
+        for m in other["messages"]  # type: ignore[union-attr]
+    ), other["messages"]
+    assert own.file_hashes() == before

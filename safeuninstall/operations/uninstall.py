@@ -46,10 +46,19 @@ from ..errors import (
 from ..impact import removal_closure, unmet_in
 from ..legacy import DESCRIBED
 from ..libraries import Drift
-from ..needs import Cleanup, Needed, Trial, judge, loaded_by_probe, orphans, together
+from ..needs import (
+    Cleanup,
+    Needed,
+    Trial,
+    judge,
+    loaded_by_probe,
+    orphans,
+    requirement_closure,
+    together,
+)
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
-from ..plan import RemovalPlan, plan_removal
+from ..plan import NEVER_MATCHED, RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
 from ..requirements import read_request
 from ..results import ProbeRuns, RemovalResult
@@ -246,17 +255,32 @@ class _Removal:
         ctx = self.ctx
         self.requirements = self.requirements or requirement_index(self.installed)
         index = library_index(ctx)
+        markers = ctx.interpreter.markers
+        # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
+        # own environment what it runs on: removing that would break the restore itself.
+        spare = set(NEVER_MATCHED)
+        if _own_environment(ctx):
+            spare |= requirement_closure("safe-uninstall", self.installed, markers)
         found = orphans(
             self.installed,
-            ctx.interpreter.markers,
+            markers,
             self.plan.remove,
             self.requirements,
             (index, ownership(self.installed)),
+            spare=spare,
         )
         index.save()
-        ctx.emit("plan", f"orphans, removed too: {', '.join(found) or 'none'}")
-        self.orphans = found
-        self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found))
+        ctx.emit("plan", f"orphans, removed too: {', '.join(found.found) or 'none'}")
+        if found.spared:
+            spared = (
+                f"orphans left installed: {', '.join(found.spared)} (the tool, uv and, in the "
+                "tool's own environment, what it runs on are never added: name them to remove "
+                "them)"
+            )
+            ctx.emit("plan", spared)
+            self.messages.append(spared)
+        self.orphans = found.found
+        self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found.found))
 
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
@@ -464,12 +488,17 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
     return ctx.suggest(*command, *flags, *names)
 
 
+def _own_environment(ctx: Context) -> bool:
+    """The target is the environment the tool runs from."""
+    return os.path.realpath(sys.prefix) == os.path.realpath(ctx.interpreter.prefix)
+
+
 def _import_what_a_restore_needs(ctx: Context) -> None:
     """Removing from the tool's own environment can take away a module that it imports only
     when needed: import those first. The restore, its report and the probe's diagnosis import
     retention (the stash index), doctor and the TOML parser (tomli on Python 3.10) lazily;
     without this, ``safe-uninstall safe-uninstall`` failed its restore on an ImportError."""
-    if os.path.realpath(sys.prefix) != os.path.realpath(ctx.interpreter.prefix):
+    if not _own_environment(ctx):
         return
     from .. import doctor, retention, tomlfile  # noqa: F401 - imported to have them loaded
 
