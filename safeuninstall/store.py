@@ -55,6 +55,7 @@ STATE_DIR_NAME = ".safe-uninstall"
 VENV_LOCK = f"{STATE_DIR_NAME}.lock"
 VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
 OUTCOME_FILE = "outcome"
+REMOVED_FILE = "removed"  # what stayed removed, when less than planned (store.set_removed)
 _ID = re.compile(r"\d{1,9}")
 # An id as new_folder forms it (0007): at least four ASCII digits, at most the nine ids() lists.
 # What a file of ours may name as a snapshot; nothing else may reach a path.
@@ -231,7 +232,9 @@ class Store(Struct, frozen=True):
                 f"{self.snapshot_path(snapshot_id)}: id: {loaded.id!r} does not match its folder"
             )
         outcome = self._read_outcome(snapshot_id)
-        return loaded.with_outcome(outcome) if outcome else loaded
+        loaded = loaded.with_outcome(outcome) if outcome else loaded
+        removed = self._read_removed(snapshot_id, loaded.removed)
+        return loaded if removed is None else loaded.with_removed(removed)
 
     def save(self, snap: Snapshot) -> None:
         """Write snapshot.toml, durably; it is not rewritten afterwards."""
@@ -246,6 +249,24 @@ class Store(Struct, frozen=True):
             write_atomically(
                 self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False
             )
+
+    def set_removed(self, snapshot_id: str, names: Sequence[str]) -> None:
+        """What stayed removed, when it is less than the snapshot's ``removed`` (what the
+        operation set out to remove: --keep-needed keeps some). A note, as the outcome is."""
+        with contextlib.suppress(OSError):
+            text = "".join(f"{name}\n" for name in names)
+            write_atomically(self.folder(snapshot_id) / REMOVED_FILE, text.encode(), durable=False)
+
+    def _read_removed(self, snapshot_id: str, planned: Sequence[str]) -> tuple[str, ...] | None:
+        """The note of set_removed, trusted only as a part of ``planned``."""
+        try:
+            text = (self.folder(snapshot_id) / REMOVED_FILE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        names = text.split()
+        if not set(names) <= set(planned):
+            return None
+        return tuple(name for name in planned if name in names)
 
     def _read_outcome(self, snapshot_id: str) -> str | None:
         try:

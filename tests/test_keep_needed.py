@@ -212,6 +212,38 @@ def test_ctrl_c_while_uv_uninstalls_in_the_search_restores_what_it_removed(
     assert not venv.journal.exists()
 
 
+def test_the_history_names_what_stayed_removed_and_rollback_restores_all(
+    make_venv: MakeVenv,
+) -> None:
+    # toolpkg is needed by the probe alone: tried, restored by the search, kept. The history
+    # says what stayed removed; a rollback still brings back all that was ever removed.
+    venv = make_venv("leftpad", "toolpkg", "multipkg")
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json", "--keep-needed", "--probe", "import toolpkg", "leftpad", "toolpkg", "multipkg"
+    )
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == ["leftpad", "multipkg"]
+    listed = venv.tool("--json", "snapshots").json()["snapshots"]
+    assert isinstance(listed, list)
+    assert listed[0]["removed"] == ["leftpad", "multipkg"]
+    # The note is read as untrusted: a name the snapshot did not set out to remove voids it.
+    note = venv.root / ".safe-uninstall" / "snapshots" / listed[0]["id"] / "removed"
+    kept_note = note.read_text()
+    note.write_text("leftpad\nurllib3\n")
+    listed = venv.tool("--json", "snapshots").json()["snapshots"]
+    assert isinstance(listed, list)
+    assert listed[0]["removed"] == ["leftpad", "toolpkg", "multipkg"]
+    note.write_text(kept_note)
+    back = venv.tool("rollback", "--no-probe")
+    assert back.returncode == 0, back.stderr
+    assert "removal of leftpad, multipkg (removed-kept-needed)" in back.stdout
+    assert venv.file_hashes() == before
+
+
 def test_candidates_that_share_files_are_tried_together(make_venv: MakeVenv) -> None:
     # sharedlib-cu12 and -cu13 both list sharedlib/__init__.py. Tried apart, removing cu12
     # alone passes `import sharedlib` (a namespace package is left) and leaves cu13 hollow.

@@ -826,6 +826,9 @@ class _Bisecting(_Attempt):
             if not found.removable:
                 messages.append("every candidate tried is needed: restoring them all")
                 return self._restore("needed")
+            final = [name for name in self.snap.removed if name in self.state]
+            if len(final) < len(self.snap.removed):  # the history names what stayed removed
+                self.ctx.store.set_removed(self.snap.id, final)
             self.txn.finish(self._outcome().value)
             return self._result(self._outcome())
         except _Stop as stop:
