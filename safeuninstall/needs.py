@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from msgspec import Struct
 
-from .environment import InstalledDistribution, RequirementIndex
+from .environment import InstalledDistribution, RequirementIndex, requested
 from .impact import unmet_in
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
 from .paths import normalise
@@ -276,10 +276,9 @@ def orphans(
     Those in ``spare`` (the tool, uv, what the tool runs on) are never added: they are
     ``spared``, and stay with what they require.
 
-    REQUESTED is read where its installer writes it for the distributions named only (pip):
-    uv writes it for every distribution it installs, dependencies too (astral-sh/uv#13278),
-    so for one uv installed it says nothing, and is not read."""
+    What counts as requested is environment.requested's judgement, as for audit."""
     index, owned = libraries
+    wanted, _ = requested(installed)
     removing = list(named)
     found: list[str] = []
     spared: dict[str, None] = {}
@@ -289,7 +288,7 @@ def orphans(
             dep
             for name in frontier
             for dep in _requires(installed[name], markers, installed)
-            if dep not in removing and not _requested(installed[dep])
+            if dep not in removing and dep not in wanted
         ]
         frontier = []
         for dep in dict.fromkeys(candidates):
@@ -322,10 +321,6 @@ def requirement_closure(
         found.add(current)
         frontier += _requires(installed[current], markers, installed)
     return found
-
-
-def _requested(dist: InstalledDistribution) -> bool:
-    return dist.requested and dist.installer != "uv"
 
 
 def _requires(
