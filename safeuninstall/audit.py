@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import Struct
 
-from .environment import InstalledDistribution, RequirementIndex, requirement_index
+from .environment import InstalledDistribution, RequirementIndex, requested, requirement_index
 from .impact import Requirer, Unmet, requirers, unmet_now
 from .libraries import LibraryIndex, Ownership, RootLoads
 from .paths import normalise
@@ -492,6 +492,7 @@ def audit_environment(
     loads = root_loads(index, owned, requires, interpreter)
     uses = _uses(loads, owned)
     probed = _probed(owned, probe_paths)
+    wanted, disregarded = requested(installed)
     audits = []
     for name, dist in installed.items():
         own_bytes, own_files, elsewhere = sizes.own.get(name, (0, 0, 0))
@@ -503,7 +504,7 @@ def audit_environment(
                 name=name,
                 version=dist.version,
                 installer=dist.installer,
-                requested=dist.requested,
+                requested=name in wanted,
                 bytes=own_bytes,
                 files=own_files,
                 shared_bytes=shared_bytes,
@@ -535,7 +536,15 @@ def audit_environment(
         unowned_bytes=sizes.unowned_total,
         unowned_files=sizes.unowned_files,
         unowned=sizes.unowned,
+        notes=(_UV_REQUESTED,) if disregarded else (),
     )
+
+
+_UV_REQUESTED = (
+    "REQUESTED disregarded for the distributions uv installed: uv writes it for every one, "
+    "dependencies too (astral-sh/uv#13278); a distribution nothing requires or loads counts "
+    "as an orphan, whether you asked for it or not"
+)
 
 
 def _probed(owned: Ownership, probe_paths: Collection[str] | None) -> set[str] | None:

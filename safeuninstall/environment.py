@@ -417,6 +417,25 @@ _LEADING_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 RequirementIndex = Mapping[str, Sequence[tuple[str, str]]]
 
 
+def requested(installed: Mapping[str, InstalledDistribution]) -> tuple[frozenset[str], bool]:
+    """(the distributions known to be requested by the user, whether the REQUESTED files of
+    those uv installed were disregarded): the one definition that audit's orphans and
+    --with-orphans share.
+
+    pip writes REQUESTED for the names on its command line only. uv writes it for every
+    distribution it installs, dependencies too (astral-sh/uv#13278): where every distribution
+    uv installed has one, they say nothing and are disregarded; where some lack it (removed by
+    hand, or a uv that writes it as pip does), they are read."""
+    by_uv = [d for d in installed.values() if d.installer == "uv"]
+    disregarded = bool(by_uv) and all(d.requested for d in by_uv)
+    found = frozenset(
+        name
+        for name, dist in installed.items()
+        if dist.requested and not (disregarded and dist.installer == "uv")
+    )
+    return found, disregarded
+
+
 def requirement_index(
     installed: Mapping[str, InstalledDistribution],
 ) -> dict[str, list[tuple[str, str]]]:

@@ -19,11 +19,11 @@ A candidate is needed when removing it
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from msgspec import Struct
 
-from .environment import InstalledDistribution, RequirementIndex
+from .environment import InstalledDistribution, RequirementIndex, requested
 from .impact import unmet_in
 from .libraries import LibraryChange, LibraryIndex, Ownership, library_changes
 from .paths import normalise
@@ -253,31 +253,42 @@ class Cleanup(Struct, frozen=True):
         }
 
 
+class Orphans(Struct, frozen=True):
+    """What --with-orphans adds, and the orphans it leaves installed (``spared``)."""
+
+    found: tuple[str, ...]
+    spared: tuple[str, ...] = ()
+
+
 def orphans(
     installed: Mapping[str, InstalledDistribution],
     markers: Mapping[str, str],
     named: Sequence[str],
     requirements: RequirementIndex,
     libraries: tuple[LibraryIndex, Ownership],
-) -> tuple[str, ...]:
+    *,
+    spare: Collection[str] = (),
+) -> Orphans:
     """The dependencies of ``named`` (transitively) that removing them leaves orphaned: no
     remaining distribution requires them (markers of the target, extras requested by remaining
     ones), they were not requested by the user (no REQUESTED file: pulled in by another), and
     no remaining ELF object loads a library of theirs. In the order met, breadth first.
+    Those in ``spare`` (the tool, uv, what the tool runs on) are never added: they are
+    ``spared``, and stay with what they require.
 
-    REQUESTED is read where its installer writes it for the distributions named only (pip):
-    uv writes it for every distribution it installs, dependencies too (astral-sh/uv#13278),
-    so for one uv installed it says nothing, and is not read."""
+    What counts as requested is environment.requested's judgement, as for audit."""
     index, owned = libraries
+    wanted, _ = requested(installed)
     removing = list(named)
     found: list[str] = []
+    spared: dict[str, None] = {}
     frontier = list(named)
     while frontier:
         candidates = [
             dep
             for name in frontier
             for dep in _requires(installed[name], markers, installed)
-            if dep not in removing and not _requested(installed[dep])
+            if dep not in removing and dep not in wanted
         ]
         frontier = []
         for dep in dict.fromkeys(candidates):
@@ -288,14 +299,28 @@ def orphans(
                 dep in owned.owners.get(c.before, ()) for c in library_changes(index, owned, trial)
             ):
                 continue
+            if dep in spare:
+                spared[dep] = None
+                continue
             removing.append(dep)
             found.append(dep)
             frontier.append(dep)
-    return tuple(found)
+    return Orphans(tuple(found), tuple(spared))
 
 
-def _requested(dist: InstalledDistribution) -> bool:
-    return dist.requested and dist.installer != "uv"
+def requirement_closure(
+    name: str, installed: Mapping[str, InstalledDistribution], markers: Mapping[str, str]
+) -> set[str]:
+    """``name`` and every installed distribution it requires on the target, transitively."""
+    found: set[str] = set()
+    frontier = [name] if name in installed else []
+    while frontier:
+        current = frontier.pop()
+        if current in found:
+            continue
+        found.add(current)
+        frontier += _requires(installed[current], markers, installed)
+    return found
 
 
 def _requires(

@@ -131,6 +131,9 @@ class Snapshot(Struct, frozen=True):
     def with_outcome(self, outcome: str) -> Snapshot:
         return msgspec.structs.replace(self, outcome=outcome)
 
+    def with_removed(self, removed: tuple[str, ...]) -> Snapshot:
+        return msgspec.structs.replace(self, removed=removed)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": self.format,

@@ -57,6 +57,7 @@ VENV_LOCK = f"{STATE_DIR_NAME}.lock"
 VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
 OUTCOME_FILE = "outcome"
 HEAD_FILE = "head.json"
+REMOVED_FILE = "removed"  # what stayed removed, when less than planned (store.set_removed)
 _MAX_HEAD_BYTES = 1024 * 1024
 _ID = re.compile(r"\d{1,9}")
 # An id as new_folder forms it (0007): at least four ASCII digits, at most the nine ids() lists.
@@ -265,7 +266,9 @@ class Store(Struct, frozen=True):
     def load(self, snapshot_id: str) -> Snapshot:
         loaded = self._load_file(snapshot_id)
         outcome = self._read_outcome(snapshot_id)
-        return loaded.with_outcome(outcome) if outcome else loaded
+        loaded = loaded.with_outcome(outcome) if outcome else loaded
+        removed = self._read_removed(snapshot_id, loaded.removed)
+        return loaded if removed is None else loaded.with_removed(removed)
 
     def _load_file(self, snapshot_id: str) -> Snapshot:
         """snapshot.toml as written (its outcome is the operation's at the time: see
@@ -314,7 +317,9 @@ class Store(Struct, frozen=True):
             snap = self._load_file(snapshot_id)
             stored = self._save_head(snap) or SnapshotHead.of(snap, key)
         outcome = self._read_outcome(snapshot_id)
-        return msgspec.structs.replace(stored, outcome=outcome) if outcome else stored
+        stored = msgspec.structs.replace(stored, outcome=outcome) if outcome else stored
+        removed = self._read_removed(snapshot_id, stored.removed)
+        return stored if removed is None else msgspec.structs.replace(stored, removed=removed)
 
     def set_outcome(self, snapshot_id: str, outcome: str) -> None:
         """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
@@ -323,6 +328,25 @@ class Store(Struct, frozen=True):
             write_atomically(
                 self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False
             )
+
+    def set_removed(self, snapshot_id: str, names: Sequence[str]) -> None:
+        """What stayed removed, when it is less than the snapshot's ``removed`` (what the
+        operation set out to remove: --keep-needed keeps some). A note, as the outcome is."""
+        with contextlib.suppress(OSError):
+            text = "".join(f"{name}\n" for name in names)
+            write_atomically(self.folder(snapshot_id) / REMOVED_FILE, text.encode(), durable=False)
+
+    def _read_removed(self, snapshot_id: str, planned: Sequence[str]) -> tuple[str, ...] | None:
+        """The note of set_removed, trusted only as a part of ``planned`` (read bounded, a
+        regular file only: it is on disk, so untrusted)."""
+        try:
+            data = bounded.read_bytes(self.folder(snapshot_id) / REMOVED_FILE, _MAX_HEAD_BYTES)
+            names = data.decode("utf-8").split()
+        except (OSError, ValueError):
+            return None
+        if not set(names) <= set(planned):
+            return None
+        return tuple(name for name in planned if name in names)
 
     def _read_outcome(self, snapshot_id: str) -> str | None:
         try:

@@ -522,3 +522,21 @@ def test_a_hostile_environment_is_audited_in_bounded_time_and_said(make_venv: Ma
     assert dists["leftpad"]["bytes"] == sum(path.stat().st_size for path in own)
     assert [r["dependent"] for r in dists["urllib3"]["required_by"]] == ["requests"]
     assert any("ghost-1.0.dist-info" in note for note in data["notes"]), data["notes"]
+
+
+def test_audit_and_with_orphans_share_what_requested_means(make_venv: MakeVenv) -> None:
+    # uv writes REQUESTED for every distribution it installs (astral-sh/uv#13278): while all of
+    # them have it, it says nothing, for both; once some lack it, it is read, by both.
+    venv = make_venv("requests", "leftpad")
+    audited: Any = venv.tool("audit", "--json").json()
+    assert audited["orphans"] == ["leftpad", "requests"]
+    assert any("REQUESTED disregarded" in n for n in audited["notes"])
+    dry: Any = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
+    assert dry["orphans"] == ["urllib3"]
+    (info,) = venv.site_packages.glob("requests-*.dist-info")
+    (info / "REQUESTED").unlink()  # urllib3 and leftpad keep theirs: asked for, by name
+    audited = venv.tool("audit", "--json").json()
+    assert audited["orphans"] == ["requests"]
+    assert not any("REQUESTED disregarded" in n for n in audited["notes"])
+    dry = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
+    assert dry["orphans"] == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.bisection import bound
-from tests.conftest import MakeVenv, Venv
+from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel
 
 HOST = """
@@ -184,6 +184,64 @@ def test_an_interrupt_during_the_search_restores_the_snapshot_state(
     assert venv.file_hashes() == before
     assert not venv.journal.exists()
     assert "nothing to roll back" in venv.tool("rollback").stdout
+
+
+def test_ctrl_c_while_uv_uninstalls_in_the_search_restores_what_it_removed(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    # The Ctrl-C arrives while uv removes the first trial's candidates: it is held back until
+    # uv is done, then obeyed. What uv removed by then must be known as gone, and restored.
+    venv = make_venv("leftpad", "toolpkg", "multipkg")
+    before, installed = venv.file_hashes(), venv.installed()
+    uv = stand_in_uv(tmp_path / "uv", "os.kill(os.getppid(), signal.SIGINT)", "signal")
+    done = venv.tool(
+        "--json",
+        "--keep-needed",
+        "--probe",
+        "import sys",
+        "leftpad",
+        "toolpkg",
+        "multipkg",
+        SAFE_UNINSTALL_UV=str(uv),
+    )
+    data = done.json()
+    assert data["outcome"] == "interrupted-restored", data["messages"]
+    assert done.returncode == 3
+    assert venv.installed() == installed
+    assert venv.file_hashes() == before
+    assert not venv.journal.exists()
+
+
+def test_the_history_names_what_stayed_removed_and_rollback_restores_all(
+    make_venv: MakeVenv,
+) -> None:
+    # toolpkg is needed by the probe alone: tried, restored by the search, kept. The history
+    # says what stayed removed; a rollback still brings back all that was ever removed.
+    venv = make_venv("leftpad", "toolpkg", "multipkg")
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json", "--keep-needed", "--probe", "import toolpkg", "leftpad", "toolpkg", "multipkg"
+    )
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == ["leftpad", "multipkg"]
+    listed = venv.tool("--json", "snapshots").json()["snapshots"]
+    assert isinstance(listed, list)
+    assert listed[0]["removed"] == ["leftpad", "multipkg"]
+    # The note is read as untrusted: a name the snapshot did not set out to remove voids it.
+    note = venv.root / ".safe-uninstall" / "snapshots" / listed[0]["id"] / "removed"
+    kept_note = note.read_text()
+    note.write_text("leftpad\nurllib3\n")
+    listed = venv.tool("--json", "snapshots").json()["snapshots"]
+    assert isinstance(listed, list)
+    assert listed[0]["removed"] == ["leftpad", "toolpkg", "multipkg"]
+    note.write_text(kept_note)
+    back = venv.tool("rollback", "--no-probe")
+    assert back.returncode == 0, back.stderr
+    assert "removal of leftpad, multipkg (removed-kept-needed)" in back.stdout
+    assert venv.file_hashes() == before
 
 
 def test_candidates_that_share_files_are_tried_together(make_venv: MakeVenv) -> None:

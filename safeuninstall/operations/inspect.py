@@ -193,5 +193,5 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
         stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
         probe=tuple(runs) if runs is not None else None,
         mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
-        notes=tuple(notes),
+        notes=(*report.notes, *notes),
     )

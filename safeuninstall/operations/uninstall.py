@@ -46,10 +46,19 @@ from ..errors import (
 from ..impact import removal_closure, unmet_in
 from ..legacy import DESCRIBED
 from ..libraries import Drift
-from ..needs import Cleanup, Needed, Trial, judge, loaded_by_probe, orphans, together
+from ..needs import (
+    Cleanup,
+    Needed,
+    Trial,
+    judge,
+    loaded_by_probe,
+    orphans,
+    requirement_closure,
+    together,
+)
 from ..options import COMMANDS, UninstallOptions
 from ..outcome import Outcome
-from ..plan import RemovalPlan, plan_removal
+from ..plan import NEVER_MATCHED, RemovalPlan, plan_removal
 from ..probe import ProbeResult, ProbeSettings, run_all, start
 from ..requirements import read_request
 from ..results import ProbeRuns, RemovalResult
@@ -248,18 +257,33 @@ class _Removal:
         ctx = self.ctx
         self.requirements = self.requirements or requirement_index(self.installed)
         index = library_index(ctx)
+        markers = ctx.interpreter.markers
+        # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
+        # own environment what it runs on: removing that would break the restore itself.
+        spare = set(NEVER_MATCHED)
+        if _own_environment(ctx):
+            spare |= requirement_closure("safe-uninstall", self.installed, markers)
         found = orphans(
             self.installed,
-            ctx.interpreter.markers,
+            markers,
             self.plan.remove,
             self.requirements,
             (index, owned_files(ctx, self.installed)),
+            spare=spare,
         )
         index.save()
-        ctx.emit("plan", f"orphans, removed too: {', '.join(found) or 'none'}")
-        self.orphans = found
-        self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found))
-        self.records.update(_record_stats(self.installed, found))
+        ctx.emit("plan", f"orphans, removed too: {', '.join(found.found) or 'none'}")
+        if found.spared:
+            spared = (
+                f"orphans left installed: {', '.join(found.spared)} (the tool, uv and, in the "
+                "tool's own environment, what it runs on are never added: name them to remove "
+                "them)"
+            )
+            ctx.emit("plan", spared)
+            self.messages.append(spared)
+        self.orphans = found.found
+        self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found.found))
+        self.records.update(_record_stats(self.installed, found.found))
 
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
@@ -492,12 +516,19 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
     return ctx.suggest(*command, *flags, *names)
 
 
+def _own_environment(ctx: Context) -> bool:
+    """The target is the environment the tool runs from."""
+    return os.path.realpath(sys.prefix) == os.path.realpath(ctx.interpreter.prefix)
+
+
 def _import_what_a_restore_needs(ctx: Context) -> None:
     """Removing from the tool's own environment can take away a module that it imports only
-    when needed (tomli on Python 3.10, for reading snapshots): import those first."""
-    if os.path.realpath(sys.prefix) != os.path.realpath(ctx.interpreter.prefix):
+    when needed: import those first. The restore, its report and the probe's diagnosis import
+    retention (the stash index), doctor and the TOML parser (tomli on Python 3.10) lazily;
+    without this, ``safe-uninstall safe-uninstall`` failed its restore on an ImportError."""
+    if not _own_environment(ctx):
         return
-    from .. import doctor, tomlfile  # noqa: F401 - imported to have them loaded
+    from .. import doctor, retention, tomlfile  # noqa: F401 - imported to have them loaded
 
     tomlfile.loads("")  # the TOML parser
 
@@ -823,6 +854,9 @@ class _Bisecting(_Attempt):
             if not found.removable:
                 messages.append("every candidate tried is needed: restoring them all")
                 return self._restore("needed")
+            final = [name for name in self.snap.removed if name in self.state]
+            if len(final) < len(self.snap.removed):  # the history names what stayed removed
+                self.ctx.store.set_removed(self.snap.id, final)
             self.txn.finish(self._outcome().value)
             return self._result(self._outcome())
         except _Stop as stop:
@@ -929,8 +963,10 @@ class _Bisecting(_Attempt):
                 raise KeyboardInterrupt
         more = [name for name in self.snap.removed if name in removed - self.state]
         if more:
-            failed = self.txn.uninstall(more)
+            # Counted as gone before the uninstall starts: an interrupt held back while uv runs
+            # is raised as txn.uninstall returns, and the restore brings back only these.
             self.state = self.state | set(more)
+            failed = self.txn.uninstall(more)
             if failed is None:
                 failed = self._still_installed(census(self.ctx.interpreter), more)
             if failed is not None:
