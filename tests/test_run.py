@@ -517,15 +517,54 @@ def test_a_write_in_place_reaches_the_stash_and_is_reinstalled_not_linked_back(
     assert venv.file_hashes() == hashes
 
 
-def test_a_write_in_place_with_nothing_to_reinstall_from_is_incomplete_not_hidden(
+def test_a_write_in_place_with_nothing_to_reinstall_from_is_left_as_the_command_left_it(
     make_venv: MakeVenv,
 ) -> None:
+    """Its stash was written too and nothing can reinstall it: uninstalling it first would
+    leave leftpad gone. It stays as the command left it, and the run says why."""
     venv, command = written_in_place(make_venv)
+    installed = venv.installed()
 
     run = venv.tool("--json", "run", "--no-probe", "--", *command)
 
     data = run.json()
     assert run.returncode == 4, data
-    assert data["outcome"] == "run-command-failed-incomplete"
-    assert data["verification"]["missing"] == ["leftpad==1.0"]  # type: ignore[index]
-    assert "recover" in str(data["next_command"])
+    assert data["outcome"] == "run-not-undone"
+    assert venv.installed() == installed  # leftpad is still there, written as the command did
+    assert (venv.site_packages / "leftpad.py").read_bytes().startswith(b"#")
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "cannot undo the command's change: leftpad==1.0: its stash is not whole" in said
+    assert "uv cannot install it" in said
+    assert "nothing was undone: the environment is as the command left it" in said
+    assert data["restore"] is None
+    assert "rollback" in str(data["next_command"])
+    assert not venv.journal.exists()  # a known state: nothing for recover to finish
+
+
+def test_an_upgrade_after_the_state_folder_vanished_is_kept_not_half_undone(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The command deletes the tool's state folder (the stash with it), then upgrades and
+    fails: 2.2.1 cannot come back, so 2.3.0 is not uninstalled."""
+    venv = upgraded_venv(make_venv)
+    state = tmp_path / "state"
+    body = (
+        "import shutil, subprocess, sys\n"
+        f"shutil.rmtree({str(state)!r})\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = venv.tool(
+        "--json", "--state-dir", str(state), "run", "--no-probe", "--", *script(venv, body)
+    )
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-not-undone"
+    assert venv.installed()["urllib3"] == "2.3.0"
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "lost snapshot 0001 while the command ran" in said
+    assert "cannot undo the command's change: urllib3==2.2.1" in said
+    assert data["next_command"] is None
+    assert not venv.journal.exists()

@@ -43,6 +43,7 @@ from ..errors import (
     Interrupted,
     InterruptedAfterChange,
     InvalidInput,
+    NotRestorable,
 )
 from ..impact import Unmet, unmet_after_change
 from ..libraries import ownership
@@ -389,9 +390,15 @@ class _Attempt:
         """Put the environment back as the snapshot has it, in one batch, and prove it."""
         txn, messages = self.txn, self.guard.messages
         with txn.interrupts_deferred():
-            restored, failed = txn.return_to(
-                self.snap, offline=self.guard.options.offline, also=self._rewritten_now()
-            )
+            try:
+                restored, failed = txn.return_to(
+                    self.snap,
+                    offline=self.guard.options.offline,
+                    also=self._rewritten_now(),
+                    all_or_nothing=True,
+                )
+            except NotRestorable as err:
+                return self._not_undone(err.message)
             if failed is not None:
                 messages.append(failed)
             if restored.verification is None:  # an error of ours stopped it half way
@@ -411,6 +418,30 @@ class _Attempt:
             outcome,
             restored=restored,
             next_command=None if restored.ok else self.ctx.suggest("recover"),
+        )
+
+    def _not_undone(self, why: str) -> RunResult:
+        """Something the command changed cannot come back: its change is left whole rather
+        than half undone (an uninstall first would leave the environment worse than the
+        command did)."""
+        ctx, messages = self.ctx, self.guard.messages
+        folder = ctx.store.folder(self.snap.id)
+        gone = not folder.is_dir()
+        if gone:
+            messages.append(
+                f"the tool's state folder lost snapshot {self.snap.id} while the command ran "
+                f"({folder} is gone, its stash with it)"
+            )
+        messages += [
+            f"cannot undo the command's change: {why}",
+            "nothing was undone: the environment is as the command left it (its change is "
+            "listed above)",
+        ]
+        # The environment is in a known state, the command's: no journal for ``recover``.
+        self.txn.finish(Outcome.RUN_NOT_UNDONE.value)
+        return self._result(
+            Outcome.RUN_NOT_UNDONE,
+            next_command=None if gone else ctx.suggest("rollback", self.snap.id),
         )
 
     def _rewritten_now(self) -> Sequence[str]:
