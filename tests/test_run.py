@@ -568,3 +568,44 @@ def test_an_upgrade_after_the_state_folder_vanished_is_kept_not_half_undone(
     assert "cannot undo the command's change: urllib3==2.2.1" in said
     assert data["next_command"] is None
     assert not venv.journal.exists()
+
+
+def test_an_install_by_another_process_during_the_probe_is_not_undone_as_the_commands(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The probe after the command installs leftpad (another process, as far as the tool can
+    tell) and fails: its verdict is on another environment, and leftpad is not the command's."""
+    venv = upgraded_venv(make_venv)
+    flag = tmp_path / "command-ran"
+    other = uv_install(venv, "--python", str(venv.python), "leftpad")
+    probe = (
+        "import os, subprocess\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        f"    subprocess.run({other!r}, check=True)\n"
+        "    raise SystemExit(1)\n"
+    )
+    body = (
+        "import subprocess\n"
+        f"subprocess.run({uv_install(venv, 'toolpkg')!r}, check=True)\n"
+        f"open({str(flag)!r}, 'w').close()\n"
+    )
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        probe,
+        "--",
+        *script(venv, body),
+        UV_CACHE_DIR=str(venv.uv_cache),
+    )
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-concurrent-kept"
+    assert data["run"]["added"] == ["toolpkg"]  # type: ignore[index]
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "another process changed the environment while the probe ran (appeared: leftpad" in said
+    assert {"leftpad", "toolpkg"} <= venv.installed().keys()
+    assert "rollback" in str(data["next_command"])
+    assert not venv.journal.exists()

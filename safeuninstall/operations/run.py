@@ -226,6 +226,7 @@ class _Attempt:
         self.change: RollbackPlan | None = None
         self.rewritten: tuple[str, ...] = ()
         self.unmet: tuple[Unmet, ...] = ()
+        self.seen: frozenset[str] = frozenset()  # the census the comparison was made on
 
     def _result(self, outcome: Outcome, **parts: object) -> RunResult:
         return self.guard.result(
@@ -276,6 +277,7 @@ class _Attempt:
         """The environment against the snapshot: distributions added, changed, removed, and
         those of the same version whose files were replaced."""
         ctx = self.ctx
+        self.seen = census(ctx.interpreter)  # first: a change after it shows in a later one
         now = installed_distributions(ctx.interpreter)
         view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
         self.change = change = plan_rollback(self.snap, view)
@@ -325,7 +327,19 @@ class _Attempt:
             if not options.allow_unmet:
                 return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else "unmet"
             messages.append("--allow-unmet: the probe judges the change")
-        if not self._probe(now):
+        passed = self._probe(now)
+        others = census_change(self.seen, census(self.ctx.interpreter))
+        if others:
+            # What changed since the comparison is not the command's: undoing it all would
+            # undo that process's work as if the command had done it.
+            messages += [
+                f"another process changed the environment while the probe ran ({others}): "
+                "the probe judged another environment",
+                "nothing was undone: the environment is as the command and that process left "
+                "it; the rollback named below returns it to the snapshot, undoing both",
+            ]
+            return Outcome.RUN_CONCURRENT_KEPT
+        if not passed:
             return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else "probe-failed"
         return None
 
