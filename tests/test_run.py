@@ -609,3 +609,27 @@ def test_an_install_by_another_process_during_the_probe_is_not_undone_as_the_com
     assert {"leftpad", "toolpkg"} <= venv.installed().keys()
     assert "rollback" in str(data["next_command"])
     assert not venv.journal.exists()
+
+
+def test_a_ctrl_c_while_the_commands_leftovers_are_killed_does_not_cut_it_short(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A second Ctrl-C as the command ends: what it started is still all killed before the
+    restore, and the interrupt is noted (passed on), not raised half way."""
+    from safeuninstall import process
+
+    killed: list[str] = []
+    kill_marked = process.kill_marked
+
+    def interrupted_kill(marker: str) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at the next bytecode: here
+        kill_marked(marker)
+        killed.append(marker)
+
+    monkeypatch.setattr(process, "kill_marked", interrupted_kill)
+
+    status, passed_on = process.run_command(["true"], env=dict(os.environ), cwd=tmp_path)
+
+    assert status == 0
+    assert len(killed) == 1
+    assert passed_on == [signal.SIGINT]
