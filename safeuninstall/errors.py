@@ -64,6 +64,11 @@ class InvalidInput(SafeUninstallError):
     """A value the user gave can't be used: a distribution name, a probe, a requirements file."""
 
 
+class CommandNotStarted(SafeUninstallError):
+    """The command ``run`` guards could not be started (its program or interpreter missing,
+    not executable): it never ran."""
+
+
 class EnvironmentNotFound(SafeUninstallError):
     """No target environment could be found, or it is not a Python environment."""
 

@@ -264,6 +264,11 @@ class Transaction:
         self._step(step)
         self._changed = True
 
+    def not_started(self) -> None:
+        """The change ``changing`` announced never began (the command could not be started):
+        leaving the block on an exception gives it up, as before any change."""
+        self._changed = False
+
     def hashed(self) -> None:
         """Wait for the stash hasher. Before a change that may write into an installed file in
         place (and so into its stashed inode), its record must hold the bytes from before."""

@@ -264,6 +264,33 @@ def test_an_unknown_command_is_refused_before_any_snapshot(make_venv: MakeVenv) 
     assert venv.tool("snapshots", "--json").json()["snapshots"] == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("folder", "not an executable file"),
+        ("script", "the command could not be started"),  # its interpreter does not exist
+    ],
+)
+def test_a_command_that_cannot_start_changes_nothing_and_exits_1(
+    make_venv: MakeVenv, tmp_path: Path, kind: str, said: str
+) -> None:
+    venv = make_venv("leftpad")
+    command = tmp_path / "command"
+    if kind == "folder":
+        command.mkdir()
+    else:
+        command.write_text("#!/no/such/interpreter\n")
+        command.chmod(0o755)
+
+    run = venv.tool("--json", "run", "--no-probe", "--", str(command))
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert said in run.stdout + run.stderr
+    assert "nothing was changed" in run.stdout + run.stderr
+    assert venv.tool("snapshots", "--json").json()["snapshots"] == []
+    assert not venv.journal.exists()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_is_passed_on_to_the_command_then_its_change_is_undone(
     make_venv: MakeVenv, tmp_path: Path, signum: int

@@ -39,6 +39,7 @@ from ..environment import (
 )
 from ..errors import (
     BaselineProbeFailed,
+    CommandNotStarted,
     EnvironmentChanged,
     Interrupted,
     InterruptedAfterChange,
@@ -78,11 +79,14 @@ def _refuse_unknown_command(ctx: Context, argv: Sequence[str]) -> None:
         raise InvalidInput("run needs a command: safe-uninstall run [OPTIONS] -- COMMAND [ARGS]...")
     path = ctx.child_env().get("PATH", "")
     found = shutil.which(argv[0], path=path) if os.sep not in argv[0] else argv[0]
-    if found is None or not os.access(Path(ctx.cwd, found), os.X_OK):
+    if found is None:
         raise InvalidInput(
             f"{argv[0]}: command not found (searched the PATH it would run with, the "
             "environment's scripts first); nothing was changed"
         )
+    program = Path(ctx.cwd, found)
+    if not program.is_file() or not os.access(program, os.X_OK):  # a folder is "executable"
+        raise InvalidInput(f"{argv[0]}: not an executable file; nothing was changed")
 
 
 class _Guard:
@@ -249,6 +253,8 @@ class _Attempt:
                 return self._result(Outcome.RAN)
             if isinstance(reason, Outcome):
                 return self._kept(reason)
+        except CommandNotStarted:
+            raise  # nothing ran: the snapshot is given up with the transaction
         except KeyboardInterrupt:
             messages.append("interrupted: undoing the command's change")
             reason = "interrupted"
@@ -263,13 +269,20 @@ class _Attempt:
         self.txn.changing("command")
         ctx.emit("command", f"running: {shell_line(argv)}")
         stdout = 2 if self.guard.options.output_to_stderr else None
-        self.status, passed_on = process.run_command(
-            argv,
-            env=ctx.child_env(),
-            cwd=ctx.cwd,
-            stdout=stdout,
-            marker=process.guard_marker(ctx.interpreter.prefix, self.snap.id),
-        )
+        try:
+            self.status, passed_on = process.run_command(
+                argv,
+                env=ctx.child_env(),
+                cwd=ctx.cwd,
+                stdout=stdout,
+                marker=process.guard_marker(ctx.interpreter.prefix, self.snap.id),
+            )
+        except OSError as err:  # exec failed (a script's interpreter missing): nothing ran
+            self.txn.not_started()
+            raise CommandNotStarted(
+                f"the command could not be started: {shell_line(argv)}: "
+                f"{err.strerror or err}; it did not run, nothing was changed"
+            ) from None
         ctx.emit("command", f"the command {_exit_text(self.status)}")
         return passed_on
 
