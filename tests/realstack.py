@@ -51,6 +51,7 @@ SMOKE = {
     "sklearn": "import sklearn.linear_model",
     "torch": "import torch; torch.cuda.device_count()",
     "torchdup": "import torch; torch.cuda.device_count()",
+    "tool": "import click, filelock, msgspec, packaging.requirements, tomli_w, uv",
 }
 
 

@@ -466,10 +466,12 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
 
 def _import_what_a_restore_needs(ctx: Context) -> None:
     """Removing from the tool's own environment can take away a module that it imports only
-    when needed (tomli on Python 3.10, for reading snapshots): import those first."""
+    when needed: import those first. The restore, its report and the probe's diagnosis import
+    retention (the stash index), doctor and the TOML parser (tomli on Python 3.10) lazily;
+    without this, ``safe-uninstall safe-uninstall`` failed its restore on an ImportError."""
     if os.path.realpath(sys.prefix) != os.path.realpath(ctx.interpreter.prefix):
         return
-    from .. import doctor, tomlfile  # noqa: F401 - imported to have them loaded
+    from .. import doctor, retention, tomlfile  # noqa: F401 - imported to have them loaded
 
     tomlfile.loads("")  # the TOML parser
 

@@ -1,0 +1,90 @@
+"""The tool pointed at the environment it runs from, installed there as users install it (a
+wheel, not an editable install): a removal that takes away the tool's own files or its
+dependencies must still be able to restore them, and --with-orphans must not take them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run, Venv
+from tests.realstack import RealVenv
+from tests.wheels import build_wheel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool_wheel(dest: Path) -> Path:
+    """A wheel of this work tree's safeuninstall package, as its pyproject declares it."""
+    files: dict[str, bytes | str] = {
+        str(path.relative_to(ROOT)): path.read_bytes()
+        for path in sorted((ROOT / "safeuninstall").rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    return build_wheel(
+        dest,
+        "safe-uninstall",
+        "0.1.0",
+        files,
+        requires=["click", "packaging", "filelock", "tomli-w", "msgspec", "uv"],
+        top_level=["safeuninstall"],
+        entry_points="[console_scripts]\nsafe-uninstall = safeuninstall.__main__:main\n",
+    )
+
+
+@pytest.fixture
+def own(real_venv: RealVenv, tmp_path: Path) -> Venv:
+    venv = real_venv("tool")
+    wheel = _tool_wheel(tmp_path / "house")
+    venv.uv("pip", "install", "--python", str(venv.python), "--no-deps", "--offline", str(wheel))
+    return venv
+
+
+def _own_tool(venv: Venv, *args: str) -> Run:
+    """``safe-uninstall -p <venv> ARGS``, run from that venv's own installation."""
+    env = {
+        **os.environ,
+        "UV_OFFLINE": "1",
+        "UV_CACHE_DIR": str(venv.root.parent / "empty-uv-cache"),
+    }
+    done = subprocess.run(
+        [str(venv.root / "bin" / "safe-uninstall"), "--python", str(venv.root), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=venv.root.parent,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def test_the_tool_removing_itself_restores_itself(own: Venv) -> None:
+    # The probe fails without the tool: the restore runs in a process whose package is gone
+    # from disk, and imports nothing from it that it had not loaded before the removal.
+    before = own.file_hashes()
+    done = _own_tool(own, "--json", "--probe", "import safeuninstall", "safe-uninstall")
+    assert "Traceback" not in done.stderr, done.stderr
+    data = done.json()
+    assert data["outcome"] == "probe-failed-restored", data["messages"]
+    assert done.returncode == 3
+    assert own.file_hashes() == before
+    assert not own.journal.exists()
+
+
+def test_the_tool_keeps_what_its_search_needs_while_removing_itself(own: Venv) -> None:
+    # Without the tool nothing requires tomli-w, so both are tried; the probe needs tomli-w:
+    # the search restores it, from a process whose package is gone, and removes the tool.
+    done = _own_tool(
+        own, "--json", "--keep-needed", "--probe", "import tomli_w", "safe-uninstall", "tomli-w"
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    assert done.returncode == 0
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == ["safe-uninstall"]
+    assert "tomli-w" in own.installed()
+    assert "safe-uninstall" not in own.installed()
