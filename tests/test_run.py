@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import UV, MakeVenv, Venv, wait_for
 from tests.realstack import RealVenv, Stacks
+from tests.test_own_environment import _own_tool as own_tool
+from tests.test_own_environment import own  # noqa: F401 - the fixture, used by name
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -660,3 +662,22 @@ def test_a_ctrl_c_while_the_commands_leftovers_are_killed_does_not_cut_it_short(
     assert status == 0
     assert len(killed) == 1
     assert passed_on == [signal.SIGINT]
+
+
+def test_run_in_the_tools_own_environment_restores_the_tool(
+    own: Venv,  # noqa: F811 - pytest's fixture, imported above
+) -> None:
+    """The command uninstalls the tool itself; the probe then fails: the restore runs in a
+    process whose package is gone from disk, and must have loaded what it needs before."""
+    before = own.file_hashes()
+    uv = own.root / "bin" / "uv"
+    command = [str(uv), "pip", "uninstall", "--python", str(own.python), "safe-uninstall"]
+
+    done = own_tool(own, "--json", "run", "--probe", "import safeuninstall", "--", *command)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    data = done.json()
+    assert data["outcome"] == "run-probe-failed-restored", data["messages"]
+    assert done.returncode == 3
+    assert own.file_hashes() == before
+    assert not own.journal.exists()
