@@ -69,6 +69,11 @@ class CommandNotStarted(SafeUninstallError):
     not executable): it never ran."""
 
 
+class InsideGuardedRun(SafeUninstallError):
+    """This safe-uninstall was started by the command a ``run`` guards on the same
+    environment: that run holds the environment's lock until its command ends."""
+
+
 class EnvironmentNotFound(SafeUninstallError):
     """No target environment could be found, or it is not a Python environment."""
 

@@ -681,3 +681,19 @@ def test_run_in_the_tools_own_environment_restores_the_tool(
     assert done.returncode == 3
     assert own.file_hashes() == before
     assert not own.journal.exists()
+
+
+def test_a_safe_uninstall_inside_the_guarded_command_fails_at_once(make_venv: MakeVenv) -> None:
+    """The guarded command runs safe-uninstall on the same environment: the run holds its lock
+    until the command ends, so the inner one says why at once instead of timing out."""
+    venv = make_venv("leftpad")
+    inner = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root)]
+    inner += ["--lock-timeout", "2", "uninstall", "--no-probe", "leftpad"]
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *inner)
+
+    data = run.json()
+    assert data["outcome"] == "run-command-failed-unchanged", data
+    assert "started by the command that `safe-uninstall run` is guarding" in run.stderr
+    assert "another safe-uninstall operation is running" not in run.stderr
+    assert "leftpad" in venv.installed()
