@@ -107,10 +107,13 @@ class _Runner:
     def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed:
         return self._run(self.install_argv(entries, offline=offline))
 
+    reinstall_flag = ""
+
     def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
         argv = self.install_argv(entries, offline=offline)
         verb = argv.index("install")
-        self._run([*argv[: verb + 1], "--dry-run", *argv[verb + 1 :]])
+        # As a reinstall: one still installed at that version would pass without being found.
+        self._run([*argv[: verb + 1], "--dry-run", self.reinstall_flag, *argv[verb + 1 :]])
 
     def _run(self, argv: list[str], timeout: float = _TIMEOUT) -> process.Completed:
         try:
@@ -135,6 +138,7 @@ class UvBackend(_Runner):
     """``uv pip <verb> --python <target>``."""
 
     name = "uv"
+    reinstall_flag = "--reinstall"
 
     def __init__(
         self,
@@ -165,6 +169,7 @@ class PipBackend(_Runner):
     """The target's own pip (``SAFE_UNINSTALL_UV=none``, or no uv to be found)."""
 
     name = "pip"
+    reinstall_flag = "--force-reinstall"
 
     def _base(self, verb: str) -> list[str]:
         return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]

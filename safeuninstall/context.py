@@ -22,7 +22,7 @@ from .environment import (
     query_interpreter,
     with_layout,
 )
-from .errors import EnvironmentNotFound
+from .errors import EnvironmentNotFound, InsideGuardedRun
 from .events import Events
 from .options import TargetOptions
 from .store import Store, own_files, state_dir
@@ -134,6 +134,7 @@ class Context:
                 on_wait()
             self.emit("waiting", message)
 
+        self._refuse_inside_a_guarded_run()
         self.own.prepare()
         busy = "another safe-uninstall operation is running on this environment"
         wait = self.lock_timeout if timeout is None else timeout
@@ -142,6 +143,22 @@ class Context:
             self.store.locked(wait, on_wait=waiting) as second,
         ):
             yield first or second
+
+    def _refuse_inside_a_guarded_run(self) -> None:
+        """Started by the command that ``run`` guards on this environment (its processes
+        carry process.guard_marker): that run holds the lock until the command ends, so waiting
+        for it would end only at the lock timeout."""
+        guards = {k for k in self.environ if k.startswith(process.MARKER_PREFIX + "guard_")}
+        if not guards:
+            return
+        for snapshot_id in reversed(self.store.ids()):
+            if process.guard_marker(self.interpreter.prefix, snapshot_id) in guards:
+                raise InsideGuardedRun(
+                    "this safe-uninstall was started by the command that `safe-uninstall run` "
+                    f"is guarding on this same environment (snapshot {snapshot_id}), which "
+                    "holds its lock until that command ends: run it after the guarded command, "
+                    "not inside it"
+                )
 
     @contextmanager
     def installer_locked(self) -> Iterator[str | None]:

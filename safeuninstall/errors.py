@@ -64,6 +64,16 @@ class InvalidInput(SafeUninstallError):
     """A value the user gave can't be used: a distribution name, a probe, a requirements file."""
 
 
+class CommandNotStarted(SafeUninstallError):
+    """The command ``run`` guards could not be started (its program or interpreter missing,
+    not executable): it never ran."""
+
+
+class InsideGuardedRun(SafeUninstallError):
+    """This safe-uninstall was started by the command a ``run`` guards on the same
+    environment: that run holds the environment's lock until its command ends."""
+
+
 class EnvironmentNotFound(SafeUninstallError):
     """No target environment could be found, or it is not a Python environment."""
 

@@ -278,6 +278,18 @@ class Outcome(str, enum.Enum):
         "an error after the command started, and the restore is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    RUN_CONCURRENT_KEPT = (
+        "run-concurrent-kept",
+        "another process changed the environment while the probe ran: the change was not "
+        "judged, and nothing was undone",
+        EXIT_INCOMPLETE,
+    )
+    RUN_NOT_UNDONE = (
+        "run-not-undone",
+        "the command's change had to be undone but cannot be: nothing was undone, the "
+        "environment is as the command left it",
+        EXIT_INCOMPLETE,
+    )
     # -- probe
     PASSED = ("passed", "every probe passed", EXIT_OK)
     FAILED = ("failed", "a probe failed", EXIT_UNCHANGED)

@@ -349,7 +349,11 @@ def run_command(
                 os.killpg(proc.pid, passed[-1])
         proc.wait()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        kill_marked(marker)
+        try:
+            # Still under pass_on: a Ctrl-C now is noted, and cannot cut this short and leave
+            # what the command started running while its change is undone.
+            kill_marked(marker)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
     return proc.returncode, passed

@@ -34,16 +34,18 @@ from .analysis import sharing_files, snapshot_view
 from .context import Context
 from .deletion import Removed, plan_deletion
 from .environment import InstalledDistribution, installed_distributions
-from .errors import BackendError, SnapshotInvalid
+from .errors import BackendError, NotRestorable, SnapshotInvalid
 from .journal import Entry
 from .libraries import ownership
-from .plan import StashCandidate, StashKey, build_stash_index, plan_rollback
+from .plan import StashCandidate, StashKey, build_stash_index, plan_restore, plan_rollback
 from .records import RecordEntry
 from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
 from .stash import (
     StashHasher,
     StashPlace,
+    check_stash,
+    read_verified,
     relative_to_root,
     stash_distribution,
     stash_folder_name,
@@ -266,6 +268,11 @@ class Transaction:
         self._step(step)
         self._changed = True
 
+    def not_started(self) -> None:
+        """The change ``changing`` announced never began (the command could not be started):
+        leaving the block on an exception gives it up, as before any change."""
+        self._changed = False
+
     def hashed(self) -> None:
         """Wait for the stash hasher. Before a change that may write into an installed file in
         place (and so into its stashed inode), its record must hold the bytes from before."""
@@ -327,13 +334,22 @@ class Transaction:
         return Restored(report, verification)
 
     def return_to(
-        self, wanted: Snapshot, *, offline: bool, also: Sequence[str] = ()
+        self,
+        wanted: Snapshot,
+        *,
+        offline: bool,
+        also: Sequence[str] = (),
+        all_or_nothing: bool = False,
     ) -> tuple[Restored, str | None]:
         """Make the installed set ``wanted``'s again, in one batch: uninstall what it lacks
         (added since, or another version) and ``also`` (installed as ``wanted`` has them, but
         with files replaced or written since), bring back what it has (from a stash, else one
         pinned install) with the distributions that share files with what is uninstalled, and
-        prove it. Returns the proof, and the installer's error when its uninstall failed."""
+        prove it. Returns the proof, and the installer's error when its uninstall failed.
+
+        ``all_or_nothing``: before anything is uninstalled, every distribution to bring back
+        must be able to come back (``cannot_come_back``); else NotRestorable is raised and the
+        environment is left as it is."""
         ctx = self._ctx
         now = installed_distributions(ctx.interpreter)
         owned = ownership(now)
@@ -341,11 +357,66 @@ class Transaction:
         again = [n for n in also if n in now and n not in back.remove]
         remove = [*back.remove, *again]
         shared = sharing_files(owned, remove)
-        failed = self.uninstall(remove) if remove else None
         planned = {e.name for e in back.restore}
         more = [n for n in dict.fromkeys([*again, *shared]) if n not in planned]
         entries = [*back.restore, *(e for n in more if (e := wanted.package(n)) is not None)]
+        if all_or_nothing:
+            cannot = self.cannot_come_back(wanted, entries, offline=offline)
+            if cannot:
+                raise NotRestorable("; ".join(cannot))
+        failed = self.uninstall(remove) if remove else None
         return self.restore(wanted, entries, shared, offline=offline), failed
+
+    def cannot_come_back(
+        self, wanted: Snapshot, entries: Sequence[PackageEntry], *, offline: bool
+    ) -> list[str]:
+        """Why some of ``entries`` could not be brought back now, one line each (none: all
+        can). A stash counts when every file holds the bytes it held when it was stashed,
+        checked as the restore checks it (a file written in place since, through the inode a
+        hard-linked stash shares with the installed file, does not); the rest must be found by
+        the installer's dry run, and not be a legacy install, which only a stash gives back."""
+        ctx = self._ctx
+        assert self.snapshot is not None
+        if self._hasher is not None:
+            self._hasher.wait()  # its record is what the stash is checked against
+        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
+        own = {wanted.id, self.snapshot.id}
+        plan = plan_restore(entries, stash_index(ctx, entries, first), preferred_snapshot=wanted.id)
+        reinstall = list(plan.reinstall)
+        why = {e.pin: "no stash holds it" for e in reinstall}
+        for entry, candidates in plan.from_stash:
+            problems = []
+            for candidate in candidates:
+                stash = candidate.entry.stash
+                assert stash is not None  # the index holds complete stashes only
+                folder = ctx.store.folder(candidate.snapshot_id)
+                mine = candidate.snapshot_id in own
+                checked = check_stash(
+                    stash, folder, read_verified(folder), accept_modified=mine, with_swept=mine
+                )
+                if not checked.problems:
+                    break
+                problems += [f"{p.path}: {p.problem}" for p in checked.problems[:1]]
+            else:
+                reinstall.append(entry)
+                why[entry.pin] = f"its stash is not whole ({'; '.join(problems)})"
+        lines = [
+            f"{e.pin}: {why[e.pin]}, and only a stash gives back a legacy install"
+            for e in reinstall
+            if e.legacy
+        ]
+        installable = [e for e in reinstall if not e.legacy]
+        if installable:
+            try:
+                ctx.backend.check_installable(installable, offline=offline)
+            except BackendError as err:
+                last = err.detail.strip().splitlines()[-1:] if err.detail else []
+                lines += [
+                    f"{e.pin}: {why[e.pin]}, and {ctx.backend.name} cannot install it "
+                    f"({': '.join([err.message.split(':')[0], *last])})"
+                    for e in installable
+                ]
+        return lines
 
     def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
         """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must

@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import UV, MakeVenv, Venv, wait_for
 from tests.realstack import RealVenv, Stacks
+from tests.test_own_environment import _own_tool as own_tool
+from tests.test_own_environment import own  # noqa: F401 - the fixture, used by name
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -262,6 +264,33 @@ def test_an_unknown_command_is_refused_before_any_snapshot(make_venv: MakeVenv) 
     assert run.returncode == 1
     assert "command not found" in run.stderr
     assert venv.tool("snapshots", "--json").json()["snapshots"] == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("folder", "not an executable file"),
+        ("script", "the command could not be started"),  # its interpreter does not exist
+    ],
+)
+def test_a_command_that_cannot_start_changes_nothing_and_exits_1(
+    make_venv: MakeVenv, tmp_path: Path, kind: str, said: str
+) -> None:
+    venv = make_venv("leftpad")
+    command = tmp_path / "command"
+    if kind == "folder":
+        command.mkdir()
+    else:
+        command.write_text("#!/no/such/interpreter\n")
+        command.chmod(0o755)
+
+    run = venv.tool("--json", "run", "--no-probe", "--", str(command))
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert said in run.stdout + run.stderr
+    assert "nothing was changed" in run.stdout + run.stderr
+    assert venv.tool("snapshots", "--json").json()["snapshots"] == []
+    assert not venv.journal.exists()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -517,15 +546,154 @@ def test_a_write_in_place_reaches_the_stash_and_is_reinstalled_not_linked_back(
     assert venv.file_hashes() == hashes
 
 
-def test_a_write_in_place_with_nothing_to_reinstall_from_is_incomplete_not_hidden(
+def test_a_write_in_place_with_nothing_to_reinstall_from_is_left_as_the_command_left_it(
     make_venv: MakeVenv,
 ) -> None:
+    """Its stash was written too and nothing can reinstall it: uninstalling it first would
+    leave leftpad gone. It stays as the command left it, and the run says why."""
     venv, command = written_in_place(make_venv)
+    installed = venv.installed()
 
     run = venv.tool("--json", "run", "--no-probe", "--", *command)
 
     data = run.json()
     assert run.returncode == 4, data
-    assert data["outcome"] == "run-command-failed-incomplete"
-    assert data["verification"]["missing"] == ["leftpad==1.0"]  # type: ignore[index]
-    assert "recover" in str(data["next_command"])
+    assert data["outcome"] == "run-not-undone"
+    assert venv.installed() == installed  # leftpad is still there, written as the command did
+    assert (venv.site_packages / "leftpad.py").read_bytes().startswith(b"#")
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "cannot undo the command's change: leftpad==1.0: its stash is not whole" in said
+    assert "uv cannot install it" in said
+    assert "nothing was undone: the environment is as the command left it" in said
+    assert data["restore"] is None
+    assert "rollback" in str(data["next_command"])
+    assert not venv.journal.exists()  # a known state: nothing for recover to finish
+
+
+def test_an_upgrade_after_the_state_folder_vanished_is_kept_not_half_undone(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The command deletes the tool's state folder (the stash with it), then upgrades and
+    fails: 2.2.1 cannot come back, so 2.3.0 is not uninstalled."""
+    venv = upgraded_venv(make_venv)
+    state = tmp_path / "state"
+    body = (
+        "import shutil, subprocess, sys\n"
+        f"shutil.rmtree({str(state)!r})\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = venv.tool(
+        "--json", "--state-dir", str(state), "run", "--no-probe", "--", *script(venv, body)
+    )
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-not-undone"
+    assert venv.installed()["urllib3"] == "2.3.0"
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "lost snapshot 0001 while the command ran" in said
+    assert "cannot undo the command's change: urllib3==2.2.1" in said
+    assert data["next_command"] is None
+    assert not venv.journal.exists()
+
+
+def test_an_install_by_another_process_during_the_probe_is_not_undone_as_the_commands(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The probe after the command installs leftpad (another process, as far as the tool can
+    tell) and fails: its verdict is on another environment, and leftpad is not the command's."""
+    venv = upgraded_venv(make_venv)
+    flag = tmp_path / "command-ran"
+    other = uv_install(venv, "--python", str(venv.python), "leftpad")
+    probe = (
+        "import os, subprocess\n"
+        f"if os.path.exists({str(flag)!r}):\n"
+        f"    subprocess.run({other!r}, check=True)\n"
+        "    raise SystemExit(1)\n"
+    )
+    body = (
+        "import subprocess\n"
+        f"subprocess.run({uv_install(venv, 'toolpkg')!r}, check=True)\n"
+        f"open({str(flag)!r}, 'w').close()\n"
+    )
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        probe,
+        "--",
+        *script(venv, body),
+        UV_CACHE_DIR=str(venv.uv_cache),
+    )
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-concurrent-kept"
+    assert data["run"]["added"] == ["toolpkg"]  # type: ignore[index]
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "another process changed the environment while the probe ran (appeared: leftpad" in said
+    assert {"leftpad", "toolpkg"} <= venv.installed().keys()
+    assert "rollback" in str(data["next_command"])
+    assert not venv.journal.exists()
+
+
+def test_a_ctrl_c_while_the_commands_leftovers_are_killed_does_not_cut_it_short(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A second Ctrl-C as the command ends: what it started is still all killed before the
+    restore, and the interrupt is noted (passed on), not raised half way."""
+    from safeuninstall import process
+
+    killed: list[str] = []
+    kill_marked = process.kill_marked
+
+    def interrupted_kill(marker: str) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at the next bytecode: here
+        kill_marked(marker)
+        killed.append(marker)
+
+    monkeypatch.setattr(process, "kill_marked", interrupted_kill)
+
+    status, passed_on = process.run_command(["true"], env=dict(os.environ), cwd=tmp_path)
+
+    assert status == 0
+    assert len(killed) == 1
+    assert passed_on == [signal.SIGINT]
+
+
+def test_run_in_the_tools_own_environment_restores_the_tool(
+    own: Venv,  # noqa: F811 - pytest's fixture, imported above
+) -> None:
+    """The command uninstalls the tool itself; the probe then fails: the restore runs in a
+    process whose package is gone from disk, and must have loaded what it needs before."""
+    before = own.file_hashes()
+    uv = own.root / "bin" / "uv"
+    command = [str(uv), "pip", "uninstall", "--python", str(own.python), "safe-uninstall"]
+
+    done = own_tool(own, "--json", "run", "--probe", "import safeuninstall", "--", *command)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    data = done.json()
+    assert data["outcome"] == "run-probe-failed-restored", data["messages"]
+    assert done.returncode == 3
+    assert own.file_hashes() == before
+    assert not own.journal.exists()
+
+
+def test_a_safe_uninstall_inside_the_guarded_command_fails_at_once(make_venv: MakeVenv) -> None:
+    """The guarded command runs safe-uninstall on the same environment: the run holds its lock
+    until the command ends, so the inner one says why at once instead of timing out."""
+    venv = make_venv("leftpad")
+    inner = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root)]
+    inner += ["--lock-timeout", "2", "uninstall", "--no-probe", "leftpad"]
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *inner)
+
+    data = run.json()
+    assert data["outcome"] == "run-command-failed-unchanged", data
+    assert "started by the command that `safe-uninstall run` is guarding" in run.stderr
+    assert "another safe-uninstall operation is running" not in run.stderr
+    assert "leftpad" in venv.installed()

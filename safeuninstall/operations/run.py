@@ -39,10 +39,12 @@ from ..environment import (
 )
 from ..errors import (
     BaselineProbeFailed,
+    CommandNotStarted,
     EnvironmentChanged,
     Interrupted,
     InterruptedAfterChange,
     InvalidInput,
+    NotRestorable,
 )
 from ..impact import Unmet, unmet_after_change
 from ..libraries import ownership
@@ -54,6 +56,7 @@ from ..results import ProbeRuns, RunResult
 from ..snapshot import PackageStash, Snapshot
 from ..stash import read_verified
 from ..transaction import Restored, SnapshotSpec, Transaction
+from .uninstall import _import_what_a_restore_needs as import_what_a_restore_needs
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -68,6 +71,8 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
             return guard.result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()  # a restore needs it: before anything runs
+        # The command may uninstall the tool itself from its own environment.
+        import_what_a_restore_needs(ctx)
         return guard.run()
 
 
@@ -77,11 +82,14 @@ def _refuse_unknown_command(ctx: Context, argv: Sequence[str]) -> None:
         raise InvalidInput("run needs a command: safe-uninstall run [OPTIONS] -- COMMAND [ARGS]...")
     path = ctx.child_env().get("PATH", "")
     found = shutil.which(argv[0], path=path) if os.sep not in argv[0] else argv[0]
-    if found is None or not os.access(Path(ctx.cwd, found), os.X_OK):
+    if found is None:
         raise InvalidInput(
             f"{argv[0]}: command not found (searched the PATH it would run with, the "
             "environment's scripts first); nothing was changed"
         )
+    program = Path(ctx.cwd, found)
+    if not program.is_file() or not os.access(program, os.X_OK):  # a folder is "executable"
+        raise InvalidInput(f"{argv[0]}: not an executable file; nothing was changed")
 
 
 class _Guard:
@@ -225,6 +233,7 @@ class _Attempt:
         self.change: RollbackPlan | None = None
         self.rewritten: tuple[str, ...] = ()
         self.unmet: tuple[Unmet, ...] = ()
+        self.seen: frozenset[str] = frozenset()  # the census the comparison was made on
 
     def _result(self, outcome: Outcome, **parts: object) -> RunResult:
         return self.guard.result(
@@ -247,6 +256,8 @@ class _Attempt:
                 return self._result(Outcome.RAN)
             if isinstance(reason, Outcome):
                 return self._kept(reason)
+        except CommandNotStarted:
+            raise  # nothing ran: the snapshot is given up with the transaction
         except KeyboardInterrupt:
             messages.append("interrupted: undoing the command's change")
             reason = "interrupted"
@@ -261,13 +272,20 @@ class _Attempt:
         self.txn.changing("command")
         ctx.emit("command", f"running: {shell_line(argv)}")
         stdout = 2 if self.guard.options.output_to_stderr else None
-        self.status, passed_on = process.run_command(
-            argv,
-            env=ctx.child_env(),
-            cwd=ctx.cwd,
-            stdout=stdout,
-            marker=process.guard_marker(ctx.interpreter.prefix, self.snap.id),
-        )
+        try:
+            self.status, passed_on = process.run_command(
+                argv,
+                env=ctx.child_env(),
+                cwd=ctx.cwd,
+                stdout=stdout,
+                marker=process.guard_marker(ctx.interpreter.prefix, self.snap.id),
+            )
+        except OSError as err:  # exec failed (a script's interpreter missing): nothing ran
+            self.txn.not_started()
+            raise CommandNotStarted(
+                f"the command could not be started: {shell_line(argv)}: "
+                f"{err.strerror or err}; it did not run, nothing was changed"
+            ) from None
         ctx.emit("command", f"the command {_exit_text(self.status)}")
         return passed_on
 
@@ -275,6 +293,7 @@ class _Attempt:
         """The environment against the snapshot: distributions added, changed, removed, and
         those of the same version whose files were replaced."""
         ctx = self.ctx
+        self.seen = census(ctx.interpreter)  # first: a change after it shows in a later one
         now = installed_distributions(ctx.interpreter)
         view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
         self.change = change = plan_rollback(self.snap, view)
@@ -324,7 +343,19 @@ class _Attempt:
             if not options.allow_unmet:
                 return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else "unmet"
             messages.append("--allow-unmet: the probe judges the change")
-        if not self._probe(now):
+        passed = self._probe(now)
+        others = census_change(self.seen, census(self.ctx.interpreter))
+        if others:
+            # What changed since the comparison is not the command's: undoing it all would
+            # undo that process's work as if the command had done it.
+            messages += [
+                f"another process changed the environment while the probe ran ({others}): "
+                "the probe judged another environment",
+                "nothing was undone: the environment is as the command and that process left "
+                "it; the rollback named below returns it to the snapshot, undoing both",
+            ]
+            return Outcome.RUN_CONCURRENT_KEPT
+        if not passed:
             return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else "probe-failed"
         return None
 
@@ -389,9 +420,15 @@ class _Attempt:
         """Put the environment back as the snapshot has it, in one batch, and prove it."""
         txn, messages = self.txn, self.guard.messages
         with txn.interrupts_deferred():
-            restored, failed = txn.return_to(
-                self.snap, offline=self.guard.options.offline, also=self._rewritten_now()
-            )
+            try:
+                restored, failed = txn.return_to(
+                    self.snap,
+                    offline=self.guard.options.offline,
+                    also=self._rewritten_now(),
+                    all_or_nothing=True,
+                )
+            except NotRestorable as err:
+                return self._not_undone(err.message)
             if failed is not None:
                 messages.append(failed)
             if restored.verification is None:  # an error of ours stopped it half way
@@ -411,6 +448,30 @@ class _Attempt:
             outcome,
             restored=restored,
             next_command=None if restored.ok else self.ctx.suggest("recover"),
+        )
+
+    def _not_undone(self, why: str) -> RunResult:
+        """Something the command changed cannot come back: its change is left whole rather
+        than half undone (an uninstall first would leave the environment worse than the
+        command did)."""
+        ctx, messages = self.ctx, self.guard.messages
+        folder = ctx.store.folder(self.snap.id)
+        gone = not folder.is_dir()
+        if gone:
+            messages.append(
+                f"the tool's state folder lost snapshot {self.snap.id} while the command ran "
+                f"({folder} is gone, its stash with it)"
+            )
+        messages += [
+            f"cannot undo the command's change: {why}",
+            "nothing was undone: the environment is as the command left it (its change is "
+            "listed above)",
+        ]
+        # The environment is in a known state, the command's: no journal for ``recover``.
+        self.txn.finish(Outcome.RUN_NOT_UNDONE.value)
+        return self._result(
+            Outcome.RUN_NOT_UNDONE,
+            next_command=None if gone else ctx.suggest("rollback", self.snap.id),
         )
 
     def _rewritten_now(self) -> Sequence[str]:
