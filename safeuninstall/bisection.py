@@ -24,8 +24,9 @@ step; this proves it whole). When every candidate is needed, the final state is 
 the change, which the baseline passed: no run.
 
 Runs (the baseline not counted; it runs with or without bisection, and may come from the cache):
-at most ``2 + k * ceil(log2 n)`` for ``k`` needed among ``n`` (``bound``; the plan proves it for
-every ``n`` it is computed for, and tests/test_bisection.py checks every needed set up to 16). No
+at most ``2 + k * ceil(log2 n)`` for ``k`` needed among ``n`` (``bound`` is the plan's own worst
+case, which is within that for every ``n`` up to ``PLANNED``; tests/test_bisection.py runs every
+needed set up to 16). No
 needed one costs one run, or two when ``n`` is in ``(3/4 * 2^L, 2^L]``, ``L = ceil(log2 n)``
 (e.g. 4, 7-8, 13-16, 25-32): there, starting with all of them costs one run more than the bound
 for some needed set (for ``n = 4`` for any strategy, proven by trying every one), so the plan
