@@ -11,6 +11,9 @@ import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from safeuninstall.context import Context, open_context
 from safeuninstall.environment import installed_distributions
@@ -139,3 +142,21 @@ def forget_proof(ctx: Context, snapshot_id: str) -> bool:
     existed = path.exists()
     path.unlink(missing_ok=True)
     return existed
+
+
+def probe_argv(python: str, planned: dict[str, Any], workdir: Path) -> list[str]:
+    """What the tool runs for one planned probe (``--json``'s ``probes.planned[i]``): the
+    probe driver in the target interpreter, as probe._run_in starts it."""
+    from safeuninstall import probe
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    maps, results = str(workdir / "maps.txt"), str(workdir / "candidates.txt")
+    if planned["kind"] == "python":
+        return [python, "-c", probe._DRIVER, planned["code"], maps]
+    if planned["kind"] == "derived":
+        tries = [
+            msgspec.convert(candidate, probe.Candidate).argument()
+            for candidate in planned["candidates"]
+        ]
+        return [python, "-c", probe._CANDIDATES_DRIVER, maps, results, *tries]
+    raise BenchError(f"a {planned['kind']} probe is not measured here")

@@ -26,6 +26,10 @@ def _at_most(limit: float) -> Callable[[float], bool]:
     return lambda measured: measured <= limit
 
 
+def _below(limit: float) -> Callable[[float], bool]:
+    return lambda measured: measured < limit
+
+
 def _ratio_target(
     values: Mapping[str, float],
     name: str,
@@ -160,6 +164,76 @@ def evaluate(results: Results) -> list[Target]:
                 lambda t: t < 0.3,
             )
         )
+    targets += _real_stack_targets(results)
+    return targets
+
+
+def _real_stack_targets(results: Results) -> list[Target]:
+    """Issue 14's targets, on each real stack measured, each a ratio within one run."""
+    v = results.values
+    targets = []
+    for stack in results.config.stacks:
+        key = f"real.{stack}."
+        if not any(k.startswith(key) for k in v):
+            continue
+        ratios = (
+            ("`--no-probe` nccl / `pip uninstall -y`", ("tool", "pip"), 0.5),
+            ("failing removal of the four cu13 / one probe run", ("failing", "probe"), 1.15),
+            (
+                "passing removal, cached baseline / one probe run",
+                ("passing_cached", "probe_passing"),
+                1.1,
+            ),
+        )
+        for label, (mine, theirs), limit in ratios:
+            targets.append(
+                _ratio_target(
+                    v,
+                    f"{stack}: {label}",
+                    f"<= {limit}",
+                    (key + mine, key + theirs),
+                    lambda a, b: (a / b, f"{_ms(a)} / {_ms(b)}"),
+                    _at_most(limit),
+                )
+            )
+        targets.append(
+            _ratio_target(
+                v,
+                f"{stack}: (`--no-probe` nccl - uv) / import start-up",
+                "<= 3.0",
+                (key + "tool", key + "uv", key + "import"),
+                lambda tool, uv, start: (
+                    (tool - uv) / start,
+                    f"({_ms(tool)} - {_ms(uv)}) / {_ms(start)}",
+                ),
+                _at_most(3.0),
+            )
+        )
+        commands = (("check", 1.0), ("doctor", 1.0), ("audit", 1.0), ("snapshots", 0.15))
+        for command, limit in commands:
+            if command == "audit" and key + command not in v:
+                continue  # no audit command in this build: its row says so
+            targets.append(
+                _ratio_target(
+                    v,
+                    f"{stack}: `{command}` (seconds)",
+                    f"< {limit:g} s",
+                    (key + command,),
+                    lambda t: (t, _ms(t)),
+                    _below(limit),
+                )
+            )
+        peaks = [value for k, value in v.items() if k.startswith(key) and k.endswith(".peak_mib")]
+        if peaks:
+            targets.append(
+                Target(
+                    f"{stack}: peak RSS of the tool's own commands (MiB)",
+                    "< 120",
+                    max(peaks),
+                    max(peaks) < 120,
+                    "the largest of --no-probe, check, doctor, snapshots (no probe process)",
+                )
+            )
     return targets
 
 

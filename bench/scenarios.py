@@ -46,6 +46,9 @@ class Config:
     # impact_target, which must be one of them
     impact_sizes: tuple[tuple[int, int], ...] = ((50, 200), (200, 850), (800, 3200))
     impact_target: tuple[int, int] = (200, 850)
+    # the real stacks (tests/stacks/), and how many snapshots `snapshots` lists there
+    stacks: tuple[str, ...] = ("torch", "ml")
+    stack_snapshots: int = 50
 
 
 FULL = Config(label="full", runs=7)
@@ -68,6 +71,9 @@ SMOKE = Config(
     warmup=False,
     impact_sizes=((12, 16),),
     impact_target=(12, 16),
+    # the torch stack only: the test tier has it cached; the ML venv costs a minute to build
+    stacks=("torch",),
+    stack_snapshots=2,
 )
 
 
@@ -125,7 +131,7 @@ def _size(size: int) -> str:
     return f"{size / 10**9:g} GB" if size >= 10**9 else f"{size / 10**6:g} MB"
 
 
-def _timed_rounds(cfg: Config, steps: Sequence[Callable[[bool], None]]) -> None:
+def timed_rounds(cfg: Config, steps: Sequence[Callable[[bool], None]]) -> None:
     """``cfg.runs`` rounds of every step in turn, after one warm-up round if ``cfg.warmup``.
 
     Each step is told whether its run is the warm-up, which it must not record.
@@ -163,7 +169,7 @@ def startup(ws: Workspace, cfg: Config, results: Results) -> None:
 
         return run
 
-    _timed_rounds(cfg, [step(label) for label in commands])
+    timed_rounds(cfg, [step(label) for label in commands])
     for label, (_, key) in commands.items():
         results.add("start-up", label, series[label], key=f"startup.{key}" if key else None)
     results.imports = import_costs(ws, cfg.importtime_runs)
@@ -232,7 +238,7 @@ def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) 
         if not warmup:
             cli.add_run(done)
 
-    _timed_rounds(cfg, [run_cli])
+    timed_rounds(cfg, [run_cli])
     ctx = inprocess.open_venv(venv)
     read, write, work = Series(), Series(), Series()
 
@@ -246,7 +252,7 @@ def _snapshot_one_size(ws: Workspace, cfg: Config, results: Results, size: int) 
             write.add(done_work.write_seconds)
             work.add(done_work.read_seconds + done_work.write_seconds)
 
-    _timed_rounds(cfg, [run_in_process])
+    timed_rounds(cfg, [run_in_process])
     venv.clear_history()
     traced = inprocess.snapshot_traced_peak(ctx)
     venv.clear_history()
@@ -320,7 +326,7 @@ def _uninstall_one(
 
         return run
 
-    _timed_rounds(cfg, [step(name) for name in commands])
+    timed_rounds(cfg, [step(name) for name in commands])
     venv.clear_history()
     results.add(
         section,
@@ -531,7 +537,7 @@ def restore_comparison(ws: Workspace, cfg: Config, results: Results) -> None:
         uv_cold,
         uv_cold_binary,
     ]
-    _timed_rounds(cfg, steps)
+    timed_rounds(cfg, steps)
     stash_venv.clear_history()
     results.info["`--no-probe` removals whose stash hasher finished before the process exited"] = (
         f"{finished_hashers} of {cfg.runs + cfg.warmup} (their stash-verified.json was deleted "
@@ -712,7 +718,7 @@ def probe_multiples(ws: Workspace, cfg: Config, results: Results) -> None:
 
         return run
 
-    _timed_rounds(cfg, [one_probe, *(removal(case) for case in cases)])
+    timed_rounds(cfg, [one_probe, *(removal(case) for case in cases)])
     venv.clear_history()
     results.add(
         section, f"one probe run (`python -c`, sleeps {cfg.probe_sleep:g} s)", one, key="probe.one"
@@ -725,11 +731,11 @@ def probe_multiples(ws: Workspace, cfg: Config, results: Results) -> None:
             case.what,
             case.series,
             key=f"probe.{case.key}",
-            note=f"{multiple:.2f} probe runs; {case.runs} run, {_signed_ms(beyond)} beyond them",
+            note=f"{multiple:.2f} probe runs; {case.runs} run, {signed_ms(beyond)} beyond them",
         )
 
 
-def _signed_ms(seconds: float) -> str:
+def signed_ms(seconds: float) -> str:
     return f"{seconds * 1000:+.0f} ms"
 
 
@@ -787,7 +793,7 @@ def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
 
         return run
 
-    _timed_rounds(
+    timed_rounds(
         cfg,
         [
             tool_remove,
@@ -856,7 +862,7 @@ def _impact_one_size(ws: Workspace, cfg: Config, results: Results, venv: Venv, d
         return once
 
     # cold, then warm: each warm run reads the cache file the cold run before it wrote
-    _timed_rounds(cfg, [run(True), run(False)])
+    timed_rounds(cfg, [run(True), run(False)])
     shape = f"{seen[0].distributions} dists, {seen[0].elf_objects} ELF files"
     section = "impact report"
     results.add(
@@ -893,7 +899,7 @@ def _impact_check_command(
 
         return once
 
-    _timed_rounds(cfg, [run(True), run(False)])
+    timed_rounds(cfg, [run(True), run(False)])
     section = "impact report"
     results.add(
         section,
@@ -904,6 +910,13 @@ def _impact_check_command(
     results.add(section, "  the same, ELF cache warm", warm, key="impact.check.warm")
 
 
+def real_stacks(ws: Workspace, cfg: Config, results: Results) -> None:
+    """The CUDA torch venv and a large ML venv (bench/realstacks.py)."""
+    from . import realstacks  # it imports this module
+
+    realstacks.run(ws, cfg, results)
+
+
 SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
     startup,
     snapshot_scaling,
@@ -912,6 +925,7 @@ SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
     probe_multiples,
     large_environment,
     impact_scaling,
+    real_stacks,
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import msgspec
 from msgspec import Struct
@@ -28,7 +29,9 @@ from .libraries import (
 )
 from .plan import Installed
 from .probe import ProbeResult, ProbeSettings
+from .recordcache import RECORD_CACHE_FILE, RecordCache
 from .snapshot import Snapshot
+from .stash import in_place
 
 
 class Analysis(Struct, frozen=True):
@@ -66,6 +69,17 @@ def library_index(ctx: Context) -> LibraryIndex:
     return index
 
 
+def owned_files(ctx: Context, installed: Mapping[str, InstalledDistribution]) -> Ownership:
+    """Who lists which file, the RECORDs that did not change since an earlier command read
+    them answered from its cache in the state folder (read, not written, by a read-only
+    command)."""
+    cache = RecordCache(ctx.store.root / RECORD_CACHE_FILE)
+    owned = ownership(installed, cache)
+    if not ctx.read_only:
+        cache.save()
+    return owned
+
+
 def analyse(
     ctx: Context,
     installed: Mapping[str, InstalledDistribution],
@@ -74,7 +88,7 @@ def analyse(
 ) -> Analysis:
     """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
-    owned = ownership(installed)
+    owned = owned_files(ctx, installed)
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
@@ -120,6 +134,28 @@ def installed_view(
         )
         for name, d in installed.items()
     }
+
+
+def snapshot_view(
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    wanted: Snapshot,
+    prefix: str,
+) -> dict[str, Installed]:
+    """The installed set as a return to ``wanted`` plans it (a rollback, ``run``'s undo). A
+    legacy install has no RECORD to say it is whole: it is whole when every file and line the
+    snapshot's stash of it holds is there (a removal killed half way leaves its metadata with
+    some files gone)."""
+    view = installed_view(installed, owned)
+    stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
+    for name, current in view.items():
+        entry = stashes.get(name)
+        if entry is None or not current.intact or entry.version != current.version:
+            continue
+        assert entry.stash is not None
+        if not in_place(entry.stash, Path(prefix)):
+            view[name] = msgspec.structs.replace(current, intact=False)
+    return view
 
 
 def sharing_files(owned: Ownership, removed: Sequence[str]) -> list[str]:

@@ -714,6 +714,56 @@ def uninstall_command(
     _run(common, call, _operation_text)
 
 
+@_command("run", probes=True, offline=True)
+@click.argument(
+    "argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
+@click.option(
+    "--keep-on-failure",
+    is_flag=True,
+    help="When the command fails, a requirement is left unmet or the probe fails, report but "
+    "do not restore.",
+)
+@click.option(
+    "--fresh-baseline",
+    is_flag=True,
+    help="Run the baseline probe even when a cached pass for this environment is valid.",
+)
+@click.option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Keep a change that leaves a requirement unmet when the probe passes (restored "
+    "otherwise).",
+)
+def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
+    """Run COMMAND against the environment, guarded: snapshot first (every file kept), judge
+    the change it makes (requirements, the probe), and put everything back in one batch when
+    it fails, exits non-zero or is interrupted.
+
+    COMMAND runs with the environment activated (VIRTUAL_ENV, its scripts first on PATH):
+    `safe-uninstall run -- uv pip install -U urllib3`.
+    """
+
+    common.read_only = flags["dry_run"]
+
+    def call() -> Result:
+        from .operations.run import run
+
+        wanted = options.RunOptions(
+            argv=argv,
+            offline=common.offline,
+            output_to_stderr=common.output.as_json,
+            **flags,
+        )
+        return common.settled(run(common.context(), common.probes(), wanted))
+
+    _run(common, call, _operation_text)
+
+
+run_command.allow_interspersed_args = False  # COMMAND's own options are its, not ours
+
+
 @_command("rollback", probes=True, offline=True)
 @click.argument("snapshot", required=False)
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")

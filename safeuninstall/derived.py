@@ -257,3 +257,32 @@ def _before(status: str) -> str:
     if status == "unfinished":
         return "did not finish before any change"
     return "not tried before any change"
+
+
+# -- the verdict on any change (``run``): its candidates are known only after it -------------
+
+
+def judged_change(baseline: Sequence[ProbeResult], after: ProbeResult) -> ProbeResult:
+    """A derived probe run after a change that was not a removal (an install, an upgrade),
+    judged against the baseline of every installed distribution's candidates taken before it:
+    a candidate that failed or did not finish there is dropped; every other one counts, one
+    that was not tried before too (a module the change brought must import)."""
+    if after.probe.kind != "derived":
+        return after
+    failed_before = {
+        _same(c.candidate)
+        for run in baseline
+        for c in run.candidates
+        if c.status in ("failed", "unfinished")
+    }
+    candidates = tuple(
+        msgspec.structs.replace(c, judged=_same(c.candidate) not in failed_before)
+        for c in after.candidates
+    )
+    passed = all(c.passed for c in candidates if c.judged)
+    return msgspec.structs.replace(after, candidates=candidates, passed=passed)
+
+
+def _same(candidate: Candidate) -> tuple[str, str, tuple[str, ...]]:
+    """What a candidate tries, whatever the reason it was chosen for (``why``)."""
+    return candidate.kind, candidate.target, candidate.attrs

@@ -185,10 +185,26 @@ def requirements(
     return {key: list(_applying(dist, markers)) for key, dist in installed.items()}
 
 
+# A marker that requires an extra: ``extra == "name"`` (either quote, any spacing).
+_EXTRA_CLAUSE = re.compile(r"""\bextra\s*==\s*(?:"[^"]+"|'[^']+')""")
+_OR = re.compile(r"\bor\b")
+
+
+def _needs_an_extra(value: str) -> bool:
+    """Whether the line applies only behind an extra, told without parsing it: a marker with
+    an ``extra == "name"`` clause and no ``or`` is false without extras, whatever else it says.
+    (A torch venv's METADATA has 292 lines, most of them such; parsing and evaluating them
+    was most of `doctor`'s time.)"""
+    _, semicolon, marker = value.partition(";")
+    return bool(semicolon) and _EXTRA_CLAUSE.search(marker) is not None and not _OR.search(marker)
+
+
 def _applying(
     dist: InstalledDistribution, markers: Mapping[str, str]
 ) -> Iterator[tuple[str, Requirement]]:
     for value in dist.requires_dist():
+        if _needs_an_extra(value):
+            continue
         try:
             requirement = Requirement(value)
         except InvalidRequirement:

@@ -32,7 +32,8 @@ EXIT_CODES = {
     EXIT_USAGE: "command-line usage error (unknown option, bad option value) or malformed "
     "configuration",
     EXIT_RESTORED: "the probe failed after the removal, or a rollback failed (its probe, or a "
-    "restore it could not complete); everything was put back and verified",
+    "restore it could not complete), or a command run under guard (`run`) failed; everything "
+    "was put back and verified",
     EXIT_INCOMPLETE: "restore incomplete, or `--keep-on-failure`: the environment differs from "
     "the snapshot; the output names each difference and the one command that finishes the job",
     EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "

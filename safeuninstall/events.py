@@ -20,6 +20,7 @@ STEPS = (
     "baseline",  # the baseline probe began, was taken from the cache, or finished
     "impact",  # the impact report is done
     "snapshot",  # the snapshot and its stash are written
+    "command",  # a guarded command (run) began or ended
     "removing",  # the installer was started
     "probe",  # the probe after the change began or finished
     "restoring",  # a restore began

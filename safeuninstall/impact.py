@@ -619,3 +619,49 @@ def unmet_now(
                 by = tuple(sorted(requested[(dependent, on[0])]))
                 found.append(Unmet(dependent, value, name, on[0], by))
     return tuple(sorted(found, key=lambda u: (u.dependent, u.required, u.requirement)))
+
+
+# -- unmet requirements after any change (``run``): an install or upgrade, not only a removal --
+
+
+def unmet_after_change(
+    before: Mapping[str, InstalledDistribution],
+    after: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+) -> tuple[Unmet, ...]:
+    """The requirements the environment does not meet ``after`` a change and did meet before
+    it (the same dependent, the same line), by unmet_now's rule: a line that was already unmet
+    before the change is the environment's, not the change's.
+
+    Only the lines that can have changed are judged: those of a distribution the change added
+    or replaced, those naming one it replaced or removed, and those behind or requesting an
+    extra (which extras are requested can change with any distribution)."""
+    changed = {
+        name
+        for name in before.keys() | after.keys()
+        if name not in before
+        or name not in after
+        or before[name].dist_info != after[name].dist_info
+        or before[name].version != after[name].version
+    }
+
+    def unmet(installed: Mapping[str, InstalledDistribution]) -> tuple[Unmet, ...]:
+        index = {
+            name: kept
+            for name, lines in requirement_index(installed).items()
+            if (
+                kept := [
+                    (d, v) for d, v in lines if name in changed or d in changed or _extras_in(v)
+                ]
+            )
+        }
+        return unmet_now(index, installed, markers)
+
+    was = {(u.dependent, u.requirement) for u in unmet(before)}
+    return tuple(u for u in unmet(after) if (u.dependent, u.requirement) not in was)
+
+
+def _extras_in(value: str) -> bool:
+    """The line requests extras (``name[extra]``) or is behind one (``; extra == ...``)."""
+    requirement, _, marker = value.partition(";")
+    return "[" in requirement or "extra" in marker

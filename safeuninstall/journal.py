@@ -47,12 +47,12 @@ from .store import FORMED_ID
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
 _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
 
-OPERATIONS = frozenset({"uninstall", "rollback"})
+OPERATIONS = frozenset({"uninstall", "rollback", "run"})
 # Every step an operation records (core.py, and transaction.restore's "restore-reinstall");
 # a recover that is itself interrupted records its own under "recover:".
 _RECOVERED_STEPS = ("stash", "uninstall", "restore", "restore-reinstall", "verify")
 STEPS = frozenset(
-    {"stash", "uninstall", "probe", "restore", "restore-reinstall", "verify", "recover"}
+    {"stash", "command", "uninstall", "probe", "restore", "restore-reinstall", "verify", "recover"}
     | {f"recover:{step}" for step in _RECOVERED_STEPS}
 )
 MAX_BYTES = 64 * 1024  # a journal holds six short fields; anything bigger is not one of ours
@@ -62,7 +62,7 @@ MAX_PATH = 4096  # PATH_MAX: the longest state folder a journal may name
 class Entry(Struct, frozen=True):
     """The operation in progress, as recorded in the journal."""
 
-    operation: str  # "uninstall" or "rollback"
+    operation: str  # "uninstall", "rollback" or "run"
     snapshot: str  # the snapshot that recover returns to
     step: str  # the step that was about to run, or the last one done
     pid: int

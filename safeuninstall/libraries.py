@@ -40,6 +40,7 @@ from .elf import (
 )
 from .environment import InstalledDistribution
 from .paths import normalise
+from .recordcache import RecordCache
 
 ELF_CACHE_FILE = "elf-cache.json"
 
@@ -64,13 +65,18 @@ class Ownership(Struct, frozen=True):
         return found[0] if found else None
 
 
-def ownership(installed: Mapping[str, InstalledDistribution]) -> Ownership:
-    owners: dict[str, list[str]] = {}
+def ownership(
+    installed: Mapping[str, InstalledDistribution], cache: RecordCache | None = None
+) -> Ownership:
+    """Who lists which file. ``cache``: the RECORDs read by an earlier command, where they
+    have not changed since (recordcache.py)."""
+    cache = RecordCache() if cache is None else cache
+    owners: dict[str, tuple[str, ...]] = {}
     files: dict[str, tuple[str, ...]] = {}
     unreadable: dict[str, str] = {}
     for key, dist in installed.items():
         try:
-            entries = dist.record()
+            paths = cache.files(dist)
         except FileNotFoundError:  # none written (some installers): as before, nothing known
             files[key] = ()
             continue
@@ -78,12 +84,22 @@ def ownership(installed: Mapping[str, InstalledDistribution]) -> Ownership:
             files[key] = ()
             unreadable[key] = str(err)
             continue
-        site = str(dist.site_dir)
-        paths = tuple(normalise(os.path.join(site, e.path)) for e in entries)
         files[key] = paths
+        _add_owner(owners, key, paths)
+    return Ownership(owners, files, unreadable)
+
+
+def _add_owner(owners: dict[str, tuple[str, ...]], key: str, paths: Sequence[str]) -> None:
+    """``key`` lists ``paths``: most are no one else's, so they are added in one C call (an
+    ML venv has 63,000), and only the shared ones one by one."""
+    mine: dict[str, tuple[str, ...]] = dict.fromkeys(paths, (key,))
+    if len(mine) != len(paths):  # a RECORD listing a path twice: the owner counted twice
         for path in paths:
-            owners.setdefault(path, []).append(key)
-    return Ownership({p: tuple(o) for p, o in owners.items()}, files, unreadable)
+            owners[path] = (*owners.get(path, ()), key)
+        return
+    for path in owners.keys() & mine.keys():
+        mine[path] = (*owners[path], key)
+    owners.update(mine)
 
 
 class LibraryChange(Struct, frozen=True):
@@ -128,7 +144,8 @@ class LibraryIndex:
         """The dynamic ELF files among ``paths`` named like libraries (``*.so``, ``*.so.*``)."""
         found = []
         for path in paths:
-            if not is_elf_candidate(os.path.basename(path)):
+            # ".so" first: one C call for the 95 % of a torch venv's 16,000 paths that are not
+            if ".so" not in path or not is_elf_candidate(path):
                 continue
             info = self.cache.get(path)
             if info is not None:

@@ -28,6 +28,7 @@ COMMANDS = (
     "prune",
     "config",
     "export",
+    "run",
     "audit",
 )
 
@@ -97,3 +98,15 @@ class PruneOptions(Struct, frozen=True):
     keep: int | None = None  # keep the newest N snapshots
     max_size: int | None = None  # bytes the remaining snapshots may hold at most
     dry_run: bool = False
+
+
+class RunOptions(Struct, frozen=True):
+    """The command to guard, and what to do when it fails."""
+
+    argv: tuple[str, ...]  # the command and its arguments, as given after ``--``
+    dry_run: bool = False
+    keep_on_failure: bool = False
+    offline: bool = False  # a restore that must reinstall uses no network
+    fresh_baseline: bool = False
+    allow_unmet: bool = False  # a change that leaves requirements unmet is judged by the probe
+    output_to_stderr: bool = False  # the command's standard output goes to stderr (--json)

@@ -205,6 +205,79 @@ class Outcome(str, enum.Enum):
         "the recover stopped on an error and is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    # -- run: a command guarded like a removal (operations/run.py)
+    RAN = ("ran", "the command ran; every probe passed after its change", EXIT_OK)
+    RAN_NO_CHANGE = ("ran-no-change", "the command ran and changed no distribution", EXIT_OK)
+    RUN_COMMAND_FAILED_UNCHANGED = (
+        "run-command-failed-unchanged",
+        "the command failed, and changed no distribution",
+        EXIT_UNCHANGED,
+    )
+    RUN_COMMAND_FAILED_RESTORED = (
+        "run-command-failed-restored",
+        "the command failed: its change was undone, all was restored and verified",
+        EXIT_RESTORED,
+    )
+    RUN_COMMAND_FAILED_INCOMPLETE = (
+        "run-command-failed-incomplete",
+        "the command failed, and undoing its change is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    RUN_COMMAND_FAILED_KEPT = (
+        "run-command-failed-kept",
+        "the command failed; its change was kept (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_PROBE_FAILED_RESTORED = (
+        "run-probe-failed-restored",
+        "the probe failed after the command: all was restored and verified",
+        EXIT_RESTORED,
+    )
+    RUN_PROBE_FAILED_INCOMPLETE = (
+        "run-probe-failed-incomplete",
+        "the probe failed after the command, and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    RUN_PROBE_FAILED_KEPT = (
+        "run-probe-failed-kept",
+        "the probe failed after the command; not restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_UNMET_RESTORED = (
+        "run-unmet-restored",
+        "the command left requirements unmet: all was restored and verified",
+        EXIT_RESTORED,
+    )
+    RUN_UNMET_INCOMPLETE = (
+        "run-unmet-incomplete",
+        "the command left requirements unmet, and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    RUN_UNMET_KEPT = (
+        "run-unmet-kept",
+        "the command left requirements unmet; not restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_INTERRUPTED_RESTORED = (
+        "run-interrupted-restored",
+        "interrupted: the command's change was undone, all was restored and verified",
+        EXIT_RESTORED,
+    )
+    RUN_INTERRUPTED_INCOMPLETE = (
+        "run-interrupted-incomplete",
+        "interrupted, and undoing the command's change is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    RUN_ERROR_RESTORED = (
+        "run-error-restored",
+        "an error after the command started: all was restored and verified",
+        EXIT_RESTORED,
+    )
+    RUN_ERROR_INCOMPLETE = (
+        "run-error-incomplete",
+        "an error after the command started, and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
     # -- probe
     PASSED = ("passed", "every probe passed", EXIT_OK)
     FAILED = ("failed", "a probe failed", EXIT_UNCHANGED)

@@ -26,3 +26,9 @@ def normalise(path: str) -> str:
     """The folder's real path plus the name (cheap: folders are few)."""
     folder, name = os.path.split(os.path.normpath(path))
     return os.path.join(_real_dir(folder), name)
+
+
+def real_folder(folder: str) -> str:
+    """The real path of ``folder`` as ``normalise`` resolves a file's folder: a file named
+    ``name`` in it normalises to this joined with ``name``."""
+    return _real_dir(os.path.normpath(folder))

@@ -347,6 +347,9 @@ def _change_of(snap: Snapshot) -> str:
         return f"the removal of {', '.join(snap.removed)} ({snap.outcome})"
     if snap.operation == "snapshot":
         return "what changed since this snapshot, taken on request"
+    if snap.operation == "run" and "--" in snap.command:
+        guarded = snap.command[snap.command.index("--") + 1 :]
+        return f"the command run under guard, {' '.join(guarded)} ({snap.outcome})"
     return f"the {snap.operation} ({snap.outcome})"
 
 

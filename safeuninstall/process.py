@@ -286,3 +286,70 @@ def kill_marked(marker: str) -> None:
         if time.monotonic() > deadline:
             return  # unkillable (in uninterruptible sleep on a hung mount): not ours to wait for
         time.sleep(0.005)  # SIGKILL is delivered asynchronously; look again shortly
+
+
+def guard_marker(prefix: str, snapshot_id: str) -> str:
+    """The variable that marks the processes of a command guarded by ``run`` in the environment
+    at ``prefix`` under snapshot ``snapshot_id``: a ``recover`` after the guard was killed finds
+    and stops what the command left running, at any depth, before it restores."""
+    import hashlib
+
+    key = f"{os.path.realpath(prefix)}\0{snapshot_id}".encode()
+    return MARKER_PREFIX + "guard_" + hashlib.sha256(key).hexdigest()[:16]
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdout: int | None = None,
+    marker: str | None = None,
+) -> tuple[int, list[int]]:
+    """Run a user's command to its end, its output not captured but passed through (its
+    standard output to ``stdout``, a file descriptor, else this process's), with no standard
+    input. Returns its exit status (negative: the signal that ended it) and the signals passed
+    on to it.
+
+    It runs in a process group of its own; Ctrl-C, SIGTERM and a hang-up that reach this process
+    meanwhile are passed on to that group, and the third kills it (a command that ignores
+    them must not hold the restore back for ever). Once it has ended, nothing it started is left
+    running (see the module): those it started carry ``marker`` (default: one of its own).
+    Called from the main thread (signal handlers are set there).
+    """
+    from . import interrupts
+
+    marker = marker or MARKER_PREFIX + secrets.token_hex(8)
+    passed: list[int] = []
+    started: list[subprocess.Popen[bytes]] = []
+
+    def pass_on(signum: int, frame: object) -> None:
+        passed.append(signum)
+        if started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(started[0].pid, signal.SIGKILL if len(passed) >= 3 else signum)
+
+    previous = {
+        signum: signal.signal(signum, pass_on)
+        for signum in interrupts.SIGNALS
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            env={**env, marker: "1"},
+            cwd=cwd,
+            start_new_session=True,  # its own group: a signal reaches it once, from here
+        )
+        started.append(proc)
+        if passed:  # one came while it started
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, passed[-1])
+        proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        kill_marked(marker)
+    return proc.returncode, passed

@@ -8,6 +8,7 @@ import errno
 import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from msgspec import Struct
@@ -79,10 +80,17 @@ def _is_size(field: str) -> bool:
     return field.isascii() and field.isdigit() and len(field) <= _MAX_SIZE_DIGITS
 
 
-def sha256_file(path: Path | str, expected: os.stat_result | None = None) -> str:
+def sha256_file(
+    path: Path | str,
+    expected: os.stat_result | None = None,
+    *,
+    stop: Callable[[], bool] | None = None,
+) -> str:
     """sha256 of the regular file at ``path``; OSError for anything else (a FIFO is never
     waited on). With ``expected`` (its lstat): a link is not followed, and a file that is no
-    longer the one described (another inode, another size or mtime) is refused."""
+    longer the one described (another inode, another size or mtime) is refused. ``stop``:
+    asked between two chunks; when it says so, OSError (ECANCELED): the stash hasher of a
+    --no-probe removal is not waited for through the rest of a 300 MB library."""
     import hashlib  # on first use: OpenSSL, 3.9 ms of import that check/show/snapshots never need
 
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
@@ -96,6 +104,8 @@ def sha256_file(path: Path | str, expected: os.stat_result | None = None) -> str
             raise OSError(errno.ESTALE, "changed while it was being checked", str(path))
         digest = hashlib.sha256()
         while chunk := handle.read(_CHUNK):
+            if stop is not None and stop():
+                raise OSError(errno.ECANCELED, "hashing stopped", str(path))
             digest.update(chunk)
     return digest.hexdigest()
 

@@ -15,7 +15,7 @@ from .outcome import Outcome
 
 if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
     from .doctor import Finding
-    from .impact import ImpactReport
+    from .impact import ImpactReport, Unmet
     from .libraries import Drift
     from .needs import Cleanup
     from .plan import RollbackPlan, SnapshotChoice
@@ -95,8 +95,10 @@ class Result(Struct, frozen=True, kw_only=True):
         """The outcome said of the derived probe: that it was derived, how many candidates
         judged, which failed."""
         judged, dropped = len(run.judged), len(run.dropped)
-        if self.outcome in (Outcome.REMOVED, Outcome.PASSED):
-            removed = "removed; " if self.outcome is Outcome.REMOVED else ""
+        if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
+            removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(
+                self.outcome, ""
+            )
             if not judged:
                 return (
                     f"{removed}no probe applies: every candidate of the derived probe fails "
@@ -216,6 +218,33 @@ class RollbackResult(Result, frozen=True, kw_only=True):
         return Details(
             impact=self.impact, rollback_plan=self.rollback_plan, choice=self.choice, undo=self.undo
         )
+
+
+class RunResult(Result, frozen=True, kw_only=True):
+    """A command run under guard (``run -- COMMAND``): what it changed, how it exited, and how
+    the change was judged and, when it failed, undone."""
+
+    argv: tuple[str, ...] = ()
+    exit_status: int | None = None  # the command's own (None: it did not run); -N: signal N
+    change: RollbackPlan | None = None  # the snapshot against the environment the command left
+    unmet: tuple[Unmet, ...] = ()  # requirements the change left unmet
+
+    def to_dict(self) -> dict[str, object]:
+        change = self.change
+        return {
+            **super().to_dict(),
+            "run": {
+                "argv": list(self.argv),
+                "exit_status": self.exit_status,
+                "added": list(change.added) if change else [],
+                "changed": list(change.changed) if change else [],
+                "removed": list(change.missing) if change else [],
+                "unmet": [
+                    {"dependent": u.dependent, "requirement": u.requirement, "required": u.required}
+                    for u in self.unmet
+                ],
+            },
+        }
 
 
 def _restored_dict(restored: Restored) -> dict[str, object]:

@@ -85,7 +85,7 @@ def settle(store: Store, policy: Policy) -> Kept | None:
     has none. The latest (the operation's own) is measured and never loses its stash. Under
     the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
-    ids = [i for i, snap in store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
+    ids = [i for i, snap in store.iter_heads() if not isinstance(snap, SnapshotInvalid)]
     if not ids:
         return None
     ids.reverse()  # oldest first

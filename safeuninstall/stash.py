@@ -573,7 +573,7 @@ class StashHasher:
                     before = kept.lstat()
                     if not stat.S_ISREG(before.st_mode):
                         continue  # never vouched for: check_stash refuses it
-                    digest = sha256_file(kept, before)
+                    digest = sha256_file(kept, before, stop=self._cancelled.is_set)
                     if _identity(kept.lstat()) == _identity(before):
                         verified[key] = [*_identity(before), digest]
                 except OSError:
@@ -590,7 +590,7 @@ class StashHasher:
         self._thread.join()
 
     def cancel(self) -> None:
-        """Stop after the file being hashed, write nothing (its snapshot is being deleted)."""
+        """Stop within a chunk of the file being hashed, write nothing."""
         self._cancelled.set()
         self._thread.join()
 

@@ -30,12 +30,14 @@ from types import TracebackType
 from msgspec import Struct
 
 from . import __version__, interrupts
+from .analysis import sharing_files, snapshot_view
 from .context import Context
 from .deletion import Removed, plan_deletion
-from .environment import InstalledDistribution
+from .environment import InstalledDistribution, installed_distributions
 from .errors import BackendError, SnapshotInvalid
 from .journal import Entry
-from .plan import StashCandidate, StashKey, build_stash_index
+from .libraries import ownership
+from .plan import StashCandidate, StashKey, build_stash_index, plan_rollback
 from .records import RecordEntry
 from .restore import RestoreJob, RestoreReport, Verification, byte_counter, restore, verify
 from .snapshot import PackageEntry, PackageStash, Snapshot, Target
@@ -254,6 +256,18 @@ class Transaction:
             return f"{err.message}\n{err.detail}".strip()
         return None
 
+    def changing(self, step: str) -> None:
+        """A change of another kind than an uninstall (``run``'s command) is about to begin,
+        journalled as ``step``: from here a failure restores, it no longer gives up."""
+        self._step(step)
+        self._changed = True
+
+    def hashed(self) -> None:
+        """Wait for the stash hasher. Before a change that may write into an installed file in
+        place (and so into its stashed inode), its record must hold the bytes from before."""
+        if self._hasher is not None:
+            self._hasher.wait()
+
     def stop_hashing(self) -> None:
         """The stash hasher is not waited for: its record vouches for a file modified locally
         before the removal, for a later rollback, and without a probe to overlap, waiting for
@@ -307,6 +321,27 @@ class Transaction:
         done = "verified" if verification.ok else "NOT verified"
         ctx.emit("restored", f"restored: {verification.files_checked} files checked, {done}")
         return Restored(report, verification)
+
+    def return_to(
+        self, wanted: Snapshot, *, offline: bool, also: Sequence[str] = ()
+    ) -> tuple[Restored, str | None]:
+        """Make the installed set ``wanted``'s again, in one batch: uninstall what it lacks
+        (added since, or another version) and ``also`` (installed as ``wanted`` has them, but
+        with files replaced or written since), bring back what it has (from a stash, else one
+        pinned install) with the distributions that share files with what is uninstalled, and
+        prove it. Returns the proof, and the installer's error when its uninstall failed."""
+        ctx = self._ctx
+        now = installed_distributions(ctx.interpreter)
+        owned = ownership(now)
+        back = plan_rollback(wanted, snapshot_view(now, owned, wanted, ctx.interpreter.prefix))
+        again = [n for n in also if n in now and n not in back.remove]
+        remove = [*back.remove, *again]
+        shared = sharing_files(owned, remove)
+        failed = self.uninstall(remove) if remove else None
+        planned = {e.name for e in back.restore}
+        more = [n for n in dict.fromkeys([*again, *shared]) if n not in planned]
+        entries = [*back.restore, *(e for n in more if (e := wanted.package(n)) is not None)]
+        return self.restore(wanted, entries, shared, offline=offline), failed
 
     def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
         """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must

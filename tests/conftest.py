@@ -432,7 +432,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that uses a real stack is marked ``realstack``: ``-m "not realstack"`` leaves the
     tier out of a quick run."""
     for item in items:
-        if "real_venv" in getattr(item, "fixturenames", ()):
+        if {"real_venv", "stacks"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.realstack)
 
 

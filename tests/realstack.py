@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,11 +45,16 @@ SMOKE = {
     "gcs": "from google.cloud import storage",
     "jupyterlab": "import jupyterlab, jupyter_server, ipykernel",
     "requests": "import requests",
+    "requests-old": "import requests, urllib3; assert urllib3.__version__ == '2.2.3'",
     "rich": "from rich.markdown import Markdown",
     "scipy": "import pandas, scipy.linalg, matplotlib.pyplot",
     "sklearn": "import sklearn.linear_model",
     "torch": "import torch; torch.cuda.device_count()",
     "torchdup": "import torch; torch.cuda.device_count()",
+}
+# Stacks for bench/ only, which no test is parametrized over: 235 distributions, 62,767 files.
+BENCH_SMOKE = {
+    "ml": "import torch, transformers, sentence_transformers, sklearn, pandas, jupyterlab",
 }
 
 
@@ -121,7 +126,8 @@ class Stacks:
     def pins(self, stack: str) -> Path:
         path = STACKS_DIR / f"{stack}.txt"
         if not path.is_file():
-            raise KeyError(f"no stack {stack!r}: tests/stacks/ has {sorted(SMOKE)}")
+            known = sorted({**SMOKE, **BENCH_SMOKE})
+            raise KeyError(f"no stack {stack!r}: tests/stacks/ has {known}")
         return path
 
     def _key(self, stack: str) -> str:
@@ -158,7 +164,7 @@ class Stacks:
             started = time.monotonic()
             self._install(stack, master, offline=False)
             done = subprocess.run(
-                [str(master / "bin" / "python"), "-c", SMOKE[stack]],
+                [str(master / "bin" / "python"), "-c", {**SMOKE, **BENCH_SMOKE}[stack]],
                 capture_output=True,
                 text=True,
             )
@@ -167,10 +173,34 @@ class Stacks:
             ready.write_text(f"installed in {time.monotonic() - started:.1f} s\n")
             shutil.rmtree(master)  # the cache is what tests copy from
 
-    def venv(self, stack: str, root: Path) -> Venv:
-        """A new venv at ``root`` holding ``stack``, from the cache, offline."""
+    def install(self, stack: str, root: Path) -> None:
+        """A new venv at ``root`` holding ``stack``, from the cache, offline (bench/ too)."""
         self.ensure(stack)
         self._install(stack, root, offline=True)
+
+    def reinstall(self, stack: str, root: Path, names: Collection[str]) -> None:
+        """Put ``names`` back into the venv at ``root`` at the stack's pins, offline."""
+        pins = [
+            line
+            for line in self.pins(stack).read_text().splitlines()
+            if line.partition("==")[0] in names
+        ]
+        self._uv(
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(root / "bin" / "python"),
+            "--no-deps",
+            "--link-mode",
+            "hardlink",
+            *pins,
+            offline=True,
+        )
+
+    def venv(self, stack: str, root: Path) -> Venv:
+        """A new venv at ``root`` holding ``stack``, from the cache, offline."""
+        self.install(stack, root)
         from tests.conftest import Venv
 
         return Venv(root=root, uv_cache=self.uv_cache, wheelhouse=self.root)

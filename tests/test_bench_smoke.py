@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from bench import report, scenarios
+from bench import realstacks, report, scenarios
 from bench.dists import big_dist, record_hash, small_dist, write_installed, zeros_record_hash
 from bench.envs import Workspace, bundled_pip_wheel
 from bench.inprocess import open_venv
 from safeuninstall.environment import installed_distributions
 from safeuninstall.restore import RestoreReport, verify
 from safeuninstall.transaction import SnapshotSpec, take_snapshot
-from tests.conftest import UV
+from tests.conftest import UV, run_tool
+from tests.realstack import Stacks
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -59,37 +60,41 @@ def _stated_verdict(threshold: str, measured: float) -> bool:
     return compare[operator]
 
 
-def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
-    ws = Workspace.create(tmp_path / "bench")
-    smoke = scenarios.SMOKE
-
-    results = scenarios.Results(config=smoke)
+def _run(ws: Workspace, names: list[str]) -> scenarios.Results:
+    """The scenarios ``names`` at the smoke size, each alone, their results together."""
+    results = scenarios.Results(config=scenarios.SMOKE)
     ran: list[str] = []
-    for scenario in scenarios.SCENARIOS:
-        part = scenarios.run_all(ws, smoke, progress=ran.append, only=[scenario.__name__])
-        assert any(row.runs is not None for row in part.rows), f"{scenario.__name__}: no figure"
+    for name in names:
+        part = scenarios.run_all(ws, scenarios.SMOKE, progress=ran.append, only=[name])
+        assert any(row.runs is not None for row in part.rows), f"{name}: no figure"
         results.rows += part.rows
         results.values.update(part.values)
         results.imports += part.imports
         results.info.update(part.info)
-    assert ran == [scenario.__name__ for scenario in scenarios.SCENARIOS]  # each once, alone
+    assert ran == names  # each once, alone
+    return results
 
+
+def _check(
+    results: scenarios.Results, expected_gaps: list[tuple[str, str]], targets_of: str = ""
+) -> None:
+    """Every figure is a number, every target's verdict (of those named ``targets_of``...)
+    the one its threshold states, and the report shows them all."""
+    smoke = results.config
     for row in results.rows:
         if row.runs is not None:
             # the hasher may have finished before the restore asked: a wait of 0 is a figure too
             assert row.runs == smoke.runs and row.seconds is not None, row
             assert math.isfinite(row.seconds) and row.seconds >= 0, row
-    expected_gaps = []
-    if bundled_pip_wheel() is None:
-        expected_gaps = [("uninstall", "no bundled pip wheel")] * 2
     assert [(row.section, row.note) for row in results.rows if row.runs is None] == expected_gaps
-    assert results.imports, "no -X importtime figures were parsed"
 
     targets = report.evaluate(results)
     assert any(t.judged for t in targets)
     for target in targets:
+        if not target.name.startswith(targets_of):
+            continue
         if target.measured is None:  # only what the missing pip wheel leaves unmeasured
-            assert bundled_pip_wheel() is None and ".pip" in target.detail, target
+            assert bundled_pip_wheel() is None and "pip" in target.detail, target
             continue
         assert math.isfinite(target.measured) and target.measured >= 0, target
         # the verdict is the one the threshold shown beside it states
@@ -103,3 +108,49 @@ def test_every_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
         assert target.name in text, target
     verdicts = sum(line.count("| PASS |") + line.count("| FAIL |") for line in text.splitlines())
     assert verdicts == sum(t.passed is not None for t in targets if t.judged)
+
+
+SYNTHETIC = [s.__name__ for s in scenarios.SCENARIOS if s is not scenarios.real_stacks]
+
+
+def test_every_synthetic_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
+    results = _run(Workspace.create(tmp_path / "bench"), SYNTHETIC)
+    expected_gaps = []
+    if bundled_pip_wheel() is None:
+        expected_gaps = [("uninstall", "no bundled pip wheel")] * 2
+    _check(results, expected_gaps)
+    assert results.imports, "no -X importtime figures were parsed"
+
+
+def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: Stacks) -> None:
+    """The torch stack (the test tier's cache has it) once: every command of issue 14 runs
+    there beside uv and pip; the 62,767-file ML venv is left to `bench/run.py`."""
+    smoke = scenarios.SMOKE
+    assert smoke.stacks == ("torch",)
+    assert scenarios.real_stacks in scenarios.SCENARIOS
+    results = scenarios.Results(config=smoke)
+    # The session's cache, opened before this test's clean environment hid the machine's pip
+    # configuration (its local index mirrors, where the torch wheels came from).
+    realstacks.run(Workspace.create(tmp_path / "bench"), smoke, results, stacks)
+    expected_gaps = []
+    if bundled_pip_wheel() is None:
+        expected_gaps += [("real: torch", "no bundled pip wheel")]
+    if "  audit " not in run_tool("--help").stdout:  # issue 14's hook, for when it exists
+        expected_gaps += [("real: torch", "no audit command in this build")]
+    _check(results, expected_gaps, targets_of="torch: ")
+    assert {key for key in results.values if key.startswith("real.torch.")} >= {
+        f"real.torch.{key}"
+        for key in ("tool", "uv", "import", "probe", "failing", "passing_cached", "check")
+    }
+    assert any(t.name.startswith("torch: ") for t in report.evaluate(results))
+
+
+def test_the_guarded_install_bench_yields_a_figure_per_command(tmp_path: Path) -> None:
+    from bench import guarded
+
+    figures = guarded.measure(tmp_path / "bench", runs=1, population=3)
+
+    assert set(figures.medians) == set(guarded.COMMANDS)
+    assert all(seconds > 0 for seconds in figures.medians.values())
+    assert figures.files > 3  # what the snapshot links: each distribution has several files
+    assert "| run --no-probe |" in figures.table()

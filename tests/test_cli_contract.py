@@ -36,6 +36,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("doctor",),
     ("prune", "--keep", "1"),
     ("export",),
+    ("run", "--", "true"),
 ]
 
 

@@ -10,6 +10,7 @@ were before the operation started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
+from tests.conftest import UV, MakeVenv, Run, Venv, running, tagged_processes, wait_for
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -446,3 +447,118 @@ def test_an_error_of_ours_inside_a_rollback_leaves_exit_4_and_recover(
     assert "recover" in str(data["next_command"])
     assert journal(venv).exists()
     assert_recovered(venv, hashes, installed)  # back to where the rollback started
+
+
+# -- run -- COMMAND: the same, for a guarded upgrade whose probe fails -------------------------
+
+RUN_STEPS = ("stash", "command", "probe", "uninstall", "restore", "restore-reinstall", "verify")
+
+
+def guarded_upgrade(venv: Venv, *extra: str, **env: str) -> Run:
+    """``run`` around an upgrade of urllib3 2.2.1 to 2.3.0 that the probe rejects: every step
+    of a run is met, its restore's too."""
+    assert UV is not None
+    return venv.tool(
+        *extra,
+        "run",
+        "--probe",
+        "import urllib3; assert urllib3.VERSION == '2.2.1'",
+        "--",
+        UV,
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(venv.wheelhouse),
+        "-U",
+        "urllib3",
+        **env,
+    )
+
+
+@pytest.mark.parametrize("step", [*RUN_STEPS, "stash-file:2", "restore-file:1"])
+def test_kill_during_a_guarded_upgrade_then_recover(make_venv: MakeVenv, step: str) -> None:
+    venv = make_venv("requests", "urllib3==2.2.1")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    killed = guarded_upgrade(venv, SAFE_UNINSTALL_FAULT=f"{step}:KILL")
+
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert journal(venv).exists()
+    if step in ("probe", "uninstall"):
+        assert venv.installed()["urllib3"] == "2.3.0"  # killed with the upgrade in place
+    refused = venv.tool("--no-probe", "requests")
+    assert refused.returncode == 1
+    assert "did not finish" in refused.stderr and "safe-uninstall recover" in refused.stderr
+    assert_recovered(venv, hashes, installed)
+
+
+@pytest.mark.parametrize("signal_name", ["INT", "TERM"])
+@pytest.mark.parametrize("step", RUN_STEPS)
+def test_signal_during_a_guarded_upgrade_restores_before_exit(
+    make_venv: MakeVenv, step: str, signal_name: str
+) -> None:
+    venv = make_venv("requests", "urllib3==2.2.1")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = guarded_upgrade(venv, "--json", SAFE_UNINSTALL_FAULT=f"{step}:{signal_name}")
+
+    data = run.json()
+    if step == "stash":
+        assert run.returncode == 1, data  # the command had not run
+        assert "before the command ran" in str(data["error"])
+    else:
+        assert run.returncode == 3, data
+        assert str(data["outcome"]).endswith("-restored")
+    assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_guard_killed_while_its_command_runs_is_recovered_and_the_command_stopped(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The command runs in a session of its own, so killing the tool leaves it running, here
+    stuck after its upgrade (the upgrade done, a grandchild waiting): recover stops all of it
+    first, then returns to the snapshot."""
+    venv = make_venv("requests", "urllib3==2.2.1")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    ready = tmp_path / "ready"
+    assert UV is not None
+    upgrade = [UV, "pip", "install", "--no-index", "--find-links", str(venv.wheelhouse)]
+    body = (
+        "import os, subprocess, sys\n"
+        f"subprocess.run({[*upgrade, '-U', 'urllib3']!r}, check=True)\n"
+        "waiter = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
+        f"open({str(ready)!r}, 'w').write(f'{{os.getpid()}} {{waiter.pid}}')\n"
+        "waiter.wait()\n"
+    )
+    env = {**venv.env(), "UV_OFFLINE": "1"}
+    tool = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root)]
+    guard = subprocess.Popen(
+        [*tool, "run", "--no-probe", "--", sys.executable, "-c", body],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    wait_for(ready)
+    command, grandchild = map(int, ready.read_text().split())
+    guard.kill()
+    guard.wait()
+    assert running(command) and running(grandchild)
+    assert venv.installed()["urllib3"] == "2.3.0"
+
+    try:
+        recovered = venv.tool("--json", "recover", "--no-probe")
+        stopped = not running(command) and not running(grandchild)
+    finally:  # a failure here must not leave them behind
+        for pid in (grandchild, command):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert stopped
+    assert "stopped what the guarded command left running: 2 processes" in data["messages"]  # type: ignore[operator]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes

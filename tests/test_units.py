@@ -1174,3 +1174,55 @@ def test_doctor_expects_a_library_back_with_its_consumers_missing_requirements()
     )
     # A library that nothing is expected to bring back: no repair can be promised.
     assert plan_repair([Finding("library", "libx.so.1", "torch")], [], {}) is None
+
+
+def test_hashing_stops_between_chunks_when_asked(tmp_path: Path) -> None:
+    """The stash hasher of a --no-probe removal is cancelled, not waited for through the rest
+    of a large library: sha256_file gives up at the next chunk."""
+    import errno
+
+    from safeuninstall.records import sha256_file
+
+    big = tmp_path / "lib.so"
+    big.write_bytes(bytes(3 * 1024 * 1024))
+    asked = []
+
+    def stop() -> bool:
+        asked.append(None)
+        return len(asked) == 2
+
+    with pytest.raises(OSError) as raised:
+        sha256_file(big, big.lstat(), stop=stop)
+    assert raised.value.errno == errno.ECANCELED
+    assert len(asked) == 2
+    assert sha256_file(big, big.lstat(), stop=lambda: False) == sha256_file(big)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'torch[cuda]; extra == "gpu"',
+        "numpy>=1; extra=='all' and python_version >= '3'",
+        'rich; (extra == "cli") and sys_platform == "linux"',
+        'rich; extra == "cli" or python_version >= "3"',
+        'rich; python_version >= "3" or extra == "cli"',
+        'rich; extra == ""',
+        'rich; extra != "cli"',
+        'rich; "cli" == extra',
+        'rich; platform_system == "Linux"',
+        "rich",
+        'rich; extraneous == "x"',
+    ],
+)
+def test_doctor_skips_only_lines_that_need_an_extra(line: str) -> None:
+    """doctor's shortcut (no parse for a line behind an extra) says what evaluating the
+    marker without extras says, or nothing: it never skips a line that applies."""
+    from packaging.requirements import Requirement
+
+    from safeuninstall.doctor import _needs_an_extra
+
+    requirement = Requirement(line) if "extraneous" not in line else None
+    if _needs_an_extra(line):
+        assert requirement is not None and requirement.marker is not None
+        markers = {"python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux"}
+        assert not requirement.marker.evaluate({**markers, "extra": ""})

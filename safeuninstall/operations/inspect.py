@@ -13,6 +13,7 @@ from ..analysis import (
     installed_view,
     library_index,
     loadable_snapshots,
+    owned_files,
     with_default,
 )
 from ..backend import shell_line
@@ -24,6 +25,7 @@ from ..libraries import ownership
 from ..outcome import Outcome
 from ..plan import plan_removal
 from ..probe import ProbeSettings, run_all
+from ..recordcache import RECORD_CACHE_FILE, RecordCache
 from ..requirements import collect
 from ..results import ProbeRuns, RemovalResult, Result
 
@@ -107,7 +109,7 @@ def doctor(ctx: Context) -> DoctorReport:
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
-    owned = ownership(installed)
+    owned = owned_files(ctx, installed)
     snapshots = loadable_snapshots(ctx)  # newest first
     libraries = (index, owned, ctx.interpreter.executable)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots)
@@ -135,7 +137,8 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
-    owned = ownership(installed)
+    # the RECORD cache read, never written: audit writes nothing
+    owned = ownership(installed, RecordCache(ctx.store.root / RECORD_CACHE_FILE))
     notes: list[str] = []
     probe_paths: set[str] | None = None
     runs = None

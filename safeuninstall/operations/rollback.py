@@ -21,8 +21,15 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from .. import baseline
-from ..analysis import Analysis, analyse, installed_view, sharing_files, with_default
+from .. import baseline, process
+from ..analysis import (
+    Analysis,
+    analyse,
+    owned_files,
+    sharing_files,
+    snapshot_view,
+    with_default,
+)
 from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
 from ..derived import after_settings, as_baseline, dropped_notes, judged_after
@@ -42,11 +49,10 @@ from ..errors import (
 )
 from ..impact import Unmet
 from ..journal import Entry, Journal
-from ..libraries import Ownership, ownership
+from ..libraries import Ownership
 from ..options import RollbackOptions
 from ..outcome import Outcome
 from ..plan import (
-    Installed,
     RollbackPlan,
     SnapshotChoice,
     StashCandidate,
@@ -58,7 +64,7 @@ from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
-from ..stash import check_restore_paths, in_place, legacy_refusal
+from ..stash import check_restore_paths, legacy_refusal
 from ..transaction import Restored, SnapshotSpec, Transaction, stash_index
 
 
@@ -99,7 +105,7 @@ class _Now(Struct, frozen=True):
     def read(cls, ctx: Context) -> _Now:
         taken = census(ctx.interpreter)
         installed = installed_distributions(ctx.interpreter)
-        return cls(taken, installed, ownership(installed))
+        return cls(taken, installed, owned_files(ctx, installed))
 
 
 def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
@@ -130,7 +136,7 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
     prefix = ctx.interpreter.prefix
 
     def matches(snap: Snapshot) -> bool:
-        return plan_rollback(snap, _view(now.installed, now.owned, snap, prefix)).empty
+        return plan_rollback(snap, snapshot_view(now.installed, now.owned, snap, prefix)).empty
 
     choice = choose_snapshot(history(), matches, find)
     if choice.blocked:
@@ -167,13 +173,31 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 messages=(found, _recover_without_snapshot(ctx, entry, journal)),
             )
         wanted = ctx.store.load(entry.snapshot)
+        stopped = _stop_guarded_command(ctx, entry)
         entry = journal.step(entry, "recover")
         if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
             with ctx.installer_locked():
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
-        rollback.messages.append(found)
+        rollback.messages += [found, *stopped]
         return rollback.run()
+
+
+def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
+    """A killed ``run`` may have left its command running (in a session of its own): it is
+    stopped, with all it started, before the environment is read, so nothing changes it
+    behind the recover's back."""
+    if entry.operation != "run":
+        return []
+    marker = process.guard_marker(ctx.interpreter.prefix, entry.snapshot)
+    left = process.marked_processes(marker)
+    if not left:
+        return []
+    process.kill_marked(marker)
+    return [
+        f"stopped what the guarded command left running: {len(left)} "
+        f"process{'es' if len(left) != 1 else ''}"
+    ]
 
 
 def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> str:
@@ -191,27 +215,6 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
         f"move it aside ({aside}), find the snapshot to return to with "
         "`safe-uninstall snapshots`, and run `safe-uninstall rollback ID`"
     )
-
-
-def _view(
-    installed: Mapping[str, InstalledDistribution],
-    owned: Ownership,
-    wanted: Snapshot,
-    prefix: str,
-) -> dict[str, Installed]:
-    """The installed set as the rollback plans it. A legacy install has no RECORD to say it
-    is whole: it is whole when every file and line the snapshot's stash of it holds is there
-    (a removal killed half way leaves its metadata with some files gone)."""
-    view = installed_view(installed, owned)
-    stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
-    for name, current in view.items():
-        entry = stashes.get(name)
-        if entry is None or not current.intact or entry.version != current.version:
-            continue
-        assert entry.stash is not None
-        if not in_place(entry.stash, Path(prefix)):
-            view[name] = msgspec.structs.replace(current, intact=False)
-    return view
 
 
 class _Rollback:
@@ -262,7 +265,7 @@ class _Rollback:
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        view = _view(now.installed, now.owned, wanted, ctx.interpreter.prefix)
+        view = snapshot_view(now.installed, now.owned, wanted, ctx.interpreter.prefix)
         plan = plan_rollback(wanted, view)
         # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
         self.judged = bool(plan.remove) and self.recovering is None
@@ -551,16 +554,9 @@ class _Rollback:
             self.messages.append(
                 f"the environment could not be made to match snapshot {self.wanted.id}"
             )
-        now = installed_distributions(ctx.interpreter)
-        owned = ownership(now)
-        back = plan_rollback(before, _view(now, owned, before, ctx.interpreter.prefix))
-        shared = sharing_files(owned, back.remove)
-        if back.remove:
-            failed = txn.uninstall(back.remove)
-            if failed is not None:
-                self.messages.append(failed)
-        entries = [*back.restore, *(e for n in shared if (e := before.package(n)) is not None)]
-        undone = txn.restore(before, entries, shared, offline=self.options.offline)
+        undone, failed = txn.return_to(before, offline=self.options.offline)
+        if failed is not None:
+            self.messages.append(failed)
         outcome = Outcome.named(
             f"{self.command}-{reason}-{'restored' if undone.ok else 'incomplete'}"
         )

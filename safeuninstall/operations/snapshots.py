@@ -9,7 +9,6 @@ from ..backend import shell_line
 from ..context import Context
 from ..environment import installed_distributions
 from ..errors import InvalidInput, SnapshotInvalid
-from ..libraries import ownership
 from ..options import PruneOptions
 from ..plan import plan_prune
 from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
@@ -18,12 +17,14 @@ from ..transaction import SnapshotSpec, take_snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
+    from ..analysis import owned_files  # the impact modules: not for `snapshots` or `show`
+
     with ctx.locked():
         installed = installed_distributions(ctx.interpreter)
         spec = SnapshotSpec(
             operation="snapshot",
             stash=sorted(installed) if stash else (),
-            shared=ownership(installed).shared_paths() if stash else (),
+            shared=owned_files(ctx, installed).shared_paths() if stash else (),
         )
         snap = take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
         ctx.store.set_outcome(snap.id, "taken")
@@ -33,7 +34,7 @@ def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
 def list_snapshots(ctx: Context) -> SnapshotList:
     """Every snapshot of this environment, oldest first, with the bytes its stash alone keeps
     on disk (one lstat per stashed file)."""
-    loaded = list(ctx.store.iter_loadable())
+    loaded = list(ctx.store.iter_heads())
     holdings = ctx.store.holdings([snapshot_id for snapshot_id, _ in loaded])
     summaries = []
     for snapshot_id, snap in loaded:
@@ -50,7 +51,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
                 operation=snap.operation,
                 removed=snap.removed,
                 outcome=snap.outcome,
-                packages=len(snap.packages),
+                packages=snap.packages,
                 stash_bytes=retention.alone(holdings, snap.id),
                 stash_pruned=retention.stash_pruned(ctx.store, snap.id),
             )
@@ -78,7 +79,7 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
         # one that can't be read: whose it is can't be told, so it stays.
         unreadable = set()
         ids: list[str] = []
-        for snapshot_id, snap in ctx.store.iter_loadable():
+        for snapshot_id, snap in ctx.store.iter_heads():
             ids.insert(0, snapshot_id)
             if isinstance(snap, SnapshotInvalid):
                 unreadable.add(snapshot_id)

@@ -226,6 +226,9 @@ class _Removal:
         self.options = options
         self.installed, self.census = read
         self.plan = plan
+        # Before anything reads them: a RECORD rewritten after this (a reinstall of the same
+        # version, which the census does not see) stops the removal before uv reads it.
+        self.records = _record_stats(self.installed, plan.remove)
         self.cache = BaselineCache(ctx.store.root)
         self.begun: Begun | None = None
         self.fingerprint = ""
@@ -240,8 +243,7 @@ class _Removal:
     def add_orphans(self) -> None:
         """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
         and unloaded join it, listed before anything happens; judged like every removal."""
-        from ..analysis import library_index
-        from ..libraries import ownership
+        from ..analysis import library_index, owned_files
 
         ctx = self.ctx
         self.requirements = self.requirements or requirement_index(self.installed)
@@ -251,18 +253,18 @@ class _Removal:
             ctx.interpreter.markers,
             self.plan.remove,
             self.requirements,
-            (index, ownership(self.installed)),
+            (index, owned_files(ctx, self.installed)),
         )
         index.save()
         ctx.emit("plan", f"orphans, removed too: {', '.join(found) or 'none'}")
         self.orphans = found
         self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found))
+        self.records.update(_record_stats(self.installed, found))
 
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
         are kept, with their reasons; the plan is what is left to try."""
-        from ..analysis import library_index
-        from ..libraries import ownership
+        from ..analysis import library_index, owned_files
 
         ctx, candidates = self.ctx, self.plan.remove
         self.requirements = self.requirements or requirement_index(self.installed)
@@ -272,7 +274,7 @@ class _Removal:
             ctx.interpreter.markers,
             candidates,
             self.requirements,
-            (index, ownership(self.installed)),
+            (index, owned_files(ctx, self.installed)),
         )
         index.save()
         for needed in kept:
@@ -389,7 +391,19 @@ class _Removal:
     def _refuse_changed_by_others(self) -> None:
         """The last look before anything is removed: the environment the snapshot holds and
         the baseline judged must still be the one there."""
-        change = census_change(self.census, census(self.ctx.interpreter))
+        there = census(self.ctx.interpreter)
+        changes = [census_change(self.census, there)]
+        now = _record_stats(self.installed, self.plan.remove)
+        # A dist-info folder that went is the census's to say; one still there with another
+        # RECORD is what the census can't see.
+        rewritten = [
+            name
+            for name, key in now.items()
+            if key != self.records.get(name) and str(self.installed[name].dist_info) in there
+        ]
+        if rewritten:
+            changes.append(f"RECORD rewritten: {', '.join(rewritten)}")
+        change = "; ".join(c for c in changes if c)
         if change:
             raise EnvironmentChanged(
                 "another process changed the environment while this removal prepared it "
@@ -451,6 +465,22 @@ class _Removal:
             ) from None
         finally:
             self.stop_baseline()
+
+
+def _record_stats(
+    installed: Mapping[str, InstalledDistribution], names: Sequence[str]
+) -> dict[str, tuple[int, ...] | None]:
+    """The stat of each RECORD (None where there is none to stat): what uv will read to know
+    what to delete, and what the snapshot read to know what to keep. Not its ctime: the stash
+    hard-links it, which sets that."""
+    found: dict[str, tuple[int, ...] | None] = {}
+    for name in names:
+        try:
+            info = os.stat(installed[name].dist_info / "RECORD")
+            found[name] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        except OSError:
+            found[name] = None
+    return found
 
 
 def _requirements(count: int) -> str:

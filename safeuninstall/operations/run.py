@@ -1,0 +1,505 @@
+"""``run -- COMMAND``: any change to the environment (an install, an upgrade) guarded like a
+removal.
+
+1. Under the lock: the installed set, the baseline probe begun (the configured probes, else the
+   probe derived from every installed distribution: what the command changes is not known
+   yet), the snapshot with every installed file kept (hard links, taken under uv's own lock),
+   the stash hashed before the command can write into a file in place.
+2. The command runs against the environment (VIRTUAL_ENV and PATH set, context.child_env), its
+   output passed through; Ctrl-C, SIGTERM and a hang-up are passed on to it.
+3. The environment is compared with the snapshot: distributions added, changed (another
+   version or build, or files replaced), removed. A non-zero exit, an interrupt, a requirement
+   the change leaves unmet (impact.unmet_after_change) or a probe that fails (the configured
+   one, else the probe derived from what changed, as for a removal) puts the environment back
+   as the snapshot has it, in one batch, proven by hashes (Transaction.return_to).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import msgspec
+
+from .. import baseline, process
+from ..analysis import analyse, failure_text, snapshot_view, with_default
+from ..backend import shell_line
+from ..baseline import BaselineCache, Begun, fingerprint
+from ..context import Context
+from ..derived import as_baseline, derive, dropped_notes, judged_after, judged_change
+from ..environment import (
+    InstalledDistribution,
+    census,
+    census_change,
+    ensure_writable,
+    installed_distributions,
+)
+from ..errors import (
+    BaselineProbeFailed,
+    EnvironmentChanged,
+    Interrupted,
+    InterruptedAfterChange,
+    InvalidInput,
+)
+from ..impact import Unmet, unmet_after_change
+from ..libraries import ownership
+from ..options import RunOptions
+from ..outcome import Outcome
+from ..plan import RollbackPlan, plan_rollback
+from ..probe import ProbeResult, ProbeSettings, run_all
+from ..results import ProbeRuns, RunResult
+from ..snapshot import PackageStash, Snapshot
+from ..stash import read_verified
+from ..transaction import Restored, SnapshotSpec, Transaction
+
+
+def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
+    """Run ``options.argv`` against the environment; undo its change if it fails."""
+    _refuse_unknown_command(ctx, options.argv)
+    ctx.refuse_externally_managed()
+    with ctx.locked():
+        ctx.journal().refuse_if_unfinished(ctx.suggest)
+        guard = _Guard(ctx, configured, options)
+        if options.dry_run:
+            guard.messages += guard.plan_lines()
+            return guard.result(Outcome.DRY_RUN)
+        ensure_writable(ctx.interpreter)
+        ctx.backend.check_available()  # a restore needs it: before anything runs
+        return guard.run()
+
+
+def _refuse_unknown_command(ctx: Context, argv: Sequence[str]) -> None:
+    """The command must be found before any snapshot is taken, on the PATH it will run with."""
+    if not argv:
+        raise InvalidInput("run needs a command: safe-uninstall run [OPTIONS] -- COMMAND [ARGS]...")
+    path = ctx.child_env().get("PATH", "")
+    found = shutil.which(argv[0], path=path) if os.sep not in argv[0] else argv[0]
+    if found is None or not os.access(Path(ctx.cwd, found), os.X_OK):
+        raise InvalidInput(
+            f"{argv[0]}: command not found (searched the PATH it would run with, the "
+            "environment's scripts first); nothing was changed"
+        )
+
+
+class _Guard:
+    """One guarded command, from the plan to its result."""
+
+    def __init__(self, ctx: Context, configured: ProbeSettings, options: RunOptions) -> None:
+        self.ctx = ctx
+        self.configured = configured
+        self.options = options
+        self.census = census(ctx.interpreter)  # first: a change after it shows in a later one
+        self.installed = installed_distributions(ctx.interpreter)
+        # What the command will change is unknown: the derived baseline covers everything.
+        settings = with_default(configured, self.installed, sorted(self.installed))
+        self.settings = msgspec.structs.replace(
+            settings,
+            notes=tuple(
+                _said_of_a_change(n, "every installed distribution") for n in settings.notes
+            ),
+        )
+        self.cache = BaselineCache(ctx.store.root)
+        self.runs = ProbeRuns(
+            notes=self.settings.notes,
+            disabled=self.settings.disabled,
+            planned=self.settings.probes,
+        )
+        self.messages: list[str] = []
+        self.begun: Begun | None = None
+
+    def result(self, outcome: Outcome, **parts: object) -> RunResult:
+        result = RunResult(
+            command="run",
+            outcome=outcome,
+            python=str(self.ctx.python),
+            argv=self.options.argv,
+            probes=self.runs,
+            messages=tuple(self.messages),
+        )
+        return msgspec.structs.replace(result, **parts)
+
+    def plan_lines(self) -> list[str]:
+        """What a run would do, for --dry-run."""
+        probes = ", ".join(p.label for p in self.settings.probes) or "none"
+        return [
+            f"--dry-run: would snapshot {len(self.installed)} distributions, keeping every "
+            "installed file (hard links)",
+            f"would run the baseline probe ({probes}), then: {shell_line(self.options.argv)}",
+            f"  with VIRTUAL_ENV={self.ctx.interpreter.prefix} and "
+            f"{self.ctx.interpreter.scripts} first on PATH",
+            "would then compare the environment with the snapshot: a non-zero exit, an "
+            "interrupt, a requirement left unmet or a failing probe (the configured one, else "
+            "the one derived from what changed) restores it in one batch"
+            + (" (--keep-on-failure: keeps it)" if self.options.keep_on_failure else ""),
+        ]
+
+    def run(self) -> RunResult:
+        ctx = self.ctx
+        txn = Transaction(ctx, "run")
+        try:
+            with txn:
+                if self.settings.probes:  # overlaps the snapshot and the stash's hashing
+                    self.begun = baseline.begin(
+                        self.settings,
+                        ctx,
+                        self.cache,
+                        fingerprint(ctx.interpreter, ctx.environ),
+                        fresh=self.options.fresh_baseline,
+                    )
+                snap = self._snapshot(txn)
+                results = self._baseline_results()
+                txn.hashed()
+                return _Attempt(self, txn, snap, results).run()
+        except KeyboardInterrupt:
+            if txn.changed:
+                raise InterruptedAfterChange(
+                    "interrupted after the command had started, outside the steps that wait "
+                    "for an interrupt"
+                ) from None
+            raise Interrupted("interrupted before the command ran; nothing was changed") from None
+        finally:
+            if self.begun is not None:
+                self.begun.cancel()
+
+    def _snapshot(self, txn: Transaction) -> Snapshot:
+        """Every installed file kept, under uv's lock (no uv changes the venv meanwhile); then
+        the last look for another process's change."""
+        ctx = self.ctx
+        with ctx.installer_locked() as missing:
+            if missing is not None:
+                self.messages.append(missing)
+            spec = SnapshotSpec(
+                operation="run",
+                stash=sorted(self.installed),
+                shared=ownership(self.installed).shared_paths(),
+            )
+            snap = txn.snapshot_before(self.installed, spec)
+            change = census_change(self.census, census(ctx.interpreter))
+        if change:
+            raise EnvironmentChanged(
+                "another process changed the environment while this run prepared it "
+                f"({change}); the command did not run: run it again"
+            )
+        return snap
+
+    def _baseline_results(self) -> tuple[ProbeResult, ...]:
+        """The probe before the command must pass: else it cannot judge the change. (A derived
+        probe passes as a baseline when it ran: its candidates that fail are dropped.)"""
+        if self.begun is None:
+            return ()
+        running = self.begun.running
+        if running is not None and not running.finished:
+            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
+        ran = self.begun.results()
+        results = tuple(as_baseline(r) for r in ran)
+        if not all(r.passed for r in results):
+            raise BaselineProbeFailed(
+                "the probe already fails before the command, so it cannot judge its change; "
+                "the command did not run",
+                detail=failure_text(results),
+            )
+        if running is not None:
+            self.cache.put(self.settings, self.begun.fingerprint, ran)
+        return results
+
+
+class _Attempt:
+    """The command run, its change judged, and undone when it must be."""
+
+    def __init__(
+        self, guard: _Guard, txn: Transaction, snap: Snapshot, before: tuple[ProbeResult, ...]
+    ) -> None:
+        self.guard = guard
+        self.ctx = guard.ctx
+        self.txn = txn
+        self.snap = snap
+        guard.runs = msgspec.structs.replace(
+            guard.runs,
+            notes=(*guard.runs.notes, *dropped_notes(before)),
+            baseline=before,
+        )
+        self.status: int | None = None
+        self.change: RollbackPlan | None = None
+        self.rewritten: tuple[str, ...] = ()
+        self.unmet: tuple[Unmet, ...] = ()
+
+    def _result(self, outcome: Outcome, **parts: object) -> RunResult:
+        return self.guard.result(
+            outcome,
+            snapshot=self.snap.id,
+            exit_status=self.status,
+            change=self.change,
+            unmet=self.unmet,
+            **parts,
+        )
+
+    def run(self) -> RunResult:
+        messages = self.guard.messages
+        try:
+            passed_on = self._command()
+            now = self._compare()
+            reason = self._judge(passed_on, now)
+            if reason is None:
+                self.txn.finish(Outcome.RAN.value)
+                return self._result(Outcome.RAN)
+            if isinstance(reason, Outcome):
+                return self._kept(reason)
+        except KeyboardInterrupt:
+            messages.append("interrupted: undoing the command's change")
+            reason = "interrupted"
+        except Exception as err:  # whatever broke, what the command changed is undone first
+            messages.append(f"unexpected error after the command started: {err!r}")
+            reason = "error"
+        return self._restore(reason)
+
+    def _command(self) -> list[int]:
+        """Run the command; the signals passed on to it."""
+        ctx, argv = self.ctx, self.guard.options.argv
+        self.txn.changing("command")
+        ctx.emit("command", f"running: {shell_line(argv)}")
+        stdout = 2 if self.guard.options.output_to_stderr else None
+        self.status, passed_on = process.run_command(
+            argv,
+            env=ctx.child_env(),
+            cwd=ctx.cwd,
+            stdout=stdout,
+            marker=process.guard_marker(ctx.interpreter.prefix, self.snap.id),
+        )
+        ctx.emit("command", f"the command {_exit_text(self.status)}")
+        return passed_on
+
+    def _compare(self) -> dict[str, InstalledDistribution]:
+        """The environment against the snapshot: distributions added, changed, removed, and
+        those of the same version whose files were replaced."""
+        ctx = self.ctx
+        now = installed_distributions(ctx.interpreter)
+        view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
+        self.change = change = plan_rollback(self.snap, view)
+        self.rewritten = _rewritten(self.ctx, self.snap, now, change)
+        messages = self.guard.messages
+        before = self.guard.installed
+        messages += [f"the command added {n}=={now[n].version}" for n in change.added]
+        messages += [
+            f"the command changed {n}: {before[n].version} -> {now[n].version}"
+            if before[n].version != now[n].version
+            else f"the command changed {n} {now[n].version} (another build or layout)"
+            for n in change.changed
+        ]
+        messages += [f"the command removed {n}=={before[n].version}" for n in change.missing]
+        messages += [
+            f"the command replaced or rewrote files of {n}=={now[n].version}"
+            for n in self.rewritten
+        ]
+        return now
+
+    def _judge(
+        self, passed_on: Sequence[int], now: dict[str, InstalledDistribution]
+    ) -> str | Outcome | None:
+        """None when the change stands; an outcome when it ends here without a restore (a
+        failure kept on request, a failed command that changed nothing); else the reason to
+        restore: ``interrupted``, ``command-failed``, ``unmet`` or ``probe-failed``."""
+        guard, messages = self.guard, self.guard.messages
+        options = guard.options
+        assert self.change is not None
+        changed = not self.change.empty or bool(self.rewritten)
+        if passed_on:
+            names = ", ".join(signal.Signals(s).name for s in passed_on)
+            messages.append(f"interrupted ({names}, passed on to the command)")
+            return "interrupted"
+        if self.status != 0:
+            messages.append(f"the command {_exit_text(self.status)}")
+            if not changed:
+                self.txn.finish(Outcome.RUN_COMMAND_FAILED_UNCHANGED.value)
+                return Outcome.RUN_COMMAND_FAILED_UNCHANGED
+            return Outcome.RUN_COMMAND_FAILED_KEPT if options.keep_on_failure else "command-failed"
+        if not changed:
+            self.txn.finish(Outcome.RAN_NO_CHANGE.value)
+            return Outcome.RAN_NO_CHANGE
+        self.unmet = unmet_after_change(guard.installed, now, self.ctx.interpreter.markers)
+        if self.unmet:
+            messages += [f"unmet after the command: {u.describe()}" for u in self.unmet]
+            if not options.allow_unmet:
+                return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else "unmet"
+            messages.append("--allow-unmet: the probe judges the change")
+        if not self._probe(now):
+            return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else "probe-failed"
+        return None
+
+    def _probe(self, now: dict[str, InstalledDistribution]) -> bool:
+        """The probe after the command: the configured one, else the one derived from what
+        changed (what it added and changed, and what requires or loads what it changed or
+        removed), judged against the baseline. True when it passes."""
+        guard, ctx = self.guard, self.ctx
+        settings = guard.settings if self.guard.configured.probes else self._derived(now)
+        if not settings.probes:
+            guard.runs = msgspec.structs.replace(
+                guard.runs, notes=(*guard.runs.notes, *settings.notes)
+            )
+            return True
+        self.txn.probing()
+        ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
+        ran = run_all(settings, ctx.interpreter, ctx.child_env())
+        baseline_runs = guard.runs.baseline
+        if guard.configured.probes:
+            after = judged_after(baseline_runs, ran)
+        else:
+            after = [judged_change(baseline_runs, r) for r in ran]
+        passed = all(r.passed for r in after)
+        ctx.emit("probe", f"probe after the command: {'passed' if passed else 'FAILED'}")
+        guard.runs = msgspec.structs.replace(
+            guard.runs,
+            notes=(*guard.runs.notes, *settings.notes)
+            if settings is not guard.settings
+            else guard.runs.notes,
+            planned=settings.probes,
+            after=tuple(after),
+        )
+        return passed
+
+    def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
+        """The probe derived from what changed, as for a removal of the versions it replaced
+        or removed: their dependents and library consumers (the impact report), and what it
+        added or changed itself."""
+        if self.guard.settings.disabled:
+            return self.guard.settings
+        assert self.change is not None
+        change = self.change
+        replaced = [*change.changed, *change.missing, *self.rewritten]
+        report = analyse(self.ctx, self.guard.installed, replaced).report if replaced else None
+        affected = {
+            *change.added,
+            *change.changed,
+            *self.rewritten,
+            *(report.affected if report else ()),
+        }
+        probes, notes = derive(now, sorted(n for n in affected if n in now), replaced)
+        notes = tuple(_said_of_a_change(n, "what the change affects") for n in notes)
+        return ProbeSettings(probes=probes, timeout=self.guard.settings.timeout, notes=notes)
+
+    def _kept(self, outcome: Outcome) -> RunResult:
+        if outcome in (Outcome.RAN_NO_CHANGE, Outcome.RUN_COMMAND_FAILED_UNCHANGED):
+            return self._result(outcome)
+        self.txn.finish(outcome.value)
+        return self._result(outcome, next_command=self.ctx.suggest("rollback", self.snap.id))
+
+    def _restore(self, reason: str) -> RunResult:
+        """Put the environment back as the snapshot has it, in one batch, and prove it."""
+        txn, messages = self.txn, self.guard.messages
+        with txn.interrupts_deferred():
+            restored, failed = txn.return_to(
+                self.snap, offline=self.guard.options.offline, also=self._rewritten_now()
+            )
+            if failed is not None:
+                messages.append(failed)
+            if restored.verification is None:  # an error of ours stopped it half way
+                messages.append(_stopped(restored))
+            outcome = Outcome.named(f"run-{reason}-{'restored' if restored.ok else 'incomplete'}")
+            # Unverified, the journal stays: other commands are refused until ``recover``.
+            txn.finish(outcome.value, keep_journal=not restored.ok)
+        if restored.ok:
+            messages.append(
+                f"the environment is back as snapshot {self.snap.id} has it "
+                f"({restored.verification.files_checked if restored.verification else 0} "
+                "files hash-checked)"
+            )
+        if txn.interrupted:
+            messages.append("an interrupt arrived during the restore; it finished first")
+        return self._result(
+            outcome,
+            restored=restored,
+            next_command=None if restored.ok else self.ctx.suggest("recover"),
+        )
+
+    def _rewritten_now(self) -> Sequence[str]:
+        """The distributions whose files the command replaced, also when the comparison did
+        not run (an interrupt, an error)."""
+        if self.change is not None:
+            return self.rewritten
+        try:
+            now = installed_distributions(self.ctx.interpreter)
+            view = snapshot_view(now, ownership(now), self.snap, self.ctx.interpreter.prefix)
+            return _rewritten(self.ctx, self.snap, now, plan_rollback(self.snap, view))
+        except Exception:  # the restore goes on with what the installed set shows
+            return ()
+
+
+def _rewritten(
+    ctx: Context,
+    snap: Snapshot,
+    now: dict[str, InstalledDistribution],
+    change: RollbackPlan,
+) -> tuple[str, ...]:
+    """Distributions installed as the snapshot has them whose files changed all the same:
+    replaced (another inode: a reinstall, a command killed half way) or written in place
+    (another size or mtime than the stash hasher recorded before the command). An lstat per
+    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
+    distribution is taken as it looks."""
+    skip = {*change.remove, *(e.name for e in change.restore)}
+    root = Path(ctx.interpreter.prefix)
+    folder = ctx.store.folder(snap.id)
+    hashed = read_verified(folder)
+    found = []
+    for entry in snap.packages:
+        stash = entry.stash
+        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
+            continue
+        if _changed_files(stash, folder, root, hashed):
+            found.append(entry.name)
+    return tuple(found)
+
+
+def _changed_files(
+    stash: PackageStash,
+    folder: Path,
+    root: Path,
+    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
+) -> bool:
+    for kept in stash.files:
+        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
+            continue  # bytecode is rewritten by any import, by rename
+        try:
+            placed = os.lstat(root / kept.path)
+        except OSError:
+            return True
+        recorded = hashed.get(f"{stash.folder}/{kept.path}")
+        if recorded is not None:
+            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
+                return True
+            continue
+        try:
+            stashed = os.lstat(folder / stash.folder / kept.path)
+        except OSError:
+            return False  # the stash cannot tell
+        if stashed.st_dev != placed.st_dev:
+            return False  # a copy on another filesystem: its inode tells nothing
+        if stashed.st_ino != placed.st_ino:
+            return True
+    return False
+
+
+def _said_of_a_change(note: str, source: str) -> str:
+    """A derived probe's note (derived.py speaks of a removal) said of a change."""
+    return note.replace("what the removal affects", source).replace(
+        "importing what is removed", "importing what changed"
+    )
+
+
+def _exit_text(status: int | None) -> str:
+    if status is None:
+        return "did not run"
+    if status < 0:
+        try:
+            return f"was killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"was killed by signal {-status}"
+    return "exited with status 0" if status == 0 else f"exited with status {status}"
+
+
+def _stopped(restored: Restored) -> str:
+    return (
+        f"the restore stopped on an unexpected error ({restored.error}): the environment is "
+        "only partly restored"
+    )

@@ -1,0 +1,215 @@
+"""The cache of what each RECORD lists (recordcache.py): it answers as reading the RECORDs
+does, or it is not used. A stale, corrupt or hostile cache file never changes a verdict, and a
+RECORD rewritten while a removal prepares stops it before uv reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from safeuninstall import paths
+from safeuninstall.environment import InstalledDistribution, Source
+from safeuninstall.libraries import ownership
+from safeuninstall.recordcache import RecordCache
+from tests.conftest import UV, MakeVenv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def _dist(site: Path, name: str, lines: list[str]) -> InstalledDistribution:
+    dist_info = site / f"{name}-1.0.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    (dist_info / "RECORD").write_text("".join(f"{line},,\n" for line in lines))
+    return InstalledDistribution(
+        name=name,
+        version="1.0",
+        dist_info=dist_info,
+        installer="uv",
+        requested=True,
+        source=Source(kind="index"),
+    )
+
+
+def _site(tmp_path: Path) -> tuple[Path, dict[str, InstalledDistribution]]:
+    site = tmp_path / "site"
+    installed = {
+        "cu12": _dist(
+            site, "cu12", ["nv/lib/libx.so.1", "nv/include/x.h", "cu12-1.0.dist-info/RECORD"]
+        ),
+        "cu13": _dist(
+            site, "cu13", ["./nv/lib/libx.so.1", "nv//cu13/../extra.txt", "../../bin/cu13"]
+        ),
+    }
+    return site, installed
+
+
+def _cached(installed: dict[str, InstalledDistribution], cache_file: Path) -> tuple[object, int]:
+    cache = RecordCache(cache_file)
+    owned = ownership(installed, cache)
+    cache.save()
+    return owned, cache.hits
+
+
+def test_the_cache_answers_as_reading_the_records_does(tmp_path: Path) -> None:
+    _, installed = _site(tmp_path)
+    cache_file = tmp_path / "record-cache.json"
+    expected = ownership(installed)
+    first, hits = _cached(installed, cache_file)
+    assert (first, hits) == (expected, 0)
+    second, hits = _cached(installed, cache_file)
+    assert (second, hits) == (expected, 2)
+    assert expected.shared_paths() == {str(tmp_path / "site" / "nv" / "lib" / "libx.so.1")}
+
+
+def test_a_record_rewritten_in_place_with_its_size_and_mtime_is_read_again(
+    tmp_path: Path,
+) -> None:
+    """Same inode, same size, mtime set back: only ctime tells (a key of path, size and mtime,
+    as the ELF cache's, would answer with the old paths)."""
+    _, installed = _site(tmp_path)
+    cache_file = tmp_path / "record-cache.json"
+    _cached(installed, cache_file)
+    record = installed["cu13"].dist_info / "RECORD"
+    before = record.stat()
+    text = record.read_text()
+    with open(record, "r+") as handle:  # the same inode
+        handle.write(text.replace("./nv/lib/libx.so.1", "./nv/lib/liby.so.1"))
+    os.utime(record, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (record.stat().st_ino, record.stat().st_size) == (before.st_ino, before.st_size)
+    owned, hits = _cached(installed, cache_file)
+    assert owned == ownership(installed)
+    assert hits == 1
+    assert owned.shared_paths() == set()
+
+
+def test_a_folder_made_a_symlink_after_caching_is_resolved(tmp_path: Path) -> None:
+    """What is cached is each path's folder as written: symlinks are resolved on every use."""
+    site, installed = _site(tmp_path)
+    cache_file = tmp_path / "record-cache.json"
+    _cached(installed, cache_file)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (site / "nv").symlink_to(elsewhere)
+    paths._real_dir.cache_clear()  # what one command resolved; this is the next command
+    owned, hits = _cached(installed, cache_file)
+    assert hits == 2
+    assert owned == ownership(installed)
+    assert str(elsewhere / "lib" / "libx.so.1") in owned.shared_paths()
+
+
+def _entry_of(cache_file: Path, name: str) -> tuple[dict[str, object], list[object]]:
+    data = json.loads(cache_file.read_text())
+    key = next(k for k in data["entries"] if f"/{name}-1.0.dist-info/" in k)
+    return data, data["entries"][key]
+
+
+def _hostile(kind: str, cache_file: Path) -> None:
+    """Spoil the cache file as ``kind`` says; the stat keys stay those of the real RECORDs."""
+    if kind == "garbage":
+        cache_file.write_bytes(b"\x00{not json")
+        return
+    if kind == "truncated":
+        cache_file.write_bytes(cache_file.read_bytes()[:-40])
+        return
+    if kind == "fifo":
+        cache_file.unlink()
+        os.mkfifo(cache_file)
+        return
+    data, entry = _entry_of(cache_file, "cu13")
+    if kind == "index out of range":
+        entry[2] = [len(entry[1])] * len(entry[2])  # type: ignore[arg-type]
+    elif kind == "a name with a slash":
+        entry[3][0] = "../../../etc/passwd"  # type: ignore[index]
+    elif kind == "a name of ..":
+        entry[3][0] = ".."  # type: ignore[index]
+    elif kind == "a relative folder":
+        entry[1] = ["nv/lib" for _ in entry[1]]  # type: ignore[union-attr]
+    elif kind == "fewer names than paths":
+        entry[3] = entry[3][:-1]  # type: ignore[index]
+    elif kind == "another version":
+        data["version"] = 99
+    elif kind == "wrong types":
+        entry[0] = "key"
+    cache_file.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "garbage",
+        "truncated",
+        "fifo",
+        "index out of range",
+        "a name with a slash",
+        "a name of ..",
+        "a relative folder",
+        "fewer names than paths",
+        "another version",
+        "wrong types",
+    ],
+)
+def test_a_corrupt_or_hostile_cache_file_changes_nothing(tmp_path: Path, kind: str) -> None:
+    _, installed = _site(tmp_path)
+    cache_file = tmp_path / "record-cache.json"
+    _cached(installed, cache_file)
+    _hostile(kind, cache_file)
+    cache = RecordCache(cache_file)
+    assert ownership(installed, cache) == ownership(installed)
+    assert cache.hits <= 1  # cu12's entry may still serve; cu13's never does
+
+
+def test_check_reads_a_record_that_changed_since_the_cache(make_venv: MakeVenv) -> None:
+    """End to end: the shared file that makes sharedlib-cu13 hollow is found, cached, then
+    gone from its RECORD (rewritten in place, size and mtime kept): `check` says so."""
+    venv = make_venv("sharedlib-cu12", "sharedlib-cu13")
+    assert venv.tool("check", "--json", "sharedlib-cu12").json()["impact"]["hollow"] == [  # type: ignore[index]
+        "sharedlib-cu13"
+    ]
+    assert (venv.root / ".safe-uninstall" / "record-cache.json").is_file()
+    (dist_info,) = venv.site_packages.glob("sharedlib_cu13-*.dist-info")
+    record = dist_info / "RECORD"
+    before = record.stat()
+    text = record.read_text()
+    assert "sharedlib/__init__.py," in text
+    with open(record, "r+") as handle:
+        handle.write(text.replace("sharedlib/__init__.py,", "sharedlib/__init__.pz,"))
+    os.utime(record, ns=(before.st_atime_ns, before.st_mtime_ns))
+    impact = venv.tool("check", "--json", "sharedlib-cu12").json()["impact"]
+    assert impact["hollow"] == [], impact  # type: ignore[index]
+
+
+def test_a_record_rewritten_while_the_removal_prepares_stops_it(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Another installer rewrites leftpad's RECORD (the same version reinstalled, a file more)
+    after the snapshot read it and before uv does: the census sees no change, uv would delete
+    the new file, which no stash holds. The removal stops before uv runs."""
+    venv = make_venv("requests", "leftpad")
+    (dist_info,) = venv.site_packages.glob("leftpad-1.0.dist-info")
+    record = dist_info / "RECORD"
+    extra = venv.site_packages / "leftpad_extra.py"
+    snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    done = tmp_path / "rewritten"
+    probe = (
+        "import pathlib, time\n"
+        f"done = pathlib.Path({str(done)!r})\n"
+        "if not done.exists():\n"
+        "    deadline = time.monotonic() + 60\n"
+        f"    while not pathlib.Path({str(snapshot)!r}).exists():\n"
+        "        assert time.monotonic() < deadline, 'no snapshot'\n"
+        "        time.sleep(0.01)\n"
+        f"    pathlib.Path({str(extra)!r}).write_text('X = 1\\n')\n"
+        f"    record = pathlib.Path({str(record)!r})\n"
+        "    record.write_text(record.read_text() + 'leftpad_extra.py,,\\n')\n"
+        "    done.touch()\n"
+    )
+    run = venv.tool("--fresh-baseline", "--probe", probe, "leftpad")
+    assert done.exists()
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "RECORD rewritten: leftpad" in run.stderr
+    assert "nothing was removed" in run.stderr
+    assert extra.read_text() == "X = 1\n"  # never deleted: no stash holds it
+    assert venv.installed()["leftpad"] == "1.0"

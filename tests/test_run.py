@@ -1,0 +1,531 @@
+"""``safe-uninstall run -- COMMAND``: an install or upgrade guarded like a removal, on toy wheels.
+
+"As before" is what the fault suite means by it: the installed set and the sha256 of every file
+in site-packages and bin equal what they were before the command ran.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Venv, wait_for
+from tests.realstack import RealVenv, Stacks
+from tests.wheels import build_wheel
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def uv_install(venv: Venv, *args: str, find_links: Path | None = None) -> list[str]:
+    """The command line a user guards: uv installing into the activated environment."""
+    assert UV is not None
+    return [
+        UV,
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(find_links or venv.wheelhouse),
+        *args,
+    ]
+
+
+def upgraded_venv(make_venv: MakeVenv) -> Venv:
+    return make_venv("requests", "urllib3==2.2.1")
+
+
+def test_an_upgrade_the_probe_rejects_is_restored_byte_for_byte(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        "import urllib3; assert urllib3.VERSION == '2.2.1'",
+        "--",
+        *uv_install(venv, "-U", "urllib3"),
+    )
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    assert data["run"]["changed"] == ["urllib3"]  # type: ignore[index]
+    assert data["run"]["exit_status"] == 0  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
+
+
+def test_an_upgrade_the_probe_accepts_is_kept_and_rollback_undoes_it(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("run", "--probe", "import requests", "--", *uv_install(venv, "-U", "urllib3"))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "the command changed urllib3: 2.2.1 -> 2.3.0" in run.stdout
+    assert venv.installed()["urllib3"] == "2.3.0"
+    undo = venv.tool("rollback", "--no-probe")
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_without_a_probe_an_installed_wheel_that_fails_to_import_is_restored(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("requests")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    house = tmp_path / "broken"
+    build_wheel(house, "boom", "1.0", {"boom/__init__.py": "raise RuntimeError('boom')\n"})
+
+    run = venv.tool("--json", "run", "--", *uv_install(venv, "boom", find_links=house))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    assert data["run"]["added"] == ["boom"]  # type: ignore[index]
+    (derived,) = data["probes"]["after"]  # type: ignore[index]
+    failed = [c["target"] for c in derived["candidates"] if c["status"] == "failed" and c["judged"]]
+    assert failed == ["boom"]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_change_that_leaves_a_requirement_unmet_is_restored(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)  # requests requires urllib3>=2
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+
+    run = venv.tool("--json", "run", "--no-probe", "--", UV, "pip", "uninstall", "urllib3")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-unmet-restored"
+    assert data["run"]["unmet"] == [  # type: ignore[index]
+        {"dependent": "requests", "requirement": "urllib3>=2", "required": "urllib3"}
+    ]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_downgrade_below_a_requirement_is_restored_and_allow_unmet_lets_the_probe_judge(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = upgraded_venv(make_venv)  # requests requires urllib3>=2
+    hashes, installed = venv.file_hashes(), venv.installed()
+    old = tmp_path / "old"
+    build_wheel(old, "urllib3", "1.26.0", {"urllib3/__init__.py": "VERSION = '1.26.0'\n"})
+    downgrade = uv_install(venv, "urllib3==1.26.0", find_links=old)
+
+    run = venv.tool("--json", "run", "--", *downgrade)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-unmet-restored"
+    assert data["run"]["unmet"] == [  # type: ignore[index]
+        {"dependent": "requests", "requirement": "urllib3>=2", "required": "urllib3"}
+    ]
+    assert venv.file_hashes() == hashes
+    allowed = venv.tool("--json", "run", "--allow-unmet", "--", *downgrade)
+    assert allowed.returncode == 0, allowed.stdout  # the derived probe imports requests: fine
+    assert venv.installed() == {**installed, "urllib3": "1.26.0"}
+
+
+def script(venv: Venv, body: str) -> list[str]:
+    """A command that is a Python script of the test's (run by the test's interpreter)."""
+    return [sys.executable, "-c", body]
+
+
+def test_a_command_that_installs_then_exits_non_zero_is_restored(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3', 'leftpad')!r}, check=True)\n"
+        "sys.exit(7)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-command-failed-restored"
+    assert data["run"]["exit_status"] == 7  # type: ignore[index]
+    assert data["run"]["added"] == ["leftpad"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_killed_install_is_restored(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    body = (
+        "import os, signal, subprocess\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["run"]["exit_status"] == -signal.SIGKILL  # type: ignore[index]
+    assert "was killed by SIGKILL" in " ".join(data["messages"])  # type: ignore[arg-type]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_files_replaced_under_the_same_version_are_restored(make_venv: MakeVenv) -> None:
+    """A reinstall of the same version keeps the installed set as it was; its files are other
+    inodes, and a failure brings the stashed ones back."""
+    venv = upgraded_venv(make_venv)
+    hashes = venv.file_hashes()
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '--reinstall', 'urllib3==2.2.1')!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert "the command replaced or rewrote files of urllib3==2.2.1" in data["messages"]  # type: ignore[operator]
+    assert data["restored"] == ["urllib3==2.2.1"]
+    assert venv.file_hashes() == hashes
+
+
+def test_a_failed_command_that_changed_nothing_exits_1(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, "raise SystemExit(2)"))
+    data = run.json()
+    assert run.returncode == 1, data
+    assert data["outcome"] == "run-command-failed-unchanged"
+    assert data["run"]["exit_status"] == 2  # type: ignore[index]
+
+
+def test_keep_on_failure_keeps_the_change_and_names_the_rollback(make_venv: MakeVenv) -> None:
+    venv = upgraded_venv(make_venv)
+    body = f"import subprocess, sys\nsubprocess.run({uv_install(venv, 'leftpad')!r})\nsys.exit(1)\n"
+
+    run = venv.tool("--json", "run", "--keep-on-failure", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-command-failed-kept"
+    assert "leftpad" in venv.installed()
+    assert data["next_command"] is not None and "rollback" in str(data["next_command"])
+
+
+def test_the_command_runs_in_the_environment_and_its_output_is_passed_through(
+    make_venv: MakeVenv,
+) -> None:
+    venv = make_venv("leftpad")
+    body = (
+        "import os, shutil\n"
+        "print('VENV=' + os.environ['VIRTUAL_ENV'])\n"
+        "print('EXE=' + shutil.which('python'))\n"
+    )
+
+    run = venv.tool("run", "--no-probe", "--", *script(venv, body))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"VENV={venv.root}" in run.stdout
+    assert f"EXE={venv.root}/bin/python" in run.stdout
+    as_json = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+    assert as_json.json()["outcome"] == "ran-no-change"  # stdout is the JSON alone
+    assert f"VENV={venv.root}" in as_json.stderr
+
+
+def test_dry_run_runs_nothing(make_venv: MakeVenv, tmp_path: Path) -> None:
+    venv = make_venv("leftpad")
+    marker = tmp_path / "ran"
+
+    run = venv.tool("run", "--dry-run", "--", *script(venv, f"open({str(marker)!r}, 'w')"))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "would run the baseline probe" in run.stdout
+    assert not marker.exists()
+    assert not (venv.root / ".safe-uninstall").exists()
+
+
+def test_an_unknown_command_is_refused_before_any_snapshot(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    run = venv.tool("run", "--", "no-such-command-anywhere")
+    assert run.returncode == 1
+    assert "command not found" in run.stderr
+    assert venv.tool("snapshots", "--json").json()["snapshots"] == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_is_passed_on_to_the_command_then_its_change_is_undone(
+    make_venv: MakeVenv, tmp_path: Path, signum: int
+) -> None:
+    venv = upgraded_venv(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    body = (
+        "import signal, subprocess, sys\n"
+        f"def note(s, f):\n    open({str(got)!r}, 'w').write(str(s)); sys.exit(130)\n"
+        "signal.signal(signal.SIGINT, note); signal.signal(signal.SIGTERM, note)\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        f"open({str(ready)!r}, 'w')\n"
+        "signal.pause()\n"
+    )
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "cache")}
+    tool = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "safeuninstall",
+            "-p",
+            str(venv.root),
+            "--json",
+            "run",
+            "--no-probe",
+            "--",
+            *script(venv, body),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_for(ready)
+    tool.send_signal(signum)
+    stdout, stderr = tool.communicate(timeout=120)
+
+    assert tool.returncode == 3, stdout + stderr
+    assert got.read_text() == str(int(signum))  # the command got it, once
+    assert '"outcome": "run-interrupted-restored"' in stdout
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+# -- undo: an editable and a direct-URL install replaced by an upgrade come back ---------------
+
+
+def local_installs(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Path]:
+    """A venv with a wheel installed from its path (direct URL) and an editable project; and a
+    find-links folder with newer versions of both, as an index would have them."""
+    from tests.test_export import source_tree
+
+    venv = make_venv("requests")
+    wheel = build_wheel(tmp_path / "local", "localbuilt", "1.0", {"localbuilt.py": "V = 1\n"})
+    editable = source_tree(tmp_path / "ed", "edpkg", "0.1")
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(wheel))
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", "-e", str(editable))
+    newer = tmp_path / "newer"
+    build_wheel(newer, "localbuilt", "2.0", {"localbuilt.py": "V = 2\n"})
+    build_wheel(newer, "edpkg", "0.2", {"edpkg/__init__.py": "VALUE = '0.2'\n"})
+    return venv, newer
+
+
+def test_rollback_undoes_an_upgrade_made_outside_the_tool(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv, newer = local_installs(make_venv, tmp_path)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert venv.tool("snapshot").returncode == 0
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(newer),
+        "--find-links",
+        str(venv.wheelhouse),
+        "localbuilt==2.0",
+        "edpkg==0.2",
+        "leftpad",
+    )
+    assert venv.installed()["edpkg"] == "0.2"
+
+    undo = venv.tool("--json", "rollback", "--no-probe")
+
+    data = undo.json()
+    assert undo.returncode == 0, data
+    assert data["rollback_plan"] == {
+        "added": ["leftpad"],
+        "changed": ["edpkg", "localbuilt"],
+        "missing": [],
+    }
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes  # direct_url.json and the editable's .pth included
+    assert venv.run_python("import edpkg, localbuilt; assert localbuilt.V == 1").returncode == 0
+
+
+def test_a_guarded_upgrade_over_local_installs_is_restored(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv, newer = local_installs(make_venv, tmp_path)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        "import localbuilt; assert localbuilt.V == 1",
+        "--",
+        *uv_install(venv, "localbuilt==2.0", "edpkg==0.2", find_links=newer),
+    )
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["run"]["changed"] == ["edpkg", "localbuilt"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+# -- the real stack: requests with urllib3 2.2.3, upgraded offline to the requests stack's ------
+
+OLD_URLLIB3 = "import urllib3; assert urllib3.__version__.startswith('2.2')"
+
+
+def real_upgrade(stacks: Stacks, real_venv: RealVenv) -> Venv:
+    stacks.ensure("requests")  # its urllib3 wheel in the cache: the upgrade runs offline
+    venv = real_venv("requests-old")
+    assert venv.installed()["urllib3"] == "2.2.3"
+    return venv
+
+
+def test_real_urllib3_upgrade_the_probe_rejects_is_restored_byte_for_byte(
+    stacks: Stacks, real_venv: RealVenv
+) -> None:
+    venv = real_upgrade(stacks, real_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+
+    run = venv.tool(
+        "--json",
+        "run",
+        "--probe",
+        OLD_URLLIB3,
+        "--",
+        UV,
+        "pip",
+        "install",
+        "-U",
+        "urllib3",
+        **stacks.offline_env(),
+    )
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    assert data["run"]["changed"] == ["urllib3"]  # type: ignore[index]
+    assert data["restore"]["from_stash"] == ["urllib3==2.2.3"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_real_urllib3_upgrade_the_probe_accepts_is_kept_and_undone_by_rollback(
+    stacks: Stacks, real_venv: RealVenv
+) -> None:
+    venv = real_upgrade(stacks, real_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+    offline = stacks.offline_env()
+
+    run = venv.tool("run", "--", UV, "pip", "install", "-U", "urllib3", **offline)
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert venv.installed()["urllib3"] != "2.2.3"
+    assert "the derived probe passed" in run.stdout  # from what changed: urllib3, requests
+    undo = venv.tool("rollback", **offline)
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_the_snapshot_is_taken_under_uvs_lock_on_the_venv(make_venv: MakeVenv) -> None:
+    """uv locks ``<venv>/.lock`` while it changes a venv; the snapshot waits for it (here: at
+    most 0 s, then goes on and says so), so no uv changes the files while they are kept."""
+    venv = make_venv("leftpad")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            f"fd = os.open({str(venv.root / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        run = venv.tool(
+            "--json", "run", "--lock-timeout", "0", "--no-probe", "--", sys.executable, "-c", ""
+        )
+    finally:
+        holder.communicate("")
+    data = run.json()
+    assert run.returncode == 0, data
+    assert any("was still held after 0 s" in m for m in data["messages"])  # type: ignore[union-attr]
+
+
+def written_in_place(make_venv: MakeVenv) -> tuple[Venv, list[str]]:
+    """A venv whose leftpad is a copy of its own (not a link into the session's uv cache: the
+    command writes into it in place), and that command."""
+    venv = make_venv("requests")
+    venv.uv(
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(venv.wheelhouse),
+        "--link-mode",
+        "copy",
+        "leftpad",
+    )
+    target = venv.site_packages / "leftpad.py"
+    return venv, script(venv, f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)\n")
+
+
+def test_a_write_in_place_reaches_the_stash_and_is_reinstalled_not_linked_back(
+    make_venv: MakeVenv,
+) -> None:
+    """The stash is a hard link, so a write in place changes its copy too: the hash taken
+    before the command finds it, and the distribution comes back by its pin instead."""
+    venv, command = written_in_place(make_venv)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool_reinstalling("--json", "run", "--no-probe", "--", *command)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert "the command replaced or rewrote files of leftpad==1.0" in data["messages"]  # type: ignore[operator]
+    notes = " ".join(data["restore"]["notes"])  # type: ignore[index]
+    assert "leftpad.py: stashed copy does not match its sha256" in notes
+    assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_write_in_place_with_nothing_to_reinstall_from_is_incomplete_not_hidden(
+    make_venv: MakeVenv,
+) -> None:
+    venv, command = written_in_place(make_venv)
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *command)
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-command-failed-incomplete"
+    assert data["verification"]["missing"] == ["leftpad==1.0"]  # type: ignore[index]
+    assert "recover" in str(data["next_command"])

@@ -1,0 +1,86 @@
+"""head.json (store.SnapshotHead): what `snapshots` and the retention policy read of each
+snapshot instead of parsing its TOML. It is used only while it is the head of snapshot.toml as
+that file is; a stale, corrupt or hostile one changes nothing that is listed or pruned."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import UV, MakeVenv, Venv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+def _listing(venv: Venv) -> list[object]:
+    data = venv.tool("snapshots", "--json").json()
+    snapshots = data["snapshots"]
+    assert isinstance(snapshots, list)
+    return snapshots
+
+
+def _folder(venv: Venv, snapshot_id: str) -> Path:
+    return venv.root / ".safe-uninstall" / "snapshots" / snapshot_id
+
+
+@pytest.fixture
+def venv(make_venv: MakeVenv) -> Venv:
+    venv = make_venv("requests", "leftpad")
+    for _ in range(2):
+        assert venv.tool("snapshot", "--no-stash").returncode == 0
+    return venv
+
+
+def test_the_listing_from_heads_is_the_listing_from_the_toml(venv: Venv) -> None:
+    from_heads = _listing(venv)
+    assert (_folder(venv, "0001") / "head.json").is_file()
+    for snapshot_id in ("0001", "0002"):
+        (_folder(venv, snapshot_id) / "head.json").unlink()
+    assert _listing(venv) == from_heads  # read from the TOML, the heads written again
+    assert (_folder(venv, "0002") / "head.json").is_file()
+    assert [s["id"] for s in from_heads] == ["0002", "0001"]  # type: ignore[index]
+
+
+def _forge(venv: Venv, snapshot_id: str, **changes: object) -> None:
+    path = _folder(venv, snapshot_id) / "head.json"
+    head = json.loads(path.read_text())
+    head.update(changes)
+    path.write_text(json.dumps(head))
+
+
+def test_a_head_of_another_snapshot_toml_is_not_used(venv: Venv) -> None:
+    """snapshot.toml replaced (another inode, as a copy or a restore from a backup makes):
+    its old head lists what is no longer there. A head used by id alone would show it."""
+    expected = _listing(venv)
+    toml = _folder(venv, "0001") / "snapshot.toml"
+    _forge(venv, "0001", operation="forged", packages=999)
+    copy = toml.with_name("copy")
+    copy.write_bytes(toml.read_bytes())
+    info = toml.stat()
+    os.utime(copy, ns=(info.st_atime_ns, info.st_mtime_ns))
+    os.replace(copy, toml)
+    assert _listing(venv) == expected
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["garbage", "another id", "another environment", "wrong types", "a FIFO"],
+)
+def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> None:
+    expected = _listing(venv)
+    head = _folder(venv, "0002") / "head.json"
+    if spoil == "garbage":
+        head.write_bytes(b"\x00{")
+    elif spoil == "another id":
+        _forge(venv, "0002", id="0001")
+    elif spoil == "another environment":  # a key that matches no snapshot.toml here
+        _forge(venv, "0002", key=[1, 2, 3, 4, 5], prefix="/elsewhere")
+    elif spoil == "wrong types":
+        _forge(venv, "0002", packages="many")
+    else:
+        head.unlink()
+        os.mkfifo(head)
+    assert _listing(venv) == expected
