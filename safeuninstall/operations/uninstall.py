@@ -787,13 +787,13 @@ class _Stop(Exception):
 
 
 class _Bisecting(_Attempt):
-    """--keep-needed: the candidates tried are removed in one batch and probed; when the probe
-    fails, bisection.search finds the largest subset whose removal passes. Between two runs the
-    environment is moved by restoring from this transaction's own stash (verified against the
-    snapshot less what stays removed) and by uninstalling; one snapshot for it all, so one
-    ``rollback`` undoes the whole cleanup. An interrupt, an error or a failing final run
-    restores everything: the environment ends in the final state proven by a passing probe,
-    or in the snapshot's."""
+    """--keep-needed: bisection.search finds the largest subset of the candidates tried whose
+    removal passes (its first run removes them all, or for some counts a part of them).
+    Between two runs the environment is moved by restoring from this transaction's own stash
+    (verified against the snapshot less what stays removed) and by uninstalling; one snapshot
+    for it all, so one ``rollback`` undoes the whole cleanup. An interrupt, an error or a
+    failing final run restores everything: the environment ends in the final state proven by
+    a passing probe, or in the snapshot's."""
 
     def __init__(
         self, removal: _Removal, txn: Transaction, snap: Snapshot, baseline: list[ProbeResult]
