@@ -48,6 +48,13 @@ def uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("uv-cache")
 
 
+# A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every tool it runs: the tool keeps an ignored signal ignored (as nohup
+# asks), so every Ctrl-C test would fail. The tests are of a user whose Ctrl-C works: restore
+# Python's own handler here, which children see as the default action after exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # -- the wheelhouse: every wheel the tests install, built once per session -------------------
 
 LIB_TEMPLATE = """
