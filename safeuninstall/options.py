@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from .requirements import Request
+if TYPE_CHECKING:  # for the annotation only: importing it costs packaging (10 ms)
+    from .requirements import Request
 
 # The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
 # (the CLI's commands; a test keeps them equal).

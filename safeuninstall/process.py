@@ -19,7 +19,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
-import secrets
 import select
 import signal
 import subprocess
@@ -153,6 +152,12 @@ class _Pump(threading.Thread):
         os.close(self._wake_write)
 
 
+def _new_marker() -> str:
+    """A marker of its own for one run: what secrets.token_hex(8) returns (os.urandom), without
+    importing secrets (hmac, hashlib and OpenSSL) on every command."""
+    return MARKER_PREFIX + os.urandom(8).hex()
+
+
 def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without SCRUBBED_VARIABLES: the base of every child's environment."""
     return {k: v for k, v in environ.items() if k not in SCRUBBED_VARIABLES}
@@ -186,7 +191,7 @@ def run(
     plus ``_GRACE``, and the time its leftovers take to die.
     """
     started = time.monotonic()
-    marker = MARKER_PREFIX + secrets.token_hex(8)
+    marker = _new_marker()
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -319,7 +324,7 @@ def run_command(
     """
     from . import interrupts
 
-    marker = marker or MARKER_PREFIX + secrets.token_hex(8)
+    marker = marker or _new_marker()
     passed: list[int] = []
     started: list[subprocess.Popen[bytes]] = []
 

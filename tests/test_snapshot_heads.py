@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,38 @@ def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> No
         head.unlink()
         os.mkfifo(head)
     assert _listing(venv) == expected
+
+
+# What listing or showing snapshots must not import: the operations' modules (the transaction,
+# the impact analysis, the library model, the ELF reader, the requirement parser) are most of
+# the tool's start-up, and `snapshots` is mostly start-up.
+_NOT_FOR_READING = (
+    "safeuninstall.transaction",
+    "safeuninstall.analysis",
+    "safeuninstall.impact",
+    "safeuninstall.libraries",
+    "safeuninstall.elf",
+    "safeuninstall.stash",
+    "safeuninstall.probe",
+    "safeuninstall.requirements",
+)
+
+
+@pytest.mark.parametrize("command", ["snapshots", "show"])
+def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str) -> None:
+    code = (
+        "import json, sys\n"
+        "from safeuninstall.cli import run\n"
+        "code = run(sys.argv[1:])\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--python", str(venv.root), command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UV_OFFLINE": "1"},
+    )
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert report["code"] == 0, done.stderr
+    assert "0002" in done.stdout  # it did list / show the snapshots
+    assert [m for m in _NOT_FOR_READING if m in report["modules"]] == []

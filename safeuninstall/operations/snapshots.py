@@ -1,23 +1,30 @@
-"""``snapshot``, ``snapshots``, ``show`` and ``prune``: the snapshots themselves."""
+"""``snapshot``, ``snapshots``, ``show`` and ``prune``: the snapshots themselves.
+
+``snapshots`` and ``show`` only read: what taking a snapshot needs (the transaction and the
+impact modules, 20 modules) is imported by ``snapshot`` alone.
+"""
 
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 from .. import retention
 from ..backend import shell_line
 from ..context import Context
 from ..environment import installed_distributions
 from ..errors import InvalidInput, SnapshotInvalid
-from ..options import PruneOptions
 from ..plan import plan_prune
 from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
-from ..snapshot import Snapshot
-from ..transaction import SnapshotSpec, take_snapshot
+
+if TYPE_CHECKING:
+    from ..options import PruneOptions
+    from ..snapshot import Snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
-    from ..analysis import owned_files  # the impact modules: not for `snapshots` or `show`
+    from ..analysis import owned_files
+    from ..transaction import SnapshotSpec, take_snapshot
 
     with ctx.locked():
         installed = installed_distributions(ctx.interpreter)
