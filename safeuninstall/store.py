@@ -421,18 +421,22 @@ class Store(Struct, frozen=True):
             )
         only = frozenset(i for i, count in links_seen.items() if nlink[i] <= count)
         if lister is not None:
-            self._keep_index(index, lister.recorded)
+            self._keep_index(index, ids, lister.recorded)
         return Holdings(files, only, alone)
 
     def _keep_index(
-        self, before: Mapping[str, tuple[Folder, ...]], recorded: Mapping[str, tuple[Folder, ...]]
+        self,
+        before: Mapping[str, tuple[Folder, ...]],
+        listed: Sequence[str],
+        recorded: Mapping[str, tuple[Folder, ...]],
     ) -> None:
-        """The stash index with what a listing recorded, and without the snapshots that are
+        """The stash index with what a listing of ``listed`` recorded (a listed snapshot not
+        recorded is dropped: its record did not hold), and without the snapshots that are
         gone; written only when that changes it."""
         from . import stashindex
 
-        existing = set(self.ids())
-        after = {i: f for i, f in before.items() if i in existing and i not in recorded}
+        kept = set(self.ids()).difference(listed)
+        after = {i: f for i, f in before.items() if i in kept}
         after |= recorded
         if after != dict(before):
             stashindex.write_index(self.root, after)

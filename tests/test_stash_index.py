@@ -177,3 +177,15 @@ def test_links_are_listed_as_os_walk_lists_them(tmp_path: Path) -> None:
             stashindex.write_index(store.root, lister.recorded)
         listings.append(expected)
     assert listings[0] != listings[1]
+
+
+def test_a_record_that_did_not_hold_is_dropped(venv: Venv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listed again while it can't be recorded anew: its old record goes, not kept to fail."""
+    _indexed(venv)
+    package = _stashed(venv, f"{venv.site_packages.relative_to(venv.root)}/toolpkg")
+    package.rename(package.with_name("moved"))
+    monkeypatch.setattr(stashindex, "_SETTLED_NS", 10**18)
+
+    _indexed(venv)
+
+    assert stashindex.read_index(_store(venv).root) == {}
