@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import Struct
 
-from . import bounded, locks, trust
+from . import bounded, locks, stashindex, trust
 from .atomicfile import write_atomically
 from .environment import Interpreter
 from .errors import SnapshotInvalid, SnapshotNotFound, StateDirError
@@ -46,11 +46,12 @@ from .errors import SnapshotInvalid, SnapshotNotFound, StateDirError
 if TYPE_CHECKING:
     from .plan import Holdings
     from .snapshot import Snapshot
-    from .stashindex import Folder
 
 # The snapshot format and the prune plan are imported where they are used: the baseline's head
 # start needs this module (state_dir) before the rest of the tool, and starts its probe 2.2 ms
-# sooner without them.
+# sooner without them. The stash index is imported with this module, small as it is: the
+# retention policy walks the stashes after a removal, when that removal may have taken the
+# tool's own files away (nothing not yet imported can be imported then).
 
 STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
@@ -395,7 +396,6 @@ class Store(Struct, frozen=True):
         """Every file of these snapshots by inode; an inode all of whose links are inside the
         snapshot folders is one that deleting snapshots can free. ``indexed``: through the
         stash index, kept up to date (stashindex.py); the same result, fewer system calls."""
-        from . import stashindex
         from .plan import Holdings, Inode
 
         index = stashindex.read_index(self.root) if indexed else {}
@@ -426,15 +426,13 @@ class Store(Struct, frozen=True):
 
     def _keep_index(
         self,
-        before: Mapping[str, tuple[Folder, ...]],
+        before: Mapping[str, tuple[stashindex.Folder, ...]],
         listed: Sequence[str],
-        recorded: Mapping[str, tuple[Folder, ...]],
+        recorded: Mapping[str, tuple[stashindex.Folder, ...]],
     ) -> None:
         """The stash index with what a listing of ``listed`` recorded (a listed snapshot not
         recorded is dropped: its record did not hold), and without the snapshots that are
         gone; written only when that changes it."""
-        from . import stashindex
-
         kept = set(self.ids()).difference(listed)
         after = {i: f for i, f in before.items() if i in kept}
         after |= recorded
