@@ -9,13 +9,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 
 import msgspec
 from msgspec import Struct, field
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .environment import InstalledDistribution
-from .impact import applies_on_target
 from .libraries import LibraryIndex, MissingLibrary, Ownership, census, hollow_distributions
 from .plan import Installed, plan_rollback
 from .snapshot import PackageEntry, Snapshot
@@ -209,9 +209,21 @@ def _applying(
             requirement = Requirement(value)
         except InvalidRequirement:
             continue
-        applies, extra = applies_on_target(requirement, markers)
-        if applies and extra is None:
+        if _holds_without_extra(requirement, markers):
             yield canonicalize_name(requirement.name), requirement
+
+
+def _holds_without_extra(requirement: Requirement, markers: Mapping[str, str]) -> bool:
+    """Whether the line applies on the target with no extra requested: what
+    ``applies_on_target`` answers with (True, None), without going on to try each word of the
+    marker as an extra (a line behind an extra is no requirement here). On an ML venv, those
+    tries were three quarters of the markers evaluated."""
+    if requirement.marker is None:
+        return True
+    try:
+        return requirement.marker.evaluate({**markers, "extra": ""})
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
+        return False
 
 
 def unmet_requirements(
