@@ -8,7 +8,7 @@ Operations read these; none of them changes the environment.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -119,11 +119,13 @@ def failure_text(results: Sequence[ProbeResult]) -> str:
 
 
 def installed_view(
-    installed: Mapping[str, InstalledDistribution], owned: Ownership
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    hollow: Collection[str] | None = None,
 ) -> dict[str, Installed]:
     """The installed set as rollback plans see it: name, version, source, and whether every
-    file is there."""
-    hollow = set(hollow_distributions(owned, installed))
+    file is there (``hollow``: the distributions that miss a file, when the caller has them)."""
+    hollow = set(hollow_distributions(owned, installed) if hollow is None else hollow)
     return {
         name: Installed(
             name=name,
@@ -178,7 +180,7 @@ def loadable_snapshots(ctx: Context) -> list[Snapshot]:
     from .retention import stash_pruned
 
     found = []
-    for _, snap in ctx.store.iter_loadable():
+    for _, snap in ctx.store.iter_loadable(keep_twins=not ctx.read_only):
         if not isinstance(snap, Snapshot):
             continue
         if stash_pruned(ctx.store, snap.id) is not None:

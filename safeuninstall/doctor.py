@@ -294,10 +294,12 @@ def examine(
     markers: Mapping[str, str],
     libraries: tuple[LibraryIndex, Ownership, str],
     snapshots: Sequence[Snapshot],
+    hollow: Sequence[str] | None = None,
 ) -> DoctorReport:
     """Everything broken at once: libraries a load can't find, unmet requirements, hollow
     installs, RECORDs that can't be read; and apart, the libraries that are not breakage.
-    ``libraries``: (index, ownership, the interpreter's path)."""
+    ``libraries``: (index, ownership, the interpreter's path); ``hollow``: the hollow
+    distributions (libraries.hollow_distributions), when the caller has them."""
     index, owned, interpreter = libraries
     report = DoctorReport()
     required = requirements(installed, markers)
@@ -312,12 +314,13 @@ def examine(
     coming = _pins_by_dependent(unmet)
     for missing in found.missing:
         report.findings.append(_library_finding(missing, snapshots, coming))
-    hollow = hollow_distributions(owned, installed)
+    hollow = hollow_distributions(owned, installed) if hollow is None else hollow
     gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
     for missing in found.on_demand:
         # Loaded on demand if at all: breakage only where a snapshot shows a removed
-        # distribution shipped it (a library a package loads itself, with ctypes).
-        pin, snap = _provider(snapshots, _ships_file(missing.soname))
+        # distribution shipped it (a library a package loads itself, with ctypes). With
+        # nothing removed, no stash is searched (a torch venv has nine such libraries).
+        pin, snap = _provider(snapshots, _ships_file(missing.soname)) if gone else (None, None)
         if pin is not None and pin in gone:
             report.findings.append(_library_finding(missing, snapshots, coming))
         else:

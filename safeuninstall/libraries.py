@@ -40,6 +40,7 @@ from .elf import (
 )
 from .environment import InstalledDistribution
 from .paths import normalise
+from .presence import PresenceCache
 from .recordcache import RecordCache
 
 ELF_CACHE_FILE = "elf-cache.json"
@@ -478,35 +479,11 @@ def drift(
 
 
 def hollow_distributions(
-    owned: Ownership, installed: Mapping[str, InstalledDistribution]
+    owned: Ownership,
+    installed: Mapping[str, InstalledDistribution],
+    cache: PresenceCache | None = None,
 ) -> list[str]:
-    """Installed distributions some of whose RECORD files are gone (compiled caches aside)."""
-    present = _Listings()
-    hollow = []
-    for key, files in owned.files.items():
-        if key not in installed:
-            continue
-        if any(not p.endswith(".pyc") and not present.lexists(p) for p in files):
-            hollow.append(key)
-    return sorted(hollow)
-
-
-class _Listings:
-    """``os.path.lexists`` answered from one listing of each folder: an ML venv's 63,000
-    RECORD files are in 5,800 folders, and listing a folder costs about what one lstat does.
-    A name the listing lacks is looked up itself, so the answer is lexists' own wherever the
-    listing does not vouch for the name (a folder that can't be listed, another spelling)."""
-
-    def __init__(self) -> None:
-        self._names: dict[str, frozenset[str]] = {}
-
-    def lexists(self, path: str) -> bool:
-        folder, _, name = path.rpartition("/")
-        names = self._names.get(folder)
-        if names is None:
-            try:
-                names = frozenset(os.listdir(folder or "/"))
-            except (OSError, ValueError):
-                names = frozenset()
-            self._names[folder] = names
-        return name in names or os.path.lexists(path)
+    """Installed distributions some of whose RECORD files are gone (compiled caches aside).
+    ``cache``: those found whole by an earlier command, where nothing changed since
+    (presence.py)."""
+    return (cache or PresenceCache()).hollow(owned.files, installed)

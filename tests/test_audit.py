@@ -154,7 +154,6 @@ def test_files_linked_from_outside_are_said(site: Path, tmp_path: Path) -> None:
     assert found["cached"].linked_elsewhere_bytes == 2000
 
 
-
 def test_an_unlisted_link_of_a_listed_file_is_neither_unowned_nor_elsewhere(site: Path) -> None:
     """A second path to a listed file inside the environment: its bytes are the listing
     distribution's, once; the link is no sign of a copy outside it."""
@@ -171,6 +170,7 @@ def test_an_unlisted_link_of_a_listed_file_is_neither_unowned_nor_elsewhere(site
     assert found["cached"].linked_elsewhere_bytes == 700  # the link outside the site folder
     assert report.unowned_bytes == 0
     assert report.unowned_files == 0
+
 
 # -- requirements ----------------------------------------------------------------------------
 

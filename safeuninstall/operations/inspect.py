@@ -21,9 +21,10 @@ from ..context import Context
 from ..derived import as_baseline, dropped_notes
 from ..environment import census, installed_distributions
 from ..errors import SnapshotInvalid
-from ..libraries import ownership
+from ..libraries import hollow_distributions, ownership
 from ..outcome import Outcome
 from ..plan import plan_removal
+from ..presence import PRESENCE_CACHE_FILE, PresenceCache
 from ..probe import ProbeSettings, run_all
 from ..recordcache import RECORD_CACHE_FILE, RecordCache
 from ..requirements import collect
@@ -112,11 +113,15 @@ def doctor(ctx: Context) -> DoctorReport:
     owned = owned_files(ctx, installed)
     snapshots = loadable_snapshots(ctx)  # newest first
     libraries = (index, owned, ctx.interpreter.executable)
-    report = examine(installed, ctx.interpreter.markers, libraries, snapshots)
+    presence = PresenceCache(ctx.store.root / PRESENCE_CACHE_FILE)
+    hollow = hollow_distributions(owned, installed, presence)
+    report = examine(installed, ctx.interpreter.markers, libraries, snapshots, hollow)
     index.save()
+    if not ctx.read_only:
+        presence.save()
     if report.healthy:
         return report
-    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned))
+    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned, hollow))
     if repair is None:
         return report
     if repair.snapshot is not None:
