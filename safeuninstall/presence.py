@@ -65,6 +65,7 @@ class PresenceCache:
         self.cache_file = cache_file
         self._stored: dict[str, _Whole] = {}
         self._found: dict[str, _Whole] = {}
+        self._sites: set[str] = set()  # the site folders of the distributions asked about
         self.changed = False
         self.hits = 0
         if cache_file is not None:
@@ -82,6 +83,7 @@ class PresenceCache:
             if dist is None:
                 continue
             record = None if dist.legacy else str(dist.dist_info / "RECORD")
+            self._sites.add(str(dist.site_dir))
             folders = {p.rpartition("/")[0] for p in paths}
             if record is not None and self._still_whole(record, folders):
                 continue
@@ -115,13 +117,18 @@ class PresenceCache:
         return True
 
     def save(self) -> None:
-        """Store the distributions found whole now (the installed set as it is); a cache that
-        can't be written only costs time."""
-        if self.cache_file is None or not (
-            self.changed or self._found.keys() != self._stored.keys()
-        ):
+        """Store the distributions found whole now (the installed set as it is) and the entries
+        of other environments (a state folder may be shared); a cache that can't be written
+        only costs time."""
+        kept = {
+            record: entry
+            for record, entry in self._stored.items()
+            if os.path.dirname(os.path.dirname(record)) not in self._sites
+        }
+        entries = {**kept, **self._found}
+        if self.cache_file is None or (not self.changed and entries.keys() == self._stored.keys()):
             return
-        payload = msgspec.json.encode(_Stored(_FORMAT, _VERSION, self._found))
+        payload = msgspec.json.encode(_Stored(_FORMAT, _VERSION, entries))
         with contextlib.suppress(OSError):
             write_atomically(self.cache_file, payload, mode=0o644, durable=False)
 

@@ -190,3 +190,15 @@ def test_a_folder_changed_just_now_is_not_vouched_for(tmp_path: Path) -> None:
     cache_file = tmp_path / "presence-cache.json"
     assert _check(cache_file, owned, installed) == ([], 0)
     assert _check(cache_file, owned, installed) == ([], 0)  # looked at again, file by file
+
+
+@pytest.mark.usefixtures("settled_now")
+def test_a_shared_cache_keeps_the_other_environments_entries(tmp_path: Path) -> None:
+    _, installed, owned = _whole_site(tmp_path / "one")
+    _, other, other_owned = _whole_site(tmp_path / "two")
+    cache_file = tmp_path / "presence-cache.json"
+    assert _check(cache_file, owned, installed) == ([], 0)
+    assert _check(cache_file, other_owned, other) == ([], 0)
+    assert _check(cache_file, owned, installed) == ([], 1)  # still there
+    assert _check(cache_file, other_owned, other) == ([], 1)
+    assert len(json.loads(cache_file.read_text())["whole"]) == 2
