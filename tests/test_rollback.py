@@ -290,7 +290,12 @@ def test_a_snapshot_whose_stash_is_gone_is_refused_unchanged(make_venv: MakeVenv
     run = venv.tool("rollback")  # offline, an empty uv cache: leftpad is nowhere
 
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "cannot roll back to snapshot 0001: no stash holds leftpad==1.0" in run.stderr
+    assert "cannot roll back to snapshot 0001: leftpad==1.0: its stash is not whole (" in (
+        run.stderr
+    )
+    assert "stashed copy unreadable: No such file or directory), and uv cannot install" in (
+        run.stderr
+    )
     assert "the environment was not changed" in run.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
@@ -311,15 +316,17 @@ def test_a_replaced_version_whose_stash_lost_a_file_is_refused_unchanged(
     run = venv.tool("rollback", "--no-probe")
 
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "no stash holds urllib3==2.2.1" in run.stderr
+    assert "cannot roll back to snapshot 0001: urllib3==2.2.1: its stash is not whole" in run.stderr
     assert venv.installed() == {"urllib3": "2.3.0"}
     assert venv.file_hashes() == hashes
 
 
-def test_a_rollback_that_cannot_complete_is_put_back(make_venv: MakeVenv) -> None:
-    """The stash is all there but its bytes changed: found only when it is hashed, during the
-    restore, after toolpkg was removed. The rollback used to end with neither state (exit 4);
-    it puts toolpkg back, verified."""
+def test_a_stash_of_the_same_size_but_other_bytes_is_refused_unchanged(
+    make_venv: MakeVenv,
+) -> None:
+    """The stash is all there but its bytes changed (same size): the check before anything is
+    removed hashes it, as the restore would. It used to pass a size check, remove toolpkg, find
+    the stash bad during the restore and put toolpkg back (exit 3); nothing changes now."""
     venv = make_venv("requests", "leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
     venv.install("toolpkg")
@@ -327,13 +334,62 @@ def test_a_rollback_that_cannot_complete_is_put_back(make_venv: MakeVenv) -> Non
     _replace(kept, b"X" * kept.stat().st_size)  # same size: only hashing tells
     hashes, installed = venv.file_hashes(), venv.installed()
 
-    run = venv.tool("rollback", "--no-probe", "--json")
+    run = venv.tool("rollback", "--no-probe")
 
-    data = run.json()
-    assert run.returncode == 3, data
-    assert data["outcome"] == "rollback-failed-restored"
-    assert data["restore"]["failed"] == ["leftpad==1.0"]
-    assert data["undo"]["verification"]["ok"]
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cannot roll back to snapshot 0001: leftpad==1.0: its stash is not whole (lib/" in (
+        run.stderr
+    )
+    assert "/leftpad.py: stashed copy does not match its sha256" in run.stderr
+    assert "the environment was not changed" in run.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
+    assert _snapshot_ids(venv) == ["0001"]
+
+
+_SPOIL_OWN_STASH = """
+import os, pathlib, sys
+own = pathlib.Path({snapshots!r}) / "0002"
+kept = sorted(own.glob("stash/*/**/urllib3/__init__.py"))
+if kept:  # after the rollback: spoil its own stash, then fail
+    if {how!r} == "altered":
+        fresh = kept[0].with_name("new")
+        fresh.write_bytes(b"#" * kept[0].stat().st_size)
+        os.replace(fresh, kept[0])
+    else:
+        kept[0].unlink()
+    sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("how", ["altered", "deleted"])
+def test_an_undo_that_cannot_come_back_changes_nothing(make_venv: MakeVenv, how: str) -> None:
+    """The probe passed before the rollback and fails after it, and the rollback's own stash
+    of what it removed is spoiled meanwhile: the undo checks first, as run's does. It used to
+    uninstall what the rollback brought, fail to bring back what it removed, and end with
+    neither (exit 4, urllib3 gone); now it changes nothing and says why."""
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    returned = venv.file_hashes()
+    venv.install("urllib3==2.3.0")
+    probe = _SPOIL_OWN_STASH.format(
+        snapshots=str(venv.root / ".safe-uninstall" / "snapshots"), how=how
+    )
+
+    run = venv.tool("rollback", "1", "--probe", probe, "--json")
+
+    data = run.json()
+    assert run.returncode == 5, data
+    assert data["outcome"] == "rolled-back-probe-fails"
+    said = "\n".join(data["messages"])
+    assert (
+        "cannot put the environment back as it was before the rollback: urllib3==2.3.0: its "
+        "stash is not whole (lib/"
+    ) in said
+    assert "/urllib3/__init__.py: stashed copy " in said
+    assert "nothing was undone: the environment is as the rollback left it" in said
+    assert data["undo"] is None
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert venv.file_hashes() == returned
     assert not venv.journal.exists()
