@@ -129,7 +129,9 @@ def installed_view(
             name=name,
             version=d.version,
             source=d.source,
-            intact=name not in hollow,
+            # A second dist-info folder beside it: not the snapshot's install, whatever its
+            # version; a return to a snapshot removes both and brings back the snapshot's.
+            intact=name not in hollow and not d.doubled,
             layout=d.layout,
         )
         for name, d in installed.items()

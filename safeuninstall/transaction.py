@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+import msgspec
 from msgspec import Struct
 
 from . import __version__, interrupts
@@ -47,6 +48,7 @@ from .stash import (
     check_stash,
     read_verified,
     relative_to_root,
+    stash_aside,
     stash_distribution,
     stash_folder_name,
 )
@@ -60,6 +62,9 @@ class SnapshotSpec(Struct, frozen=True):
     removed: Sequence[str] = ()  # what the operation removes
     shared: Collection[str] = ()  # paths other distributions list too (stashed as shared)
     returns_to: str = ""  # a rollback's or a recover's: the snapshot it returns to
+    # removed with every dist-info folder of their name (uv removes them all): the others than
+    # the one the snapshot records are kept aside (stash.stash_aside)
+    doubled: Collection[str] = ()
 
 
 class Restored(Struct, frozen=True):
@@ -100,9 +105,17 @@ def take_snapshot(
             ],
             str(env_root),
         )
+        for name in spec.doubled:
+            for dist_info in installed[name].doubled:
+                aside, _ = stash_aside(dist_info, place)
+                ctx.emit(
+                    "snapshot",
+                    f"kept aside: {dist_info.name}, a second dist-info folder of {name} "
+                    f"(in {path / aside})",
+                )
         stashes = {
             name: stash_distribution(
-                installed[name],
+                _one_of(installed[name], spec.doubled),
                 place,
                 removed=name in spec.removed,
                 on_bytes=on_bytes,
@@ -135,6 +148,13 @@ def take_snapshot(
         raise
     ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
     return snap
+
+
+def _one_of(dist: InstalledDistribution, doubled: Collection[str]) -> InstalledDistribution:
+    """``dist``, without the dist-info folders beside it when they are kept aside."""
+    if dist.key in doubled:
+        return msgspec.structs.replace(dist, shadowed=())
+    return dist
 
 
 def _record(dist: InstalledDistribution) -> list[RecordEntry] | None:

@@ -393,3 +393,125 @@ def test_an_undo_that_cannot_come_back_changes_nothing(make_venv: MakeVenv, how:
     assert venv.installed() == {"urllib3": "2.2.1"}
     assert venv.file_hashes() == returned
     assert not venv.journal.exists()
+
+
+# -- two dist-info folders of one distribution ----------------------------------------------
+
+
+def _install_beside(venv: Venv, wheel: Path) -> None:
+    """Extract ``wheel`` into site-packages without removing the installed version: the layout
+    uv leaves when it is killed half way through an uninstall or an upgrade. A file both
+    versions list is replaced by a new one (never edited in place: its inode may be uv's
+    cache's)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            dest = venv.site_packages / member
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.unlink(missing_ok=True)
+            dest.write_bytes(archive.read(member))
+
+
+def _doubled_urllib3(
+    make_venv: MakeVenv, installed: str = "2.2.1", beside: str = "2.3.0"
+) -> tuple[Venv, dict[str, str]]:
+    """urllib3 ``installed`` and snapshotted (0001), then ``beside`` extracted beside it."""
+    venv = make_venv(f"urllib3=={installed}")
+    assert venv.tool("snapshot").returncode == 0  # 0001: stashes urllib3
+    hashes = venv.file_hashes()
+    _install_beside(venv, venv.wheelhouse / f"urllib3-{beside}-py3-none-any.whl")
+    folders = sorted(p.name for p in venv.site_packages.glob("urllib3-*.dist-info"))
+    assert folders == ["urllib3-2.2.1.dist-info", "urllib3-2.3.0.dist-info"]
+    assert venv.file_hashes() != hashes
+    return venv, hashes
+
+
+def _kept_aside(venv: Venv, snapshot: str) -> dict[str, bytes]:
+    aside = venv.root / ".safe-uninstall" / "snapshots" / snapshot / "aside"
+    return {
+        str(p.relative_to(aside)).split("/site-packages/")[-1]: p.read_bytes()
+        for p in aside.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_rollback_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
+    """It used to say "the environment already matches snapshot 0001" (it read 2.2.1 only)
+    and change nothing: both folders stayed, urllib3/__init__.py held 2.3.0's bytes."""
+    venv, hashes = _doubled_urllib3(make_venv)
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "rolled-back"
+    said = "\n".join(data["messages"])
+    assert (
+        "urllib3 is installed twice (urllib3-2.2.1.dist-info, urllib3-2.3.0.dist-info): both "
+        "are removed"
+    ) in said
+    assert data["verification"]["ok"]
+    assert venv.file_hashes() == hashes  # verified by hashes: 2.2.1 alone, as it was
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    # Nothing lost: 2.3.0's files are kept aside in the rollback's own snapshot.
+    aside = _kept_aside(venv, "0002")
+    assert aside["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+    assert "urllib3-2.3.0.dist-info/RECORD" in aside
+
+
+def test_recover_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
+    """The case as reported: an operation cut short, a second dist-info folder beside the one
+    the snapshot holds. Every recover used to end INCOMPLETE (exit 4, "a second dist-info
+    folder: urllib3-2.3.0.dist-info") until the folder was deleted by hand."""
+    venv = make_venv("urllib3==2.2.1")
+    hashes = venv.file_hashes()
+    killed = venv.tool("--no-probe", "urllib3", SAFE_UNINSTALL_FAULT="uninstall:KILL")
+    assert killed.returncode == -9  # 0001 stashed urllib3 2.2.1; uv never ran
+    _install_beside(venv, venv.wheelhouse / "urllib3-2.3.0-py3-none-any.whl")
+
+    run = venv.tool("recover", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "recovered"
+    assert data["verification"]["ok"]
+    assert venv.file_hashes() == hashes
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert not venv.journal.exists()
+    assert _kept_aside(venv, "0002")["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+
+
+def test_doctor_reports_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
+    venv, _ = _doubled_urllib3(make_venv)
+
+    run = venv.tool("doctor", "--json")
+
+    data = run.json()
+    assert run.returncode == 1, data
+    (finding,) = data["findings"]
+    assert finding["kind"] == "doubled"
+    assert finding["what"] == "urllib3"
+    assert finding["detail"] == "urllib3-2.2.1.dist-info, urllib3-2.3.0.dist-info"
+    assert (finding["provider"], finding["snapshot"]) == ("urllib3==2.2.1", "0001")
+    assert data["repair_command"].endswith("rollback 0001")
+    text = venv.tool("doctor").stdout
+    assert (
+        "urllib3 is installed more than once: urllib3-2.2.1.dist-info, urllib3-2.3.0.dist-info "
+        "(an uninstall or an upgrade cut short left a second version)"
+    ) in text
+    assert "snapshot 0001 keeps urllib3==2.2.1: a rollback to it removes every folder" in text
+
+
+def test_rollback_removes_a_second_dist_info_folder_that_sorts_first(make_venv: MakeVenv) -> None:
+    """The snapshot's version is the folder importlib does not see (2.3.0 sorts after 2.2.1):
+    the rollback used to refuse ("installed more than once ... nothing was removed")."""
+    venv, hashes = _doubled_urllib3(make_venv, installed="2.3.0", beside="2.2.1")
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["verification"]["ok"]
+    assert venv.file_hashes() == hashes
+    assert venv.installed() == {"urllib3": "2.3.0"}

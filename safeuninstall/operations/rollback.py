@@ -313,12 +313,15 @@ class _Rollback:
         # cu13 build of one library): the uninstall deletes those files, so they are stashed
         # with the rest and restored after it.
         kept_shared = sharing_files(now.owned, plan.remove)
+        doubled = [n for n in plan.remove if now.installed[n].doubled]
+        self.messages += [self._doubled(now.installed[n]) for n in doubled]
         spec = SnapshotSpec(
             operation=self.command,
             stash=[*plan.remove, *kept_shared],
             removed=plan.remove,
             shared=now.owned.shared_paths(),
             returns_to=wanted.id,
+            doubled=doubled,
         )
         wanted_by_name = {e.name: e for e in wanted.packages}
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
@@ -332,6 +335,19 @@ class _Rollback:
         finally:
             if self.begun is not None:
                 self.begun.cancel()
+
+    def _doubled(self, dist: InstalledDistribution) -> str:
+        """What happens to a distribution installed twice (a removal or an upgrade killed half
+        way left a second dist-info folder)."""
+        folders = ", ".join(p.name for p in (dist.dist_info, *dist.doubled))
+        entry = self.wanted.package(dist.key)
+        back = f"{entry.pin} comes back" if entry is not None else "nothing comes back"
+        return (
+            f"{dist.name} is installed twice ({folders}): both are removed (uv removes every "
+            f"dist-info folder of a name) and {back}; the files of "
+            f"{', '.join(p.name for p in dist.doubled)} are kept aside in this "
+            f"{self.command}'s snapshot folder"
+        )
 
     def _analyse(self, plan: RollbackPlan) -> Analysis:
         """The impact report of what the rollback uninstalls. A distribution it replaces stays
