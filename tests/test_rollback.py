@@ -515,3 +515,19 @@ def test_rollback_removes_a_second_dist_info_folder_that_sorts_first(make_venv: 
     assert data["verification"]["ok"]
     assert venv.file_hashes() == hashes
     assert venv.installed() == {"urllib3": "2.3.0"}
+
+
+def test_run_does_not_take_a_second_dist_info_folder_found_there_for_its_change(
+    make_venv: MakeVenv,
+) -> None:
+    """A rollback removes every folder of such a name; ``run`` must not: the folder was there
+    before its command, and its undo keeps no stash of it."""
+    venv, _ = _doubled_urllib3(make_venv)
+    hashes = venv.file_hashes()
+
+    run = venv.tool("run", "--no-probe", "--json", "--", str(venv.python), "-c", "pass")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "ran-no-change"
+    assert venv.file_hashes() == hashes

@@ -117,7 +117,8 @@ def doctor(ctx: Context) -> DoctorReport:
     index.save()
     if report.healthy:
         return report
-    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned))
+    view = installed_view(installed, owned, doubled=True)
+    repair = plan_repair(report.findings, snapshots, view)
     if repair is None:
         return report
     if repair.snapshot is not None:

@@ -132,7 +132,8 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
     prefix = ctx.interpreter.prefix
 
     def matches(snap: Snapshot) -> bool:
-        return plan_rollback(snap, snapshot_view(now.installed, now.owned, snap, prefix)).empty
+        view = snapshot_view(now.installed, now.owned, snap, prefix, doubled=True)
+        return plan_rollback(snap, view).empty
 
     choice = choose_snapshot(history(), matches, find)
     if choice.blocked:
@@ -261,7 +262,7 @@ class _Rollback:
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        view = snapshot_view(now.installed, now.owned, wanted, ctx.interpreter.prefix)
+        view = snapshot_view(now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True)
         plan = plan_rollback(wanted, view)
         # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
         self.judged = bool(plan.remove) and self.recovering is None
