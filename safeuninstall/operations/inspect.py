@@ -106,7 +106,7 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from ..doctor import examine, plan_repair
+    from ..doctor import doubled_findings, examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
@@ -116,12 +116,14 @@ def doctor(ctx: Context) -> DoctorReport:
     presence = PresenceCache(ctx.store.root / PRESENCE_CACHE_FILE)
     hollow = hollow_distributions(owned, installed, presence)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots, hollow)
+    report.findings += doubled_findings(installed, snapshots)
     index.save()
     if not ctx.read_only:
         presence.save()
     if report.healthy:
         return report
-    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned, hollow))
+    view = installed_view(installed, owned, doubled=True, hollow=hollow)
+    repair = plan_repair(report.findings, snapshots, view)
     if repair is None:
         return report
     if repair.snapshot is not None:
