@@ -8,7 +8,7 @@ Operations read these; none of them changes the environment.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -119,17 +119,25 @@ def failure_text(results: Sequence[ProbeResult]) -> str:
 
 
 def installed_view(
-    installed: Mapping[str, InstalledDistribution], owned: Ownership
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    *,
+    doubled: bool = False,
+    hollow: Collection[str] | None = None,
 ) -> dict[str, Installed]:
     """The installed set as rollback plans see it: name, version, source, and whether every
-    file is there."""
-    hollow = set(hollow_distributions(owned, installed))
+    file is there. ``doubled``: a distribution with a second dist-info folder beside it is not
+    intact either, whatever its version: a rollback or a recover removes every folder of the
+    name and brings back the snapshot's (what ``run`` compares before and after is another
+    question: a second folder it found there is not its command's change). ``hollow``: the
+    distributions that miss a file, when the caller has them."""
+    hollow = set(hollow_distributions(owned, installed) if hollow is None else hollow)
     return {
         name: Installed(
             name=name,
             version=d.version,
             source=d.source,
-            intact=name not in hollow,
+            intact=name not in hollow and not (doubled and d.doubled),
             layout=d.layout,
         )
         for name, d in installed.items()
@@ -141,12 +149,14 @@ def snapshot_view(
     owned: Ownership,
     wanted: Snapshot,
     prefix: str,
+    *,
+    doubled: bool = False,
 ) -> dict[str, Installed]:
     """The installed set as a return to ``wanted`` plans it (a rollback, ``run``'s undo). A
     legacy install has no RECORD to say it is whole: it is whole when every file and line the
     snapshot's stash of it holds is there (a removal killed half way leaves its metadata with
     some files gone)."""
-    view = installed_view(installed, owned)
+    view = installed_view(installed, owned, doubled=doubled)
     stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
     for name, current in view.items():
         entry = stashes.get(name)
@@ -178,7 +188,7 @@ def loadable_snapshots(ctx: Context) -> list[Snapshot]:
     from .retention import stash_pruned
 
     found = []
-    for _, snap in ctx.store.iter_loadable():
+    for _, snap in ctx.store.iter_loadable(keep_twins=not ctx.read_only):
         if not isinstance(snap, Snapshot):
             continue
         if stash_pruned(ctx.store, snap.id) is not None:

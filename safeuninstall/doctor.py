@@ -9,13 +9,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 
 import msgspec
 from msgspec import Struct, field
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .environment import InstalledDistribution
-from .impact import applies_on_target
 from .libraries import LibraryIndex, MissingLibrary, Ownership, census, hollow_distributions
 from .plan import Installed, plan_rollback
 from .snapshot import PackageEntry, Snapshot
@@ -27,7 +27,8 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 class Finding(Struct, frozen=True):
     """One thing missing from the environment, and who needs it.
 
-    Kinds: "library", "module", "requirement", "hollow", "record" are breakage; "on-demand"
+    Kinds: "library", "module", "requirement", "hollow", "record", "doubled" (two or more
+    dist-info folders of one name) are breakage; "on-demand"
     (a library only objects that nothing loads at start need: plugins) and "driver" (a GPU
     driver's library) are notes.
     """
@@ -49,6 +50,8 @@ class Finding(Struct, frozen=True):
                 f"unreadable RECORD of {self.what} ({self.detail}): which files it installed "
                 "is unknown, and it cannot be removed or stashed until it is reinstalled"
             )
+        if self.kind == "doubled":
+            return _describe_doubled(self)
         where = f" (needed by {self.needed_by})" if self.needed_by else ""
         if self.kind == "driver":
             return (
@@ -83,6 +86,43 @@ class Finding(Struct, frozen=True):
         return msgspec.structs.asdict(self)
 
 
+def doubled_findings(
+    installed: Mapping[str, InstalledDistribution], snapshots: Sequence[Snapshot]
+) -> list[Finding]:
+    """A distribution with two or more dist-info folders (an uninstall or an upgrade killed
+    half way left the other version's): importlib sees one, uv lists and removes both, and no
+    restore can be verified while both are there. From what installed_distributions read
+    already: nothing more is read. The provider is the newest stash of one of its versions."""
+    findings = []
+    for name, dist in sorted(installed.items()):
+        if not dist.doubled:
+            continue
+        folders = (dist.dist_info.name, *(p.name for p in dist.doubled))
+        versions = {f.removesuffix(".dist-info").rpartition("-")[2] for f in folders}
+        pin, snap = _provider(snapshots, _is_one_of(name, versions))
+        findings.append(Finding("doubled", name, "", pin, snap, detail=", ".join(folders)))
+    return findings
+
+
+def _describe_doubled(finding: Finding) -> str:
+    first = finding.detail.split(", ")[0]
+    if finding.provider and finding.snapshot:
+        fix = (
+            f"snapshot {finding.snapshot} keeps {finding.provider}: a rollback to it removes "
+            "every folder and brings that version back (the others' files are kept aside)"
+        )
+    else:
+        fix = (
+            f"no snapshot keeps either: `uv pip uninstall {finding.what}` removes every folder, "
+            "then install the version wanted"
+        )
+    return (
+        f"{finding.what} is installed more than once: {finding.detail} (an uninstall or an "
+        f"upgrade cut short left a second version): importlib sees {first}, uv lists and "
+        f"removes them all, and no restore of it can be verified; {fix}"
+    )
+
+
 def _stash_basenames(entry: PackageEntry) -> set[str]:
     return {os.path.basename(f.path) for f in entry.stash.files} if entry.stash else set()
 
@@ -111,6 +151,10 @@ def _ships_module(root: str) -> Callable[[PackageEntry], bool]:
 
 def _is_release(name: str, version: str) -> Callable[[PackageEntry], bool]:
     return lambda entry: entry.name == name and entry.version == version
+
+
+def _is_one_of(name: str, versions: Collection[str]) -> Callable[[PackageEntry], bool]:
+    return lambda entry: entry.name == name and entry.version in versions
 
 
 def _satisfying(name: str, specifier: SpecifierSet) -> Callable[[PackageEntry], bool]:
@@ -209,9 +253,21 @@ def _applying(
             requirement = Requirement(value)
         except InvalidRequirement:
             continue
-        applies, extra = applies_on_target(requirement, markers)
-        if applies and extra is None:
+        if _holds_without_extra(requirement, markers):
             yield canonicalize_name(requirement.name), requirement
+
+
+def _holds_without_extra(requirement: Requirement, markers: Mapping[str, str]) -> bool:
+    """Whether the line applies on the target with no extra requested: what
+    ``applies_on_target`` answers with (True, None), without going on to try each word of the
+    marker as an extra (a line behind an extra is no requirement here). On an ML venv, those
+    tries were three quarters of the markers evaluated."""
+    if requirement.marker is None:
+        return True
+    try:
+        return requirement.marker.evaluate({**markers, "extra": ""})
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
+        return False
 
 
 def unmet_requirements(
@@ -282,10 +338,12 @@ def examine(
     markers: Mapping[str, str],
     libraries: tuple[LibraryIndex, Ownership, str],
     snapshots: Sequence[Snapshot],
+    hollow: Sequence[str] | None = None,
 ) -> DoctorReport:
     """Everything broken at once: libraries a load can't find, unmet requirements, hollow
     installs, RECORDs that can't be read; and apart, the libraries that are not breakage.
-    ``libraries``: (index, ownership, the interpreter's path)."""
+    ``libraries``: (index, ownership, the interpreter's path); ``hollow``: the hollow
+    distributions (libraries.hollow_distributions), when the caller has them."""
     index, owned, interpreter = libraries
     report = DoctorReport()
     required = requirements(installed, markers)
@@ -300,12 +358,13 @@ def examine(
     coming = _pins_by_dependent(unmet)
     for missing in found.missing:
         report.findings.append(_library_finding(missing, snapshots, coming))
-    hollow = hollow_distributions(owned, installed)
+    hollow = hollow_distributions(owned, installed) if hollow is None else hollow
     gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
     for missing in found.on_demand:
         # Loaded on demand if at all: breakage only where a snapshot shows a removed
-        # distribution shipped it (a library a package loads itself, with ctypes).
-        pin, snap = _provider(snapshots, _ships_file(missing.soname))
+        # distribution shipped it (a library a package loads itself, with ctypes). With
+        # nothing removed, no stash is searched (a torch venv has nine such libraries).
+        pin, snap = _provider(snapshots, _ships_file(missing.soname)) if gone else (None, None)
         if pin is not None and pin in gone:
             report.findings.append(_library_finding(missing, snapshots, coming))
         else:

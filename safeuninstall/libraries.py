@@ -40,6 +40,7 @@ from .elf import (
 )
 from .environment import InstalledDistribution
 from .paths import normalise
+from .presence import PresenceCache
 from .recordcache import RecordCache
 
 ELF_CACHE_FILE = "elf-cache.json"
@@ -478,13 +479,11 @@ def drift(
 
 
 def hollow_distributions(
-    owned: Ownership, installed: Mapping[str, InstalledDistribution]
+    owned: Ownership,
+    installed: Mapping[str, InstalledDistribution],
+    cache: PresenceCache | None = None,
 ) -> list[str]:
-    """Installed distributions some of whose RECORD files are gone (compiled caches aside)."""
-    hollow = []
-    for key, files in owned.files.items():
-        if key not in installed:
-            continue
-        if any(not p.endswith(".pyc") and not os.path.lexists(p) for p in files):
-            hollow.append(key)
-    return sorted(hollow)
+    """Installed distributions some of whose RECORD files are gone (compiled caches aside).
+    ``cache``: those found whole by an earlier command, where nothing changed since
+    (presence.py)."""
+    return (cache or PresenceCache()).hollow(owned.files, installed)

@@ -347,8 +347,15 @@ def load(path: Path) -> Snapshot:
         raise SnapshotInvalid(f"{path}: not a valid TOML file: {err}") from None
     except RecursionError:  # the parser recurses into nested arrays and tables
         raise SnapshotInvalid(f"{path}: not a valid TOML file: nested too deeply") from None
+    return from_data(data, path)
+
+
+def from_data(data: object, path: Path) -> Snapshot:
+    """The snapshot of a table as snapshot.toml holds it (read from that file, or from its
+    JSON twin: store.py), validated the same way; SnapshotInvalid, naming ``path``, if it is
+    none."""
     try:
-        return Snapshot.from_dict(data)
+        return Snapshot.from_dict(data)  # type: ignore[arg-type]  # from_dict checks it
     except _KeyError as err:
         raise SnapshotInvalid(f"{path}: {err}") from None
 

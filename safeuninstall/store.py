@@ -59,6 +59,8 @@ VENV_LOCK = f"{STATE_DIR_NAME}.lock"
 VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
 OUTCOME_FILE = "outcome"
 HEAD_FILE = "head.json"
+# snapshot.toml as JSON, for the commands that read every snapshot (doctor, rollback, audit)
+TWIN_FILE = "snapshot.json"
 REMOVED_FILE = "removed"  # what stayed removed, when less than planned (store.set_removed)
 _MAX_HEAD_BYTES = 1024 * 1024
 _ID = re.compile(r"\d{1,9}")
@@ -160,6 +162,16 @@ class SnapshotHead(Struct, frozen=True, forbid_unknown_fields=True):
             packages=len(snap.packages),
             prefix=snap.target.prefix,
         )
+
+
+class _Twin(Struct, frozen=True, forbid_unknown_fields=True):
+    """snapshot.json: snapshot.toml's table, and the stat of the snapshot.toml it is of."""
+
+    key: tuple[int, int, int, int, int]
+    snapshot: dict[str, object]
+
+
+_MAX_TWIN_BYTES = 256 << 20  # as snapshot.toml's own limit
 
 
 def _file_key(path: Path) -> tuple[int, int, int, int, int]:
@@ -265,19 +277,24 @@ class Store(Struct, frozen=True):
             f"no snapshot {text!r} in {self.snapshots_dir} (have: {', '.join(ids[-5:]) or 'none'})"
         )
 
-    def load(self, snapshot_id: str) -> Snapshot:
-        loaded = self._load_file(snapshot_id)
+    def load(self, snapshot_id: str, *, keep_twin: bool = False) -> Snapshot:
+        """The snapshot; ``keep_twin``: write its JSON twin when it had none that holds."""
+        loaded = self._load_file(snapshot_id, keep_twin=keep_twin)
         outcome = self._read_outcome(snapshot_id)
         loaded = loaded.with_outcome(outcome) if outcome else loaded
         removed = self._read_removed(snapshot_id, loaded.removed)
         return loaded if removed is None else loaded.with_removed(removed)
 
-    def _load_file(self, snapshot_id: str) -> Snapshot:
+    def _load_file(self, snapshot_id: str, *, keep_twin: bool = False) -> Snapshot:
         """snapshot.toml as written (its outcome is the operation's at the time: see
-        set_outcome)."""
+        set_outcome), from its JSON twin where that is the one of the file as it is."""
         from . import snapshot as snapshot_file
 
-        loaded = snapshot_file.load(self.snapshot_path(snapshot_id))
+        loaded = self._load_twin(snapshot_id)
+        if loaded is None:
+            loaded = snapshot_file.load(self.snapshot_path(snapshot_id))
+            if keep_twin and loaded.id == snapshot_id:
+                self._save_twin(loaded)
         if loaded.id != snapshot_id:
             raise SnapshotInvalid(
                 f"{self.snapshot_path(snapshot_id)}: id: {loaded.id!r} does not match its folder"
@@ -290,6 +307,39 @@ class Store(Struct, frozen=True):
 
         snapshot_file.save(snap, self.snapshot_path(snap.id))
         self._save_head(snap)
+        self._save_twin(snap)
+
+    def _save_twin(self, snap: Snapshot) -> None:
+        """Its snapshot.json: the same table as snapshot.toml, which a command that reads every
+        snapshot decodes in a tenth of the time (TOML: 11 ms for a removal's snapshot of a
+        torch venv, 26 ms for one that stashed torch). Keyed by snapshot.toml's stat, as
+        head.json is; one that can't be written costs a TOML parse per read."""
+        with contextlib.suppress(OSError):
+            key = _file_key(self.snapshot_path(snap.id))
+            twin = _Twin(key=key, snapshot=snap.to_dict())
+            write_atomically(
+                self.folder(snap.id) / TWIN_FILE, msgspec.json.encode(twin), durable=False
+            )
+
+    def _load_twin(self, snapshot_id: str) -> Snapshot | None:
+        """The snapshot from its snapshot.json, when that is the twin of snapshot.toml as it is
+        now (the same stat) and holds a valid snapshot; else None: the TOML is read. It is
+        untrusted like the TOML: validated the same way (snapshot.from_data)."""
+        from . import snapshot as snapshot_file
+
+        path = self.folder(snapshot_id) / TWIN_FILE
+        try:
+            key = _file_key(self.snapshot_path(snapshot_id))
+            twin = msgspec.json.decode(bounded.read_bytes(path, _MAX_TWIN_BYTES), type=_Twin)
+        except (OSError, ValueError, msgspec.DecodeError, RecursionError):
+            return None
+        if twin.key != key:
+            return None
+        try:
+            loaded = snapshot_file.from_data(twin.snapshot, path)
+        except SnapshotInvalid:
+            return None
+        return loaded if loaded.id == snapshot_id else None
 
     def _save_head(self, snap: Snapshot) -> SnapshotHead | None:
         """Its head.json; a head that can't be written costs a TOML parse per listing."""
@@ -357,14 +407,17 @@ class Store(Struct, frozen=True):
             return None
         return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None
 
-    def iter_loadable(self) -> Iterator[tuple[str, Snapshot | SnapshotInvalid]]:
+    def iter_loadable(
+        self, *, keep_twins: bool = False
+    ) -> Iterator[tuple[str, Snapshot | SnapshotInvalid]]:
         """This environment's snapshots, newest first, and the error of every one that can't be
-        read (whose it is can't be told). Unsaved folders (no snapshot.toml) are left out."""
+        read (whose it is can't be told). Unsaved folders (no snapshot.toml) are left out.
+        ``keep_twins``: write the JSON twin of each that had none that holds (``load``)."""
         for snapshot_id in reversed(self.ids()):
             if not os.path.lexists(self.snapshot_path(snapshot_id)):
                 continue
             try:
-                snap = self.load(snapshot_id)
+                snap = self.load(snapshot_id, keep_twin=keep_twins)
             except SnapshotInvalid as err:
                 yield snapshot_id, err
                 continue

@@ -154,6 +154,24 @@ def test_files_linked_from_outside_are_said(site: Path, tmp_path: Path) -> None:
     assert found["cached"].linked_elsewhere_bytes == 2000
 
 
+def test_an_unlisted_link_of_a_listed_file_is_neither_unowned_nor_elsewhere(site: Path) -> None:
+    """A second path to a listed file inside the environment: its bytes are the listing
+    distribution's, once; the link is no sign of a copy outside it."""
+    dist = install(site, "linked", {"linked/lib.bin": "l" * 3000})
+    os.link(site / "linked/lib.bin", site / "linked-copy.bin")  # listed by no RECORD
+    outside = install(site, "cached", {"cached/lib.bin": "c" * 700})
+    os.link(site / "cached/lib.bin", site / "cached-copy.bin")
+    os.link(site / "cached/lib.bin", site.parent / "uv-cache-copy")  # inside the prefix too
+    os.link(site / "cached/lib.bin", site.parent.parent / "outside-copy")
+    report = audit(site, dist, outside)
+    found = by_name(report)
+    assert found["linked"].bytes == 3000 + _metadata_bytes(dist)
+    assert found["linked"].linked_elsewhere_bytes == 0
+    assert found["cached"].linked_elsewhere_bytes == 700  # the link outside the site folder
+    assert report.unowned_bytes == 0
+    assert report.unowned_files == 0
+
+
 # -- requirements ----------------------------------------------------------------------------
 
 

@@ -21,9 +21,10 @@ from ..context import Context
 from ..derived import as_baseline, dropped_notes
 from ..environment import census, installed_distributions
 from ..errors import SnapshotInvalid
-from ..libraries import ownership
+from ..libraries import hollow_distributions, ownership
 from ..outcome import Outcome
 from ..plan import plan_removal
+from ..presence import PRESENCE_CACHE_FILE, PresenceCache
 from ..probe import ProbeSettings, run_all
 from ..recordcache import RECORD_CACHE_FILE, RecordCache
 from ..requirements import collect
@@ -105,18 +106,24 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from ..doctor import examine, plan_repair
+    from ..doctor import doubled_findings, examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
     owned = owned_files(ctx, installed)
     snapshots = loadable_snapshots(ctx)  # newest first
     libraries = (index, owned, ctx.interpreter.executable)
-    report = examine(installed, ctx.interpreter.markers, libraries, snapshots)
+    presence = PresenceCache(ctx.store.root / PRESENCE_CACHE_FILE)
+    hollow = hollow_distributions(owned, installed, presence)
+    report = examine(installed, ctx.interpreter.markers, libraries, snapshots, hollow)
+    report.findings += doubled_findings(installed, snapshots)
     index.save()
+    if not ctx.read_only:
+        presence.save()
     if report.healthy:
         return report
-    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned))
+    view = installed_view(installed, owned, doubled=True, hollow=hollow)
+    repair = plan_repair(report.findings, snapshots, view)
     if repair is None:
         return report
     if repair.snapshot is not None:

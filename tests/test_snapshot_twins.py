@@ -1,0 +1,117 @@
+"""snapshot.json (store.py): snapshot.toml's table as JSON, which the commands that read every
+snapshot (doctor, rollback, audit) decode instead of parsing TOML. It is believed only while it
+is the twin of snapshot.toml as that file is, and only as a valid snapshot of that folder; a
+stale, corrupt or hostile one changes nothing that is read."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from safeuninstall import snapshot as snapshot_file
+from safeuninstall.store import TWIN_FILE, Store
+from tests.conftest import UV, MakeVenv, Venv
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+
+@pytest.fixture
+def venv(make_venv: MakeVenv) -> Venv:
+    venv = make_venv("requests", "leftpad")
+    for _ in range(2):
+        assert venv.tool("snapshot", "--no-stash").returncode == 0
+    return venv
+
+
+def _store(venv: Venv) -> Store:
+    return Store(venv.root / ".safe-uninstall")
+
+
+def _from_toml(store: Store, snapshot_id: str) -> snapshot_file.Snapshot:
+    """What ``store.load`` gives from snapshot.toml alone (its twin set aside meanwhile)."""
+    twin = store.folder(snapshot_id) / TWIN_FILE
+    aside = twin.with_name("aside")
+    if os.path.lexists(twin):
+        os.replace(twin, aside)
+    try:
+        return store.load(snapshot_id)
+    finally:
+        if os.path.lexists(aside):
+            os.replace(aside, twin)
+
+
+def _forge(store: Store, snapshot_id: str, **changes: object) -> None:
+    """The twin with a changed snapshot table (or top level), its key left as it was."""
+    path = store.folder(snapshot_id) / TWIN_FILE
+    twin = json.loads(path.read_text())
+    for key, value in changes.items():
+        if key == "key":
+            twin["key"] = value
+        else:
+            twin["snapshot"][key] = value
+    path.write_text(json.dumps(twin))
+
+
+def test_a_snapshot_has_a_twin_that_reads_as_its_toml(venv: Venv) -> None:
+    store = _store(venv)
+    for snapshot_id in ("0001", "0002"):
+        assert (store.folder(snapshot_id) / TWIN_FILE).is_file()
+        from_twin = store._load_twin(snapshot_id)
+        assert from_twin == snapshot_file.load(store.snapshot_path(snapshot_id))
+        assert store.load(snapshot_id) == _from_toml(store, snapshot_id)
+
+
+def test_a_twin_of_another_snapshot_toml_is_not_believed(venv: Venv) -> None:
+    """snapshot.toml replaced (another inode, as a copy or a restore from a backup makes, its
+    mtime kept): the old twin says what is no longer there."""
+    store = _store(venv)
+    expected = _from_toml(store, "0001")
+    _forge(store, "0001", created="2000-01-01T00:00:00+00:00", operation="forged")
+    assert store.load("0001").operation == "forged"  # the twin is what is read while it holds
+    toml = store.snapshot_path("0001")
+    copy = toml.with_name("copy")
+    copy.write_bytes(toml.read_bytes())
+    info = toml.stat()
+    os.utime(copy, ns=(info.st_atime_ns, info.st_mtime_ns))
+    os.replace(copy, toml)
+    assert store.load("0001") == expected
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["garbage", "another id", "not a snapshot", "wrong key type", "unknown field", "a FIFO"],
+)
+def test_a_corrupt_or_hostile_twin_changes_nothing(venv: Venv, spoil: str) -> None:
+    store = _store(venv)
+    expected = _from_toml(store, "0002")
+    twin = store.folder("0002") / TWIN_FILE
+    if spoil == "garbage":
+        twin.write_bytes(b"\x00{")
+    elif spoil == "another id":  # valid, of the folder 0001: never "0002 is invalid"
+        _forge(store, "0002", id="0001")
+    elif spoil == "not a snapshot":
+        _forge(store, "0002", packages="many")
+    elif spoil == "wrong key type":
+        _forge(store, "0002", key="any")
+    elif spoil == "unknown field":
+        twin.write_text(json.dumps({**json.loads(twin.read_text()), "extra": 1}))
+    else:
+        twin.unlink()
+        os.mkfifo(twin)
+    assert store.load("0002") == expected
+    listed = dict(store.iter_loadable())
+    assert listed["0002"] == expected
+
+
+def test_only_a_command_that_writes_writes_a_missing_twin(venv: Venv) -> None:
+    store = _store(venv)
+    twins = [store.folder(i) / TWIN_FILE for i in ("0001", "0002")]
+    for twin in twins:
+        twin.unlink()
+    assert venv.tool("audit", "--json").returncode == 0  # reads only
+    assert not any(twin.exists() for twin in twins)
+    assert venv.tool("doctor", "--json").returncode == 0
+    assert all(twin.is_file() for twin in twins)
+    assert store._load_twin("0001") == snapshot_file.load(store.snapshot_path("0001"))
