@@ -332,6 +332,28 @@ def judged_change(baseline: Sequence[ProbeResult], after: ProbeResult) -> ProbeR
     return msgspec.structs.replace(after, candidates=candidates, passed=passed)
 
 
+def stopping_after_change(
+    settings: ProbeSettings, baseline: Sequence[ProbeResult]
+) -> ProbeSettings:
+    """``settings`` (derived after a change) stopping at the first failure of a candidate that
+    counts for judged_change: one that did not fail or stop before the change."""
+    if not any(p.kind == "derived" for p in settings.probes):
+        return settings
+    failed_before = {
+        _same(c.candidate)
+        for run in baseline
+        for c in run.candidates
+        if c.status in ("failed", "unfinished")
+    }
+    probes = tuple(
+        p.stopping_at({c for c in p.candidates if _same(c) not in failed_before})
+        if p.kind == "derived"
+        else p
+        for p in settings.probes
+    )
+    return msgspec.structs.replace(settings, probes=probes)
+
+
 def _same(candidate: Candidate) -> tuple[str, str, tuple[str, ...]]:
     """What a candidate tries, whatever the reason it was chosen for (``why``)."""
     return candidate.kind, candidate.target, candidate.attrs
