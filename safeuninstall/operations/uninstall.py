@@ -474,7 +474,7 @@ class _Removal:
                     operation="uninstall",
                     stash=self.plan.remove,
                     removed=self.plan.remove,
-                    shared=self.analysis.owned.shared_paths(),
+                    shared=self.analysis.owned.shared_paths(of=self.plan.remove),
                 )
                 snap = txn.snapshot_before(self.installed, spec)
                 baseline_results = self._baseline_results()
