@@ -119,17 +119,20 @@ def failure_text(results: Sequence[ProbeResult]) -> str:
 
 
 def installed_view(
-    installed: Mapping[str, InstalledDistribution], owned: Ownership
+    installed: Mapping[str, InstalledDistribution], owned: Ownership, *, doubled: bool = False
 ) -> dict[str, Installed]:
     """The installed set as rollback plans see it: name, version, source, and whether every
-    file is there."""
+    file is there. ``doubled``: a distribution with a second dist-info folder beside it is not
+    intact either, whatever its version: a rollback or a recover removes every folder of the
+    name and brings back the snapshot's (what ``run`` compares before and after is another
+    question: a second folder it found there is not its command's change)."""
     hollow = set(hollow_distributions(owned, installed))
     return {
         name: Installed(
             name=name,
             version=d.version,
             source=d.source,
-            intact=name not in hollow,
+            intact=name not in hollow and not (doubled and d.doubled),
             layout=d.layout,
         )
         for name, d in installed.items()
@@ -141,12 +144,14 @@ def snapshot_view(
     owned: Ownership,
     wanted: Snapshot,
     prefix: str,
+    *,
+    doubled: bool = False,
 ) -> dict[str, Installed]:
     """The installed set as a return to ``wanted`` plans it (a rollback, ``run``'s undo). A
     legacy install has no RECORD to say it is whole: it is whole when every file and line the
     snapshot's stash of it holds is there (a removal killed half way leaves its metadata with
     some files gone)."""
-    view = installed_view(installed, owned)
+    view = installed_view(installed, owned, doubled=doubled)
     stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
     for name, current in view.items():
         entry = stashes.get(name)

@@ -27,7 +27,8 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 class Finding(Struct, frozen=True):
     """One thing missing from the environment, and who needs it.
 
-    Kinds: "library", "module", "requirement", "hollow", "record" are breakage; "on-demand"
+    Kinds: "library", "module", "requirement", "hollow", "record", "doubled" (two or more
+    dist-info folders of one name) are breakage; "on-demand"
     (a library only objects that nothing loads at start need: plugins) and "driver" (a GPU
     driver's library) are notes.
     """
@@ -49,6 +50,8 @@ class Finding(Struct, frozen=True):
                 f"unreadable RECORD of {self.what} ({self.detail}): which files it installed "
                 "is unknown, and it cannot be removed or stashed until it is reinstalled"
             )
+        if self.kind == "doubled":
+            return _describe_doubled(self)
         where = f" (needed by {self.needed_by})" if self.needed_by else ""
         if self.kind == "driver":
             return (
@@ -83,6 +86,43 @@ class Finding(Struct, frozen=True):
         return msgspec.structs.asdict(self)
 
 
+def doubled_findings(
+    installed: Mapping[str, InstalledDistribution], snapshots: Sequence[Snapshot]
+) -> list[Finding]:
+    """A distribution with two or more dist-info folders (an uninstall or an upgrade killed
+    half way left the other version's): importlib sees one, uv lists and removes both, and no
+    restore can be verified while both are there. From what installed_distributions read
+    already: nothing more is read. The provider is the newest stash of one of its versions."""
+    findings = []
+    for name, dist in sorted(installed.items()):
+        if not dist.doubled:
+            continue
+        folders = (dist.dist_info.name, *(p.name for p in dist.doubled))
+        versions = {f.removesuffix(".dist-info").rpartition("-")[2] for f in folders}
+        pin, snap = _provider(snapshots, _is_one_of(name, versions))
+        findings.append(Finding("doubled", name, "", pin, snap, detail=", ".join(folders)))
+    return findings
+
+
+def _describe_doubled(finding: Finding) -> str:
+    first = finding.detail.split(", ")[0]
+    if finding.provider and finding.snapshot:
+        fix = (
+            f"snapshot {finding.snapshot} keeps {finding.provider}: a rollback to it removes "
+            "every folder and brings that version back (the others' files are kept aside)"
+        )
+    else:
+        fix = (
+            f"no snapshot keeps either: `uv pip uninstall {finding.what}` removes every folder, "
+            "then install the version wanted"
+        )
+    return (
+        f"{finding.what} is installed more than once: {finding.detail} (an uninstall or an "
+        f"upgrade cut short left a second version): importlib sees {first}, uv lists and "
+        f"removes them all, and no restore of it can be verified; {fix}"
+    )
+
+
 def _stash_basenames(entry: PackageEntry) -> set[str]:
     return {os.path.basename(f.path) for f in entry.stash.files} if entry.stash else set()
 
@@ -111,6 +151,10 @@ def _ships_module(root: str) -> Callable[[PackageEntry], bool]:
 
 def _is_release(name: str, version: str) -> Callable[[PackageEntry], bool]:
     return lambda entry: entry.name == name and entry.version == version
+
+
+def _is_one_of(name: str, versions: Collection[str]) -> Callable[[PackageEntry], bool]:
+    return lambda entry: entry.name == name and entry.version in versions
 
 
 def _satisfying(name: str, specifier: SpecifierSet) -> Callable[[PackageEntry], bool]:

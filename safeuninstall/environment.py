@@ -348,6 +348,14 @@ class InstalledDistribution(Struct, frozen=True):
         return self.layout != DIST_INFO
 
     @property
+    def doubled(self) -> tuple[Path, ...]:
+        """Its other dist-info folders (another version installed beside it: an uninstall or
+        an upgrade killed half way). uv removes them all with it; a snapshot keeps one."""
+        if self.legacy:
+            return ()
+        return tuple(p for p in self.shadowed if p.name.endswith(".dist-info"))
+
+    @property
     def metadata_dir(self) -> Path | None:
         """The folder with METADATA or PKG-INFO, top_level.txt..., if there is one."""
         if self.layout == EGG_LINK:
@@ -654,6 +662,18 @@ def census(interpreter: Interpreter) -> frozenset[str]:
         for e in _site_entries(interpreter)
         if not e.name.endswith(".dist-info") or e.is_dir()
     )
+
+
+def doubled_dist_info(interpreter: Interpreter) -> dict[str, tuple[str, ...]]:
+    """Canonical name -> its dist-info folders, for every name that has two or more (a
+    version installed beside another, which uv lists twice and importlib shows once). Read
+    from the folder names (``<name>-<version>.dist-info``): a folder listing, no file read."""
+    by_name: dict[str, list[str]] = {}
+    for entry in _site_entries(interpreter, (".dist-info",)):
+        name = entry.name[: -len(".dist-info")].rpartition("-")[0]
+        if name and entry.is_dir():
+            by_name.setdefault(canonicalize_name(name), []).append(entry.name)
+    return {name: tuple(folders) for name, folders in by_name.items() if len(folders) > 1}
 
 
 def census_change(before: frozenset[str], after: frozenset[str]) -> str:

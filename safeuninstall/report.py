@@ -7,6 +7,7 @@ passes one built on click.style when colour is wanted) and defaults to plain tex
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the
     from .audit import AuditReport, DistributionAudit, DuplicateLibrary
     from .config import Settings
     from .doctor import DoctorReport
-    from .impact import ImpactReport
+    from .impact import ImpactReport, SharedFile
     from .libraries import LibraryChange
     from .needs import Cleanup
     from .probe import Candidate, Probe, ProbeResult
@@ -157,7 +158,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         verb = "removing" if result.snapshot else "would remove"
         lines.append(f"{verb}: {', '.join(result.removed)}")
     if details.impact is not None:
-        lines += impact_lines(details.impact)
+        lines += impact_lines(details.impact, verbose=verbose)
     lines += [f"probe: {note}" for note in runs.notes]
     for probe in runs.planned if result.command != "probe" or not runs.after else ():
         if probe.kind == "derived":  # the probe command lists them with their results
@@ -317,6 +318,33 @@ def _change_line(change: LibraryChange) -> str:
     return f"DRIFTS: {consumer} needs {change.soname}, now {before}, afterwards {after}"
 
 
+def _shared_lines(shared: Sequence[SharedFile], *, verbose: bool) -> list[str]:
+    """A line per file with ``verbose`` or where a pair shares one; else a line per pair."""
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for item in shared:
+        by_pair.setdefault((item.removed_dist, item.other), []).append(item.path)
+    lines = []
+    for (removed, other), paths in by_pair.items():
+        if verbose or len(paths) == 1:
+            lines += [
+                f"shared file: {path} is also listed by {other}, which removing {removed} "
+                "leaves hollow"
+                for path in paths
+            ]
+            continue
+        # Shared libraries first: what a loader may miss, the rest are headers, licences...
+        examples = sorted(paths, key=lambda path: ".so" not in os.path.basename(path))
+        under = os.path.commonpath(paths)
+        shown = ", ".join(os.path.relpath(path, under) for path in examples[:_SHARED_EXAMPLES])
+        more = f", ... ({len(paths) - _SHARED_EXAMPLES} more, -v lists them)"
+        lines.append(
+            f"shared files: {len(paths)} that {removed} lists are also listed by {other}, "
+            f"which removing {removed} leaves hollow; under {under}/: {shown}"
+            + (more if len(paths) > _SHARED_EXAMPLES else "")
+        )
+    return lines
+
+
 def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
     """--keep-needed: what was kept and why, what was removed, what it cost."""
     if cleanup is None:
@@ -333,19 +361,21 @@ def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
     return lines
 
 
-def impact_lines(report: ImpactReport) -> list[str]:
-    lines = []
+_SHARED_EXAMPLES = 3  # paths shown per pair of distributions that share files, without -v
+
+
+def impact_lines(report: ImpactReport, *, verbose: bool = False) -> list[str]:
+    """Libraries that break or drift first (the breakage a removal must not hide), then
+    metadata, then shared files: one line per pair of distributions (a count and a few paths;
+    every path with ``verbose``)."""
+    changes = sorted(report.library_changes, key=lambda c: c.after is not None)
+    lines = [_change_line(c) for c in changes]
     if report.dependents:
         lines.append(f"depend on it (Requires-Dist): {', '.join(report.dependents)}")
     lines += [f"unmet requirement: {unmet.describe()}" for unmet in report.unmet]
     for dep in report.optional_dependents:
         lines.append(f"optional dependent: {dep.dependent} needs {dep.required} for [{dep.extra}]")
-    for shared in report.shared_files:
-        lines.append(
-            f"shared file: {shared.path} is also listed by {shared.other}, "
-            f"which removing {shared.removed_dist} leaves hollow"
-        )
-    lines += [_change_line(c) for c in report.library_changes]
+    lines += _shared_lines(report.shared_files, verbose=verbose)
     for meta in report.metadata_only:
         source = ", ".join(meta.provided_by) or "nowhere that could be found"
         lines.append(

@@ -32,7 +32,7 @@ from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from .bounded import Unusable, read_bytes, read_fd
-from .errors import InvalidInput
+from .errors import InvalidInput, UsageError
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
 MAX_DEPTH = 16  # nested -r files; uv has no limit, a real project needs two or three
@@ -141,6 +141,46 @@ def parse_argument(text: str, cwd: Path, environ: Mapping[str, str] | None = Non
     return _Reader(cwd, os.environ if environ is None else environ).argument(text)
 
 
+_PATTERN_CHARS = re.compile(r"[A-Za-z0-9._*?\[\]!-]+")
+
+
+def _bracket_problem(text: str) -> str | None:
+    """What is wrong with the ``[...]`` sets of a pattern, read as fnmatch reads them (``!``
+    first negates, a ``]`` right after the opening is a member); None when nothing is."""
+    i = 0
+    while i < len(text):
+        if text[i] == "]":
+            return "a ']' without its '['"
+        if text[i] == "[":
+            j = i + 1
+            if j < len(text) and text[j] == "!":
+                j += 1
+            if j < len(text) and text[j] == "]":
+                j += 1
+            close = text.find("]", j)
+            if close < 0:
+                return "an unclosed '['"
+            i = close
+        i += 1
+    return None
+
+
+def _refuse_bad_brackets(text: str, where: str, *, command_line: bool) -> None:
+    """A pattern-like argument whose ``[...]`` is broken (``'['``, ``nvidia-*[``): fnmatch
+    would read its ``[`` as a letter no name has, so it could only match nothing. On the
+    command line that is a usage error (exit 2), said as such."""
+    if not _PATTERN_CHARS.fullmatch(text) or not ("[" in text or "]" in text):
+        return
+    problem = _bracket_problem(text)
+    if problem is None:
+        return
+    message = (
+        f"{where}{_shown(text)} is neither a package name nor a valid pattern ({problem}); "
+        "a pattern is a name with * or ?, and [...] sets (quote it from the shell)"
+    )
+    raise UsageError(message) if command_line else InvalidInput(message)
+
+
 def pattern_key(text: str) -> str:
     """A pattern in the form of the names it is matched against: lower case, and each run of
     ``-``, ``_`` and ``.`` one ``-`` (PEP 503), so ``NVIDIA_*`` matches ``nvidia-cublas``."""
@@ -190,6 +230,7 @@ class _Reader:
         if _PLAIN_NAME.fullmatch(text) and not (editable or is_archive(text)):
             return Wanted(text=text, name=canonicalize_name(text), origin=origin)
         if _PATTERN.fullmatch(text) and not editable:
+            _refuse_bad_brackets(text, where, command_line=not origin)
             return Wanted(text=text, pattern=pattern_key(text), origin=origin)
         # packaging.requirements: 40 ms of import, paid only for more than a plain name.
         from packaging.requirements import InvalidRequirement, Requirement
@@ -199,6 +240,7 @@ class _Reader:
         except InvalidRequirement as err:
             if looks_unnamed(text):
                 return self._unnamed(text, origin)
+            _refuse_bad_brackets(text, where, command_line=not origin)
             reason = str(err).splitlines()[0] if str(err) else "not PEP 508"
             raise InvalidInput(
                 f"{where}not a requirement: {_shown(text)} ({_shown(reason)[1:-1]})"

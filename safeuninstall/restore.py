@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from msgspec import Struct, field
-from packaging.utils import canonicalize_name
 
 from .bounded import read_bytes
 from .context import Context
@@ -23,7 +22,7 @@ from .environment import (
     InstalledDistribution,
     Interpreter,
     Source,
-    census,
+    doubled_dist_info,
     installed_distributions,
 )
 from .errors import BackendError
@@ -374,16 +373,13 @@ def verify(
 
 
 def _extra(interpreter: Interpreter) -> tuple[str, ...]:
-    """Every dist-info folder after the first of its name (by the name its folder carries:
-    ``<name>-<version>.dist-info``). installed_distributions sees only the first: a second
-    version installed beside the restored one would otherwise pass for the snapshot's."""
-    by_name: dict[str, list[str]] = {}
-    for path in sorted(census(interpreter)):
-        if not path.endswith(".dist-info"):
-            continue  # a legacy install's second copy is a ``shadowed`` one, refused to remove
-        name = os.path.basename(path).removesuffix(".dist-info").split("-", 1)[0]
-        by_name.setdefault(canonicalize_name(name), []).append(os.path.basename(path))
-    return tuple(extra for folders in by_name.values() for extra in folders[1:])
+    """Every dist-info folder after the first of its name (by the name its folder carries).
+    installed_distributions sees only the first: a second version installed beside the
+    restored one would otherwise pass for the snapshot's. (A legacy install's second copy is a
+    ``shadowed`` one, refused to remove.)"""
+    return tuple(
+        extra for folders in doubled_dist_info(interpreter).values() for extra in folders[1:]
+    )
 
 
 def _source(source: Source) -> str:

@@ -25,7 +25,7 @@ from msgspec import Struct
 
 from .atomicfile import write_atomically
 from .bounded import read_bytes
-from .environment import InstalledDistribution
+from .environment import InstalledDistribution, read_distribution
 from .errors import SnapshotInvalid, StashError
 from .journal import file_fault
 from .legacy import DESCRIBED, EASY_INSTALL_PTH, MAX_PTH_BYTES, has_line, put_line_back
@@ -84,6 +84,7 @@ def stash_distribution(
     on_bytes: Callable[[int], None] | None = None,
     swept: Sequence[str] = (),
     entries: Sequence[RecordEntry] | None = None,
+    folder: str | None = None,
 ) -> PackageStash:
     """Keep every file of ``dist`` in the snapshot folder, as uv would delete it: a RECORD line
     that leads out of the environment is skipped (uv skips it), a RECORD folder is kept whole
@@ -111,6 +112,9 @@ def stash_distribution(
     other distributions list too: another build may have overwritten them, so their bytes are
     hashed as they are.
 
+    ``folder``: where in the snapshot folder, instead of ``stash/<name>-<version>`` (see
+    ``stash_aside``).
+
     A legacy install (legacy.py) has no RECORD: its files are those uv deletes, each hashed
     here, and the easy-install.pth whose line uv takes out is copied whole (``lines``). Where
     its removal is refused (legacy_refusal), one to remove raises StashError and one that
@@ -131,7 +135,7 @@ def stash_distribution(
             entries = dist.record()
     except OSError as err:
         raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
-    stasher = _Stasher(dist, place, removed, on_bytes)
+    stasher = _Stasher(dist, place, removed, on_bytes, folder)
     after_file = file_fault("stash-file")
     for entry in entries:
         if stasher.keep(entry) and after_file is not None:
@@ -144,6 +148,22 @@ def stash_distribution(
     return PackageStash(
         folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete, lines=lines
     )
+
+
+ASIDE = "aside"  # in a snapshot folder: the dist-info folders kept by stash_aside
+
+
+def stash_aside(dist_info: Path, place: StashPlace) -> tuple[str, PackageStash]:
+    """Keep the files of ``dist_info``, a second dist-info folder of a distribution about to be
+    removed (uv removes every folder of the name), under ``aside/<its folder name>`` in the
+    snapshot folder: a snapshot records one version per name, so this one is not restored by
+    a rollback, but no byte of it is lost. Returns the folder, relative to the snapshot's, and
+    what it holds. Raises StashError as stash_distribution does, before anything is removed."""
+    dist = read_distribution(dist_info)
+    if dist is None:
+        raise StashError(f"cannot read {dist_info}/METADATA; nothing was removed")
+    folder = f"{ASIDE}/{dist_info.name}"
+    return folder, stash_distribution(dist, place, removed=True, folder=folder)
 
 
 class Refusal(Struct, frozen=True):
@@ -185,11 +205,12 @@ class _Stasher:
         place: StashPlace,
         removed: bool,
         on_bytes: Callable[[int], None] | None,
+        folder: str | None = None,
     ) -> None:
         self.place = place
         self.removed = removed
         self.on_bytes = on_bytes
-        self.folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
+        self.folder = folder or f"stash/{stash_folder_name(dist.key, dist.version)}"
         self.dest_root = os.path.join(place.snapshot_dir, self.folder)
         self.site_dir = str(dist.site_dir)
         self.real_root = os.path.realpath(place.env_root)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+import msgspec
 from msgspec import Struct
 
 from . import __version__, interrupts
@@ -47,6 +48,7 @@ from .stash import (
     check_stash,
     read_verified,
     relative_to_root,
+    stash_aside,
     stash_distribution,
     stash_folder_name,
 )
@@ -60,6 +62,9 @@ class SnapshotSpec(Struct, frozen=True):
     removed: Sequence[str] = ()  # what the operation removes
     shared: Collection[str] = ()  # paths other distributions list too (stashed as shared)
     returns_to: str = ""  # a rollback's or a recover's: the snapshot it returns to
+    # removed with every dist-info folder of their name (uv removes them all): the others than
+    # the one the snapshot records are kept aside (stash.stash_aside)
+    doubled: Collection[str] = ()
 
 
 class Restored(Struct, frozen=True):
@@ -100,9 +105,17 @@ def take_snapshot(
             ],
             str(env_root),
         )
+        for name in spec.doubled:
+            for dist_info in installed[name].doubled:
+                aside, _ = stash_aside(dist_info, place)
+                ctx.emit(
+                    "snapshot",
+                    f"kept aside: {dist_info.name}, a second dist-info folder of {name} "
+                    f"(in {path / aside})",
+                )
         stashes = {
             name: stash_distribution(
-                installed[name],
+                _one_of(installed[name], spec.doubled),
                 place,
                 removed=name in spec.removed,
                 on_bytes=on_bytes,
@@ -135,6 +148,13 @@ def take_snapshot(
         raise
     ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
     return snap
+
+
+def _one_of(dist: InstalledDistribution, doubled: Collection[str]) -> InstalledDistribution:
+    """``dist``, without the dist-info folders beside it when they are kept aside."""
+    if dist.key in doubled:
+        return msgspec.structs.replace(dist, shadowed=())
+    return dist
 
 
 def _record(dist: InstalledDistribution) -> list[RecordEntry] | None:
@@ -371,52 +391,12 @@ class Transaction:
         self, wanted: Snapshot, entries: Sequence[PackageEntry], *, offline: bool
     ) -> list[str]:
         """Why some of ``entries`` could not be brought back now, one line each (none: all
-        can). A stash counts when every file holds the bytes it held when it was stashed,
-        checked as the restore checks it (a file written in place since, through the inode a
-        hard-linked stash shares with the installed file, does not); the rest must be found by
-        the installer's dry run, and not be a legacy install, which only a stash gives back."""
-        ctx = self._ctx
+        can): ``cannot_come_back`` with this transaction's snapshot as the state it leaves,
+        once the stash hasher has recorded it."""
         assert self.snapshot is not None
         if self._hasher is not None:
             self._hasher.wait()  # its record is what the stash is checked against
-        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
-        own = {wanted.id, self.snapshot.id}
-        plan = plan_restore(entries, stash_index(ctx, entries, first), preferred_snapshot=wanted.id)
-        reinstall = list(plan.reinstall)
-        why = {e.pin: "no stash holds it" for e in reinstall}
-        for entry, candidates in plan.from_stash:
-            problems = []
-            for candidate in candidates:
-                stash = candidate.entry.stash
-                assert stash is not None  # the index holds complete stashes only
-                folder = ctx.store.folder(candidate.snapshot_id)
-                mine = candidate.snapshot_id in own
-                checked = check_stash(
-                    stash, folder, read_verified(folder), accept_modified=mine, with_swept=mine
-                )
-                if not checked.problems:
-                    break
-                problems += [f"{p.path}: {p.problem}" for p in checked.problems[:1]]
-            else:
-                reinstall.append(entry)
-                why[entry.pin] = f"its stash is not whole ({'; '.join(problems)})"
-        lines = [
-            f"{e.pin}: {why[e.pin]}, and only a stash gives back a legacy install"
-            for e in reinstall
-            if e.legacy
-        ]
-        installable = [e for e in reinstall if not e.legacy]
-        if installable:
-            try:
-                ctx.backend.check_installable(installable, offline=offline)
-            except BackendError as err:
-                last = err.detail.strip().splitlines()[-1:] if err.detail else []
-                lines += [
-                    f"{e.pin}: {why[e.pin]}, and {ctx.backend.name} cannot install it "
-                    f"({': '.join([err.message.split(':')[0], *last])})"
-                    for e in installable
-                ]
-        return lines
+        return cannot_come_back(self._ctx, wanted, entries, offline=offline, leaving=self.snapshot)
 
     def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
         """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must
@@ -500,3 +480,60 @@ def stash_index(
     return build_stash_index(
         snapshots, of_this_environment=lambda prefix: os.path.realpath(prefix) == here
     )
+
+
+def cannot_come_back(
+    ctx: Context,
+    wanted: Snapshot,
+    entries: Sequence[PackageEntry],
+    *,
+    offline: bool,
+    leaving: Snapshot | None = None,
+) -> list[str]:
+    """Why some of ``entries`` could not be brought back to ``wanted`` now, one line each
+    (none: all can). A stash counts when every file holds the bytes it held when it was
+    stashed, checked as the restore checks it (a file replaced or written in place since, also
+    through the inode a hard-linked stash shares with an installed file, does not; a file of
+    the size it had but other bytes does not); the rest must be found by the installer's dry
+    run, and not be a legacy install, which only a stash gives back. ``leaving``: the snapshot
+    of the state the change leaves (its stash holds bytes as they were installed, as
+    ``wanted``'s does)."""
+    first = [wanted] if leaving is None or leaving.id == wanted.id else [wanted, leaving]
+    own = {snap.id for snap in first}
+    plan = plan_restore(entries, stash_index(ctx, entries, first), preferred_snapshot=wanted.id)
+    reinstall = list(plan.reinstall)
+    why = {e.pin: "no stash holds it" for e in reinstall}
+    for entry, candidates in plan.from_stash:
+        problems = []
+        for candidate in candidates:
+            stash = candidate.entry.stash
+            assert stash is not None  # the index holds complete stashes only
+            folder = ctx.store.folder(candidate.snapshot_id)
+            mine = candidate.snapshot_id in own
+            checked = check_stash(
+                stash, folder, read_verified(folder), accept_modified=mine, with_swept=mine
+            )
+            if not checked.problems:
+                break
+            problems += [f"{p.path}: {p.problem}" for p in checked.problems[:1]]
+        else:
+            reinstall.append(entry)
+            why[entry.pin] = f"its stash is not whole ({'; '.join(problems)})"
+    lines = [
+        f"{e.pin} was installed the legacy way, and {why[e.pin]}; only a stash gives such an "
+        "install back"
+        for e in reinstall
+        if e.legacy
+    ]
+    installable = [e for e in reinstall if not e.legacy]
+    if installable:
+        try:
+            ctx.backend.check_installable(installable, offline=offline)
+        except BackendError as err:
+            last = err.detail.strip().splitlines()[-1:] if err.detail else []
+            lines += [
+                f"{e.pin}: {why[e.pin]}, and {ctx.backend.name} cannot install it "
+                f"({': '.join([err.message.split(':')[0], *last])})"
+                for e in installable
+            ]
+    return lines

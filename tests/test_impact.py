@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from safeuninstall.impact import ImpactReport, SharedFile
+from safeuninstall.libraries import LibraryChange
+from safeuninstall.report import impact_lines
 from tests.conftest import SYSTEM_FOO, UV, MakeVenv, Venv
 from tests.wheels import build_wheel, compile_shared_library
 
@@ -94,6 +97,49 @@ def test_shared_files_name_the_distribution_left_hollow(make_venv: MakeVenv) -> 
     assert run.returncode == 3, data
     assert data["outcome"] == "hollow-restored"
     assert venv.run_python("import sharedlib; sharedlib.FLAVOUR").returncode == 0
+
+
+def _report_with_shared_files() -> ImpactReport:
+    nccl = [f"nvidia/nccl/{rel}" for rel in ("include/nccl.h", "lib/libnccl.so.2", "a", "b", "c")]
+    return ImpactReport(
+        removed=("nvidia-nccl-cu12", "nvidia-nvtx-cu12"),
+        dependents=(),
+        optional_dependents=(),
+        shared_files=(
+            *(SharedFile(path, "nvidia-nccl-cu12", "nvidia-nccl-cu13") for path in nccl),
+            SharedFile("nvidia/nvtx/x.h", "nvidia-nvtx-cu12", "nvidia-nvtx"),
+        ),
+        library_changes=(
+            LibraryChange("t/libd.so", "torch", "libz.so.1", "s/libz.so.1", "z", "/usr/z", None),
+            LibraryChange("t/libc.so", "torch", "libnccl.so.2", "n/libnccl.so.2", "n", None, None),
+        ),
+        metadata_only=(),
+    )
+
+
+def test_shared_files_are_summarised_per_pair_after_what_breaks() -> None:
+    """check on the torchdup stack printed 113 `shared file:` lines and, after them, the 4
+    `BREAKS:` lines. Now: what breaks first, then one line per pair (a count and 3 paths);
+    every path with -v."""
+    report = _report_with_shared_files()
+    lines = impact_lines(report)
+    assert lines == [
+        "BREAKS: t/libc.so (torch) needs libnccl.so.2, now n/libnccl.so.2 (n), afterwards nothing",
+        "DRIFTS: t/libd.so (torch) needs libz.so.1, now s/libz.so.1 (z), afterwards /usr/z "
+        "(owned by no distribution)",
+        "shared files: 5 that nvidia-nccl-cu12 lists are also listed by nvidia-nccl-cu13, which "
+        "removing nvidia-nccl-cu12 leaves hollow; under nvidia/nccl/: lib/libnccl.so.2, "
+        "include/nccl.h, a, ... (2 more, -v lists them)",
+        "shared file: nvidia/nvtx/x.h is also listed by nvidia-nvtx, which removing "
+        "nvidia-nvtx-cu12 leaves hollow",
+    ]
+    every = impact_lines(report, verbose=True)
+    assert every[:2] == lines[:2]
+    assert [line for line in every if line.startswith("shared file: ")] == [
+        f"shared file: nvidia/nccl/{rel} is also listed by nvidia-nccl-cu13, which removing "
+        "nvidia-nccl-cu12 leaves hollow"
+        for rel in ("include/nccl.h", "lib/libnccl.so.2", "a", "b", "c")
+    ] + [lines[-1]]
 
 
 def test_metadata_only_distribution_is_named_with_its_real_source(make_venv: MakeVenv) -> None:

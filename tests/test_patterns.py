@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.errors import InvalidInput
+from safeuninstall.errors import EXIT_USAGE, InvalidInput, UsageError
 from safeuninstall.plan import plan_removal
 from safeuninstall.requirements import collect, parse_argument
-from tests.conftest import MakeVenv
+from tests.conftest import MakeVenv, error_line, run_tool
 from tests.test_units import installed_dist
 
 NAMES = (
@@ -50,6 +50,37 @@ def test_a_pattern_expands_over_canonical_names(text: str, matched: tuple[str, .
 def test_brackets_alone_are_extras_not_a_pattern() -> None:
     wanted = parse_argument("nvidia-nccl-cu1[3]", Path("/"))
     assert (wanted.name, wanted.pattern) == ("nvidia-nccl-cu1", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("[", "an unclosed '['"), ("nvidia-*[", "an unclosed '['"), ("torch]", "a ']' without")],
+)
+def test_broken_brackets_are_a_usage_error(text: str, problem: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(problem)):
+        parse_argument(text, Path("/"))
+    # In a -r file it is a line that can't be used, as any other (exit 1).
+    with pytest.raises(InvalidInput, match=re.escape(problem)) as err:
+        _from_file(text)
+    assert not isinstance(err.value, UsageError)
+
+
+def _from_file(text: str) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "req.txt").write_text(text + "\n")
+        collect([], ["req.txt"], Path(folder))
+
+
+def test_broken_brackets_on_the_command_line_exit_2() -> None:
+    run = run_tool("--python", "/nonexistent-python", "[")
+    assert run.returncode == EXIT_USAGE, run.stdout + run.stderr
+    assert error_line(run.stderr) == (
+        "safe-uninstall: error: '[' is neither a package name nor a valid pattern (an unclosed "
+        "'['); a pattern is a name with * or ?, and [...] sets (quote it from the shell)"
+    )
+    assert "Traceback" not in run.stderr
 
 
 def test_a_pattern_never_matches_the_tool_or_uv_and_says_so() -> None:

@@ -100,3 +100,25 @@ def test_a_need_only_the_probe_sees_is_bisected_on_a_real_stack(real_venv: RealV
     assert venv.run_python(probe).returncode == 0
     assert venv.tool("rollback").returncode == 0
     assert venv.file_hashes() == before
+
+
+def test_torchdup_check_shows_what_breaks_before_a_line_per_pair_of_shared_files(
+    real_venv: RealVenv,
+) -> None:
+    """check printed 113 `shared file:` lines, and after them the 4 `BREAKS:` lines."""
+    venv = real_venv("torchdup")
+
+    text = venv.tool("check", "nvidia-*-cu12").stdout.splitlines()
+    every = venv.tool("check", "-v", "nvidia-*-cu12").stdout.splitlines()
+    data = venv.tool("check", "--json", "nvidia-*-cu12").json()
+
+    impact = data["impact"]
+    assert isinstance(impact, dict)
+    breaks = [i for i, line in enumerate(text) if line.startswith("BREAKS: ")]
+    shared = [i for i, line in enumerate(text) if line.startswith("shared file")]
+    assert len(breaks) == len(impact["breaks"]) == 4
+    assert len(shared) == 3  # nccl, cusparselt, nvshmem: cu12 beside cu13
+    assert max(breaks) < min(shared)
+    assert any("57 that nvidia-nccl-cu12 lists" in text[i] for i in shared)
+    assert len(impact["shared_files"]) == 113  # --json keeps every file
+    assert len([line for line in every if line.startswith("shared file: ")]) == 113

@@ -290,7 +290,12 @@ def test_a_snapshot_whose_stash_is_gone_is_refused_unchanged(make_venv: MakeVenv
     run = venv.tool("rollback")  # offline, an empty uv cache: leftpad is nowhere
 
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "cannot roll back to snapshot 0001: no stash holds leftpad==1.0" in run.stderr
+    assert "cannot roll back to snapshot 0001: leftpad==1.0: its stash is not whole (" in (
+        run.stderr
+    )
+    assert "stashed copy unreadable: No such file or directory), and uv cannot install" in (
+        run.stderr
+    )
     assert "the environment was not changed" in run.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
@@ -311,15 +316,17 @@ def test_a_replaced_version_whose_stash_lost_a_file_is_refused_unchanged(
     run = venv.tool("rollback", "--no-probe")
 
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "no stash holds urllib3==2.2.1" in run.stderr
+    assert "cannot roll back to snapshot 0001: urllib3==2.2.1: its stash is not whole" in run.stderr
     assert venv.installed() == {"urllib3": "2.3.0"}
     assert venv.file_hashes() == hashes
 
 
-def test_a_rollback_that_cannot_complete_is_put_back(make_venv: MakeVenv) -> None:
-    """The stash is all there but its bytes changed: found only when it is hashed, during the
-    restore, after toolpkg was removed. The rollback used to end with neither state (exit 4);
-    it puts toolpkg back, verified."""
+def test_a_stash_of_the_same_size_but_other_bytes_is_refused_unchanged(
+    make_venv: MakeVenv,
+) -> None:
+    """The stash is all there but its bytes changed (same size): the check before anything is
+    removed hashes it, as the restore would. It used to pass a size check, remove toolpkg, find
+    the stash bad during the restore and put toolpkg back (exit 3); nothing changes now."""
     venv = make_venv("requests", "leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
     venv.install("toolpkg")
@@ -327,13 +334,200 @@ def test_a_rollback_that_cannot_complete_is_put_back(make_venv: MakeVenv) -> Non
     _replace(kept, b"X" * kept.stat().st_size)  # same size: only hashing tells
     hashes, installed = venv.file_hashes(), venv.installed()
 
-    run = venv.tool("rollback", "--no-probe", "--json")
+    run = venv.tool("rollback", "--no-probe")
 
-    data = run.json()
-    assert run.returncode == 3, data
-    assert data["outcome"] == "rollback-failed-restored"
-    assert data["restore"]["failed"] == ["leftpad==1.0"]
-    assert data["undo"]["verification"]["ok"]
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cannot roll back to snapshot 0001: leftpad==1.0: its stash is not whole (lib/" in (
+        run.stderr
+    )
+    assert "/leftpad.py: stashed copy does not match its sha256" in run.stderr
+    assert "the environment was not changed" in run.stderr
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
     assert not venv.journal.exists()
+    assert _snapshot_ids(venv) == ["0001"]
+
+
+_SPOIL_OWN_STASH = """
+import os, pathlib, sys
+own = pathlib.Path({snapshots!r}) / "0002"
+kept = sorted(own.glob("stash/*/**/urllib3/__init__.py"))
+if kept:  # after the rollback: spoil its own stash, then fail
+    if {how!r} == "altered":
+        fresh = kept[0].with_name("new")
+        fresh.write_bytes(b"#" * kept[0].stat().st_size)
+        os.replace(fresh, kept[0])
+    else:
+        kept[0].unlink()
+    sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("how", ["altered", "deleted"])
+def test_an_undo_that_cannot_come_back_changes_nothing(make_venv: MakeVenv, how: str) -> None:
+    """The probe passed before the rollback and fails after it, and the rollback's own stash
+    of what it removed is spoiled meanwhile: the undo checks first, as run's does. It used to
+    uninstall what the rollback brought, fail to bring back what it removed, and end with
+    neither (exit 4, urllib3 gone); now it changes nothing and says why."""
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    returned = venv.file_hashes()
+    venv.install("urllib3==2.3.0")
+    probe = _SPOIL_OWN_STASH.format(
+        snapshots=str(venv.root / ".safe-uninstall" / "snapshots"), how=how
+    )
+
+    run = venv.tool("rollback", "1", "--probe", probe, "--json")
+
+    data = run.json()
+    assert run.returncode == 5, data
+    assert data["outcome"] == "rolled-back-probe-fails"
+    said = "\n".join(data["messages"])
+    assert (
+        "cannot put the environment back as it was before the rollback: urllib3==2.3.0: its "
+        "stash is not whole (lib/"
+    ) in said
+    assert "/urllib3/__init__.py: stashed copy " in said
+    assert "nothing was undone: the environment is as the rollback left it" in said
+    assert data["undo"] is None
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert venv.file_hashes() == returned
+    assert not venv.journal.exists()
+
+
+# -- two dist-info folders of one distribution ----------------------------------------------
+
+
+def _install_beside(venv: Venv, wheel: Path) -> None:
+    """Extract ``wheel`` into site-packages without removing the installed version: the layout
+    uv leaves when it is killed half way through an uninstall or an upgrade. A file both
+    versions list is replaced by a new one (never edited in place: its inode may be uv's
+    cache's)."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            dest = venv.site_packages / member
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.unlink(missing_ok=True)
+            dest.write_bytes(archive.read(member))
+
+
+def _doubled_urllib3(
+    make_venv: MakeVenv, installed: str = "2.2.1", beside: str = "2.3.0"
+) -> tuple[Venv, dict[str, str]]:
+    """urllib3 ``installed`` and snapshotted (0001), then ``beside`` extracted beside it."""
+    venv = make_venv(f"urllib3=={installed}")
+    assert venv.tool("snapshot").returncode == 0  # 0001: stashes urllib3
+    hashes = venv.file_hashes()
+    _install_beside(venv, venv.wheelhouse / f"urllib3-{beside}-py3-none-any.whl")
+    folders = sorted(p.name for p in venv.site_packages.glob("urllib3-*.dist-info"))
+    assert folders == ["urllib3-2.2.1.dist-info", "urllib3-2.3.0.dist-info"]
+    assert venv.file_hashes() != hashes
+    return venv, hashes
+
+
+def _kept_aside(venv: Venv, snapshot: str) -> dict[str, bytes]:
+    aside = venv.root / ".safe-uninstall" / "snapshots" / snapshot / "aside"
+    return {
+        str(p.relative_to(aside)).split("/site-packages/")[-1]: p.read_bytes()
+        for p in aside.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_rollback_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
+    """It used to say "the environment already matches snapshot 0001" (it read 2.2.1 only)
+    and change nothing: both folders stayed, urllib3/__init__.py held 2.3.0's bytes."""
+    venv, hashes = _doubled_urllib3(make_venv)
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "rolled-back"
+    said = "\n".join(data["messages"])
+    assert (
+        "urllib3 is installed twice (urllib3-2.2.1.dist-info, urllib3-2.3.0.dist-info): both "
+        "are removed"
+    ) in said
+    assert data["verification"]["ok"]
+    assert venv.file_hashes() == hashes  # verified by hashes: 2.2.1 alone, as it was
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    # Nothing lost: 2.3.0's files are kept aside in the rollback's own snapshot.
+    aside = _kept_aside(venv, "0002")
+    assert aside["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+    assert "urllib3-2.3.0.dist-info/RECORD" in aside
+
+
+def test_recover_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
+    """The case as reported: an operation cut short, a second dist-info folder beside the one
+    the snapshot holds. Every recover used to end INCOMPLETE (exit 4, "a second dist-info
+    folder: urllib3-2.3.0.dist-info") until the folder was deleted by hand."""
+    venv = make_venv("urllib3==2.2.1")
+    hashes = venv.file_hashes()
+    killed = venv.tool("--no-probe", "urllib3", SAFE_UNINSTALL_FAULT="uninstall:KILL")
+    assert killed.returncode == -9  # 0001 stashed urllib3 2.2.1; uv never ran
+    _install_beside(venv, venv.wheelhouse / "urllib3-2.3.0-py3-none-any.whl")
+
+    run = venv.tool("recover", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "recovered"
+    assert data["verification"]["ok"]
+    assert venv.file_hashes() == hashes
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert not venv.journal.exists()
+    assert _kept_aside(venv, "0002")["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+
+
+def test_doctor_reports_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
+    venv, _ = _doubled_urllib3(make_venv)
+
+    run = venv.tool("doctor", "--json")
+
+    data = run.json()
+    assert run.returncode == 1, data
+    (finding,) = data["findings"]
+    assert finding["kind"] == "doubled"
+    assert finding["what"] == "urllib3"
+    assert finding["detail"] == "urllib3-2.2.1.dist-info, urllib3-2.3.0.dist-info"
+    assert (finding["provider"], finding["snapshot"]) == ("urllib3==2.2.1", "0001")
+    assert data["repair_command"].endswith("rollback 0001")
+    text = venv.tool("doctor").stdout
+    assert (
+        "urllib3 is installed more than once: urllib3-2.2.1.dist-info, urllib3-2.3.0.dist-info "
+        "(an uninstall or an upgrade cut short left a second version)"
+    ) in text
+    assert "snapshot 0001 keeps urllib3==2.2.1: a rollback to it removes every folder" in text
+
+
+def test_rollback_removes_a_second_dist_info_folder_that_sorts_first(make_venv: MakeVenv) -> None:
+    """The snapshot's version is the folder importlib does not see (2.3.0 sorts after 2.2.1):
+    the rollback used to refuse ("installed more than once ... nothing was removed")."""
+    venv, hashes = _doubled_urllib3(make_venv, installed="2.3.0", beside="2.2.1")
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["verification"]["ok"]
+    assert venv.file_hashes() == hashes
+    assert venv.installed() == {"urllib3": "2.3.0"}
+
+
+def test_run_does_not_take_a_second_dist_info_folder_found_there_for_its_change(
+    make_venv: MakeVenv,
+) -> None:
+    """A rollback removes every folder of such a name; ``run`` must not: the folder was there
+    before its command, and its undo keeps no stash of it."""
+    venv, _ = _doubled_urllib3(make_venv)
+    hashes = venv.file_hashes()
+
+    run = venv.tool("run", "--no-probe", "--json", "--", str(venv.python), "-c", "pass")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert data["outcome"] == "ran-no-change"
+    assert venv.file_hashes() == hashes

@@ -241,9 +241,8 @@ def test_tampered_stash_falls_back_to_one_pinned_reinstall(make_venv: MakeVenv) 
 def test_a_rollback_that_cannot_bring_a_tampered_stash_back_changes_nothing(
     make_venv: MakeVenv,
 ) -> None:
-    """The stash's file changed size: seen before anything changes. (It used to end exit 4,
-    INCOMPLETE; a change of the same size, seen only when hashed, puts the environment back:
-    test_rollback.py.)"""
+    """The stash's file changed: seen before anything changes, by its hash (a change of the
+    same size too: test_rollback.py). It used to end exit 4, INCOMPLETE."""
     venv = make_venv("leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0
     corrupt_stash(venv, "leftpad")
@@ -252,7 +251,7 @@ def test_a_rollback_that_cannot_bring_a_tampered_stash_back_changes_nothing(
     run = venv.tool("rollback")  # offline, empty cache: nothing can reinstall it
 
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "cannot roll back to snapshot 0001: no stash holds leftpad==1.0" in run.stderr
+    assert "cannot roll back to snapshot 0001: leftpad==1.0: its stash is not whole" in run.stderr
     assert "the environment was not changed" in run.stderr
     assert venv.file_hashes() == hashes
 

@@ -105,7 +105,7 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from ..doctor import examine, plan_repair
+    from ..doctor import doubled_findings, examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
@@ -113,10 +113,12 @@ def doctor(ctx: Context) -> DoctorReport:
     snapshots = loadable_snapshots(ctx)  # newest first
     libraries = (index, owned, ctx.interpreter.executable)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots)
+    report.findings += doubled_findings(installed, snapshots)
     index.save()
     if report.healthy:
         return report
-    repair = plan_repair(report.findings, snapshots, installed_view(installed, owned))
+    view = installed_view(installed, owned, doubled=True)
+    repair = plan_repair(report.findings, snapshots, view)
     if repair is None:
         return report
     if repair.snapshot is not None:

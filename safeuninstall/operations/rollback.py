@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,6 @@ from ..environment import (
     installed_distributions,
 )
 from ..errors import (
-    BackendError,
     EnvironmentChanged,
     NotRestorable,
     SnapshotInvalid,
@@ -55,9 +53,7 @@ from ..outcome import Outcome
 from ..plan import (
     RollbackPlan,
     SnapshotChoice,
-    StashCandidate,
     choose_snapshot,
-    plan_restore,
     plan_rollback,
 )
 from ..probe import ProbeResult, ProbeSettings, run_all
@@ -65,7 +61,7 @@ from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
 from ..stash import check_restore_paths, legacy_refusal
-from ..transaction import Restored, SnapshotSpec, Transaction, stash_index
+from ..transaction import Restored, SnapshotSpec, Transaction, cannot_come_back
 
 
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:
@@ -136,7 +132,8 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
     prefix = ctx.interpreter.prefix
 
     def matches(snap: Snapshot) -> bool:
-        return plan_rollback(snap, snapshot_view(now.installed, now.owned, snap, prefix)).empty
+        view = snapshot_view(now.installed, now.owned, snap, prefix, doubled=True)
+        return plan_rollback(snap, view).empty
 
     choice = choose_snapshot(history(), matches, find)
     if choice.blocked:
@@ -265,7 +262,7 @@ class _Rollback:
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        view = snapshot_view(now.installed, now.owned, wanted, ctx.interpreter.prefix)
+        view = snapshot_view(now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True)
         plan = plan_rollback(wanted, view)
         # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
         self.judged = bool(plan.remove) and self.recovering is None
@@ -317,12 +314,15 @@ class _Rollback:
         # cu13 build of one library): the uninstall deletes those files, so they are stashed
         # with the rest and restored after it.
         kept_shared = sharing_files(now.owned, plan.remove)
+        doubled = [n for n in plan.remove if now.installed[n].doubled]
+        self.messages += [self._doubled(now.installed[n]) for n in doubled]
         spec = SnapshotSpec(
             operation=self.command,
             stash=[*plan.remove, *kept_shared],
             removed=plan.remove,
             shared=now.owned.shared_paths(),
             returns_to=wanted.id,
+            doubled=doubled,
         )
         wanted_by_name = {e.name: e for e in wanted.packages}
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
@@ -336,6 +336,19 @@ class _Rollback:
         finally:
             if self.begun is not None:
                 self.begun.cancel()
+
+    def _doubled(self, dist: InstalledDistribution) -> str:
+        """What happens to a distribution installed twice (a removal or an upgrade killed half
+        way left a second dist-info folder)."""
+        folders = ", ".join(p.name for p in (dist.dist_info, *dist.doubled))
+        entry = self.wanted.package(dist.key)
+        back = f"{entry.pin} comes back" if entry is not None else "nothing comes back"
+        return (
+            f"{dist.name} is installed twice ({folders}): both are removed (uv removes every "
+            f"dist-info folder of a name) and {back}; the files of "
+            f"{', '.join(p.name for p in dist.doubled)} are kept aside in this "
+            f"{self.command}'s snapshot folder"
+        )
 
     def _analyse(self, plan: RollbackPlan) -> Analysis:
         """The impact report of what the rollback uninstalls. A distribution it replaces stays
@@ -371,35 +384,14 @@ class _Rollback:
         )
 
     def _refuse_unrestorable(self, entries: Sequence[PackageEntry]) -> None:
-        """Before anything is removed: every entry comes back from a stash whose files are all
-        there, or the installer's dry run finds it. Else refuse, so a rollback never ends with
-        neither state. (A stash whose bytes changed is found when it is hashed, during the
-        restore: then the rollback is undone.)"""
-        ctx, wanted = self.ctx, self.wanted
-        index = stash_index(ctx, entries, [wanted])
-        present = {
-            key: kept
-            for key, candidates in index.items()
-            if (kept := [c for c in candidates if _stash_present(ctx, c)])
-        }
-        reinstall = plan_restore(entries, present, preferred_snapshot=wanted.id).reinstall
-        legacy = [e.pin for e in reinstall if e.legacy]
-        if legacy:  # an installer would bring back a wheel's layout, not the one that was there
-            raise NotRestorable(
-                f"cannot {self.verb} to snapshot {wanted.id}: {', '.join(legacy)} was installed "
-                "the legacy way, and no stash holds it; only a stash gives such an install back"
-            )
-        if not reinstall:
-            return
-        try:
-            ctx.backend.check_installable(reinstall, offline=self.options.offline)
-        except BackendError as err:
-            pins = ", ".join(e.pin for e in reinstall)
-            raise NotRestorable(
-                f"cannot {self.verb} to snapshot {wanted.id}: no stash holds {pins}, and "
-                f"{ctx.backend.name} cannot install it ({err.message})",
-                detail=err.detail,
-            ) from None
+        """Before anything is removed: every entry comes back from a stash whose bytes are
+        those it kept (hash-checked as the restore checks them), or the installer's dry run
+        finds it (transaction.cannot_come_back). Else refuse, so a rollback never ends with
+        neither state."""
+        wanted = self.wanted
+        cannot = cannot_come_back(self.ctx, wanted, entries, offline=self.options.offline)
+        if cannot:
+            raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
 
     def _apply(
         self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
@@ -554,7 +546,12 @@ class _Rollback:
             self.messages.append(
                 f"the environment could not be made to match snapshot {self.wanted.id}"
             )
-        undone, failed = txn.return_to(before, offline=self.options.offline)
+        try:
+            undone, failed = txn.return_to(
+                before, offline=self.options.offline, all_or_nothing=True
+            )
+        except NotRestorable as err:
+            return self._not_undone(txn, err.message, forward)
         if failed is not None:
             self.messages.append(failed)
         outcome = Outcome.named(
@@ -573,6 +570,23 @@ class _Rollback:
             undo=undone,
             next_command=None if undone.ok else ctx.suggest("recover"),
         )
+
+    def _not_undone(self, txn: Transaction, why: str, forward: Restored | None) -> RollbackResult:
+        """Something the rollback removed cannot come back: the environment is left as the
+        rollback made it rather than half undone (an uninstall first would leave it worse).
+        It matches the snapshot rolled back to when the probe judged it, else it differs as
+        listed."""
+        matches = forward is not None and forward.ok
+        self.messages += [
+            f"cannot put the environment back as it was before the rollback: {why}",
+            "nothing was undone: the environment is as the rollback left it"
+            + ("" if matches else " (its differences from the snapshot are listed above)"),
+        ]
+        outcome = Outcome.ROLLED_BACK_PROBE_FAILS if matches else Outcome.ROLLBACK_FAILED_INCOMPLETE
+        # A known state, the rollback's: no journal for ``recover``, which would try the same
+        # return and be refused the same way.
+        txn.finish(outcome.value)
+        return self._result(outcome, restored=forward)
 
     def _probe_after(self) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
@@ -608,23 +622,3 @@ def _satisfies(unmet: Unmet, version: str) -> bool:
         return requirement.specifier.contains(Version(version), prereleases=True)
     except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
         return True
-
-
-def _stash_present(ctx: Context, candidate: StashCandidate) -> bool:
-    """Every file of the candidate's stash is there, a regular file of its recorded size (an
-    lstat each: the bytes are hashed when they are restored); a symbolic link, recorded by its
-    target, has nothing to find."""
-    stash = candidate.entry.stash
-    if stash is None:
-        return False
-    folder = ctx.store.folder(candidate.snapshot_id) / stash.folder
-    for kept in stash.files:
-        if kept.link is not None:
-            continue  # a symbolic link is kept as its target in the snapshot: nothing to find
-        try:
-            info = os.lstat(folder / kept.path)
-        except OSError:
-            return False
-        if not stat.S_ISREG(info.st_mode) or info.st_size != kept.size:
-            return False
-    return True
