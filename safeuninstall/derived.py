@@ -56,28 +56,33 @@ def derive(
     None when the operation is not a removal (rollback, recover, ``probe`` without names): then
     only torch's check applies.
     """
-    candidates: list[Candidate] = []
+    groups: dict[str, list[Candidate]] = {}  # a distribution's candidates
     notes: list[str] = []
     searched = {name: _roots(installed[name]) for name in removed if name in installed}
     for name in affected or ():
-        if name not in installed:
+        if name not in installed or name == "torch":  # torch's, below
             continue
         dist = installed[name]
-        imported = _imported_by(dist, searched)
-        if name == "torch":  # its check below imports it; a submodule may need what is removed
-            candidates += _importers(dist, imported, tried=())
-            continue
-        found, said = _candidates_of(dist, imported)
-        candidates += found
+        found, said = _candidates_of(dist, _imported_by(dist, searched))
+        groups[name] = found
         notes += said
     described = []
-    if candidates:
+    count = sum(map(len, groups.values()))
+    torch = installed.get("torch")
+    if torch is not None and "torch" in (affected or ()):
+        # its check imports it; of its submodules, those that import what is removed
+        groups["torch"] = _importers(torch, _imported_by(torch, searched), tried=())
+        count += len(groups["torch"])
+    if count:
+        found = [c for group in groups.values() for c in group]
         described.append(
-            f"from what the removal affects ({', '.join(affected or ())}): " + _counted(candidates)
+            f"from what the removal affects ({', '.join(affected or ())}): " + _counted(found)
         )
-    if "torch" in installed:
-        candidates.append(Candidate("code", TORCH_PROBE, "torch", why=TORCH_WHY))
+    if torch is not None:
+        check = Candidate("code", TORCH_PROBE, "torch", why=TORCH_WHY)
+        groups["torch"] = [check, *groups.pop("torch", ())]
         described.append(f"torch's {TORCH_WHY}")
+    candidates = [c for name in _requirements_first(groups, installed) for c in groups[name]]
     if not candidates:
         if affected is None:
             return (), ("no probe configured and torch is not installed: no probe to run",)
@@ -94,6 +99,34 @@ def derive(
         + "; each candidate is tried on its own, and one that fails before the change is dropped"
     )
     return (probe,), (head, *notes)
+
+
+def _requirements_first(
+    groups: Mapping[str, Sequence[Candidate]], installed: Mapping[str, InstalledDistribution]
+) -> list[str]:
+    """The distributions of ``groups``, each after those of them it requires (Requires-Dist,
+    markers not evaluated), else in their order. Importing a distribution imports what it
+    requires: tried first, a requirement that a removal broke fails on its own, the
+    cheapest place, with the error that names the cause; after a change the run stops there
+    (after_settings), and its dependents, which would each import it again up to the same
+    failure, are not tried. Torch's check is then tried before what requires torch."""
+    needs = {
+        name: {
+            canonicalize_name(match.group(1))
+            for value in installed[name].requires_dist()
+            if (match := _LEADING_NAME.match(value))
+        }
+        & groups.keys()
+        for name in groups
+    }
+    order: list[str] = []
+    left = list(groups)
+    while left:
+        # the first whose requirements are placed; in a cycle, the first of it
+        ready = next((n for n in left if not (needs[n] - {n}) - set(order)), left[0])
+        order.append(ready)
+        left.remove(ready)
+    return order
 
 
 def _counted(candidates: Sequence[Candidate]) -> str:
@@ -207,10 +240,18 @@ def as_baseline(result: ProbeResult) -> ProbeResult:
     return msgspec.structs.replace(result, candidates=candidates, passed=ran)
 
 
-def after_settings(settings: ProbeSettings, baseline: Sequence[ProbeResult]) -> ProbeSettings:
+def after_settings(
+    settings: ProbeSettings, baseline: Sequence[ProbeResult], *, stop_at_failure: bool = True
+) -> ProbeSettings:
     """The probes to run after the change: a derived one without the candidates that did not
     finish before it (a crash or the time limit would only come again). The others, dropped
-    or not, run again, so that the libraries both runs load can be compared."""
+    or not, run again, so that the libraries both runs load can be compared.
+
+    ``stop_at_failure``: the run stops at the first failure of a candidate that passed before:
+    the verdict is known then ("failed"), and each candidate after it would import the same
+    broken dependency again (on a CUDA ML venv, 12 more imports of torch up to its missing
+    library). A passing run tries them all, so its loaded libraries are complete for drift.
+    """
     if not any(p.kind == "derived" for p in settings.probes):
         return settings
     probes = []
@@ -219,8 +260,16 @@ def after_settings(settings: ProbeSettings, baseline: Sequence[ProbeResult]) -> 
             probe = probe.only(
                 {c.candidate for c in before.candidates if c.status in ("passed", "failed")}
             )
+            if stop_at_failure:
+                probe = probe.stopping_at({c.candidate for c in before.candidates if c.passed})
         probes.append(probe)
     return msgspec.structs.replace(settings, probes=tuple(probes))
+
+
+def to_the_end(settings: ProbeSettings) -> ProbeSettings:
+    """``settings`` with every derived probe trying all its candidates, whatever fails."""
+    probes = tuple(p.to_the_end() for p in settings.probes)
+    return msgspec.structs.replace(settings, probes=probes)
 
 
 def against(before: ProbeResult, after: ProbeResult) -> ProbeResult:
@@ -281,6 +330,28 @@ def judged_change(baseline: Sequence[ProbeResult], after: ProbeResult) -> ProbeR
     )
     passed = all(c.passed for c in candidates if c.judged)
     return msgspec.structs.replace(after, candidates=candidates, passed=passed)
+
+
+def stopping_after_change(
+    settings: ProbeSettings, baseline: Sequence[ProbeResult]
+) -> ProbeSettings:
+    """``settings`` (derived after a change) stopping at the first failure of a candidate that
+    counts for judged_change: one that did not fail or stop before the change."""
+    if not any(p.kind == "derived" for p in settings.probes):
+        return settings
+    failed_before = {
+        _same(c.candidate)
+        for run in baseline
+        for c in run.candidates
+        if c.status in ("failed", "unfinished")
+    }
+    probes = tuple(
+        p.stopping_at({c for c in p.candidates if _same(c) not in failed_before})
+        if p.kind == "derived"
+        else p
+        for p in settings.probes
+    )
+    return msgspec.structs.replace(settings, probes=probes)
 
 
 def _same(candidate: Candidate) -> tuple[str, str, tuple[str, ...]]:

@@ -55,9 +55,17 @@ class Ownership(Struct, frozen=True):
     # distribution owns is unknown
     unreadable: Mapping[str, str] = {}
 
-    def shared_paths(self) -> set[str]:
-        """Paths that more than one distribution lists."""
-        return {path for path, owners in self.owners.items() if len(owners) > 1}
+    def shared_paths(self, of: Iterable[str] | None = None) -> set[str]:
+        """Paths that more than one distribution lists (of those that ``of`` lists: the
+        stash asks only about the files it keeps, a few of an ML venv's 63,000)."""
+        if of is None:
+            return {path for path, owners in self.owners.items() if len(owners) > 1}
+        return {
+            path
+            for name in of
+            for path in self.files.get(name, ())
+            if len(self.owners.get(path, ())) > 1
+        }
 
     def owner_of(self, path: str | None) -> str | None:
         if path is None:

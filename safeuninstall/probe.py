@@ -66,8 +66,9 @@ finally:
 # ``c:code``), each tried in its own try. Before each it writes "N start", after it "N ok" or
 # "N failed <the traceback's last 8 lines, unicode_escape'd>" to argv[2], unbuffered: a
 # candidate that kills the process (a crash, the time limit) is the one started and not
-# finished. It ends with os._exit: a thread that an imported module started and left running
-# must not keep the probe alive until its time limit.
+# finished. A candidate marked ``!`` decides the verdict: once one of them fails, the others
+# are not tried, each written "N skipped". It ends with os._exit: a thread that an imported
+# module started and left running must not keep the probe alive until its time limit.
 _CANDIDATES_DRIVER = (
     _MAPS_PART
     + r"""
@@ -93,13 +94,18 @@ _failed = False
 try:
     with open(_results_out, "wb", buffering=0) as _out:
         for _index, _item in enumerate(_tries):
+            _decisive = _item.startswith("!")
             _out.write(b"%d start\n" % _index)
             try:
-                _try(_item)
+                _try(_item[_decisive:])
                 _out.write(b"%d ok\n" % _index)
             except (Exception, SystemExit):
                 _failed = True
                 _out.write(b"%d failed %s\n" % (_index, _tail().encode("unicode_escape")))
+                if _decisive:
+                    _rest = range(_index + 1, len(_tries))
+                    _out.write(b"".join(b"%d skipped\n" % _i for _i in _rest))
+                    break
 finally:
     _record_maps()
 import os
@@ -165,7 +171,8 @@ class CandidateResult(Struct, frozen=True):
 
     candidate: Candidate
     # "passed", "failed", "unfinished" (the process ended while it was tried: a crash or the
-    # time limit), "not-run" (the process ended before it)
+    # time limit), "not-run" (the process ended before it), "skipped" (not tried: a candidate
+    # that decides the verdict had failed before it, see Probe.decisive)
     status: str
     output: str = ""  # the last lines of its traceback, or why it did not finish
     # counts for the verdict: in a baseline, it passed; after a change, it passed before
@@ -174,6 +181,10 @@ class CandidateResult(Struct, frozen=True):
     @property
     def passed(self) -> bool:
         return self.status == "passed"
+
+    @property
+    def skipped(self) -> bool:
+        return self.status == "skipped"
 
     @property
     def reason(self) -> str:
@@ -199,6 +210,10 @@ class Probe(Struct, frozen=True):
     code: str  # Python code, or the command line as typed; derived: its candidates, a line each
     origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "derived"
     candidates: tuple[Candidate, ...] = ()
+    # After a change: the candidates whose failure alone fails the verdict (those that passed
+    # before it). The run stops at the first of them that fails; the rest are "skipped". Not
+    # part of the key: it says how far to run, not what is tried.
+    decisive: tuple[Candidate, ...] = ()
 
     @property
     def label(self) -> str:
@@ -219,7 +234,20 @@ class Probe(Struct, frozen=True):
     def only(self, keep: Collection[Candidate]) -> Probe:
         """The derived probe with only the candidates in ``keep``."""
         kept = tuple(c for c in self.candidates if c in keep)
-        return msgspec.structs.replace(self, candidates=kept, code=derived_code(kept))
+        decisive = tuple(c for c in self.decisive if c in keep)
+        return msgspec.structs.replace(
+            self, candidates=kept, code=derived_code(kept), decisive=decisive
+        )
+
+    def stopping_at(self, decisive: Collection[Candidate]) -> Probe:
+        """The derived probe that stops at the first failure of one of ``decisive``."""
+        return msgspec.structs.replace(
+            self, decisive=tuple(c for c in self.candidates if c in decisive)
+        )
+
+    def to_the_end(self) -> Probe:
+        """The probe that tries every candidate whatever fails."""
+        return msgspec.structs.replace(self, decisive=()) if self.decisive else self
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -260,8 +288,13 @@ class ProbeResult(Struct, frozen=True):
 
     @property
     def regressed(self) -> tuple[CandidateResult, ...]:
-        """Candidates that count and did not pass."""
-        return tuple(c for c in self.judged if not c.passed)
+        """Candidates that count and did not pass (tried: a skipped one has no end)."""
+        return tuple(c for c in self.judged if not c.passed and not c.skipped)
+
+    @property
+    def skipped(self) -> tuple[CandidateResult, ...]:
+        """Candidates not tried: the verdict was known before them."""
+        return tuple(c for c in self.candidates if c.skipped)
 
     def failure_outputs(self) -> list[str]:
         """What the run printed, and each failing candidate's traceback: where a missing
@@ -287,10 +320,12 @@ class ProbeResult(Struct, frozen=True):
         return f"failed with exit code {self.returncode}"
 
     def _counts(self) -> str:
-        judged, dropped = self.judged, len(self.dropped)
+        judged, dropped, skipped = self.judged, len(self.dropped), len(self.skipped)
         counts = f"{sum(c.passed for c in judged)} of {len(judged)} candidates pass"
         if self.regressed:
             counts += f", {len(self.regressed)} fail"
+        if skipped:
+            counts += f", {skipped} not tried (the verdict was known at the first failure)"
         if dropped:
             counts += f"; {dropped} not judged (they did not pass before the change)"
         return counts
@@ -413,7 +448,8 @@ def _run_in(
     if probe.kind == "python":
         argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
     elif probe.kind == "derived":
-        tries = [c.argument() for c in probe.candidates]
+        decisive = set(probe.decisive)
+        tries = [("!" if c in decisive else "") + c.argument() for c in probe.candidates]
         argv = [interpreter.executable, "-c", _CANDIDATES_DRIVER, str(maps_out), str(results_out)]
         argv += tries
     else:
@@ -484,10 +520,22 @@ def _read_candidates(
             ended[number] = ("passed", "")
         elif status == b"failed":
             ended[number] = ("failed", _unescaped(text)[-_MAX_CANDIDATE_OUTPUT:])
+        elif status == b"skipped":
+            ended[number] = ("skipped", "")
     results = []
+    decisive, decided = set(run.probe.decisive), ""
     for number, candidate in enumerate(candidates):
         if number in ended:
-            results.append(CandidateResult(candidate, *ended[number]))
+            end, said = ended[number]
+            if end == "skipped":
+                said = (
+                    f"not tried: {decided} failed first, which decided the verdict"
+                    if decided
+                    else "not tried: the verdict was already known"
+                )
+            elif end == "failed" and candidate in decisive and not decided:
+                decided = candidate.name
+            results.append(CandidateResult(candidate, end, said))
         elif number in started:
             results.append(CandidateResult(candidate, "unfinished", _why_unfinished(run)))
         else:

@@ -88,6 +88,9 @@ def _candidate_results(r: ProbeResult, *, verbose: bool, every: bool, paint: Pai
         if c.passed:
             lines.append(f"    {paint('passed', 'good')}: {what}")
             continue
+        if c.skipped:
+            lines.append(f"    {paint('not tried', 'warn')}: {what}: {c.reason}")
+            continue
         state = "FAILED" if c.judged else f"{c.status}, not judged"
         lines.append(f"    {paint(state, 'bad' if c.judged else 'warn')}: {what}: {c.reason}")
         if verbose:

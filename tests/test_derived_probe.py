@@ -400,8 +400,9 @@ def test_torch_adds_its_check_and_of_its_own_modules_only_importers(tmp_path: Pa
     assert probe.candidates[-1].target == derived.TORCH_PROBE
     assert "torch's CUDA initialisation" in notes[0]
     (with_sympy,), _ = derived.derive(installed, ["torch"], ["sympy"])
-    assert [(c.kind, c.target, c.why) for c in with_sympy.candidates[:-1]] == [
-        ("module", "torch.fx.shapes", "imports sympy")
+    assert [(c.kind, c.target, c.why) for c in with_sympy.candidates] == [
+        ("code", derived.TORCH_PROBE, derived.TORCH_WHY),  # torch's import, first
+        ("module", "torch.fx.shapes", "imports sympy"),
     ]
     assert derived.derive(installed, None)[0][0].candidates == (probe.candidates[-1],)
     assert derived.derive({}, None) == (
@@ -809,3 +810,129 @@ def test_a_thread_left_running_by_an_import_does_not_hold_the_probe(tmp_path: Pa
     result = run_probe(probe, this_interpreter(), settings=RunSettings(timeout=20.0, env=env))
     assert result.passed, result.output
     assert result.seconds < 10
+
+
+# -- after a change, the run stops at the first candidate that decides the verdict -----------
+
+
+def test_a_decisive_failure_ends_the_run_and_the_rest_are_skipped(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    module = tmp_path / "mods" / "sideeffect.py"
+    module.parent.mkdir()
+    module.write_text(f"open({str(marker)!r}, 'a').write('x')\n")
+    dropped = Candidate("module", "no_such_module_before", "d")  # failed before: not decisive
+    decisive = Candidate("module", "no_such_module_after", "d")
+    later = Candidate("module", "sideeffect", "e")
+    probe = Probe("derived", "...", "derived", candidates=(dropped, decisive, later))
+    env = {**os.environ, "PYTHONPATH": str(module.parent)}
+    how = RunSettings(timeout=60.0, env=env)
+    to_the_end = run_probe(probe, this_interpreter(), settings=how)
+    assert [c.status for c in to_the_end.candidates] == ["failed", "failed", "passed"]
+    assert marker.read_text() == "x"
+    stopping = run_probe(probe.stopping_at({decisive, later}), this_interpreter(), settings=how)
+    assert [c.status for c in stopping.candidates] == ["failed", "failed", "skipped"]
+    assert marker.read_text() == "x"  # not imported again
+    assert not stopping.passed
+    assert stopping.candidates[2].output == (
+        "not tried: no_such_module_after failed first, which decided the verdict"
+    )
+    assert stopping.probe.key() == probe.key()  # the same probe for the baseline cache
+
+
+def test_a_skipped_candidate_is_no_regression_and_is_counted_as_not_tried() -> None:
+    before = derived.as_baseline(ran((A, "passed"), (B, "passed"), (C, "failed")))
+    (after_probe,) = derived.after_settings(ProbeSettings(probes=(PROBE,)), [before]).probes
+    assert after_probe.decisive == (A, B)  # those that passed before
+    assert derived.to_the_end(ProbeSettings(probes=(after_probe,))).probes[0].decisive == ()
+    kept = derived.after_settings(ProbeSettings(probes=(PROBE,)), [before], stop_at_failure=False)
+    assert kept.probes[0].decisive == ()
+    after = derived.against(
+        before, ran((A, "failed"), (B, "skipped"), (C, "skipped"), probe=after_probe)
+    )
+    assert not after.passed
+    assert [c.candidate for c in after.regressed] == [A]
+    assert [c.candidate for c in after.skipped] == [B, C]
+    assert after.summary() == (
+        "FAILED in 1.00 s; 0 of 2 candidates pass, 1 fail, 2 not tried (the verdict was known "
+        "at the first failure); 1 not judged (they did not pass before the change)"
+    )
+
+
+def test_what_a_candidate_requires_is_tried_before_it(tmp_path: Path) -> None:
+    """Torch's check before what imports torch: after a removal that breaks torch, the run
+    stops at torch's own failure, not at the first of its dependents in name order."""
+    site = tmp_path / "site"
+    installed = {
+        "torch": make_dist(site, "torch", {"torch/__init__.py": "X = 1\n"}),
+        "accel": make_dist(site, "accel", {"accel/__init__.py": "X = 1\n"}, requires=("torch>=2",)),
+        "vision": make_dist(site, "vision", {"vision/__init__.py": "X = 1\n"}, requires=("accel",)),
+        "alone": make_dist(site, "alone", {"alone/__init__.py": "X = 1\n"}),
+    }
+    (probe,), _ = derived.derive(installed, ["accel", "alone", "torch", "vision"])
+    assert [(c.kind, c.distribution) for c in probe.candidates] == [
+        ("module", "alone"),  # requires none of them: first, as named
+        ("code", "torch"),
+        ("module", "accel"),
+        ("module", "vision"),
+    ]
+    (untouched,), _ = derived.derive(installed, ["alone", "vision"])
+    assert [c.distribution for c in untouched.candidates] == ["alone", "vision", "torch"]
+
+
+def stop_wheels(house: Path, marker: Path) -> None:
+    """base; two users of it, the second recording each import of it in ``marker``."""
+    build_wheel(house, "basepkg", "1.0", {"basepkg/__init__.py": "X = 1\n"})
+    build_wheel(
+        house,
+        "firstuser",
+        "1.0",
+        {"firstuser/__init__.py": "from basepkg import X\n"},
+        requires=["basepkg"],
+    )
+    build_wheel(
+        house,
+        "seconduser",
+        "1.0",
+        {"seconduser/__init__.py": f"open({str(marker)!r}, 'a').write('x')\nimport basepkg\n"},
+        requires=["basepkg"],
+    )
+
+
+def test_a_failing_removal_stops_trying_candidates_once_one_fails(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    house, marker = tmp_path / "house", tmp_path / "imports"
+    stop_wheels(house, marker)
+    venv = make_venv()
+    venv.install("firstuser", "seconduser", find_links=house)
+    before = venv.file_hashes()
+    marker.unlink(missing_ok=True)
+    run = venv.tool("--json", "--allow-unmet", "basepkg")
+    assert run.returncode == 3, run.stdout
+    assert marker.read_text() == "x"  # the baseline's import only
+    probes = run.json()["probes"]
+    assert isinstance(probes, dict)
+    (after,) = probes["after"]
+    assert [(c["target"], c["status"], c["judged"]) for c in after["candidates"]] == [
+        ("firstuser", "failed", True),
+        ("seconduser", "skipped", True),
+    ]
+    assert after["candidates"][1]["output"] == (
+        "not tried: firstuser failed first, which decided the verdict"
+    )
+    assert venv.file_hashes() == before
+    text = venv.tool("--allow-unmet", "basepkg")
+    assert text.returncode == 3, text.stdout
+    assert "FAILED: import firstuser  # firstuser: ModuleNotFoundError" in text.stdout
+    assert "0 of 2 candidates pass, 1 fail, 1 not tried (the verdict was known" in text.stdout
+    assert text.stdout.splitlines()[-1] == (
+        "uninstall: the derived probe failed (firstuser) after the removal: all was restored "
+        "and verified"
+    )
+    # --keep-on-failure keeps the broken environment: every candidate is tried, to say all
+    marker.unlink()
+    kept = venv.tool("--json", "--allow-unmet", "--keep-on-failure", "--fresh-baseline", "basepkg")
+    probes = kept.json()["probes"]
+    assert isinstance(probes, dict)
+    assert [c["status"] for c in probes["after"][0]["candidates"]] == ["failed", "failed"]
+    assert marker.read_text() == "xx"

@@ -100,6 +100,28 @@ def test_without_a_probe_an_installed_wheel_that_fails_to_import_is_restored(
     assert venv.file_hashes() == hashes
 
 
+def test_the_probe_after_a_change_stops_at_the_first_candidate_that_fails(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("requests")
+    hashes = venv.file_hashes()
+    house, marker = tmp_path / "house", tmp_path / "imported"
+    build_wheel(house, "aboom", "1.0", {"aboom/__init__.py": "raise RuntimeError('boom')\n"})
+    build_wheel(house, "bmark", "1.0", {"bmark/__init__.py": f"open({str(marker)!r}, 'w')\n"})
+
+    run = venv.tool("--json", "run", "--", *uv_install(venv, "aboom", "bmark", find_links=house))
+
+    data = run.json()
+    assert run.returncode == 3, data
+    (derived,) = data["probes"]["after"]  # type: ignore[index]
+    assert [(c["target"], c["status"]) for c in derived["candidates"]] == [
+        ("aboom", "failed"),
+        ("bmark", "skipped"),
+    ]
+    assert not marker.exists()  # the verdict was known: bmark was never imported
+    assert venv.file_hashes() == hashes
+
+
 def test_a_change_that_leaves_a_requirement_unmet_is_restored(make_venv: MakeVenv) -> None:
     venv = upgraded_venv(make_venv)  # requests requires urllib3>=2
     hashes, installed = venv.file_hashes(), venv.installed()

@@ -29,7 +29,14 @@ from ..analysis import analyse, failure_text, snapshot_view, with_default
 from ..backend import shell_line
 from ..baseline import BaselineCache, Begun, fingerprint
 from ..context import Context
-from ..derived import as_baseline, derive, dropped_notes, judged_after, judged_change
+from ..derived import (
+    as_baseline,
+    derive,
+    dropped_notes,
+    judged_after,
+    judged_change,
+    stopping_after_change,
+)
 from ..environment import (
     InstalledDistribution,
     census,
@@ -365,6 +372,8 @@ class _Attempt:
         removed), judged against the baseline. True when it passes."""
         guard, ctx = self.guard, self.ctx
         settings = guard.settings if self.guard.configured.probes else self._derived(now)
+        if not self.guard.configured.probes and not guard.options.keep_on_failure:
+            settings = stopping_after_change(settings, guard.runs.baseline)  # verdict known
         if not settings.probes:
             guard.runs = msgspec.structs.replace(
                 guard.runs, notes=(*guard.runs.notes, *settings.notes)

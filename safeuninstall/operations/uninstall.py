@@ -24,7 +24,7 @@ from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with
 from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
 from ..bisection import bound, search
 from ..context import Context
-from ..derived import after_settings, as_baseline, dropped_notes, judged_after
+from ..derived import after_settings, as_baseline, dropped_notes, judged_after, to_the_end
 from ..environment import (
     InstalledDistribution,
     RequirementIndex,
@@ -456,7 +456,10 @@ class _Removal:
             )
         if self.begun is not None and self.begun.running is not None:
             self.cache.put(self.settings, self.fingerprint, ran)
-        self.after = after_settings(self.settings, results)
+        # Stopping at the first failure leaves out what a kept environment still breaks.
+        self.after = after_settings(
+            self.settings, results, stop_at_failure=not self.options.keep_on_failure
+        )
         return results
 
     # -- the change ----------------------------------------------------------------------
@@ -471,7 +474,7 @@ class _Removal:
                     operation="uninstall",
                     stash=self.plan.remove,
                     removed=self.plan.remove,
-                    shared=self.analysis.owned.shared_paths(),
+                    shared=self.analysis.owned.shared_paths(of=self.plan.remove),
                 )
                 snap = txn.snapshot_before(self.installed, spec)
                 baseline_results = self._baseline_results()
@@ -739,7 +742,7 @@ class _Attempt:
         """After a verified restore, the probe runs again, unless the restore is proven to be,
         byte for byte, the environment the baseline passed in."""
         removal, runs, ctx = self.removal, self.runs, self.ctx
-        settings = removal.after
+        settings = to_the_end(removal.after)  # a failure here is a surprise: say all of it
         if not restored.ok or not settings.probes:
             return runs
         assert restored.verification is not None
