@@ -532,8 +532,9 @@ def cannot_come_back(
         except BackendError as err:
             last = err.detail.strip().splitlines()[-1:] if err.detail else []
             lines += [
-                f"{e.pin}: {why[e.pin]}, and {ctx.backend.name} cannot install it "
-                f"({': '.join([err.message.split(':')[0], *last])})"
+                f"{e.pin}: {why[e.pin]}, and {ctx.backend.name} cannot install it"
                 for e in installable
             ]
+            # Once, with the command line it ran: which index, offline or not.
+            lines.append(f"the installer's check: {': '.join([err.message, *last])}")
     return lines
