@@ -8,6 +8,7 @@ to the operation, so the interpreter is looked up and queried once per command.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,6 +88,23 @@ class Context:
         if self.interpreter.layout != "environment":  # --target, --prefix: on the path
             env["PYTHONPATH"] = os.pathsep.join(map(str, self.interpreter.site_dirs))
         return env
+
+    @property
+    def is_tool_environment(self) -> bool:
+        """The target is the environment the tool runs from."""
+        return os.path.realpath(sys.prefix) == os.path.realpath(self.interpreter.prefix)
+
+    def load_what_a_restore_needs(self) -> None:
+        """Removing from the tool's own environment can take away a module that it imports
+        only when needed: import those first. The restore, its report and the probe's
+        diagnosis import retention (the stash index), doctor and the TOML parser (tomli on
+        Python 3.10) lazily; without this, ``safe-uninstall safe-uninstall`` failed its restore
+        on an ImportError. Every operation that changes the environment calls it first."""
+        if not self.is_tool_environment:
+            return
+        from . import doctor, retention, tomlfile  # noqa: F401 - imported to have them loaded
+
+        tomlfile.loads("")  # the TOML parser
 
     def refuse_externally_managed(self) -> None:
         """Before any change, as uv refuses: an interpreter its distributor manages (PEP 668)

@@ -261,6 +261,42 @@ def _extras_named(requirement: Requirement) -> set[str]:
     return {canonicalize_name(token) for token in text.split() if _NAME.fullmatch(token)}
 
 
+class _Gate:
+    """Whether a Requires-Dist line of ``dependent`` counts on the target: it holds with no
+    extra, or behind an extra of ``dependent`` that a distribution of ``remaining`` requests
+    (transitively). Who requests which extra is worked out once, on the first line that asks."""
+
+    def __init__(
+        self, index: RequirementIndex, markers: Mapping[str, str], remaining: Set[str]
+    ) -> None:
+        self._index = index
+        self._markers = markers
+        self._remaining = remaining
+        self._requested: _Requested | None = None
+
+    @property
+    def requested(self) -> _Requested:
+        if self._requested is None:
+            self._requested = _requested_extras(self._index, self._markers, self._remaining)
+        return self._requested
+
+    def extras_on(self, requirement: Requirement, dependent: str) -> tuple[str, ...] | None:
+        """None when the line holds with no extra; else the requested extras of ``dependent``
+        with which it holds, sorted (none: the line counts for nothing)."""
+        if _holds(requirement, self._markers, ""):
+            return None
+        if requirement.marker is None or "extra" not in str(requirement.marker):
+            return ()
+        return tuple(
+            sorted(
+                extra
+                for extra in _extras_named(requirement)
+                if (dependent, extra) in self.requested
+                and _holds(requirement, self._markers, extra)
+            )
+        )
+
+
 def unmet_in(
     index: RequirementIndex,
     installed: Mapping[str, InstalledDistribution],
@@ -270,7 +306,7 @@ def unmet_in(
     """unmet_requirements, given the installed set's requirement index."""
     gone = {canonicalize_name(name) for name in removed} & installed.keys()
     remaining = installed.keys() - gone
-    requested: _Requested | None = None  # only when a line behind an extra names a removed one
+    gate = _Gate(index, markers, remaining)
     found = []
     for name in sorted(gone):
         version = installed[name].version
@@ -282,20 +318,11 @@ def unmet_in(
                 continue  # no requirement the tool can judge (see unmet_requirements)
             if not _satisfied_by(requirement, version):
                 continue  # unmet before the removal already
-            if _holds(requirement, markers, ""):
+            on = gate.extras_on(requirement, dependent)
+            if on is None:
                 found.append(Unmet(dependent, value, name))
-                continue
-            if requirement.marker is None or "extra" not in str(requirement.marker):
-                continue
-            if requested is None:
-                requested = _requested_extras(index, markers, remaining)
-            on = sorted(
-                extra
-                for extra in _extras_named(requirement)
-                if (dependent, extra) in requested and _holds(requirement, markers, extra)
-            )
-            if on:
-                by = set().union(*(requested[(dependent, extra)] for extra in on))
+            elif on:
+                by = set().union(*(gate.requested[(dependent, extra)] for extra in on))
                 found.append(Unmet(dependent, value, name, on[0], tuple(sorted(by))))
     return tuple(sorted(found, key=lambda u: (u.dependent, u.required, u.requirement)))
 
@@ -535,7 +562,7 @@ def requirers(
     valid PEP 508 requirement, or whose markers can't be evaluated, names nothing; a
     distribution naming itself is left out."""
     index = requirement_index(installed) if index is None else index
-    requested: _Requested | None = None
+    gate = _Gate(index, markers, set(installed))
     found: dict[str, list[Requirer]] = {}
     for name in sorted(installed.keys() & index.keys()):
         for dependent, value in index[name]:
@@ -544,20 +571,14 @@ def requirers(
             requirement = _parsed(value)
             if requirement is None or canonicalize_name(requirement.name) != name:
                 continue
-            if _holds(requirement, markers, ""):
+            on = gate.extras_on(requirement, dependent)
+            if on is None:
                 found.setdefault(name, []).append(Requirer(dependent, value))
                 continue
-            if requirement.marker is None or "extra" not in str(requirement.marker):
-                continue
-            if requested is None:
-                requested = _requested_extras(index, markers, set(installed))
-            on = sorted(
-                extra
-                for extra in _extras_named(requirement)
-                if (dependent, extra) in requested and _holds(requirement, markers, extra)
-            )
             if on:
                 found.setdefault(name, []).append(Requirer(dependent, value, on[0]))
+                continue
+            if requirement.marker is None:
                 continue
             # Behind an extra no one requests: which one, from the ``extra == "x"`` it names.
             named = {canonicalize_name(e) for e in _EXTRA_COMPARED.findall(str(requirement.marker))}
@@ -585,7 +606,7 @@ def unmet_now(
     holds on the target (without an extra, or behind an extra that an installed distribution
     requests) naming a distribution that is not installed, or whose version it does not
     allow. ``index``: the installed set's requirement index."""
-    requested: _Requested | None = None
+    gate = _Gate(index, markers, set(installed))
     found = []
     for name, lines in index.items():
         present = installed.get(name)
@@ -593,30 +614,21 @@ def unmet_now(
             if dependent == name:
                 continue
             only = _ONLY_EXTRA.fullmatch(value.partition(";")[2])
-            if only is not None:  # most lines naming what is not installed: not parsed
-                if requested is None:
-                    requested = _requested_extras(index, markers, set(installed))
-                if (dependent, canonicalize_name(only.group(2))) not in requested:
-                    continue
+            # Most lines naming what is not installed: not parsed.
+            if only is not None and (dependent, canonicalize_name(only.group(2))) not in (
+                gate.requested
+            ):
+                continue
             requirement = _parsed(value)
             if requirement is None or canonicalize_name(requirement.name) != name:
                 continue
             if present is not None and _satisfied_by(requirement, present.version):
                 continue
-            if _holds(requirement, markers, ""):
+            on = gate.extras_on(requirement, dependent)
+            if on is None:
                 found.append(Unmet(dependent, value, name))
-                continue
-            if requirement.marker is None or "extra" not in str(requirement.marker):
-                continue
-            if requested is None:
-                requested = _requested_extras(index, markers, set(installed))
-            on = sorted(
-                extra
-                for extra in _extras_named(requirement)
-                if (dependent, extra) in requested and _holds(requirement, markers, extra)
-            )
-            if on:
-                by = tuple(sorted(requested[(dependent, on[0])]))
+            elif on:
+                by = tuple(sorted(gate.requested[(dependent, on[0])]))
                 found.append(Unmet(dependent, value, name, on[0], by))
     return tuple(sorted(found, key=lambda u: (u.dependent, u.required, u.requirement)))
 

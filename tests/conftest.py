@@ -4,6 +4,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import select
 import signal
 import stat
@@ -390,12 +391,22 @@ def returns_promptly(func: Callable[[], object], fifo: Path, seconds: float = 30
     return not blocked
 
 
-def read_terminal(fd: int, until: bytes | None = None, seconds: float = 60.0) -> bytes:
-    """What a pseudo-terminal shows: read until ``until`` appears, the child closes it (EOF or
-    EIO), or ``seconds`` pass."""
+def read_terminal(
+    fd: int, until: bytes | re.Pattern[bytes] | None = None, seconds: float = 60.0
+) -> bytes:
+    """What a pseudo-terminal shows: read until ``until`` (bytes, or a pattern searched for)
+    appears, the child closes it (EOF or EIO), or ``seconds`` pass."""
     deadline = time.monotonic() + seconds
     seen = b""
-    while until is None or until not in seen:
+
+    def arrived() -> bool:
+        if until is None:
+            return False
+        if isinstance(until, bytes):
+            return until in seen
+        return until.search(seen) is not None
+
+    while not arrived():
         left = deadline - time.monotonic()
         ready, _, _ = select.select([fd], [], [], max(0.0, left))
         if not ready:

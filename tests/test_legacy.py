@@ -265,7 +265,9 @@ def test_a_distutils_install_is_refused_like_uv_refuses_it(
     (venv.site_packages / file_name).write_text("Metadata-Version: 1.1\nName: demo\nVersion: 1.0\n")
     by_uv = venv.uv("pip", "uninstall", "--python", str(venv.python), "demo", check=False)
     assert by_uv.returncode == 2
-    assert "distutils-installed distributions do not include the metadata" in by_uv.stderr
+    # uv wraps its message to the terminal width, after the venv's path: where depends on it
+    said = " ".join(by_uv.stderr.split())
+    assert "distutils-installed distributions do not include the metadata" in said
     before = hashes(venv.site_packages, outside)
 
     run = venv.tool("--no-probe", "demo")

@@ -398,6 +398,7 @@ class _Rollback:
     ) -> RollbackResult:
         ctx = self.ctx
         baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
+        ctx.load_what_a_restore_needs()  # returning may uninstall the tool itself
         with Transaction(ctx, self.command, self.recovering) as txn:
             with txn.interrupts_deferred():
                 self._snapshot(txn, spec)

@@ -63,7 +63,6 @@ from ..results import ProbeRuns, RunResult
 from ..snapshot import PackageStash, Snapshot
 from ..stash import read_verified
 from ..transaction import Restored, SnapshotSpec, Transaction
-from .uninstall import _import_what_a_restore_needs as import_what_a_restore_needs
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -79,7 +78,7 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()  # a restore needs it: before anything runs
         # The command may uninstall the tool itself from its own environment.
-        import_what_a_restore_needs(ctx)
+        ctx.load_what_a_restore_needs()
         return guard.run()
 
 

@@ -13,7 +13,6 @@ probe fails.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -261,7 +260,7 @@ class _Removal:
         # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
         # own environment what it runs on: removing that would break the restore itself.
         spare = set(NEVER_MATCHED)
-        if _own_environment(ctx):
+        if ctx.is_tool_environment:
             spare |= requirement_closure("safe-uninstall", self.installed, markers)
         found = orphans(
             self.installed,
@@ -466,7 +465,7 @@ class _Removal:
 
     def apply(self) -> RemovalResult:
         assert self.analysis is not None
-        _import_what_a_restore_needs(self.ctx)
+        self.ctx.load_what_a_restore_needs()
         txn = Transaction(self.ctx, "uninstall")
         try:
             with txn:
@@ -517,23 +516,6 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
     ``uninstall`` named first."""
     command = ("uninstall",) if any(name in COMMANDS for name in names) else ()
     return ctx.suggest(*command, *flags, *names)
-
-
-def _own_environment(ctx: Context) -> bool:
-    """The target is the environment the tool runs from."""
-    return os.path.realpath(sys.prefix) == os.path.realpath(ctx.interpreter.prefix)
-
-
-def _import_what_a_restore_needs(ctx: Context) -> None:
-    """Removing from the tool's own environment can take away a module that it imports only
-    when needed: import those first. The restore, its report and the probe's diagnosis import
-    retention (the stash index), doctor and the TOML parser (tomli on Python 3.10) lazily;
-    without this, ``safe-uninstall safe-uninstall`` failed its restore on an ImportError."""
-    if not _own_environment(ctx):
-        return
-    from .. import doctor, retention, tomlfile  # noqa: F401 - imported to have them loaded
-
-    tomlfile.loads("")  # the TOML parser
 
 
 class _Attempt:
