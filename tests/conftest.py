@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -46,7 +47,76 @@ def _clean_environment(
 
 @pytest.fixture(scope="session")
 def uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's uv cache (one per xdist worker). Every make_venv venv holds hard links
+    to its unpacked wheels: a test that writes into such a file in place writes into the cache,
+    and every later install of that wheel gets its bytes (_uv_cache_unchanged fails it)."""
     return tmp_path_factory.mktemp("uv-cache")
+
+
+@dataclass
+class _UnpackedWheels:
+    """What a session's uv cache holds under archive-v0 (wheels as uv unpacked them, never
+    rewritten by uv): each file's inode, size, mtime and mode, as last seen."""
+
+    archive: Path
+    seen: dict[Path, tuple[int, int, int, int]]
+
+    def changes(self) -> list[str]:
+        """The files changed since last seen, or new and not as their wheel's RECORD says;
+        then remembers what is there now."""
+        now = {}
+        if self.archive.is_dir():
+            for folder, _, files in os.walk(self.archive):
+                for name in files:
+                    info = os.lstat(os.path.join(folder, name))
+                    now[Path(folder, name)] = (
+                        info.st_ino,
+                        info.st_size,
+                        info.st_mtime_ns,
+                        info.st_mode,
+                    )
+        found = [f"{path}: changed" for path, sig in self.seen.items() if now.get(path) != sig]
+        for entry in {p.relative_to(self.archive).parts[0] for p in now.keys() - self.seen}:
+            found += _not_as_recorded(self.archive / entry)
+        self.seen = now
+        return sorted(found)
+
+
+def _not_as_recorded(unpacked: Path) -> list[str]:
+    """The files of an unpacked wheel whose sha256 is not the one its RECORD gives."""
+    found = []
+    for record in unpacked.glob("*.dist-info/RECORD"):
+        for line in record.read_text().splitlines():
+            rel, _, rest = line.rpartition(",")[0].partition(",sha256=")
+            path = unpacked / rel
+            if rest and path.is_file():
+                digest = hashlib.sha256(path.read_bytes()).digest()
+                if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != rest:
+                    found.append(f"{path}: not as its RECORD says")
+    return found
+
+
+@pytest.fixture(scope="session")
+def _unpacked_wheels(uv_cache: Path) -> _UnpackedWheels:
+    return _UnpackedWheels(uv_cache / "archive-v0", {})
+
+
+@pytest.fixture(autouse=True)
+def _uv_cache_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails the test that wrote into the session's uv cache, where it did it, not a later
+    test that installs the damaged wheel (per xdist worker: each has its own cache)."""
+    if "uv_cache" not in request.fixturenames:
+        yield
+        return
+    wheels: _UnpackedWheels = request.getfixturevalue("_unpacked_wheels")
+    yield
+    if changes := wheels.changes():
+        pytest.fail(
+            f"{request.node.nodeid} changed the session's uv cache (a file of its venv is a hard "
+            "link into it: replace such a file, or install it with --link-mode copy, instead of "
+            "writing into it): " + "; ".join(changes),
+            pytrace=False,
+        )
 
 
 # A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
@@ -207,8 +277,12 @@ class Venv:
             [UV, *args], env=self.env(), capture_output=True, text=True, check=check
         )
 
-    def install(self, *requirements: str, find_links: Path | None = None) -> None:
-        """Offline, from the session's wheelhouse or from ``find_links``."""
+    def install(
+        self, *requirements: str, find_links: Path | None = None, copies: bool = False
+    ) -> None:
+        """Offline, from the session's wheelhouse or from ``find_links``. The files are hard
+        links into the session's uv cache, unless ``copies``: for a test that writes into one
+        in place."""
         self.uv(
             "pip",
             "install",
@@ -217,6 +291,7 @@ class Venv:
             "--no-index",
             "--find-links",
             str(find_links or self.wheelhouse),
+            *(("--link-mode", "copy") if copies else ()),
             *requirements,
         )
 

@@ -532,18 +532,7 @@ def written_in_place(make_venv: MakeVenv) -> tuple[Venv, list[str]]:
     """A venv whose leftpad is a copy of its own (not a link into the session's uv cache: the
     command writes into it in place), and that command."""
     venv = make_venv("requests")
-    venv.uv(
-        "pip",
-        "install",
-        "--python",
-        str(venv.python),
-        "--no-index",
-        "--find-links",
-        str(venv.wheelhouse),
-        "--link-mode",
-        "copy",
-        "leftpad",
-    )
+    venv.install("leftpad", copies=True)
     target = venv.site_packages / "leftpad.py"
     return venv, script(venv, f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)\n")
 

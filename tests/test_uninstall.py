@@ -558,7 +558,10 @@ def test_probe_after_restore_when_asked_or_when_anything_was_reinstalled(
 def test_stash_hashed_during_the_probe_is_trusted_only_while_unchanged(
     make_venv: MakeVenv,
 ) -> None:
-    venv = make_venv("requests", "leftpad")
+    # leftpad a copy of its own: its stash is written into in place below, and a hard link
+    # would carry that write into the session's uv cache (and every later install of leftpad).
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
     # The probe sleeps a little, so the stash is hashed while it runs.
     probe = "import time, requests; time.sleep(0.3)"
     assert venv.tool("--probe", probe, "leftpad").returncode == 0
