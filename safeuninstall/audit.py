@@ -56,6 +56,9 @@ class DistributionAudit(Struct, frozen=True, kw_only=True):
     version: str
     installer: str
     requested: bool
+    # False where its REQUESTED file says nothing (uv writes one for every distribution it
+    # installs: environment.requested): then ``requested`` is False, and not known
+    requested_known: bool = True
     bytes: int  # files only it lists, each once
     files: int  # how many
     shared_bytes: int = 0  # files it lists with another distribution (counted in none's bytes)
@@ -92,6 +95,7 @@ class DistributionAudit(Struct, frozen=True, kw_only=True):
             "version": self.version,
             "installer": self.installer,
             "requested": self.requested,
+            "requested_known": self.requested_known,
             "bytes": self.bytes,
             "files": self.files,
             "shared_bytes": self.shared_bytes,
@@ -512,6 +516,7 @@ def audit_environment(
                 version=dist.version,
                 installer=dist.installer,
                 requested=name in wanted,
+                requested_known=not (disregarded and dist.installer == "uv"),
                 bytes=own_bytes,
                 files=own_files,
                 shared_bytes=shared_bytes,

@@ -510,10 +510,11 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             lines.append(f"--load: {run.probe.label}: {run.summary()}; {mapped}")
         lines += [f"note: {note}" for note in found.notes]
     orphans = found.orphans
+    unknown = any(not d.requested_known for d in found.distributions)
     if orphans:
         lines.append(
-            f"orphans (not requested, nothing requires them, nothing loads them): "
-            f"{', '.join(orphans)}"
+            f"orphans ({'' if unknown else 'not requested, '}nothing requires them, "
+            f"nothing loads them): {', '.join(orphans)}"
         )
     else:
         lines.append("orphans: none")
@@ -521,13 +522,20 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
 
 
 def _dist_head(dist: DistributionAudit) -> str:
-    """``name version  requested``, and what stands out: orphan, metadata only."""
-    marks = ["requested" if dist.requested else "pulled in"]
+    """``name version  requested``, and what stands out: orphan, metadata only. Where its
+    REQUESTED file says nothing (uv's), neither "requested" nor "pulled in" is said."""
+    marks = []
+    if dist.requested_known:
+        marks.append("requested" if dist.requested else "pulled in")
     if dist.orphan:
-        marks.append("ORPHAN (not requested, nothing requires it, nothing loads it)")
+        marks.append(
+            "ORPHAN (not requested, nothing requires it, nothing loads it)"
+            if dist.requested_known
+            else "ORPHAN (nothing requires it, nothing loads it)"
+        )
     if dist.metadata_only:
         marks.append("metadata only (no file outside its own metadata folder)")
-    return f"{dist.name} {dist.version}  " + ", ".join(marks)
+    return "  ".join([f"{dist.name} {dist.version}", *([", ".join(marks)] if marks else [])])
 
 
 def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:

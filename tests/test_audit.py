@@ -549,6 +549,12 @@ def test_audit_and_with_orphans_share_what_requested_means(make_venv: MakeVenv) 
     audited: Any = venv.tool("audit", "--json").json()
     assert audited["orphans"] == ["leftpad", "requests"]
     assert any("REQUESTED disregarded" in n for n in audited["notes"])
+    assert not any(d["requested_known"] for d in audited["distributions"])
+    # Where it is not known, the text says neither "requested" nor "pulled in".
+    text = venv.tool("audit").stdout
+    assert "pulled in" not in text and "  requested" not in text, text
+    assert "requests 2.32.3  ORPHAN (nothing requires it, nothing loads it)" in text, text
+    assert "orphans (nothing requires them, nothing loads them): leftpad, requests" in text
     dry: Any = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
     assert dry["orphans"] == ["urllib3"]
     (info,) = venv.site_packages.glob("requests-*.dist-info")
@@ -556,5 +562,9 @@ def test_audit_and_with_orphans_share_what_requested_means(make_venv: MakeVenv) 
     audited = venv.tool("audit", "--json").json()
     assert audited["orphans"] == ["requests"]
     assert not any("REQUESTED disregarded" in n for n in audited["notes"])
+    assert all(d["requested_known"] for d in audited["distributions"])
+    text = venv.tool("audit").stdout
+    assert "pulled in, ORPHAN (not requested, nothing requires it, nothing loads it)" in text
+    assert "urllib3 2.3.0  requested" in text, text
     dry = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
     assert dry["orphans"] == []
