@@ -151,9 +151,14 @@ def take_snapshot(
 
 
 def _one_of(dist: InstalledDistribution, doubled: Collection[str]) -> InstalledDistribution:
-    """``dist``, without the dist-info folders beside it when they are kept aside."""
+    """``dist``, without the dist-info folders beside it when they are kept aside. Its other
+    copies (an .egg-info or .egg-link of the same name) stay, so that the stash still refuses
+    a removal that would take them (stash.py: uv removes every copy of a name)."""
     if dist.key in doubled:
-        return msgspec.structs.replace(dist, shadowed=())
+        aside = set(dist.doubled)
+        return msgspec.structs.replace(
+            dist, shadowed=tuple(p for p in dist.shadowed if p not in aside)
+        )
     return dist
 
 

@@ -460,6 +460,32 @@ def test_rollback_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None
     assert "urllib3-2.3.0.dist-info/RECORD" in aside
 
 
+def test_a_legacy_copy_beside_a_second_dist_info_folder_is_not_removed_unstashed(
+    make_venv: MakeVenv,
+) -> None:
+    """Only the dist-info folders are kept aside: an .egg-info copy of the same name stays the
+    stash's to refuse (uv removes every copy of a name). It used to be dropped from what the
+    stash looked at, with the dist-info folders beside it."""
+    venv, _ = _doubled_urllib3(make_venv)
+    # A `setup.py install` of urllib3 9.0 beside them: an .egg-info folder uv uninstalls.
+    egg = venv.site_packages / "urllib3-9.0-py3.11.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: urllib3\nVersion: 1.0\n")
+    (egg / "top_level.txt").write_text("urllib3_legacy\n")
+    (egg / "installed-files.txt").write_text(
+        "../urllib3_legacy.py\nPKG-INFO\ntop_level.txt\ninstalled-files.txt\n"
+    )
+    (venv.site_packages / "urllib3_legacy.py").write_text("LEGACY = 1\n")
+    before = venv.file_hashes()
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode != 0, data
+    assert (venv.site_packages / "urllib3_legacy.py").read_text() == "LEGACY = 1\n"
+    assert venv.file_hashes() == before, data
+
+
 def test_recover_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
     """The case as reported: an operation cut short, a second dist-info folder beside the one
     the snapshot holds. Every recover used to end INCOMPLETE (exit 4, "a second dist-info

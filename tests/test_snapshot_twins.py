@@ -115,3 +115,25 @@ def test_only_a_command_that_writes_writes_a_missing_twin(venv: Venv) -> None:
     assert venv.tool("doctor", "--json").returncode == 0
     assert all(twin.is_file() for twin in twins)
     assert store._load_twin("0001") == snapshot_file.load(store.snapshot_path("0001"))
+
+
+def test_no_twin_is_written_for_a_snapshot_toml_replaced_while_it_was_parsed(
+    venv: Venv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The twin pairs what was parsed with the stat the file had before the parse: a file
+    replaced during the parse would otherwise have its new stat vouch for the old content."""
+    store = _store(venv)
+    (store.folder("0002") / TWIN_FILE).unlink()
+    path = store.snapshot_path("0002")
+    original = snapshot_file.load
+
+    def load_then_replace(target: os.PathLike[str]) -> snapshot_file.Snapshot:
+        parsed = original(target)
+        edited = path.with_name("edited")
+        edited.write_bytes(path.read_bytes() + b"\n")  # another file, another stat
+        os.replace(edited, path)
+        return parsed
+
+    monkeypatch.setattr(snapshot_file, "load", load_then_replace)
+    store.load("0002", keep_twin=True)
+    assert not (store.folder("0002") / TWIN_FILE).exists()
