@@ -90,7 +90,8 @@ class PresenceCache:
             # Stats taken before the look: a removal after them changes them.
             before = _record_key(record)
             settled = _settled_keys(folders) if before is not None else None
-            if any(not p.endswith(".pyc") and not listings.lexists(p) for p in paths):
+            now = settled or {}
+            if any(not p.endswith(".pyc") and not listings.lexists(p, now) for p in paths):
                 hollow.append(key)
             elif settled is not None and before is not None and _record_key(record) == before:
                 assert record is not None
@@ -172,18 +173,34 @@ class _Listings:
     """``os.path.lexists`` answered from one listing of each folder: an ML venv's 63,000
     RECORD files are in 5,800 folders, and listing a folder costs about what one lstat does.
     A name the listing lacks is looked up itself, so the answer is lexists' own wherever the
-    listing does not vouch for the name (a folder that can't be listed, another spelling)."""
+    listing does not vouch for the name (a folder that can't be listed, another spelling).
+
+    A listing serves a distribution only while its folder has the stat it had just before the
+    listing, settled (see _SETTLED_NS): a folder several distributions share (site-packages,
+    ``nvidia/``) may change between the first one's look and a later one's, and a later one
+    found whole is then cached on the folder's new stat."""
 
     def __init__(self) -> None:
-        self._names: dict[str, frozenset[str]] = {}
+        self._names: dict[str, tuple[FolderKey | None, frozenset[str]]] = {}
 
-    def lexists(self, path: str) -> bool:
+    def lexists(self, path: str, now: Mapping[str, FolderKey]) -> bool:
+        """``now``: the folders' stats the caller took before this look."""
         folder, _, name = path.rpartition("/")
-        names = self._names.get(folder)
-        if names is None:
-            try:
-                names = frozenset(os.listdir(folder or "/"))
-            except (OSError, ValueError):
-                names = frozenset()
-            self._names[folder] = names
-        return name in names or os.path.lexists(path)
+        known = self._names.get(folder)
+        if known is None or (folder in now and known[0] != now[folder]):
+            known = self._names[folder] = _listing(folder)
+        return name in known[1] or os.path.lexists(path)
+
+
+def _listing(folder: str) -> tuple[FolderKey | None, frozenset[str]]:
+    """The folder's names and its stat before them; no stat when it changed too recently to
+    vouch that the names are still those (a change in the same clock tick keeps the stat)."""
+    try:
+        info = os.stat(folder or "/")
+        names = frozenset(os.listdir(folder or "/"))
+    except (OSError, ValueError):
+        return None, frozenset()
+    settled = time.time_ns() - _SETTLED_NS
+    if info.st_mtime_ns > settled or info.st_ctime_ns > settled:
+        return None, names
+    return _folder_key(info), names

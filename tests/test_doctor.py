@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,31 @@ def test_a_shared_cache_keeps_the_other_environments_entries(tmp_path: Path) -> 
     assert _check(cache_file, owned, installed) == ([], 1)  # still there
     assert _check(cache_file, other_owned, other) == ([], 1)
     assert len(json.loads(cache_file.read_text())["whole"]) == 2
+
+
+@pytest.mark.usefixtures("settled_now")
+def test_a_folder_listed_for_one_distribution_is_listed_again_once_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """site-packages is listed for the first distribution; a file of the second goes before
+    the second's look. The first listing used to answer for it: found whole, and cached so."""
+    site = tmp_path / "site"
+    first = install(site, "first", {"first.py": "1"})
+    second = install(site, "second", {"second.py": "2"})
+    installed = {first.key: first, second.key: second}
+    owned = ownership(installed)
+    looked_at = presence._settled_keys
+    calls: list[int] = []
+
+    def settle_then_remove(folders: Iterable[str]) -> dict[str, presence.FolderKey] | None:
+        calls.append(1)
+        if len(calls) == 2:  # between the first distribution's look and the second's
+            (site / "second.py").unlink()
+        return looked_at(folders)
+
+    monkeypatch.setattr(presence, "_settled_keys", settle_then_remove)
+    cache_file = tmp_path / "presence-cache.json"
+    assert _check(cache_file, owned, installed) == (["second"], 0)
+    # first's entry holds site-packages' stat from before the removal: looked at again
+    assert _check(cache_file, owned, installed) == (["second"], 0)
+    assert _check(cache_file, owned, installed) == (["second"], 1)  # now from the cache
