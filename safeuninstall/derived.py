@@ -318,12 +318,7 @@ def judged_change(baseline: Sequence[ProbeResult], after: ProbeResult) -> ProbeR
     that was not tried before too (a module the change brought must import)."""
     if after.probe.kind != "derived":
         return after
-    failed_before = {
-        _same(c.candidate)
-        for run in baseline
-        for c in run.candidates
-        if c.status in ("failed", "unfinished")
-    }
+    failed_before = _failed_before(baseline)
     candidates = tuple(
         msgspec.structs.replace(c, judged=_same(c.candidate) not in failed_before)
         for c in after.candidates
@@ -339,12 +334,7 @@ def stopping_after_change(
     counts for judged_change: one that did not fail or stop before the change."""
     if not any(p.kind == "derived" for p in settings.probes):
         return settings
-    failed_before = {
-        _same(c.candidate)
-        for run in baseline
-        for c in run.candidates
-        if c.status in ("failed", "unfinished")
-    }
+    failed_before = _failed_before(baseline)
     probes = tuple(
         p.stopping_at({c for c in p.candidates if _same(c) not in failed_before})
         if p.kind == "derived"
@@ -352,6 +342,17 @@ def stopping_after_change(
         for p in settings.probes
     )
     return msgspec.structs.replace(settings, probes=probes)
+
+
+def _failed_before(baseline: Sequence[ProbeResult]) -> set[tuple[str, str, tuple[str, ...]]]:
+    """What the candidates that failed or did not finish in the baseline try: they do not
+    count for the verdict on a change (judged_change), so they do not stop its run."""
+    return {
+        _same(c.candidate)
+        for run in baseline
+        for c in run.candidates
+        if c.status in ("failed", "unfinished")
+    }
 
 
 def _same(candidate: Candidate) -> tuple[str, str, tuple[str, ...]]:
