@@ -496,6 +496,24 @@ def read_terminal(
     return seen
 
 
+def once_the_snapshot_exists(snapshot: Path, done: Path, action: str) -> str:
+    """A probe (Python code) that, on its first run only, waits for ``snapshot`` to be written,
+    then runs ``action`` (lines of Python) and touches ``done``: another process acting in the
+    environment after the snapshot and before the removal."""
+    body = "".join(f"    {line}\n" for line in action.splitlines())
+    return (
+        "import pathlib, time\n"
+        f"done = pathlib.Path({str(done)!r})\n"
+        "if not done.exists():\n"
+        "    deadline = time.monotonic() + 60\n"
+        f"    while not pathlib.Path({str(snapshot)!r}).exists():\n"
+        "        assert time.monotonic() < deadline, 'no snapshot'\n"
+        "        time.sleep(0.01)\n"
+        f"{body}"
+        "    done.touch()\n"
+    )
+
+
 def stand_in_uv(path: Path, on_uninstall: str, imports: str = "") -> Path:
     """Write at ``path`` a uv that runs ``on_uninstall`` (Python, indented by the caller's
     lines as they are, with ``real`` naming the real uv) when called as ``pip uninstall``, then

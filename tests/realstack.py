@@ -137,6 +137,10 @@ class Stacks:
 
     def _install(self, stack: str, root: Path, *, offline: bool) -> None:
         self._uv("venv", "--quiet", "--python", sys.executable, str(root))
+        self._pip_install(root, ["-r", str(self.pins(stack))], offline=offline)
+
+    def _pip_install(self, root: Path, requirements: list[str], *, offline: bool) -> None:
+        """``requirements`` into the venv at ``root``, pinned, no dependencies, hard-linked."""
         self._uv(
             "pip",
             "install",
@@ -146,8 +150,7 @@ class Stacks:
             "--no-deps",
             "--link-mode",
             "hardlink",
-            "-r",
-            str(self.pins(stack)),
+            *requirements,
             offline=offline,
         )
 
@@ -186,18 +189,7 @@ class Stacks:
             for line in self.pins(stack).read_text().splitlines()
             if line.partition("==")[0] in names
         ]
-        self._uv(
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(root / "bin" / "python"),
-            "--no-deps",
-            "--link-mode",
-            "hardlink",
-            *pins,
-            offline=True,
-        )
+        self._pip_install(root, pins, offline=True)
 
     def venv(self, stack: str, root: Path) -> Venv:
         """A new venv at ``root`` holding ``stack``, from the cache, offline."""

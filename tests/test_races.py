@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv, stand_in_uv
+from tests.conftest import UV, MakeVenv, Venv, once_the_snapshot_exists, stand_in_uv
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -124,17 +124,7 @@ def test_an_install_during_the_baseline_stops_the_removal_before_it_removes(
     snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
     done = tmp_path / "installed-2.0"
     install = _install_leftpad_2(venv, _leftpad_2(tmp_path))
-    probe = (
-        "import pathlib, time\n"
-        f"done = pathlib.Path({str(done)!r})\n"
-        "if not done.exists():\n"
-        "    deadline = time.monotonic() + 60\n"
-        f"    while not pathlib.Path({str(snapshot)!r}).exists():\n"
-        "        assert time.monotonic() < deadline, 'no snapshot'\n"
-        "        time.sleep(0.01)\n"
-        + "".join("    " + line + "\n" for line in install.splitlines())
-        + "    done.touch()\n"
-    )
+    probe = once_the_snapshot_exists(snapshot, done, install)
     run = venv.tool("--fresh-baseline", "--probe", probe, "leftpad")
     assert done.exists()
     assert run.returncode == 1, run.stdout + run.stderr

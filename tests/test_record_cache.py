@@ -14,7 +14,7 @@ from safeuninstall import paths
 from safeuninstall.environment import InstalledDistribution, Source
 from safeuninstall.libraries import ownership
 from safeuninstall.recordcache import RecordCache
-from tests.conftest import UV, MakeVenv
+from tests.conftest import UV, MakeVenv, once_the_snapshot_exists
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -193,19 +193,12 @@ def test_a_record_rewritten_while_the_removal_prepares_stops_it(
     extra = venv.site_packages / "leftpad_extra.py"
     snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
     done = tmp_path / "rewritten"
-    probe = (
-        "import pathlib, time\n"
-        f"done = pathlib.Path({str(done)!r})\n"
-        "if not done.exists():\n"
-        "    deadline = time.monotonic() + 60\n"
-        f"    while not pathlib.Path({str(snapshot)!r}).exists():\n"
-        "        assert time.monotonic() < deadline, 'no snapshot'\n"
-        "        time.sleep(0.01)\n"
-        f"    pathlib.Path({str(extra)!r}).write_text('X = 1\\n')\n"
-        f"    record = pathlib.Path({str(record)!r})\n"
-        "    record.write_text(record.read_text() + 'leftpad_extra.py,,\\n')\n"
-        "    done.touch()\n"
+    rewrite = (
+        f"pathlib.Path({str(extra)!r}).write_text('X = 1\\n')\n"
+        f"record = pathlib.Path({str(record)!r})\n"
+        "record.write_text(record.read_text() + 'leftpad_extra.py,,\\n')\n"
     )
+    probe = once_the_snapshot_exists(snapshot, done, rewrite)
     run = venv.tool("--fresh-baseline", "--probe", probe, "leftpad")
     assert done.exists()
     assert run.returncode == 1, run.stdout + run.stderr
