@@ -17,23 +17,20 @@ folders each file needs are worked out from the file list, never taken from the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import msgspec
 from msgspec import Struct
 
-from .atomicfile import write_atomically
-from .bounded import read_bytes
+from .cachefile import RecordKeyed, Stored
 from .environment import InstalledDistribution
 from .recordcache import StatKey, stat_key
 
 PRESENCE_CACHE_FILE = "presence-cache.json"
 _FORMAT = "safeuninstall-presence-cache"
-_VERSION = 1
+_VERSION = 2  # 2: the entries under "entries", as record-cache.json has them (cachefile.py)
 _MAX_CACHE_BYTES = 64 * 1024 * 1024  # an ML venv's is about 0.5 MB
 _SETTLED_NS = 2_000_000_000  # a folder changed in the last 2 s is not vouched for
 
@@ -52,24 +49,11 @@ class _Whole(Struct, frozen=True, forbid_unknown_fields=True):
     folders: dict[str, FolderKey]
 
 
-class _Stored(Struct, frozen=True, forbid_unknown_fields=True):
-    format: str
-    version: int
-    whole: dict[str, _Whole]  # RECORD path -> it
-
-
-class PresenceCache:
+class PresenceCache(RecordKeyed[_Whole]):
     """RECORD path -> the distribution was whole, while its RECORD and folders are unchanged."""
 
     def __init__(self, cache_file: Path | None = None) -> None:
-        self.cache_file = cache_file
-        self._stored: dict[str, _Whole] = {}
-        self._found: dict[str, _Whole] = {}
-        self._sites: set[str] = set()  # the site folders of the distributions asked about
-        self.changed = False
-        self.hits = 0
-        if cache_file is not None:
-            self._stored = _load(cache_file)
+        super().__init__(cache_file, Stored[_Whole], _FORMAT, _VERSION, _MAX_CACHE_BYTES)
 
     def hollow(
         self, files: Mapping[str, tuple[str, ...]], installed: Mapping[str, InstalledDistribution]
@@ -95,7 +79,7 @@ class PresenceCache:
                 hollow.append(key)
             elif settled is not None and before is not None and _record_key(record) == before:
                 assert record is not None
-                self._found[record] = _Whole(before, settled)
+                self._used[record] = _Whole(before, settled)
                 self.changed = True
         return sorted(hollow)
 
@@ -113,25 +97,9 @@ class PresenceCache:
                     return False
             except (OSError, ValueError):
                 return False
-        self._found[record] = entry
+        self._used[record] = entry
         self.hits += 1
         return True
-
-    def save(self) -> None:
-        """Store the distributions found whole now (the installed set as it is) and the entries
-        of other environments (a state folder may be shared); a cache that can't be written
-        only costs time."""
-        kept = {
-            record: entry
-            for record, entry in self._stored.items()
-            if os.path.dirname(os.path.dirname(record)) not in self._sites
-        }
-        entries = {**kept, **self._found}
-        if self.cache_file is None or (not self.changed and entries.keys() == self._stored.keys()):
-            return
-        payload = msgspec.json.encode(_Stored(_FORMAT, _VERSION, entries))
-        with contextlib.suppress(OSError):
-            write_atomically(self.cache_file, payload, mode=0o644, durable=False)
 
 
 def _settled_keys(folders: Iterable[str]) -> dict[str, FolderKey] | None:
@@ -157,16 +125,6 @@ def _record_key(record: str | None) -> StatKey | None:
         return stat_key(os.stat(record))
     except (OSError, ValueError):
         return None
-
-
-def _load(path: Path) -> dict[str, _Whole]:
-    try:
-        stored = msgspec.json.decode(read_bytes(path, _MAX_CACHE_BYTES), type=_Stored)
-    except (OSError, ValueError, msgspec.DecodeError, RecursionError):
-        return {}  # missing, unreadable, corrupt, too large: every file is looked at
-    if stored.format != _FORMAT or stored.version != _VERSION:
-        return {}
-    return stored.whole
 
 
 class _Listings:

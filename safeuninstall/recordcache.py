@@ -17,16 +17,13 @@ itself, so what a removal keeps never comes from here.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
-import msgspec
 from msgspec import Struct
 
-from .atomicfile import write_atomically
-from .bounded import read_bytes
+from .cachefile import RecordKeyed, Stored
 from .environment import InstalledDistribution
 from .paths import normalise, real_folder
 
@@ -53,24 +50,11 @@ class _Entry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     names: list[str]
 
 
-class _Stored(Struct, frozen=True, forbid_unknown_fields=True):
-    format: str
-    version: int
-    entries: dict[str, _Entry]
-
-
-class RecordCache:
+class RecordCache(RecordKeyed[_Entry]):
     """RECORD path -> the paths it lists, normalised (paths.normalise), by the RECORD's stat."""
 
     def __init__(self, cache_file: Path | None = None) -> None:
-        self.cache_file = cache_file
-        self._stored: dict[str, _Entry] = {}
-        self._used: dict[str, _Entry] = {}
-        self._sites: set[str] = set()  # the site folders of the distributions asked about
-        self.changed = False
-        self.hits = 0
-        if cache_file is not None:
-            self._stored = _load(cache_file)
+        super().__init__(cache_file, Stored[_Entry], _FORMAT, _VERSION, _MAX_CACHE_BYTES)
 
     def files(self, dist: InstalledDistribution) -> tuple[str, ...]:
         """The normalised paths of ``dist.record()``, in its order; raises what it raises."""
@@ -96,32 +80,6 @@ class RecordCache:
             self._used[name] = _entry(key, site, [e.path for e in entries])
             self.changed = True
         return paths
-
-    def save(self) -> None:
-        """Store what this command used (the installed set as it was) and the entries of other
-        environments (a state folder may be shared), if anything changed. A cache that can't
-        be written only costs time."""
-        kept = {
-            name: entry
-            for name, entry in self._stored.items()
-            if os.path.dirname(os.path.dirname(name)) not in self._sites
-        }
-        entries = {**kept, **self._used}
-        if self.cache_file is None or (not self.changed and entries.keys() == self._stored.keys()):
-            return
-        payload = msgspec.json.encode(_Stored(_FORMAT, _VERSION, entries))
-        with contextlib.suppress(OSError):
-            write_atomically(self.cache_file, payload, mode=0o644, durable=False)
-
-
-def _load(path: Path) -> dict[str, _Entry]:
-    try:
-        stored = msgspec.json.decode(read_bytes(path, _MAX_CACHE_BYTES), type=_Stored)
-    except (OSError, ValueError, msgspec.DecodeError, RecursionError):
-        return {}  # missing, unreadable, corrupt, too large: read the RECORDs
-    if stored.format != _FORMAT or stored.version != _VERSION:
-        return {}
-    return stored.entries
 
 
 def _rebuilt(entry: _Entry) -> tuple[str, ...] | None:

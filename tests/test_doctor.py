@@ -150,7 +150,7 @@ def test_a_cache_that_leaves_out_a_folder_is_not_believed(tmp_path: Path) -> Non
     cache_file = tmp_path / "presence-cache.json"
     assert _check(cache_file, owned, installed) == ([], 0)
     stored = json.loads(cache_file.read_text())
-    (entry,) = stored["whole"].values()
+    (entry,) = stored["entries"].values()
     sub = str(os.path.realpath(site / "pkg/sub"))
     del entry["folders"][sub]
     cache_file.write_text(json.dumps(stored))
@@ -168,7 +168,7 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path, spoil: str) -> None:
     if spoil == "garbage":
         cache_file.write_bytes(b"\x00{")
     elif spoil == "wrong types":
-        for entry in stored["whole"].values():
+        for entry in stored["entries"].values():
             entry["folders"] = {k: "x" for k in entry["folders"]}
         cache_file.write_text(json.dumps(stored))
     elif spoil == "another format":
@@ -202,7 +202,7 @@ def test_a_shared_cache_keeps_the_other_environments_entries(tmp_path: Path) -> 
     assert _check(cache_file, other_owned, other) == ([], 0)
     assert _check(cache_file, owned, installed) == ([], 1)  # still there
     assert _check(cache_file, other_owned, other) == ([], 1)
-    assert len(json.loads(cache_file.read_text())["whole"]) == 2
+    assert len(json.loads(cache_file.read_text())["entries"]) == 2
 
 
 @pytest.mark.usefixtures("settled_now")
