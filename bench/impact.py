@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from safeuninstall.environment import Interpreter, installed_distributions
+from safeuninstall.environment import installed_distributions
 from safeuninstall.impact import impact_report
+from safeuninstall.interpreter import Interpreter
 from safeuninstall.libraries import ELF_CACHE_FILE, LibraryIndex, ownership
 
 # The distributions the measured removal takes away: they provide the libraries one in ten of

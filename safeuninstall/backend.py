@@ -8,11 +8,13 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import process
 from .errors import BackendError
-from .snapshot import PackageEntry
+
+if TYPE_CHECKING:
+    from .snapshot import PackageEntry
 
 _TIMEOUT = 3600.0
 

@@ -28,7 +28,8 @@ from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from .atomicfile import write_atomically
-from .environment import Interpreter, required_elsewhere
+from .environment import required_elsewhere
+from .interpreter import Interpreter
 from .options import UninstallOptions
 from .probe import CandidateResult, Probe, ProbeResult, ProbeSettings, Running, start
 

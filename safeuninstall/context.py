@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 
 from . import locks, process
 from .backend import Backend, backend_for, shell_line
-from .environment import (
+from .errors import EnvironmentNotFound, InsideGuardedRun
+from .events import Events
+from .interpreter import (
     Interpreter,
     find_python,
     is_path_request,
     query_interpreter,
     with_layout,
 )
-from .errors import EnvironmentNotFound, InsideGuardedRun
-from .events import Events
 from .options import TargetOptions
 from .store import Store, own_files, state_dir
 
@@ -97,12 +97,13 @@ class Context:
     def load_what_a_restore_needs(self) -> None:
         """Removing from the tool's own environment can take away a module that it imports
         only when needed: import those first. The restore, its report and the probe's
-        diagnosis import retention (the stash index), doctor and the TOML parser (tomli on
-        Python 3.10) lazily; without this, ``safe-uninstall safe-uninstall`` failed its restore
-        on an ImportError. Every operation that changes the environment calls it first."""
+        diagnosis import retention (the stash index, and the plans for its prune), doctor and
+        the TOML parser (tomli on Python 3.10) lazily; without this, ``safe-uninstall
+        safe-uninstall`` failed its restore on an ImportError. Every operation that changes the
+        environment calls it first."""
         if not self.is_tool_environment:
             return
-        from . import doctor, retention, tomlfile  # noqa: F401 - imported to have them loaded
+        from . import doctor, plan, retention, tomlfile  # noqa: F401 - imported to have them loaded
 
         tomlfile.loads("")  # the TOML parser
 

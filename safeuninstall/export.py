@@ -36,6 +36,7 @@ from .backend import requirement_for
 from .context import Context
 from .errors import SafeUninstallError
 from .snapshot import PackageEntry, Snapshot
+from .store import SNAPSHOT_FILE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -211,7 +212,7 @@ def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:
     if reference is not None and ("/" in reference or reference.endswith(".toml")):
         path = options.cwd / Path(reference).expanduser()
         if path.is_dir():
-            path = path / snapshot_file.SNAPSHOT_FILE
+            path = path / SNAPSHOT_FILE
         return snapshot_file.load(path)
     return target().store.resolve(reference)
 

@@ -19,6 +19,7 @@ from .snapshot import PackageEntry, Snapshot
 
 if TYPE_CHECKING:
     from .requirements import Wanted
+    from .stashindex import Holdings
 
 
 class RemovalPlan(Struct, frozen=True):
@@ -448,25 +449,6 @@ def compare_sets(expected: Mapping[str, str], actual: Mapping[str, str]) -> SetD
     want = {f"{n}=={v}" for n, v in expected.items()}
     have = {f"{n}=={v}" for n, v in actual.items()}
     return SetDifference(missing=tuple(sorted(want - have)), unexpected=tuple(sorted(have - want)))
-
-
-Inode = tuple[int, int]  # (st_dev, st_ino)
-
-
-class Holdings(Struct, frozen=True):
-    """What each snapshot's files are, by inode, and which inodes only snapshots link to."""
-
-    files: Mapping[str, Mapping[Inode, int]]  # snapshot id -> {inode: size}
-    only_in_snapshots: frozenset[Inode]  # no link outside the snapshot folders
-    alone: Mapping[str, int] = {}  # snapshot id -> bytes linked from that snapshot only
-
-    def held(self, ids: Iterable[str]) -> int:
-        """Bytes these snapshots keep on disk once every other snapshot is gone: a file still
-        installed in the environment costs nothing, one shared by two snapshots counts once."""
-        union: dict[Inode, int] = {}
-        for snapshot_id in ids:
-            union.update(self.files.get(snapshot_id, {}))
-        return sum(size for inode, size in union.items() if inode in self.only_in_snapshots)
 
 
 def plan_prune(

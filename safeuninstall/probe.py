@@ -28,8 +28,8 @@ from msgspec import Struct, field
 
 from . import config, process
 from .bounded import read_bytes
-from .environment import Interpreter
 from .errors import InvalidInput
+from .interpreter import Interpreter
 from .options import ProbeOptions
 
 DEFAULT_TIMEOUT = 300.0

@@ -20,12 +20,12 @@ from .bounded import read_bytes
 from .context import Context
 from .environment import (
     InstalledDistribution,
-    Interpreter,
     Source,
     doubled_dist_info,
     installed_distributions,
 )
 from .errors import BackendError
+from .interpreter import Interpreter
 from .legacy import MAX_PTH_BYTES, has_line
 from .libraries import ownership
 from .paths import normalise

@@ -15,14 +15,17 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
 from .bounded import open_regular
 from .errors import SnapshotInvalid
-from .plan import Holdings, plan_prune
 from .report import size_text
 from .store import Store
+
+if TYPE_CHECKING:
+    from .stashindex import Holdings
 
 PRUNED_MARK = "stash-pruned"  # in a snapshot folder: its stash was dropped, and why
 DEFAULT_KEEP = 10
@@ -85,6 +88,10 @@ def settle(store: Store, policy: Policy) -> Kept | None:
     has none. The latest (the operation's own) is measured and never loses its stash. Under
     the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
+    # Not at the top: listing snapshots imports this module, and the plans' module imports
+    # the distribution model. A removal has it loaded (Context.load_what_a_restore_needs).
+    from .plan import plan_prune
+
     ids = [i for i, snap in store.iter_heads() if not isinstance(snap, SnapshotInvalid)]
     if not ids:
         return None

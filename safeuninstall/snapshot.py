@@ -32,7 +32,6 @@ from .names import unsafe_name, unsafe_version
 from .store import FORMED_ID
 
 FORMAT_VERSION = 1
-SNAPSHOT_FILE = "snapshot.toml"
 
 # Far beyond any snapshot this tool writes (a million stashed files); a device or a runaway
 # file in its place is refused instead of read whole.

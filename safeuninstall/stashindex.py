@@ -21,7 +21,7 @@ import contextlib
 import os
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import msgspec
@@ -47,6 +47,22 @@ class Folder(Struct, frozen=True, array_like=True):
     key: tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
     files: tuple[tuple[str, int], ...]  # (name, st_ino) of its entries that are files
     links: tuple[str, ...]  # its symbolic links
+
+
+class Holdings(Struct, frozen=True):
+    """What each snapshot's files are, by inode, and which inodes only snapshots link to."""
+
+    files: Mapping[str, Mapping[Inode, int]]  # snapshot id -> {inode: size}
+    only_in_snapshots: frozenset[Inode]  # no link outside the snapshot folders
+    alone: Mapping[str, int] = {}  # snapshot id -> bytes linked from that snapshot only
+
+    def held(self, ids: Iterable[str]) -> int:
+        """Bytes these snapshots keep on disk once every other snapshot is gone: a file still
+        installed in the environment costs nothing, one shared by two snapshots counts once."""
+        union: dict[Inode, int] = {}
+        for snapshot_id in ids:
+            union.update(self.files.get(snapshot_id, {}))
+        return sum(size for inode, size in union.items() if inode in self.only_in_snapshots)
 
 
 class _Index(Struct, frozen=True):

@@ -40,11 +40,10 @@ from msgspec import Struct
 
 from . import bounded, locks, stashindex, trust
 from .atomicfile import write_atomically
-from .environment import Interpreter
 from .errors import SnapshotInvalid, SnapshotNotFound, StateDirError
+from .interpreter import Interpreter
 
 if TYPE_CHECKING:
-    from .plan import Holdings
     from .snapshot import Snapshot
 
 # The snapshot format and the prune plan are imported where they are used: the baseline's head
@@ -57,6 +56,7 @@ STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
 VENV_LOCK = f"{STATE_DIR_NAME}.lock"
 VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
+SNAPSHOT_FILE = "snapshot.toml"  # the snapshot itself (snapshot.py: its format)
 OUTCOME_FILE = "outcome"
 HEAD_FILE = "head.json"
 # snapshot.toml as JSON, for the commands that read every snapshot (doctor, rollback, audit)
@@ -198,8 +198,6 @@ class Store(Struct, frozen=True):
         return self.snapshots_dir / snapshot_id
 
     def snapshot_path(self, snapshot_id: str) -> Path:
-        from .snapshot import SNAPSHOT_FILE
-
         return self.folder(snapshot_id) / SNAPSHOT_FILE
 
     def check(self) -> None:
@@ -455,21 +453,19 @@ class Store(Struct, frozen=True):
         except SnapshotInvalid:
             return False
 
-    def holdings(self, ids: Sequence[str], *, indexed: bool = False) -> Holdings:
+    def holdings(self, ids: Sequence[str], *, indexed: bool = False) -> stashindex.Holdings:
         """Every file of these snapshots by inode; an inode all of whose links are inside the
         snapshot folders is one that deleting snapshots can free. ``indexed``: through the
         stash index, kept up to date (stashindex.py); the same result, fewer system calls."""
-        from .plan import Holdings, Inode
-
         index = stashindex.read_index(self.root) if indexed else {}
         lister = stashindex.Lister(index) if indexed else None
-        files: dict[str, dict[Inode, int]] = {}
-        links_seen: dict[Inode, int] = {}
-        nlink: dict[Inode, int] = {}
+        files: dict[str, dict[stashindex.Inode, int]] = {}
+        links_seen: dict[stashindex.Inode, int] = {}
+        nlink: dict[stashindex.Inode, int] = {}
         alone: dict[str, int] = {}
         for snapshot_id in ids:
             held = files.setdefault(snapshot_id, {})
-            links_here: dict[Inode, int] = {}
+            links_here: dict[stashindex.Inode, int] = {}
             folder = str(self.folder(snapshot_id))
             listed = (
                 stashindex.walk(folder) if lister is None else lister.entries(snapshot_id, folder)
@@ -485,7 +481,7 @@ class Store(Struct, frozen=True):
         only = frozenset(i for i, count in links_seen.items() if nlink[i] <= count)
         if lister is not None:
             self._keep_index(index, ids, lister.recorded)
-        return Holdings(files, only, alone)
+        return stashindex.Holdings(files, only, alone)
 
     def _keep_index(
         self,

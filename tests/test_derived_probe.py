@@ -17,7 +17,8 @@ import pytest
 
 from safeuninstall import derived, importables
 from safeuninstall.baseline import BaselineCache
-from safeuninstall.environment import InstalledDistribution, Interpreter, read_distribution
+from safeuninstall.environment import InstalledDistribution, read_distribution
+from safeuninstall.interpreter import Interpreter
 from safeuninstall.outcome import Outcome
 from safeuninstall.probe import (
     Candidate,

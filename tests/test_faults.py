@@ -151,7 +151,7 @@ def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) 
     """What recover deletes after an interrupted rollback: a file that is the inode of a stash
     copy of a distribution that is not installed, and that no installed distribution lists.
     A file another distribution lists (a shared path) stays, as does one that is another inode."""
-    from safeuninstall.environment import query_interpreter
+    from safeuninstall.interpreter import query_interpreter
     from safeuninstall.restore import remove_half_restored
     from safeuninstall.store import Store
 

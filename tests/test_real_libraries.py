@@ -20,7 +20,8 @@ import subprocess
 import pytest
 
 from safeuninstall.elf import ElfInfo, read_elf, read_ld_cache
-from safeuninstall.environment import installed_distributions, query_interpreter
+from safeuninstall.environment import installed_distributions
+from safeuninstall.interpreter import query_interpreter
 from safeuninstall.libraries import LibraryIndex, ownership
 from tests.conftest import Venv
 from tests.ldd import LDD, disagreement, ldd

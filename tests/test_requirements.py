@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from safeuninstall.context import Context
-from safeuninstall.environment import Interpreter, with_layout
 from safeuninstall.errors import InvalidInput, NotRestorable
+from safeuninstall.interpreter import Interpreter, with_layout
 from safeuninstall.plan import one_edit, plan_removal
 from safeuninstall.requirements import Wanted, collect, parse_argument
 from tests.conftest import MakeVenv, run_tool

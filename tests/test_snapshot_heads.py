@@ -103,8 +103,19 @@ _NOT_FOR_READING = (
 )
 
 
-@pytest.mark.parametrize("command", ["snapshots", "show"])
-def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str) -> None:
+# What listing them must not import either: it reads each snapshot's head, never a snapshot
+# (`show` does) nor a distribution, so neither the snapshot format nor the distribution model
+# with packaging's name rules (which import its tags: logging, sysconfig, platform); opening
+# the target needs the interpreter alone (interpreter.py).
+_NOT_FOR_LISTING = (
+    "safeuninstall.snapshot",
+    "safeuninstall.environment",
+    "safeuninstall.plan",
+    "packaging.utils",
+)
+
+
+def _imported_by(venv: Venv, command: str) -> list[str]:
     code = (
         "import json, sys\n"
         "from safeuninstall.cli import run\n"
@@ -120,4 +131,17 @@ def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str)
     report = json.loads(done.stderr.splitlines()[-1])
     assert report["code"] == 0, done.stderr
     assert "0002" in done.stdout  # it did list / show the snapshots
-    assert [m for m in _NOT_FOR_READING if m in report["modules"]] == []
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    return modules
+
+
+@pytest.mark.parametrize("command", ["snapshots", "show"])
+def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str) -> None:
+    modules = _imported_by(venv, command)
+    assert [m for m in _NOT_FOR_READING if m in modules] == []
+
+
+def test_listing_snapshots_imports_neither_a_snapshot_nor_a_distribution(venv: Venv) -> None:
+    modules = _imported_by(venv, "snapshots")
+    assert [m for m in _NOT_FOR_LISTING if m in modules] == []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall import stashindex
-from safeuninstall.plan import Holdings
+from safeuninstall.stashindex import Holdings
 from safeuninstall.store import Store
 from tests.conftest import UV, MakeVenv, Venv
 

@@ -509,7 +509,8 @@ def test_restore_links_metadata_last() -> None:
 
 
 def test_plan_prune_counts_files_shared_by_snapshots_once() -> None:
-    from safeuninstall.plan import Holdings, plan_prune
+    from safeuninstall.plan import plan_prune
+    from safeuninstall.stashindex import Holdings
 
     big, small, installed = (1, 1), (1, 2), (1, 3)
     holdings = Holdings(
@@ -664,7 +665,7 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
     an exception that would say "the environment was not changed"."""
     import tempfile
 
-    from safeuninstall.environment import Interpreter
+    from safeuninstall.interpreter import Interpreter
     from safeuninstall.probe import Probe, RunSettings, run_probe
 
     def no_room(*args: object, **kwargs: object) -> object:
@@ -900,7 +901,7 @@ def test_the_baseline_fingerprint_sees_legacy_installs(tmp_path: Path, made: str
     """A cached baseline is for the installed set it ran in: a legacy install (or a .pth line
     that puts an editable on the path) added or removed is another one."""
     from safeuninstall.baseline import fingerprint
-    from safeuninstall.environment import Interpreter
+    from safeuninstall.interpreter import Interpreter
 
     site = str(tmp_path)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", site, site, "/v/bin", {})

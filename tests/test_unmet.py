@@ -595,7 +595,8 @@ def test_torch_nvidia_cublas_through_the_cuda_toolkit_extra(real_venv: RealVenv)
 def test_the_glance_that_decides_the_head_start(tmp_path: Path) -> None:
     """environment.required_elsewhere: any spelling of the name, in the header only, not in a
     distribution's own METADATA."""
-    from safeuninstall.environment import Interpreter, required_elsewhere
+    from safeuninstall.environment import required_elsewhere
+    from safeuninstall.interpreter import Interpreter
 
     installed(
         tmp_path,

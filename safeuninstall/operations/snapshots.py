@@ -1,20 +1,19 @@
 """``snapshot``, ``snapshots``, ``show`` and ``prune``: the snapshots themselves.
 
-``snapshots`` and ``show`` only read: what taking a snapshot needs (the transaction and the
-impact modules, 20 modules) is imported by ``snapshot`` alone.
+``snapshots`` and ``show`` only read, and import only what reading needs: what taking a
+snapshot needs (the transaction and the impact modules, 20 modules) is imported by ``snapshot``
+alone, and the distribution model (environment.py, with packaging's name rules) and the plans by
+``snapshot`` and ``prune``.
 """
 
 from __future__ import annotations
 
-import shutil
 from typing import TYPE_CHECKING
 
 from .. import retention
 from ..backend import shell_line
 from ..context import Context
-from ..environment import installed_distributions
 from ..errors import InvalidInput, SnapshotInvalid
-from ..plan import plan_prune
 from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
 
 if TYPE_CHECKING:
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
     from ..analysis import owned_files
+    from ..environment import installed_distributions
     from ..transaction import SnapshotSpec, take_snapshot
 
     with ctx.locked():
@@ -78,6 +78,10 @@ def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:
     if options.keep is None and options.max_size is None:
         raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
+    import shutil
+
+    from ..plan import plan_prune
+
     with ctx.locked():
         entry = ctx.journal().read()
         if not options.dry_run and entry is None:
