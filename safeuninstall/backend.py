@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,8 @@ def find_uv(environ: Mapping[str, str] | None = None) -> str | None:
     beside = os.path.join(sys.prefix, "bin", "uv")
     if os.name == "posix" and sys.prefix != sys.base_prefix and os.path.isfile(beside):
         return beside
+    import shutil  # as find_uv_bin, paid only where the shortcut misses
+
     try:
         from uv import find_uv_bin  # 0.7 ms of import, paid only where the shortcut misses
     except ImportError:

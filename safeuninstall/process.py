@@ -21,14 +21,16 @@ import contextlib
 import os
 import select
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from msgspec import Struct
+
+if TYPE_CHECKING:
+    import subprocess
 
 # Kept per stream: the first and the last part. A probe that prints megabytes costs this much.
 _HEAD_BYTES = 32 * 1024
@@ -190,6 +192,8 @@ def run(
     child started is killed when it ends (see the module): a run lasts at most ``timeout``
     plus ``_GRACE``, and the time its leftovers take to die.
     """
+    import subprocess  # here: opening a target imports this module, and a listing runs nothing
+
     started = time.monotonic()
     marker = _new_marker()
     proc = subprocess.Popen(
@@ -322,6 +326,8 @@ def run_command(
     running (see the module): those it started carry ``marker`` (default: one of its own).
     Called from the main thread (signal handlers are set there).
     """
+    import subprocess
+
     from . import interrupts
 
     marker = marker or _new_marker()

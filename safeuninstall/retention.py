@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import shutil
 from typing import TYPE_CHECKING
 
 from msgspec import Struct
@@ -127,6 +126,8 @@ def settle(store: Store, policy: Policy) -> Kept | None:
 
 def _drop_stash(store: Store, snapshot_id: str, policy: Policy) -> None:
     """The mark first: a stash half deleted is never taken for a whole one."""
+    import shutil  # here: listing snapshots imports this module, and drops no stash
+
     folder = store.folder(snapshot_id)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     mark = folder / PRUNED_MARK

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -501,6 +500,8 @@ class Store(Struct, frozen=True):
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while
         stashing). Only under the lock: then no live process is still filling one."""
+        import shutil  # here: listing snapshots needs neither it nor what it imports (bz2, lzma)
+
         removed = []
         for snapshot_id in self.ids():
             if not self.snapshot_path(snapshot_id).exists():

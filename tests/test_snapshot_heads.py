@@ -106,12 +106,17 @@ _NOT_FOR_READING = (
 # What listing them must not import either: it reads each snapshot's head, never a snapshot
 # (`show` does) nor a distribution, so neither the snapshot format nor the distribution model
 # with packaging's name rules (which import its tags: logging, sysconfig, platform); opening
-# the target needs the interpreter alone (interpreter.py).
+# the target needs the interpreter alone (interpreter.py). Nor what only running a process,
+# writing a file or deleting a folder needs (a listing that rewrites the stash index or a head
+# imports tempfile, and shutil with it; these snapshots have neither to rewrite).
 _NOT_FOR_LISTING = (
     "safeuninstall.snapshot",
     "safeuninstall.environment",
     "safeuninstall.plan",
     "packaging.utils",
+    "subprocess",
+    "shutil",
+    "tempfile",
 )
 
 

@@ -1269,7 +1269,7 @@ def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
     import sys
 
     from safeuninstall.context import Context
-    from safeuninstall.environment import Interpreter
+    from safeuninstall.interpreter import Interpreter
 
     site = tmp_path / "base" / "lib" / "site-packages"
     site.mkdir(parents=True)
