@@ -47,7 +47,7 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
-def read_bytes(path: Path, limit: int, *, regular_only: bool = True) -> bytes:
+def read_bytes(path: str | Path, limit: int, *, regular_only: bool = True) -> bytes:
     """The bytes of ``path``; Unusable if there are more than ``limit``.
 
     ``regular_only=False`` also reads a pipe, a FIFO or a character device (``<(cmd)``,
