@@ -56,9 +56,9 @@ def read_bytes(path: str | Path, limit: int, *, regular_only: bool = True) -> by
     """
     fd = os.open(path, _FLAGS)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISREG(mode):
-            size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            size = info.st_size
             if size > limit:
                 raise Unusable(f"{path}: {size} bytes, over the limit of {size_text(limit)}")
         elif regular_only:

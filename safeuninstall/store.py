@@ -414,8 +414,8 @@ class Store(Struct, frozen=True):
 
     def _read_outcome(self, snapshot_id: str) -> str | None:
         try:
-            with open(self._file(snapshot_id, OUTCOME_FILE), encoding="utf-8") as note:
-                text = note.read().strip()
+            data = bounded.read_bytes(self._file(snapshot_id, OUTCOME_FILE), _MAX_HEAD_BYTES)
+            text = data.decode("utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return None
         return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None

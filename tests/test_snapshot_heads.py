@@ -150,3 +150,26 @@ def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str)
 def test_listing_snapshots_imports_neither_a_snapshot_nor_a_distribution(venv: Venv) -> None:
     modules = _imported_by(venv, "snapshots")
     assert [m for m in _NOT_FOR_LISTING if m in modules] == []
+
+
+def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
+    """The outcome note is read as head.json is: bounded, a regular file only. A FIFO in its
+    place (nothing writes to it) hung `snapshots` and `show` in their open."""
+    expected = _listing(venv)
+    note = _folder(venv, "0002") / "outcome"
+    note.unlink(missing_ok=True)
+    os.mkfifo(note)
+    done = subprocess.run(
+        [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), "snapshots", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UV_OFFLINE": "1"},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)["snapshots"]
+    # 0002's outcome is then the one its snapshot.toml was written with: "pending", not the
+    # note's "taken" (and its folder holds no note's bytes)
+    assert [s["outcome"] for s in listed] == ["pending", "taken"]
+    same = ("id", "created", "command", "operation", "removed", "packages", "error")
+    assert [[s[k] for k in same] for s in listed] == [[s[k] for k in same] for s in expected]  # type: ignore[index]
