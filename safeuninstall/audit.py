@@ -220,15 +220,16 @@ class _Sizes(Struct, frozen=True):
 
 
 def _sizes(counted: Counted) -> _Sizes:
+    own, shared, missing, outside, shared_total, unowned_total, unowned_files, top = counted
     return _Sizes(
-        own=counted.own,
-        shared=counted.shared,
-        missing=counted.missing,
-        outside=counted.outside,
-        shared_total=counted.shared_total,
-        unowned_total=counted.unowned_total,
-        unowned_files=counted.unowned_files,
-        unowned=tuple(UnownedFolder(*u) for u in counted.unowned),
+        own=own,
+        shared=shared,
+        missing=missing,
+        outside=outside,
+        shared_total=shared_total,
+        unowned_total=unowned_total,
+        unowned_files=unowned_files,
+        unowned=tuple(UnownedFolder(*u) for u in top),
     )
 
 

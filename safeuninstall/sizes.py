@@ -16,19 +16,18 @@ standard library only, and reads nothing from its environment.
 
 from __future__ import annotations
 
-import contextlib
 import marshal
 import os
-import signal
 import stat
 import sys
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+TYPE_CHECKING = False  # typing is not imported by the child: 13 ms of its start
 if TYPE_CHECKING:
     import subprocess
     import threading
+    from collections.abc import Mapping, Sequence
     from types import TracebackType
+    from typing import Any
 
 # A file as the walk saw it: (device << 64 | inode number, size, link count). One int for the
 # inode: a tuple key cost twice as much over an ML venv's 63,000 files.
@@ -38,15 +37,20 @@ _TOP_UNOWNED = 5  # folders of unowned files named in the report
 _FORMAT = 1  # of what the child writes; a child of another version is not believed
 
 
-class Counted(NamedTuple):
-    own: dict[str, tuple[int, int, int]]  # dist -> (bytes, files, linked elsewhere bytes)
-    shared: dict[str, tuple[int, tuple[str, ...]]]  # dist -> (bytes, with whom)
-    missing: dict[str, int]
-    outside: dict[str, int]
-    shared_total: int
-    unowned_total: int
-    unowned_files: int
-    unowned: tuple[tuple[str, int, int], ...]  # (folder, bytes, files): the largest
+# (own: dist -> (bytes, files, linked elsewhere bytes), shared: dist -> (bytes, with whom),
+#  missing: dist -> count, outside: dist -> count, shared bytes, unowned bytes, unowned files,
+#  the largest folders of unowned files as (folder, bytes, files)): plain data, as the child
+# writes it (audit.py gives it names)
+Counted = tuple[
+    dict[str, tuple[int, int, int]],
+    dict[str, tuple[int, tuple[str, ...]]],
+    dict[str, int],
+    dict[str, int],
+    int,
+    int,
+    int,
+    tuple[tuple[str, int, int], ...],
+]
 
 
 def walk(roots: Sequence[str]) -> dict[str, Stat]:
@@ -150,7 +154,7 @@ def count(
             continue  # unowned
         holders = set(listers) if len(listers) > 1 else listers
         if len(holders) == 1:
-            counts = own[next(iter(holders))]
+            counts = own[listers[0]]
             counts[0] += size
             counts[1] += 1
             if links > seen:
@@ -161,15 +165,15 @@ def count(
             held, others = shared.get(dist, (0, set()))
             shared[dist] = (held + size, others | (set(holders) - {dist}))
     top = sorted(unowned_by.items(), key=lambda item: (-item[1][0], item[0]))[:_TOP_UNOWNED]
-    return Counted(
-        own={d: (c[0], c[1], c[2]) for d, c in own.items()},
-        shared={d: (held, tuple(sorted(others))) for d, (held, others) in shared.items()},
-        missing=missing,
-        outside=outside,
-        shared_total=shared_total,
-        unowned_total=unowned_total,
-        unowned_files=unowned_files,
-        unowned=tuple((group, c[0], c[1]) for group, c in top),
+    return (
+        {d: (c[0], c[1], c[2]) for d, c in own.items()},
+        {d: (held, tuple(sorted(others))) for d, (held, others) in shared.items()},
+        missing,
+        outside,
+        shared_total,
+        unowned_total,
+        unowned_files,
+        tuple((group, c[0], c[1]) for group, c in top),
     )
 
 
@@ -192,29 +196,27 @@ class ChildFailed(Exception):
 def _checked(data: bytes) -> Counted:
     """The child's answer, or ChildFailed: a truncated or foreign answer is never used."""
     try:
-        version, fields = marshal.loads(data)
-        found = Counted(*fields)
+        version, found = marshal.loads(data)
+        own, shared, missing, outside, shared_total, unowned_total, unowned_files, top = found
     except (EOFError, ValueError, TypeError) as err:
         raise ChildFailed(f"unreadable answer: {err}") from None
-    ints = (found.shared_total, found.unowned_total, found.unowned_files)
     if (
         version != _FORMAT
-        or not all(isinstance(n, int) for n in ints)
-        or not all(isinstance(f, dict) for f in found[:4])
-        or not isinstance(found.unowned, tuple)
-        or not all(_is_ints(v, 3) for v in found.own.values())
-        or not all(isinstance(v, int) for v in (*found.missing.values(), *found.outside.values()))
+        or not _is_ints((shared_total, unowned_total, unowned_files), 3)
+        or not all(isinstance(f, dict) for f in (own, shared, missing, outside))
+        or not isinstance(top, tuple)
+        or not all(_is_ints(v, 3) for v in own.values())
+        or not all(isinstance(v, int) for v in (*missing.values(), *outside.values()))
         or not all(
-            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], int)
-            for v in found.shared.values()
+            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], int) for v in shared.values()
         )
         or not all(
             isinstance(u, tuple) and len(u) == 3 and isinstance(u[0], str) and _is_ints(u[1:], 2)
-            for u in found.unowned
+            for u in top
         )
     ):
         raise ChildFailed("an answer of another shape")
-    return found
+    return (own, shared, missing, outside, shared_total, unowned_total, unowned_files, top)
 
 
 def _is_ints(value: object, length: int) -> bool:
@@ -313,6 +315,8 @@ class Weighing:
         return _checked(data)
 
     def _stop(self) -> None:
+        import contextlib
+
         from . import interrupts
 
         # Held until the child is reaped: an interrupt here must not leave it running.
@@ -340,16 +344,15 @@ class Weighing:
 
 
 def _child(roots: list[str]) -> int:
-    # Ctrl-C at a terminal reaches the whole process group: this child ends quietly, the
-    # command says what happened.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # Ctrl-C at a terminal reaches the whole process group: this child ends on it (its
+    # traceback goes nowhere: stderr is /dev/null), the command says what happened.
     walked = walk(roots)
     try:
         owners, dists, root = marshal.loads(sys.stdin.buffer.read())
     except (EOFError, ValueError, TypeError):
         return 1  # the command ended, or sent nothing: nothing to count
     counted = count(walked, owners, dists, root, roots)
-    sys.stdout.buffer.write(marshal.dumps((_FORMAT, tuple(counted))))
+    sys.stdout.buffer.write(marshal.dumps((_FORMAT, counted)))
     sys.stdout.buffer.flush()
     return 0
 

@@ -63,13 +63,16 @@ def _weighed(root: Path) -> tuple[Counted, Weighing]:
 
 
 def test_the_child_counts_what_this_process_counts(env: Path) -> None:
+    site = os.path.realpath(env / "site")
     counted, weighing = _weighed(env)
     assert weighing.failure is None  # the child's answer, not the fallback's
     assert counted == _here(env)
-    assert counted.own["a"] == (1000, 1, 0)  # one inode, reached by two paths
-    assert counted.shared == {"a": (60, ("b",)), "b": (60, ("a",))}
-    assert counted.missing == {"b": 1} and counted.outside == {"b": 1}
-    assert (counted.unowned_total, counted.unowned_files) == (78, 2)
+    own, shared, missing, outside, _, unowned_total, unowned_files, top = counted
+    assert own["a"] == (1000, 1, 0)  # one inode, reached by two paths
+    assert shared == {"a": (60, ("b",)), "b": (60, ("a",))}
+    assert missing == {"b": 1} and outside == {"b": 1}
+    assert (unowned_total, unowned_files) == (78, 2)
+    assert [folder for folder, _, _ in top] == [f"{site}/junk/", f"{site}/stray.txt"]
 
 
 def _fake_interpreter(tmp_path: Path, body: str) -> str:
