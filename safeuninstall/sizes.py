@@ -11,7 +11,10 @@ same either way, never a guess. Nothing is cached: a file written in place chang
 stamp, so only its own lstat gives its size.
 
 The child runs this file as a script (``python -I -S sizes.py SITE...``): it imports the
-standard library only, and reads nothing from its environment.
+standard library only, and reads nothing from its environment. It is started here, not through
+process.py, whose runs are programs with bounded text output collected at their end: this one
+is the tool's own code, takes megabytes on stdin while the command goes on, starts nothing of
+its own, and is killed and reaped by ``Weighing`` itself.
 """
 
 from __future__ import annotations
