@@ -211,7 +211,12 @@ def _checked(data: bytes) -> Counted:
         or not all(_is_ints(v, 3) for v in own.values())
         or not all(isinstance(v, int) for v in (*missing.values(), *outside.values()))
         or not all(
-            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], int) for v in shared.values()
+            isinstance(v, tuple)
+            and len(v) == 2
+            and isinstance(v[0], int)
+            and isinstance(v[1], tuple)
+            and all(isinstance(name, str) for name in v[1])
+            for v in shared.values()
         )
         or not all(
             isinstance(u, tuple) and len(u) == 3 and isinstance(u[0], str) and _is_ints(u[1:], 2)
@@ -239,7 +244,7 @@ class Weighing:
         self._child: subprocess.Popen[bytes] | None = None
         self._writer: threading.Thread | None = None
         self._sent: tuple[Mapping[str, Sequence[str]], Sequence[str], str] | None = None
-        self.failure: str | None = None  # why the counts were made here, for tests and -v
+        self.failure: str | None = None  # why the counts were made here instead (tests read it)
 
     def __enter__(self) -> Weighing:
         import subprocess
@@ -276,9 +281,14 @@ class Weighing:
         child = self._child
         if child is None or child.stdin is None:
             return
-        payload = marshal.dumps(
-            (dict(owners) if type(owners) is not dict else owners, list(dists), root)
-        )
+        try:
+            payload = marshal.dumps(
+                (dict(owners) if type(owners) is not dict else owners, list(dists), root)
+            )
+        except ValueError as err:  # something marshal can't write: counted here instead
+            self.failure = f"the ownership could not be sent: {err}"
+            self._stop()
+            return
 
         def write() -> None:
             # One blocking write (the GIL released throughout), then EOF; a child that died

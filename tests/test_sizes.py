@@ -101,12 +101,18 @@ def _fake_interpreter(tmp_path: Path, body: str) -> str:
             "(1, ({'a': ('1', 1, 0)}, {}, {}, {}, 1, 2, 3, ()))))",
             "another shape",
         ),
+        # this version's, but who shares a file is no list of names
+        (
+            "sys.stdin.buffer.read(); sys.stdout.buffer.write(marshal.dumps("
+            "(1, ({}, {'a': (60, 'b')}, {}, {}, 1, 2, 3, ()))))",
+            "another shape",
+        ),
         (
             "sys.stdin.buffer.read(); sys.stdout.buffer.write(marshal.dumps((1, (1, 2))))",
             "unreadable",
         ),
     ],
-    ids=["exit-3", "killed", "junk", "other-version", "not-numbers", "too-short"],
+    ids=["exit-3", "killed", "junk", "other-version", "not-numbers", "not-names", "too-short"],
 )
 def test_a_child_that_fails_or_answers_otherwise_is_not_believed(
     env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, why: str
@@ -115,6 +121,19 @@ def test_a_child_that_fails_or_answers_otherwise_is_not_believed(
     counted, weighing = _weighed(env)
     assert weighing.failure is not None and why in weighing.failure
     assert counted == _here(env)  # counted here instead: the same figures, never the child's
+
+
+def test_an_ownership_marshal_cannot_write_is_counted_here(env: Path) -> None:
+    """The child is stopped, and the same count runs here."""
+    owners, dists = _ownership(env)
+    site = os.path.realpath(env / "site")
+    odd: dict[str, tuple[object, ...]] = {**owners, f"{site}/odd": (object(),)}
+    root = os.path.realpath(env)
+    with Weighing([str(env / "site")]) as weighing:
+        weighing.send(odd, dists, root)  # type: ignore[arg-type]
+        assert weighing.failure is not None and "could not be sent" in weighing.failure
+        counted = weighing.result()
+    assert counted == count(walk([site]), odd, dists, root, [site])  # type: ignore[arg-type]
 
 
 def test_no_interpreter_to_start_counts_here(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
