@@ -188,6 +188,12 @@ class Outcome(str, enum.Enum):
         "the rollback could not complete, and putting it back is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    ROLLBACK_FAILED_NOT_UNDONE = (
+        "rollback-failed-not-undone",
+        "the rollback could not complete, and what it removed cannot come back now: nothing "
+        "was undone, the environment matches neither the snapshot nor the state before it",
+        EXIT_INCOMPLETE,
+    )
     NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK)
     RECOVERED = ("recovered", "recovered; the environment matches the snapshot", EXIT_OK)
     RECOVERED_PROBE_FAILS = (

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MakeVenv, Venv
+from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.realstack import RealVenv, Stacks
 from tests.wheels import build_wheel
 
@@ -389,6 +389,7 @@ def test_an_undo_that_cannot_come_back_changes_nothing(make_venv: MakeVenv, how:
     ) in said
     assert "/urllib3/__init__.py: stashed copy " in said
     assert "nothing was undone: the environment is as the rollback left it" in said
+    assert "rollback 0002 returns to the state before it" in said
     assert data["undo"] is None
     assert venv.installed() == {"urllib3": "2.2.1"}
     assert venv.file_hashes() == returned
@@ -557,3 +558,54 @@ def test_run_does_not_take_a_second_dist_info_folder_found_there_for_its_change(
     assert run.returncode == 0, data
     assert data["outcome"] == "ran-no-change"
     assert venv.file_hashes() == hashes
+
+
+_SPOIL_BOTH_STASHES = """
+import pathlib
+snapshots = pathlib.Path({snapshots!r})
+for kept in sorted(snapshots.glob("*/stash/urllib3-*/**/urllib3/__init__.py")):
+    kept.unlink()  # 0001's (what the rollback brings back) and 0002's (what it removes)
+"""
+
+
+def test_a_failed_rollback_that_cannot_be_undone_names_the_way_out(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The rollback's restore fails (0001's stash lost a file while uv ran, and no index is
+    reachable), and its undo is refused for the same reason (its own stash lost one too). It
+    used to end "the rollback could not complete, and putting it back is INCOMPLETE" with no
+    journal and no next command, urllib3 missing from both states. It now says what state the
+    environment is in, and names the rollback to the state before it, which works once an
+    index is reachable."""
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    venv.install("urllib3==2.3.0")
+    before = venv.file_hashes()
+    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    uv = stand_in_uv(tmp_path / "uv", _SPOIL_BOTH_STASHES.format(snapshots=str(snapshots)))
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json", SAFE_UNINSTALL_UV=str(uv))
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "rollback-failed-not-undone"
+    said = "\n".join(data["messages"])
+    assert "the environment could not be made to match snapshot 0001" in said
+    assert "cannot put the environment back as it was before the rollback: urllib3==2.3.0" in said
+    assert (
+        "nothing was undone: the environment matches neither snapshot 0001 (missing "
+        "urllib3==2.2.1) nor the state before the rollback, snapshot 0002 (missing "
+        "urllib3==2.3.0)"
+    ) in said
+    assert data["undo"] is None
+    assert data["next_command"].endswith("rollback 0002")
+    assert "urllib3" not in venv.installed()
+    assert not venv.journal.exists()  # nothing blocks the command it names
+
+    # Once an index is reachable, the command it names returns to the state before the rollback.
+    again = venv.tool_reinstalling("rollback", "0002", "--no-probe", "--json")
+
+    assert again.returncode == 0, again.json()
+    assert again.json()["outcome"] == "rolled-back"
+    assert venv.installed() == {"urllib3": "2.3.0"}
+    assert venv.file_hashes() == before

@@ -573,21 +573,42 @@ class _Rollback:
         )
 
     def _not_undone(self, txn: Transaction, why: str, forward: Restored | None) -> RollbackResult:
-        """Something the rollback removed cannot come back: the environment is left as the
-        rollback made it rather than half undone (an uninstall first would leave it worse).
-        It matches the snapshot rolled back to when the probe judged it, else it differs as
-        listed."""
-        matches = forward is not None and forward.ok
-        self.messages += [
-            f"cannot put the environment back as it was before the rollback: {why}",
-            "nothing was undone: the environment is as the rollback left it"
-            + ("" if matches else " (its differences from the snapshot are listed above)"),
-        ]
-        outcome = Outcome.ROLLED_BACK_PROBE_FAILS if matches else Outcome.ROLLBACK_FAILED_INCOMPLETE
-        # A known state, the rollback's: no journal for ``recover``, which would try the same
-        # return and be refused the same way.
+        """Something the rollback removed cannot come back now: the environment is left as the
+        rollback made it rather than half undone (an uninstall first would leave it worse). No
+        journal is kept: ``recover`` would try the same return and be refused the same way, and
+        every other command would be refused meanwhile. The refusal may pass (an index out of
+        reach): a rollback to this rollback's own snapshot is then the way back, named."""
+        before = txn.snapshot
+        assert before is not None
+        back = self.ctx.suggest("rollback", before.id)
+        self.messages.append(
+            f"cannot put the environment back as it was before the {self.command}: {why}"
+        )
+        if forward is not None and forward.ok:  # the probe judged it: it matches ``wanted``
+            self.messages += [
+                f"nothing was undone: the environment is as the {self.command} left it",
+                f"once what it removed can come back, {back} returns to the state before it",
+            ]
+            outcome, next_command = Outcome.ROLLED_BACK_PROBE_FAILS, None
+        else:
+            self.messages += [
+                "nothing was undone: the environment matches neither "
+                + " nor ".join(
+                    _differing(
+                        self.ctx,
+                        [
+                            (f"snapshot {self.wanted.id}", self.wanted),
+                            (f"the state before the {self.command}, snapshot {before.id}", before),
+                        ],
+                    )
+                ),
+                f"once what it lacks can come back (an index reachable, a stash whole), {back} "
+                f"returns to the state before the {self.command}; "
+                f"{self.ctx.suggest('rollback', self.wanted.id)} tries it again",
+            ]
+            outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
         txn.finish(outcome.value)
-        return self._result(outcome, restored=forward)
+        return self._result(outcome, restored=forward, next_command=next_command)
 
     def _probe_after(self) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
@@ -605,6 +626,26 @@ class _Rollback:
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         passed = all(r.passed for r in final)
         return self._result(Outcome.named(done if passed else f"{done}-probe-fails"), probes=runs)
+
+
+def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:
+    """Each ``(label, snapshot)`` with how the environment, read once now, differs from it
+    (``snapshot 0001 (missing urllib3==2.2.1)``)."""
+    try:
+        now = _Now.read(ctx)
+    except Exception:  # a failure's report must not fail: the verification lists them
+        return [label for label, _ in named]
+    said = []
+    for label, snap in named:
+        view = snapshot_view(now.installed, now.owned, snap, ctx.interpreter.prefix, doubled=True)
+        plan = plan_rollback(snap, view)
+        pins = {e.name: e.pin for e in snap.packages}
+        versions = {n: f"{n}=={d.version}" for n, d in now.installed.items()}
+        parts = [f"missing {pins[n]}" for n in plan.missing]
+        parts += [f"{versions[n]} instead of {pins[n]}" for n in plan.changed]
+        parts += [f"{versions[n]} added" for n in plan.added]
+        said.append(f"{label} ({'; '.join(parts) or 'no difference in the installed set'})")
+    return said
 
 
 def _requirements(count: int) -> str:
