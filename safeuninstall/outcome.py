@@ -188,6 +188,21 @@ class Outcome(str, enum.Enum):
         "the rollback could not complete, and putting it back is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    # Put back as the rollback's own snapshot records the state before it, but a second
+    # dist-info folder the rollback removed is only kept aside (a snapshot holds one version
+    # per name): not everything, so not exit 3.
+    ROLLBACK_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
+        "rollback-probe-failed-restored-except-aside",
+        "the probe failed after the rollback: the environment was put back as its snapshot "
+        "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    ROLLBACK_FAILED_RESTORED_EXCEPT_ASIDE = (
+        "rollback-failed-restored-except-aside",
+        "the rollback could not complete: the environment was put back as its snapshot "
+        "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
     ROLLBACK_FAILED_NOT_UNDONE = (
         "rollback-failed-not-undone",
         "the rollback could not complete, and what it removed cannot come back now: nothing "

@@ -166,6 +166,18 @@ def stash_aside(dist_info: Path, place: StashPlace) -> tuple[str, PackageStash]:
     return folder, stash_distribution(dist, place, removed=True, folder=folder)
 
 
+def kept_aside(snapshot_dir: Path) -> list[str]:
+    """The dist-info folders ``stash_aside`` kept in ``snapshot_dir`` (names only: a snapshot
+    does not record them, and no restore puts them back)."""
+    try:
+        found = sorted(os.scandir(snapshot_dir / ASIDE), key=lambda e: e.name)
+    except OSError:
+        return []
+    return [
+        e.name for e in found if e.name.endswith(".dist-info") and e.is_dir(follow_symlinks=False)
+    ]
+
+
 class Refusal(Struct, frozen=True):
     """Why a removal is refused before any change."""
 

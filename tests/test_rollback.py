@@ -609,3 +609,37 @@ def test_a_failed_rollback_that_cannot_be_undone_names_the_way_out(
     assert again.json()["outcome"] == "rolled-back"
     assert venv.installed() == {"urllib3": "2.3.0"}
     assert venv.file_hashes() == before
+
+
+def test_undoing_a_rollback_says_the_second_dist_info_folder_is_not_put_back(
+    make_venv: MakeVenv,
+) -> None:
+    """The probe passed on the doubled install (2.3.0's files over 2.2.1's) and fails after
+    the rollback to 2.2.1: the undo returns to the rollback's own snapshot, which records one
+    version per name. It used to claim "put back as it was before it, verified" (exit 3)
+    without urllib3-2.3.0.dist-info or its files; it now says that folder is not put back, and
+    where its files are, and does not claim everything came back (exit 4)."""
+    venv, _ = _doubled_urllib3(make_venv)
+    probe = "import sys, urllib3; sys.exit(urllib3.VERSION != '2.3.0')"
+
+    run = venv.tool("rollback", "1", "--probe", probe, "--json")
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "rollback-probe-failed-restored-except-aside"
+    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    said = "\n".join(data["messages"])
+    assert "the environment is back as snapshot 0002 records the state before the rollback" in said
+    assert (
+        "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
+        f"put back (a snapshot brings back one version per name); its files are kept in "
+        f"{kept / 'urllib3-2.3.0.dist-info'}"
+    ) in said
+    assert _kept_aside(venv, "0002")["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+    assert not venv.journal.exists()
+
+    # A rollback to that snapshot later says the same, whatever else it does.
+    again = venv.tool("rollback", "0002", "--no-probe", "--json").json()
+    assert "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken" in (
+        "\n".join(again["messages"])
+    )

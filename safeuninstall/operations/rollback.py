@@ -60,7 +60,7 @@ from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
-from ..stash import check_restore_paths, legacy_refusal
+from ..stash import ASIDE, check_restore_paths, kept_aside, legacy_refusal
 from ..transaction import Restored, SnapshotSpec, Transaction, cannot_come_back
 
 
@@ -283,6 +283,7 @@ class _Rollback:
             impact=analysis.report if analysis is not None else None,
             probes=ProbeRuns(notes=self.settings.notes, disabled=self.settings.disabled),
         )
+        self.messages += self._not_put_back(wanted)
         if plan.empty and self.recovering is None:
             self.messages.append(f"the environment already matches snapshot {wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
@@ -349,6 +350,17 @@ class _Rollback:
             f"{', '.join(p.name for p in dist.doubled)} are kept aside in this "
             f"{self.command}'s snapshot folder"
         )
+
+    def _not_put_back(self, snap: Snapshot) -> list[str]:
+        """The second dist-info folders ``snap`` was taken with: kept aside in its folder,
+        never put back (a snapshot records one version per name)."""
+        folder = self.ctx.store.folder(snap.id)
+        return [
+            f"{name}, a second dist-info folder when snapshot {snap.id} was taken, is not put "
+            f"back (a snapshot brings back one version per name); its files are kept in "
+            f"{folder / ASIDE / name}"
+            for name in kept_aside(folder)
+        ]
 
     def _analyse(self, plan: RollbackPlan) -> Analysis:
         """The impact report of what the rollback uninstalls. A distribution it replaces stays
@@ -555,16 +567,20 @@ class _Rollback:
             return self._not_undone(txn, err.message, forward)
         if failed is not None:
             self.messages.append(failed)
-        outcome = Outcome.named(
-            f"{self.command}-{reason}-{'restored' if undone.ok else 'incomplete'}"
-        )
+        aside = self._not_put_back(before) if undone.ok else []
+        ended = "incomplete" if not undone.ok else "restored-except-aside" if aside else "restored"
+        outcome = Outcome.named(f"{self.command}-{reason}-{ended}")
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
         txn.finish(outcome.value, keep_journal=not undone.ok)
         if undone.ok:
             self.messages.append(
-                f"the environment is back as it was before the {self.command} (snapshot "
+                f"the environment is back as snapshot {before.id} records the state before the "
+                f"{self.command}, except:"
+                if aside
+                else f"the environment is back as it was before the {self.command} (snapshot "
                 f"{before.id})"
             )
+            self.messages += aside
         return self._result(
             outcome,
             restored=forward,
