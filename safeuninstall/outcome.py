@@ -299,6 +299,12 @@ class Outcome(str, enum.Enum):
         "an error after the command started, and the restore is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    RUN_RESTORED_EXCEPT_ASIDE = (
+        "run-restored-except-aside",
+        "the command's change was undone as the snapshot records it, verified, but NOT a "
+        "second dist-info folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
     RUN_CONCURRENT_KEPT = (
         "run-concurrent-kept",
         "another process changed the environment while the probe ran: the change was not "

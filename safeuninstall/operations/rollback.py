@@ -60,7 +60,7 @@ from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
-from ..stash import ASIDE, check_restore_paths, kept_aside, legacy_refusal
+from ..stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
 from ..transaction import Restored, SnapshotSpec, Transaction, cannot_come_back
 
 
@@ -355,12 +355,7 @@ class _Rollback:
         """The second dist-info folders ``snap`` was taken with: kept aside in its folder,
         never put back (a snapshot records one version per name)."""
         folder = self.ctx.store.folder(snap.id)
-        return [
-            f"{name}, a second dist-info folder when snapshot {snap.id} was taken, is not put "
-            f"back (a snapshot brings back one version per name); its files are kept in "
-            f"{folder / ASIDE / name}"
-            for name in kept_aside(folder)
-        ]
+        return not_put_back(folder, snap.id, kept_aside(folder))
 
     def _analyse(self, plan: RollbackPlan) -> Analysis:
         """The impact report of what the rollback uninstalls. A distribution it replaces stays
