@@ -395,6 +395,13 @@ def _shadowed_failure(dist: InstalledDistribution) -> str:
         f"{folders}. uv removes every one of them, and a snapshot keeps one version "
         "per name, so this removal could not be undone; nothing was removed. Keep one "
         f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
+        + (
+            "; or, if a snapshot keeps one of its versions (`safe-uninstall doctor` names it), "
+            "`safe-uninstall rollback ID` to it removes every folder, keeping the others' files "
+            "aside, and brings that version back"
+            if dist.doubled
+            else ""
+        )
     )
 
 

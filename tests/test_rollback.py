@@ -643,3 +643,24 @@ def test_undoing_a_rollback_says_the_second_dist_info_folder_is_not_put_back(
     assert "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken" in (
         "\n".join(again["messages"])
     )
+
+
+def test_an_uninstall_refused_on_a_second_dist_info_folder_points_to_doctor_and_rollback(
+    make_venv: MakeVenv,
+) -> None:
+    """It used to say only "Keep one version first (uv pip install --reinstall ...)", which
+    needs an index or a wheel, not the repair a snapshot of one of its versions allows."""
+    venv, _ = _doubled_urllib3(make_venv)
+    hashes = venv.file_hashes()
+
+    run = venv.tool("--no-probe", "urllib3")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "urllib3 is installed more than once" in run.stderr
+    assert (
+        "if a snapshot keeps one of its versions (`safe-uninstall doctor` names it), "
+        "`safe-uninstall rollback ID` to it removes every folder"
+    ) in " ".join(run.stderr.split())
+    assert venv.file_hashes() == hashes
+    # What it points to holds: doctor names snapshot 0001, which keeps urllib3 2.2.1.
+    assert venv.tool("doctor", "--json").json()["repair_command"].endswith("rollback 0001")
