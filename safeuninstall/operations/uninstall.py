@@ -454,6 +454,9 @@ class _Removal:
         running = self.begun.running if self.begun is not None else None
         if running is not None and not running.finished:  # said: the wait can be long
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
+            # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
+            # and packaging's requirement parser, 15-80 ms between that probe and its restore.
+            from .. import doctor  # noqa: F401 - imported now to have it loaded
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
