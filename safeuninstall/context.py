@@ -91,8 +91,14 @@ class Context:
 
     @property
     def is_tool_environment(self) -> bool:
-        """The target is the environment the tool runs from."""
-        return os.path.realpath(sys.prefix) == os.path.realpath(self.interpreter.prefix)
+        """The tool runs from the target: it is the tool's environment, or one whose site
+        folders are on the tool's path (the base of a ``--system-site-packages`` venv the tool
+        runs from, a ``--target`` folder on PYTHONPATH): a removal there can take away what the
+        tool imports."""
+        if os.path.realpath(sys.prefix) == os.path.realpath(self.interpreter.prefix):
+            return True
+        ours = {os.path.realpath(entry) for entry in sys.path if entry}
+        return any(os.path.realpath(folder) in ours for folder in self.interpreter.site_dirs)
 
     def load_what_a_restore_needs(self) -> None:
         """Removing from the tool's own environment can take away a module that it imports

@@ -153,17 +153,43 @@ def stash_distribution(
 ASIDE = "aside"  # in a snapshot folder: the dist-info folders kept by stash_aside
 
 
-def stash_aside(dist_info: Path, place: StashPlace) -> tuple[str, PackageStash]:
+def stash_aside(
+    dist_info: Path, place: StashPlace, *, removed: bool = True
+) -> tuple[str, PackageStash]:
     """Keep the files of ``dist_info``, a second dist-info folder of a distribution about to be
     removed (uv removes every folder of the name), under ``aside/<its folder name>`` in the
     snapshot folder: a snapshot records one version per name, so this one is not restored by
     a rollback, but no byte of it is lost. Returns the folder, relative to the snapshot's, and
-    what it holds. Raises StashError as stash_distribution does, before anything is removed."""
+    what it holds. Raises StashError as stash_distribution does, before anything is removed.
+    ``removed``: as stash_distribution's (a guarded command may remove it, or not)."""
     dist = read_distribution(dist_info)
     if dist is None:
         raise StashError(f"cannot read {dist_info}/METADATA; nothing was removed")
     folder = f"{ASIDE}/{dist_info.name}"
-    return folder, stash_distribution(dist, place, removed=True, folder=folder)
+    return folder, stash_distribution(dist, place, removed=removed, folder=folder)
+
+
+def kept_aside(snapshot_dir: Path) -> list[str]:
+    """The dist-info folders ``stash_aside`` kept in ``snapshot_dir`` (names only: a snapshot
+    does not record them, and no restore puts them back)."""
+    try:
+        found = sorted(os.scandir(snapshot_dir / ASIDE), key=lambda e: e.name)
+    except OSError:
+        return []
+    return [
+        e.name for e in found if e.name.endswith(".dist-info") and e.is_dir(follow_symlinks=False)
+    ]
+
+
+def not_put_back(snapshot_dir: Path, snapshot_id: str, names: Iterable[str]) -> list[str]:
+    """What to say of each dist-info folder ``names`` that snapshot ``snapshot_id`` kept aside
+    and a restore to it did not put back."""
+    return [
+        f"{name}, a second dist-info folder when snapshot {snapshot_id} was taken, is not put "
+        f"back (a snapshot brings back one version per name); its files are kept in "
+        f"{snapshot_dir / ASIDE / name}"
+        for name in names
+    ]
 
 
 class Refusal(Struct, frozen=True):
@@ -369,6 +395,13 @@ def _shadowed_failure(dist: InstalledDistribution) -> str:
         f"{folders}. uv removes every one of them, and a snapshot keeps one version "
         "per name, so this removal could not be undone; nothing was removed. Keep one "
         f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
+        + (
+            "; or, if a snapshot keeps one of its versions (`safe-uninstall doctor` names it), "
+            "`safe-uninstall rollback ID` to it removes every folder, keeping the others' files "
+            "aside, and brings that version back"
+            if dist.doubled
+            else ""
+        )
     )
 
 

@@ -209,12 +209,55 @@ def stacks() -> Stacks:
     return Stacks(cache_root())
 
 
+def linked_files(root: Path) -> dict[int, tuple[str, int, int]]:
+    """The regular files under ``root`` that have another link (in a venv of a stack: the
+    stack cache's copy), by inode: their path, size and mtime."""
+    found: dict[int, tuple[str, int, int]] = {}
+    folders = [str(root)]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:  # removed or replaced by the test: nothing of the cache in it now
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                if info.st_nlink > 1:
+                    found[info.st_ino] = (entry.path, info.st_size, info.st_mtime_ns)
+    return found
+
+
+def written_in_place(before: dict[int, tuple[str, int, int]], root: Path) -> list[str]:
+    """The files of ``before`` that still have their inode and whose size or mtime changed:
+    written into, and with them the stack cache's copy that every later venv links to."""
+    now = linked_files(root)
+    return sorted(
+        now[ino][0]
+        for ino, (_, size, mtime) in before.items()
+        if now.get(ino, (0, size, mtime))[1:] != (size, mtime)
+    )
+
+
 @pytest.fixture
-def real_venv(tmp_path: Path, stacks: Stacks) -> Iterator[RealVenv]:
-    """``real_venv("rich")``: a fresh venv of that stack (tests/stacks/rich.txt)."""
+def real_venv(request: pytest.FixtureRequest, tmp_path: Path, stacks: Stacks) -> Iterator[RealVenv]:
+    """``real_venv("rich")``: a fresh venv of that stack (tests/stacks/rich.txt). Fails the
+    test that wrote into a file of such a venv in place (the stack cache's file too)."""
     counter = iter(range(1000))
+    made: list[tuple[Path, dict[int, tuple[str, int, int]]]] = []
 
     def make(stack: str) -> Venv:
-        return stacks.venv(stack, tmp_path / f"{stack}{next(counter)}")
+        venv = stacks.venv(stack, tmp_path / f"{stack}{next(counter)}")
+        made.append((venv.root, linked_files(venv.root)))
+        return venv
 
     yield make
+    written = [path for root, before in made for path in written_in_place(before, root)]
+    if written:
+        pytest.fail(
+            f"{request.node.nodeid} wrote in place into files hard-linked with the stack cache "
+            f"({stacks.root}); every later venv of that stack gets these bytes. Replace such a "
+            "file instead: " + ", ".join(written[:10]),
+            pytrace=False,
+        )

@@ -1284,3 +1284,30 @@ def test_giving_up_says_what_it_could_not_delete(
         f"the operation up could not delete the snapshot folder {folder} and the journal "
         f"{tmp_path / 'journal.toml'} (Permission denied)"
     )
+
+
+def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tool installed in a base interpreter and run from a ``--system-site-packages`` venv
+    over it imports from the base's site-packages: a removal there is a removal from the tool's
+    own environment (the restore's modules are loaded first), though the prefixes differ."""
+    import sys
+
+    from safeuninstall.context import Context
+    from safeuninstall.environment import Interpreter
+
+    site = tmp_path / "base" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    base = str(tmp_path / "base")
+    interpreter = Interpreter(
+        f"{base}/bin/python", base, base, "3.11.7", str(site), str(site), f"{base}/bin", {}
+    )
+    ctx = object.__new__(Context)
+    ctx.interpreter = interpreter
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(site)])
+    assert not ctx.is_tool_environment
+    monkeypatch.setattr(
+        sys, "path", [*sys.path, str(tmp_path / "base" / "lib" / "." / "site-packages")]
+    )
+    assert ctx.is_tool_environment
