@@ -408,10 +408,11 @@ class _Removal:
         ctx = self.ctx
         self.fingerprint = self.fingerprint or fingerprint(ctx.interpreter, ctx.environ)
         self.begun = baseline.take_over(early, ctx, self.settings, self.fingerprint, waited)
-        if self.begun is None:
-            self.begun = baseline.begin(
-                self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
-            )
+        if self.begun is not None:
+            return  # begun from the plan of this very probe: it is stored already
+        self.begun = baseline.begin(
+            self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
+        )
         if any(p.kind == "derived" for p in self.settings.probes):
             DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
