@@ -29,7 +29,7 @@ from .legacy import (
     removal,
 )
 from .names import unsafe_name, unsafe_version
-from .records import RecordEntry, read_record
+from .records import RecordEntry, read_record, record_paths
 
 _BIN = "Scripts" if sys.platform == "win32" else "bin"
 # What a dist-info file may hold at most; beyond, it is read as missing. A header of 16 MiB
@@ -368,6 +368,12 @@ class InstalledDistribution(Struct, frozen=True):
         if self.legacy:
             return list(self.legacy_removal().files)
         return read_record(self.dist_info / "RECORD")
+
+    def record_paths(self) -> list[str]:
+        """The paths of ``record()``, no hash decoded (raises what it raises)."""
+        if self.legacy:
+            return [entry.path for entry in self.legacy_removal().files]
+        return record_paths(self.dist_info / "RECORD")
 
     def legacy_removal(self) -> LegacyRemoval:
         """What uv does to remove this legacy install (see legacy.py)."""

@@ -472,7 +472,11 @@ def drift(
     changes = []
     for library, path in sorted(old.items()):
         moved = new.get(library)
-        if moved is not None and os.path.realpath(moved) == os.path.realpath(path):
+        # The same path is the same file by either realpath (/proc/self/maps gives real paths:
+        # every library of an unchanged torch import, 170 realpath calls twice, is this case).
+        if moved is not None and (
+            moved == path or os.path.realpath(moved) == os.path.realpath(path)
+        ):
             continue
         changes.append(
             Drift(
