@@ -26,6 +26,7 @@ from .libraries import (
     drift,
     hollow_distributions,
     ownership,
+    ownership_on_demand,
 )
 from .plan import Installed
 from .probe import ProbeResult, ProbeSettings
@@ -69,12 +70,15 @@ def library_index(ctx: Context) -> LibraryIndex:
     return index
 
 
-def owned_files(ctx: Context, installed: Mapping[str, InstalledDistribution]) -> Ownership:
+def owned_files(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], *, on_demand: bool = False
+) -> Ownership:
     """Who lists which file, the RECORDs that did not change since an earlier command read
     them answered from its cache in the state folder (read, not written, by a read-only
-    command)."""
+    command). ``on_demand``: worked out where asked (a removal asks about its own files and
+    who else lists them; libraries.ownership_on_demand)."""
     cache = RecordCache(ctx.store.root / RECORD_CACHE_FILE)
-    owned = ownership(installed, cache)
+    owned = ownership_on_demand(installed, cache) if on_demand else ownership(installed, cache)
     if not ctx.read_only:
         cache.save()
     return owned
@@ -88,7 +92,7 @@ def analyse(
 ) -> Analysis:
     """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
-    owned = owned_files(ctx, installed)
+    owned = owned_files(ctx, installed, on_demand=True)
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
