@@ -16,7 +16,7 @@ from msgspec import Struct
 
 from .context import Context
 from .derived import derive
-from .environment import InstalledDistribution, RequirementIndex
+from .environment import InstalledDistribution, RequirementIndex, requirement_index
 from .impact import ImpactReport, impact_report
 from .libraries import (
     ELF_CACHE_FILE,
@@ -31,6 +31,7 @@ from .libraries import (
 from .plan import Installed
 from .probe import ProbeResult, ProbeSettings
 from .recordcache import RECORD_CACHE_FILE, RecordCache
+from .requirescache import REQUIRES_CACHE_FILE, RequiresCache
 from .snapshot import Snapshot
 from .stash import in_place
 
@@ -84,6 +85,19 @@ def owned_files(
     return owned
 
 
+def requirements_of(
+    ctx: Context, installed: Mapping[str, InstalledDistribution]
+) -> RequirementIndex:
+    """The installed set's requirement index, the METADATA headers that did not change since
+    an earlier command read them answered from its cache in the state folder (read, not
+    written, by a read-only command)."""
+    cache = RequiresCache(ctx.store.root / REQUIRES_CACHE_FILE)
+    index = requirement_index(installed, cache.requires_dist)
+    if not ctx.read_only:
+        cache.save()
+    return index
+
+
 def analyse(
     ctx: Context,
     installed: Mapping[str, InstalledDistribution],
@@ -93,6 +107,8 @@ def analyse(
     """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
     owned = owned_files(ctx, installed, on_demand=True)
+    if requirements is None:
+        requirements = requirements_of(ctx, installed)
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
