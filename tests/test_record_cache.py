@@ -302,3 +302,25 @@ def test_a_record_rewritten_while_the_removal_prepares_stops_it(
     assert "nothing was removed" in run.stderr
     assert extra.read_text() == "X = 1\n"  # never deleted: no stash holds it
     assert venv.installed()["leftpad"] == "1.0"
+
+
+def test_a_removal_sees_a_sharer_another_process_installed_between_commands(
+    make_venv: MakeVenv,
+) -> None:
+    """Plain uv installs, removes and installs again sharedlib-cu13 (it lists sharedlib-cu12's
+    __init__.py) between commands: each `check` of sharedlib-cu12, its caches warm, finds the
+    sharer as the environment is; the removal then is undone as hollow."""
+    venv = make_venv("sharedlib-cu12")
+
+    def hollow() -> object:
+        return venv.tool("check", "--json", "sharedlib-cu12").json()["impact"]["hollow"]  # type: ignore[index]
+
+    assert hollow() == []
+    venv.install("sharedlib-cu13")
+    assert hollow() == ["sharedlib-cu13"]
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "sharedlib-cu13")
+    assert hollow() == []
+    venv.install("sharedlib-cu13")
+    run = venv.tool("--json", "--no-probe", "sharedlib-cu12")
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert run.json()["outcome"] == "hollow-restored"
