@@ -324,3 +324,18 @@ def test_a_removal_sees_a_sharer_another_process_installed_between_commands(
     run = venv.tool("--json", "--no-probe", "sharedlib-cu12")
     assert run.returncode == 3, run.stdout + run.stderr
     assert run.json()["outcome"] == "hollow-restored"
+
+
+def test_a_record_listing_a_file_twice_is_answered_as_the_whole_ownership_does(
+    tmp_path: Path,
+) -> None:
+    """cu13 lists nv/lib/libx.so.1 twice (once as ./nv/lib/...): the whole ownership counts
+    it twice, so the path counts as shared (the stash keeps it); so does the removal's."""
+    site, installed = _site(tmp_path)
+    installed["cu12"] = _dist(site, "cu12", ["nv/include/x.h"])
+    installed["cu13"] = _dist(site, "cu13", ["nv/lib/libx.so.1", "./nv/lib/libx.so.1"])
+    (site / "nv" / "lib").mkdir(parents=True)
+    cache_file = tmp_path / "record-cache.json"
+    _cached(installed, cache_file)
+    owned = _on_demand(installed, cache_file)
+    assert owned.owners[str(site / "nv" / "lib" / "libx.so.1")] == ("cu13", "cu13")
