@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -394,13 +394,18 @@ class InstalledDistribution(Struct, frozen=True):
 
 def _requires(metadata: Path) -> list[str]:
     try:
-        return [
-            line[len("Requires-Dist:") :].strip()
-            for line in _header_lines(metadata)
-            if line.startswith("Requires-Dist:")
-        ]
+        return read_requires(metadata)
     except OSError:
         return []
+
+
+def read_requires(metadata: Path) -> list[str]:
+    """The Requires-Dist values of a METADATA header; raises OSError when it can't be read."""
+    return [
+        line[len("Requires-Dist:") :].strip()
+        for line in _header_lines(metadata)
+        if line.startswith("Requires-Dist:")
+    ]
 
 
 def _requires_txt(path: Path) -> list[str]:
@@ -452,12 +457,15 @@ def requested(installed: Mapping[str, InstalledDistribution]) -> tuple[frozenset
 
 def requirement_index(
     installed: Mapping[str, InstalledDistribution],
+    requires_dist: Callable[[InstalledDistribution], list[str]] | None = None,
 ) -> dict[str, list[tuple[str, str]]]:
     """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
-    is parsed: the leading name alone says which lines can matter to a removal."""
+    is parsed: the leading name alone says which lines can matter to a removal.
+    ``requires_dist``: reads a distribution's values (requirescache.py), else each is read."""
     index: dict[str, list[tuple[str, str]]] = {}
     for key, dist in installed.items():
-        for value in dist.requires_dist():
+        values = dist.requires_dist() if requires_dist is None else requires_dist(dist)
+        for value in values:
             match = _LEADING_NAME.match(value)
             if match:
                 index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))

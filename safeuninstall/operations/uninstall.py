@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .. import baseline
-from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
+from ..analysis import (
+    Analysis,
+    analyse,
+    failure_text,
+    loadable_snapshots,
+    requirements_of,
+    with_default,
+)
 from ..baseline import BaselineCache, Begun, DerivedPlans, HeadStart, fingerprint
 from ..bisection import bound, search
 from ..context import Context
@@ -32,7 +39,6 @@ from ..environment import (
     easy_install_eggs,
     ensure_writable,
     installed_distributions,
-    requirement_index,
 )
 from ..errors import (
     BaselineProbeFailed,
@@ -254,7 +260,7 @@ class _Removal:
         from ..analysis import library_index, owned_files
 
         ctx = self.ctx
-        self.requirements = self.requirements or requirement_index(self.installed)
+        self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
         index = library_index(ctx)
         markers = ctx.interpreter.markers
         # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
@@ -290,7 +296,7 @@ class _Removal:
         from ..analysis import library_index, owned_files
 
         ctx, candidates = self.ctx, self.plan.remove
-        self.requirements = self.requirements or requirement_index(self.installed)
+        self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
         index = library_index(ctx)
         kept, tried = judge(
             self.installed,
@@ -329,7 +335,7 @@ class _Removal:
         at once)."""
         if self.options.allow_unmet:
             return False
-        self.requirements = requirement_index(self.installed)  # the impact report's too
+        self.requirements = requirements_of(self.ctx, self.installed)  # the impact report's too
         markers = self.ctx.interpreter.markers
         if not unmet_in(self.requirements, self.installed, markers, self.plan.remove):
             return False
