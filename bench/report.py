@@ -180,6 +180,11 @@ def _real_stack_targets(results: Results) -> list[Target]:
             ("`--no-probe` nccl / `pip uninstall -y`", ("tool", "pip"), 0.5),
             ("failing removal of the four cu13 / one probe run", ("failing", "probe"), 1.15),
             (
+                "the same failing removal asked again / one probe run",
+                ("failing_again", "probe"),
+                1.15,
+            ),
+            (
                 "passing removal, cached baseline / one probe run",
                 ("passing_cached", "probe_passing"),
                 1.1,

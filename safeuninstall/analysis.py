@@ -16,7 +16,7 @@ from msgspec import Struct
 
 from .context import Context
 from .derived import derive
-from .environment import InstalledDistribution, RequirementIndex
+from .environment import InstalledDistribution, RequirementIndex, requirement_index
 from .impact import ImpactReport, impact_report
 from .libraries import (
     ELF_CACHE_FILE,
@@ -26,10 +26,12 @@ from .libraries import (
     drift,
     hollow_distributions,
     ownership,
+    ownership_on_demand,
 )
 from .plan import Installed
 from .probe import ProbeResult, ProbeSettings
 from .recordcache import RECORD_CACHE_FILE, RecordCache
+from .requirescache import REQUIRES_CACHE_FILE, RequiresCache
 from .snapshot import Snapshot
 from .stash import in_place
 
@@ -69,15 +71,31 @@ def library_index(ctx: Context) -> LibraryIndex:
     return index
 
 
-def owned_files(ctx: Context, installed: Mapping[str, InstalledDistribution]) -> Ownership:
+def owned_files(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], *, on_demand: bool = False
+) -> Ownership:
     """Who lists which file, the RECORDs that did not change since an earlier command read
     them answered from its cache in the state folder (read, not written, by a read-only
-    command)."""
+    command). ``on_demand``: worked out where asked (a removal asks about its own files and
+    who else lists them; libraries.ownership_on_demand)."""
     cache = RecordCache(ctx.store.root / RECORD_CACHE_FILE)
-    owned = ownership(installed, cache)
+    owned = ownership_on_demand(installed, cache) if on_demand else ownership(installed, cache)
     if not ctx.read_only:
         cache.save()
     return owned
+
+
+def requirements_of(
+    ctx: Context, installed: Mapping[str, InstalledDistribution]
+) -> RequirementIndex:
+    """The installed set's requirement index, the METADATA headers that did not change since
+    an earlier command read them answered from its cache in the state folder (read, not
+    written, by a read-only command)."""
+    cache = RequiresCache(ctx.store.root / REQUIRES_CACHE_FILE)
+    index = requirement_index(installed, cache.requires_dist)
+    if not ctx.read_only:
+        cache.save()
+    return index
 
 
 def analyse(
@@ -88,7 +106,9 @@ def analyse(
 ) -> Analysis:
     """``requirements``: the installed set's requirement index, when the caller has it."""
     index = library_index(ctx)
-    owned = owned_files(ctx, installed)
+    owned = owned_files(ctx, installed, on_demand=True)
+    if requirements is None:
+        requirements = requirements_of(ctx, installed)
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()

@@ -20,9 +20,8 @@ files unknown (said, never an orphan); a RECORD path outside the environment is 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
@@ -32,11 +31,11 @@ from .impact import Requirer, Unmet, requirers, unmet_now
 from .libraries import LibraryIndex, Ownership, RootLoads
 from .paths import normalise
 from .records import read_record
+from .sizes import Counted, Weighing, count, lstat, walk
 
 if TYPE_CHECKING:
     from .probe import ProbeResult
 
-_TOP_UNOWNED = 5  # folders of unowned files named in the report
 _USES_KEPT = 50  # objects named per distribution in loaded_by (the count is exact)
 
 
@@ -209,53 +208,6 @@ class AuditReport(Struct, frozen=True, kw_only=True):
 # -- sizes -------------------------------------------------------------------------------------
 
 
-class _Files:
-    """Every file of the site folders and every RECORD path, lstat'ed once, by inode."""
-
-    def __init__(self, site_dirs: Sequence[str]) -> None:
-        self.stats: dict[str, os.stat_result | None] = {}
-        self.walked: list[str] = []
-        for site in site_dirs:
-            self._walk(site)
-
-    def _walk(self, root: str) -> None:
-        # From the folder's real path, not following links: every path found is normalised.
-        stats, walked = self.stats, self.walked
-        pending = [root]
-        while pending:
-            try:
-                entries = os.scandir(pending.pop())
-            except OSError:
-                continue
-            with entries:
-                for entry in entries:
-                    path = entry.path
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(path)
-                        elif path not in stats:
-                            stats[path] = entry.stat(follow_symlinks=False)
-                            walked.append(path)
-                    except OSError:
-                        continue
-
-    def lstat(self, path: str) -> os.stat_result | None:
-        """The path's lstat; None when it is missing or a folder (a folder holds no bytes of
-        its own here: its files are counted where they are listed)."""
-        try:
-            return self.stats[path]
-        except KeyError:
-            pass
-        try:
-            info: os.stat_result | None = os.lstat(path)
-        except (OSError, ValueError):
-            info = None
-        if info is not None and stat.S_ISDIR(info.st_mode):
-            info = None
-        self.stats[path] = info
-        return info
-
-
 class _Sizes(Struct, frozen=True):
     own: Mapping[str, tuple[int, int, int]]  # dist -> (bytes, files, linked elsewhere bytes)
     shared: Mapping[str, tuple[int, tuple[str, ...]]]  # dist -> (bytes, with whom)
@@ -267,90 +219,18 @@ class _Sizes(Struct, frozen=True):
     unowned: tuple[UnownedFolder, ...]
 
 
-def _sizes(owned: Ownership, files: _Files, root: str, site_dirs: Sequence[str]) -> _Sizes:
-    inside = root.rstrip(os.sep) + os.sep
-    # inode -> [who lists it (repeats allowed), size, st_nlink, how many of the environment's
-    # paths lead to it]; an inode as one int (device, inode number): a tuple key cost twice
-    # as much over an ML venv's 63,000 files
-    inodes: dict[int, list[Any]] = {}
-    missing: dict[str, int] = {}
-    outside: dict[str, int] = {}
-    listed = owned.owners
-    walked, lstat = files.stats, files.lstat
-    # Each listed path once, with all who list it: one pass, not one per distribution.
-    for path, listed_by in listed.items():
-        if not path.startswith(inside):
-            for dist in set(listed_by):
-                outside[dist] = outside.get(dist, 0) + 1
-            continue
-        info = walked[path] if path in walked else lstat(path)
-        if info is None:
-            if not path.endswith(".pyc") and not os.path.isdir(path):
-                for dist in set(listed_by):
-                    missing[dist] = missing.get(dist, 0) + 1
-            continue
-        inode = info.st_dev << 64 | info.st_ino
-        if inode in inodes:
-            entry = inodes[inode]
-            entry[0] = (*entry[0], *listed_by)
-            entry[3] += 1
-        else:
-            inodes[inode] = [listed_by, info.st_size, info.st_nlink, 1]
-    unowned_by: dict[str, list[int]] = {}
-    unowned_total = unowned_files = 0
-    for path in files.walked:
-        if path in listed and path.startswith(inside):
-            continue  # counted above
-        info = walked[path]
-        assert info is not None
-        inode = info.st_dev << 64 | info.st_ino
-        if inode in inodes:
-            inodes[inode][3] += 1  # an owned file's other link, or an unowned one met already
-            continue
-        inodes[inode] = [(), info.st_size, info.st_nlink, 1]
-        unowned_total += info.st_size
-        unowned_files += 1
-        counts = unowned_by.setdefault(_first_folder(path, site_dirs), [0, 0])
-        counts[0] += info.st_size
-        counts[1] += 1
-    own: dict[str, list[int]] = {dist: [0, 0, 0] for dist in owned.files}
-    shared: dict[str, tuple[int, set[str]]] = {}
-    shared_total = 0
-    for listers, size, links, seen in inodes.values():
-        if not listers:
-            continue  # unowned
-        holders = set(listers) if len(listers) > 1 else listers
-        if len(holders) == 1:
-            counts = own[next(iter(holders))]
-            counts[0] += size
-            counts[1] += 1
-            if links > seen:
-                counts[2] += size
-            continue
-        shared_total += size
-        for dist in holders:
-            held, others = shared.get(dist, (0, set()))
-            shared[dist] = (held + size, others | (set(holders) - {dist}))
-    top = sorted(unowned_by.items(), key=lambda item: (-item[1][0], item[0]))[:_TOP_UNOWNED]
+def _sizes(counted: Counted) -> _Sizes:
+    own, shared, missing, outside, shared_total, unowned_total, unowned_files, top = counted
     return _Sizes(
-        own={d: (c[0], c[1], c[2]) for d, c in own.items()},
-        shared={d: (held, tuple(sorted(others))) for d, (held, others) in shared.items()},
+        own=own,
+        shared=shared,
         missing=missing,
         outside=outside,
         shared_total=shared_total,
         unowned_total=unowned_total,
         unowned_files=unowned_files,
-        unowned=tuple(UnownedFolder(group, c[0], c[1]) for group, c in top),
+        unowned=tuple(UnownedFolder(*u) for u in top),
     )
-
-
-def _first_folder(path: str, site_dirs: Sequence[str]) -> str:
-    for site in site_dirs:
-        if path.startswith(site.rstrip(os.sep) + os.sep):
-            rest = path[len(site.rstrip(os.sep)) + 1 :]
-            head, sep, _ = rest.partition(os.sep)
-            return os.path.join(site, head) + (os.sep if sep else "")
-    return path
 
 
 # -- who loads whom ----------------------------------------------------------------------------
@@ -411,7 +291,6 @@ def _duplicates(
     loads: RootLoads,
     owned: Ownership,
     installed: Mapping[str, InstalledDistribution],
-    files: _Files,
     uses: _Uses,
     probe_paths: Collection[str] | None,
 ) -> list[DuplicateLibrary]:
@@ -430,7 +309,7 @@ def _duplicates(
                 LibraryCopy(
                     path=path,
                     owners=owners,
-                    content_of=_content_of(path, owners, installed, files),
+                    content_of=_content_of(path, owners, installed),
                     loaded=path in uses.loaded.get(soname, ()),
                     needed_by=tuple(sorted(uses.consumers.get(path, {}))),
                     loaded_by_probe=None if probe_paths is None else real in probe_paths,
@@ -444,13 +323,13 @@ def _content_of(
     path: str,
     owners: Sequence[str],
     installed: Mapping[str, InstalledDistribution],
-    files: _Files,
 ) -> tuple[str, ...]:
     """The owners whose RECORD gives this file the size it has: whose copy is on disk (one
     owner: itself, unread)."""
-    info = files.lstat(path)
+    info = lstat(path)
     if len(owners) < 2 or info is None:
         return tuple(owners) if info is not None else ()
+    size = info[1]
     matching = []
     for owner in owners:
         dist = installed[owner]
@@ -459,10 +338,7 @@ def _content_of(
         except OSError:
             continue
         site = str(dist.site_dir)
-        if any(
-            e.size == info.st_size and normalise(os.path.join(site, e.path)) == path
-            for e in entries
-        ):
+        if any(e.size == size and normalise(os.path.join(site, e.path)) == path for e in entries):
             matching.append(owner)
     return tuple(matching)
 
@@ -480,19 +356,23 @@ def audit_environment(
     site_dirs: Sequence[str],
     probe_paths: Collection[str] | None = None,
     requirements: RequirementIndex | None = None,
+    weighing: Weighing | None = None,
 ) -> AuditReport:
     """The audit of the installed set, its duplicated sonames and sizes (the snapshots' stashes
     and the probe runs are the caller's to add). ``libraries``: (index, ownership, the
     interpreter's path); ``probe_paths``: the real paths a probe process mapped (--load), None
-    when no probe ran."""
+    when no probe ran; ``weighing``: the sizes' walk, started by the caller in a child process
+    (sizes.py), else walked and counted here."""
     from .libraries import root_loads
 
     index, owned, interpreter = libraries
-    requirements = requirement_index(installed) if requirements is None else requirements
     root = normalise(os.path.realpath(prefix))
     sites = [os.path.realpath(s) for s in site_dirs]
-    files = _Files(sites)
-    sizes = _sizes(owned, files, root, sites)
+    if weighing is not None and weighing.roots != tuple(sites):
+        raise ValueError("the weighing walks other folders than the site folders")
+    if weighing is not None:
+        weighing.send(owned.owners, list(owned.files), root)  # the child counts meanwhile
+    requirements = requirement_index(installed) if requirements is None else requirements
     required = requirers(installed, markers, requirements)
     unmet = unmet_now(requirements, installed, markers)
     graph = {name: [r.dependent for r in found if r.active] for name, found in required.items()}
@@ -503,6 +383,10 @@ def audit_environment(
     loads = root_loads(index, owned, requires, interpreter)
     uses = _uses(loads, owned)
     probed = _probed(owned, probe_paths)
+    if weighing is not None:
+        sizes = _sizes(weighing.result())
+    else:
+        sizes = _sizes(count(walk(sites), owned.owners, list(owned.files), root, sites))
     wanted, disregarded = requested(installed)
     audits = []
     for name, dist in installed.items():
@@ -535,7 +419,7 @@ def audit_environment(
             )
         )
     audits.sort(key=lambda d: (-(d.bytes + d.shared_bytes), d.name))
-    duplicates = _duplicates(loads, owned, installed, files, uses, probe_paths)
+    duplicates = _duplicates(loads, owned, installed, uses, probe_paths)
     owned_bytes = sum(d.bytes for d in audits)
     return AuditReport(
         python=python,

@@ -1,6 +1,6 @@
-"""A cache file of the state folder with one entry per RECORD path (record-cache.json,
-presence-cache.json): read once, written back once, shared by every environment whose state
-folder it is.
+"""A cache file of the state folder with one entry per RECORD (or METADATA) path
+(record-cache.json, presence-cache.json, requires-cache.json): read once, written back once,
+shared by every environment whose state folder it is.
 
 The file is untrusted input like every other file the tool reads: one that is missing,
 unreadable, corrupt, too large or of another format or version is an empty cache (its
@@ -29,7 +29,7 @@ E = TypeVar("E")
 class Stored(Struct, Generic[E], frozen=True, forbid_unknown_fields=True):
     format: str
     version: int
-    entries: dict[str, E]  # RECORD path -> its entry
+    entries: dict[str, E]  # RECORD (METADATA) path -> its entry
 
 
 class RecordKeyed(Generic[E]):

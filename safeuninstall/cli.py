@@ -914,7 +914,7 @@ def audit_command(common: Common, load: bool) -> None:
     common.read_only = True
 
     def call() -> AuditReport:
-        from .operations.inspect import audit
+        from .operations.audit import audit
 
         return audit(common.context(), common.probes(), load=load)
 

@@ -101,6 +101,34 @@ def derive(
     return (probe,), (head, *notes)
 
 
+def as_derived(probes: Sequence[Probe]) -> bool:
+    """``probes`` could be what ``derive`` returns, as far as what they run goes: one derived
+    probe whose candidates are torch's check or modules and entry points (dotted names), and
+    whose text is theirs. A plan read back from the state folder (baseline.DerivedPlans) is
+    run before it is derived again: nothing else may be run that way."""
+    if len(probes) != 1:
+        return False
+    (probe,) = probes
+    if (probe.kind, probe.origin, probe.decisive) != ("derived", "derived", ()):
+        return False
+    if not probe.candidates or probe.code != derived_code(probe.candidates):
+        return False
+    for candidate in probe.candidates:
+        if candidate.kind == "code":
+            if candidate.target != TORCH_PROBE or candidate.attrs:
+                return False
+        elif candidate.kind == "module":
+            if not importables.is_dotted_name(candidate.target) or candidate.attrs:
+                return False
+        elif candidate.kind == "entry-point":
+            names = (candidate.target, *candidate.attrs)
+            if not all(importables.is_dotted_name(name) for name in names):
+                return False
+        else:
+            return False
+    return True
+
+
 def _requirements_first(
     groups: Mapping[str, Sequence[Candidate]], installed: Mapping[str, InstalledDistribution]
 ) -> list[str]:

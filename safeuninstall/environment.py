@@ -7,7 +7,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ from .legacy import (
     removal,
 )
 from .names import unsafe_name, unsafe_version
-from .records import RecordEntry, read_record
+from .records import RecordEntry, read_record, record_paths
 
 if TYPE_CHECKING:
     from .interpreter import Interpreter
@@ -126,6 +126,12 @@ class InstalledDistribution(Struct, frozen=True):
             return list(self.legacy_removal().files)
         return read_record(self.dist_info / "RECORD")
 
+    def record_paths(self) -> list[str]:
+        """The paths of ``record()``, no hash decoded (raises what it raises)."""
+        if self.legacy:
+            return [entry.path for entry in self.legacy_removal().files]
+        return record_paths(self.dist_info / "RECORD")
+
     def legacy_removal(self) -> LegacyRemoval:
         """What uv does to remove this legacy install (see legacy.py)."""
         return removal(self.layout, self.dist_info, self.site_dir)
@@ -145,13 +151,18 @@ class InstalledDistribution(Struct, frozen=True):
 
 def _requires(metadata: Path) -> list[str]:
     try:
-        return [
-            line[len("Requires-Dist:") :].strip()
-            for line in _header_lines(metadata)
-            if line.startswith("Requires-Dist:")
-        ]
+        return read_requires(metadata)
     except OSError:
         return []
+
+
+def read_requires(metadata: Path) -> list[str]:
+    """The Requires-Dist values of a METADATA header; raises OSError when it can't be read."""
+    return [
+        line[len("Requires-Dist:") :].strip()
+        for line in _header_lines(metadata)
+        if line.startswith("Requires-Dist:")
+    ]
 
 
 def _requires_txt(path: Path) -> list[str]:
@@ -203,12 +214,15 @@ def requested(installed: Mapping[str, InstalledDistribution]) -> tuple[frozenset
 
 def requirement_index(
     installed: Mapping[str, InstalledDistribution],
+    requires_dist: Callable[[InstalledDistribution], list[str]] | None = None,
 ) -> dict[str, list[tuple[str, str]]]:
     """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
-    is parsed: the leading name alone says which lines can matter to a removal."""
+    is parsed: the leading name alone says which lines can matter to a removal.
+    ``requires_dist``: reads a distribution's values (requirescache.py), else each is read."""
     index: dict[str, list[tuple[str, str]]] = {}
     for key, dist in installed.items():
-        for value in dist.requires_dist():
+        values = dist.requires_dist() if requires_dist is None else requires_dist(dist)
+        for value in values:
             match = _LEADING_NAME.match(value)
             if match:
                 index.setdefault(canonicalize_name(match.group(1)), []).append((key, value))

@@ -41,7 +41,7 @@ from .elf import (
 from .environment import InstalledDistribution
 from .paths import normalise
 from .presence import PresenceCache
-from .recordcache import RecordCache
+from .recordcache import Listed, Listings, RecordCache
 
 ELF_CACHE_FILE = "elf-cache.json"
 
@@ -66,6 +66,13 @@ class Ownership(Struct, frozen=True):
             for path in self.files.get(name, ())
             if len(self.owners.get(path, ())) > 1
         }
+
+    def libraries(self, name: str) -> list[str]:
+        """The paths of ``name``'s files named like libraries (what the loader model reads):
+        of an on-demand ownership, only their folders are resolved."""
+        if isinstance(self.files, _FilesOnDemand):
+            return self.files.listings.files_named(name, ".so", is_elf_candidate)
+        return [p for p in self.files.get(name, ()) if ".so" in p and is_elf_candidate(p)]
 
     def owner_of(self, path: str | None) -> str | None:
         if path is None:
@@ -96,6 +103,62 @@ def ownership(
         files[key] = paths
         _add_owner(owners, key, paths)
     return Ownership(owners, files, unreadable)
+
+
+def ownership_on_demand(
+    installed: Mapping[str, InstalledDistribution], cache: RecordCache
+) -> Ownership:
+    """Who lists which file, as ``ownership`` answers it, worked out where it is asked: a
+    RECORD the cache answers for is resolved when one of its files is asked about, and who
+    lists a path is found by its folder (recordcache.Listings). Iterating the owners works
+    out every path, as ``ownership`` does."""
+    listed: dict[str, Listed] = {}
+    unreadable: dict[str, str] = {}
+    for key, dist in installed.items():
+        try:
+            listed[key] = cache.listing(dist)
+        except FileNotFoundError:  # none written (some installers): as before, nothing known
+            listed[key] = ()
+        except OSError as err:  # there, but broken: said where it matters
+            listed[key] = ()
+            unreadable[key] = str(err)
+    listings = Listings(listed)
+    return Ownership(_OwnersOnDemand(listings), _FilesOnDemand(listings), unreadable)
+
+
+class _FilesOnDemand(Mapping[str, tuple[str, ...]]):
+    """Distribution -> its files, each RECORD's resolved on the first ask."""
+
+    def __init__(self, listings: Listings) -> None:
+        self.listings = listings
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        return self.listings.files(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.listings.keys())
+
+    def __len__(self) -> int:
+        return len(self.listings.keys())
+
+
+class _OwnersOnDemand(Mapping[str, tuple[str, ...]]):
+    """Path -> who lists it: one path by its folder; all of them when iterated."""
+
+    def __init__(self, listings: Listings) -> None:
+        self.listings = listings
+
+    def __getitem__(self, path: str) -> tuple[str, ...]:
+        found = self.listings.owners(path)
+        if not found:
+            raise KeyError(path)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.listings.everything())
+
+    def __len__(self) -> int:
+        return len(self.listings.everything())
 
 
 def _add_owner(owners: dict[str, tuple[str, ...]], key: str, paths: Sequence[str]) -> None:
@@ -233,7 +296,7 @@ def library_changes(
     now, later = index.loader(), index.loader(gone)
     changes = []
     for dist in remaining:
-        for obj in index.objects(owned.files[dist]):
+        for obj in index.objects(owned.libraries(dist)):
             for soname in obj.needed:
                 if os.path.basename(soname) not in gone_names:
                     continue
@@ -472,7 +535,11 @@ def drift(
     changes = []
     for library, path in sorted(old.items()):
         moved = new.get(library)
-        if moved is not None and os.path.realpath(moved) == os.path.realpath(path):
+        # The same path is the same file by either realpath (/proc/self/maps gives real paths:
+        # every library of an unchanged torch import, 170 realpath calls twice, is this case).
+        if moved is not None and (
+            moved == path or os.path.realpath(moved) == os.path.realpath(path)
+        ):
             continue
         changes.append(
             Drift(

@@ -188,6 +188,27 @@ class Outcome(str, enum.Enum):
         "the rollback could not complete, and putting it back is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
+    # Put back as the rollback's own snapshot records the state before it, but a second
+    # dist-info folder the rollback removed is only kept aside (a snapshot holds one version
+    # per name): not everything, so not exit 3.
+    ROLLBACK_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
+        "rollback-probe-failed-restored-except-aside",
+        "the probe failed after the rollback: the environment was put back as its snapshot "
+        "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    ROLLBACK_FAILED_RESTORED_EXCEPT_ASIDE = (
+        "rollback-failed-restored-except-aside",
+        "the rollback could not complete: the environment was put back as its snapshot "
+        "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    ROLLBACK_FAILED_NOT_UNDONE = (
+        "rollback-failed-not-undone",
+        "the rollback could not complete, and what it removed cannot come back now: nothing "
+        "was undone, the environment matches neither the snapshot nor the state before it",
+        EXIT_INCOMPLETE,
+    )
     NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK)
     RECOVERED = ("recovered", "recovered; the environment matches the snapshot", EXIT_OK)
     RECOVERED_PROBE_FAILS = (
@@ -276,6 +297,12 @@ class Outcome(str, enum.Enum):
     RUN_ERROR_INCOMPLETE = (
         "run-error-incomplete",
         "an error after the command started, and the restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    RUN_RESTORED_EXCEPT_ASIDE = (
+        "run-restored-except-aside",
+        "the command's change was undone as the snapshot records it, verified, but NOT a "
+        "second dist-info folder the command removed (kept aside)",
         EXIT_INCOMPLETE,
     )
     RUN_CONCURRENT_KEPT = (

@@ -340,7 +340,9 @@ def returned_to(snap: Snapshot) -> str | None:
 def undone(snap: Snapshot) -> bool:
     """The operation's change was put back: by itself (``probe-failed-restored``,
     ``rollback-probe-failed-restored``...) or by a recover that returned to it."""
-    return snap.outcome.endswith("-restored") or snap.outcome == "recovered"
+    return snap.outcome.endswith(("-restored", "-restored-except-aside")) or (
+        snap.outcome == "recovered"
+    )
 
 
 def _change_of(snap: Snapshot) -> str:

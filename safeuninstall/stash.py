@@ -153,17 +153,43 @@ def stash_distribution(
 ASIDE = "aside"  # in a snapshot folder: the dist-info folders kept by stash_aside
 
 
-def stash_aside(dist_info: Path, place: StashPlace) -> tuple[str, PackageStash]:
+def stash_aside(
+    dist_info: Path, place: StashPlace, *, removed: bool = True
+) -> tuple[str, PackageStash]:
     """Keep the files of ``dist_info``, a second dist-info folder of a distribution about to be
     removed (uv removes every folder of the name), under ``aside/<its folder name>`` in the
     snapshot folder: a snapshot records one version per name, so this one is not restored by
     a rollback, but no byte of it is lost. Returns the folder, relative to the snapshot's, and
-    what it holds. Raises StashError as stash_distribution does, before anything is removed."""
+    what it holds. Raises StashError as stash_distribution does, before anything is removed.
+    ``removed``: as stash_distribution's (a guarded command may remove it, or not)."""
     dist = read_distribution(dist_info)
     if dist is None:
         raise StashError(f"cannot read {dist_info}/METADATA; nothing was removed")
     folder = f"{ASIDE}/{dist_info.name}"
-    return folder, stash_distribution(dist, place, removed=True, folder=folder)
+    return folder, stash_distribution(dist, place, removed=removed, folder=folder)
+
+
+def kept_aside(snapshot_dir: Path) -> list[str]:
+    """The dist-info folders ``stash_aside`` kept in ``snapshot_dir`` (names only: a snapshot
+    does not record them, and no restore puts them back)."""
+    try:
+        found = sorted(os.scandir(snapshot_dir / ASIDE), key=lambda e: e.name)
+    except OSError:
+        return []
+    return [
+        e.name for e in found if e.name.endswith(".dist-info") and e.is_dir(follow_symlinks=False)
+    ]
+
+
+def not_put_back(snapshot_dir: Path, snapshot_id: str, names: Iterable[str]) -> list[str]:
+    """What to say of each dist-info folder ``names`` that snapshot ``snapshot_id`` kept aside
+    and a restore to it did not put back."""
+    return [
+        f"{name}, a second dist-info folder when snapshot {snapshot_id} was taken, is not put "
+        f"back (a snapshot brings back one version per name); its files are kept in "
+        f"{snapshot_dir / ASIDE / name}"
+        for name in names
+    ]
 
 
 class Refusal(Struct, frozen=True):
@@ -369,6 +395,13 @@ def _shadowed_failure(dist: InstalledDistribution) -> str:
         f"{folders}. uv removes every one of them, and a snapshot keeps one version "
         "per name, so this removal could not be undone; nothing was removed. Keep one "
         f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
+        + (
+            "; or, if a snapshot keeps one of its versions (`safe-uninstall doctor` names it), "
+            "`safe-uninstall rollback ID` to it removes every folder, keeping the others' files "
+            "aside, and brings that version back"
+            if dist.doubled
+            else ""
+        )
     )
 
 
@@ -634,38 +667,46 @@ def restore_files(
     OSError on failure.
     """
     real_root = Path(os.path.realpath(env_root))
-    ready: set[Path] = set()  # folders checked and created: a package has few, files many
+    ready: set[str] = set()  # folders checked and created: a package has few, files many
     after_file = file_fault("restore-file")
     for pth in stash.lines:  # before the .egg-link that makes the editable installed
         kept = snapshot_dir / stash.folder / pth.path
         _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
+    # Path strings, one lstat of the place and one of the link made: pathlib and the
+    # exists()/is_symlink() pairs took three quarters of a restore of 176 files.
+    kept_root = os.path.join(snapshot_dir, stash.folder)
+    env = os.fspath(env_root)
     for stashed in sorted(stash.files, key=_metadata_last):
         if stashed.swept and not with_swept:
             continue
-        kept = snapshot_dir / stash.folder / stashed.path
-        dest = env_root / stashed.path
-        if dest.parent not in ready:
-            _refuse_escape(dest, real_root)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            ready.add(dest.parent)
+        dest = os.path.join(env, stashed.path)
+        parent = os.path.dirname(dest)
+        if parent not in ready:
+            _refuse_escape(Path(dest), real_root)
+            os.makedirs(parent, exist_ok=True)
+            ready.add(parent)
         if stashed.link is not None:
-            _restore_link(dest, stashed.link, displaced_dir / stashed.path)
+            _restore_link(Path(dest), stashed.link, displaced_dir / stashed.path)
             continue
+        kept_file = os.path.join(kept_root, stashed.path)
         identity = checked.identities.get(stashed.path)
         if identity is None:
-            raise OSError(errno.EPERM, f"{kept} was not checked; not linked back")
-        if dest.exists() or dest.is_symlink():
-            if _file_id(dest) == identity:
+            raise OSError(errno.EPERM, f"{kept_file} was not checked; not linked back")
+        try:
+            there: os.stat_result | None = os.lstat(dest)
+        except FileNotFoundError:
+            there = None
+        if there is not None:
+            if file_id(there) == identity:
                 continue
-            saved = displaced_dir / stashed.path
-            _link_or_copy(dest, saved)
-        tmp = dest.with_name(f".{dest.name}.safe-uninstall-tmp")
-        if tmp.exists() or tmp.is_symlink():
-            tmp.unlink()
-        _link_or_copy(kept, tmp)
-        if not _is_checked(tmp, identity, checked.accepted[stashed.path]):
-            tmp.unlink()
-            raise OSError(errno.ESTALE, f"{kept} changed since its check; not linked back")
+            _link_or_copy(dest, displaced_dir / stashed.path)
+        tmp = os.path.join(parent, f".{os.path.basename(dest)}.safe-uninstall-tmp")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # left by a killed restore: never written through, never reused
+        _link_or_copy(kept_file, tmp, parent_exists=True)
+        if not _is_checked(Path(tmp), identity, checked.accepted[stashed.path]):
+            os.unlink(tmp)
+            raise OSError(errno.ESTALE, f"{kept_file} changed since its check; not linked back")
         os.replace(tmp, dest)
         if after_file is not None:
             after_file()

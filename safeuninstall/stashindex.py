@@ -188,6 +188,8 @@ def _walk(top: str, relative: str, *, record: bool) -> tuple[list[Entry], list[F
                     if _is_dir(entry):
                         if not entry.is_symlink():
                             pending.append((entry.path, f"{name}/{entry.name}"))
+                        else:  # unlisted while it leads to a folder: looked at afresh
+                            links.append(entry.name)
                         continue
                     try:
                         now = entry.stat(follow_symlinks=False)

@@ -62,8 +62,8 @@ class SnapshotSpec(Struct, frozen=True):
     removed: Sequence[str] = ()  # what the operation removes
     shared: Collection[str] = ()  # paths other distributions list too (stashed as shared)
     returns_to: str = ""  # a rollback's or a recover's: the snapshot it returns to
-    # removed with every dist-info folder of their name (uv removes them all): the others than
-    # the one the snapshot records are kept aside (stash.stash_aside)
+    # installed in more than one dist-info folder: the others than the one the snapshot records
+    # are kept aside (stash.stash_aside), as uv removes every folder of a name
     doubled: Collection[str] = ()
 
 
@@ -107,7 +107,7 @@ def take_snapshot(
         )
         for name in spec.doubled:
             for dist_info in installed[name].doubled:
-                aside, _ = stash_aside(dist_info, place)
+                aside, _ = stash_aside(dist_info, place, removed=name in spec.removed)
                 ctx.emit(
                     "snapshot",
                     f"kept aside: {dist_info.name}, a second dist-info folder of {name} "

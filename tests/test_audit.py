@@ -8,7 +8,11 @@ libraries compiled with gcc; the command itself runs on real venvs of the wheelh
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,8 +25,9 @@ from safeuninstall.environment import InstalledDistribution, read_distribution
 from safeuninstall.libraries import LibraryIndex, ownership
 from safeuninstall.locks import hold
 from safeuninstall.report import audit_report
+from safeuninstall.sizes import Weighing
 from safeuninstall.store import VENV_LOCK
-from tests.conftest import UV, MakeVenv, tree
+from tests.conftest import UV, MakeVenv, tagged_processes, tree, wait_for
 from tests.wheels import compile_shared_library
 
 MARKERS = {
@@ -75,16 +80,28 @@ def install(
 
 
 def audit(site: Path, *dists: InstalledDistribution, **kwargs: object) -> AuditReport:
+    """The audit with its sizes counted here, and again by the command's child process
+    (sizes.Weighing): the two must agree to the byte."""
     installed = {d.key: d for d in dists}
-    return audit_environment(
-        installed,
-        MARKERS,
-        (LibraryIndex({}), ownership(installed), sys.executable),
-        python=sys.executable,
-        prefix=str(site.parent),
-        site_dirs=[str(site)],
-        **kwargs,  # type: ignore[arg-type]
-    )
+    reports = []
+    for weighing in (None, Weighing([str(site)])):
+        with weighing or contextlib.nullcontext():
+            reports.append(
+                audit_environment(
+                    installed,
+                    MARKERS,
+                    (LibraryIndex({}), ownership(installed), sys.executable),
+                    python=sys.executable,
+                    prefix=str(site.parent),
+                    site_dirs=[str(site)],
+                    weighing=weighing,
+                    **kwargs,  # type: ignore[arg-type]
+                )
+            )
+        assert weighing is None or weighing.failure is None
+    here, child = reports
+    assert child == here
+    return here
 
 
 def by_name(report: AuditReport) -> dict[str, DistributionAudit]:
@@ -568,3 +585,37 @@ def test_audit_and_with_orphans_share_what_requested_means(make_venv: MakeVenv) 
     assert "urllib3 2.3.0  requested" in text, text
     dry = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
     assert dry["orphans"] == []
+
+
+@pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_audit_leaves_no_walker_behind(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str], signal_number: int
+) -> None:
+    """The sizes' walk runs in a child process from the start of the command (sizes.py);
+    with --load the probe runs meanwhile: signalled there, the command stops both."""
+    venv = make_venv("leftpad")
+    started = tmp_path / "started"
+    probe = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(600)\n"
+    argv = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root), "audit", "--json"]
+    env = {**os.environ, **process_tag}
+    proc = subprocess.Popen(
+        [*argv, "--load", "--probe", probe],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_for(started)
+    walkers = [
+        pid
+        for pid in tagged_processes(process_tag)
+        if b"sizes.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(walkers) == 1, "the walker should be waiting for the ownership now"
+    proc.send_signal(signal_number)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    assert json.loads(out)["outcome"] == "error" and "interrupted" in out
+    assert "Traceback" not in err
+    assert tagged_processes(process_tag) == [], "a child outlived the command"

@@ -140,7 +140,16 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
     _check(results, expected_gaps, targets_of="torch: ")
     assert {key for key in results.values if key.startswith("real.torch.")} >= {
         f"real.torch.{key}"
-        for key in ("tool", "uv", "import", "probe", "failing", "passing_cached", "check")
+        for key in (
+            "tool",
+            "uv",
+            "import",
+            "probe",
+            "failing",
+            "failing_again",
+            "passing_cached",
+            "check",
+        )
     }
     assert any(t.name.startswith("torch: ") for t in report.evaluate(results))
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from safeuninstall import baseline, options
+from safeuninstall import baseline, options, probe
 from safeuninstall.context import Context, open_context
 from safeuninstall.operations.uninstall import uninstall
 from safeuninstall.probe import configured_probes
@@ -203,3 +203,107 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     assert released == ["probe gone"], (
         "the head start's probe ran on while another operation held on"
     )
+
+
+# -- the derived probe's head start: a plan of the same removal derived before ------------
+
+
+def _steps(run_json: dict[str, object]) -> list[str]:
+    events = run_json["events"]
+    assert isinstance(events, list)
+    return [e["step"] for e in events]
+
+
+def _derived_venv(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Path]:
+    """firstuser and seconduser need basepkg; seconduser notes each import in the marker."""
+    from tests.test_derived_probe import stop_wheels
+
+    house, marker = tmp_path / "house", tmp_path / "imports"
+    stop_wheels(house, marker)
+    venv = make_venv()
+    venv.install("firstuser", "seconduser", find_links=house)
+    marker.unlink(missing_ok=True)
+    return venv, marker
+
+
+def test_a_removal_asked_again_begins_its_derived_baseline_before_the_impact_report(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The failing removal's critical path: the derived probe is known from the impact report,
+    so its baseline began only after it; asked again in the same installed set (here: after
+    the restore), the plan of the first derivation begins it at once, and it is taken over."""
+    venv, marker = _derived_venv(make_venv, tmp_path)
+    before = venv.file_hashes()
+    first = venv.tool("--json", "--allow-unmet", "basepkg")
+    assert first.returncode == 3, first.stdout + first.stderr
+    steps = _steps(first.json())
+    assert steps.index("impact") < steps.index("baseline")  # nothing to begin from before
+    assert marker.read_text() == "x"  # the baseline's import; after the removal: skipped
+    again = venv.tool("--json", "--allow-unmet", "--fresh-baseline", "basepkg")
+    assert again.returncode == 3, again.stdout + again.stderr
+    steps = _steps(again.json())
+    assert steps.index("baseline") < steps.index("impact")
+    assert marker.read_text() == "xx", "the head start's baseline was begun again"
+    probes = again.json()["probes"]
+    assert isinstance(probes, dict)
+    assert [r["cached"] for r in probes["baseline"]] == [False]
+    assert probes["planned"] == first.json()["probes"]["planned"]  # type: ignore[index]
+    assert venv.file_hashes() == before
+
+
+def _plan(venv: Venv, tmp_path: Path, *candidates: probe.Candidate) -> None:
+    """A plan for ``--allow-unmet basepkg`` in the venv as it is, written as the tool would."""
+    ctx = open_context(options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ={}))
+    derived = probe.Probe(
+        kind="derived",
+        code=probe.derived_code(candidates),
+        origin="derived",
+        candidates=candidates,
+    )
+    baseline.DerivedPlans(ctx.store.root).put(
+        options.UninstallOptions(names=("basepkg",)),
+        ctx.interpreter,
+        probe.ProbeSettings(probes=(derived,)),
+    )
+
+
+def test_a_plan_the_derivation_could_not_have_made_is_never_run(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The plan is run before the removal derives its probe again: read from the state
+    folder, it is untrusted, and only imports of dotted names and torch's check are run."""
+    venv, _ = _derived_venv(make_venv, tmp_path)
+    ran = tmp_path / "ran"
+    _plan(
+        venv,
+        tmp_path,
+        probe.Candidate("code", f"open({str(ran)!r}, 'w')", "firstuser"),
+        probe.Candidate("module", "seconduser", "seconduser"),
+    )
+    run = venv.tool("--json", "--allow-unmet", "basepkg")
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert not ran.exists(), "code read from the state folder was run"
+    steps = _steps(run.json())
+    assert steps.index("impact") < steps.index("baseline")
+
+
+def test_a_plan_that_is_not_the_derived_probe_is_thrown_away(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A plausible plan that the derivation no longer gives (another version of a user, say):
+    begun, then cancelled; the baseline that judges is the derived probe's."""
+    venv, _ = _derived_venv(make_venv, tmp_path)
+    _plan(venv, tmp_path, probe.Candidate("module", "seconduser", "seconduser"))
+    run = venv.tool("--json", "--allow-unmet", "basepkg")
+    assert run.returncode == 3, run.stdout + run.stderr
+    data = run.json()
+    steps = _steps(data)
+    assert steps.index("baseline") < steps.index("impact")  # the plan was begun
+    probes = data["probes"]
+    assert isinstance(probes, dict)
+    (baseline_run,) = probes["baseline"]
+    assert [c["target"] for c in baseline_run["candidates"]] == ["firstuser", "seconduser"]
+    assert probes["planned"][0]["candidates"] == [  # type: ignore[index]
+        {k: v for k, v in c.items() if k not in ("label", "status", "judged", "output")}
+        for c in baseline_run["candidates"]
+    ]

@@ -226,3 +226,28 @@ def test_doctor_pins_a_requirement_from_what_snapshots_recorded(
     assert run_printed(command, stacks, venv).returncode == 0
     assert venv.tool("doctor").returncode == 0
     assert venv.run_python(SMOKE["requests"]).returncode == 0
+
+
+def test_a_removals_ownership_answers_as_the_whole_one(real_venv: RealVenv) -> None:
+    """torchdup: nccl, cusparselt and nvshmem cu12 install to their cu13 twins' paths. The
+    ownership a removal works out where it asks (libraries.ownership_on_demand) answers every
+    path as the whole ownership does, the RECORD cache cold and warm, and finds the twins."""
+    from safeuninstall.libraries import ownership_on_demand
+    from safeuninstall.recordcache import RecordCache
+
+    venv = real_venv("torchdup")
+    installed = installed_distributions(query_interpreter(venv.python, os.environ))
+    expected = ownership(installed)
+    cache_file = venv.root / "record-cache.json"
+    for _ in ("cold", "warm"):
+        cache = RecordCache(cache_file)
+        owned = ownership_on_demand(installed, cache)
+        for path, owners in expected.owners.items():
+            assert owned.owners.get(path) == owners, path
+        for name in installed:
+            assert owned.libraries(name) == expected.libraries(name), name
+            assert owned.shared_paths(of=[name]) == expected.shared_paths(of=[name]), name
+        cache.save()
+    assert cache.hits == len(installed)
+    shared = owned.shared_paths(of=["nvidia-nccl-cu12"])
+    assert any(path.endswith("/nvidia/nccl/lib/libnccl.so.2") for path in shared)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MakeVenv, Venv
+from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.realstack import RealVenv, Stacks
 from tests.wheels import build_wheel
 
@@ -389,6 +389,7 @@ def test_an_undo_that_cannot_come_back_changes_nothing(make_venv: MakeVenv, how:
     ) in said
     assert "/urllib3/__init__.py: stashed copy " in said
     assert "nothing was undone: the environment is as the rollback left it" in said
+    assert "rollback 0002 returns to the state before it" in said
     assert data["undo"] is None
     assert venv.installed() == {"urllib3": "2.2.1"}
     assert venv.file_hashes() == returned
@@ -557,3 +558,109 @@ def test_run_does_not_take_a_second_dist_info_folder_found_there_for_its_change(
     assert run.returncode == 0, data
     assert data["outcome"] == "ran-no-change"
     assert venv.file_hashes() == hashes
+
+
+_SPOIL_BOTH_STASHES = """
+import pathlib
+snapshots = pathlib.Path({snapshots!r})
+for kept in sorted(snapshots.glob("*/stash/urllib3-*/**/urllib3/__init__.py")):
+    kept.unlink()  # 0001's (what the rollback brings back) and 0002's (what it removes)
+"""
+
+
+def test_a_failed_rollback_that_cannot_be_undone_names_the_way_out(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The rollback's restore fails (0001's stash lost a file while uv ran, and no index is
+    reachable), and its undo is refused for the same reason (its own stash lost one too). It
+    used to end "the rollback could not complete, and putting it back is INCOMPLETE" with no
+    journal and no next command, urllib3 missing from both states. It now says what state the
+    environment is in, and names the rollback to the state before it, which works once an
+    index is reachable."""
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    venv.install("urllib3==2.3.0")
+    before = venv.file_hashes()
+    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    uv = stand_in_uv(tmp_path / "uv", _SPOIL_BOTH_STASHES.format(snapshots=str(snapshots)))
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json", SAFE_UNINSTALL_UV=str(uv))
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "rollback-failed-not-undone"
+    said = "\n".join(data["messages"])
+    assert "the environment could not be made to match snapshot 0001" in said
+    assert "cannot put the environment back as it was before the rollback: urllib3==2.3.0" in said
+    assert (
+        "nothing was undone: the environment matches neither snapshot 0001 (missing "
+        "urllib3==2.2.1) nor the state before the rollback, snapshot 0002 (missing "
+        "urllib3==2.3.0)"
+    ) in said
+    assert data["undo"] is None
+    assert data["next_command"].endswith("rollback 0002")
+    assert "urllib3" not in venv.installed()
+    assert not venv.journal.exists()  # nothing blocks the command it names
+
+    # Once an index is reachable, the command it names returns to the state before the rollback.
+    again = venv.tool_reinstalling("rollback", "0002", "--no-probe", "--json")
+
+    assert again.returncode == 0, again.json()
+    assert again.json()["outcome"] == "rolled-back"
+    assert venv.installed() == {"urllib3": "2.3.0"}
+    assert venv.file_hashes() == before
+
+
+def test_undoing_a_rollback_says_the_second_dist_info_folder_is_not_put_back(
+    make_venv: MakeVenv,
+) -> None:
+    """The probe passed on the doubled install (2.3.0's files over 2.2.1's) and fails after
+    the rollback to 2.2.1: the undo returns to the rollback's own snapshot, which records one
+    version per name. It used to claim "put back as it was before it, verified" (exit 3)
+    without urllib3-2.3.0.dist-info or its files; it now says that folder is not put back, and
+    where its files are, and does not claim everything came back (exit 4)."""
+    venv, _ = _doubled_urllib3(make_venv)
+    probe = "import sys, urllib3; sys.exit(urllib3.VERSION != '2.3.0')"
+
+    run = venv.tool("rollback", "1", "--probe", probe, "--json")
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "rollback-probe-failed-restored-except-aside"
+    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    said = "\n".join(data["messages"])
+    assert "the environment is back as snapshot 0002 records the state before the rollback" in said
+    assert (
+        "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
+        f"put back (a snapshot brings back one version per name); its files are kept in "
+        f"{kept / 'urllib3-2.3.0.dist-info'}"
+    ) in said
+    assert _kept_aside(venv, "0002")["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+    assert not venv.journal.exists()
+
+    # A rollback to that snapshot later says the same, whatever else it does.
+    again = venv.tool("rollback", "0002", "--no-probe", "--json").json()
+    assert "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken" in (
+        "\n".join(again["messages"])
+    )
+
+
+def test_an_uninstall_refused_on_a_second_dist_info_folder_points_to_doctor_and_rollback(
+    make_venv: MakeVenv,
+) -> None:
+    """It used to say only "Keep one version first (uv pip install --reinstall ...)", which
+    needs an index or a wheel, not the repair a snapshot of one of its versions allows."""
+    venv, _ = _doubled_urllib3(make_venv)
+    hashes = venv.file_hashes()
+
+    run = venv.tool("--no-probe", "urllib3")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "urllib3 is installed more than once" in run.stderr
+    assert (
+        "if a snapshot keeps one of its versions (`safe-uninstall doctor` names it), "
+        "`safe-uninstall rollback ID` to it removes every folder"
+    ) in " ".join(run.stderr.split())
+    assert venv.file_hashes() == hashes
+    # What it points to holds: doctor names snapshot 0001, which keeps urllib3 2.2.1.
+    assert venv.tool("doctor", "--json").json()["repair_command"].endswith("rollback 0001")

@@ -18,6 +18,7 @@ from tests.conftest import UV, MakeVenv, Venv, wait_for
 from tests.realstack import RealVenv, Stacks
 from tests.test_own_environment import _own_tool as own_tool
 from tests.test_own_environment import own  # noqa: F401 - the fixture, used by name
+from tests.test_rollback import _doubled_urllib3, _kept_aside
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -708,3 +709,37 @@ def test_a_safe_uninstall_inside_the_guarded_command_fails_at_once(make_venv: Ma
     assert "started by the command that `safe-uninstall run` is guarding" in run.stderr
     assert "another safe-uninstall operation is running" not in run.stderr
     assert "leftpad" in venv.installed()
+
+
+def test_an_undo_says_a_second_dist_info_folder_the_command_removed_is_not_put_back(
+    make_venv: MakeVenv,
+) -> None:
+    """urllib3 is installed twice (2.2.1, and 2.3.0's files over it); the command upgrades
+    it, which removes both folders, then fails. The undo brings back one version per name. It
+    used to end "run-command-failed-restored" (exit 3), 2.3.0's folder and the files only it
+    listed lost; they are now kept aside in the run's snapshot, and the undo says which folder
+    it did not put back, and where its files are (exit 4)."""
+    venv, _ = _doubled_urllib3(make_venv)  # 0001
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '--reinstall', 'urllib3==2.3.0')!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == "run-restored-except-aside"
+    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    said = "\n".join(data["messages"])  # type: ignore[arg-type]
+    assert (
+        "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
+        f"put back (a snapshot brings back one version per name); its files are kept in "
+        f"{kept / 'urllib3-2.3.0.dist-info'}"
+    ) in said
+    aside = _kept_aside(venv, "0002")
+    assert aside["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
+    assert "urllib3-2.3.0.dist-info/RECORD" in aside
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert not venv.journal.exists()

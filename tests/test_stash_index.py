@@ -189,3 +189,29 @@ def test_a_record_that_did_not_hold_is_dropped(venv: Venv, monkeypatch: pytest.M
     _indexed(venv)
 
     assert stashindex.read_index(_store(venv).root) == {}
+
+
+def test_a_link_to_a_folder_is_looked_at_afresh_once_indexed(tmp_path: Path) -> None:
+    """A link to a folder outside the stash is not listed; once that folder is gone the link
+    is (os.walk lists a dangling link). The index used to record nothing of it, and listed it
+    as it was walked: not at all, though no folder of the stash changed."""
+    store = Store(tmp_path / "state")
+    stash = store.folder("0001") / "stash" / "pkg-1.0"
+    stash.mkdir(parents=True)
+    (store.folder("0001") / "snapshot.toml").write_text("x")
+    (stash / "file").write_bytes(b"12345")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (stash / "to-elsewhere").symlink_to(elsewhere)
+    lister = stashindex.Lister({})
+    assert sorted(lister.entries("0001", str(store.folder("0001")))) == _walked(
+        store.folder("0001")
+    )
+    stashindex.write_index(store.root, lister.recorded)
+    elsewhere.rmdir()  # the link now leads nowhere: listed by a walk
+
+    lister = stashindex.Lister(stashindex.read_index(store.root))
+    listed = sorted(lister.entries("0001", str(store.folder("0001"))))
+
+    assert listed == _walked(store.folder("0001"))
+    assert lister.recorded  # through the index, not walked again

@@ -16,6 +16,7 @@ import tomli_w
 from safeuninstall import journal
 from safeuninstall import snapshot as snapshot_file
 from safeuninstall.backend import PipBackend, UvBackend, requirement_for
+from safeuninstall.bounded import Unusable
 from safeuninstall.environment import InstalledDistribution, Source, read_distribution
 from safeuninstall.errors import JournalUnreadable, SnapshotInvalid
 from safeuninstall.impact import Dependency, dependents_of
@@ -28,7 +29,7 @@ from safeuninstall.plan import (
     plan_restore,
     plan_rollback,
 )
-from safeuninstall.records import _hex_from_record_hash, read_record
+from safeuninstall.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.requirements import Wanted
 from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
 from tests.conftest import returns_promptly
@@ -271,6 +272,32 @@ def test_read_record_decodes_hashes(tmp_path: Path) -> None:
     assert entries[1].sha256 is None
     assert entries[2].path == "pkg/with,comma.py"
     assert entries[2].sha256 is None  # not a sha256: verified by our own hash instead
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pkg/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\n"
+        ',,\n"pkg/with,comma.py",md5=abc,3\npkg-1.dist-info/RECORD,,\n',
+        "pkg/a.py,,12x\n",  # a size that is no number
+        "pkg/a\0.py,,\n",  # a NUL byte
+        '"pkg/a.py,,\n',  # not CSV: an unclosed quote
+    ],
+)
+def test_record_paths_are_read_records_paths(tmp_path: Path, text: str) -> None:
+    """The derived probe reads a RECORD's paths without its hashes: the same paths, and the
+    same RECORDs refused."""
+    record = tmp_path / "RECORD"
+    record.write_text(text)
+    try:
+        expected: object = [entry.path for entry in read_record(record)]
+    except Unusable as err:
+        expected = type(err)
+    try:
+        paths: object = record_paths(record)
+    except Unusable as err:
+        paths = type(err)
+    assert paths == expected
 
 
 @pytest.mark.parametrize(

@@ -5,5 +5,6 @@ another:
 - uninstall: remove, probe, restore on failure;
 - rollback: ``rollback`` and ``recover``, back to a snapshot;
 - snapshots: ``snapshot``, ``snapshots``, ``show``, ``prune``;
-- inspect: ``check``, ``probe``, ``doctor``: judge, change nothing.
+- inspect: ``check``, ``probe``, ``doctor``: judge, change nothing;
+- audit: ``audit``: the whole environment in one report, read only.
 """

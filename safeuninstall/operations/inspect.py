@@ -1,8 +1,7 @@
-"""``check``, ``probe``, ``doctor`` and ``audit``: judge the environment, change nothing."""
+"""``check``, ``probe`` and ``doctor``: judge the environment, change nothing."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -19,19 +18,16 @@ from ..analysis import (
 from ..backend import shell_line
 from ..context import Context
 from ..derived import as_baseline, dropped_notes
-from ..environment import census, installed_distributions
-from ..errors import SnapshotInvalid
-from ..libraries import hollow_distributions, ownership
+from ..environment import installed_distributions
+from ..libraries import hollow_distributions
 from ..outcome import Outcome
 from ..plan import plan_removal
 from ..presence import PRESENCE_CACHE_FILE, PresenceCache
 from ..probe import ProbeSettings, run_all
-from ..recordcache import RECORD_CACHE_FILE, RecordCache
 from ..requirements import collect
 from ..results import ProbeRuns, RemovalResult, Result
 
 if TYPE_CHECKING:
-    from ..audit import AuditReport
     from ..doctor import DoctorReport
 
 
@@ -133,72 +129,3 @@ def doctor(ctx: Context) -> DoctorReport:
     else:
         report.repair_command = shell_line(ctx.backend.install_argv(repair.install, offline=False))
     return report
-
-
-def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport:
-    """The whole environment in one report (audit.py); with ``load``, what a probe process
-    really maps. Reads only: no lock is taken, nothing is written into the environment (the
-    probe runs without writing bytecode)."""
-    from .. import retention
-    from ..audit import StashHolding, audit_environment, holders_of_libraries
-
-    installed = installed_distributions(ctx.interpreter)
-    index = library_index(ctx)
-    # the RECORD cache read, never written: audit writes nothing
-    owned = ownership(installed, RecordCache(ctx.store.root / RECORD_CACHE_FILE))
-    notes: list[str] = []
-    probe_paths: set[str] | None = None
-    runs = None
-    if load:
-        holders = holders_of_libraries(index, owned)
-        settings = with_default(configured, installed, holders)
-        if configured.probes or configured.disabled:
-            notes += settings.notes
-        elif settings.probes:
-            notes.append(
-                "--load: no probe is configured; the derived probe imports the modules and "
-                f"entry points of the {len(holders)} distributions that hold shared libraries"
-                + (", and runs torch's CUDA check" if "torch" in installed else "")
-            )
-        # No bytecode written into the environment by what the probe imports.
-        env = {**ctx.child_env(), "PYTHONDONTWRITEBYTECODE": "1"}
-        runs = run_all(settings, ctx.interpreter, env)
-        maps = [r.libraries for r in runs if r.libraries is not None]
-        if maps:
-            probe_paths = {path for libraries in maps for path in libraries}
-        else:
-            notes.append(
-                "--load: no probe process said what it mapped (no Python probe ran, or this "
-                "system has no /proc/self/maps): the loaded copies are the library model's"
-            )
-    report = audit_environment(
-        installed,
-        ctx.interpreter.markers,
-        (index, owned, ctx.interpreter.executable),
-        python=str(ctx.python),
-        prefix=ctx.interpreter.prefix,
-        site_dirs=[str(s) for s in ctx.interpreter.site_dirs],
-        probe_paths=probe_paths,
-    )
-    ids = [i for i, snap in ctx.store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
-    holdings = ctx.store.holdings(ids)
-    read = {str(p) for d in installed.values() for p in (d.dist_info, *d.shadowed)}
-    unread = sorted(os.path.basename(p) for p in census(ctx.interpreter) - read)
-    if unread:
-        notes.append(
-            f"not read as distributions (no METADATA with a Name and Version that can be "
-            f"read): {', '.join(unread)}; their files count as listed by none"
-        )
-    if os.path.lexists(ctx.own.journal):
-        notes.append(
-            "an operation is under way or was interrupted (its journal is there): what this "
-            "audit read may be half-changed; `safe-uninstall recover` finishes an interrupted one"
-        )
-    return replace(
-        report,
-        stash_bytes=holdings.held(ids),
-        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
-        probe=tuple(runs) if runs is not None else None,
-        mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
-        notes=(*report.notes, *notes),
-    )

@@ -60,7 +60,7 @@ from ..probe import ProbeResult, ProbeSettings, run_all
 from ..restore import remove_half_restored
 from ..results import ProbeRuns, RollbackResult
 from ..snapshot import PackageEntry, Snapshot
-from ..stash import check_restore_paths, legacy_refusal
+from ..stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
 from ..transaction import Restored, SnapshotSpec, Transaction, cannot_come_back
 
 
@@ -283,6 +283,7 @@ class _Rollback:
             impact=analysis.report if analysis is not None else None,
             probes=ProbeRuns(notes=self.settings.notes, disabled=self.settings.disabled),
         )
+        self.messages += self._not_put_back(wanted)
         if plan.empty and self.recovering is None:
             self.messages.append(f"the environment already matches snapshot {wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
@@ -349,6 +350,12 @@ class _Rollback:
             f"{', '.join(p.name for p in dist.doubled)} are kept aside in this "
             f"{self.command}'s snapshot folder"
         )
+
+    def _not_put_back(self, snap: Snapshot) -> list[str]:
+        """The second dist-info folders ``snap`` was taken with: kept aside in its folder,
+        never put back (a snapshot records one version per name)."""
+        folder = self.ctx.store.folder(snap.id)
+        return not_put_back(folder, snap.id, kept_aside(folder))
 
     def _analyse(self, plan: RollbackPlan) -> Analysis:
         """The impact report of what the rollback uninstalls. A distribution it replaces stays
@@ -555,16 +562,20 @@ class _Rollback:
             return self._not_undone(txn, err.message, forward)
         if failed is not None:
             self.messages.append(failed)
-        outcome = Outcome.named(
-            f"{self.command}-{reason}-{'restored' if undone.ok else 'incomplete'}"
-        )
+        aside = self._not_put_back(before) if undone.ok else []
+        ended = "incomplete" if not undone.ok else "restored-except-aside" if aside else "restored"
+        outcome = Outcome.named(f"{self.command}-{reason}-{ended}")
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
         txn.finish(outcome.value, keep_journal=not undone.ok)
         if undone.ok:
             self.messages.append(
-                f"the environment is back as it was before the {self.command} (snapshot "
+                f"the environment is back as snapshot {before.id} records the state before the "
+                f"{self.command}, except:"
+                if aside
+                else f"the environment is back as it was before the {self.command} (snapshot "
                 f"{before.id})"
             )
+            self.messages += aside
         return self._result(
             outcome,
             restored=forward,
@@ -573,21 +584,42 @@ class _Rollback:
         )
 
     def _not_undone(self, txn: Transaction, why: str, forward: Restored | None) -> RollbackResult:
-        """Something the rollback removed cannot come back: the environment is left as the
-        rollback made it rather than half undone (an uninstall first would leave it worse).
-        It matches the snapshot rolled back to when the probe judged it, else it differs as
-        listed."""
-        matches = forward is not None and forward.ok
-        self.messages += [
-            f"cannot put the environment back as it was before the rollback: {why}",
-            "nothing was undone: the environment is as the rollback left it"
-            + ("" if matches else " (its differences from the snapshot are listed above)"),
-        ]
-        outcome = Outcome.ROLLED_BACK_PROBE_FAILS if matches else Outcome.ROLLBACK_FAILED_INCOMPLETE
-        # A known state, the rollback's: no journal for ``recover``, which would try the same
-        # return and be refused the same way.
+        """Something the rollback removed cannot come back now: the environment is left as the
+        rollback made it rather than half undone (an uninstall first would leave it worse). No
+        journal is kept: ``recover`` would try the same return and be refused the same way, and
+        every other command would be refused meanwhile. The refusal may pass (an index out of
+        reach): a rollback to this rollback's own snapshot is then the way back, named."""
+        before = txn.snapshot
+        assert before is not None
+        back = self.ctx.suggest("rollback", before.id)
+        self.messages.append(
+            f"cannot put the environment back as it was before the {self.command}: {why}"
+        )
+        if forward is not None and forward.ok:  # the probe judged it: it matches ``wanted``
+            self.messages += [
+                f"nothing was undone: the environment is as the {self.command} left it",
+                f"once what it removed can come back, {back} returns to the state before it",
+            ]
+            outcome, next_command = Outcome.ROLLED_BACK_PROBE_FAILS, None
+        else:
+            self.messages += [
+                "nothing was undone: the environment matches neither "
+                + " nor ".join(
+                    _differing(
+                        self.ctx,
+                        [
+                            (f"snapshot {self.wanted.id}", self.wanted),
+                            (f"the state before the {self.command}, snapshot {before.id}", before),
+                        ],
+                    )
+                ),
+                f"once what it lacks can come back (an index reachable, a stash whole), {back} "
+                f"returns to the state before the {self.command}; "
+                f"{self.ctx.suggest('rollback', self.wanted.id)} tries it again",
+            ]
+            outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
         txn.finish(outcome.value)
-        return self._result(outcome, restored=forward)
+        return self._result(outcome, restored=forward, next_command=next_command)
 
     def _probe_after(self) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
@@ -605,6 +637,26 @@ class _Rollback:
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         passed = all(r.passed for r in final)
         return self._result(Outcome.named(done if passed else f"{done}-probe-fails"), probes=runs)
+
+
+def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:
+    """Each ``(label, snapshot)`` with how the environment, read once now, differs from it
+    (``snapshot 0001 (missing urllib3==2.2.1)``)."""
+    try:
+        now = _Now.read(ctx)
+    except Exception:  # a failure's report must not fail: the verification lists them
+        return [label for label, _ in named]
+    said = []
+    for label, snap in named:
+        view = snapshot_view(now.installed, now.owned, snap, ctx.interpreter.prefix, doubled=True)
+        plan = plan_rollback(snap, view)
+        pins = {e.name: e.pin for e in snap.packages}
+        versions = {n: f"{n}=={d.version}" for n, d in now.installed.items()}
+        parts = [f"missing {pins[n]}" for n in plan.missing]
+        parts += [f"{versions[n]} instead of {pins[n]}" for n in plan.changed]
+        parts += [f"{versions[n]} added" for n in plan.added]
+        said.append(f"{label} ({'; '.join(parts) or 'no difference in the installed set'})")
+    return said
 
 
 def _requirements(count: int) -> str:

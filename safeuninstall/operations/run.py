@@ -61,7 +61,7 @@ from ..plan import RollbackPlan, plan_rollback
 from ..probe import ProbeResult, ProbeSettings, run_all
 from ..results import ProbeRuns, RunResult
 from ..snapshot import PackageStash, Snapshot
-from ..stash import read_verified
+from ..stash import kept_aside, not_put_back, read_verified
 from ..transaction import Restored, SnapshotSpec, Transaction
 
 
@@ -189,6 +189,9 @@ class _Guard:
                 operation="run",
                 stash=sorted(self.installed),
                 shared=ownership(self.installed).shared_paths(),
+                # The command may remove them (uv removes every folder of a name): their files
+                # are kept, though an undo brings back one version per name.
+                doubled=[n for n, d in self.installed.items() if d.doubled],
             )
             snap = txn.snapshot_before(self.installed, spec)
             change = census_change(self.census, census(ctx.interpreter))
@@ -442,14 +445,18 @@ class _Attempt:
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(_stopped(restored))
             outcome = Outcome.named(f"run-{reason}-{'restored' if restored.ok else 'incomplete'}")
+            aside = self._not_put_back() if restored.ok else []
+            if aside:
+                outcome = Outcome.RUN_RESTORED_EXCEPT_ASIDE
             # Unverified, the journal stays: other commands are refused until ``recover``.
             txn.finish(outcome.value, keep_journal=not restored.ok)
         if restored.ok:
             messages.append(
                 f"the environment is back as snapshot {self.snap.id} has it "
                 f"({restored.verification.files_checked if restored.verification else 0} "
-                "files hash-checked)"
+                "files hash-checked)" + (", except:" if aside else "")
             )
+            messages += aside
         if txn.interrupted:
             messages.append("an interrupt arrived during the restore; it finished first")
         return self._result(
@@ -457,6 +464,26 @@ class _Attempt:
             restored=restored,
             next_command=None if restored.ok else self.ctx.suggest("recover"),
         )
+
+    def _not_put_back(self) -> list[str]:
+        """The second dist-info folders the command removed: kept aside in the snapshot folder,
+        not put back (a snapshot records one version per name)."""
+        gone = [
+            folder.name
+            for dist in self.guard.installed.values()
+            for folder in dist.doubled
+            if not os.path.lexists(folder)
+        ]
+        if not gone:
+            return []
+        snapshot_dir = self.ctx.store.folder(self.snap.id)
+        kept = set(kept_aside(snapshot_dir))
+        lost = [  # kept by every snapshot taken: gone only with the snapshot folder
+            f"{name}, a second dist-info folder before the command, is not put back, and its "
+            "files are not kept"
+            for name in sorted(set(gone) - kept)
+        ]
+        return [*not_put_back(snapshot_dir, self.snap.id, sorted(kept & set(gone))), *lost]
 
     def _not_undone(self, why: str) -> RunResult:
         """Something the command changed cannot come back: its change is left whole rather

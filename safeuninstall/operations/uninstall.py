@@ -19,8 +19,15 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .. import baseline
-from ..analysis import Analysis, analyse, failure_text, loadable_snapshots, with_default
-from ..baseline import BaselineCache, Begun, HeadStart, fingerprint
+from ..analysis import (
+    Analysis,
+    analyse,
+    failure_text,
+    loadable_snapshots,
+    requirements_of,
+    with_default,
+)
+from ..baseline import BaselineCache, Begun, DerivedPlans, HeadStart, fingerprint
 from ..bisection import bound, search
 from ..context import Context
 from ..derived import after_settings, as_baseline, dropped_notes, judged_after, to_the_end
@@ -32,7 +39,6 @@ from ..environment import (
     easy_install_eggs,
     ensure_writable,
     installed_distributions,
-    requirement_index,
 )
 from ..errors import (
     BaselineProbeFailed,
@@ -120,7 +126,7 @@ def uninstall(
             stopped = removal.judge_before(configured)
             if stopped is not None:
                 return stopped
-            removal.begin_derived()
+            removal.begin_derived(early, waited)
             return removal.apply()
         finally:
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends
@@ -254,7 +260,7 @@ class _Removal:
         from ..analysis import library_index, owned_files
 
         ctx = self.ctx
-        self.requirements = self.requirements or requirement_index(self.installed)
+        self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
         index = library_index(ctx)
         markers = ctx.interpreter.markers
         # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
@@ -290,7 +296,7 @@ class _Removal:
         from ..analysis import library_index, owned_files
 
         ctx, candidates = self.ctx, self.plan.remove
-        self.requirements = self.requirements or requirement_index(self.installed)
+        self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
         index = library_index(ctx)
         kept, tried = judge(
             self.installed,
@@ -329,7 +335,7 @@ class _Removal:
         at once)."""
         if self.options.allow_unmet:
             return False
-        self.requirements = requirement_index(self.installed)  # the impact report's too
+        self.requirements = requirements_of(self.ctx, self.installed)  # the impact report's too
         markers = self.ctx.interpreter.markers
         if not unmet_in(self.requirements, self.installed, markers, self.plan.remove):
             return False
@@ -398,14 +404,23 @@ class _Removal:
             + _removal_command(self.ctx, names, "--allow-unmet"),
         ]
 
-    def begin_derived(self) -> None:
-        """The derived probe is known from the impact report: its baseline begins now."""
-        if self.begun is None and self.settings.probes:
-            ctx = self.ctx
-            self.fingerprint = self.fingerprint or fingerprint(ctx.interpreter, ctx.environ)
-            self.begun = baseline.begin(
-                self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
-            )
+    def begin_derived(self, early: HeadStart | None, waited: bool) -> None:
+        """The derived probe is known from the impact report: its baseline begins now, unless
+        the head start began this very one (a plan of an earlier derivation, DerivedPlans)."""
+        if self.begun is not None or not self.settings.probes:
+            if early is not None and early.baseline is not self.begun:
+                early.baseline.cancel()  # a plan, and nothing (or configured probes) now
+            return
+        ctx = self.ctx
+        self.fingerprint = self.fingerprint or fingerprint(ctx.interpreter, ctx.environ)
+        self.begun = baseline.take_over(early, ctx, self.settings, self.fingerprint, waited)
+        if self.begun is not None:
+            return  # begun from the plan of this very probe: it is stored already
+        self.begun = baseline.begin(
+            self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
+        )
+        if any(p.kind == "derived" for p in self.settings.probes):
+            DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
     def stop_baseline(self) -> None:
         if self.begun is not None:
@@ -446,6 +461,9 @@ class _Removal:
         running = self.begun.running if self.begun is not None else None
         if running is not None and not running.finished:  # said: the wait can be long
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
+            # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
+            # and packaging's requirement parser, 15-80 ms between that probe and its restore.
+            from .. import doctor  # noqa: F401 - imported now to have it loaded
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):

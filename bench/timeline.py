@@ -1,0 +1,176 @@
+"""One run of the real command line, with a timeline of its phases from inside.
+
+    python bench/timeline.py OUT T0 [safe-uninstall arguments...]
+
+Runs ``safeuninstall.cli.run`` in this process (as ``bench/timed_cli.py`` does) with a clock
+around each function named in ``CLOCKED`` and writes to OUT a JSON list of spans
+``[name, thread, start, end, cpu]``: seconds since T0 (a ``time.monotonic()`` taken by the
+launching process just before it started this one; ``-``: this script's start; not an
+environment variable, which the baseline cache's fingerprint would see change), and the
+thread CPU seconds of the span. The tool's modules are imported before the command runs (so
+that every reference to a clocked function can be replaced): the timeline shows where the
+work goes, not the imports, which a plain run interleaves with it.
+
+``time.monotonic`` is the system-wide clock, so a span in the probe's own process could be put
+on the same axis; a clock costs about a microsecond.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+import pkgutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+# "module:qualname" of each function clocked.
+CLOCKED = [
+    "cli:_run",
+    "locks:hold",
+    "store:Store.locked",
+    "store:OwnFiles.prepare",
+    "journal:Journal.refuse_if_unfinished",
+    "cli:Common.settled",
+    "retention:settle",
+    "store:Store.holdings",
+    "cli:Common.context",
+    "cli:Common.probes",
+    "environment:census",
+    "environment:installed_distributions",
+    "plan:plan_removal",
+    "analysis:analyse",
+    "analysis:with_default",
+    "importables:importers",
+    "importables:_module_files",
+    "analysis:owned_files",
+    "impact:impact_report",
+    "environment:requirement_index",
+    "environment:ensure_writable",
+    "baseline:fingerprint",
+    "baseline:begin",
+    "baseline:head_start",
+    "baseline:BaselineCache.put",
+    "baseline:BaselineCache.get",
+    "probe:run_probe",
+    "probe:Running.results",
+    "probe:run_all",
+    "context:Context.load_what_a_restore_needs",
+    "transaction:Transaction.snapshot_before",
+    "transaction:take_snapshot",
+    "transaction:plan_deletion",
+    "stash:stash_distribution",
+    "store:Store.save",
+    "store:Store.new_folder",
+    "store:Store.set_outcome",
+    "journal:Journal.begin",
+    "journal:Journal.step",
+    "journal:Journal.finish",
+    "stash:StashHasher._run",
+    "stash:StashHasher.wait",
+    "operations.uninstall:_Removal._baseline_results",
+    "operations.uninstall:_Removal._refuse_changed_by_others",
+    "operations.uninstall:_Removal.judge_before",
+    "transaction:Transaction.uninstall",
+    "backend:_Runner.uninstall",
+    "operations.uninstall:_Attempt._judge",
+    "operations.uninstall:_Attempt._probe",
+    "operations.uninstall:_Attempt._changed_by_others",
+    "operations.uninstall:_Attempt._diagnose",
+    "operations.uninstall:_Attempt._restore",
+    "operations.uninstall:_Attempt._probe_after_restore",
+    "analysis:Analysis.left_hollow",
+    "analysis:Analysis.drift",
+    "transaction:Transaction.restore",
+    "transaction:stash_index",
+    "restore:restore",
+    "restore:verify",
+    "stash:check_stash",
+    "stash:restore_files",
+    "transaction:Transaction.finish",
+    "transaction:Transaction.__exit__",
+]
+
+SPANS: list[list[object]] = []
+_T0 = time.monotonic()
+
+
+def _clocked(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def clocked(*args: Any, **kwargs: Any) -> Any:
+        started, cpu = time.monotonic(), time.thread_time()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            SPANS.append(
+                [
+                    name,
+                    threading.current_thread().name,
+                    round(started - _T0, 6),
+                    round(time.monotonic() - _T0, 6),
+                    round(time.thread_time() - cpu, 6),
+                ]
+            )
+
+    return clocked
+
+
+def _instrument() -> None:
+    import safeuninstall
+
+    modules = {}
+    for info in pkgutil.walk_packages(safeuninstall.__path__, "safeuninstall."):
+        if info.name.endswith("__main__"):
+            continue
+        modules[info.name] = importlib.import_module(info.name)
+    for spec in CLOCKED:
+        where, qualname = spec.split(":")
+        module = modules["safeuninstall." + where]
+        owner: Any = module
+        *parents, attr = qualname.split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        original = getattr(owner, attr, None)
+        if original is None:
+            print(f"timeline: no {spec}", file=sys.stderr)
+            continue
+        wrapped = _clocked(qualname, original)
+        setattr(owner, attr, wrapped)
+        if not parents:  # `from .x import f` elsewhere: those names too
+            for other in modules.values():
+                if getattr(other, attr, None) is original:
+                    setattr(other, attr, wrapped)
+
+
+def main(argv: list[str]) -> None:
+    global _T0
+    out = Path(argv[0])
+    if argv[1] != "-":
+        _T0 = float(argv[1])
+    began = time.monotonic() - _T0
+    _instrument()
+    from safeuninstall import cli
+
+    SPANS.append(["(imports)", "MainThread", round(began, 6), round(time.monotonic() - _T0, 6), 0])
+    sys.argv = ["safe-uninstall", *argv[2:]]
+    code = 1
+    try:
+        code = cli.run()
+    finally:
+        SPANS.append(["(exit)", "MainThread", round(time.monotonic() - _T0, 6), 0, 0])
+        SPANS.append(["(process cpu)", "", 0, 0, round(time.process_time(), 6)])
+        out.write_text(json.dumps(SPANS))
+        sys.stdout.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

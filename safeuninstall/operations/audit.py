@@ -1,0 +1,99 @@
+"""``audit``: the whole environment in one report, read only (audit.py holds the model).
+
+Its own module, importing little at the top: the sizes' walk, the longest step, starts in a
+child process before the rest of the tool is imported (sizes.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
+
+from ..sizes import Weighing
+
+if TYPE_CHECKING:
+    from ..audit import AuditReport
+    from ..context import Context
+    from ..probe import ProbeSettings
+
+
+def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport:
+    """The whole environment in one report (audit.py); with ``load``, what a probe process
+    really maps. Reads only: no lock is taken, nothing is written into the environment (the
+    probe runs without writing bytecode)."""
+    site_dirs = [str(s) for s in ctx.interpreter.site_dirs]
+    # The walk of the site folders (the sizes) starts first, in a child process, and runs
+    # beside all that follows; leaving the block stops it, whatever happened.
+    with Weighing(site_dirs) as weighing:
+        # What the rest needs is imported once the walk is under way (60 ms of imports).
+        from .. import retention
+        from ..analysis import library_index, with_default
+        from ..audit import StashHolding, audit_environment, holders_of_libraries
+        from ..environment import census, installed_distributions
+        from ..errors import SnapshotInvalid
+        from ..libraries import ownership
+        from ..probe import run_all
+        from ..recordcache import RECORD_CACHE_FILE, RecordCache
+
+        installed = installed_distributions(ctx.interpreter)
+        index = library_index(ctx)
+        # the RECORD cache read, never written: audit writes nothing
+        owned = ownership(installed, RecordCache(ctx.store.root / RECORD_CACHE_FILE))
+        notes: list[str] = []
+        probe_paths: set[str] | None = None
+        runs = None
+        if load:
+            holders = holders_of_libraries(index, owned)
+            settings = with_default(configured, installed, holders)
+            if configured.probes or configured.disabled:
+                notes += settings.notes
+            elif settings.probes:
+                notes.append(
+                    "--load: no probe is configured; the derived probe imports the modules and "
+                    f"entry points of the {len(holders)} distributions that hold shared libraries"
+                    + (", and runs torch's CUDA check" if "torch" in installed else "")
+                )
+            # No bytecode written into the environment by what the probe imports.
+            env = {**ctx.child_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+            runs = run_all(settings, ctx.interpreter, env)
+            maps = [r.libraries for r in runs if r.libraries is not None]
+            if maps:
+                probe_paths = {path for libraries in maps for path in libraries}
+            else:
+                notes.append(
+                    "--load: no probe process said what it mapped (no Python probe ran, or this "
+                    "system has no /proc/self/maps): the loaded copies are the library model's"
+                )
+        report = audit_environment(
+            installed,
+            ctx.interpreter.markers,
+            (index, owned, ctx.interpreter.executable),
+            python=str(ctx.python),
+            prefix=ctx.interpreter.prefix,
+            site_dirs=site_dirs,
+            probe_paths=probe_paths,
+            weighing=weighing,
+        )
+    ids = [i for i, snap in ctx.store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
+    holdings = ctx.store.holdings(ids)
+    read = {str(p) for d in installed.values() for p in (d.dist_info, *d.shadowed)}
+    unread = sorted(os.path.basename(p) for p in census(ctx.interpreter) - read)
+    if unread:
+        notes.append(
+            f"not read as distributions (no METADATA with a Name and Version that can be "
+            f"read): {', '.join(unread)}; their files count as listed by none"
+        )
+    if os.path.lexists(ctx.own.journal):
+        notes.append(
+            "an operation is under way or was interrupted (its journal is there): what this "
+            "audit read may be half-changed; `safe-uninstall recover` finishes an interrupted one"
+        )
+    return replace(
+        report,
+        stash_bytes=holdings.held(ids),
+        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
+        probe=tuple(runs) if runs is not None else None,
+        mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
+        notes=(*report.notes, *notes),
+    )
