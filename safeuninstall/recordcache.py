@@ -153,7 +153,7 @@ def _normalised(site: str, paths: Iterable[str]) -> tuple[str, ...]:
     found = []
     for path in paths:
         folder, _, name = path.rpartition("/")
-        if path.startswith("/") or "./" in path or "//" in path or name in ("", ".", ".."):
+        if path.startswith("/") or "./" in path or "//" in path or name in _NO_NAME:
             found.append(normalise(os.path.join(site, path)))
             continue
         real = reals.get(folder)
@@ -202,6 +202,7 @@ class Listings:
         self._files: dict[str, tuple[str, ...]] = {}
         self._by_folder: dict[_Identity, list[_Place]] | None = None  # built on first ask
         self._unstatable: list[_Place] = []
+        self._by_written: dict[str, list[_Place]] = {}  # a folder as an entry writes it
         self._names: dict[str, dict[int, dict[str, int]]] = {}  # key -> folder -> name -> count
         self._places: dict[str, list[_Place]] = {}  # a real folder asked about -> its places
         self._read: dict[str, tuple[str, ...]] | None = None  # path -> owners, of the tuples
@@ -226,7 +227,6 @@ class Listings:
             found = self.files(key)
             return [p for p in found if part in p and wanted(p.rpartition("/")[2])]
         folders = listed.folders
-        # ``part`` first: one C comparison for the 63,000 names of an ML venv
         pairs = zip(listed.index, listed.names, strict=True)
         # ``part`` first, one comparison in the loop: the 63,000 names of an ML venv
         named = [(at, name) for at, name in pairs if part in name]
@@ -276,15 +276,18 @@ class Listings:
         found = self._places.get(folder)
         if found is None:
             by_folder = self._stat_folders()
+            # By identity as stat'ed at the first question, and by the folder as written: one
+            # removed and made again since (a new inode) is still found where it is written.
+            candidates = self._unstatable + self._by_written.get(folder, [])
             try:
                 info = os.stat(folder)
             except OSError:
-                candidates = self._unstatable
+                pass
             else:
-                candidates = by_folder.get((info.st_dev, info.st_ino), []) + self._unstatable
+                candidates += by_folder.get((info.st_dev, info.st_ino), [])
             found = self._places[folder] = [
                 (key, at)
-                for key, at in candidates
+                for key, at in dict.fromkeys(candidates)
                 if real_folder(self._entry(key).folders[at]) == folder
             ]
         return found
@@ -297,6 +300,7 @@ class Listings:
                 if isinstance(listed, tuple):
                     continue
                 for at, folder in enumerate(listed.folders):
+                    self._by_written.setdefault(folder, []).append((key, at))
                     if folder in seen:
                         identity = seen[folder]
                     else:

@@ -339,3 +339,22 @@ def test_a_record_listing_a_file_twice_is_answered_as_the_whole_ownership_does(
     _cached(installed, cache_file)
     owned = _on_demand(installed, cache_file)
     assert owned.owners[str(site / "nv" / "lib" / "libx.so.1")] == ("cu13", "cu13")
+
+
+def test_a_folder_removed_and_made_again_after_the_first_question_is_still_found(
+    tmp_path: Path,
+) -> None:
+    """The folders' identities are taken at the first question; one removed and made again
+    afterwards (a new inode: a restore, a reinstall) is still the folder its entries name."""
+    site, installed = _site(tmp_path)
+    for folder in ("nv/lib", "nv/include"):
+        (site / folder).mkdir(parents=True, exist_ok=True)
+    cache_file = tmp_path / "record-cache.json"
+    _cached(installed, cache_file)
+    owned = ownership_on_demand(installed, RecordCache(cache_file))
+    real_site = os.path.realpath(site)
+    assert owned.owners.get(f"{real_site}/nv/include/x.h") == ("cu12",)  # the first question
+    (site / "nv" / "lib").rename(tmp_path / "old-lib")  # kept: its inode is not reused
+    (site / "nv" / "lib").mkdir()
+
+    assert owned.owners.get(f"{real_site}/nv/lib/libx.so.1") == ("cu12", "cu13")
