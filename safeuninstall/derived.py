@@ -118,15 +118,24 @@ def as_derived(probes: Sequence[Probe]) -> bool:
             if candidate.target != TORCH_PROBE or candidate.attrs:
                 return False
         elif candidate.kind == "module":
-            if not importables.is_dotted_name(candidate.target) or candidate.attrs:
+            if not _derivable(candidate.target) or candidate.attrs:
                 return False
         elif candidate.kind == "entry-point":
-            names = (candidate.target, *candidate.attrs)
-            if not all(importables.is_dotted_name(name) for name in names):
+            if not _derivable(candidate.target) or not all(
+                importables.is_dotted_name(name) for name in candidate.attrs
+            ):
                 return False
         else:
             return False
     return True
+
+
+def _derivable(module: str) -> bool:
+    """A module the derivation could name: a dotted name with no ``__main__`` (importing one
+    runs a program) nor a name it never imports (importables.NOT_MODULES: tests, docs...)."""
+    return importables.is_dotted_name(module) and not any(
+        part == "__main__" or part in importables.NOT_MODULES for part in module.split(".")
+    )
 
 
 def _requirements_first(

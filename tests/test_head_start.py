@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
 from safeuninstall import baseline, options, probe
 from safeuninstall.context import Context, open_context
 from safeuninstall.operations.uninstall import uninstall
@@ -283,6 +285,28 @@ def test_a_plan_the_derivation_could_not_have_made_is_never_run(
     run = venv.tool("--json", "--allow-unmet", "basepkg")
     assert run.returncode == 3, run.stdout + run.stderr
     assert not ran.exists(), "code read from the state folder was run"
+    steps = _steps(run.json())
+    assert steps.index("impact") < steps.index("baseline")
+
+
+@pytest.mark.parametrize("module", ["seconduser.__main__", "seconduser.tests"])
+def test_a_plan_naming_a_module_the_derivation_never_names_is_never_run(
+    make_venv: MakeVenv, tmp_path: Path, module: str
+) -> None:
+    """A dotted name is not enough: importing a ``__main__`` runs a program, and the
+    derivation never names one (nor tests, docs...). Such a plan is thrown away unrun."""
+    venv, _ = _derived_venv(make_venv, tmp_path)
+    ran = tmp_path / "ran"
+    folder = venv.site_packages / module.replace(".", "/")
+    folder.mkdir()
+    (folder / "__init__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    (venv.site_packages / "seconduser" / "__main__.py").write_text(
+        f"open({str(ran)!r}, 'w').close()\n"
+    )
+    _plan(venv, tmp_path, probe.Candidate("module", module, "seconduser"))
+    run = venv.tool("--json", "--allow-unmet", "basepkg")
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert not ran.exists(), f"{module}, read from the state folder, was imported"
     steps = _steps(run.json())
     assert steps.index("impact") < steps.index("baseline")
 
