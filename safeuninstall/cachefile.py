@@ -6,8 +6,8 @@ The file is untrusted input like every other file the tool reads: one that is mi
 unreadable, corrupt, too large or of another format or version is an empty cache (its
 entries are worked out again), and each cache validates the entries it uses. Saving keeps
 the entries of the environments this command did not look at (a state folder may be
-shared) and replaces this one's with what the command used; a cache that can't be written
-only costs time.
+shared) while their site folder exists, and replaces this one's with what the command used;
+a cache that can't be written only costs time.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class RecordKeyed(Generic[E]):
         self._stored: dict[str, E] = {}
         self._used: dict[str, E] = {}
         self._sites: set[str] = set()  # the site folders of the distributions asked about
+        self._alive: dict[str, bool] = {}  # another environment's site folder -> kept
         self.changed = False
         self.hits = 0
         if cache_file is not None:
@@ -67,7 +68,7 @@ class RecordKeyed(Generic[E]):
         kept = {
             record: entry
             for record, entry in self._stored.items()
-            if os.path.dirname(os.path.dirname(record)) not in self._sites
+            if self._elsewhere(os.path.dirname(os.path.dirname(record)))
         }
         entries = {**kept, **self._used}
         if self.cache_file is None or (not self.changed and entries.keys() == self._stored.keys()):
@@ -75,3 +76,13 @@ class RecordKeyed(Generic[E]):
         payload = msgspec.json.encode(Stored(self._format, self._version, entries))
         with contextlib.suppress(OSError):
             write_atomically(self.cache_file, payload, mode=0o644, durable=False)
+
+    def _elsewhere(self, site: str) -> bool:
+        """Whether a stored entry of the site folder ``site`` is kept as another environment's:
+        one this command did not look at, and that still exists. A state folder shared by
+        many short-lived venvs (``--state-dir`` in CI jobs) would otherwise keep every one of
+        them, 2 MB a 235-distribution venv, for every later command to decode."""
+        alive = self._alive.get(site)
+        if alive is None:
+            alive = self._alive[site] = site not in self._sites and os.path.isdir(site)
+        return alive
