@@ -78,6 +78,8 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
             "failing",
             "failing_again",
             "passing_cached",
+            "hand_failing",
+            "hand_passing",
             "check",
             "doctor",
             "audit",
@@ -169,6 +171,39 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
             raise BenchError(f"{stack}: {started} probe runs, not one: {probes}")
         put_back(*SPARES)
 
+    # The same guard done by hand with uv, as a careful user would without the tool: no
+    # snapshot, no stash, nothing verified; what is put back comes from uv's cache, online
+    # or not (an air-gapped node without that cache has no way back at all). The floor of a
+    # guarded removal on this machine, beside the tool's.
+    restore_env = {**ws.env, **stacks.offline_env()}
+    pins = [
+        line
+        for line in stacks.pins(stack).read_text().splitlines()
+        if line.partition("==")[0] in CU13
+    ]
+
+    def hand_failing(warmup: bool) -> None:
+        baseline = [ws.run(argv) for argv in probe_argvs]
+        removed = ws.uv_pip(venv, "uninstall", *CU13)
+        after = [ws.run(argv, check=False) for argv in probe_argvs]
+        if all(r.returncode == 0 for r in after):
+            raise BenchError(f"{stack}: the probe passed without the four cu13 wheels")
+        back = ws.uv_pip(
+            venv, "install", "--no-deps", "--link-mode", "hardlink", *pins, env=restore_env
+        )
+        if not all(installed(name) for name in CU13):
+            raise BenchError(f"{stack}: uv did not put the four cu13 wheels back")
+        if not warmup:
+            steps = [*baseline, removed, *after, back]
+            series["hand_failing"].add(sum(s.seconds for s in steps), None)
+
+    def hand_passing(warmup: bool) -> None:
+        removed = ws.uv_pip(venv, "uninstall", SPARES[1])
+        probe = ws.run(passing_argv)
+        if not warmup:
+            series["hand_passing"].add(removed.seconds + probe.seconds, None)
+        put_back(SPARES[1])
+
     def check(warmup: bool) -> None:
         timed("check", warmup, ws.run([*tool, "check", "--json", *CU13], check=False).check(0))
 
@@ -189,7 +224,9 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         one_probe,
         one_passing_probe,
         failing,
+        hand_failing,
         passing_cached,
+        hand_passing,
         check,
         doctor,
         *([audit] if has_audit else []),
@@ -245,6 +282,14 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         f"{signed_ms(series['failing_again'].median - probe)} beyond one",
     )
     add(
+        "the same guard by hand with uv: the probe, `uv pip uninstall` of the four, the probe "
+        "(fails), `uv pip install --offline` of the four from uv's cache (nothing stashed or "
+        "verified)",
+        "hand_failing",
+        f"{series['hand_failing'].median / probe:.2f} probe runs; "
+        f"{signed_ms(series['hand_failing'].median - probe)} beyond one",
+    )
+    add(
         f"one run of `--probe {PASSING_PROBE!r}` (its driver, as the tool runs it)", "probe_passing"
     )
     passing = series["probe_passing"].median
@@ -254,6 +299,13 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         "passing_cached",
         f"{series['passing_cached'].median / passing:.2f} probe runs; "
         f"{signed_ms(series['passing_cached'].median - passing)} beyond one",
+    )
+    add(
+        f"the same by hand: `uv pip uninstall {SPARES[1]}`, then the probe (no snapshot, no "
+        "stash, no impact report)",
+        "hand_passing",
+        f"{series['hand_passing'].median / passing:.2f} probe runs; "
+        f"{signed_ms(series['hand_passing'].median - passing)} beyond one",
     )
     add("`check` of the four cu13 wheels", "check")
     add("`doctor`", "doctor")

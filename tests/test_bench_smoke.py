@@ -148,6 +148,8 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
             "failing",
             "failing_again",
             "passing_cached",
+            "hand_failing",
+            "hand_passing",
             "check",
         )
     }
