@@ -341,6 +341,32 @@ def test_a_plan_naming_a_module_the_derivation_never_names_is_never_run(
     _replaced_by_the_derivation(venv, written)
 
 
+def test_a_plan_naming_a_module_no_installed_distribution_lists_is_never_run(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``antigravity`` opens a web browser, ``this`` prints: dotted, public, not tests, yet
+    modules the derivation never names in this environment, as no installed distribution's
+    RECORD lists them. Such a plan is thrown away unrun; the probe is derived again."""
+    venv, _ = _derived_venv(make_venv, tmp_path)
+    opened = tmp_path / "browser-opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {str(opened)!r}\n')
+    browser.chmod(0o755)
+    _plan(
+        venv,
+        tmp_path,
+        probe.Candidate("module", "antigravity", "seconduser"),
+        probe.Candidate("module", "this", "firstuser"),
+    )
+    written = _plans(venv)
+    run = venv.tool("--json", "--allow-unmet", "basepkg", BROWSER=f"{browser} %s")
+    assert run.returncode == 3, run.stdout + run.stderr
+    steps = _steps(run.json())
+    assert steps.index("impact") < steps.index("baseline"), "the plan was begun"
+    assert not opened.exists(), "antigravity, read from the state folder, was imported"
+    _replaced_by_the_derivation(venv, written)
+
+
 def test_a_plan_that_is_not_the_derived_probe_is_thrown_away(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
