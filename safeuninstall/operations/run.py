@@ -444,10 +444,9 @@ class _Attempt:
                 messages.append(failed)
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(_stopped(restored))
-            outcome = Outcome.named(f"run-{reason}-{'restored' if restored.ok else 'incomplete'}")
             aside = self._not_put_back() if restored.ok else []
-            if aside:
-                outcome = Outcome.RUN_RESTORED_EXCEPT_ASIDE
+            ended = "restored-except-aside" if aside else "restored"  # the reason kept
+            outcome = Outcome.named(f"run-{reason}-{ended if restored.ok else 'incomplete'}")
             # Unverified, the journal stays: other commands are refused until ``recover``.
             txn.finish(outcome.value, keep_journal=not restored.ok)
         if restored.ok:
