@@ -712,6 +712,39 @@ def test_a_safe_uninstall_inside_the_guarded_command_fails_at_once(make_venv: Ma
     assert "leftpad" in venv.installed()
 
 
+def test_a_rollback_says_every_folder_its_snapshot_kept_aside_also_one_there_as_it_begins(
+    make_venv: MakeVenv,
+) -> None:
+    """A rollback makes the environment its snapshot's record, one dist-info folder per name:
+    every second folder that snapshot kept aside is gone after it, and is said not to be put
+    back, also one that is there when the rollback begins (here urllib3-2.3.0.dist-info, the
+    only folder of its name since the guarded upgrade). A run's undo says instead which of
+    the folders there before the command are gone (rollback._kept_aside_by against
+    run._second_folders_gone): said of the environment as the rollback begins, this one
+    would go unsaid."""
+    venv, _ = _doubled_urllib3(make_venv)  # 0001
+    upgrade = uv_install(venv, "--reinstall", "urllib3==2.3.0")
+    assert venv.tool("run", "--no-probe", "--", *upgrade).returncode == 0  # 0002, kept
+    assert [p.name for p in venv.site_packages.glob("urllib3-*.dist-info")] == [
+        "urllib3-2.3.0.dist-info"
+    ]
+
+    back = venv.tool("--json", "rollback", "0002", "--no-probe")
+
+    data = back.json()
+    assert back.returncode == 0, data
+    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    assert (
+        "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
+        f"put back (a snapshot brings back one version per name); its files are kept in "
+        f"{kept / 'urllib3-2.3.0.dist-info'}"
+    ) in data["messages"]  # type: ignore[operator]
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert [p.name for p in venv.site_packages.glob("urllib3-*.dist-info")] == [
+        "urllib3-2.2.1.dist-info"
+    ]
+
+
 @pytest.mark.parametrize(
     ("reason", "exits", "said"),
     [
