@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 
 from .atomicfile import write_atomically
 from .bounded import read_bytes
-from .environment import required_elsewhere
+from .environment import distributions_named, required_elsewhere
 from .interpreter import Interpreter
 from .options import UninstallOptions
 from .probe import CandidateResult, Probe, ProbeResult, ProbeSettings, Running, start
@@ -192,8 +192,9 @@ class DerivedPlans:
     environment with the same fingerprint (take_over); else it is cancelled and begun again.
 
     A plan is run before it is checked against the derivation, so it is read as untrusted: it
-    is run only if it could be what ``derive`` gives (derived.as_derived: imports of dotted
-    names and torch's check, nothing else)."""
+    is run only if it could be what ``derive`` gives in this environment (derived.as_derived:
+    torch's check, and imports of the modules and entry points of the installed distributions
+    it names, as their RECORDs and entry_points.txt list them; nothing else)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / PLANS_FILE
@@ -213,7 +214,9 @@ class DerivedPlans:
             planned = msgspec.convert(entry, ProbeSettings)
         except (msgspec.ValidationError, RecursionError):
             return None
-        return planned if as_derived(planned.probes) else None
+        named = {c.distribution for p in planned.probes for c in p.candidates}
+        installed = distributions_named(interpreter, named)
+        return planned if as_derived(planned.probes, installed) else None
 
     def put(
         self, options: UninstallOptions, interpreter: Interpreter, settings: ProbeSettings

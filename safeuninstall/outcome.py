@@ -299,10 +299,37 @@ class Outcome(str, enum.Enum):
         "an error after the command started, and the restore is INCOMPLETE",
         EXIT_INCOMPLETE,
     )
-    RUN_RESTORED_EXCEPT_ASIDE = (
-        "run-restored-except-aside",
-        "the command's change was undone as the snapshot records it, verified, but NOT a "
-        "second dist-info folder the command removed (kept aside)",
+    # Undone as the run's snapshot records the state before it, but a second dist-info folder
+    # the command removed is only kept aside (a snapshot holds one version per name): not
+    # everything, so not exit 3. One per reason, as run-*-restored.
+    RUN_COMMAND_FAILED_RESTORED_EXCEPT_ASIDE = (
+        "run-command-failed-restored-except-aside",
+        "the command failed: its change was undone as the snapshot records it, verified, but "
+        "NOT a second dist-info folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
+        "run-probe-failed-restored-except-aside",
+        "the probe failed after the command: all was restored as the snapshot records it, "
+        "verified, but NOT a second dist-info folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_UNMET_RESTORED_EXCEPT_ASIDE = (
+        "run-unmet-restored-except-aside",
+        "the command left requirements unmet: all was restored as the snapshot records it, "
+        "verified, but NOT a second dist-info folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_INTERRUPTED_RESTORED_EXCEPT_ASIDE = (
+        "run-interrupted-restored-except-aside",
+        "interrupted: the command's change was undone as the snapshot records it, verified, "
+        "but NOT a second dist-info folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+    )
+    RUN_ERROR_RESTORED_EXCEPT_ASIDE = (
+        "run-error-restored-except-aside",
+        "an error after the command started: all was restored as the snapshot records it, "
+        "verified, but NOT a second dist-info folder the command removed (kept aside)",
         EXIT_INCOMPLETE,
     )
     RUN_CONCURRENT_KEPT = (

@@ -83,6 +83,20 @@ def test_every_reason_to_restore_has_both_ends(reason: str) -> None:
     assert restored.exit_code in (1, 3)  # proven as before: 1 when nothing was meant to change
 
 
+@pytest.mark.parametrize(
+    "reason", ["command-failed", "probe-failed", "unmet", "interrupted", "error"]
+)
+def test_every_reason_a_run_is_undone_is_kept_whatever_was_put_back(reason: str) -> None:
+    """A run undone but for a second dist-info folder kept aside still says why it was
+    undone (the probe failed, the command failed...), as each of its siblings does: in its
+    JSON word and before the first colon of its text."""
+    ends = [Outcome.named(f"run-{reason}-{end}") for end in ("restored", "incomplete")]
+    aside = Outcome.named(f"run-{reason}-restored-except-aside")
+    assert aside.exit_code == 4  # not all is back
+    for sibling in ends:
+        assert aside.text.partition(":")[0] == sibling.text.partition(":")[0].partition(",")[0]
+
+
 def test_a_rollback_result_keeps_the_json_envelope() -> None:
     plain = Result(command="probe", outcome=Outcome.PASSED, python="p").to_dict()
     rolled = RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p")

@@ -28,6 +28,7 @@ from safeuninstall.probe import (
     ProbeSettings,
     RunSettings,
     _read_candidates,
+    derived_code,
     run_probe,
 )
 from safeuninstall.report import operation
@@ -410,6 +411,121 @@ def test_torch_adds_its_check_and_of_its_own_modules_only_importers(tmp_path: Pa
         (),
         ("no probe configured and torch is not installed: no probe to run",),
     )
+
+
+# -- a plan read back from the state folder: only what the derivation could give --------------
+
+
+def _derivable_site(site: Path) -> dict[str, InstalledDistribution]:
+    return {
+        "google-api-core": make_dist(
+            site, "google-api-core", {"google/api_core/__init__.py": "X = 1\n"}
+        ),
+        "google-cloud-storage": make_dist(
+            site,
+            "google-cloud-storage",
+            {
+                "google/cloud/storage/__init__.py": "from google.cloud.storage.client import C\n",
+                "google/cloud/storage/client.py": "from google.api_core import X\nC = 1\n",
+                "google/cloud/storage/__main__.py": "X = 1\n",
+                "google/cloud/storage/tests/__init__.py": "X = 1\n",
+            },
+            requires=("google-api-core>=1",),
+            entry_points="[console_scripts]\ngcs = google.cloud.storage.client:C\n",
+        ),
+        "torch": make_dist(
+            site,
+            "torch",
+            {"torch/__init__.py": "X = 1\n", "torch/fx/shapes.py": "import sympy\n"},
+            requires=("sympy",),
+        ),
+        "sympy": make_dist(site, "sympy", {"sympy/__init__.py": "X = 1\n"}),
+    }
+
+
+def _as_plan(*candidates: Candidate) -> tuple[Probe]:
+    return (Probe("derived", derived_code(candidates), "derived", candidates=candidates),)
+
+
+def test_what_the_derivation_gives_is_taken_as_derived(tmp_path: Path) -> None:
+    installed = _derivable_site(tmp_path / "site")
+    for affected, removed in (
+        (["google-cloud-storage"], ["google-api-core"]),
+        (["torch"], ["sympy"]),
+        (None, []),
+    ):
+        probes, _ = derived.derive(installed, affected, removed)
+        assert probes
+        assert derived.as_derived(probes, installed), (affected, removed)
+
+
+GCS = "google-cloud-storage"
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [
+        pytest.param(Candidate("module", "antigravity", GCS), id="stdlib-antigravity"),
+        pytest.param(Candidate("module", "this", "torch"), id="stdlib-this"),
+        pytest.param(Candidate("module", "torch", GCS), id="another-distributions-module"),
+        pytest.param(Candidate("module", "google.cloud.storage", "numpy"), id="not-installed"),
+        pytest.param(Candidate("module", "google.cloud.storage.__main__", GCS), id="main"),
+        pytest.param(Candidate("module", "google.cloud.storage.tests", GCS), id="tests"),
+        pytest.param(Candidate("module", "google.cloud.storage.blob", GCS), id="not-listed"),
+        pytest.param(Candidate("module", "google.cloud", GCS), id="a-folder-not-a-file"),
+        pytest.param(
+            Candidate("entry-point", "google.cloud.storage.client", GCS, attrs=("remove",)),
+            id="an-attribute-not-declared",
+        ),
+        pytest.param(Candidate("entry-point", "os", GCS, attrs=("system",)), id="entry-os"),
+        pytest.param(Candidate("code", derived.TORCH_PROBE, GCS), id="torch-check-not-torch"),
+        pytest.param(Candidate("code", "import this", "torch"), id="code"),
+    ],
+)
+def test_a_plan_the_derivation_could_not_give_here_is_refused(
+    tmp_path: Path, candidate: Candidate
+) -> None:
+    installed = _derivable_site(tmp_path / "site")
+    fine = Candidate("module", "google.cloud.storage", GCS)
+    assert derived.as_derived(_as_plan(fine), installed)
+    assert not derived.as_derived(_as_plan(fine, candidate), installed)
+
+
+def test_torch_s_check_needs_torch_installed(tmp_path: Path) -> None:
+    installed = _derivable_site(tmp_path / "site")
+    check = Candidate("code", derived.TORCH_PROBE, "torch", why=derived.TORCH_WHY)
+    assert derived.as_derived(_as_plan(check), installed)
+    del installed["torch"]
+    assert not derived.as_derived(_as_plan(check), installed)
+
+
+@pytest.mark.parametrize(
+    ("line", "module", "listed"),
+    [
+        ("pkg/mod.py,sha256=x,1", "pkg.mod", True),
+        ("pkg/__init__.py,,", "pkg", True),
+        ("pkg/fast.cpython-312-x86_64-linux-gnu.so,,", "pkg.fast", True),
+        ("pkg/sub/__init__.cpython-312-x86_64-linux-gnu.so,,", "pkg.sub", True),
+        ("pkg/mod.pyi,,", "pkg.mod", False),  # not a module file
+        ("pkg/mod/data.py,,", "pkg.mod", False),  # a module below it, not it
+        ("pkg/libfoo.so,,", "pkg.libfoo", False),  # a library for the linker
+        ("./pkg/mod.py,,", "pkg.mod", False),  # not a module as _module_file reads it
+        ("pkg/mod.py.orig,,", "pkg.mod", False),
+        ("pkg/modx.py,,", "pkg.mod", False),
+        ("../pkg/mod.py,,", "pkg.mod", False),
+    ],
+)
+def test_listed_modules_reads_a_record_as_the_derivation_does(
+    tmp_path: Path, line: str, module: str, listed: bool
+) -> None:
+    record = ["other/a.py,,", line, "pkg/z.txt,,"]
+    for lines in (record, [line], [f"{x}\r" for x in record]):  # first line; CRLF
+        dist = make_dist(
+            tmp_path / str(len(lines)) / str(lines[-1].endswith("\r")), "d", {}, record=lines
+        )
+        assert (module in importables.ListedModules(dist)) is listed, lines
+        files = importables._module_files(dist) or []
+        assert (tuple(module.split(".")) in {f.module for f in files}) is listed, lines
 
 
 # -- the verdict --------------------------------------------------------------------------------

@@ -8,11 +8,13 @@ thrown away still shows up as one run too many.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -269,11 +271,33 @@ def _plan(venv: Venv, tmp_path: Path, *candidates: probe.Candidate) -> None:
     )
 
 
+def _plans(venv: Venv) -> dict[str, Any]:
+    """derived-plans.json: what was asked, in which installed set -> its plan."""
+    plans = json.loads((venv.root / ".safe-uninstall" / baseline.PLANS_FILE).read_text())
+    assert isinstance(plans, dict)
+    return plans
+
+
+def _replaced_by_the_derivation(venv: Venv, written: dict[str, object]) -> None:
+    """The removal looked the written plan up (it wrote its own derivation's in its place, under
+    the same key, not beside it): a plan it never found would be refused by no check at all."""
+    plans = _plans(venv)
+    assert plans.keys() == written.keys(), "the removal never looked the written plan up"
+    (plan,) = plans.values()
+    (derived,) = plan["probes"]
+    assert [(c["kind"], c["target"]) for c in derived["candidates"]] == [
+        ("module", "firstuser"),
+        ("module", "seconduser"),
+    ]
+
+
 def test_a_plan_the_derivation_could_not_have_made_is_never_run(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
     """The plan is run before the removal derives its probe again: read from the state
-    folder, it is untrusted, and only imports of dotted names and torch's check are run."""
+    folder, it is untrusted, and only imports of dotted names and torch's check are run.
+    Self-contained: the removal is shown to have looked this very plan up (it is replaced by
+    the derivation's), so the plan is refused, not missed."""
     venv, _ = _derived_venv(make_venv, tmp_path)
     ran = tmp_path / "ran"
     _plan(
@@ -282,11 +306,15 @@ def test_a_plan_the_derivation_could_not_have_made_is_never_run(
         probe.Candidate("code", f"open({str(ran)!r}, 'w')", "firstuser"),
         probe.Candidate("module", "seconduser", "seconduser"),
     )
+    written = _plans(venv)
+    assert len(written) == 1
     run = venv.tool("--json", "--allow-unmet", "basepkg")
     assert run.returncode == 3, run.stdout + run.stderr
-    assert not ran.exists(), "code read from the state folder was run"
     steps = _steps(run.json())
+    # the plan was not begun (whether its code got to run before it was cancelled or not)
     assert steps.index("impact") < steps.index("baseline")
+    assert not ran.exists(), "code read from the state folder was run"
+    _replaced_by_the_derivation(venv, written)
 
 
 @pytest.mark.parametrize("module", ["seconduser.__main__", "seconduser.tests"])
@@ -304,11 +332,39 @@ def test_a_plan_naming_a_module_the_derivation_never_names_is_never_run(
         f"open({str(ran)!r}, 'w').close()\n"
     )
     _plan(venv, tmp_path, probe.Candidate("module", module, "seconduser"))
+    written = _plans(venv)
     run = venv.tool("--json", "--allow-unmet", "basepkg")
     assert run.returncode == 3, run.stdout + run.stderr
     assert not ran.exists(), f"{module}, read from the state folder, was imported"
     steps = _steps(run.json())
     assert steps.index("impact") < steps.index("baseline")
+    _replaced_by_the_derivation(venv, written)
+
+
+def test_a_plan_naming_a_module_no_installed_distribution_lists_is_never_run(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``antigravity`` opens a web browser, ``this`` prints: dotted, public, not tests, yet
+    modules the derivation never names in this environment, as no installed distribution's
+    RECORD lists them. Such a plan is thrown away unrun; the probe is derived again."""
+    venv, _ = _derived_venv(make_venv, tmp_path)
+    opened = tmp_path / "browser-opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {str(opened)!r}\n')
+    browser.chmod(0o755)
+    _plan(
+        venv,
+        tmp_path,
+        probe.Candidate("module", "antigravity", "seconduser"),
+        probe.Candidate("module", "this", "firstuser"),
+    )
+    written = _plans(venv)
+    run = venv.tool("--json", "--allow-unmet", "basepkg", BROWSER=f"{browser} %s")
+    assert run.returncode == 3, run.stdout + run.stderr
+    steps = _steps(run.json())
+    assert steps.index("impact") < steps.index("baseline"), "the plan was begun"
+    assert not opened.exists(), "antigravity, read from the state folder, was imported"
+    _replaced_by_the_derivation(venv, written)
 
 
 def test_a_plan_that_is_not_the_derived_probe_is_thrown_away(

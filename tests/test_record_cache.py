@@ -17,6 +17,7 @@ from safeuninstall.environment import InstalledDistribution, Source
 from safeuninstall.libraries import Ownership, ownership, ownership_on_demand
 from safeuninstall.recordcache import RecordCache
 from tests.conftest import UV, MakeVenv, once_the_snapshot_exists
+from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -305,18 +306,33 @@ def test_a_record_rewritten_while_the_removal_prepares_stops_it(
 
 
 def test_a_removal_sees_a_sharer_another_process_installed_between_commands(
-    make_venv: MakeVenv,
+    make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Plain uv installs, removes and installs again sharedlib-cu13 (it lists sharedlib-cu12's
-    __init__.py) between commands: each `check` of sharedlib-cu12, its caches warm, finds the
-    sharer as the environment is; the removal then is undone as hollow."""
+    """Plain uv installs sharedlib-cu13 (it lists sharedlib-cu12's __init__.py), reinstalls the
+    same version from a build that lists only its own file, then the first build again, removes
+    it and installs it again, all between commands: each `check` of sharedlib-cu12, its caches
+    warm, finds the sharer as the environment is; the removal then is undone as hollow. A
+    reinstall keeps the RECORD's path (sharedlib_cu13-1.0.dist-info/RECORD) and changes what it
+    lists: only the RECORD's stat tells the cache that its entry is stale."""
     venv = make_venv("sharedlib-cu12")
+    apart = tmp_path / "shares-nothing"
+    build_wheel(apart, "sharedlib-cu13", "1.0", {"sharedlib/cu13.txt": ""})
 
     def hollow() -> object:
         return venv.tool("check", "--json", "sharedlib-cu12").json()["impact"]["hollow"]  # type: ignore[index]
 
+    def lists_the_shared_file() -> bool:
+        (record,) = venv.site_packages.glob("sharedlib_cu13-1.0.dist-info/RECORD")
+        return "sharedlib/__init__.py," in record.read_text()
+
     assert hollow() == []
     venv.install("sharedlib-cu13")
+    assert hollow() == ["sharedlib-cu13"]
+    venv.install("--reinstall", "sharedlib-cu13", find_links=apart)
+    assert not lists_the_shared_file()
+    assert hollow() == []
+    venv.install("--reinstall", "sharedlib-cu13")
+    assert lists_the_shared_file()
     assert hollow() == ["sharedlib-cu13"]
     venv.uv("pip", "uninstall", "--python", str(venv.python), "sharedlib-cu13")
     assert hollow() == []

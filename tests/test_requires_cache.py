@@ -13,6 +13,7 @@ import pytest
 from safeuninstall.environment import InstalledDistribution, Source, requirement_index
 from safeuninstall.requirescache import RequiresCache
 from tests.conftest import UV, MakeVenv
+from tests.wheels import build_wheel
 
 
 def _dist(site: Path, name: str, requires: list[str]) -> InstalledDistribution:
@@ -140,19 +141,34 @@ def test_a_corrupt_or_hostile_cache_file_changes_nothing(tmp_path: Path, kind: s
 
 
 @pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
-def test_check_sees_a_dependent_another_process_installed_and_removed(
-    make_venv: MakeVenv,
+def test_check_sees_a_dependent_another_process_installed_changed_and_removed(
+    make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Between two commands plain uv installs requests (it requires urllib3), then removes it:
-    each `check` of urllib3 names the dependents as they are."""
+    """Between two commands plain uv installs requests (it requires urllib3), reinstalls the
+    same version from a build that requires nothing, then the first build again, then removes
+    it: each `check` of urllib3 names the dependents as they are. A reinstall keeps the
+    METADATA's path (requests-2.32.3.dist-info/METADATA) and changes its content: only the
+    file's stat tells the cache that its entry is stale."""
     venv = make_venv("urllib3")
+    apart = tmp_path / "requires-nothing"
+    build_wheel(apart, "requests", "2.32.3", {"requests/__init__.py": "", "requests/api.py": ""})
 
     def dependents() -> object:
         return venv.tool("check", "--json", "urllib3").json()["impact"]["dependents"]  # type: ignore[index]
 
+    def requires() -> list[str]:
+        (metadata,) = venv.site_packages.glob("requests-2.32.3.dist-info/METADATA")
+        return [line for line in metadata.read_text().splitlines() if "Requires-Dist" in line]
+
     assert dependents() == []
     assert (venv.root / ".safe-uninstall" / "requires-cache.json").is_file()
     venv.install("requests")
+    assert dependents() == ["requests"]
+    venv.install("--reinstall", "requests", find_links=apart)
+    assert requires() == []
+    assert dependents() == []
+    venv.install("--reinstall", "requests")
+    assert requires() == ["Requires-Dist: urllib3>=2"]
     assert dependents() == ["requests"]
     venv.uv("pip", "uninstall", "--python", str(venv.python), "requests")
     assert dependents() == []

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from safeuninstall.outcome import Outcome
 from tests.conftest import UV, MakeVenv, Venv, wait_for
 from tests.realstack import RealVenv, Stacks
 from tests.test_own_environment import _own_tool as own_tool
@@ -711,33 +712,85 @@ def test_a_safe_uninstall_inside_the_guarded_command_fails_at_once(make_venv: Ma
     assert "leftpad" in venv.installed()
 
 
-def test_an_undo_says_a_second_dist_info_folder_the_command_removed_is_not_put_back(
+def test_a_rollback_says_every_folder_its_snapshot_kept_aside_also_one_there_as_it_begins(
     make_venv: MakeVenv,
 ) -> None:
-    """urllib3 is installed twice (2.2.1, and 2.3.0's files over it); the command upgrades
-    it, which removes both folders, then fails. The undo brings back one version per name. It
-    used to end "run-command-failed-restored" (exit 3), 2.3.0's folder and the files only it
-    listed lost; they are now kept aside in the run's snapshot, and the undo says which folder
-    it did not put back, and where its files are (exit 4)."""
+    """A rollback makes the environment its snapshot's record, one dist-info folder per name:
+    every second folder that snapshot kept aside is gone after it, and is said not to be put
+    back, also one that is there when the rollback begins (here urllib3-2.3.0.dist-info, the
+    only folder of its name since the guarded upgrade). A run's undo says instead which of
+    the folders there before the command are gone (rollback._kept_aside_by against
+    run._second_folders_gone): said of the environment as the rollback begins, this one
+    would go unsaid."""
     venv, _ = _doubled_urllib3(make_venv)  # 0001
-    body = (
-        "import subprocess, sys\n"
-        f"subprocess.run({uv_install(venv, '--reinstall', 'urllib3==2.3.0')!r}, check=True)\n"
-        "sys.exit(1)\n"
-    )
+    upgrade = uv_install(venv, "--reinstall", "urllib3==2.3.0")
+    assert venv.tool("run", "--no-probe", "--", *upgrade).returncode == 0  # 0002, kept
+    assert [p.name for p in venv.site_packages.glob("urllib3-*.dist-info")] == [
+        "urllib3-2.3.0.dist-info"
+    ]
 
-    run = venv.tool("--json", "run", "--no-probe", "--", *script(venv, body))
+    back = venv.tool("--json", "rollback", "0002", "--no-probe")
 
-    data = run.json()
-    assert run.returncode == 4, data
-    assert data["outcome"] == "run-restored-except-aside"
+    data = back.json()
+    assert back.returncode == 0, data
     kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
-    said = "\n".join(data["messages"])  # type: ignore[arg-type]
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
         f"put back (a snapshot brings back one version per name); its files are kept in "
         f"{kept / 'urllib3-2.3.0.dist-info'}"
-    ) in said
+    ) in data["messages"]  # type: ignore[operator]
+    assert venv.installed() == {"urllib3": "2.2.1"}
+    assert [p.name for p in venv.site_packages.glob("urllib3-*.dist-info")] == [
+        "urllib3-2.2.1.dist-info"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "exits", "said"),
+    [
+        ("command-failed", "sys.exit(1)\n", "the command exited with status 1"),
+        ("probe-failed", "", "probe after the change: LEFTPAD -- failed with exit code 1"),
+    ],
+    ids=["command-failed", "probe-failed"],
+)
+def test_an_undo_says_a_second_dist_info_folder_the_command_removed_is_not_put_back(
+    make_venv: MakeVenv, reason: str, exits: str, said: str
+) -> None:
+    """urllib3 is installed twice (2.2.1, and 2.3.0's files over it); the command upgrades
+    it, which removes both folders (and installs leftpad), then fails, or the probe after it
+    does. The undo brings back one version per name. It used to end
+    "run-command-failed-restored" (exit 3), 2.3.0's folder and the files only it listed lost;
+    they are now kept aside in the run's snapshot, and the undo says which folder it did not
+    put back, and where its files are (exit 4), and still why it undid the change (it ended
+    "run-restored-except-aside", whatever failed)."""
+    venv, _ = _doubled_urllib3(make_venv)  # 0001
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '--reinstall', 'urllib3==2.3.0', 'leftpad')!r}, "
+        "check=True)\n" + exits
+    )
+    leftpad = (
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('leftpad') is not None)"
+    )
+
+    run = venv.tool("--json", "run", "--probe", leftpad, "--", *script(venv, body))
+    again, _ = _doubled_urllib3(make_venv)  # the same, for the text a person reads
+    text = again.tool("run", "--probe", leftpad, "--", *script(again, body))
+
+    data = run.json()
+    assert run.returncode == 4, data
+    assert data["outcome"] == f"run-{reason}-restored-except-aside"
+    why = Outcome.named(f"run-{reason}-restored").text.partition(":")[0]  # "the probe failed..."
+    assert text.returncode == 4, text.stdout + text.stderr
+    assert text.stdout.splitlines()[-1].startswith(f"run: {why}: "), text.stdout
+    assert said.replace("LEFTPAD", leftpad) in text.stdout
+    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    messages = "\n".join(data["messages"])  # type: ignore[arg-type]
+    assert (
+        "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
+        f"put back (a snapshot brings back one version per name); its files are kept in "
+        f"{kept / 'urllib3-2.3.0.dist-info'}"
+    ) in messages
     aside = _kept_aside(venv, "0002")
     assert aside["urllib3/__init__.py"] == b"VERSION = '2.3.0'\n"
     assert "urllib3-2.3.0.dist-info/RECORD" in aside

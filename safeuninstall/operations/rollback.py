@@ -283,7 +283,7 @@ class _Rollback:
             impact=analysis.report if analysis is not None else None,
             probes=ProbeRuns(notes=self.settings.notes, disabled=self.settings.disabled),
         )
-        self.messages += self._not_put_back(wanted)
+        self.messages += self._kept_aside_by(wanted)
         if plan.empty and self.recovering is None:
             self.messages.append(f"the environment already matches snapshot {wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
@@ -351,9 +351,12 @@ class _Rollback:
             f"{self.command}'s snapshot folder"
         )
 
-    def _not_put_back(self, snap: Snapshot) -> list[str]:
-        """The second dist-info folders ``snap`` was taken with: kept aside in its folder,
-        never put back (a snapshot records one version per name)."""
+    def _kept_aside_by(self, snap: Snapshot) -> list[str]:
+        """Every second dist-info folder ``snap`` kept aside in its folder, said as not put
+        back: a rollback, and the undo of one, make the environment ``snap``'s record, one
+        folder per name, so none of them is there after it, whether it is there now or not
+        (said before the rollback begins too). Unlike a run's undo (run._second_folders_gone),
+        which returns only what the command changed."""
         folder = self.ctx.store.folder(snap.id)
         return not_put_back(folder, snap.id, kept_aside(folder))
 
@@ -562,7 +565,7 @@ class _Rollback:
             return self._not_undone(txn, err.message, forward)
         if failed is not None:
             self.messages.append(failed)
-        aside = self._not_put_back(before) if undone.ok else []
+        aside = self._kept_aside_by(before) if undone.ok else []
         ended = "incomplete" if not undone.ok else "restored-except-aside" if aside else "restored"
         outcome = Outcome.named(f"{self.command}-{reason}-{ended}")
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.

@@ -444,10 +444,9 @@ class _Attempt:
                 messages.append(failed)
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(_stopped(restored))
-            outcome = Outcome.named(f"run-{reason}-{'restored' if restored.ok else 'incomplete'}")
-            aside = self._not_put_back() if restored.ok else []
-            if aside:
-                outcome = Outcome.RUN_RESTORED_EXCEPT_ASIDE
+            aside = self._second_folders_gone() if restored.ok else []
+            ended = "restored-except-aside" if aside else "restored"  # the reason kept
+            outcome = Outcome.named(f"run-{reason}-{ended if restored.ok else 'incomplete'}")
             # Unverified, the journal stays: other commands are refused until ``recover``.
             txn.finish(outcome.value, keep_journal=not restored.ok)
         if restored.ok:
@@ -465,9 +464,13 @@ class _Attempt:
             next_command=None if restored.ok else self.ctx.suggest("recover"),
         )
 
-    def _not_put_back(self) -> list[str]:
-        """The second dist-info folders the command removed: kept aside in the snapshot folder,
-        not put back (a snapshot records one version per name)."""
+    def _second_folders_gone(self) -> list[str]:
+        """The second dist-info folders there before the command that are gone now, said as
+        not put back (a snapshot records one version per name): kept aside in the run's
+        snapshot folder (it keeps every one: the command may remove it), else lost with that
+        folder. An undo returns only what the command changed, so a folder it left alone is
+        not among them; unlike a rollback's (rollback._kept_aside_by), which says every folder
+        its snapshot kept aside."""
         gone = [
             folder.name
             for dist in self.guard.installed.values()
