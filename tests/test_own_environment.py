@@ -106,3 +106,24 @@ def test_with_orphans_never_takes_the_tool_nor_what_it_runs_on(own: Venv) -> Non
         for m in other["messages"]  # type: ignore[union-attr]
     ), other["messages"]
     assert own.file_hashes() == before
+
+
+def test_what_the_tool_runs_on_is_removed_only_with_the_tool(own: Venv) -> None:
+    """Removed from the environment the tool runs from, click would leave no tool to roll the
+    removal back (the probe passes: it imports the user's packages): refused, even with
+    --allow-unmet and --no-probe, and under --dry-run."""
+    before = own.file_hashes()
+    for flags in (("--no-probe",), ("--dry-run",)):
+        done = _own_tool(own, "--json", "--allow-unmet", *flags, "click", "msgspec")
+        assert done.returncode == 1, done.stdout + done.stderr
+        error = done.json()["error"]
+        assert isinstance(error, str)
+        assert "safe-uninstall runs from this environment and needs click, msgspec" in error
+        assert f"--python {own.python}" in error
+    assert own.file_hashes() == before
+    # With the tool itself, or from another environment, it is what was asked.
+    with_tool = _own_tool(own, "--json", "--dry-run", "--allow-unmet", "safe-uninstall", "click")
+    assert with_tool.returncode == 0, with_tool.stdout + with_tool.stderr
+    from_elsewhere = own.tool("--json", "--allow-unmet", "--no-probe", "click")
+    assert from_elsewhere.returncode == 0, from_elsewhere.stdout + from_elsewhere.stderr
+    assert "click" not in own.installed()

@@ -103,6 +103,7 @@ def uninstall(
         for text, names in plan.expanded:  # said before anything happens
             ctx.emit("plan", f"pattern {text!r} matches: {', '.join(names)}")
         _refuse_legacy(ctx, installed, plan.remove)
+        _refuse_what_the_tool_runs_on(ctx, installed, plan.remove)
         _refuse_absent_under_strict(options, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
         removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
@@ -190,6 +191,30 @@ def _refuse_legacy(
             f"uv pip uninstall --python {ctx.python} {' '.join(refused)}"
         )
     raise NotRestorable(message)
+
+
+def _refuse_what_the_tool_runs_on(
+    ctx: Context, installed: Mapping[str, InstalledDistribution], remove: Sequence[str]
+) -> None:
+    """In the environment the tool runs from, what it requires (click, msgspec...) is removed
+    only with the tool itself: without them it cannot start, so no rollback, recover or
+    restore could undo the removal (the probe, which imports the user's packages, passes).
+    --allow-unmet does not change that: it lets the probe judge, and nothing would be left to
+    judge with."""
+    if not ctx.is_tool_environment or "safe-uninstall" not in installed:
+        return
+    if "safe-uninstall" in remove:
+        return  # the tool goes with them: what the user asked
+    runs_on = requirement_closure("safe-uninstall", installed, ctx.interpreter.markers)
+    needed = [name for name in remove if name in runs_on]
+    if not needed:
+        return
+    raise NotRestorable(
+        f"safe-uninstall runs from this environment and needs {', '.join(needed)}: without "
+        f"{'it' if len(needed) == 1 else 'them'} it cannot start, so nothing could roll the "
+        "removal back; nothing was removed. Run safe-uninstall from an environment of its own, "
+        f"with --python {ctx.python}, or name safe-uninstall too to remove it with them"
+    )
 
 
 def _legacy_notes(
