@@ -169,6 +169,25 @@ class Context:
         ):
             yield first or second
 
+    def refuse_if_unfinished(self) -> None:
+        """An earlier operation's journal stops this one: recover first. A read-only command
+        (a dry run), which takes no lock, finds the journal of an operation under way too:
+        while another process holds the environment's lock, that operation is running, not
+        dead, and recover is not the answer."""
+        journal = self.journal()
+        if self.read_only and journal.read() is not None and self.operation_running():
+            from .errors import LockBusy
+
+            raise LockBusy(
+                "another safe-uninstall operation is running on this environment (its lock "
+                f"{self.own.lock} is held): run this after it ends"
+            )
+        journal.refuse_if_unfinished(self.suggest)
+
+    def operation_running(self) -> bool:
+        """Whether another process holds this environment's lock now (locks.held_elsewhere)."""
+        return locks.held_elsewhere(self.own.lock)
+
     def _refuse_inside_a_guarded_run(self) -> None:
         """Started by the command that ``run`` guards on this environment (its processes
         carry process.guard_marker): that run holds the lock until the command ends, so waiting

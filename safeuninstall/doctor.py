@@ -28,7 +28,8 @@ class Finding(Struct, frozen=True):
     """One thing missing from the environment, and who needs it.
 
     Kinds: "library", "module", "requirement", "hollow", "record", "doubled" (two or more
-    dist-info folders of one name) are breakage; "on-demand"
+    dist-info folders of one name), "unfinished" (an operation's journal, the operation dead)
+    and "running" (an operation under way) are breakage; "on-demand"
     (a library only objects that nothing loads at start need: plugins) and "driver" (a GPU
     driver's library) are notes.
     """
@@ -52,6 +53,16 @@ class Finding(Struct, frozen=True):
             )
         if self.kind == "doubled":
             return _describe_doubled(self)
+        if self.kind == "unfinished":
+            return (
+                f"unfinished operation: {self.what}; it did not end, and recover finishes or "
+                "undoes it before anything else can change the environment"
+            )
+        if self.kind == "running":
+            return (
+                f"an operation is running on this environment: {self.what}; what doctor "
+                "finds now may be its work in progress: run doctor again after it ends"
+            )
         where = f" (needed by {self.needed_by})" if self.needed_by else ""
         if self.kind == "driver":
             return (

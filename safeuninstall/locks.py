@@ -68,6 +68,30 @@ def hold(
         lock.release()
 
 
+def held_elsewhere(path: Path) -> bool:
+    """Whether another process holds the lock ``path`` now: a look, not a wait (a shared lock
+    tried and let go at once; filelock takes an exclusive one). A missing or unopenable file
+    is no lock held. For a read-only command, which takes no lock, to tell an operation under
+    way from one that died."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing lets go of the shared lock, if taken
+    return False
+
+
 def create_lock_file(path: Path) -> None:
     """Create the lock file ``path`` if it is missing, usable by whoever may write to its folder
     (filelock opens it for writing): owned like the folder when root makes it in a user's venv,

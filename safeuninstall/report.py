@@ -409,7 +409,7 @@ def doctor_report(report: DoctorReport, *, quiet: bool = False, verbose: bool = 
         lines.append(f"to repair, run: {report.repair_command}")
         if report.repair_also:
             lines.append(f"  (it also brings back: {', '.join(report.repair_also)})")
-    else:
+    elif not any(f.kind == "running" for f in report.findings):
         lines.append("no snapshot or pinned install can repair all of it; see the lines above")
     if quiet:
         return "\n".join(lines)

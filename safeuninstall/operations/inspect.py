@@ -116,6 +116,8 @@ def doctor(ctx: Context) -> DoctorReport:
     index.save()
     if not ctx.read_only:
         presence.save()
+    if _unfinished(ctx, report):
+        return report
     if report.healthy:
         return report
     view = installed_view(installed, owned, doubled=True, hollow=hollow)
@@ -129,3 +131,19 @@ def doctor(ctx: Context) -> DoctorReport:
     else:
         report.repair_command = shell_line(ctx.backend.install_argv(repair.install, offline=False))
     return report
+
+
+def _unfinished(ctx: Context, report: DoctorReport) -> bool:
+    """An operation's journal first: one under way (another process holds the environment's
+    lock) leaves nothing to repair yet; one that died is repaired by ``recover``, which every
+    other command asks for first (a rollback it named was refused)."""
+    from ..doctor import Finding
+
+    journal = ctx.journal()
+    entry = journal.read()
+    if entry is None:
+        return False
+    running = ctx.operation_running()
+    report.findings.insert(0, Finding("running" if running else "unfinished", entry.describe(), ""))
+    report.repair_command = None if running else journal.recover_command(entry, ctx.suggest)
+    return True

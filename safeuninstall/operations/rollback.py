@@ -69,7 +69,7 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
     that is still in effect (plan.choose_snapshot)."""
     ctx.refuse_externally_managed()
     with ctx.locked():
-        ctx.journal().refuse_if_unfinished(ctx.suggest)
+        ctx.refuse_if_unfinished()
         now = _Now.read(ctx)
         if options.snapshot is not None:
             wanted = ctx.store.resolve(options.snapshot)

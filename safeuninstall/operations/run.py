@@ -70,7 +70,7 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
     _refuse_unknown_command(ctx, options.argv)
     ctx.refuse_externally_managed()
     with ctx.locked():
-        ctx.journal().refuse_if_unfinished(ctx.suggest)
+        ctx.refuse_if_unfinished()
         guard = _Guard(ctx, configured, options)
         if options.dry_run:
             guard.messages += guard.plan_lines()

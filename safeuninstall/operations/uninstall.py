@@ -91,7 +91,7 @@ def uninstall(
     )
     ctx.refuse_externally_managed()
     with ctx.locked(on_wait=early.baseline.cancel if early else None) as waited:
-        ctx.journal().refuse_if_unfinished(ctx.suggest)
+        ctx.refuse_if_unfinished()
         before = census(ctx.interpreter)  # first: a change after it shows in a later census
         installed = installed_distributions(ctx.interpreter)
         plan = _without_empty_records(
