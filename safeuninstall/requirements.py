@@ -192,7 +192,9 @@ def looks_unnamed(text: str) -> bool:
     bare = text.split("[", 1)[0] if text.endswith("]") else text
     if not bare:
         return False
-    if bare[0] in "/\\.~$" or _SCHEME.match(bare) or "/" in bare or "\\" in bare:
+    # Not a leading ``$``: ``${FOO}`` or ``$$$`` alone is no path for uv either (a parse
+    # error, exit 2); ``${HOME}/pkg`` is one by its slash.
+    if bare[0] in "/\\.~" or _SCHEME.match(bare) or "/" in bare or "\\" in bare:
         return True
     return is_archive(bare)
 
@@ -238,7 +240,9 @@ class _Reader:
         try:
             requirement = Requirement(text)
         except InvalidRequirement as err:
-            if looks_unnamed(text):
+            # After -e, a location (``-e ${PROJECT}``), unless a variable is left unset.
+            expanded = _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), text)
+            if (editable and not expanded.startswith("$")) or looks_unnamed(text):
                 return self._unnamed(text, origin)
             _refuse_bad_brackets(text, where, command_line=not origin)
             reason = str(err).splitlines()[0] if str(err) else "not PEP 508"

@@ -48,6 +48,7 @@ def test_a_requirement_names_a_distribution(text: str, name: str, specifier: str
         ("GTrolls.tar.gz", "/work/GTrolls.tar.gz"),  # an archive's name is a file, for uv
         ("dist/x-1.0-py3-none-any.whl", "/work/dist/x-1.0-py3-none-any.whl"),
         ("./project[extra]", "/work/project"),
+        ("${UNSET_IN_THIS_TEST}/project", "/work/${UNSET_IN_THIS_TEST}/project"),  # as uv
         ("https://example.com/x-1.0.tar.gz", "https://example.com/x-1.0.tar.gz"),
         ("git+https://example.com/x.git", "git+https://example.com/x.git"),
     ],
@@ -64,6 +65,9 @@ def test_a_path_or_url_is_an_unnamed_requirement(text: str, location: str) -> No
         ("https://guyto.com/archives/", "must end in a supported file extension"),
         ("", "an empty package argument"),
         ("-foo", "not a requirement"),
+        # uv: "Expected package name starting with an alphanumeric character, found `$`"
+        ("$$$", "not a requirement: '\\$\\$\\$'"),
+        ("${FOO}", "not a requirement: '\\$\\{FOO\\}'"),
     ],
 )
 def test_what_uv_cannot_parse_is_refused(text: str, reason: str) -> None:
@@ -160,7 +164,12 @@ def test_a_remote_file_is_not_fetched(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "reason"),
-    [("flask==1.0.x\n", "req.txt:1: not a requirement"), ("[x]\n", "req.txt:1: not a requirement")],
+    [
+        ("flask==1.0.x\n", "req.txt:1: not a requirement"),
+        ("[x]\n", "req.txt:1: not a requirement"),
+        ("${UNSET_IN_THIS_TEST}\n", "req.txt:1: not a requirement"),  # as uv: no name, no path
+        ("-e ${UNSET_IN_THIS_TEST}\n", "req.txt:1: not a requirement"),  # as uv
+    ],
 )
 def test_a_bad_line_names_file_and_line(tmp_path: Path, text: str, reason: str) -> None:
     with pytest.raises(InvalidInput, match=reason):
