@@ -132,7 +132,9 @@ def take_snapshot(
             operation=spec.operation,
             target=Target(
                 python=str(ctx.python),
-                prefix=ctx.interpreter.prefix,
+                # the real path: a snapshot taken through a symbolic link to the venv stays its
+                # snapshot once the link is gone (Store.belongs compares real paths)
+                prefix=os.path.realpath(ctx.interpreter.prefix),
                 version=ctx.interpreter.version,
             ),
             packages=tuple(
