@@ -447,11 +447,16 @@ def doubled_dist_info(interpreter: Interpreter) -> dict[str, tuple[str, ...]]:
     return {name: tuple(folders) for name, folders in by_name.items() if len(folders) > 1}
 
 
-def census_change(before: frozenset[str], after: frozenset[str]) -> str:
-    """What changed between two censuses, in words ("" when nothing did)."""
+def census_changes(before: frozenset[str], after: frozenset[str]) -> list[str]:
+    """What changed between two censuses, one folder an item (``went: x-1.0.dist-info``)."""
     parts = [f"appeared: {os.path.basename(p)}" for p in sorted(after - before)]
     parts += [f"went: {os.path.basename(p)}" for p in sorted(before - after)]
-    return "; ".join(parts)
+    return parts
+
+
+def census_change(before: frozenset[str], after: frozenset[str]) -> str:
+    """What changed between two censuses, in words ("" when nothing did)."""
+    return "; ".join(census_changes(before, after))
 
 
 def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDistribution]:

@@ -209,6 +209,15 @@ class Outcome(str, enum.Enum):
         "was undone, the environment matches neither the snapshot nor the state before it",
         EXIT_INCOMPLETE,
     )
+    # Restored and verified, then another process changed the environment while the probe
+    # ran: it matches the snapshot no more, and the probe judged another environment. Nothing
+    # is undone (an undo would undo that process's work too), as run-concurrent-kept.
+    ROLLBACK_CONCURRENT_KEPT = (
+        "rollback-concurrent-kept",
+        "another process changed the environment during the rollback's probe: it no longer "
+        "matches the snapshot, and nothing was undone",
+        EXIT_INCOMPLETE,
+    )
     NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK)
     RECOVERED = ("recovered", "recovered; the environment matches the snapshot", EXIT_OK)
     RECOVERED_PROBE_FAILS = (
@@ -224,6 +233,12 @@ class Outcome(str, enum.Enum):
     RECOVER_INCOMPLETE = (
         "recover-incomplete",
         "the recover stopped on an error and is INCOMPLETE",
+        EXIT_INCOMPLETE,
+    )
+    RECOVER_CONCURRENT_KEPT = (
+        "recover-concurrent-kept",
+        "another process changed the environment during the recover's probe: it no longer "
+        "matches the snapshot, and nothing was undone",
         EXIT_INCOMPLETE,
     )
     # -- run: a command guarded like a removal (operations/run.py)

@@ -278,6 +278,8 @@ class Verification(Struct, frozen=True):
     files_checked: int
     # dist-info folders beyond one per name (a second version installed beside the first)
     extra_dist_info: tuple[str, ...] = ()
+    # what another process changed after the proof ("went: x-1.0.dist-info"): it holds no more
+    changed_after: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -286,10 +288,12 @@ class Verification(Struct, frozen=True):
             and not self.hash_mismatches
             and not self.source_mismatches
             and not self.extra_dist_info
+            and not self.changed_after
         )
 
     def describe(self) -> list[str]:
-        lines = [f"missing: {pin}" for pin in self.difference.missing]
+        lines = [f"changed by another process since: {c}" for c in self.changed_after]
+        lines += [f"missing: {pin}" for pin in self.difference.missing]
         lines += [f"not in the snapshot: {pin}" for pin in self.difference.unexpected]
         lines += [f"a second dist-info folder: {folder}" for folder in self.extra_dist_info]
         lines += [f"another build or layout: {item}" for item in self.source_mismatches]
@@ -304,6 +308,7 @@ class Verification(Struct, frozen=True):
             "source_mismatches": list(self.source_mismatches),
             "hash_mismatches": list(self.hash_mismatches),
             "extra_dist_info": list(self.extra_dist_info),
+            "changed_after": list(self.changed_after),
             "files_checked": self.files_checked,
         }
 

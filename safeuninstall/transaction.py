@@ -34,7 +34,7 @@ from . import __version__, interrupts
 from .analysis import sharing_files, snapshot_view
 from .context import Context
 from .deletion import Removed, plan_deletion
-from .environment import InstalledDistribution, installed_distributions
+from .environment import InstalledDistribution, census, installed_distributions
 from .errors import BackendError, NotRestorable, SnapshotInvalid
 from .journal import Entry
 from .libraries import ownership
@@ -73,6 +73,9 @@ class Restored(Struct, frozen=True):
     report: RestoreReport
     verification: Verification | None  # None: the restore stopped on an error of ours
     error: str | None = None
+    # The census the verification was made on (taken first, so a change after it shows in a
+    # later one): what the restore left.
+    left: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -353,12 +356,13 @@ class Transaction:
             if pruned:
                 report.notes.append(pruned)
             self._step("verify", must_write=False)
+            left = census(ctx.interpreter)
             verification = verify(wanted, ctx.interpreter, report, intact=intact)
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
         ctx.emit("restored", f"restored: {verification.files_checked} files checked, {done}")
-        return Restored(report, verification)
+        return Restored(report, verification, left=left)
 
     def return_to(
         self,

@@ -4,11 +4,12 @@ something it started is still changing the environment."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv, once_the_snapshot_exists, stand_in_uv
+from tests.conftest import UV, MakeVenv, Run, Venv, once_the_snapshot_exists, stand_in_uv
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -134,3 +135,66 @@ def test_an_install_during_the_baseline_stops_the_removal_before_it_removes(
     assert venv.installed()["leftpad"] == "2.0"  # the other process's work stands
     assert not snapshot.exists()  # the snapshot of a state that is gone was given up
     assert not venv.journal.exists()
+
+
+def _uninstalled_once_back(venv: Venv, back: str, other: str) -> str:
+    """Probe code: once ``back`` is importable (after the restore, not in a baseline), what
+    another process's plain `uv pip uninstall OTHER` does, while the probe runs."""
+    argv = [UV, "pip", "uninstall", "--python", str(venv.python), other]
+    return (
+        "import importlib.util, subprocess\n"
+        f"if importlib.util.find_spec({back!r}) is not None:\n"
+        f"    subprocess.run({argv!r}, check=True, capture_output=True)\n"
+    )
+
+
+def _assert_concurrent_kept(run: Run, venv: Venv, command: str) -> None:
+    """The change by another process during the probe is named, exit 4, and nothing claims the
+    environment matches the snapshot; that process's work stands, nothing was undone."""
+    data = run.json()
+    assert data["outcome"] == f"{command}-concurrent-kept", data
+    assert run.returncode == 4
+    assert (
+        f"another process changed the environment during the {command}'s probe "
+        "(went: toolpkg-1.0.dist-info)"
+    ) in str(data["messages"])
+    verification = data["verification"]
+    assert isinstance(verification, dict)
+    assert verification["ok"] is False
+    assert verification["changed_after"] == ["went: toolpkg-1.0.dist-info"]
+    assert "matches the snapshot" not in json.dumps(data)
+    assert f"safe-uninstall --python {venv.python} rollback 0001" in str(data["next_command"])
+    installed = venv.installed()
+    assert installed["leftpad"] == "1.0"  # what the restore brought back
+    assert "toolpkg" not in installed  # the other process's work stands
+    assert not venv.journal.exists()
+
+
+@pytest.mark.parametrize("judged", [False, True], ids=["restores", "removes-and-restores"])
+def test_a_change_during_the_rollbacks_probe_is_not_called_a_match(
+    make_venv: MakeVenv, judged: bool
+) -> None:
+    """A tester's HIGH: another process uninstalled networkx while the rollback's probe ran;
+    the rollback said "the environment matches the snapshot", exit 0, verification ok. The
+    probe is that process here (the race made deterministic): a rollback that only brings back
+    (probed after, and reported), and one that also removes (judged like a removal)."""
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # snapshot 0001 has leftpad
+    if judged:
+        venv.install("multipkg")  # the rollback removes it: its probe runs before and after
+    probe = _uninstalled_once_back(venv, "leftpad", "toolpkg")
+    run = venv.tool("--json", "rollback", "0001", "--probe", probe)
+    _assert_concurrent_kept(run, venv, "rollback")
+    assert "multipkg" not in venv.installed()
+
+
+def test_a_change_during_the_recovers_probe_is_not_called_a_match(make_venv: MakeVenv) -> None:
+    """The same for recover: killed after its removal of leftpad, the removal is recovered;
+    another process uninstalls toolpkg while the recover's probe runs."""
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    killed = venv.tool("--probe", "import requests", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL")
+    assert killed.returncode == -9
+    assert "leftpad" not in venv.installed()
+    probe = _uninstalled_once_back(venv, "leftpad", "toolpkg")
+    run = venv.tool("--json", "recover", "--probe", probe)
+    _assert_concurrent_kept(run, venv, "recover")

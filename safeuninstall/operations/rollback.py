@@ -36,6 +36,7 @@ from ..environment import (
     InstalledDistribution,
     census,
     census_change,
+    census_changes,
     ensure_writable,
     installed_distributions,
 )
@@ -434,7 +435,7 @@ class _Rollback:
             )
             if not self.judged:
                 self._finish(txn)
-                return self._probe_after()
+                return self._probe_after(txn)
             return self._judge(txn)
 
     def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> None:
@@ -521,6 +522,9 @@ class _Rollback:
             ran = run_all(settings, ctx.interpreter, ctx.child_env())
             after = tuple(judged_after(runs.baseline, ran))
         except KeyboardInterrupt:
+            concurrent = self._changed_by_others(txn)
+            if concurrent is not None:
+                return concurrent
             self._finish(txn)
             self.messages.append(
                 "the probe after it was interrupted: the environment matches the snapshot, "
@@ -530,6 +534,9 @@ class _Rollback:
         self.base = msgspec.structs.replace(
             self.base, probes=msgspec.structs.replace(runs, after=after)
         )
+        concurrent = self._changed_by_others(txn)
+        if concurrent is not None:  # before the verdict: the probe judged another environment
+            return concurrent
         regressed = [
             new.probe.label
             for old, new in zip(runs.baseline, after, strict=True)
@@ -546,6 +553,32 @@ class _Rollback:
         if all(r.passed for r in after):
             return self._result(Outcome.ROLLED_BACK)
         return self._result(Outcome.ROLLED_BACK_PROBE_FAILS)
+
+    def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
+        """After the probe, before anything is claimed: the environment re-read (its census)
+        against what the restore left. A change by another process while the probe ran ends
+        the operation here: the restore's proof no longer holds, and the probe judged another
+        environment. Nothing is undone: returning to the state before would undo that
+        process's work as if this operation had done it (as run-concurrent-kept)."""
+        restored = self.base.restored
+        assert restored is not None and restored.verification is not None
+        changes = census_changes(restored.left, census(self.ctx.interpreter))
+        if not changes:
+            return None
+        outcome = Outcome.named(f"{self.command}-concurrent-kept")
+        txn.finish(outcome.value)
+        self.messages += [
+            f"another process changed the environment during the {self.command}'s probe "
+            f"({'; '.join(changes)}): the probe judged another environment",
+            f"nothing was undone: the environment is as the {self.command} and that process "
+            f"left it; the rollback named below makes it match snapshot {self.wanted.id} again",
+        ]
+        verification = msgspec.structs.replace(restored.verification, changed_after=tuple(changes))
+        return self._result(
+            outcome,
+            restored=msgspec.structs.replace(restored, verification=verification),
+            next_command=self.ctx.suggest("rollback", self.wanted.id),
+        )
 
     def _undo(self, txn: Transaction, reason: str, forward: Restored | None) -> RollbackResult:
         """Put the environment back as it was before the rollback (its own snapshot), in one
@@ -624,13 +657,16 @@ class _Rollback:
         txn.finish(outcome.value)
         return self._result(outcome, restored=forward, next_command=next_command)
 
-    def _probe_after(self) -> RollbackResult:
+    def _probe_after(self, txn: Transaction) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
         ctx, settings = self.ctx, self.settings
         done = "recovered" if self.recovering else "rolled-back"
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
         except KeyboardInterrupt:
+            concurrent = self._changed_by_others(txn)
+            if concurrent is not None:
+                return concurrent
             # The environment already matches the snapshot; only the check is missing.
             self.messages.append(
                 "the probe after it was interrupted: the environment matches the snapshot, "
@@ -638,8 +674,12 @@ class _Rollback:
             )
             return self._result(Outcome.named(f"{done}-probe-interrupted"))
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
+        self.base = msgspec.structs.replace(self.base, probes=runs)
+        concurrent = self._changed_by_others(txn)
+        if concurrent is not None:
+            return concurrent
         passed = all(r.passed for r in final)
-        return self._result(Outcome.named(done if passed else f"{done}-probe-fails"), probes=runs)
+        return self._result(Outcome.named(done if passed else f"{done}-probe-fails"))
 
 
 def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:
