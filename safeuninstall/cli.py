@@ -977,14 +977,35 @@ def run(argv: list[str] | None = None) -> int:
     # and an interrupt that escaped from it was a traceback. Then Ctrl-C, SIGTERM and a
     # hang-up all take one path: an in-flight removal is restored before exit.
     interrupts.hold()
+    args = sys.argv[1:] if argv is None else argv
     try:
-        cli(args=argv, prog_name="safe-uninstall")
-    except SystemExit as done:
-        return _exit_code(done.code)
+        done = cli.main(args=args, prog_name="safe-uninstall", standalone_mode=False)
+    except SystemExit as exited:
+        return _exit_code(exited.code)
+    except click.ClickException as err:  # a usage error: click's own message, exit 2
+        err.show()
+        if _asks_for_json(args):  # and the JSON that exit-codes.md promises
+            payload = {
+                "outcome": "error",
+                "exit_code": err.exit_code,
+                "error": err.format_message(),
+                "detail": "",
+            }
+            click.echo(json.dumps(payload, indent=2))
+        return err.exit_code
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
     except OSError as err:  # the last resort: one line, never a traceback
         click.echo(f"safe-uninstall: error: {err}", err=True)
         return 1
-    return 0
+    return done if isinstance(done, int) else 0
+
+
+def _asks_for_json(args: list[str]) -> bool:
+    """``--json`` among the tool's own arguments (not after ``--``, a guarded command's)."""
+    own = args[: args.index("--")] if "--" in args else args
+    return "--json" in own
 
 
 def _exit_code(code: object) -> int:

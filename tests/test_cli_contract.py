@@ -316,3 +316,29 @@ def test_a_probe_sees_no_pip_target_or_pythonpath(venv_with_requests: Venv, tmp_
     elsewhere = str(tmp_path / "elsewhere")
     run = venv.tool("--probe", probe, "leftpad", PIP_TARGET=elsewhere, PYTHONPATH=elsewhere)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--json", "--bogus"], "No such option '--bogus'"),
+        (["--json", "--probe-timeout", "abc", "leftpad"], "Invalid value for '--probe-timeout'"),
+        (["--json", "prune", "--keep", "-1"], "Invalid value for '--keep'"),
+        (["snapshots", "--bogus", "--json"], "No such option '--bogus'"),
+    ],
+)
+def test_a_usage_error_under_json_is_the_documented_error_object(
+    tmp_path: Path, args: list[str], error: str
+) -> None:
+    """exit-codes.md: with --json, an error before any change is an error object on stdout,
+    usage errors (exit 2) included; click's own message stays on stderr."""
+    done = run_tool(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    data = done.json()
+    assert data["outcome"] == "error"
+    assert data["exit_code"] == 2
+    assert isinstance(data["error"], str) and data["error"].startswith(error), data
+    assert "Usage: safe-uninstall" in done.stderr
+    # without --json, nothing on stdout, as before
+    plain = run_tool(*[a for a in args if a != "--json"], cwd=tmp_path)
+    assert (plain.returncode, plain.stdout) == (2, "")
