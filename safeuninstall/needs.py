@@ -14,6 +14,9 @@ A candidate is needed when removing it
   breaks, or it drifts to another copy);
 - deletes a file that a remaining distribution lists too (two builds installing the same path,
   as nvidia-nccl-cu12 and -cu13 do): uv deletes it, and the other is left hollow.
+
+What stays includes the candidates kept later, by the baseline's load map or by the search: each
+keeps the candidates it requires (``required``), so the final state leaves no requirement unmet.
 """
 
 from __future__ import annotations
@@ -54,20 +57,43 @@ def judge(
     candidates: Sequence[str],
     requirements: RequirementIndex,
     libraries: tuple[LibraryIndex, Ownership],
+    staying: Mapping[str, Needed] | None = None,
 ) -> tuple[tuple[Needed, ...], tuple[str, ...]]:
-    """(the candidates the environment needs, each with its reasons; the rest, to be tried)."""
+    """(the candidates the environment needs, each with its reasons; the rest, to be tried).
+    ``staying``: candidates kept already (not among ``candidates``), named so in the reasons."""
     index, owned = libraries
     kept: dict[str, Needed] = {}
     while True:
         tried = [name for name in candidates if name not in kept]
-        found = _needed_by_metadata(installed, markers, tried, requirements, kept)
-        _add(found, _needed_by_libraries(index, owned, tried, kept, installed))
-        _add(found, _needed_by_shared_files(owned, tried, kept))
+        named = {**(staying or {}), **kept}
+        found = _needed_by_metadata(installed, markers, tried, requirements, named)
+        _add(found, _needed_by_libraries(index, owned, tried, named, installed))
+        _add(found, _needed_by_shared_files(owned, tried, named))
         if not found:
             break
         kept.update(found)
     ordered = tuple(kept[name] for name in candidates if name in kept)
     return ordered, tuple(name for name in candidates if name not in kept)
+
+
+def required(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    removed: Sequence[str],
+    requirements: RequirementIndex,
+    staying: Mapping[str, Needed],
+) -> tuple[dict[str, Needed], tuple[str, ...]]:
+    """Of ``removed``, those that a distribution staying requires (Requires-Dist on the
+    target, extras requested by those staying), to a fixed point: one kept so requires in
+    turn. (them, each with its reason; the rest.) A candidate kept keeps its requirements:
+    the probe alone may not see them (rich imports markdown-it-py only to render Markdown).
+    ``staying``: the candidates kept, named so in the reasons."""
+    found: dict[str, Needed] = {}
+    gone = list(removed)
+    while more := _needed_by_metadata(installed, markers, gone, requirements, {**staying, **found}):
+        found.update(more)
+        gone = [name for name in gone if name not in more]
+    return found, tuple(gone)
 
 
 def _add(into: dict[str, Needed], more: Mapping[str, Needed]) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from safeuninstall.bisection import bound
 from tests.conftest import MakeVenv, Venv, stand_in_uv
-from tests.wheels import build_wheel
+from tests.wheels import build_wheel, compile_shared_library
 
 HOST = """
 from importlib.metadata import entry_points
@@ -277,3 +277,130 @@ def test_without_a_probe_the_static_evidence_alone_judges_and_says_so(
     assert done.stdout.rstrip().endswith(
         "uninstall: removed what nothing needs, kept what is needed; no probe (--no-probe)"
     )
+
+
+# -- what a kept candidate requires stays too -------------------------------------------------
+# apkg requires bpkg[fast], and bpkg's extra "fast" requires cpkg; apkg imports bpkg only when
+# called, so `import apkg` passes without bpkg and cpkg: the probe alone would let them go and
+# leave apkg's requirements unmet (the rich stack: rich imports markdown-it-py only for
+# Markdown). ctshim is apkg with a shared library it loads with ctypes (the load map keeps it);
+# host, which stays, requires apkg (the metadata keeps it).
+
+SHIM_INIT = """
+import ctypes, os
+CHECK = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "libshim.so")).shim_check()
+"""
+
+
+@pytest.fixture
+def requiring(tmp_path: Path) -> Path:
+    house = tmp_path / "requiring"
+    lazy = "def render():\n    import bpkg\n    return bpkg.X\n"
+    build_wheel(house, "apkg", "1.0", {"apkg/__init__.py": lazy}, requires=["bpkg[fast]>=1"])
+    build_wheel(
+        house, "bpkg", "1.0", {"bpkg/__init__.py": "X = 1\n"}, requires=['cpkg; extra == "fast"']
+    )
+    build_wheel(house, "cpkg", "1.0", {"cpkg.py": ""})
+    build_wheel(house, "lonely", "1.0", {"lonely.py": ""})
+    build_wheel(house, "host", "1.0", {"host.py": "import apkg\n"}, requires=["apkg"])
+    # twin-a and twin-b list twin/__init__.py both: the search moves them together.
+    for twin in ("a", "b"):
+        build_wheel(house, f"twin-{twin}", "1.0", {"twin/__init__.py": "", f"twin/{twin}.txt": ""})
+    build_wheel(house, "tpkg", "1.0", {"tpkg.py": ""}, requires=["twin-a"])
+    shim = compile_shared_library(
+        tmp_path / "build" / "libshim.so", "int shim_check(void) { return 7; }\n"
+    )
+    build_wheel(
+        house,
+        "ctshim",
+        "1.0",
+        {"ctshim/__init__.py": SHIM_INIT + lazy, "ctshim/libshim.so": shim.read_bytes()},
+        requires=["bpkg[fast]>=1"],
+        tag="py3-none-linux_x86_64",
+    )
+    return house
+
+
+def _doctor_clean(venv: Venv) -> None:
+    doctor = venv.tool("doctor", "--json")
+    assert doctor.returncode == 0, doctor.stdout
+    assert "missing requirement" not in venv.tool("doctor").stdout
+
+
+@pytest.mark.parametrize(
+    ("first", "kept_by", "probe"),
+    [
+        ("ctshim", ("loaded", "the probe's process loads ctshim/libshim.so from it"), "ctshim"),
+        ("apkg", ("probe", "the probe fails without it (bisection)"), "apkg"),
+        ("apkg", ("metadata", "host requires apkg"), "host"),  # kept before as it is now
+    ],
+    ids=["load-map", "bisection", "metadata"],
+)
+def test_a_kept_candidate_keeps_the_candidates_it_requires(
+    make_venv: MakeVenv, requiring: Path, first: str, kept_by: tuple[str, str], probe: str
+) -> None:
+    venv = _installed_with(make_venv, requiring, first, "lonely", *(["host"] * (probe == "host")))
+    before = venv.file_hashes()
+    code = f"import {probe}" if probe != "apkg" else "import apkg; apkg.__name__"
+    done = venv.tool("--json", "--keep-needed", "--probe", code, first, "bpkg", "cpkg", "lonely")
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["removed"] == ["lonely"]
+    kept = _kept(data)
+    assert set(kept) == {first, "bpkg", "cpkg"}
+    assert kept[first][0] == kept_by[0] and kept[first][1].startswith(kept_by[1])
+    assert kept["bpkg"] == ("metadata", f"{first} (kept) requires bpkg[fast]>=1")
+    assert kept["cpkg"] == (
+        "metadata",
+        f"bpkg (kept)[fast] requires cpkg, an extra requested by {first} (kept)",
+    )
+    assert cleanup["trials"][-1] == {"removed": ["lonely"], "passed": True, "why": ""}
+    assert set(venv.installed()) >= {first, "bpkg", "cpkg"}
+    _doctor_clean(venv)
+    assert venv.run_python(f"import {first}; {first}.render()").returncode == 0
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before
+
+
+def test_with_orphans_a_needed_candidate_keeps_its_orphans(
+    make_venv: MakeVenv, requiring: Path
+) -> None:
+    venv = _installed_with(make_venv, requiring, "apkg")
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--with-orphans", "--probe", "import apkg", "apkg")
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["orphans"] == ["bpkg"]  # cpkg: behind an extra, which --with-orphans leaves
+    assert data["outcome"] == "needed-restored", data["messages"]
+    kept = _kept(data)
+    assert kept["apkg"][0] == "probe"
+    assert kept["bpkg"] == ("metadata", "apkg (kept) requires bpkg[fast]>=1")
+    assert data["removed"] == []
+    assert venv.file_hashes() == before
+    _doctor_clean(venv)
+
+
+def test_what_a_kept_candidate_requires_stays_with_the_files_it_shares(
+    make_venv: MakeVenv, requiring: Path
+) -> None:
+    venv = _installed_with(make_venv, requiring, "tpkg", "twin-b", "lonely")
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json", "--keep-needed", "--probe", "import tpkg", "tpkg", "twin-*", "lonely"
+    )
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    kept = _kept(data)
+    assert kept["tpkg"][0] == "probe"
+    assert kept["twin-a"] == ("metadata", "tpkg (kept) requires twin-a")
+    assert kept["twin-b"] == (
+        "shared-file",
+        "it lists files in common with twin-a (kept): alone, its removal would leave twin-a hollow",
+    )
+    assert data["removed"] == ["lonely==1.0"]
+    assert {p: h for p, h in before.items() if "lonely" not in p} == venv.file_hashes()
+    _doctor_clean(venv)

@@ -122,3 +122,30 @@ def test_torchdup_check_shows_what_breaks_before_a_line_per_pair_of_shared_files
     assert any("57 that nvidia-nccl-cu12 lists" in text[i] for i in shared)
     assert len(impact["shared_files"]) == 113  # --json keeps every file
     assert len([line for line in every if line.startswith("shared file: ")]) == 113
+
+
+def test_rich_keep_needed_keeps_what_the_kept_rich_requires(real_venv: RealVenv) -> None:
+    # `import rich` passes without markdown-it-py (rich imports it to render Markdown only):
+    # the search found rich needed, and removed markdown-it-py and mdurl, which rich requires;
+    # doctor then found markdown-it-py>=2.2.0 missing.
+    venv = real_venv("rich")
+    before = venv.file_hashes()
+    done = venv.tool(
+        "--json", "--keep-needed", "--probe", "import rich", "rich", "markdown-it-py", "mdurl"
+    )
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "needed-restored", data["messages"]
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    kept = {k["name"]: (k["why"], k["reasons"][0]) for k in cleanup["kept"]}
+    assert kept["rich"][0] == "probe"
+    assert "ModuleNotFoundError: No module named 'rich'" in kept["rich"][1]
+    assert kept["markdown-it-py"] == ("metadata", "rich (kept) requires markdown-it-py (>=2.2.0)")
+    assert kept["mdurl"] == ("metadata", "markdown-it-py (kept) requires mdurl~=0.1")
+    assert cleanup["removed"] == []
+    assert venv.file_hashes() == before
+    doctor = venv.tool("doctor")
+    assert doctor.returncode == 0, doctor.stdout
+    assert "missing requirement" not in doctor.stdout
+    assert venv.run_python("from rich.markdown import Markdown").returncode == 0

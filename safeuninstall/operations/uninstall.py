@@ -58,6 +58,7 @@ from ..needs import (
     judge,
     loaded_by_probe,
     orphans,
+    required,
     requirement_closure,
     together,
 )
@@ -833,17 +834,73 @@ class _Bisecting(_Attempt):
         self.tried: tuple[str, ...] = snap.removed
         self.units = 0  # what the search moves: candidates sharing a file go together
         self.needed_units = 0
+        self.last: tuple[frozenset[str], bool] | None = None  # the last probe run's state
 
     def _loaded_by_baseline(self) -> list[Needed]:
         """Candidates whose files the baseline probe loaded: removing one changes what the
-        probe loads, which fails the removal unless --allow-drift; known without a run."""
+        probe loads, which fails the removal unless --allow-drift; known without a run. And
+        what those need in turn (their requirements, their libraries, files they list), by
+        the static evidence judge weighed the others with."""
         removal = self.removal
         if removal.options.allow_drift or removal.analysis is None:
             return []
         libraries = [p for r in self.runs.baseline for p in r.libraries or ()]
-        owned = removal.analysis.owned
-        found = loaded_by_probe(self.snap.removed, libraries, owned, removal.installed)
+        analysis = removal.analysis
+        found = loaded_by_probe(self.snap.removed, libraries, analysis.owned, removal.installed)
+        if not found:
+            return []
+        assert removal.requirements is not None
+        more, _ = judge(
+            removal.installed,
+            self.ctx.interpreter.markers,
+            [name for name in self.snap.removed if name not in found],
+            removal.requirements,
+            (analysis.index, analysis.owned),
+            staying={**self._kept_before(), **found},
+        )
+        found.update((needed.name, needed) for needed in more)
         return [found[name] for name in self.snap.removed if name in found]
+
+    def _kept_before(self) -> dict[str, Needed]:
+        """The candidates kept so far: by the static evidence, the load map, the search."""
+        cleanup = self.removal.cleanup
+        kept = [*(cleanup.kept if cleanup is not None else ()), *self.found_needed]
+        return {needed.name: needed for needed in kept}
+
+    def _with_requirements_kept(
+        self, removed: frozenset[str], units: Mapping[str, tuple[str, ...]]
+    ) -> tuple[frozenset[str], dict[str, Needed]]:
+        """What a run that sets out to remove ``removed`` removes: not a candidate that one
+        staying requires (transitively), nor, with it, the others of its unit. (That, and
+        those kept, each with its reason.)"""
+        removal = self.removal
+        assert removal.requirements is not None
+        unit_of = {name: unit for unit in units.values() for name in unit}
+        kept: dict[str, Needed] = {}
+        gone = removed
+        while True:
+            found, _ = required(
+                removal.installed,
+                self.ctx.interpreter.markers,
+                [name for name in self.snap.removed if name in gone],
+                removal.requirements,
+                {**self._kept_before(), **kept},
+            )
+            if not found:
+                return gone, kept
+            kept.update(found)
+            for name in found:
+                for other in unit_of.get(name, ()):
+                    if other not in kept:
+                        kept[other] = Needed(
+                            other,
+                            (
+                                f"it lists files in common with {name} (kept): alone, its removal "
+                                f"would leave {name} hollow",
+                            ),
+                            "shared-file",
+                        )
+            gone = gone - kept.keys()
 
     def _gone(self) -> Sequence[str]:
         return sorted(self.state)
@@ -863,28 +920,36 @@ class _Bisecting(_Attempt):
             assert self.removal.analysis is not None
             units = together(self.tried, self.removal.analysis.owned)
             self.units = len(units)
-            found = search(
-                list(units),
-                lambda removed: self._passes(frozenset(n for u in removed for n in units[u])),
-            )
+
+            def removes(chosen: frozenset[str]) -> frozenset[str]:
+                names = frozenset(n for unit in chosen for n in units[unit])
+                return self._with_requirements_kept(names, units)[0]
+
+            found = search(list(units), lambda chosen: self._passes(removes(chosen)))
             self.needed_units = len(found.needed)
             self.found_needed += [
                 Needed(name, (self._why_needed(name, units[unit]),), "probe")
                 for unit in found.needed
                 for name in units[unit]
             ]
+            # The search moved units as if each were needed or not on its own; what stays
+            # keeps what it requires, in every run (the probe judged that) and at the end.
+            chosen = frozenset(n for unit in found.removable for n in units[unit])
+            final, kept = self._with_requirements_kept(chosen, units)
+            self.found_needed += [kept[name] for name in self.snap.removed if name in kept]
             if not found.final_passed:
                 messages.append(
                     "the probe failed on the final state the search found (the candidates' "
                     "needs are not independent, or the probe is not reliable): restoring all"
                 )
                 return self._restore("probe-failed")
-            if not found.removable:
+            if not final:
                 messages.append("every candidate tried is needed: restoring them all")
                 return self._restore("needed")
-            final = [name for name in self.snap.removed if name in self.state]
-            if len(final) < len(self.snap.removed):  # the history names what stayed removed
-                self.ctx.store.set_removed(self.snap.id, final)
+            assert self.state == final  # the search's last run probed it (see _passes)
+            stayed = [name for name in self.snap.removed if name in final]
+            if len(stayed) < len(self.snap.removed):  # the history names what stayed removed
+                self.ctx.store.set_removed(self.snap.id, stayed)
             self.txn.finish(self._outcome().value)
             return self._result(self._outcome())
         except _Stop as stop:
@@ -938,7 +1003,18 @@ class _Bisecting(_Attempt):
         return text
 
     def _passes(self, removed: frozenset[str]) -> bool:
-        """Put the environment in the state without ``removed``, probe it, judge it."""
+        """Put the environment in the state without ``removed``, probe it, judge it. Without
+        a run: removing nothing is the snapshot's state, which the baseline passed; the state
+        probed last, which the environment is still in, has its verdict."""
+        if not removed:
+            return True
+        if self.last is not None and self.last[0] == removed == self.state:
+            return self.last[1]
+        passed = self._probed(removed)
+        self.last = (removed, passed)
+        return passed
+
+    def _probed(self, removed: frozenset[str]) -> bool:
         self._move_to(removed)
         if not self.removal.after.probes:  # no probe: the static evidence alone judged
             return True
