@@ -254,6 +254,24 @@ def test_the_stash_of_a_restored_failed_removal_is_still_dropped_and_said(
     assert "urllib3" in venv.installed()
 
 
+def test_restored_failed_removals_do_not_push_out_the_only_copy(make_venv: MakeVenv) -> None:
+    """The tester's second way: failed removals, restored, after the one still in effect."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--allow-unmet", "--no-probe", "urllib3").returncode == 0
+    for _ in range(2):
+        failed = venv.tool(
+            "--json", "--probe", "import leftpad", "leftpad", SAFE_UNINSTALL_KEEP="1"
+        )
+        assert failed.returncode == 3, failed.stdout + failed.stderr
+
+    kept = failed.json()["kept"]
+
+    assert not (folder(venv, "0001") / "stash-pruned").exists()
+    assert isinstance(kept, dict), failed.json()
+    assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
+    assert [p["snapshot"] for p in kept["protected"]] == ["0001"]  # type: ignore[index]
+
+
 def test_max_size_keeps_the_only_copy_and_says_it_cannot_get_under(make_venv: MakeVenv) -> None:
     venv = make_venv("leftpad", "urllib3==2.3.0")
     assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_MAX_SIZE="1").returncode == 0
