@@ -6,7 +6,6 @@ A package whose name equals a subcommand is removed with ``safe-uninstall uninst
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -38,9 +37,8 @@ if TYPE_CHECKING:
     from .doctor import DoctorReport
     from .export import ExportResult
     from .probe import ProbeSettings
-    from .results import PruneResult, Result, ShownSnapshot, SnapshotList
+    from .results import PruneResult, Result, ShownSnapshot, SnapshotList, SnapshotTaken
     from .retention import Kept
-    from .snapshot import Snapshot
 
 ResultT = TypeVar("ResultT", bound="Result")
 # Outcomes after which there is nothing new for the retention policy to weigh.
@@ -394,27 +392,29 @@ class Common:
             return result
         if result.outcome.value in _CHANGED_NOTHING:
             return result
-        try:
-            kept = self.retain()
-        except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
-            why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
-            note = f"the retention policy did not run ({why}); the next operation runs it"
+        kept, note = self.retain()
+        if note:
             return msgspec.structs.replace(result, messages=(*result.messages, note))
         return result if kept is None else msgspec.structs.replace(result, kept=kept)
 
-    def retain(self) -> Kept | None:
+    def retain(self) -> tuple[Kept | None, str]:
         """The retention policy (``keep``, ``max-size``) applied after an operation, and what
         the snapshots then keep; None (nothing pruned) while an operation is unfinished. The
-        lock is not waited for: the operation is done, and the next one runs the policy."""
-        from .retention import Policy, settle
+        lock is not waited for: the operation is done, and the next one runs the policy. A
+        busy lock, a full disk or an interrupt only skips it, and the note says so."""
+        from .retention import Policy, installed_pins, settle
 
-        ctx = self.context()
-        settings = self.settings()
-        policy = Policy(keep=settings.bound("keep"), max_size=settings.bound("max-size"))
-        with ctx.locked(timeout=0):
-            if ctx.journal().read() is not None:
-                return None
-            return settle(ctx.store, policy)
+        try:
+            ctx = self.context()
+            settings = self.settings()
+            policy = Policy(keep=settings.bound("keep"), max_size=settings.bound("max-size"))
+            with ctx.locked(timeout=0):
+                if ctx.journal().read() is not None:
+                    return None, ""
+                return settle(ctx.store, policy, installed_pins(ctx.interpreter)), ""
+        except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
+            why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
+            return None, f"the retention policy did not run ({why}); the next operation runs it"
 
     def probes(self) -> ProbeSettings:
         from .probe import probes_from
@@ -797,18 +797,20 @@ def rollback_command(
 def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
 
-    def call() -> Snapshot:
+    def call() -> SnapshotTaken:
         from .operations.snapshots import snapshot_now
+        from .results import SnapshotTaken
 
         snap = snapshot_now(common.context(), stash=stash)
-        with contextlib.suppress(SafeUninstallError, OSError):  # the next operation runs it
-            common.retain()
-        return snap
+        kept, note = common.retain()
+        return SnapshotTaken(snap, kept, (note,) if note else ())
 
-    def render(snap: Snapshot, output: Output) -> str:
+    def render(taken: SnapshotTaken, output: Output) -> str:
+        snap = taken.snapshot
         if output.quiet:
             return snap.id
-        return f"snapshot {snap.id}: {len(snap.packages)} distributions"
+        lines = [*taken.messages, *report.policy_lines(taken.kept)]
+        return "\n".join([*lines, f"snapshot {snap.id}: {len(snap.packages)} distributions"])
 
     _run(common, call, render)
 
@@ -959,13 +961,24 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
     help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
-def prune_command(common: Common, keep: int | None, max_size: int | None, dry_run: bool) -> None:
-    """Delete old snapshots and their stashes (never the latest, nor one still in use)."""
+@click.option(
+    "--drop-only-copies",
+    is_flag=True,
+    help="Also delete snapshots whose stash holds the only copy of a distribution that is not "
+    "installed now (a rollback then needs the index).",
+)
+def prune_command(
+    common: Common, keep: int | None, max_size: int | None, dry_run: bool, drop_only_copies: bool
+) -> None:
+    """Delete old snapshots and their stashes (never the latest, nor one still in use, nor,
+    unless --drop-only-copies, one holding the only copy of a removal still in effect)."""
 
     def call() -> PruneResult:
         from .operations.snapshots import prune
 
-        wanted = options.PruneOptions(keep=keep, max_size=max_size, dry_run=dry_run)
+        wanted = options.PruneOptions(
+            keep=keep, max_size=max_size, dry_run=dry_run, drop_only_copies=drop_only_copies
+        )
         return prune(common.context(), wanted)
 
     _run(common, call, lambda result, output: report.prune_summary(result, quiet=output.quiet))

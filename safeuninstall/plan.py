@@ -461,16 +461,22 @@ def plan_prune(
     keep: int | None,
     max_size: int | None,
     count_protected: bool = True,
+    only_copies: Iterable[str] = (),
 ) -> list[str]:
     """Snapshots to delete, oldest first: beyond the newest ``keep``, then oldest first until
     the rest hold at most ``max_size`` (the protected ones counted in that rest, unless not
-    ``count_protected``). Protected ones (the latest, the journal's) always stay."""
-    safe = set(protected)
+    ``count_protected``). Protected ones (the latest, the journal's) always stay. So do
+    ``only_copies`` (stashes that alone hold a distribution no longer installed): not counted
+    among the newest ``keep``, counted against ``max_size``, which they may keep out of reach."""
+    always = set(protected)
+    copies = set(only_copies) - always  # a protected one counts among the newest as before
+    safe = always | copies
     doomed: list[str] = []
     if keep is not None:
-        doomed = [i for i in ids[: max(len(ids) - keep, 0)] if i not in safe]
+        ranked = [i for i in ids if i not in copies]
+        doomed = [i for i in ranked[: max(len(ranked) - keep, 0)] if i not in safe]
     if max_size is not None:
-        counted = ids if count_protected else [i for i in ids if i not in safe]
+        counted = ids if count_protected else [i for i in ids if i not in always]
         for snapshot_id in ids:
             if holdings.held(i for i in counted if i not in doomed) <= max_size:
                 break

@@ -184,8 +184,8 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     return "\n".join(lines)
 
 
-def kept_lines(kept: Kept | None) -> list[str]:
-    """What the snapshots keep on disk after an operation, and what the policy dropped."""
+def policy_lines(kept: Kept | None) -> list[str]:
+    """What the retention policy dropped, and what it kept beyond its bounds and why."""
     if kept is None:
         return []
     lines = [
@@ -194,6 +194,28 @@ def kept_lines(kept: Kept | None) -> list[str]:
         "index)"
         for snapshot_id, size in kept.pruned
     ]
+    lines += [
+        f"stash of snapshot {copy.snapshot} kept: it holds the only copy of "
+        f"{', '.join(copy.pins)}, removed and not reinstalled (the retention policy never "
+        "drops it; `safe-uninstall prune --drop-only-copies` can)"
+        for copy in kept.protected
+        if copy.beyond_policy
+    ]
+    if kept.over_max_size and kept.max_size is not None:
+        held = ", ".join(f"{c.snapshot} ({', '.join(c.pins)})" for c in kept.protected)
+        lines.append(
+            f"the retention policy cannot get under max-size {size_text(kept.max_size)} "
+            f"({size_text(kept.over_max_size)} over): the stashes of {held} hold the only "
+            "copies of removals still in effect"
+        )
+    return lines
+
+
+def kept_lines(kept: Kept | None) -> list[str]:
+    """What the snapshots keep on disk after an operation, and what the policy dropped."""
+    if kept is None:
+        return []
+    lines = policy_lines(kept)
     if kept.snapshot_bytes:
         lines.append(
             f"kept for rollback: {size_text(kept.snapshot_bytes)} (all snapshots: "
@@ -301,12 +323,36 @@ def size_text(count: int) -> str:
 
 def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
-    lines = [] if quiet else [f"{verb} snapshot {i} ({size_text(b)})" for i, b in result.removed]
+    lines = [] if quiet else _prune_lines(result, verb)
     lines.append(
         f"{verb} {len(result.removed)} snapshots, {size_text(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
     return "\n".join(lines)
+
+
+def _prune_lines(result: PruneResult, verb: str) -> list[str]:
+    """Each snapshot deleted, and each kept (or deleted on request) for its only copies."""
+    lines = [f"{verb} snapshot {i} ({size_text(b)})" for i, b in result.removed]
+    removed = {i for i, _ in result.removed}
+    for snapshot_id, pins in result.only_copies:
+        if snapshot_id in removed:
+            lines.append(
+                f"{verb} the only copy of {', '.join(pins)} with snapshot {snapshot_id} "
+                "(--drop-only-copies): a rollback needs the index for it now"
+            )
+        else:
+            lines.append(
+                f"kept snapshot {snapshot_id}: its stash holds the only copy of "
+                f"{', '.join(pins)}, removed and not reinstalled (--drop-only-copies deletes it)"
+            )
+    if result.over_max_size:
+        kept = [i for i, _ in result.only_copies if i not in removed]
+        lines.append(
+            f"the snapshots kept hold {size_text(result.over_max_size)} over --max-size: those "
+            f"never deleted, and {', '.join(kept)} for their only copies"
+        )
+    return lines
 
 
 def _change_line(change: LibraryChange) -> str:

@@ -300,6 +300,21 @@ class ShownSnapshot(Struct, frozen=True):
         }
 
 
+class SnapshotTaken(Struct, frozen=True):
+    """``snapshot``: the snapshot taken, and what the retention policy did after it."""
+
+    snapshot: Snapshot
+    kept: Kept | None = None
+    messages: tuple[str, ...] = ()  # the policy did not run, and why
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.snapshot.to_dict(),
+            "kept": self.kept.to_dict() if self.kept else None,
+            "messages": list(self.messages),
+        }
+
+
 class PruneResult(Struct, frozen=True):
     """Snapshots removed and kept by ``prune``, with the bytes each held on its own."""
 
@@ -309,6 +324,10 @@ class PruneResult(Struct, frozen=True):
     dry_run: bool
     held_before: int = 0  # bytes all snapshots kept on disk
     held_after: int = 0  # bytes the remaining snapshots keep on disk
+    # (snapshot id, pins): stashes holding the only copy of distributions not installed now;
+    # kept unless --drop-only-copies (then removed, and listed here still).
+    only_copies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    over_max_size: int = 0  # bytes the rest hold beyond --max-size, because those stay
 
     @property
     def freed(self) -> int:
@@ -321,5 +340,7 @@ class PruneResult(Struct, frozen=True):
             "protected": list(self.protected),
             "freed_bytes": self.freed,
             "held_after_bytes": self.held_after,
+            "only_copies": [{"id": i, "pins": list(pins)} for i, pins in self.only_copies],
+            "over_max_size_bytes": self.over_max_size,
             "dry_run": self.dry_run,
         }

@@ -7,7 +7,14 @@ snapshots beyond it. A dropped stash leaves its ``snapshot.toml``: the snapshot 
 listed, shown, exported and rolled back to, by reinstalling its pins from the index (the
 rollback says so). The latest snapshot's stash, and the one the journal names, always stay.
 
-``prune`` is the explicit command: it deletes whole snapshots.
+A stash that holds the only copy of a distribution no longer installed (a removal still in
+effect: a name==version it stashed that the environment lacks now, and that no newer stash
+holds) always stays too: dropping it would leave a rollback nothing but the index, on a
+machine that may have none. Such stashes are not counted against ``keep``; they are counted
+against ``max-size``, and when they alone keep the stashes above it the result says so.
+
+``prune`` is the explicit command: it deletes whole snapshots, and one whose stash is such an
+only copy only when asked (``--drop-only-copies``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from .report import size_text
 from .store import Store
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from .interpreter import Interpreter
     from .stashindex import Holdings
 
 PRUNED_MARK = "stash-pruned"  # in a snapshot folder: its stash was dropped, and why
@@ -47,6 +57,21 @@ class Policy(Struct, frozen=True):
         return ", ".join(parts) or "none"
 
 
+class OnlyCopy(Struct, frozen=True):
+    """A stash kept because it alone holds distributions that are not installed now."""
+
+    snapshot: str
+    pins: tuple[str, ...]  # name==version, sorted
+    beyond_policy: bool = False  # keep or max-size alone would have dropped it
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "snapshot": self.snapshot,
+            "only_copy_of": list(self.pins),
+            "beyond_policy": self.beyond_policy,
+        }
+
+
 class Kept(Struct, frozen=True):
     """What the snapshots hold on disk after an operation, and what the policy dropped."""
 
@@ -55,6 +80,11 @@ class Kept(Struct, frozen=True):
     total_bytes: int  # bytes all of this environment's stashes hold
     pruned: tuple[tuple[str, int], ...] = ()  # (snapshot id, bytes freed), by the policy
     policy: str = ""
+    # Older stashes kept because each holds the only copy of a removal still in effect.
+    protected: tuple[OnlyCopy, ...] = ()
+    # Bytes the stashes but the latest's hold beyond max-size, because protected ones stay.
+    over_max_size: int = 0
+    max_size: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -63,6 +93,8 @@ class Kept(Struct, frozen=True):
             "total_bytes": self.total_bytes,
             "pruned": [{"snapshot": i, "bytes": size} for i, size in self.pruned],
             "policy": self.policy,
+            "protected": [copy.to_dict() for copy in self.protected],
+            "over_max_size_bytes": self.over_max_size,
         }
 
 
@@ -82,9 +114,48 @@ def alone(holdings: Holdings, snapshot_id: str) -> int:
     return holdings.alone.get(snapshot_id, 0)
 
 
-def settle(store: Store, policy: Policy) -> Kept | None:
+def installed_pins(interpreter: Interpreter) -> dict[str, str]:
+    """{canonical name: version} of every distribution installed in the target now."""
+    from .environment import installed_distributions
+
+    return {key: dist.version for key, dist in installed_distributions(interpreter).items()}
+
+
+def only_copies(
+    store: Store, ids: Sequence[str], installed: Mapping[str, str]
+) -> dict[str, tuple[str, ...]]:
+    """Snapshot id -> the pins its stash alone could bring back: of ``ids`` (this
+    environment's, oldest first), for each distribution not in ``installed`` whose complete
+    stash some of them keep, the newest that keeps it (the one a rollback tries first). A
+    stash whose folders are all of installed distributions is not read (one listing each):
+    parsing a 3000-package snapshot costs 0.1 s."""
+    from .plan import build_stash_index
+    from .stash import stash_folder_name
+
+    here = {stash_folder_name(name, version) for name, version in installed.items()}
+    newest_first = []
+    for snapshot_id in reversed(ids):
+        try:
+            folders = os.listdir(store.folder(snapshot_id) / "stash")
+        except OSError:
+            continue
+        if here.issuperset(folders) or stash_pruned(store, snapshot_id) is not None:
+            continue
+        try:
+            newest_first.append(store.load(snapshot_id))
+        except SnapshotInvalid:
+            continue  # an unreadable snapshot can't vouch for its stash
+    found: dict[str, list[str]] = {}
+    for (name, version, _), candidates in build_stash_index(newest_first).items():
+        if installed.get(name) != version:
+            found.setdefault(candidates[0].snapshot_id, []).append(f"{name}=={version}")
+    return {snapshot_id: tuple(sorted(pins)) for snapshot_id, pins in found.items()}
+
+
+def settle(store: Store, policy: Policy, installed: Mapping[str, str]) -> Kept | None:
     """Apply the policy to this environment's snapshots and measure what stays; None when it
-    has none. The latest (the operation's own) is measured and never loses its stash. Under
+    has none. The latest (the operation's own) is measured and never loses its stash, nor
+    does the only copy of a distribution not in ``installed`` (what is installed now). Under
     the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
     # Not at the top: listing snapshots imports this module, and the plans' module imports
@@ -98,29 +169,44 @@ def settle(store: Store, policy: Policy) -> Kept | None:
     latest = ids[-1]
     ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
     protected = {latest, *ids[-1:]}
+    copies = {i: pins for i, pins in only_copies(store, ids, installed).items() if i != latest}
     holdings = store.holdings(ids)
+
+    def plan_keeping(only: Iterable[str]) -> list[str]:
+        # The latest's stash, protected, is not counted against max-size: it always stays.
+        return plan_prune(
+            ids,
+            holdings,
+            protected,
+            keep=policy.keep,
+            max_size=policy.max_size,
+            count_protected=False,
+            only_copies=only,
+        )
+
+    doomed_ids = plan_keeping(copies)
+    unguarded = plan_keeping(())  # what the bounds alone would drop: did a copy's guard count?
     pruned = []
     current = list(ids)
-    # The latest's stash, protected, is not counted against max-size: it always stays.
-    doomed_ids = plan_prune(
-        ids,
-        holdings,
-        protected,
-        keep=policy.keep,
-        max_size=policy.max_size,
-        count_protected=False,
-    )
     for doomed in doomed_ids:
         before = holdings.held(current)
         current.remove(doomed)
         _drop_stash(store, doomed, policy)
         pruned.append((doomed, before - holdings.held(current)))
+    over = 0
+    if policy.max_size is not None and copies:
+        over = max(holdings.held(i for i in current if i not in protected) - policy.max_size, 0)
     return Kept(
         snapshot=latest,
         snapshot_bytes=alone(holdings, latest),
         total_bytes=holdings.held(current),
         pruned=tuple(pruned),
         policy=policy.describe(),
+        protected=tuple(
+            OnlyCopy(i, copies[i], beyond_policy=i in unguarded) for i in ids if i in copies
+        ),
+        over_max_size=over,
+        max_size=policy.max_size,
     )
 
 

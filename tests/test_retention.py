@@ -56,6 +56,7 @@ def test_keep_drops_the_older_stash_and_its_rollback_reinstalls_from_the_index(
     venv = make_venv("leftpad", "urllib3==2.3.0")
     before = venv.file_hashes()
     assert venv.tool("--no-probe", "leftpad").returncode == 0
+    venv.install("leftpad==1.0", copies=True)  # by hand: 0001's stash is no only copy now
 
     second = venv.tool("--no-probe", "--json", "urllib3", SAFE_UNINSTALL_KEEP="1")
 
@@ -71,6 +72,7 @@ def test_keep_drops_the_older_stash_and_its_rollback_reinstalls_from_the_index(
     table = venv.tool("snapshots")
     (row,) = [line for line in table.stdout.splitlines() if line.startswith("0001 ")]
     assert "pruned" in row
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "leftpad")  # by hand again
 
     back = venv.tool_reinstalling("rollback", "0001", "--json")
 
@@ -90,6 +92,7 @@ def test_max_size_drops_the_oldest_stashes_but_never_the_latest(make_venv: MakeV
     first = venv.tool("--no-probe", "--json", "leftpad", SAFE_UNINSTALL_MAX_SIZE="1")
     assert first.json()["kept"]["pruned"] == []  # type: ignore[index]
     assert stash_bytes(venv, "0001") > 0
+    venv.install("leftpad==1.0", copies=True)  # by hand: 0001's stash is no only copy now
 
     second = venv.tool("--no-probe", "--json", "urllib3", SAFE_UNINSTALL_MAX_SIZE="1")
 
@@ -159,10 +162,12 @@ def test_a_dry_run_rollback_drops_no_stash(make_venv: MakeVenv) -> None:
 def test_doctor_does_not_offer_a_dropped_stash(make_venv: MakeVenv) -> None:
     """A snapshot whose stash the policy dropped records a version, it keeps no files: the
     repair is an install of that pin, not a rollback that would reinstall anyway."""
-    venv = make_venv("requests")
+    venv = make_venv("requests", "leftpad")
     assert venv.tool("--allow-unmet", "--no-probe", "urllib3").returncode == 0
-    assert venv.tool("snapshot", SAFE_UNINSTALL_KEEP="1").returncode == 0
+    venv.install("urllib3==2.3.0", copies=True)  # by hand: 0001's stash is no only copy now
+    assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_KEEP="1").returncode == 0
     assert (folder(venv, "0001") / "stash-pruned").is_file()
+    venv.uv("pip", "uninstall", "--python", str(venv.python), "urllib3")  # and gone again
 
     data = venv.tool("doctor", "--json").json()
 
@@ -187,3 +192,133 @@ def test_a_fifo_in_place_of_the_pruned_mark_does_not_stop_the_listing(
 
     (summary,) = listed[0].json()["snapshots"]  # type: ignore[misc]
     assert summary["stash_pruned"] is None
+
+
+# -- the only copy of a removal still in effect ---------------------------------------------
+
+
+def test_snapshots_never_drop_the_only_stash_of_a_removal_still_in_effect(
+    make_venv: MakeVenv,
+) -> None:
+    """Found by a tester (data loss): after a removal, ten routine `snapshot` runs made the
+    policy (keep 10) drop the removal's stash, the only copy of urllib3's files, and `snapshot`
+    said nothing; an offline rollback then failed (exit 1). The kept stashes, of `snapshot`
+    runs, held files still installed and freed almost nothing."""
+    venv = make_venv("requests")
+    before = venv.file_hashes()
+    assert venv.tool("--allow-unmet", "--no-probe", "urllib3").returncode == 0
+    runs = [venv.tool("snapshot") for _ in range(9)]
+    last = venv.tool("snapshot", "--json")  # 0011: the eleventh stash, beyond keep 10
+
+    assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert not (folder(venv, "0001") / "stash-pruned").exists()
+    kept = last.json()["kept"]
+    assert isinstance(kept, dict), last.json()
+    assert kept["pruned"] == []
+    assert kept["protected"] == [
+        {"snapshot": "0001", "only_copy_of": ["urllib3==2.3.0"], "beyond_policy": True}
+    ]
+    text = runs[-1].stdout + venv.tool("snapshot").stdout  # 0012: the same, in words
+    assert "stash of snapshot 0001 kept: it holds the only copy of urllib3==2.3.0" in text
+    listed = venv.tool("snapshots", "--json").json()["snapshots"]
+    assert isinstance(listed, list)
+    pruned = [s["id"] for s in listed if s["stash_pruned"]]
+    assert pruned == ["0002"], listed  # 0012 made eleven beyond 0001: the oldest of them went
+
+    back = venv.tool("rollback", "--no-probe", "--offline", "0001")  # UV_OFFLINE, empty cache
+
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "restored from the stash: urllib3==2.3.0" in back.stdout
+    assert venv.file_hashes() == before
+
+
+def test_the_stash_of_a_restored_failed_removal_is_still_dropped_and_said(
+    make_venv: MakeVenv,
+) -> None:
+    """A failed removal that was restored leaves nothing removed: its stash is no only copy,
+    and the policy drops it as any other; `snapshot` reports what the policy dropped."""
+    venv = make_venv("requests")
+    failed = venv.tool("--allow-unmet", "--probe", "import requests", "urllib3")
+    assert failed.returncode == 3, failed.stdout + failed.stderr
+    runs = [venv.tool("snapshot", SAFE_UNINSTALL_KEEP="2") for _ in range(2)]
+
+    assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
+    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    assert "stash of snapshot 0001 dropped by the retention policy (keep 2" in runs[-1].stdout
+    third = venv.tool("snapshot", "--json", SAFE_UNINSTALL_KEEP="2")
+    kept = third.json()["kept"]
+    assert isinstance(kept, dict), third.json()
+    assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
+    assert kept["protected"] == []
+    assert "urllib3" in venv.installed()
+
+
+def test_restored_failed_removals_do_not_push_out_the_only_copy(make_venv: MakeVenv) -> None:
+    """The tester's second way: failed removals, restored, after the one still in effect."""
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--allow-unmet", "--no-probe", "urllib3").returncode == 0
+    for _ in range(2):
+        failed = venv.tool(
+            "--json", "--probe", "import leftpad", "leftpad", SAFE_UNINSTALL_KEEP="1"
+        )
+        assert failed.returncode == 3, failed.stdout + failed.stderr
+
+    kept = failed.json()["kept"]
+
+    assert not (folder(venv, "0001") / "stash-pruned").exists()
+    assert isinstance(kept, dict), failed.json()
+    assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
+    assert [p["snapshot"] for p in kept["protected"]] == ["0001"]  # type: ignore[index]
+
+
+def test_max_size_keeps_the_only_copy_and_says_it_cannot_get_under(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "urllib3==2.3.0")
+    assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_MAX_SIZE="1").returncode == 0
+
+    second = venv.tool("--no-probe", "--json", "urllib3", SAFE_UNINSTALL_MAX_SIZE="1")
+
+    kept = second.json()["kept"]
+    assert isinstance(kept, dict), second.json()
+    assert kept["pruned"] == []
+    assert kept["protected"] == [
+        {"snapshot": "0001", "only_copy_of": ["leftpad==1.0"], "beyond_policy": True}
+    ]
+    assert kept["over_max_size_bytes"] >= stash_bytes(venv, "0001") - 1  # type: ignore[operator]
+    assert stash_bytes(venv, "0001") > 0
+
+
+def test_max_size_text_says_why_it_is_exceeded(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "urllib3==2.3.0")
+    assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_MAX_SIZE="1").returncode == 0
+
+    second = venv.tool("--no-probe", "urllib3", SAFE_UNINSTALL_MAX_SIZE="1")
+
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "the retention policy cannot get under max-size 1 B" in second.stdout
+    assert "0001 (leftpad==1.0)" in second.stdout
+
+
+def test_prune_keeps_the_only_copy_unless_told_to_drop_it(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad", "urllib3==2.3.0")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001: the only copy
+    for _ in range(2):
+        assert venv.tool("snapshot").returncode == 0
+
+    kept = venv.tool("prune", "--keep", "1", "--json")
+
+    data = kept.json()
+    assert kept.returncode == 0, data
+    assert [r["id"] for r in data["removed"]] == ["0002"]  # type: ignore[index]
+    assert data["only_copies"] == [{"id": "0001", "pins": ["leftpad==1.0"]}]
+    text = venv.tool("prune", "--keep", "1", "--dry-run").stdout
+    assert "kept snapshot 0001: its stash holds the only copy of leftpad==1.0" in text
+    assert "--drop-only-copies" in text
+    assert folder(venv, "0001").is_dir()
+
+    dropped = venv.tool("prune", "--keep", "1", "--drop-only-copies")
+
+    assert dropped.returncode == 0, dropped.stdout + dropped.stderr
+    assert "deleted snapshot 0001" in dropped.stdout
+    assert "the only copy of leftpad==1.0" in dropped.stdout
+    assert not folder(venv, "0001").exists()

@@ -1312,3 +1312,38 @@ def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
         sys, "path", [*sys.path, str(tmp_path / "base" / "lib" / "." / "site-packages")]
     )
     assert ctx.is_tool_environment
+
+
+@pytest.mark.parametrize(
+    ("keep", "max_size", "expected"),
+    [
+        (2, None, ["0002"]),  # the newest 2 beside 0001 (not counted): 0003 and 0004
+        (1, None, ["0002", "0003"]),
+        (None, 100, ["0002", "0003"]),  # 0001's 800 bytes stay, over the bound: all else goes
+        (None, 1000, []),  # 0001 counted, 810 <= 1000
+        (3, 10_000, []),
+    ],
+)
+def test_plan_prune_keeps_only_copies_outside_keep_and_inside_max_size(
+    keep: int | None, max_size: int | None, expected: list[str]
+) -> None:
+    from safeuninstall.plan import plan_prune
+    from safeuninstall.stashindex import Holdings
+
+    only, small = (1, 1), (1, 2)
+    holdings = Holdings(
+        files={"0001": {only: 800}, "0002": {small: 10}, "0003": {}, "0004": {}},
+        only_in_snapshots=frozenset({only, small}),
+    )
+    ids = ["0001", "0002", "0003", "0004"]
+
+    doomed = plan_prune(ids, holdings, {"0004"}, keep=keep, max_size=max_size, only_copies={"0001"})
+
+    assert doomed == expected
+    assert "0001" in plan_prune(ids, holdings, {"0004"}, keep=1, max_size=None)  # unguarded
+    # The latest (protected) holding an only copy still counts among the newest `keep`.
+    both = {"0001", "0004"}
+    assert plan_prune(ids, holdings, {"0004"}, keep=1, max_size=None, only_copies=both) == [
+        "0002",
+        "0003",
+    ]

@@ -17,6 +17,8 @@ from ..errors import InvalidInput, SnapshotInvalid
 from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ..options import PruneOptions
     from ..snapshot import Snapshot
 
@@ -100,11 +102,25 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
         if entry is not None and entry.snapshot:
             protected.add(entry.snapshot)
         holdings = ctx.store.holdings(ids)
-        plan = plan_prune(ids, holdings, protected, keep=options.keep, max_size=options.max_size)
+        installed = retention.installed_pins(ctx.interpreter)
+        copies = retention.only_copies(ctx.store, saved, installed)
+        guarded = {} if options.drop_only_copies else copies
+
+        def plan_keeping(only: Iterable[str]) -> list[str]:
+            keep, max_size = options.keep, options.max_size
+            return plan_prune(
+                ids, holdings, protected, keep=keep, max_size=max_size, only_copies=only
+            )
+
+        plan = plan_keeping(guarded)
+        reached = plan_keeping({})  # what the bounds alone would delete
         if not options.dry_run:
             for snapshot_id in plan:
                 shutil.rmtree(ctx.store.folder(snapshot_id))
         rest = [i for i in ids if i not in plan]
+        over = 0
+        if options.max_size is not None and guarded:
+            over = max(holdings.held(rest) - options.max_size, 0)
         return PruneResult(
             removed=tuple((i, holdings.held([i])) for i in plan),
             kept=tuple((i, holdings.held([i])) for i in rest),
@@ -112,4 +128,7 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
             dry_run=options.dry_run,
             held_before=holdings.held(ids),
             held_after=holdings.held(rest),
+            # The only copies the bounds reached: kept, or removed with --drop-only-copies.
+            only_copies=tuple((i, copies[i]) for i in reached if i in copies),
+            over_max_size=over,
         )
