@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is import
     from .impact import ImpactReport, Unmet
     from .libraries import Drift
     from .needs import Cleanup
-    from .outcome import Outcome  # its 40 members are 5 M instructions: not for a listing
+    from .outcome import Outcome  # its 65 members are 5 M instructions: not for a listing
     from .plan import RollbackPlan, SnapshotChoice
     from .probe import Probe, ProbeResult
     from .restore import RestoreReport, Verification
