@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
@@ -88,41 +88,51 @@ def _argument(*decls: str, **attrs: Any) -> _Decorator:
     return _later(click.argument(*decls, **attrs))
 
 
+class _SharedOption(click.Option):
+    """An option of several commands, defined once below: it takes a value in every command
+    that has it or in none, so the routing reads that off the command named on the command
+    line, not off ``uninstall`` (``-p X snapshots`` builds no other command)."""
+
+
+def _shared_option(*decls: str, **attrs: Any) -> _Decorator:
+    return click.option(*decls, cls=_SharedOption, **attrs)
+
+
 _TARGET_OPTIONS = (
-    click.option(
+    _shared_option(
         "-p",
         "--python",
         metavar="PYTHON",
         help="Target interpreter or environment directory "
         "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
     ),
-    click.option(
+    _shared_option(
         "--system/--no-system",
         default=False,
         help="The first Python on PATH, as uv finds it (not a virtual environment).",
     ),
-    click.option(
+    _shared_option(
         "-t",
         "--target",
         metavar="DIR",
         help="The packages in DIR, as `uv pip install --target DIR` put them there.",
     ),
-    click.option(
+    _shared_option(
         "--prefix",
         metavar="DIR",
         help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
     ),
-    click.option(
+    _shared_option(
         "--break-system-packages/--no-break-system-packages",
         default=False,
         help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
     ),
-    click.option(
+    _shared_option(
         "--state-dir",
         metavar="DIR",
         help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
     ),
-    click.option(
+    _shared_option(
         "--lock-timeout",
         type=click.FloatRange(min=0, max=_WEEK),
         callback=_finite,
@@ -132,10 +142,10 @@ _TARGET_OPTIONS = (
 )
 
 _OUTPUT_OPTIONS = (
-    click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    click.option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
-    click.option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
-    click.option(
+    _shared_option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+    _shared_option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
+    _shared_option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
+    _shared_option(
         "--color",
         type=click.Choice(config.COLOR_CHOICES),
         expose_value=False,
@@ -146,31 +156,31 @@ _OUTPUT_OPTIONS = (
 )
 
 _PROBE_OPTIONS = (
-    click.option(
+    _shared_option(
         "--probe",
         "probes",
         multiple=True,
         metavar="CODE",
         help="Python code run by the target interpreter; repeatable.",
     ),
-    click.option(
+    _shared_option(
         "--probe-cmd",
         "probe_cmds",
         multiple=True,
         metavar="COMMAND",
         help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
     ),
-    click.option(
+    _shared_option(
         "--probe-timeout",
         type=click.FloatRange(min=0, min_open=True, max=_WEEK),
         callback=_finite,
         metavar="SECONDS",
         help="Kill a probe (its whole process group) after this long. [default: 300]",
     ),
-    click.option("--no-probe", is_flag=True, help="Run no probe at all."),
+    _shared_option("--no-probe", is_flag=True, help="Run no probe at all."),
 )
 
-_OFFLINE_OPTION = click.option(
+_OFFLINE_OPTION = _shared_option(
     "--offline/--no-offline",
     default=None,
     help="A reinstall, if one is needed, uses no network. [default: no-offline]",
@@ -578,6 +588,17 @@ def _operation_text(result: Result, output: Output) -> str:
     return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
 
 
+def _takes_value(params: Iterable[click.Parameter]) -> dict[str, bool]:
+    """Each option name of ``params`` (``--system`` and ``--no-system`` both): whether it takes
+    a value."""
+    return {
+        name: not param.is_flag
+        for param in params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+
+
 class _DefaultToUninstall(click.Group):
     """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``.
 
@@ -610,17 +631,20 @@ class _DefaultToUninstall(click.Group):
         return super().parse_args(ctx, args)
 
     def _route(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``."""
+        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``.
+
+        The options before the name are read as ``uninstall`` reads them (which take a value
+        says where the name is). Those every command defines alike (``_SharedOption``) are read
+        off the command named; ``uninstall`` is built only for another option."""
         names = self.list_commands(ctx)
-        if args[0] in names:  # nothing to move: no need to know which options take a value
+        if args and args[0] in names:  # nothing to move
             return args
-        uninstall = self._uninstall(ctx)
-        takes_value = {
-            opt
-            for param in uninstall.get_params(ctx)
-            if isinstance(param, click.Option) and not param.is_flag
-            for opt in param.opts
-        }
+        named = next((token for token in args if token in names), None)
+        if named is None:  # no name to move, wherever the values are
+            return ["uninstall", *args]
+        command = self.get_command(ctx, named)
+        assert command is not None
+        takes_value = _takes_value(p for p in command.params if isinstance(p, _SharedOption))
         index = 0
         while index < len(args):
             token = args[index]
@@ -630,7 +654,9 @@ class _DefaultToUninstall(click.Group):
                 if token in names:
                     return [token, *args[:index], *args[index + 1 :]]
                 break
-            index += 2 if token in takes_value else 1
+            if token not in takes_value:
+                takes_value = _takes_value(self._uninstall(ctx).params)
+            index += 2 if takes_value.get(token) else 1
         return ["uninstall", *args]
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
