@@ -109,7 +109,8 @@ def cli_reference() -> str:
         "",
     ]
     for name in order:
-        command = cli.commands[name]
+        command = cli.get_command(root, name)
+        assert command is not None
         parts.append(_command_section(name, command, root))
     return "\n".join(parts).rstrip("\n") + "\n"
 

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
@@ -58,42 +58,79 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 
 EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
 
+_Decorator = Callable[[Callable[..., None]], Callable[..., None]]
+
+# A command's own click decorators (``_option``, ``_argument`` under ``_command``), in the order
+# they were applied, kept until its command is built: a command line builds only the command it
+# runs, not the options of all fourteen (at import, that was 19 M instructions of a listing's 320).
+_PENDING: dict[Callable[..., None], list[_Decorator]] = {}
+
+
+def _later(*decorators: _Decorator) -> _Decorator:
+    """``decorators``, applied (in this order) when the function's command is built."""
+
+    def keep(func: Callable[..., None]) -> Callable[..., None]:
+        _PENDING.setdefault(func, []).extend(decorators)
+        return func
+
+    return keep
+
+
+def _option(*decls: str, **attrs: Any) -> _Decorator:
+    """``click.option``, applied when the command is built."""
+    return _later(click.option(*decls, **attrs))
+
+
+def _argument(*decls: str, **attrs: Any) -> _Decorator:
+    """``click.argument``, applied when the command is built."""
+    return _later(click.argument(*decls, **attrs))
+
+
+class _SharedOption(click.Option):
+    """An option of several commands, defined once below: it takes a value in every command
+    that has it or in none, so the routing reads that off the command named on the command
+    line, not off ``uninstall`` (``-p X snapshots`` builds no other command)."""
+
+
+def _shared_option(*decls: str, **attrs: Any) -> _Decorator:
+    return click.option(*decls, cls=_SharedOption, **attrs)
+
 
 _TARGET_OPTIONS = (
-    click.option(
+    _shared_option(
         "-p",
         "--python",
         metavar="PYTHON",
         help="Target interpreter or environment directory "
         "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
     ),
-    click.option(
+    _shared_option(
         "--system/--no-system",
         default=False,
         help="The first Python on PATH, as uv finds it (not a virtual environment).",
     ),
-    click.option(
+    _shared_option(
         "-t",
         "--target",
         metavar="DIR",
         help="The packages in DIR, as `uv pip install --target DIR` put them there.",
     ),
-    click.option(
+    _shared_option(
         "--prefix",
         metavar="DIR",
         help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
     ),
-    click.option(
+    _shared_option(
         "--break-system-packages/--no-break-system-packages",
         default=False,
         help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
     ),
-    click.option(
+    _shared_option(
         "--state-dir",
         metavar="DIR",
         help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
     ),
-    click.option(
+    _shared_option(
         "--lock-timeout",
         type=click.FloatRange(min=0, max=_WEEK),
         callback=_finite,
@@ -103,10 +140,10 @@ _TARGET_OPTIONS = (
 )
 
 _OUTPUT_OPTIONS = (
-    click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    click.option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
-    click.option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
-    click.option(
+    _shared_option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+    _shared_option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
+    _shared_option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
+    _shared_option(
         "--color",
         type=click.Choice(config.COLOR_CHOICES),
         expose_value=False,
@@ -117,37 +154,37 @@ _OUTPUT_OPTIONS = (
 )
 
 _PROBE_OPTIONS = (
-    click.option(
+    _shared_option(
         "--probe",
         "probes",
         multiple=True,
         metavar="CODE",
         help="Python code run by the target interpreter; repeatable.",
     ),
-    click.option(
+    _shared_option(
         "--probe-cmd",
         "probe_cmds",
         multiple=True,
         metavar="COMMAND",
         help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
     ),
-    click.option(
+    _shared_option(
         "--probe-timeout",
         type=click.FloatRange(min=0, min_open=True, max=_WEEK),
         callback=_finite,
         metavar="SECONDS",
         help="Kill a probe (its whole process group) after this long. [default: 300]",
     ),
-    click.option("--no-probe", is_flag=True, help="Run no probe at all."),
+    _shared_option("--no-probe", is_flag=True, help="Run no probe at all."),
 )
 
-_OFFLINE_OPTION = click.option(
+_OFFLINE_OPTION = _shared_option(
     "--offline/--no-offline",
     default=None,
     help="A reinstall, if one is needed, uses no network. [default: no-offline]",
 )
 # uninstall and rollback: both uninstall, and both are refused when that leaves a requirement unmet
-_ALLOW_UNMET_OPTION = click.option(
+_ALLOW_UNMET_OPTION = _option(
     "--allow-unmet",
     is_flag=True,
     help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
@@ -234,10 +271,7 @@ _UV_OPTIONS = (
 )
 
 
-def _with_uv_options(func: Callable[..., None]) -> Callable[..., None]:
-    for option in reversed(_UV_OPTIONS):
-        func = option(func)
-    return func
+_with_uv_options = _later(*reversed(_UV_OPTIONS))
 
 
 def _echo_installer(text: str) -> None:
@@ -450,26 +484,39 @@ class Common:
 
 
 def _command(
-    name: str, *, target: bool = True, probes: bool = False, offline: bool = False
-) -> Callable[[Callable[..., None]], click.Command]:
+    name: str,
+    *,
+    target: bool = True,
+    probes: bool = False,
+    offline: bool = False,
+    interspersed: bool = True,
+) -> _Decorator:
     """A subcommand with the shared options: target and probe options before its own, offline
-    and output options after them; the function receives them as one ``Common`` first."""
+    and output options after them; the function receives them as one ``Common`` first.
+
+    The command is registered by name and built when a command line first asks for it."""
     before = [*(_TARGET_OPTIONS if target else ()), *(_PROBE_OPTIONS if probes else ())]
     after = [*((_OFFLINE_OPTION,) if offline else ()), *_OUTPUT_OPTIONS]
 
-    def register(func: Callable[..., None]) -> click.Command:
-        def with_common(**values: Any) -> None:
-            func(Common(values), **values)
+    def register(func: Callable[..., None]) -> Callable[..., None]:
+        # A click.option under _command would be built at import, and then dropped.
+        assert not hasattr(func, "__click_params__"), f"{name}: use _option and _argument"
+        own = _PENDING.pop(func, [])
 
-        with_common.__doc__ = func.__doc__
-        # click lists a function's parameters in the reverse of the order they were added.
-        own = getattr(func, "__click_params__", [])
-        for option in reversed(after):
-            option(with_common)
-        with_common.__click_params__ += own  # type: ignore[attr-defined]
-        for option in reversed(before):
-            option(with_common)
-        return cli.command(name)(with_common)
+        def build() -> click.Command:
+            def with_common(**values: Any) -> None:
+                func(Common(values), **values)
+
+            with_common.__doc__ = func.__doc__
+            # click lists a function's parameters in the reverse of the order they were added.
+            for decorator in [*reversed(after), *own, *reversed(before)]:
+                decorator(with_common)
+            command = click.command(name)(with_common)
+            command.allow_interspersed_args = interspersed
+            return command
+
+        cli.add_lazy_command(name, build)
+        return func
 
     return register
 
@@ -541,8 +588,42 @@ def _operation_text(result: Result, output: Output) -> str:
     return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
 
 
+def _takes_value(params: Iterable[click.Parameter]) -> dict[str, bool]:
+    """Each option name of ``params`` (``--system`` and ``--no-system`` both): whether it takes
+    a value."""
+    return {
+        name: not param.is_flag
+        for param in params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+
+
 class _DefaultToUninstall(click.Group):
-    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``."""
+    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``.
+
+    The commands are built on first use (click's lazy group: ``list_commands`` and
+    ``get_command``): ``safe-uninstall snapshots`` builds no other command's options."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._builders: dict[str, Callable[[], click.Command]] = {}
+
+    def add_lazy_command(self, name: str, build: Callable[[], click.Command]) -> None:
+        self._builders[name] = build
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self._builders})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self._builders:
+            self.add_command(self._builders[cmd_name](), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def _uninstall(self, ctx: click.Context) -> click.Command:
+        command = self.get_command(ctx, "uninstall")
+        assert command is not None
+        return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in ("--help", "-h", "--version"):
@@ -550,24 +631,32 @@ class _DefaultToUninstall(click.Group):
         return super().parse_args(ctx, args)
 
     def _route(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``."""
-        uninstall = self.commands["uninstall"]
-        takes_value = {
-            opt
-            for param in uninstall.get_params(ctx)
-            if isinstance(param, click.Option) and not param.is_flag
-            for opt in param.opts
-        }
+        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``.
+
+        The options before the name are read as ``uninstall`` reads them (which take a value
+        says where the name is). Those every command defines alike (``_SharedOption``) are read
+        off the command named; ``uninstall`` is built only for another option."""
+        names = self.list_commands(ctx)
+        if args and args[0] in names:  # nothing to move
+            return args
+        named = next((token for token in args if token in names), None)
+        if named is None:  # no name to move, wherever the values are
+            return ["uninstall", *args]
+        command = self.get_command(ctx, named)
+        assert command is not None
+        takes_value = _takes_value(p for p in command.params if isinstance(p, _SharedOption))
         index = 0
         while index < len(args):
             token = args[index]
             if token == "--":
                 break
             if not token.startswith("-") or token == "-":
-                if token in self.commands:
+                if token in names:
                     return [token, *args[:index], *args[index + 1 :]]
                 break
-            index += 2 if token in takes_value else 1
+            if token not in takes_value:
+                takes_value = _takes_value(self._uninstall(ctx).params)
+            index += 2 if takes_value.get(token) else 1
         return ["uninstall", *args]
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -576,7 +665,7 @@ class _DefaultToUninstall(click.Group):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The group's options, then the removal's (the default command), then the commands."""
         click.Command.format_options(self, ctx, formatter)
-        uninstall = self.commands["uninstall"]
+        uninstall = self._uninstall(ctx)
         sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
         rows = [
             record
@@ -592,7 +681,7 @@ class _DefaultToUninstall(click.Group):
         """At the top level ``uninstall``'s options are valid too: offer them with ours."""
         items = super().shell_complete(ctx, incomplete)
         if incomplete.startswith("-"):
-            uninstall = self.commands["uninstall"]
+            uninstall = self._uninstall(ctx)
             sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
             known = {item.value for item in items}
             items += [i for i in uninstall.shell_complete(sub, incomplete) if i.value not in known]
@@ -610,8 +699,8 @@ def cli() -> None:
 
 
 @_command("uninstall", probes=True, offline=True)
-@click.argument("packages", nargs=-1)
-@click.option(
+@_argument("packages", nargs=-1)
+@_option(
     "-r",
     "--requirements",
     "--requirement",
@@ -621,50 +710,48 @@ def cli() -> None:
     help="Remove the packages a requirements file, pylock.toml, pyproject.toml or script "
     "names (- for standard input); repeatable.",
 )
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
-@click.option(
-    "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
-)
-@click.option(
+@_option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
+@_option("--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore.")
+@_option(
     "--strict",
     is_flag=True,
     help="Refuse (exit 1, nothing changed) when a name is not installed, or the impact report "
     "finds breakage or drift.",
 )
-@click.option(
+@_option(
     "--fresh-baseline",
     is_flag=True,
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
-@click.option(
+@_option(
     "--probe-after-restore",
     is_flag=True,
     help="Run the probe again after a restore even when the restore is proven byte-identical "
     "to the state the baseline passed in.",
 )
-@click.option(
+@_option(
     "--allow-drift",
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
 @_ALLOW_UNMET_OPTION
-@click.option(
+@_option(
     "--keep-needed",
     is_flag=True,
     help="Remove only those of the named packages that nothing needs: what metadata or the "
     "library model shows as needed is kept, with its reason; the rest are removed and probed, "
     "and bisected to the largest subset that passes when the probe fails.",
 )
-@click.option(
+@_option(
     "--with-orphans",
     is_flag=True,
     help="Also remove the dependencies of the named packages that nothing else then requires, "
     "that were not requested (REQUESTED) and whose libraries nothing loads; listed before.",
 )
-@click.option(
+@_option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
-@click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
+@_option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
 @_with_uv_options
 def uninstall_command(
     common: Common,
@@ -714,23 +801,22 @@ def uninstall_command(
     _run(common, call, _operation_text)
 
 
-@_command("run", probes=True, offline=True)
-@click.argument(
-    "argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
-)
-@click.option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
-@click.option(
+# COMMAND's own options are its, not ours: nothing after COMMAND is parsed.
+@_command("run", probes=True, offline=True, interspersed=False)
+@_argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
+@_option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
+@_option(
     "--keep-on-failure",
     is_flag=True,
     help="When the command fails, a requirement is left unmet or the probe fails, report but "
     "do not restore.",
 )
-@click.option(
+@_option(
     "--fresh-baseline",
     is_flag=True,
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
-@click.option(
+@_option(
     "--allow-unmet",
     is_flag=True,
     help="Keep a change that leaves a requirement unmet when the probe passes (restored "
@@ -761,12 +847,9 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
     _run(common, call, _operation_text)
 
 
-run_command.allow_interspersed_args = False  # COMMAND's own options are its, not ours
-
-
 @_command("rollback", probes=True, offline=True)
-@click.argument("snapshot", required=False)
-@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@_argument("snapshot", required=False)
+@_option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @_ALLOW_UNMET_OPTION
 def rollback_command(
     common: Common, snapshot: str | None, dry_run: bool, allow_unmet: bool
@@ -788,7 +871,7 @@ def rollback_command(
 
 
 @_command("snapshot")
-@click.option(
+@_option(
     "--stash/--no-stash",
     default=True,
     show_default=True,
@@ -828,7 +911,7 @@ def snapshots_command(common: Common) -> None:
 
 
 @_command("show")
-@click.argument("snapshot", required=False)
+@_argument("snapshot", required=False)
 def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
 
@@ -848,7 +931,7 @@ def show_command(common: Common, snapshot: str | None) -> None:
 
 
 @_command("probe", probes=True)
-@click.argument("packages", nargs=-1)
+@_argument("packages", nargs=-1)
 def probe_command(common: Common, packages: tuple[str, ...]) -> None:
     """Run the configured probes now; with PACKAGE..., the probe that removing them would run
     (nothing is removed).
@@ -867,8 +950,8 @@ def probe_command(common: Common, packages: tuple[str, ...]) -> None:
 
 
 @_command("check")
-@click.argument("packages", nargs=-1, required=True)
-@click.option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
+@_argument("packages", nargs=-1, required=True)
+@_option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
 def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> None:
     """Report what removing PACKAGE... would break or change; change nothing."""
 
@@ -900,7 +983,7 @@ def doctor_command(common: Common) -> None:
 
 
 @_command("audit", probes=True)
-@click.option(
+@_option(
     "--load",
     is_flag=True,
     help="Also run the probes (configured, else one derived from the distributions that hold "
@@ -953,15 +1036,15 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @_command("prune")
-@click.option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
-@click.option(
+@_option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
+@_option(
     "--max-size",
     callback=_parse_size,
     metavar="SIZE",
     help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
-@click.option(
+@_option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@_option(
     "--drop-only-copies",
     is_flag=True,
     help="Also delete snapshots whose stash holds the only copy of a distribution that is not "
@@ -1095,8 +1178,8 @@ def config_command(common: Common) -> None:
 
 
 @_command("export")
-@click.argument("snapshot", required=False)
-@click.option(
+@_argument("snapshot", required=False)
+@_option(
     "--format",
     "fmt",
     type=click.Choice(EXPORT_FORMATS),
@@ -1105,7 +1188,7 @@ def config_command(common: Common) -> None:
     help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
     "(else requirements, and why).",
 )
-@click.option(
+@_option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),

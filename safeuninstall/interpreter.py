@@ -100,10 +100,10 @@ class Interpreter(Struct, frozen=True):
 
 # What uv reads as a version or an implementation before it looks for a path
 # (uv-python PythonRequest::parse): 3.11, 311, python3.11, cpython@3.12, pypy, any ...
-_VERSION_REQUEST = re.compile(
+# Compiled on first use (re caches it): 3 M instructions, for the rare -p that needs it.
+_VERSION_REQUEST = (
     r"(any|default|(python|cpython|cp|pypy|pp|graalpy|gp|pyodide)?@?[0-9][0-9.]*[a-z0-9+.-]*"
-    r"|(cpython|cp|pypy|pp|graalpy|gp|pyodide)(@.*)?)",
-    re.IGNORECASE,
+    r"|(cpython|cp|pypy|pp|graalpy|gp|pyodide)(@.*)?)"
 )
 
 
@@ -112,7 +112,7 @@ def is_path_request(python: str) -> bool:
     separator, or is an existing file or folder that uv would not read as a version."""
     if os.sep in python or python.startswith("~"):
         return True
-    return Path(python).exists() and not _VERSION_REQUEST.fullmatch(python)
+    return Path(python).exists() and not re.fullmatch(_VERSION_REQUEST, python, re.IGNORECASE)
 
 
 def find_python(

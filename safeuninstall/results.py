@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import Struct, field
 
-from .outcome import Outcome
-
 if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
     from .doctor import Finding
     from .impact import ImpactReport, Unmet
     from .libraries import Drift
     from .needs import Cleanup
+    from .outcome import Outcome  # its 65 members are 5 M instructions: not for a listing
     from .plan import RollbackPlan, SnapshotChoice
     from .probe import Probe, ProbeResult
     from .restore import RestoreReport, Verification
@@ -77,6 +76,8 @@ class Result(Struct, frozen=True, kw_only=True):
     def outcome_text(self) -> str:
         """What happened, for a person: the outcome's text, said more exactly where the
         outcome alone would overstate it (a removal that no probe judged)."""
+        from .outcome import Outcome  # imported already, by the operation that built self
+
         derived = self.probes.derived_after
         if derived is not None:
             return self._derived_text(derived)
@@ -94,6 +95,8 @@ class Result(Struct, frozen=True, kw_only=True):
     def _derived_text(self, run: ProbeResult) -> str:
         """The outcome said of the derived probe: that it was derived, how many candidates
         judged, which failed."""
+        from .outcome import Outcome
+
         judged, dropped = len(run.judged), len(run.dropped)
         if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
             removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(

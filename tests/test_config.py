@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import click
 import filelock
 import pytest
 
@@ -198,7 +199,8 @@ def test_empty_variable_is_unset_and_unknown_ones_are_listed(places: Places) -> 
 def test_every_key_is_an_option_of_uninstall_with_the_same_default() -> None:
     """Keys and options must not drift apart: the same names, the documented defaults. The
     retention keys have no option: they say where the command line sets a bound once."""
-    command = cli.commands["uninstall"]
+    command = cli.get_command(click.Context(cli), "uninstall")
+    assert command is not None
     options = {opt for param in command.params for opt in getattr(param, "opts", ())}
     assert {key.option for key in config.KEYS if key.command_line is None} <= options
     assert {key.name for key in config.KEYS if key.command_line} == {"keep", "max-size"}

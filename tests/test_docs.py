@@ -36,10 +36,15 @@ def test_checked_in_reference_page_is_what_the_generator_writes(page: str) -> No
 
 
 def test_cli_reference_has_every_command_and_option() -> None:
+    import click
+
     from safeuninstall.cli import cli
 
     text = GENERATOR.cli_reference()
-    for name, command in cli.commands.items():
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        assert command is not None
         assert f"\n## {name}\n" in text
         for param in command.params:
             for opt in getattr(param, "opts", []):

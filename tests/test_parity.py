@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 
 from safeuninstall.cli import cli
@@ -38,9 +39,11 @@ from tests.wheels import build_wheel
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
 # Where a scenario removes what another distribution requires: uv has no such refusal.
+_UNINSTALL = cli.get_command(click.Context(cli), "uninstall")
+assert _UNINSTALL is not None
 ALLOW_UNMET = tuple(
     opt
-    for param in cli.commands["uninstall"].params
+    for param in _UNINSTALL.params
     for opt in getattr(param, "opts", ())
     if opt == "--allow-unmet"
 )

@@ -1347,3 +1347,26 @@ def test_plan_prune_keeps_only_copies_outside_keep_and_inside_max_size(
         "0002",
         "0003",
     ]
+
+
+@pytest.mark.parametrize(
+    ("request_", "is_path"),
+    [
+        ("3.11", False),  # an existing folder of that name: still a version, as uv reads it
+        ("CPython@3.12", False),
+        ("PyPy", False),
+        ("any", False),
+        ("myvenv", True),  # an existing folder uv would not read as a version
+        ("nosuchname", False),  # an executable name: uv looks for it
+        ("./3.11", True),
+    ],
+)
+def test_python_request_is_a_path_as_uv_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request_: str, is_path: bool
+) -> None:
+    from safeuninstall.interpreter import is_path_request
+
+    for folder in ("3.11", "CPython@3.12", "PyPy", "any", "myvenv"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert is_path_request(request_) is is_path

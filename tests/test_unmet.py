@@ -480,9 +480,12 @@ def test_a_package_named_like_a_subcommand(make_venv: MakeVenv, tmp_path: Path) 
 
 
 def test_the_subcommands_are_known_to_the_core() -> None:
+    import click
+
     from safeuninstall import cli, options
 
-    assert set(options.COMMANDS) == set(cli.cli.commands)  # type: ignore[attr-defined]
+    group = cli.cli  # type: ignore[attr-defined]
+    assert set(options.COMMANDS) == set(group.list_commands(click.Context(group)))
 
 
 @needs_uv
