@@ -437,6 +437,27 @@ def _kept_aside(venv: Venv, snapshot: str) -> dict[str, bytes]:
     }
 
 
+def test_a_removal_restored_beside_a_second_dist_info_folder_ends_restored(
+    make_venv: MakeVenv,
+) -> None:
+    """leftpad removed from an environment where urllib3 is installed twice: the probe fails,
+    leftpad comes back, and urllib3-2.3.0.dist-info, there before and left alone, is no
+    difference from the snapshot. It used to end probe-failed-incomplete (exit 4, the journal
+    kept), the verification flagging that folder as "a second dist-info folder"."""
+    venv, _ = _doubled_urllib3(make_venv)
+    venv.install("leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("--json", "--probe", "import leftpad", "leftpad")
+
+    data = run.json()
+    assert data["outcome"] == "probe-failed-restored", data
+    assert run.returncode == 3
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
 def test_rollback_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
     """It used to say "the environment already matches snapshot 0001" (it read 2.2.1 only)
     and change nothing: both folders stayed, urllib3/__init__.py held 2.3.0's bytes."""
