@@ -143,13 +143,15 @@ def installed_view(
     owned: Ownership,
     *,
     doubled: bool = False,
+    beside: Collection[str] = (),
     hollow: Collection[str] | None = None,
 ) -> dict[str, Installed]:
     """The installed set as rollback plans see it: name, version, source, and whether every
     file is there. ``doubled``: a distribution with a second dist-info folder beside it is not
     intact either, whatever its version: a rollback or a recover removes every folder of the
     name and brings back the snapshot's (what ``run`` compares before and after is another
-    question: a second folder it found there is not its command's change). ``hollow``: the
+    question: a second folder it found there is not its command's change); but for the
+    folders (names) in ``beside``, which the state planned for had too. ``hollow``: the
     distributions that miss a file, when the caller has them."""
     hollow = set(hollow_distributions(owned, installed) if hollow is None else hollow)
     return {
@@ -157,7 +159,8 @@ def installed_view(
             name=name,
             version=d.version,
             source=d.source,
-            intact=name not in hollow and not (doubled and d.doubled),
+            intact=name not in hollow
+            and not (doubled and any(p.name not in beside for p in d.doubled)),
             layout=d.layout,
         )
         for name, d in installed.items()
@@ -171,12 +174,13 @@ def snapshot_view(
     prefix: str,
     *,
     doubled: bool = False,
+    beside: Collection[str] = (),
 ) -> dict[str, Installed]:
     """The installed set as a return to ``wanted`` plans it (a rollback, ``run``'s undo). A
     legacy install has no RECORD to say it is whole: it is whole when every file and line the
     snapshot's stash of it holds is there (a removal killed half way leaves its metadata with
     some files gone)."""
-    view = installed_view(installed, owned, doubled=doubled)
+    view = installed_view(installed, owned, doubled=doubled, beside=beside)
     stashes = {e.name: e for e in wanted.packages if e.legacy and e.stash and e.stash.complete}
     for name, current in view.items():
         entry = stashes.get(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from msgspec import Struct, field
@@ -319,6 +319,7 @@ def verify(
     report: RestoreReport,
     *,
     intact: Iterable[str] = (),
+    beside: Collection[str] = (),
 ) -> Verification:
     """Prove the restore.
 
@@ -330,6 +331,8 @@ def verify(
     - ``intact``: distributions that share paths with what was removed still have every file.
     - A legacy install is back in its layout, and a line put back into easy-install.pth is
       there.
+    - No dist-info folder beside the one of its name that is installed, but for ``beside``
+      (folder names): those the state returned to had too.
     """
     installed = installed_distributions(interpreter)
     wanted = {e.name: e for e in snapshot.packages}
@@ -374,16 +377,20 @@ def verify(
         bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
         checked += count
         mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
-    return Verification(difference, tuple(mismatches), sources, checked, _extra(interpreter))
+    extra = _extra(interpreter, beside)
+    return Verification(difference, tuple(mismatches), sources, checked, extra)
 
 
-def _extra(interpreter: Interpreter) -> tuple[str, ...]:
-    """Every dist-info folder after the first of its name (by the name its folder carries).
-    installed_distributions sees only the first: a second version installed beside the
-    restored one would otherwise pass for the snapshot's. (A legacy install's second copy is a
-    ``shadowed`` one, refused to remove.)"""
+def _extra(interpreter: Interpreter, beside: Collection[str]) -> tuple[str, ...]:
+    """Every dist-info folder after the first of its name (by the name its folder carries),
+    but those in ``beside``. installed_distributions sees only the first: a second version
+    installed beside the restored one would otherwise pass for the snapshot's. (A legacy
+    install's second copy is a ``shadowed`` one, refused to remove.)"""
     return tuple(
-        extra for folders in doubled_dist_info(interpreter).values() for extra in folders[1:]
+        extra
+        for folders in doubled_dist_info(interpreter).values()
+        for extra in folders[1:]
+        if extra not in beside
     )
 
 

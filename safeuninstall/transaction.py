@@ -220,6 +220,8 @@ class Transaction:
         self.interrupted = False  # an interrupt arrived during interrupts_deferred
         self.left_behind: list[str] = []  # what giving up could not delete
         self.snapshot: Snapshot | None = None
+        # The second dist-info folders there as the snapshot was taken (see ``restore``)
+        self._beside: frozenset[str] = frozenset()
 
     def __enter__(self) -> Transaction:
         return self
@@ -263,6 +265,7 @@ class Transaction:
         else:
             self._step("stash")
         self.snapshot = take_snapshot(ctx, installed, self._folder, spec)
+        self._beside = frozenset(p.name for d in installed.values() for p in d.doubled)
         stashes = [e.stash for e in self.snapshot.packages if e.stash]
         # A restore then need not hash the stash, and a file changed locally before the
         # removal is vouched for (its RECORD hash no longer is).
@@ -328,9 +331,16 @@ class Transaction:
         intact: Sequence[str],
         *,
         offline: bool,
+        beside: Collection[str] = (),
     ) -> Restored:
         """Bring ``entries`` back in one batch and prove the environment equals ``wanted``, and
-        that ``intact`` (distributions that share files with what was removed) are whole."""
+        that ``intact`` (distributions that share files with what was removed) are whole.
+
+        A snapshot records one dist-info folder per name. ``beside``: the second folders
+        ``wanted``'s state had that are not to be taken as a difference (a recover's, kept
+        aside by that snapshot); returning to this transaction's own snapshot, those there as
+        it was taken: a change that left one alone (a removal of another name, a command that
+        installed another) did not make it, and its undo keeps it."""
         ctx = self._ctx
         assert self.snapshot is not None
         pins = ", ".join(e.pin for e in entries)
@@ -356,8 +366,10 @@ class Transaction:
             if pruned:
                 report.notes.append(pruned)
             self._step("verify", must_write=False)
+            if wanted.id == self.snapshot.id:
+                beside = self._beside
             left = census(ctx.interpreter)
-            verification = verify(wanted, ctx.interpreter, report, intact=intact)
+            verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"

@@ -437,6 +437,54 @@ def _kept_aside(venv: Venv, snapshot: str) -> dict[str, bytes]:
     }
 
 
+def test_a_removal_restored_beside_a_second_dist_info_folder_ends_restored(
+    make_venv: MakeVenv,
+) -> None:
+    """leftpad removed from an environment where urllib3 is installed twice: the probe fails,
+    leftpad comes back, and urllib3-2.3.0.dist-info, there before and left alone, is no
+    difference from the snapshot. It used to end probe-failed-incomplete (exit 4, the journal
+    kept), the verification flagging that folder as "a second dist-info folder"."""
+    venv, _ = _doubled_urllib3(make_venv)
+    venv.install("leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("--json", "--probe", "import leftpad", "leftpad")
+
+    data = run.json()
+    assert data["outcome"] == "probe-failed-restored", data
+    assert run.returncode == 3
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_recover_after_a_killed_removal_keeps_a_second_dist_info_folder_from_before_it(
+    make_venv: MakeVenv,
+) -> None:
+    """leftpad's removal is killed before its probe, where urllib3 is installed twice: the
+    removal's snapshot keeps urllib3-2.3.0.dist-info aside (hard links), so `recover` knows
+    the folder was there before and brings back leftpad alone. It used to remove both urllib3
+    folders and bring back 2.2.1 alone (here from snapshot 0001's stash; where no stash holds
+    it, offline, the recover was refused)."""
+    venv, _ = _doubled_urllib3(make_venv)
+    venv.install("leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    killed = venv.tool("--probe", "import leftpad", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL")
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert "leftpad" not in venv.installed()
+
+    recovered = venv.tool("--json", "recover", "--no-probe")
+
+    data = recovered.json()
+    assert data["outcome"] == "recovered", data
+    assert recovered.returncode == 0
+    messages = "\n".join(data["messages"])  # type: ignore[arg-type]
+    assert "not put back" not in messages and "installed twice" not in messages
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
 def test_rollback_removes_a_second_dist_info_folder(make_venv: MakeVenv) -> None:
     """It used to say "the environment already matches snapshot 0001" (it read 2.2.1 only)
     and change nothing: both folders stayed, urllib3/__init__.py held 2.3.0's bytes."""

@@ -796,3 +796,88 @@ def test_an_undo_says_a_second_dist_info_folder_the_command_removed_is_not_put_b
     assert "urllib3-2.3.0.dist-info/RECORD" in aside
     assert venv.installed() == {"urllib3": "2.2.1"}
     assert not venv.journal.exists()
+
+
+@pytest.mark.parametrize(
+    ("reason", "exits"),
+    [("command-failed", "sys.exit(1)\n"), ("probe-failed", "")],
+    ids=["command-failed", "probe-failed"],
+)
+def test_an_undo_keeps_a_second_dist_info_folder_the_command_left_alone(
+    make_venv: MakeVenv, reason: str, exits: str
+) -> None:
+    """urllib3 is installed twice (2.2.1, and 2.3.0's files over it) before the command, which
+    installs leftpad only, then fails, or the probe after it does. The undo removes leftpad and
+    nothing else: the environment is as before the command, 2.3.0's folder and all, and the
+    run ends run-*-restored (exit 3), journal finished. It used to end run-*-incomplete (exit
+    4, the journal kept, `recover` named): the verification flagged the folder the command had
+    left alone as "a second dist-info folder"."""
+    venv, _ = _doubled_urllib3(make_venv)  # 0001
+    hashes, installed = venv.file_hashes(), venv.installed()
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, 'leftpad')!r}, check=True)\n" + exits
+    )
+    leftpad = (
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('leftpad') is not None)"
+    )
+
+    run = venv.tool("--json", "run", "--probe", leftpad, "--", *script(venv, body))
+
+    data = run.json()
+    assert data["outcome"] == f"run-{reason}-restored", data
+    assert run.returncode == 3
+    assert data["run"]["added"] == ["leftpad"]  # type: ignore[index]
+    assert data["verification"]["ok"]  # type: ignore[index]
+    assert data["next_command"] is None
+    assert not any("not put back" in m for m in data["messages"])  # type: ignore[union-attr]
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes  # 2.3.0's folder and its files over 2.2.1's
+    assert sorted(p.name for p in venv.site_packages.glob("urllib3-*.dist-info")) == [
+        "urllib3-2.2.1.dist-info",
+        "urllib3-2.3.0.dist-info",
+    ]
+
+
+@pytest.mark.parametrize("step", ["probe", "verify"])
+def test_recover_after_a_killed_run_keeps_a_second_dist_info_folder_from_before_it(
+    make_venv: MakeVenv, step: str
+) -> None:
+    """The run is killed after its command installed leftpad (at the probe), or after its undo
+    removed it (at the verification). `recover` returns to the state before the run, which
+    had urllib3 installed twice: it removes leftpad and keeps urllib3-2.3.0.dist-info, which
+    the run's snapshot kept aside as there before the command. It used to remove both
+    urllib3 folders (as for a folder a killed uv leaves) and bring back 2.2.1 alone, saying
+    2.3.0's folder was "not put back"."""
+    venv, _ = _doubled_urllib3(make_venv)  # 0001
+    hashes, installed = venv.file_hashes(), venv.installed()
+    leftpad = (
+        "import importlib.util, sys; sys.exit(importlib.util.find_spec('leftpad') is not None)"
+    )
+    killed = venv.tool(
+        "run",
+        "--probe",
+        leftpad,
+        "--",
+        *uv_install(venv, "leftpad"),
+        SAFE_UNINSTALL_FAULT=f"{step}:KILL",
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert venv.journal.exists()
+
+    recovered = venv.tool("--json", "recover", "--no-probe")
+
+    data = recovered.json()
+    assert data["outcome"] == "recovered", data
+    assert recovered.returncode == 0
+    assert data["verification"]["ok"]  # type: ignore[index]
+    messages = "\n".join(data["messages"])  # type: ignore[arg-type]
+    assert "not put back" not in messages and "installed twice" not in messages
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert sorted(p.name for p in venv.site_packages.glob("urllib3-*.dist-info")) == [
+        "urllib3-2.2.1.dist-info",
+        "urllib3-2.3.0.dist-info",
+    ]

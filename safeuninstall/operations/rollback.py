@@ -248,6 +248,8 @@ class _Rollback:
         self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
         self.begun: Begun | None = None
+        # the second dist-info folders a recover keeps (see ``run``)
+        self.beside: frozenset[str] = frozenset()
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -263,8 +265,21 @@ class _Rollback:
                 f"snapshot {wanted.id} was taken of {wanted.target.prefix}, not of this "
                 f"environment ({ctx.interpreter.prefix}); refusing to apply it here"
             )
-        view = snapshot_view(now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True)
+        # A recover returns to the state before an operation: a second dist-info folder that
+        # state had (its snapshot kept it aside) stays where the recover need not remove its
+        # name, as the operation's own undo keeps it.
+        before = set(kept_aside(ctx.store.folder(wanted.id))) if self.recovering else set()
+        view = snapshot_view(
+            now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True, beside=before
+        )
         plan = plan_rollback(wanted, view)
+        self.beside = frozenset(
+            p.name
+            for n, d in now.installed.items()
+            if n not in plan.remove
+            for p in d.doubled
+            if p.name in before
+        )
         # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
         self.judged = bool(plan.remove) and self.recovering is None
         analysis = self._analyse(plan) if self.judged else None
@@ -357,9 +372,11 @@ class _Rollback:
         back: a rollback, and the undo of one, make the environment ``snap``'s record, one
         folder per name, so none of them is there after it, whether it is there now or not
         (said before the rollback begins too). Unlike a run's undo (run._second_folders_gone),
-        which returns only what the command changed."""
+        which returns only what the command changed. A recover keeps those in ``beside``."""
         folder = self.ctx.store.folder(snap.id)
-        return not_put_back(folder, snap.id, kept_aside(folder))
+        return not_put_back(
+            folder, snap.id, [n for n in kept_aside(folder) if n not in self.beside]
+        )
 
     def _analyse(self, plan: RollbackPlan) -> Analysis:
         """The impact report of what the rollback uninstalls. A distribution it replaces stays
@@ -479,7 +496,9 @@ class _Rollback:
             if failed is not None:
                 self.messages.append(failed)
         entries, intact = restore
-        return txn.restore(self.wanted, entries, intact, offline=self.options.offline)
+        return txn.restore(
+            self.wanted, entries, intact, offline=self.options.offline, beside=self.beside
+        )
 
     def _stopped(self, txn: Transaction, restored: Restored) -> RollbackResult | None:
         """An error of ours stopped the restore half way: the journal stays, and ``recover``

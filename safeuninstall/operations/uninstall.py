@@ -518,6 +518,13 @@ class _Removal:
                     stash=self.plan.remove,
                     removed=self.plan.remove,
                     shared=self.analysis.owned.shared_paths(of=self.plan.remove),
+                    # Kept aside (hard links), they record that the state before had them: a
+                    # recover leaves them. (A name it removes is refused when doubled.)
+                    doubled=[
+                        n
+                        for n, d in self.installed.items()
+                        if d.doubled and n not in self.plan.remove
+                    ],
                 )
                 snap = txn.snapshot_before(self.installed, spec)
                 baseline_results = self._baseline_results()
