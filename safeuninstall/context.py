@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from .options import TargetOptions
 from .store import Store, own_files, state_dir
 
 if TYPE_CHECKING:
+    from .environment import InstalledDistribution
     from .journal import Journal
 
 
@@ -99,6 +100,21 @@ class Context:
             return True
         ours = {os.path.realpath(entry) for entry in sys.path if entry}
         return any(os.path.realpath(folder) in ours for folder in self.interpreter.site_dirs)
+
+    def runs_on(self, installed: Mapping[str, InstalledDistribution]) -> set[str]:
+        """Of ``installed`` (the target's), what the running tool needs to start: in the
+        environment it runs from, the requirement closure of safe-uninstall, as the target's
+        metadata says it and as the tool's own says it (its requirements may come from the
+        base of a ``--system-site-packages`` venv the tool runs from, where safe-uninstall
+        itself is not installed). Empty for any other target. Removing one would leave no tool
+        to undo the removal: no rollback, no recover."""
+        if not self.is_tool_environment:
+            return set()
+        from .needs import requirement_closure
+
+        found = requirement_closure("safe-uninstall", installed, self.interpreter.markers)
+        found |= _own_closure()
+        return {name for name in found if name in installed}
 
     def load_what_a_restore_needs(self) -> None:
         """Removing from the tool's own environment can take away a module that it imports
@@ -252,3 +268,33 @@ def _installer_options(interpreter: Interpreter, break_system_packages: bool) ->
     if break_system_packages:
         extra.append("--break-system-packages")
     return extra
+
+
+def _own_closure() -> set[str]:
+    """The running tool's requirement closure by its own installed metadata (canonical names,
+    markers of this interpreter, no extras); empty when it runs from no installed
+    distribution (a source tree on PYTHONPATH)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    found: set[str] = set()
+    frontier = ["safe-uninstall"]
+    while frontier:
+        name = frontier.pop()
+        if name in found:
+            continue
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:
+            continue
+        found.add(name)
+        for line in requires:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                frontier.append(canonicalize_name(requirement.name))
+    return found

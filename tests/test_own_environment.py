@@ -127,3 +127,33 @@ def test_what_the_tool_runs_on_is_removed_only_with_the_tool(own: Venv) -> None:
     from_elsewhere = own.tool("--json", "--allow-unmet", "--no-probe", "click")
     assert from_elsewhere.returncode == 0, from_elsewhere.stdout + from_elsewhere.stderr
     assert "click" not in own.installed()
+
+
+def test_a_guarded_command_that_removes_what_the_tool_runs_on_is_undone(own: Venv) -> None:
+    """`run` judges a change after it is made: one that took click from the tool's own
+    environment is undone whatever --keep-on-failure or --allow-unmet say (kept, it would
+    leave no tool to roll it back)."""
+    before = own.file_hashes()
+    uninstall = ["uv", "pip", "uninstall", "--python", str(own.python), "click"]
+    for flags in (("--keep-on-failure",), ("--allow-unmet",)):
+        done = _own_tool(own, "--json", "run", "--probe", "import json", *flags, "--", *uninstall)
+        assert "Traceback" not in done.stderr, done.stderr
+        data = done.json()
+        assert data["outcome"] == "run-unmet-restored", data["messages"]
+        assert done.returncode == 3
+        messages = data["messages"]
+        assert isinstance(messages, list)
+        assert any("which safe-uninstall runs on here" in m for m in messages), messages
+        assert own.file_hashes() == before
+        assert not own.journal.exists()
+
+
+def test_the_tool_knows_its_own_requirements_from_its_metadata() -> None:
+    """What the running tool needs, read from its own installed metadata: what `runs_on`
+    adds where the target's metadata does not say it (the tool's requirements in the base
+    of a --system-site-packages venv it runs from)."""
+    from safeuninstall.context import _own_closure
+
+    assert {"safe-uninstall", "click", "packaging", "filelock", "tomli-w", "msgspec", "uv"} <= (
+        _own_closure()
+    )

@@ -107,6 +107,8 @@ class _Guard:
         self.options = options
         self.census = census(ctx.interpreter)  # first: a change after it shows in a later one
         self.installed = installed_distributions(ctx.interpreter)
+        # Before the command: it may take away the modules that working this out imports.
+        self.runs_on = frozenset(ctx.runs_on(self.installed))
         # What the command will change is unknown: the derived baseline covers everything.
         settings = with_default(configured, self.installed, sorted(self.installed))
         self.settings = msgspec.structs.replace(
@@ -337,6 +339,14 @@ class _Attempt:
             names = ", ".join(signal.Signals(s).name for s in passed_on)
             messages.append(f"interrupted ({names}, passed on to the command)")
             return "interrupted"
+        gone = [n for n in self.change.missing if n in guard.runs_on]
+        if gone and "safe-uninstall" not in self.change.missing:
+            messages.append(
+                f"the command removed {', '.join(gone)}, which safe-uninstall runs on here: "
+                "without it the tool cannot start, so nothing could undo the change later; "
+                "undone, whatever --keep-on-failure or --allow-unmet say"
+            )
+            return "unmet"
         if self.status != 0:
             messages.append(f"the command {_exit_text(self.status)}")
             if not changed:

@@ -202,11 +202,9 @@ def _refuse_what_the_tool_runs_on(
     restore could undo the removal (the probe, which imports the user's packages, passes).
     --allow-unmet does not change that: it lets the probe judge, and nothing would be left to
     judge with."""
-    if not ctx.is_tool_environment or "safe-uninstall" not in installed:
-        return
     if "safe-uninstall" in remove:
         return  # the tool goes with them: what the user asked
-    runs_on = requirement_closure("safe-uninstall", installed, ctx.interpreter.markers)
+    runs_on = ctx.runs_on(installed)
     needed = [name for name in remove if name in runs_on]
     if not needed:
         return
