@@ -191,7 +191,11 @@ class Context:
         while another process holds the environment's lock, that operation is running, not
         dead, and recover is not the answer."""
         journal = self.journal()
-        if self.read_only and journal.read() is not None and self.operation_running():
+        # Read-only, a journal seen absent is the answer: one an operation begins after this
+        # read is that operation's, not a dead one's.
+        if self.read_only and journal.read() is None:
+            return
+        if self.read_only and self.operation_running():
             from .errors import LockBusy
 
             raise LockBusy(
