@@ -322,3 +322,31 @@ def test_prune_keeps_the_only_copy_unless_told_to_drop_it(make_venv: MakeVenv) -
     assert "deleted snapshot 0001" in dropped.stdout
     assert "the only copy of leftpad==1.0" in dropped.stdout
     assert not folder(venv, "0001").exists()
+
+
+def test_the_old_version_of_an_upgrade_is_no_only_copy(make_venv: MakeVenv) -> None:
+    """Found by a reviewer: any version not installed now counted as a removal still in effect,
+    so after `run -- uv pip install -U urllib3` the stash of urllib3==2.2.1 was kept forever
+    (every upgrade one more stash the policy never dropped), and each `snapshot` said it held
+    the only copy of urllib3==2.2.1, "removed and not reinstalled": false, 2.3.0 is installed.
+    A stash is protected only when the name is installed at no version now."""
+    assert UV is not None
+    venv = make_venv("requests", "urllib3==2.2.1")
+    house = str(venv.wheelhouse)
+    upgrade = [UV, "pip", "install", "--no-index", "--find-links", house, "-U", "urllib3"]
+    ran = venv.tool("run", "--no-probe", "--", *upgrade)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert venv.installed()["urllib3"] == "2.3.0"
+
+    first = venv.tool("snapshot", SAFE_UNINSTALL_KEEP="1")
+    second = venv.tool("snapshot", "--json", SAFE_UNINSTALL_KEEP="1")
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "only copy" not in first.stdout
+    assert "stash of snapshot 0001 dropped by the retention policy (keep 1" in first.stdout
+    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    kept = second.json()["kept"]
+    assert isinstance(kept, dict), second.json()
+    assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
+    assert kept["protected"] == []
+    assert kept["over_max_size_bytes"] == 0
