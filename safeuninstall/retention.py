@@ -174,7 +174,10 @@ def settle(store: Store, policy: Policy, installed: Mapping[str, str]) -> Kept |
     latest = ids[-1]
     ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
     protected = {latest, *ids[-1:]}
-    copies = {i: pins for i, pins in only_copies(store, ids, installed).items() if i != latest}
+    # The protected stay anyway: none of them is named as kept for its only copies.
+    copies = {
+        i: pins for i, pins in only_copies(store, ids, installed).items() if i not in protected
+    }
     holdings = store.holdings(ids)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:

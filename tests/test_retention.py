@@ -350,3 +350,24 @@ def test_the_old_version_of_an_upgrade_is_no_only_copy(make_venv: MakeVenv) -> N
     assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
     assert kept["protected"] == []
     assert kept["over_max_size_bytes"] == 0
+
+
+def test_prune_right_after_a_removal_names_no_only_copy_for_the_latest(
+    make_venv: MakeVenv,
+) -> None:
+    """Found by a reviewer: the latest snapshot (never deleted anyway) counted as a keeper of
+    only copies, so right after a removal `prune --max-size 1` said "those never deleted, and
+     for their only copies" (an empty list) and set over_max_size_bytes."""
+    venv = make_venv("leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001: latest, the only copy
+
+    text = venv.tool("prune", "--max-size", "1", "--dry-run")
+    data = venv.tool("prune", "--max-size", "1", "--dry-run", "--json").json()
+
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "only copies" not in text.stdout
+    assert "over --max-size" not in text.stdout
+    assert "would delete 0 snapshots, 0 B freed; 1 kept (never deleted: 0001)" in text.stdout
+    assert data["only_copies"] == []
+    assert data["over_max_size_bytes"] == 0
+    assert folder(venv, "0001").is_dir()
