@@ -1047,8 +1047,8 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 @_option(
     "--drop-only-copies",
     is_flag=True,
-    help="Also delete snapshots whose stash holds the only copy of a distribution that is not "
-    "installed now (a rollback then needs the index).",
+    help="Also delete snapshots whose stash holds the only copy of a distribution whose name is "
+    "not installed now, at any version (a rollback then needs the index).",
 )
 def prune_command(
     common: Common, keep: int | None, max_size: int | None, dry_run: bool, drop_only_copies: bool

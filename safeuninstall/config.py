@@ -121,8 +121,9 @@ KEYS: tuple[Key, ...] = (
         "Retention: after each operation, the stashes of the snapshots older than the newest "
         "`keep` are dropped (their snapshot.toml stays: a rollback to one reinstalls its pins "
         "from the index, and says so). The latest snapshot's stash always stays, and so does "
-        "one that holds the only copy of a distribution not installed now (a removal still in "
-        "effect), which is not counted among the newest `keep`.",
+        "one that holds the only copy of a distribution whose name is not installed now (a "
+        "removal still in effect; an upgrade's old version is none), which is not counted among "
+        "the newest `keep`.",
         command_line="none (`prune --keep N` deletes whole snapshots once)",
     ),
     Key(
@@ -133,8 +134,8 @@ KEYS: tuple[Key, ...] = (
         "the latest's excepted, hold at most this many bytes (files still installed cost "
         "nothing: a stash is hard links). The default keeps a 6 GB ML venv from growing by "
         "more than 2 GiB plus its latest removal. A stash that holds the only copy of a "
-        "distribution not installed now is counted but never dropped: when such stashes keep "
-        "the rest above this bound, the output says so.",
+        "distribution whose name is not installed now is counted but never dropped: when such "
+        "stashes keep the rest above this bound, the output says so.",
         command_line="none (`prune --max-size SIZE` deletes whole snapshots once)",
     ),
     Key(

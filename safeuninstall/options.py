@@ -100,8 +100,8 @@ class PruneOptions(Struct, frozen=True):
     keep: int | None = None  # keep the newest N snapshots
     max_size: int | None = None  # bytes the remaining snapshots may hold at most
     dry_run: bool = False
-    # Also delete a snapshot whose stash holds the only copy of a distribution not installed
-    # now (a removal still in effect): its rollback then needs the index.
+    # Also delete a snapshot whose stash holds the only copy of a distribution whose name is
+    # not installed now (a removal still in effect): its rollback then needs the index.
     drop_only_copies: bool = False
 
 

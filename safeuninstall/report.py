@@ -348,9 +348,10 @@ def _prune_lines(result: PruneResult, verb: str) -> list[str]:
             )
     if result.over_max_size:
         kept = [i for i, _ in result.only_copies if i not in removed]
+        why = f"those never deleted, and {', '.join(kept)} for their only copies"
         lines.append(
-            f"the snapshots kept hold {size_text(result.over_max_size)} over --max-size: those "
-            f"never deleted, and {', '.join(kept)} for their only copies"
+            f"the snapshots kept hold {size_text(result.over_max_size)} over --max-size: "
+            + (why if kept else "those never deleted")
         )
     return lines
 

@@ -327,7 +327,8 @@ class PruneResult(Struct, frozen=True):
     dry_run: bool
     held_before: int = 0  # bytes all snapshots kept on disk
     held_after: int = 0  # bytes the remaining snapshots keep on disk
-    # (snapshot id, pins): stashes holding the only copy of distributions not installed now;
+    # (snapshot id, pins): stashes holding the only copy of distributions whose names are not
+    # installed now, none of them a snapshot never deleted anyway (the latest, the journal's);
     # kept unless --drop-only-copies (then removed, and listed here still).
     only_copies: tuple[tuple[str, tuple[str, ...]], ...] = ()
     over_max_size: int = 0  # bytes the rest hold beyond --max-size, because those stay

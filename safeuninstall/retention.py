@@ -8,10 +8,13 @@ listed, shown, exported and rolled back to, by reinstalling its pins from the in
 rollback says so). The latest snapshot's stash, and the one the journal names, always stay.
 
 A stash that holds the only copy of a distribution no longer installed (a removal still in
-effect: a name==version it stashed that the environment lacks now, and that no newer stash
-holds) always stays too: dropping it would leave a rollback nothing but the index, on a
-machine that may have none. Such stashes are not counted against ``keep``; they are counted
-against ``max-size``, and when they alone keep the stashes above it the result says so.
+effect: a name==version it stashed whose name the environment lacks now, at any version, and
+that no newer stash holds) always stays too: dropping it would leave a rollback nothing but
+the index, on a machine that may have none. The old version of an upgrade or a downgrade is
+no removal: its stash goes as any other (every routine upgrade would otherwise add a stash the
+policy never drops, and ``keep`` and ``max-size`` would bound nothing). The stashes kept for
+an only copy are not counted against ``keep``; they are counted against ``max-size``, and when
+they alone keep the stashes above it the result says so.
 
 ``prune`` is the explicit command: it deletes whole snapshots, and one whose stash is such an
 only copy only when asked (``--drop-only-copies``).
@@ -58,7 +61,7 @@ class Policy(Struct, frozen=True):
 
 
 class OnlyCopy(Struct, frozen=True):
-    """A stash kept because it alone holds distributions that are not installed now."""
+    """A stash kept because it alone holds distributions whose names are not installed now."""
 
     snapshot: str
     pins: tuple[str, ...]  # name==version, sorted
@@ -125,8 +128,9 @@ def only_copies(
     store: Store, ids: Sequence[str], installed: Mapping[str, str]
 ) -> dict[str, tuple[str, ...]]:
     """Snapshot id -> the pins its stash alone could bring back: of ``ids`` (this
-    environment's, oldest first), for each distribution not in ``installed`` whose complete
-    stash some of them keep, the newest that keeps it (the one a rollback tries first). A
+    environment's, oldest first), for each distribution whose name is not in ``installed`` (at
+    no version: an upgrade's old version is no removal) whose complete stash some of them
+    keep, the newest that keeps it (the one a rollback tries first). A
     stash whose folders are all of installed distributions is not read (one listing each):
     parsing a 3000-package snapshot costs 0.1 s."""
     from .plan import build_stash_index
@@ -147,7 +151,7 @@ def only_copies(
             continue  # an unreadable snapshot can't vouch for its stash
     found: dict[str, list[str]] = {}
     for (name, version, _), candidates in build_stash_index(newest_first).items():
-        if installed.get(name) != version:
+        if name not in installed:
             found.setdefault(candidates[0].snapshot_id, []).append(f"{name}=={version}")
     return {snapshot_id: tuple(sorted(pins)) for snapshot_id, pins in found.items()}
 
@@ -155,7 +159,8 @@ def only_copies(
 def settle(store: Store, policy: Policy, installed: Mapping[str, str]) -> Kept | None:
     """Apply the policy to this environment's snapshots and measure what stays; None when it
     has none. The latest (the operation's own) is measured and never loses its stash, nor
-    does the only copy of a distribution not in ``installed`` (what is installed now). Under
+    does the only copy of a distribution whose name is not in ``installed`` (what is installed
+    now). Under
     the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
     # Not at the top: listing snapshots imports this module, and the plans' module imports
@@ -169,7 +174,10 @@ def settle(store: Store, policy: Policy, installed: Mapping[str, str]) -> Kept |
     latest = ids[-1]
     ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
     protected = {latest, *ids[-1:]}
-    copies = {i: pins for i, pins in only_copies(store, ids, installed).items() if i != latest}
+    # The protected stay anyway: none of them is named as kept for its only copies.
+    copies = {
+        i: pins for i, pins in only_copies(store, ids, installed).items() if i not in protected
+    }
     holdings = store.holdings(ids)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:

@@ -322,3 +322,52 @@ def test_prune_keeps_the_only_copy_unless_told_to_drop_it(make_venv: MakeVenv) -
     assert "deleted snapshot 0001" in dropped.stdout
     assert "the only copy of leftpad==1.0" in dropped.stdout
     assert not folder(venv, "0001").exists()
+
+
+def test_the_old_version_of_an_upgrade_is_no_only_copy(make_venv: MakeVenv) -> None:
+    """Found by a reviewer: any version not installed now counted as a removal still in effect,
+    so after `run -- uv pip install -U urllib3` the stash of urllib3==2.2.1 was kept forever
+    (every upgrade one more stash the policy never dropped), and each `snapshot` said it held
+    the only copy of urllib3==2.2.1, "removed and not reinstalled": false, 2.3.0 is installed.
+    A stash is protected only when the name is installed at no version now."""
+    assert UV is not None
+    venv = make_venv("requests", "urllib3==2.2.1")
+    house = str(venv.wheelhouse)
+    upgrade = [UV, "pip", "install", "--no-index", "--find-links", house, "-U", "urllib3"]
+    ran = venv.tool("run", "--no-probe", "--", *upgrade)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert venv.installed()["urllib3"] == "2.3.0"
+
+    first = venv.tool("snapshot", SAFE_UNINSTALL_KEEP="1")
+    second = venv.tool("snapshot", "--json", SAFE_UNINSTALL_KEEP="1")
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "only copy" not in first.stdout
+    assert "stash of snapshot 0001 dropped by the retention policy (keep 1" in first.stdout
+    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    kept = second.json()["kept"]
+    assert isinstance(kept, dict), second.json()
+    assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
+    assert kept["protected"] == []
+    assert kept["over_max_size_bytes"] == 0
+
+
+def test_prune_right_after_a_removal_names_no_only_copy_for_the_latest(
+    make_venv: MakeVenv,
+) -> None:
+    """Found by a reviewer: the latest snapshot (never deleted anyway) counted as a keeper of
+    only copies, so right after a removal `prune --max-size 1` said "those never deleted, and
+     for their only copies" (an empty list) and set over_max_size_bytes."""
+    venv = make_venv("leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001: latest, the only copy
+
+    text = venv.tool("prune", "--max-size", "1", "--dry-run")
+    data = venv.tool("prune", "--max-size", "1", "--dry-run", "--json").json()
+
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "only copies" not in text.stdout
+    assert "over --max-size" not in text.stdout
+    assert "would delete 0 snapshots, 0 B freed; 1 kept (never deleted: 0001)" in text.stdout
+    assert data["only_copies"] == []
+    assert data["over_max_size_bytes"] == 0
+    assert folder(venv, "0001").is_dir()

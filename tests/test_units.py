@@ -1370,3 +1370,16 @@ def test_python_request_is_a_path_as_uv_reads_it(
         (tmp_path / folder).mkdir()
     monkeypatch.chdir(tmp_path)
     assert is_path_request(request_) is is_path
+
+
+def test_prune_text_names_no_empty_list_of_only_copy_keepers() -> None:
+    """Over --max-size with no only copy kept (protected ones alone over): no 'and  for'."""
+    from safeuninstall.report import prune_summary
+    from safeuninstall.results import PruneResult
+
+    result = PruneResult((), (("0001", 7270),), ("0001",), dry_run=True, over_max_size=7269)
+
+    text = prune_summary(result)
+
+    assert "the snapshots kept hold 7.1 KiB over --max-size: those never deleted\n" in text
+    assert "for their only copies" not in text

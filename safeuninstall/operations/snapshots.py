@@ -103,7 +103,13 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
             protected.add(entry.snapshot)
         holdings = ctx.store.holdings(ids)
         installed = retention.installed_pins(ctx.interpreter)
-        copies = retention.only_copies(ctx.store, saved, installed)
+        # Those never deleted are not named as kept for their only copies (nor is their size
+        # said to be over --max-size because of only copies).
+        copies = {
+            i: pins
+            for i, pins in retention.only_copies(ctx.store, saved, installed).items()
+            if i not in protected
+        }
         guarded = {} if options.drop_only_copies else copies
 
         def plan_keeping(only: Iterable[str]) -> list[str]:
