@@ -422,6 +422,11 @@ def chained(tmp_path: Path) -> Path:
     build_wheel(house, "c2", "1.0", {"c2.py": "def f():\n    import c3\n"}, requires=["c3"])
     build_wheel(house, "c3", "1.0", {"c3.py": ""})
     build_wheel(house, "d", "1.0", {"d.py": ""})
+    # ea requires host[x] (host stays: no candidate), whose extra x requires eb: staying, ea
+    # keeps eb through an extra of another.
+    build_wheel(house, "ea", "1.0", {"ea.py": ""}, requires=["host[x]"])
+    build_wheel(house, "eb", "1.0", {"eb.py": ""})
+    build_wheel(house, "host", "1.0", {"host.py": ""}, requires=['eb; extra == "x"'])
     # A cycle: p1 and p2 require each other, so neither can go without the other.
     build_wheel(house, "p1", "1.0", {"p1.py": ""}, requires=["p2"])
     build_wheel(house, "p2", "1.0", {"p2.py": ""}, requires=["p1"])
@@ -504,5 +509,26 @@ def test_candidates_that_require_each_other_are_tried_together(
     assert isinstance(cleanup, dict)
     assert cleanup["bound"] == bound(2, 1)  # two units: p1 with p2, and d
     assert cleanup["probe_runs"] <= cleanup["bound"]
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before
+
+
+@pytest.mark.parametrize("names", [("ea", "eb"), ("eb", "ea")], ids=["ea-eb", "eb-ea"])
+def test_a_candidate_kept_through_an_extra_of_another_is_tried_after_its_requester(
+    make_venv: MakeVenv, chained: Path, names: tuple[str, str]
+) -> None:
+    venv = _installed_with(make_venv, chained, "ea")
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--probe", "import eb", *names)
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    assert data["removed"] == ["ea==1.0"]
+    assert _kept(data) == {
+        "eb": (
+            "probe",
+            "the probe fails without it (bisection): ModuleNotFoundError: No module named 'eb'",
+        )
+    }
     assert venv.tool("rollback").returncode == 0
     assert venv.file_hashes() == before

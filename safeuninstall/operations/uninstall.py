@@ -925,15 +925,15 @@ class _Bisecting(_Attempt):
         assert self.removal.requirements is not None
         names = frozenset(n for unit in units.values() for n in unit)
         unit_of = {name: key for key, unit in units.items() for name in unit}
-        requiring = {
+        requiring = {  # what requires a candidate, or an extra (which may require one)
             unit_of[dependent]
-            for name in names
-            for dependent, _ in self.removal.requirements.get(name, ())
-            if dependent in names
+            for target, lines in self.removal.requirements.items()
+            for dependent, line in lines
+            if dependent in names and (target in names or "[" in line)
         }
         always = self._with_requirements_kept(names, units)[1].keys()
         keeps: dict[str, set[str]] = {key: set() for key in units}
-        for key in requiring:  # the others keep nothing: they require no candidate
+        for key in requiring:  # the others keep nothing
             kept = self._with_requirements_kept(names - set(units[key]), units)[1]
             keeps[key] = {unit_of[name] for name in kept if name not in always} - {key}
         group = {key: key for key in units}  # a cycle's units, under its first one
