@@ -5,6 +5,7 @@ bisection.bound; one snapshot, so one rollback undoes the whole cleanup, byte fo
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -404,3 +405,130 @@ def test_what_a_kept_candidate_requires_stays_with_the_files_it_shares(
     assert data["removed"] == ["lonely==1.0"]
     assert {p: h for p, h in before.items() if "lonely" not in p} == venv.file_hashes()
     _doctor_clean(venv)
+
+
+# -- the answer does not depend on the order the candidates are named in -----------------------
+# xpkg requires ypkg; the probe imports ypkg. Tried first alone, ypkg stays for xpkg: that run
+# removes nothing, so it proved nothing about ypkg, and nothing may be inferred about xpkg.
+
+
+@pytest.fixture
+def chained(tmp_path: Path) -> Path:
+    house = tmp_path / "chained"
+    build_wheel(house, "xpkg", "1.0", {"xpkg.py": ""}, requires=["ypkg"])
+    build_wheel(house, "ypkg", "1.0", {"ypkg.py": ""})
+    # A chain: c1 requires c2, which requires c3 (c2 imports it only when called); d is alone.
+    build_wheel(house, "c1", "1.0", {"c1.py": ""}, requires=["c2"])
+    build_wheel(house, "c2", "1.0", {"c2.py": "def f():\n    import c3\n"}, requires=["c3"])
+    build_wheel(house, "c3", "1.0", {"c3.py": ""})
+    build_wheel(house, "d", "1.0", {"d.py": ""})
+    # ea requires host[x] (host stays: no candidate), whose extra x requires eb: staying, ea
+    # keeps eb through an extra of another.
+    build_wheel(house, "ea", "1.0", {"ea.py": ""}, requires=["host[x]"])
+    build_wheel(house, "eb", "1.0", {"eb.py": ""})
+    build_wheel(house, "host", "1.0", {"host.py": ""}, requires=['eb; extra == "x"'])
+    # A cycle: p1 and p2 require each other, so neither can go without the other.
+    build_wheel(house, "p1", "1.0", {"p1.py": ""}, requires=["p2"])
+    build_wheel(house, "p2", "1.0", {"p2.py": ""}, requires=["p1"])
+    return house
+
+
+@pytest.mark.parametrize("names", [("xpkg", "ypkg"), ("ypkg", "xpkg")], ids=["x-y", "y-x"])
+def test_a_requirement_named_first_is_not_blamed_on_its_requirer(
+    make_venv: MakeVenv, chained: Path, names: tuple[str, str]
+) -> None:
+    venv = _installed_with(make_venv, chained, "xpkg")
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--probe", "import ypkg", *names)
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    assert data["removed"] == ["xpkg==1.0"]
+    kept = _kept(data)
+    assert set(kept) == {"ypkg"}
+    assert kept["ypkg"] == (
+        "probe",
+        "the probe fails without it (bisection): ModuleNotFoundError: No module named 'ypkg'",
+    )
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["probe_runs"] <= cleanup["bound"] == bound(2, 1)
+    assert cleanup["trials"][-1] == {"removed": ["xpkg"], "passed": True, "why": ""}
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before
+
+
+def test_every_order_of_a_requirement_chain_gives_the_same_answer(
+    make_venv: MakeVenv, chained: Path
+) -> None:
+    venv = _installed_with(make_venv, chained, "c1", "d")
+    before = venv.file_hashes()
+    answers = {}
+    for names in itertools.permutations(["c1", "c2", "c3", "d"]):
+        done = venv.tool("--json", "--keep-needed", "--probe", "import c2", *names)
+        assert done.returncode == 0, done.stderr
+        data = done.json()
+        cleanup = data["keep_needed"]
+        assert isinstance(cleanup, dict)
+        assert cleanup["probe_runs"] <= cleanup["bound"]
+        answers[names] = (data["outcome"], sorted(data["removed"]), _kept(data))
+        assert venv.tool("rollback", "--no-probe").returncode == 0
+        assert venv.file_hashes() == before
+    expected = (
+        "removed-kept-needed",
+        ["c1==1.0", "d==1.0"],
+        {
+            "c2": (
+                "probe",
+                "the probe fails without it (bisection): ModuleNotFoundError: No module named 'c2'",
+            ),
+            "c3": ("metadata", "c2 (kept) requires c3"),
+        },
+    )
+    wrong = {names: answer for names, answer in answers.items() if answer != expected}
+    assert not wrong, f"{len(wrong)} of {len(answers)} orders differ: {wrong}"
+
+
+@pytest.mark.parametrize("names", [("p1", "p2", "d"), ("p2", "p1", "d")], ids=["p1-p2", "p2-p1"])
+def test_candidates_that_require_each_other_are_tried_together(
+    make_venv: MakeVenv, chained: Path, names: tuple[str, ...]
+) -> None:
+    venv = _installed_with(make_venv, chained, "p1", "d")
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--probe", "import p2", *names)
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    assert data["removed"] == ["d==1.0"]
+    failure = "the probe fails without it (bisection): ModuleNotFoundError: No module named 'p2'"
+    assert _kept(data) == {
+        "p1": ("probe", f"{failure} (tried together with p2: they require each other)"),
+        "p2": ("probe", f"{failure} (tried together with p1: they require each other)"),
+    }
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["bound"] == bound(2, 1)  # two units: p1 with p2, and d
+    assert cleanup["probe_runs"] <= cleanup["bound"]
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before
+
+
+@pytest.mark.parametrize("names", [("ea", "eb"), ("eb", "ea")], ids=["ea-eb", "eb-ea"])
+def test_a_candidate_kept_through_an_extra_of_another_is_tried_after_its_requester(
+    make_venv: MakeVenv, chained: Path, names: tuple[str, str]
+) -> None:
+    venv = _installed_with(make_venv, chained, "ea")
+    before = venv.file_hashes()
+    done = venv.tool("--json", "--keep-needed", "--probe", "import eb", *names)
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed-kept-needed", data["messages"]
+    assert data["removed"] == ["ea==1.0"]
+    assert _kept(data) == {
+        "eb": (
+            "probe",
+            "the probe fails without it (bisection): ModuleNotFoundError: No module named 'eb'",
+        )
+    }
+    assert venv.tool("rollback").returncode == 0
+    assert venv.file_hashes() == before

@@ -12,6 +12,7 @@ probe fails.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -822,7 +823,8 @@ class _Stop(Exception):
 
 class _Bisecting(_Attempt):
     """--keep-needed: bisection.search finds the largest subset of the candidates tried whose
-    removal passes (its first run removes them all, or for some counts a part of them).
+    removal passes (its first run removes them all, or for some counts a part of them), each
+    tried before what it requires (``_search_order``).
     Between two runs the environment is moved by restoring from this transaction's own stash
     (verified against the snapshot less what stays removed) and by uninstalling; one snapshot
     for it all, so one ``rollback`` undoes the whole cleanup. An interrupt, an error or a
@@ -838,6 +840,7 @@ class _Bisecting(_Attempt):
         self.found_needed: list[Needed] = []  # by the baseline's load map, then the search
         self.tried: tuple[str, ...] = snap.removed
         self.units = 0  # what the search moves: candidates sharing a file go together
+        self.sharing: dict[str, tuple[str, ...]] = {}  # the candidates sharing files, together
         self.needed_units = 0
         self.last: tuple[frozenset[str], bool] | None = None  # the last probe run's state
 
@@ -907,6 +910,65 @@ class _Bisecting(_Attempt):
                         )
             gone = gone - kept.keys()
 
+    def _search_order(self, units: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        """``units`` in the order the search takes them: each before the units it keeps by
+        staying (what it requires, transitively), and those that keep each other (a cycle of
+        requirements) merged into one, since none of them can go without the others.
+
+        The search tries the ones proven removable plus a first part of the others. In this
+        order nothing after that part keeps a unit of it: a run removes all it sets out to,
+        less what the candidates found needed keep (and keep in the end anyway). Named in
+        another order, a requirement tried before its requirer was kept by it: that run
+        removed nothing of it, proved nothing, and the search blamed the next candidate."""
+        assert self.removal.requirements is not None
+        names = frozenset(n for unit in units.values() for n in unit)
+        unit_of = {name: key for key, unit in units.items() for name in unit}
+        requiring = {  # what requires a candidate, or an extra (which may require one)
+            unit_of[dependent]
+            for target, lines in self.removal.requirements.items()
+            for dependent, line in lines
+            if dependent in names and (target in names or "[" in line)
+        }
+        always = self._with_requirements_kept(names, units)[1].keys()
+        keeps: dict[str, set[str]] = {key: set() for key in units}
+        for key in requiring:  # the others keep nothing
+            kept = self._with_requirements_kept(names - set(units[key]), units)[1]
+            keeps[key] = {unit_of[name] for name in kept if name not in always} - {key}
+        group = {key: key for key in units}  # a cycle's units, under its first one
+        for key in units:
+            for other in keeps[key]:
+                if key in keeps[other] and group[other] == other:
+                    group[other] = group[key]
+        merged: dict[str, list[str]] = {}
+        for key in units:
+            merged.setdefault(group[key], []).append(key)
+        after = {
+            first: {group[k] for key in keys for k in keeps[key]} - {first}
+            for first, keys in merged.items()
+        }
+        waiting = dict.fromkeys(merged, 0)  # how many units not placed yet keep each
+        for later in after.values():
+            for key in later:
+                waiting[key] += 1
+        position = {key: i for i, key in enumerate(units)}
+        ready = [position[key] for key in merged if not waiting[key]]
+        heapq.heapify(ready)
+        placed: list[str] = []
+        keys = list(units)
+        while ready:  # the first one named that no unit still to place keeps
+            first = keys[heapq.heappop(ready)]
+            placed.append(first)
+            for key in after[first]:
+                waiting[key] -= 1
+                if not waiting[key]:
+                    heapq.heappush(ready, position[key])
+        placed += [key for key in merged if key not in placed]  # none is lost, whatever
+        order: dict[str, tuple[str, ...]] = {}
+        for first in placed:
+            members = tuple(n for key in merged[first] for n in units[key])
+            order["+".join(members)] = members
+        return order
+
     def _gone(self) -> Sequence[str]:
         return sorted(self.state)
 
@@ -923,7 +985,8 @@ class _Bisecting(_Attempt):
                 self.txn.finish(Outcome.NOTHING_TO_DO.value)
                 return self._result(Outcome.NOTHING_TO_DO)
             assert self.removal.analysis is not None
-            units = together(self.tried, self.removal.analysis.owned)
+            self.sharing = together(self.tried, self.removal.analysis.owned)
+            units = self._search_order(self.sharing)
             self.units = len(units)
 
             def removes(chosen: frozenset[str]) -> frozenset[str]:
@@ -1002,9 +1065,13 @@ class _Bisecting(_Attempt):
         text = "the probe fails without it (bisection)"
         if failed:
             text += ": " + min(failed, key=lambda t: len(t.removed)).why
-        others = [n for n in unit if n != name]
+        sharing = next(u for u in self.sharing.values() if name in u)
+        others = [n for n in unit if n != name and n in sharing]
         if others:
             text += f" (tried together with {', '.join(others)}: they list files in common)"
+        others = [n for n in unit if n not in sharing]
+        if others:
+            text += f" (tried together with {', '.join(others)}: they require each other)"
         return text
 
     def _passes(self, removed: frozenset[str]) -> bool:
