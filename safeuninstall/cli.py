@@ -445,7 +445,7 @@ class Common:
             with ctx.locked(timeout=0):
                 if ctx.journal().read() is not None:
                     return None, ""
-                return settle(ctx.store, policy, installed_pins(ctx.interpreter)), ""
+                return settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter)), ""
         except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
             why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
             return None, f"the retention policy did not run ({why}); the next operation runs it"

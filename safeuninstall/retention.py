@@ -34,7 +34,7 @@ from .report import size_text
 from .store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from .interpreter import Interpreter
     from .stashindex import Holdings
@@ -156,11 +156,12 @@ def only_copies(
     return {snapshot_id: tuple(sorted(pins)) for snapshot_id, pins in found.items()}
 
 
-def settle(store: Store, policy: Policy, installed: Mapping[str, str]) -> Kept | None:
+def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, str]]) -> Kept | None:
     """Apply the policy to this environment's snapshots and measure what stays; None when it
     has none. The latest (the operation's own) is measured and never loses its stash, nor
-    does the only copy of a distribution whose name is not in ``installed`` (what is installed
-    now). Under
+    does the only copy of a distribution whose name is not in ``installed()`` (what is
+    installed now: read only when a stash other than the protected ones could hold one, not
+    after every removal of an environment with one snapshot). Under
     the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
     # Not at the top: listing snapshots imports this module, and the plans' module imports
@@ -175,9 +176,11 @@ def settle(store: Store, policy: Policy, installed: Mapping[str, str]) -> Kept |
     ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
     protected = {latest, *ids[-1:]}
     # The protected stay anyway: none of them is named as kept for its only copies.
-    copies = {
-        i: pins for i, pins in only_copies(store, ids, installed).items() if i not in protected
-    }
+    copies = (
+        {i: pins for i, pins in only_copies(store, ids, installed()).items() if i not in protected}
+        if any(i not in protected for i in ids)
+        else {}
+    )
     holdings = store.holdings(ids)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:
