@@ -60,7 +60,6 @@ from ..needs import (
     loaded_by_probe,
     orphans,
     required,
-    requirement_closure,
     together,
 )
 from ..options import COMMANDS, UninstallOptions
@@ -290,9 +289,7 @@ class _Removal:
         markers = ctx.interpreter.markers
         # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
         # own environment what it runs on: removing that would break the restore itself.
-        spare = set(NEVER_MATCHED)
-        if ctx.is_tool_environment:
-            spare |= requirement_closure("safe-uninstall", self.installed, markers)
+        spare = set(NEVER_MATCHED) | ctx.runs_on(self.installed)
         found = orphans(
             self.installed,
             markers,
