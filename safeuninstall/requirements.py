@@ -222,6 +222,10 @@ class _Reader:
         self.notes: list[str] = []
         self.seen: set[str] = set()  # files read, by real path: a second -r of one is skipped
 
+    def _expanded(self, text: str) -> str:
+        """``${NAME}`` replaced by the variable's value, as uv does; an unset one is left."""
+        return _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), text)
+
     # -- one requirement --------------------------------------------------------------------
 
     def argument(self, text: str, origin: str = "", *, editable: bool = False) -> Wanted:
@@ -241,7 +245,7 @@ class _Reader:
             requirement = Requirement(text)
         except InvalidRequirement as err:
             # After -e, a location (``-e ${PROJECT}``), unless a variable is left unset.
-            expanded = _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), text)
+            expanded = self._expanded(text)
             if (editable and not expanded.startswith("$")) or looks_unnamed(text):
                 return self._unnamed(text, origin)
             _refuse_bad_brackets(text, where, command_line=not origin)
@@ -266,7 +270,7 @@ class _Reader:
         value = text
         if value.endswith("]") and "[" in value:  # extras: ignored, as for a name
             value = value[: value.index("[")]
-        value = _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), value)
+        value = self._expanded(value)
         value = value.split("#", 1)[0]  # #egg=name, #subdirectory=...: not part of where
         path = local_path(value) if value.startswith("file:") else None
         if path is not None:
@@ -349,7 +353,7 @@ class _Reader:
         if match is None:
             return
         value = _unquoted(match[2].strip())
-        expanded = _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), value)
+        expanded = self._expanded(value)
         base = folder if match[1] in ("-f", "--find-links") and folder is not None else self.cwd
         if _SCHEME.match(expanded) or (base / Path(expanded).expanduser()).exists():
             return
@@ -359,7 +363,7 @@ class _Reader:
 
     def _nested(self, sub: str, chain: tuple[str, ...], folder: Path | None) -> list[Wanted]:
         """``-r`` inside a file: relative to that file's folder, as uv and pip read it."""
-        expanded = _ENV_VAR.sub(lambda m: self.environ.get(m.group(1), m.group(0)), sub)
+        expanded = self._expanded(sub)
         if folder is None or expanded.startswith(("http://", "https://", "file:")):
             return self.file(expanded, chain)
         return self.file(str(folder / Path(expanded).expanduser()), chain)
