@@ -176,11 +176,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     # or not (an air-gapped node without that cache has no way back at all). The floor of a
     # guarded removal on this machine, beside the tool's.
     restore_env = {**ws.env, **stacks.offline_env()}
-    pins = [
-        line
-        for line in stacks.pins(stack).read_text().splitlines()
-        if line.partition("==")[0] in CU13
-    ]
+    pins = stacks.pinned(stack, CU13)
 
     def hand_failing(warmup: bool) -> None:
         baseline = [ws.run(argv) for argv in probe_argvs]

@@ -182,14 +182,14 @@ class Stacks:
         self.ensure(stack)
         self._install(stack, root, offline=True)
 
+    def pinned(self, stack: str, names: Collection[str]) -> list[str]:
+        """The stack's pin lines (``name==version``) of ``names``."""
+        lines = self.pins(stack).read_text().splitlines()
+        return [line for line in lines if line.partition("==")[0] in names]
+
     def reinstall(self, stack: str, root: Path, names: Collection[str]) -> None:
         """Put ``names`` back into the venv at ``root`` at the stack's pins, offline."""
-        pins = [
-            line
-            for line in self.pins(stack).read_text().splitlines()
-            if line.partition("==")[0] in names
-        ]
-        self._pip_install(root, pins, offline=True)
+        self._pip_install(root, self.pinned(stack, names), offline=True)
 
     def venv(self, stack: str, root: Path) -> Venv:
         """A new venv at ``root`` holding ``stack``, from the cache, offline."""
