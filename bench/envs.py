@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from safeuninstall.backend import find_uv
-from safeuninstall.store import VENV_JOURNAL
+from safeuninstall.environment.interpreter import find_uv
+from safeuninstall.state.store import VENV_JOURNAL
 
 from .measure import BenchError, Timed, build_launcher, run_timed
 

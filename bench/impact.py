@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from safeuninstall.environment import installed_distributions
-from safeuninstall.impact import impact_report
-from safeuninstall.interpreter import Interpreter
-from safeuninstall.libraries import ELF_CACHE_FILE, LibraryIndex, ownership
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement.impact import impact_report
+from safeuninstall.judgement.libraries import ELF_CACHE_FILE, LibraryIndex, ownership
 
 # The distributions the measured removal takes away: they provide the libraries one in ten of
 # the other objects needs, as the nvidia wheels do for torch's.

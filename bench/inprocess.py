@@ -15,19 +15,19 @@ from typing import Any
 
 import msgspec
 
-from safeuninstall.context import Context, open_context
-from safeuninstall.environment import installed_distributions
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.judgement.plan import build_stash_index
 from safeuninstall.options import TargetOptions
-from safeuninstall.plan import build_stash_index
-from safeuninstall.restore import RestoreJob, restore, verify
-from safeuninstall.stash import (
+from safeuninstall.session.context import Context, open_context
+from safeuninstall.state.stash import (
     VERIFIED_FILE,
     StashHasher,
     check_stash,
     read_verified,
     restore_files,
 )
-from safeuninstall.transaction import SnapshotSpec, take_snapshot
+from safeuninstall.transaction.restore import RestoreJob, restore, verify
+from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
 from .envs import Venv
 from .measure import BenchError
@@ -147,7 +147,7 @@ def forget_proof(ctx: Context, snapshot_id: str) -> bool:
 def probe_argv(python: str, planned: dict[str, Any], workdir: Path) -> list[str]:
     """What the tool runs for one planned probe (``--json``'s ``probes.planned[i]``): the
     probe driver in the target interpreter, as probe._run_in starts it."""
-    from safeuninstall import probe
+    from safeuninstall.judgement import probe
 
     workdir.mkdir(parents=True, exist_ok=True)
     maps, results = str(workdir / "maps.txt"), str(workdir / "candidates.txt")

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from safeuninstall.baseline import PLANS_FILE
-from safeuninstall.stashindex import _SETTLED_NS
+from safeuninstall.session.baseline import PLANS_FILE
+from safeuninstall.state.stashindex import _SETTLED_NS
 from tests.realstack import Stacks, cache_root
 
 from . import inprocess

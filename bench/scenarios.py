@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from safeuninstall.libraries import ELF_CACHE_FILE
+from safeuninstall.judgement.libraries import ELF_CACHE_FILE
 
 from . import impact, inprocess
 from .dists import (

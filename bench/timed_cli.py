@@ -46,8 +46,10 @@ def _clocked(key: str, func: Callable[..., Any], timings: dict[str, float]) -> C
 
 def main(argv: list[str]) -> None:
     out = Path(argv[0])
-    from safeuninstall import cli, stash, transaction
+    from safeuninstall.cli import commands as cli
     from safeuninstall.operations import uninstall
+    from safeuninstall.state import stash
+    from safeuninstall.transaction import transaction
 
     timings: dict[str, float] = {}
     # (where the name is looked up when called, the name, the key in OUT)

@@ -23,7 +23,7 @@ import gc
 import os
 import sys
 
-from safeuninstall import interrupts
+from safeuninstall.base import interrupts
 
 # Before the tool is imported (these modules above are loaded by the time a script runs, and
 # interrupts.py only needs signal): an interrupt in any later import is held.
@@ -32,7 +32,7 @@ interrupts.hold()
 
 def main() -> None:
     gc.set_threshold(100_000, 50, 50)
-    from safeuninstall.cli import run
+    from safeuninstall.cli.commands import run
 
     code = run()
     for stream in (sys.stdout, sys.stderr):

@@ -23,8 +23,8 @@ from typing import Any, TypeAlias
 
 from msgspec import Struct
 
-from . import tomlfile
-from .errors import UsageError
+from safeuninstall.base import tomlfile
+from safeuninstall.base.errors import UsageError
 
 # One typed value of a setting.
 Value: TypeAlias = str | int | float | bool | tuple[str, ...] | None

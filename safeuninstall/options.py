@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from msgspec import Struct
 
 if TYPE_CHECKING:  # for the annotation only: importing it costs packaging (10 ms)
-    from .requirements import Request
+    from safeuninstall.environment.requirements import Request
 
 # The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
 # (the CLI's commands; a test keeps them equal).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.backend import find_uv
+from safeuninstall.environment.interpreter import find_uv
 from tests.wheels import build_wheel, compile_shared_library
 
 UV = find_uv()

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from safeuninstall.elf import LoadMap
+from safeuninstall.judgement.elf import LoadMap
 
 LDD = shutil.which("ldd")
 

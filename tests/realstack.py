@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import pytest
 from filelock import FileLock
 
-from safeuninstall.backend import find_uv
+from safeuninstall.environment.interpreter import find_uv
 
 if TYPE_CHECKING:  # conftest imports this module for its fixtures
     from tests.conftest import Venv

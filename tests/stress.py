@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from safeuninstall.backend import find_uv
-from safeuninstall.store import VENV_JOURNAL
+from safeuninstall.environment.interpreter import find_uv
+from safeuninstall.state.store import VENV_JOURNAL
 from tests.wheels import build_wheel
 
 KINDS = ("signal", "concurrent", "kill-rollback")

@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
-from safeuninstall.audit import AuditReport, DistributionAudit, audit_environment
-from safeuninstall.environment import InstalledDistribution, read_distribution
-from safeuninstall.libraries import LibraryIndex, ownership
-from safeuninstall.locks import hold
-from safeuninstall.report import audit_report
-from safeuninstall.sizes import Weighing
-from safeuninstall.store import VENV_LOCK
+from safeuninstall.cli.report import audit_report
+from safeuninstall.environment.installed import InstalledDistribution, read_distribution
+from safeuninstall.environment.sizes import Weighing
+from safeuninstall.judgement.audit import AuditReport, DistributionAudit, audit_environment
+from safeuninstall.judgement.libraries import LibraryIndex, ownership
+from safeuninstall.state.locks import hold
+from safeuninstall.state.store import VENV_LOCK
 from tests.conftest import UV, MakeVenv, tagged_processes, tree, wait_for
 from tests.wheels import compile_shared_library
 

@@ -17,9 +17,9 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from safeuninstall import snapshot as snapshot_file
-from safeuninstall import tomlfile
-from safeuninstall.errors import SnapshotInvalid
+from safeuninstall.base import tomlfile
+from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.state import snapshot as snapshot_file
 from tests.conftest import UV, MakeVenv, Run, Venv, error_line
 from tests.test_units import full_snapshot
 

@@ -14,9 +14,9 @@ from bench import realstacks, report, scenarios
 from bench.dists import big_dist, record_hash, small_dist, write_installed, zeros_record_hash
 from bench.envs import Workspace, bundled_pip_wheel
 from bench.inprocess import open_venv
-from safeuninstall.environment import installed_distributions
-from safeuninstall.restore import RestoreReport, verify
-from safeuninstall.transaction import SnapshotSpec, take_snapshot
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.transaction.restore import RestoreReport, verify
+from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 from tests.conftest import UV, run_tool
 from tests.realstack import Stacks
 

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from safeuninstall import report
-from safeuninstall.cli import cli
-from safeuninstall.errors import EXIT_CODES
-from safeuninstall.outcome import Outcome
-from safeuninstall.probe import Probe, ProbeResult
-from safeuninstall.results import ProbeRuns, Result, RollbackResult
+from safeuninstall.base.errors import EXIT_CODES
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.cli import report
+from safeuninstall.cli.commands import cli
+from safeuninstall.judgement.probe import Probe, ProbeResult
+from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -365,8 +365,8 @@ def test_children_get_the_targets_environment_scrubbed(
 ) -> None:
     """From the options' environ, not os.environ; less what points at another environment."""
     from safeuninstall import options
-    from safeuninstall.context import open_context
-    from safeuninstall.process import SCRUBBED_VARIABLES
+    from safeuninstall.base.process import SCRUBBED_VARIABLES
+    from safeuninstall.session.context import open_context
 
     venv = venv_with_requests
     environ = {"PATH": "/usr/bin", "MARKER": "from the options", "VIRTUAL_ENV": "/elsewhere"}

@@ -13,9 +13,9 @@ import pytest
 
 from safeuninstall import config
 from safeuninstall import options as core_options
-from safeuninstall.cli import cli
-from safeuninstall.errors import UsageError
-from safeuninstall.probe import DEFAULT_TIMEOUT, configured_probes
+from safeuninstall.base.errors import UsageError
+from safeuninstall.cli.commands import cli
+from safeuninstall.judgement.probe import DEFAULT_TIMEOUT, configured_probes
 from tests.conftest import UV, MakeVenv, run_tool
 from tests.test_uninstall import corrupt_stash
 

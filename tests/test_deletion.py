@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from safeuninstall.deletion import Removed, plan_deletion
-from safeuninstall.records import RecordEntry
+from safeuninstall.environment.deletion import Removed, plan_deletion
+from safeuninstall.environment.records import RecordEntry
 
 SITE = "/venv/lib/python3.12/site-packages"
 

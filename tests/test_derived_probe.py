@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import derived, importables
-from safeuninstall.baseline import BaselineCache
-from safeuninstall.environment import InstalledDistribution, read_distribution
-from safeuninstall.interpreter import Interpreter
-from safeuninstall.outcome import Outcome
-from safeuninstall.probe import (
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.cli.report import operation
+from safeuninstall.environment.installed import InstalledDistribution, read_distribution
+from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement import derived, importables
+from safeuninstall.judgement.probe import (
     Candidate,
     CandidateResult,
     Probe,
@@ -31,8 +31,8 @@ from safeuninstall.probe import (
     derived_code,
     run_probe,
 )
-from safeuninstall.report import operation
-from safeuninstall.results import ProbeRuns, Result
+from safeuninstall.operations.results import ProbeRuns, Result
+from safeuninstall.session.baseline import BaselineCache
 from tests.conftest import MakeVenv
 from tests.wheels import build_wheel
 

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from safeuninstall import errors
+from safeuninstall.base import errors
 
 ROOT = Path(__file__).parent.parent
 
@@ -38,7 +38,7 @@ def test_checked_in_reference_page_is_what_the_generator_writes(page: str) -> No
 def test_cli_reference_has_every_command_and_option() -> None:
     import click
 
-    from safeuninstall.cli import cli
+    from safeuninstall.cli.commands import cli
 
     text = GENERATOR.cli_reference()
     ctx = click.Context(cli)

@@ -12,12 +12,12 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
-from safeuninstall import presence
-from safeuninstall.doctor import _holds_without_extra
-from safeuninstall.environment import InstalledDistribution
-from safeuninstall.impact import applies_on_target
-from safeuninstall.libraries import Ownership, hollow_distributions, ownership
-from safeuninstall.presence import PresenceCache
+from safeuninstall.environment import presence
+from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.environment.presence import PresenceCache
+from safeuninstall.judgement.doctor import _holds_without_extra
+from safeuninstall.judgement.impact import applies_on_target
+from safeuninstall.judgement.libraries import Ownership, hollow_distributions, ownership
 from tests.test_audit import install
 
 

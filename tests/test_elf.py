@@ -17,8 +17,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from safeuninstall import elf, libraries
-from safeuninstall.elf import (
+from safeuninstall.environment.paths import normalise
+from safeuninstall.judgement import elf, libraries
+from safeuninstall.judgement.elf import (
     EM_386,
     EM_AARCH64,
     EM_X86_64,
@@ -37,8 +38,7 @@ from safeuninstall.elf import (
     read_ld_cache_entries,
     split_ld_library_path,
 )
-from safeuninstall.libraries import LibraryIndex
-from safeuninstall.paths import normalise
+from safeuninstall.judgement.libraries import LibraryIndex
 from tests.conftest import returns_promptly
 from tests.ldd import disagreement
 from tests.ldd import ldd as ldd_view

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from packaging.pylock import Pylock
 
-from safeuninstall import export
-from safeuninstall.environment import Source
-from safeuninstall.snapshot import PackageEntry, Snapshot, Target
+from safeuninstall.environment.installed import Source
+from safeuninstall.operations import export
+from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from tests.conftest import UV, MakeVenv, Venv
 from tests.wheels import build_wheel
 
@@ -238,6 +238,7 @@ def test_export_to_stdout_by_path_and_as_json(make_venv: MakeVenv) -> None:
 
 
 def test_cli_knows_every_export_format() -> None:
-    from safeuninstall import cli, export
+    from safeuninstall.cli import commands as cli
+    from safeuninstall.operations import export
 
     assert cli.EXPORT_FORMATS == export.FORMATS

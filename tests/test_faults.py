@@ -151,9 +151,9 @@ def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) 
     """What recover deletes after an interrupted rollback: a file that is the inode of a stash
     copy of a distribution that is not installed, and that no installed distribution lists.
     A file another distribution lists (a shared path) stays, as does one that is another inode."""
-    from safeuninstall.interpreter import query_interpreter
-    from safeuninstall.restore import remove_half_restored
-    from safeuninstall.store import Store
+    from safeuninstall.environment.interpreter import query_interpreter
+    from safeuninstall.state.store import Store
+    from safeuninstall.transaction.restore import remove_half_restored
 
     venv = make_venv("sharedlib-cu13", "leftpad")
     site = venv.site_packages.relative_to(venv.root)
@@ -291,7 +291,7 @@ def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_pat
     assert [code for _, _, code in results] == [0] * 8, results
     assert set(venv.installed()) == {"leftpad"}
     # Serialised: snapshot k saw exactly the packages the k-1 earlier operations left.
-    from safeuninstall.store import Store
+    from safeuninstall.state.store import Store
 
     store = Store(venv.root / ".safe-uninstall")
     snapshots = [store.load(snapshot_id) for snapshot_id in store.ids()]

@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
-from safeuninstall import baseline, options, probe
-from safeuninstall.context import Context, open_context
+from safeuninstall import options
+from safeuninstall.judgement import probe
+from safeuninstall.judgement.probe import configured_probes
+from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall import uninstall
-from safeuninstall.probe import configured_probes
-from safeuninstall.results import RemovalResult
-from safeuninstall.store import Store
+from safeuninstall.session import baseline
+from safeuninstall.session.context import Context, open_context
+from safeuninstall.state.store import Store
 from tests.conftest import MakeVenv, Venv, running, tagged_processes, wait_for
 
 

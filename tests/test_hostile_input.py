@@ -374,8 +374,8 @@ def test_an_interrupt_in_any_import_of_start_up_is_one_line(
     recorded = venv.tool("--no-probe", "--dry-run", "leftpad", **interrupt_at(f"record:{order}"))
     assert recorded.returncode == 0, recorded.stderr
     names = list(dict.fromkeys(order.read_text().split()))
-    held = names[names.index("safeuninstall.interrupts") + 1 :]
-    assert "safeuninstall.cli" in held and len(held) > 20, held
+    held = names[names.index("safeuninstall.base.interrupts") + 1 :]
+    assert "safeuninstall.cli.commands" in held and len(held) > 20, held
     seed = int(os.environ.get("INTERRUPT_SEED", "20261130"))
     chosen = random.Random(seed).sample(held, 10)
     before = everything(venv, outside)

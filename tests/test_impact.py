@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.impact import ImpactReport, SharedFile
-from safeuninstall.libraries import LibraryChange
-from safeuninstall.report import impact_lines
+from safeuninstall.cli.report import impact_lines
+from safeuninstall.judgement.impact import ImpactReport, SharedFile
+from safeuninstall.judgement.libraries import LibraryChange
 from tests.conftest import SYSTEM_FOO, UV, MakeVenv, Venv
 from tests.wheels import build_wheel, compile_shared_library
 

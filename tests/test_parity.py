@@ -32,7 +32,7 @@ from pathlib import Path
 import click
 import pytest
 
-from safeuninstall.cli import cli
+from safeuninstall.cli.commands import cli
 from tests.conftest import UV, Run, Venv, changed, run_tool, tree
 from tests.wheels import build_wheel
 

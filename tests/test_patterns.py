@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.errors import EXIT_USAGE, InvalidInput, UsageError
-from safeuninstall.plan import plan_removal
-from safeuninstall.requirements import collect, parse_argument
+from safeuninstall.base.errors import EXIT_USAGE, InvalidInput, UsageError
+from safeuninstall.environment.requirements import collect, parse_argument
+from safeuninstall.judgement.plan import plan_removal
 from tests.conftest import MakeVenv, error_line, run_tool
 from tests.test_units import installed_dist
 

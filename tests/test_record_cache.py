@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import paths
-from safeuninstall.environment import InstalledDistribution, Source
-from safeuninstall.libraries import Ownership, ownership, ownership_on_demand
-from safeuninstall.recordcache import RecordCache
+from safeuninstall.environment import paths
+from safeuninstall.environment.installed import InstalledDistribution, Source
+from safeuninstall.environment.recordcache import RecordCache
+from safeuninstall.judgement.libraries import Ownership, ownership, ownership_on_demand
 from tests.conftest import UV, MakeVenv, once_the_snapshot_exists
 from tests.wheels import build_wheel
 

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from safeuninstall.context import Context
-from safeuninstall.errors import InvalidInput, NotRestorable
-from safeuninstall.interpreter import Interpreter, with_layout
-from safeuninstall.plan import one_edit, plan_removal
-from safeuninstall.requirements import Wanted, collect, parse_argument
+from safeuninstall.base.errors import InvalidInput, NotRestorable
+from safeuninstall.environment.interpreter import Interpreter, with_layout
+from safeuninstall.environment.requirements import Wanted, collect, parse_argument
+from safeuninstall.judgement.plan import one_edit, plan_removal
+from safeuninstall.session.context import Context
 from tests.conftest import MakeVenv, run_tool
 from tests.test_units import installed_dist
 

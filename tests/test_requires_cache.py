@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.environment import InstalledDistribution, Source, requirement_index
-from safeuninstall.requirescache import RequiresCache
+from safeuninstall.environment.installed import InstalledDistribution, Source, requirement_index
+from safeuninstall.environment.requirescache import RequiresCache
 from tests.conftest import UV, MakeVenv
 from tests.wheels import build_wheel
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall import config
-from safeuninstall.errors import UsageError
+from safeuninstall.base.errors import UsageError
 from tests.conftest import UV, MakeVenv, Run, Venv, returns_promptly, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.outcome import Outcome
+from safeuninstall.base.outcome import Outcome
 from tests.conftest import UV, MakeVenv, Venv, wait_for
 from tests.realstack import RealVenv, Stacks
 from tests.test_own_environment import _own_tool as own_tool
@@ -658,7 +658,7 @@ def test_a_ctrl_c_while_the_commands_leftovers_are_killed_does_not_cut_it_short(
 ) -> None:
     """A second Ctrl-C as the command ends: what it started is still all killed before the
     restore, and the interrupt is noted (passed on), not raised half way."""
-    from safeuninstall import process
+    from safeuninstall.base import process
 
     killed: list[str] = []
     kill_marked = process.kill_marked

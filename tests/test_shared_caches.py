@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.environment import InstalledDistribution, Source, requirement_index
-from safeuninstall.libraries import ownership
-from safeuninstall.recordcache import RECORD_CACHE_FILE, RecordCache
-from safeuninstall.requirescache import RequiresCache
+from safeuninstall.environment.installed import InstalledDistribution, Source, requirement_index
+from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
+from safeuninstall.environment.requirescache import RequiresCache
+from safeuninstall.judgement.libraries import ownership
 from tests.conftest import UV, MakeVenv
 
 

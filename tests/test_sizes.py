@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import sizes
-from safeuninstall.sizes import Counted, Weighing, count, walk
+from safeuninstall.environment import sizes
+from safeuninstall.environment.sizes import Counted, Weighing, count, walk
 from tests.conftest import running, wait_for
 
 

@@ -92,14 +92,14 @@ def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> No
 # the impact analysis, the library model, the ELF reader, the requirement parser) are most of
 # the tool's start-up, and `snapshots` is mostly start-up.
 _NOT_FOR_READING = (
-    "safeuninstall.transaction",
-    "safeuninstall.analysis",
-    "safeuninstall.impact",
-    "safeuninstall.libraries",
-    "safeuninstall.elf",
-    "safeuninstall.stash",
-    "safeuninstall.probe",
-    "safeuninstall.requirements",
+    "safeuninstall.transaction.transaction",
+    "safeuninstall.session.analysis",
+    "safeuninstall.judgement.impact",
+    "safeuninstall.judgement.libraries",
+    "safeuninstall.judgement.elf",
+    "safeuninstall.state.stash",
+    "safeuninstall.judgement.probe",
+    "safeuninstall.environment.requirements",
 )
 
 
@@ -110,10 +110,10 @@ _NOT_FOR_READING = (
 # writing a file or deleting a folder needs (a listing that rewrites the stash index or a head
 # imports tempfile, and shutil with it; these snapshots have neither to rewrite).
 _NOT_FOR_LISTING = (
-    "safeuninstall.snapshot",
-    "safeuninstall.environment",
-    "safeuninstall.plan",
-    "safeuninstall.outcome",  # how an operation ended: the enum's 65 members cost 5 M instructions
+    "safeuninstall.state.snapshot",
+    "safeuninstall.environment.installed",
+    "safeuninstall.judgement.plan",
+    "safeuninstall.base.outcome",  # how an operation ended: the enum's 65 members cost 5 M instructions
     "packaging.utils",
     "subprocess",
     "shutil",
@@ -126,7 +126,7 @@ def _started(*args: str) -> dict[str, list[str]]:
     of the tool's click commands it built (``built``)."""
     code = (
         "import json, sys\n"
-        "from safeuninstall.cli import cli, run\n"
+        "from safeuninstall.cli.commands import cli, run\n"
         "code = run(sys.argv[1:])\n"
         "state = {'modules': sorted(sys.modules), 'built': sorted(cli.commands)}\n"
         "print(json.dumps({'code': code, **state}), file=sys.stderr)\n"

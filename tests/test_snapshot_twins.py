@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from safeuninstall import snapshot as snapshot_file
-from safeuninstall.store import TWIN_FILE, Store
+from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.store import TWIN_FILE, Store
 from tests.conftest import UV, MakeVenv, Venv
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")

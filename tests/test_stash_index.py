@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import stashindex
-from safeuninstall.stashindex import Holdings
-from safeuninstall.store import Store
+from safeuninstall.state import stashindex
+from safeuninstall.state.stashindex import Holdings
+from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, Venv
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")

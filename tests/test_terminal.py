@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall import report
+from safeuninstall.cli import report
 from tests.conftest import UV, MakeVenv, Venv, error_line, read_terminal
 
 ESC = "\x1b["
@@ -188,7 +188,7 @@ def test_zsh_completion_script_is_generated() -> None:
 def test_progress_bar_shows_only_steps_longer_than_a_second(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from safeuninstall import cli
+    from safeuninstall.cli import commands as cli
 
     clock = iter([0.0, 0.5, 1.5, 2.0])
     monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
@@ -215,9 +215,9 @@ def test_verbose_streams_the_installers_output(make_venv: MakeVenv) -> None:
 
 def test_the_snapshot_reports_stash_progress(make_venv: MakeVenv) -> None:
     from safeuninstall import options
-    from safeuninstall.context import open_context
-    from safeuninstall.environment import installed_distributions
-    from safeuninstall.transaction import SnapshotSpec, take_snapshot
+    from safeuninstall.environment.installed import installed_distributions
+    from safeuninstall.session.context import open_context
+    from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
     venv = make_venv("leftpad")
     calls: list[tuple[str, int, int]] = []

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from safeuninstall import locks, restore, stash
+from safeuninstall.state import locks, stash
+from safeuninstall.transaction import restore
 from tests.conftest import UV, MakeVenv, Venv, changed, stand_in_uv, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -329,7 +330,7 @@ def test_verification_does_not_take_a_symlink_for_a_verified_file(tmp_path: Path
 
 def test_a_stash_file_swapped_after_its_check_is_not_linked_back(tmp_path: Path) -> None:
     """Between the hash check and the link, the file is another: the restore refuses it."""
-    from safeuninstall.snapshot import PackageStash, StashedFile
+    from safeuninstall.state.snapshot import PackageStash, StashedFile
 
     snapshot_dir, env = tmp_path / "0001", tmp_path / "env"
     folder = snapshot_dir / "stash" / "pkg-1.0"
@@ -357,7 +358,7 @@ def test_a_stash_file_swapped_after_its_check_is_not_linked_back(tmp_path: Path)
 
 def test_stash_verified_record_does_not_vouch_for_a_symlink(tmp_path: Path) -> None:
     """stash-verified.json names a file's identity; a link there is refused before it is read."""
-    from safeuninstall.snapshot import PackageStash, StashedFile
+    from safeuninstall.state.snapshot import PackageStash, StashedFile
 
     snapshot_dir = tmp_path / "0001"
     folder = snapshot_dir / "stash" / "pkg-1.0"

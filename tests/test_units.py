@@ -13,14 +13,14 @@ import msgspec
 import pytest
 import tomli_w
 
-from safeuninstall import journal
-from safeuninstall import snapshot as snapshot_file
-from safeuninstall.backend import PipBackend, UvBackend, requirement_for
-from safeuninstall.bounded import Unusable
-from safeuninstall.environment import InstalledDistribution, Source, read_distribution
-from safeuninstall.errors import JournalUnreadable, SnapshotInvalid
-from safeuninstall.impact import Dependency, dependents_of
-from safeuninstall.plan import (
+from safeuninstall.base.bounded import Unusable
+from safeuninstall.base.errors import JournalUnreadable, SnapshotInvalid
+from safeuninstall.environment.backend import PipBackend, UvBackend, requirement_for
+from safeuninstall.environment.installed import InstalledDistribution, Source, read_distribution
+from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
+from safeuninstall.environment.requirements import Wanted
+from safeuninstall.judgement.impact import Dependency, dependents_of
+from safeuninstall.judgement.plan import (
     Installed,
     build_stash_index,
     choose_snapshot,
@@ -29,9 +29,9 @@ from safeuninstall.plan import (
     plan_restore,
     plan_rollback,
 )
-from safeuninstall.records import _hex_from_record_hash, read_record, record_paths
-from safeuninstall.requirements import Wanted
-from safeuninstall.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
+from safeuninstall.state import journal
+from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
 from tests.conftest import returns_promptly
 
 SHA = "a" * 64
@@ -521,7 +521,7 @@ def test_snapshot_in_place_of_a_fifo_is_refused_without_blocking(tmp_path: Path)
 
 
 def test_restore_links_metadata_last() -> None:
-    from safeuninstall.stash import _metadata_last
+    from safeuninstall.state.stash import _metadata_last
 
     files = [
         StashedFile(path="lib/p/x-1.dist-info/METADATA", sha256=SHA, size=1),
@@ -536,8 +536,8 @@ def test_restore_links_metadata_last() -> None:
 
 
 def test_plan_prune_counts_files_shared_by_snapshots_once() -> None:
-    from safeuninstall.plan import plan_prune
-    from safeuninstall.stashindex import Holdings
+    from safeuninstall.judgement.plan import plan_prune
+    from safeuninstall.state.stashindex import Holdings
 
     big, small, installed = (1, 1), (1, 2), (1, 3)
     holdings = Holdings(
@@ -562,14 +562,14 @@ def test_find_uv_agrees_with_the_uv_package() -> None:
     """find_uv checks uv's first place itself (no import of uv): the same binary is found."""
     from uv import find_uv_bin
 
-    from safeuninstall.backend import find_uv
+    from safeuninstall.environment.interpreter import find_uv
 
     assert find_uv({}) == find_uv_bin()
     assert find_uv({"SAFE_UNINSTALL_UV": "none"}) is None
 
 
 def test_relative_to_root() -> None:
-    from safeuninstall.stash import relative_to_root
+    from safeuninstall.state.stash import relative_to_root
 
     assert relative_to_root("/venv/lib/x.py", "/venv") == "lib/x.py"
     assert relative_to_root("/venv/lib/../bin/y", "/venv/") == "bin/y"
@@ -585,7 +585,7 @@ def test_real_dir_equals_realpath(tmp_path: Path) -> None:
     os.path.realpath through symlinks (absolute, relative, nested), missing parts and '..'."""
     import os
 
-    from safeuninstall.paths import _real_dir
+    from safeuninstall.environment.paths import _real_dir
 
     (tmp_path / "a" / "b" / "c").mkdir(parents=True)
     (tmp_path / "x").mkdir()
@@ -692,8 +692,8 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
     an exception that would say "the environment was not changed"."""
     import tempfile
 
-    from safeuninstall.interpreter import Interpreter
-    from safeuninstall.probe import Probe, RunSettings, run_probe
+    from safeuninstall.environment.interpreter import Interpreter
+    from safeuninstall.judgement.probe import Probe, RunSettings, run_probe
 
     def no_room(*args: object, **kwargs: object) -> object:
         raise OSError(28, "No space left on device")
@@ -719,8 +719,8 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
 def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: object) -> None:
     import json as json_module
 
-    from safeuninstall.baseline import CACHE_FILE, BaselineCache, _key
-    from safeuninstall.probe import Probe, ProbeSettings
+    from safeuninstall.judgement.probe import Probe, ProbeSettings
+    from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
 
     settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
     (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
@@ -750,7 +750,7 @@ ORIGINAL_PTH = b"/some/where\r\n/proj/a\n\n/proj/b\n./old-1.0-py3.11.egg"
     ids=["as-uv-left-it", "one-of-two", "untouched", "file-gone", "line-added-since"],
 )
 def test_put_line_back(current: bytes | None, line: str, expected: bytes | None) -> None:
-    from safeuninstall.legacy import has_line, put_line_back
+    from safeuninstall.environment.legacy import has_line, put_line_back
 
     merged = put_line_back(ORIGINAL_PTH, current, line)
 
@@ -764,7 +764,7 @@ def test_put_line_back(current: bytes | None, line: str, expected: bytes | None)
 
 
 def test_put_line_back_after_two_were_taken_out_gives_the_original() -> None:
-    from safeuninstall.legacy import put_line_back
+    from safeuninstall.environment.legacy import put_line_back
 
     after_uv = b"/some/where\n\n./old-1.0-py3.11.egg\n"  # uv took /proj/a, then /proj/b
     once = put_line_back(ORIGINAL_PTH, after_uv, "/proj/a")
@@ -772,7 +772,7 @@ def test_put_line_back_after_two_were_taken_out_gives_the_original() -> None:
 
 
 def test_put_line_back_of_a_duplicate_line_adds_the_one_uv_took() -> None:
-    from safeuninstall.legacy import put_line_back
+    from safeuninstall.environment.legacy import put_line_back
 
     original = b"/proj/a\n/x\n/proj/a\n"
     assert put_line_back(original, b"/x\n/proj/a\n", "/proj/a") == original
@@ -799,7 +799,7 @@ def test_put_line_back_of_a_duplicate_line_adds_the_one_uv_took() -> None:
 )
 def test_top_level_names_are_uvs_identifiers(name: str, valid: bool) -> None:
     """uv's test_top_level_entry_safe_name: never a path."""
-    from safeuninstall.legacy import is_identifier
+    from safeuninstall.environment.legacy import is_identifier
 
     assert is_identifier(name) is valid
 
@@ -807,7 +807,7 @@ def test_top_level_names_are_uvs_identifiers(name: str, valid: bool) -> None:
 def test_egg_info_removal_follows_uvs_rule(tmp_path: Path) -> None:
     """top_level.txt names: a folder whole, else the first of .py, .pyc, .pyo; namespace
     packages, blank lines and non-identifiers skipped; the .egg-info folder; nothing else."""
-    from safeuninstall.legacy import EGG_INFO, removal
+    from safeuninstall.environment.legacy import EGG_INFO, removal
 
     site = tmp_path
     for path in (
@@ -869,7 +869,7 @@ def test_egg_info_removal_follows_uvs_rule(tmp_path: Path) -> None:
     ],
 )
 def test_a_legacy_entry_is_validated_like_the_rest(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
-    from safeuninstall.snapshot import PthLine
+    from safeuninstall.state.snapshot import PthLine
 
     stash = PackageStash(
         folder="stash/e-1.0",
@@ -909,7 +909,7 @@ def test_plan_rollback_repairs_a_half_removed_legacy_install_without_uninstallin
 
 
 def test_restore_links_a_legacy_installs_metadata_last() -> None:
-    from safeuninstall.stash import _metadata_last
+    from safeuninstall.state.stash import _metadata_last
 
     files = [
         StashedFile(path="lib/p/x-1.egg-info/PKG-INFO", sha256=SHA, size=1),
@@ -927,8 +927,8 @@ def test_restore_links_a_legacy_installs_metadata_last() -> None:
 def test_the_baseline_fingerprint_sees_legacy_installs(tmp_path: Path, made: str) -> None:
     """A cached baseline is for the installed set it ran in: a legacy install (or a .pth line
     that puts an editable on the path) added or removed is another one."""
-    from safeuninstall.baseline import fingerprint
-    from safeuninstall.interpreter import Interpreter
+    from safeuninstall.environment.interpreter import Interpreter
+    from safeuninstall.session.baseline import fingerprint
 
     site = str(tmp_path)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", site, site, "/v/bin", {})
@@ -942,7 +942,7 @@ def test_deferred_leaves_an_ignored_signal_ignored_and_keeps_the_ctrl_c_after_it
     noted first and raised into SIG_IGN on the way out, losing the Ctrl-C noted after it."""
     import signal
 
-    from safeuninstall import interrupts
+    from safeuninstall.base import interrupts
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
@@ -1165,14 +1165,14 @@ def test_doctor_finds_where_a_missing_requirement_comes_back_from(
 ) -> None:
     from packaging.requirements import Requirement
 
-    from safeuninstall.doctor import _requirement_finding
+    from safeuninstall.judgement.doctor import _requirement_finding
 
     found = _requirement_finding("dependent", Requirement(requirement), snapshots)
     assert (found.provider, found.snapshot, found.recorded_in, found.pinned) == expected
 
 
 def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() -> None:
-    from safeuninstall.doctor import Finding, Repair, plan_repair
+    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
 
     installed = {"requests": Installed("requests", "2.34.2", Source(kind="index"))}
     kept = make_snapshot("0001", (stashed("requests", "2.34.2"), stashed("idna", "3.20")))
@@ -1186,7 +1186,7 @@ def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() ->
 
 
 def test_doctor_expects_a_library_back_with_its_consumers_missing_requirements() -> None:
-    from safeuninstall.doctor import Finding, Repair, plan_repair
+    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
 
     pins = ("nvidia-cudnn-cu13==9.24.0.43", "nvidia-nccl-cu13==2.30.7")
     findings = [
@@ -1209,7 +1209,7 @@ def test_hashing_stops_between_chunks_when_asked(tmp_path: Path) -> None:
     of a large library: sha256_file gives up at the next chunk."""
     import errno
 
-    from safeuninstall.records import sha256_file
+    from safeuninstall.environment.records import sha256_file
 
     big = tmp_path / "lib.so"
     big.write_bytes(bytes(3 * 1024 * 1024))
@@ -1247,7 +1247,7 @@ def test_doctor_skips_only_lines_that_need_an_extra(line: str) -> None:
     marker without extras says, or nothing: it never skips a line that applies."""
     from packaging.requirements import Requirement
 
-    from safeuninstall.doctor import _needs_an_extra
+    from safeuninstall.judgement.doctor import _needs_an_extra
 
     requirement = Requirement(line) if "extraneous" not in line else None
     if _needs_an_extra(line):
@@ -1260,7 +1260,7 @@ def test_giving_up_says_what_it_could_not_delete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`nothing was changed` is said only when the give-up deleted the snapshot and the journal."""
-    from safeuninstall import transaction
+    from safeuninstall.transaction import transaction
 
     class _Journal:
         path = tmp_path / "journal.toml"
@@ -1295,8 +1295,8 @@ def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
     own environment (the restore's modules are loaded first), though the prefixes differ."""
     import sys
 
-    from safeuninstall.context import Context
-    from safeuninstall.interpreter import Interpreter
+    from safeuninstall.environment.interpreter import Interpreter
+    from safeuninstall.session.context import Context
 
     site = tmp_path / "base" / "lib" / "site-packages"
     site.mkdir(parents=True)
@@ -1327,8 +1327,8 @@ def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
 def test_plan_prune_keeps_only_copies_outside_keep_and_inside_max_size(
     keep: int | None, max_size: int | None, expected: list[str]
 ) -> None:
-    from safeuninstall.plan import plan_prune
-    from safeuninstall.stashindex import Holdings
+    from safeuninstall.judgement.plan import plan_prune
+    from safeuninstall.state.stashindex import Holdings
 
     only, small = (1, 1), (1, 2)
     holdings = Holdings(
@@ -1364,7 +1364,7 @@ def test_plan_prune_keeps_only_copies_outside_keep_and_inside_max_size(
 def test_python_request_is_a_path_as_uv_reads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request_: str, is_path: bool
 ) -> None:
-    from safeuninstall.interpreter import is_path_request
+    from safeuninstall.environment.interpreter import is_path_request
 
     for folder in ("3.11", "CPython@3.12", "PyPy", "any", "myvenv"):
         (tmp_path / folder).mkdir()
@@ -1374,8 +1374,8 @@ def test_python_request_is_a_path_as_uv_reads_it(
 
 def test_prune_text_names_no_empty_list_of_only_copy_keepers() -> None:
     """Over --max-size with no only copy kept (protected ones alone over): no 'and  for'."""
-    from safeuninstall.report import prune_summary
-    from safeuninstall.results import PruneResult
+    from safeuninstall.cli.report import prune_summary
+    from safeuninstall.operations.results import PruneResult
 
     result = PruneResult((), (("0001", 7270),), ("0001",), dry_run=True, over_max_size=7269)
 

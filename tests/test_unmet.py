@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safeuninstall.environment import InstalledDistribution, read_distribution
-from safeuninstall.impact import Unmet, removal_closure, unmet_requirements
+from safeuninstall.environment.installed import InstalledDistribution, read_distribution
+from safeuninstall.judgement.impact import Unmet, removal_closure, unmet_requirements
 from tests.conftest import UV, MakeVenv, Run, Venv
 from tests.realstack import RealVenv
 from tests.wheels import build_wheel
@@ -482,7 +482,8 @@ def test_a_package_named_like_a_subcommand(make_venv: MakeVenv, tmp_path: Path) 
 def test_the_subcommands_are_known_to_the_core() -> None:
     import click
 
-    from safeuninstall import cli, options
+    from safeuninstall import options
+    from safeuninstall.cli import commands as cli
 
     group = cli.cli  # type: ignore[attr-defined]
     assert set(options.COMMANDS) == set(group.list_commands(click.Context(group)))
@@ -598,8 +599,8 @@ def test_torch_nvidia_cublas_through_the_cuda_toolkit_extra(real_venv: RealVenv)
 def test_the_glance_that_decides_the_head_start(tmp_path: Path) -> None:
     """environment.required_elsewhere: any spelling of the name, in the header only, not in a
     distribution's own METADATA."""
-    from safeuninstall.environment import required_elsewhere
-    from safeuninstall.interpreter import Interpreter
+    from safeuninstall.environment.installed import required_elsewhere
+    from safeuninstall.environment.interpreter import Interpreter
 
     installed(
         tmp_path,

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from ..sizes import Weighing
+from safeuninstall.environment.sizes import Weighing
 
 if TYPE_CHECKING:
-    from ..audit import AuditReport
-    from ..context import Context
-    from ..probe import ProbeSettings
+    from safeuninstall.judgement.audit import AuditReport
+    from safeuninstall.judgement.probe import ProbeSettings
+    from safeuninstall.session.context import Context
 
 
 def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport:
@@ -27,14 +27,18 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     # beside all that follows; leaving the block stops it, whatever happened.
     with Weighing(site_dirs) as weighing:
         # What the rest needs is imported once the walk is under way (60 ms of imports).
-        from .. import retention
-        from ..analysis import library_index, with_default
-        from ..audit import StashHolding, audit_environment, holders_of_libraries
-        from ..environment import census, installed_distributions
-        from ..errors import SnapshotInvalid
-        from ..libraries import ownership
-        from ..probe import run_all
-        from ..recordcache import RECORD_CACHE_FILE, RecordCache
+        from safeuninstall.base.errors import SnapshotInvalid
+        from safeuninstall.environment.installed import census, installed_distributions
+        from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
+        from safeuninstall.judgement.audit import (
+            StashHolding,
+            audit_environment,
+            holders_of_libraries,
+        )
+        from safeuninstall.judgement.libraries import ownership
+        from safeuninstall.judgement.probe import run_all
+        from safeuninstall.session.analysis import library_index, with_default
+        from safeuninstall.transaction import retention
 
         installed = installed_distributions(ctx.interpreter)
         index = library_index(ctx)

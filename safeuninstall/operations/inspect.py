@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from ..analysis import (
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.backend import shell_line
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.environment.presence import PRESENCE_CACHE_FILE, PresenceCache
+from safeuninstall.environment.requirements import collect
+from safeuninstall.judgement.derived import as_baseline, dropped_notes
+from safeuninstall.judgement.libraries import hollow_distributions
+from safeuninstall.judgement.plan import plan_removal
+from safeuninstall.judgement.probe import ProbeSettings, run_all
+from safeuninstall.operations.results import ProbeRuns, RemovalResult, Result
+from safeuninstall.session.analysis import (
     analyse,
     installed_view,
     library_index,
@@ -15,20 +25,10 @@ from ..analysis import (
     owned_files,
     with_default,
 )
-from ..backend import shell_line
-from ..context import Context
-from ..derived import as_baseline, dropped_notes
-from ..environment import installed_distributions
-from ..libraries import hollow_distributions
-from ..outcome import Outcome
-from ..plan import plan_removal
-from ..presence import PRESENCE_CACHE_FILE, PresenceCache
-from ..probe import ProbeSettings, run_all
-from ..requirements import collect
-from ..results import ProbeRuns, RemovalResult, Result
+from safeuninstall.session.context import Context
 
 if TYPE_CHECKING:
-    from ..doctor import DoctorReport
+    from safeuninstall.judgement.doctor import DoctorReport
 
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
@@ -102,7 +102,7 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from ..doctor import doubled_findings, examine, plan_repair
+    from safeuninstall.judgement.doctor import doubled_findings, examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
@@ -137,7 +137,7 @@ def _unfinished(ctx: Context, report: DoctorReport) -> bool:
     """An operation's journal first: one under way (another process holds the environment's
     lock) leaves nothing to repair yet; one that died is repaired by ``recover``, which every
     other command asks for first (a rollback it named was refused)."""
-    from ..doctor import Finding
+    from safeuninstall.judgement.doctor import Finding
 
     journal = ctx.journal()
     entry = journal.read()

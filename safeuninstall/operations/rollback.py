@@ -20,19 +20,15 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from .. import baseline, process
-from ..analysis import (
-    Analysis,
-    analyse,
-    owned_files,
-    sharing_files,
-    snapshot_view,
-    with_default,
+from safeuninstall.base import process
+from safeuninstall.base.errors import (
+    EnvironmentChanged,
+    NotRestorable,
+    SnapshotInvalid,
+    SnapshotNotFound,
 )
-from ..baseline import BaselineCache, Begun, fingerprint
-from ..context import Context
-from ..derived import after_settings, as_baseline, dropped_notes, judged_after
-from ..environment import (
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
     census_change,
@@ -40,29 +36,39 @@ from ..environment import (
     ensure_writable,
     installed_distributions,
 )
-from ..errors import (
-    EnvironmentChanged,
-    NotRestorable,
-    SnapshotInvalid,
-    SnapshotNotFound,
-)
-from ..impact import Unmet
-from ..journal import Entry, Journal
-from ..libraries import Ownership
-from ..options import RollbackOptions
-from ..outcome import Outcome
-from ..plan import (
+from safeuninstall.judgement.derived import after_settings, as_baseline, dropped_notes, judged_after
+from safeuninstall.judgement.impact import Unmet
+from safeuninstall.judgement.libraries import Ownership
+from safeuninstall.judgement.plan import (
     RollbackPlan,
     SnapshotChoice,
     choose_snapshot,
     plan_rollback,
 )
-from ..probe import ProbeResult, ProbeSettings, run_all
-from ..restore import remove_half_restored
-from ..results import ProbeRuns, RollbackResult
-from ..snapshot import PackageEntry, Snapshot
-from ..stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from ..transaction import Restored, SnapshotSpec, Transaction, cannot_come_back
+from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
+from safeuninstall.operations.results import ProbeRuns, RollbackResult
+from safeuninstall.options import RollbackOptions
+from safeuninstall.session import baseline
+from safeuninstall.session.analysis import (
+    Analysis,
+    analyse,
+    owned_files,
+    sharing_files,
+    snapshot_view,
+    with_default,
+)
+from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
+from safeuninstall.session.context import Context
+from safeuninstall.state.journal import Entry, Journal
+from safeuninstall.state.snapshot import PackageEntry, Snapshot
+from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
+from safeuninstall.transaction.restore import remove_half_restored
+from safeuninstall.transaction.transaction import (
+    Restored,
+    SnapshotSpec,
+    Transaction,
+    cannot_come_back,
+)
 
 
 def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -> RollbackResult:

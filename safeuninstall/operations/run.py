@@ -24,27 +24,8 @@ from pathlib import Path
 
 import msgspec
 
-from .. import baseline, process
-from ..analysis import analyse, failure_text, snapshot_view, with_default
-from ..backend import shell_line
-from ..baseline import BaselineCache, Begun, fingerprint
-from ..context import Context
-from ..derived import (
-    as_baseline,
-    derive,
-    dropped_notes,
-    judged_after,
-    judged_change,
-    stopping_after_change,
-)
-from ..environment import (
-    InstalledDistribution,
-    census,
-    census_change,
-    ensure_writable,
-    installed_distributions,
-)
-from ..errors import (
+from safeuninstall.base import process
+from safeuninstall.base.errors import (
     BaselineProbeFailed,
     CommandNotStarted,
     EnvironmentChanged,
@@ -53,16 +34,36 @@ from ..errors import (
     InvalidInput,
     NotRestorable,
 )
-from ..impact import Unmet, unmet_after_change
-from ..libraries import ownership
-from ..options import RunOptions
-from ..outcome import Outcome
-from ..plan import RollbackPlan, plan_rollback
-from ..probe import ProbeResult, ProbeSettings, run_all
-from ..results import ProbeRuns, RunResult
-from ..snapshot import PackageStash, Snapshot
-from ..stash import kept_aside, not_put_back, read_verified
-from ..transaction import Restored, SnapshotSpec, Transaction
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.backend import shell_line
+from safeuninstall.environment.installed import (
+    InstalledDistribution,
+    census,
+    census_change,
+    ensure_writable,
+    installed_distributions,
+)
+from safeuninstall.judgement.derived import (
+    as_baseline,
+    derive,
+    dropped_notes,
+    judged_after,
+    judged_change,
+    stopping_after_change,
+)
+from safeuninstall.judgement.impact import Unmet, unmet_after_change
+from safeuninstall.judgement.libraries import ownership
+from safeuninstall.judgement.plan import RollbackPlan, plan_rollback
+from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
+from safeuninstall.operations.results import ProbeRuns, RunResult
+from safeuninstall.options import RunOptions
+from safeuninstall.session import baseline
+from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
+from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
+from safeuninstall.session.context import Context
+from safeuninstall.state.snapshot import PackageStash, Snapshot
+from safeuninstall.state.stash import kept_aside, not_put_back, read_verified
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:

@@ -10,23 +10,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import retention
-from ..backend import shell_line
-from ..context import Context
-from ..errors import InvalidInput, SnapshotInvalid
-from ..results import PruneResult, ShownSnapshot, SnapshotList, SnapshotSummary
+from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
+from safeuninstall.environment.backend import shell_line
+from safeuninstall.operations.results import (
+    PruneResult,
+    ShownSnapshot,
+    SnapshotList,
+    SnapshotSummary,
+)
+from safeuninstall.session.context import Context
+from safeuninstall.transaction import retention
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ..options import PruneOptions
-    from ..snapshot import Snapshot
+    from safeuninstall.options import PruneOptions
+    from safeuninstall.state.snapshot import Snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
-    from ..analysis import owned_files
-    from ..environment import installed_distributions
-    from ..transaction import SnapshotSpec, take_snapshot
+    from safeuninstall.environment.installed import installed_distributions
+    from safeuninstall.session.analysis import owned_files
+    from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
     with ctx.locked():
         installed = installed_distributions(ctx.interpreter)
@@ -62,7 +67,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
                 outcome=snap.outcome,
                 packages=snap.packages,
                 stash_bytes=retention.alone(holdings, snap.id),
-                stash_pruned=retention.stash_pruned(ctx.store, snap.id),
+                stash_pruned=ctx.store.stash_pruned(snap.id),
             )
         )
     total = holdings.held([snapshot_id for snapshot_id, _ in loaded])
@@ -72,9 +77,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
 def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
     snap = ctx.store.resolve(reference)
     holdings = ctx.store.holdings([snap.id], indexed=True)
-    return ShownSnapshot(
-        snap, retention.alone(holdings, snap.id), retention.stash_pruned(ctx.store, snap.id)
-    )
+    return ShownSnapshot(snap, retention.alone(holdings, snap.id), ctx.store.stash_pruned(snap.id))
 
 
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:
@@ -82,7 +85,7 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
         raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
     import shutil
 
-    from ..plan import plan_prune
+    from safeuninstall.judgement.plan import plan_prune
 
     with ctx.locked():
         entry = ctx.journal().read()

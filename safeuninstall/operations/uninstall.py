@@ -19,20 +19,16 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from .. import baseline
-from ..analysis import (
-    Analysis,
-    analyse,
-    failure_text,
-    loadable_snapshots,
-    requirements_of,
-    with_default,
+from safeuninstall.base.errors import (
+    BaselineProbeFailed,
+    EnvironmentChanged,
+    Interrupted,
+    InterruptedAfterChange,
+    InvalidInput,
+    NotRestorable,
 )
-from ..baseline import BaselineCache, Begun, DerivedPlans, HeadStart, fingerprint
-from ..bisection import bound, search
-from ..context import Context
-from ..derived import after_settings, as_baseline, dropped_notes, judged_after, to_the_end
-from ..environment import (
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
     census,
@@ -41,18 +37,19 @@ from ..environment import (
     ensure_writable,
     installed_distributions,
 )
-from ..errors import (
-    BaselineProbeFailed,
-    EnvironmentChanged,
-    Interrupted,
-    InterruptedAfterChange,
-    InvalidInput,
-    NotRestorable,
+from safeuninstall.environment.legacy import DESCRIBED
+from safeuninstall.environment.requirements import read_request
+from safeuninstall.judgement.bisection import bound, search
+from safeuninstall.judgement.derived import (
+    after_settings,
+    as_baseline,
+    dropped_notes,
+    judged_after,
+    to_the_end,
 )
-from ..impact import removal_closure, unmet_in
-from ..legacy import DESCRIBED
-from ..libraries import Drift
-from ..needs import (
+from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.libraries import Drift
+from safeuninstall.judgement.needs import (
     Cleanup,
     Needed,
     Trial,
@@ -62,18 +59,35 @@ from ..needs import (
     required,
     together,
 )
-from ..options import COMMANDS, UninstallOptions
-from ..outcome import Outcome
-from ..plan import NEVER_MATCHED, RemovalPlan, plan_removal
-from ..probe import ProbeResult, ProbeSettings, run_all, start
-from ..requirements import read_request
-from ..results import ProbeRuns, RemovalResult
-from ..snapshot import Snapshot
-from ..stash import legacy_refusal
-from ..transaction import Restored, SnapshotSpec, Transaction
+from safeuninstall.judgement.plan import NEVER_MATCHED, RemovalPlan, plan_removal
+from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all, start
+from safeuninstall.operations.results import ProbeRuns, RemovalResult
+from safeuninstall.options import COMMANDS, UninstallOptions
+from safeuninstall.session import baseline
+from safeuninstall.session.analysis import (
+    Analysis,
+    analyse,
+    failure_text,
+    loadable_snapshots,
+    requirements_of,
+    with_default,
+)
+from safeuninstall.session.baseline import (
+    BaselineCache,
+    Begun,
+    DerivedPlans,
+    HeadStart,
+    fingerprint,
+)
+from safeuninstall.session.context import Context
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.state.stash import legacy_refusal
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
 
 if TYPE_CHECKING:
-    from ..doctor import Finding  # the module only when a probe fails: packaging.requirements
+    from safeuninstall.judgement.doctor import (
+        Finding,  # the module only when a probe fails: packaging.requirements
+    )
 
 
 def uninstall(
@@ -281,7 +295,7 @@ class _Removal:
     def add_orphans(self) -> None:
         """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
         and unloaded join it, listed before anything happens; judged like every removal."""
-        from ..analysis import library_index, owned_files
+        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx = self.ctx
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -315,7 +329,7 @@ class _Removal:
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
         are kept, with their reasons; the plan is what is left to try."""
-        from ..analysis import library_index, owned_files
+        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx, candidates = self.ctx, self.plan.remove
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -485,7 +499,7 @@ class _Removal:
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
             # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
             # and packaging's requirement parser, 15-80 ms between that probe and its restore.
-            from .. import doctor  # noqa: F401 - imported now to have it loaded
+            from safeuninstall.judgement import doctor  # noqa: F401 - imported now to have it loaded
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
@@ -723,7 +737,7 @@ class _Attempt:
         return after, env_print
 
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
-        from ..doctor import diagnose  # only when a probe fails
+        from safeuninstall.judgement.doctor import diagnose  # only when a probe fails
 
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])

@@ -1,0 +1,1226 @@
+"""The command line: parse options into frozen records, call one core function, render.
+
+``safe-uninstall PACKAGE...`` is the ``uninstall`` command; the other commands are subcommands.
+A package whose name equals a subcommand is removed with ``safe-uninstall uninstall NAME``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
+
+import click
+import msgspec
+from msgspec import Struct
+
+from safeuninstall import __version__, config, options
+from safeuninstall.base import interrupts
+from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
+from safeuninstall.base.events import Event, Events
+from safeuninstall.cli import report
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
+    from safeuninstall.judgement.audit import AuditReport
+    from safeuninstall.judgement.doctor import DoctorReport
+    from safeuninstall.judgement.probe import ProbeSettings
+    from safeuninstall.operations.export import ExportResult
+    from safeuninstall.operations.results import (
+        PruneResult,
+        Result,
+        ShownSnapshot,
+        SnapshotList,
+        SnapshotTaken,
+    )
+    from safeuninstall.session.context import Context
+    from safeuninstall.transaction.retention import Kept
+
+ResultT = TypeVar("ResultT", bound="Result")
+# Outcomes after which there is nothing new for the retention policy to weigh.
+_CHANGED_NOTHING = frozenset(
+    {"dry-run", "nothing-to-do", "already-matches", "nothing-to-recover", "nothing-to-roll-back"}
+)
+
+_WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """FloatRange lets nan through (every comparison with nan is false)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds")
+    return value
+
+
+EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
+
+_Decorator = Callable[[Callable[..., None]], Callable[..., None]]
+
+# A command's own click decorators (``_option``, ``_argument`` under ``_command``), in the order
+# they were applied, kept until its command is built: a command line builds only the command it
+# runs, not the options of all fourteen (at import, that was 19 M instructions of a listing's 320).
+_PENDING: dict[Callable[..., None], list[_Decorator]] = {}
+
+
+def _later(*decorators: _Decorator) -> _Decorator:
+    """``decorators``, applied (in this order) when the function's command is built."""
+
+    def keep(func: Callable[..., None]) -> Callable[..., None]:
+        _PENDING.setdefault(func, []).extend(decorators)
+        return func
+
+    return keep
+
+
+def _option(*decls: str, **attrs: Any) -> _Decorator:
+    """``click.option``, applied when the command is built."""
+    return _later(click.option(*decls, **attrs))
+
+
+def _argument(*decls: str, **attrs: Any) -> _Decorator:
+    """``click.argument``, applied when the command is built."""
+    return _later(click.argument(*decls, **attrs))
+
+
+class _SharedOption(click.Option):
+    """An option of several commands, defined once below: it takes a value in every command
+    that has it or in none, so the routing reads that off the command named on the command
+    line, not off ``uninstall`` (``-p X snapshots`` builds no other command)."""
+
+
+def _shared_option(*decls: str, **attrs: Any) -> _Decorator:
+    return click.option(*decls, cls=_SharedOption, **attrs)
+
+
+_TARGET_OPTIONS = (
+    _shared_option(
+        "-p",
+        "--python",
+        metavar="PYTHON",
+        help="Target interpreter or environment directory "
+        "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+    ),
+    _shared_option(
+        "--system/--no-system",
+        default=False,
+        help="The first Python on PATH, as uv finds it (not a virtual environment).",
+    ),
+    _shared_option(
+        "-t",
+        "--target",
+        metavar="DIR",
+        help="The packages in DIR, as `uv pip install --target DIR` put them there.",
+    ),
+    _shared_option(
+        "--prefix",
+        metavar="DIR",
+        help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
+    ),
+    _shared_option(
+        "--break-system-packages/--no-break-system-packages",
+        default=False,
+        help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
+    ),
+    _shared_option(
+        "--state-dir",
+        metavar="DIR",
+        help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
+    ),
+    _shared_option(
+        "--lock-timeout",
+        type=click.FloatRange(min=0, max=_WEEK),
+        callback=_finite,
+        metavar="SECONDS",
+        help="How long to wait for another operation on the same environment. [default: 60]",
+    ),
+)
+
+_OUTPUT_OPTIONS = (
+    _shared_option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
+    _shared_option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
+    _shared_option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
+    _shared_option(
+        "--color",
+        type=click.Choice(config.COLOR_CHOICES),
+        expose_value=False,
+        callback=lambda ctx, param, value: _remember_color(ctx, value),
+        help="Colour the text output (auto: on a terminal, unless NO_COLOR is set). "
+        "[default: auto]",
+    ),
+)
+
+_PROBE_OPTIONS = (
+    _shared_option(
+        "--probe",
+        "probes",
+        multiple=True,
+        metavar="CODE",
+        help="Python code run by the target interpreter; repeatable.",
+    ),
+    _shared_option(
+        "--probe-cmd",
+        "probe_cmds",
+        multiple=True,
+        metavar="COMMAND",
+        help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
+    ),
+    _shared_option(
+        "--probe-timeout",
+        type=click.FloatRange(min=0, min_open=True, max=_WEEK),
+        callback=_finite,
+        metavar="SECONDS",
+        help="Kill a probe (its whole process group) after this long. [default: 300]",
+    ),
+    _shared_option("--no-probe", is_flag=True, help="Run no probe at all."),
+)
+
+_OFFLINE_OPTION = _shared_option(
+    "--offline/--no-offline",
+    default=None,
+    help="A reinstall, if one is needed, uses no network. [default: no-offline]",
+)
+# uninstall and rollback: both uninstall, and both are refused when that leaves a requirement unmet
+_ALLOW_UNMET_OPTION = _option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
+    "unmet (refused otherwise, exit 1, nothing changed); the probe judges it.",
+)
+
+
+# Options of `uv pip uninstall` that steer uv itself (its cache, its network, its discovery of
+# Python, its configuration): accepted with uv's meaning, passed on to every uv the tool runs as
+# the variable uv reads for each. Hidden: docs/usage.md lists them.
+_UV_META = "safe_uninstall.uv_settings"
+_UV_VALUES = {  # option: the variable, for an option that takes a value
+    "--keyring-provider": "UV_KEYRING_PROVIDER",
+    "--cert": "SSL_CERT_FILE",
+    "--allow-insecure-host": "UV_INSECURE_HOST",
+    "--cache-dir": "UV_CACHE_DIR",
+    "--project": "UV_PROJECT",
+    "--config-file": "UV_CONFIG_FILE",
+}
+_UV_FLAGS = {  # flag: (variable, value)
+    "--system-certs": ("UV_SYSTEM_CERTS", "1"),
+    "--no-cache": ("UV_NO_CACHE", "1"),
+    "--managed-python": ("UV_MANAGED_PYTHON", "1"),
+    "--no-managed-python": ("UV_NO_MANAGED_PYTHON", "1"),
+    "--no-python-downloads": ("UV_PYTHON_DOWNLOADS", "never"),
+    "--no-progress": ("UV_NO_PROGRESS", "1"),
+    "--no-config": ("UV_NO_CONFIG", "1"),
+}
+
+
+def _uv_setting(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    if not value:
+        return
+    settings = ctx.meta.setdefault(_UV_META, {})
+    option = max(param.opts, key=len)
+    if option in _UV_VALUES:
+        values = value if isinstance(value, tuple) else (value,)
+        settings[_UV_VALUES[option]] = " ".join(str(v) for v in values)
+    else:
+        variable, setting = _UV_FLAGS[option]
+        settings[variable] = setting
+
+
+def _change_directory(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """uv's --directory: the command runs from DIR (paths, .venv discovery, configuration)."""
+    if value is not None:
+        try:
+            os.chdir(value)
+        except OSError as err:
+            raise click.BadParameter(f"{value}: {err.strerror}") from None
+
+
+def _uv_settings() -> dict[str, str]:
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None and _UV_META not in ctx.meta:
+        ctx = ctx.parent
+    return dict(ctx.meta[_UV_META]) if ctx is not None else {}
+
+
+_UV_OPTIONS = (
+    *(
+        click.option(
+            *(("-n", option) if option == "--no-cache" else (option,)),
+            is_flag=True,
+            hidden=True,
+            expose_value=False,
+            callback=_uv_setting,
+        )
+        for option in _UV_FLAGS
+    ),
+    *(
+        click.option(
+            option,
+            hidden=True,
+            expose_value=False,
+            multiple=option == "--allow-insecure-host",
+            callback=_uv_setting,
+        )
+        for option in _UV_VALUES
+    ),
+    click.option(
+        "--directory", hidden=True, expose_value=False, callback=_change_directory, is_eager=True
+    ),
+)
+
+
+_with_uv_options = _later(*reversed(_UV_OPTIONS))
+
+
+def _echo_installer(text: str) -> None:
+    click.echo(text, err=True, nl=False)
+
+
+class _ProgressBar:
+    """A one-line bar on stderr for file steps that take more than a second (a copy to
+    another filesystem, hashing a large stash); nothing for the instant ones."""
+
+    _DELAY = 1.0
+    _WIDTH = 30
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        started = self._started.setdefault(step, now)
+        if now - started < self._DELAY or total <= 0:
+            return
+        filled = self._WIDTH * done // total
+        mib = 1024 * 1024
+        line = (
+            f"\r{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] "
+            f"{done // mib}/{total // mib} MiB"
+        )
+        click.echo(line, err=True, nl=done >= total)
+
+
+class Output(Struct, frozen=True):
+    """How the result is shown: the output options every command takes."""
+
+    as_json: bool = False
+    verbose: bool = False
+    quiet: bool = False
+
+
+class _Live:
+    """Receives the core's events: each is written to stderr as it happens (not with --json
+    or -q), and kept for --json. On a terminal a step that goes on (a probe running, the
+    installer, a restore) has a spinner and its elapsed time until the next event; through a
+    pipe the same lines come unadorned. A wait for another operation is always said: the
+    command would otherwise seem to hang."""
+
+    _FRAMES = "|/-\\"
+    _TICK = 0.1
+
+    def __init__(self, output: Output) -> None:
+        self.events: list[Event] = []
+        self._output = output
+        self._live = False  # until an operation's steps begin (speak)
+        self._tty = sys.stderr.isatty()
+        self._lock = threading.Lock()
+        self._ongoing: tuple[str, float] | None = None  # (last line, when it began)
+        self._wake = threading.Event()
+        self._spinner: threading.Thread | None = None
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        if not (self._live or event.step == "waiting"):
+            return
+        lines = f"safe-uninstall: {event.text}".splitlines() or [""]
+        with self._lock:
+            self._end_ongoing()
+            if not (self._tty and event.ongoing):
+                click.echo("\n".join(lines), err=True)
+                return
+            if lines[:-1]:
+                click.echo("\n".join(lines[:-1]), err=True)
+            self._ongoing = (lines[-1], time.monotonic())
+            self._draw(0)
+            if self._spinner is None:
+                self._spinner = threading.Thread(target=self._spin, daemon=True)
+                self._spinner.start()
+
+    def speak(self) -> None:
+        """The command is an operation (a removal, rollback, probe...): its steps are said.
+        Other commands (export, snapshots...) say only a wait."""
+        self._live = not (self._output.as_json or self._output.quiet)
+
+    def stop(self) -> None:
+        """Before the result is printed: the spinner's line ends, with its elapsed time. The
+        spinner is stopped first: an interrupt here must not leave it drawing over the error."""
+        self._wake.set()
+        with self._lock:
+            self._end_ongoing()
+
+    def _draw(self, frame: int) -> None:
+        assert self._ongoing is not None
+        line, began = self._ongoing
+        spin = self._FRAMES[frame % len(self._FRAMES)]
+        click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
+
+    def _end_ongoing(self) -> None:
+        if self._ongoing is not None:
+            line, began = self._ongoing
+            click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            self._ongoing = None
+
+    def _spin(self) -> None:
+        frame = 0
+        while not self._wake.wait(self._TICK):
+            frame += 1
+            with self._lock:
+                if self._ongoing is not None:
+                    self._draw(frame)
+
+
+class Common:
+    """The options every command shares, as parsed, and what is built from them once per
+    command: the configuration, the probe settings, the opened target."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.output = Output(values.pop("as_json"), values.pop("verbose"), values.pop("quiet"))
+        self._typed: dict[str, config.Value] = {
+            "state-dir": values.pop("state_dir", None),
+            "lock-timeout": values.pop("lock_timeout", None),
+            "offline": values.pop("offline", None),
+        }
+        self._python: str | None = values.pop("python", None)
+        self._where = {key: values.pop(key, None) for key in ("system", "target", "prefix")}
+        self._break_system_packages = bool(values.pop("break_system_packages", False))
+        self._no_probe: bool | None = None  # None: a command without probe options
+        if "probes" in values:
+            self._no_probe = values.pop("no_probe")
+            self._typed |= {
+                "probe": values.pop("probes"),
+                "probe-cmd": values.pop("probe_cmds"),
+                "probe-timeout": values.pop("probe_timeout"),
+            }
+        self.live = _Live(self.output)
+        self._context: Context | None = None
+        self.read_only = False  # a dry run: the target is opened to write nothing
+
+    def settings(self) -> config.Settings:
+        """Resolved once per command (the first call wins; every call passes the same)."""
+        return _settings(self._typed)
+
+    @property
+    def offline(self) -> bool:
+        return self.settings().flag("offline")
+
+    def settled(self, result: ResultT) -> ResultT:
+        """``result`` with what the snapshots keep on disk, once the retention policy has
+        run; as it is when the operation changed nothing (a dry run, a refusal, nothing to do)
+        or left its work unfinished (exit 4: the journal's snapshot must keep its stash).
+
+        The operation is over and its report must be printed whatever happens here: a busy
+        lock, a full disk or an interrupt only skips the policy, and says so."""
+        if result.snapshot is None or result.exit_code not in (0, 3, 5):
+            return result
+        if result.outcome.value in _CHANGED_NOTHING:
+            return result
+        kept, note = self.retain()
+        if note:
+            return msgspec.structs.replace(result, messages=(*result.messages, note))
+        return result if kept is None else msgspec.structs.replace(result, kept=kept)
+
+    def retain(self) -> tuple[Kept | None, str]:
+        """The retention policy (``keep``, ``max-size``) applied after an operation, and what
+        the snapshots then keep; None (nothing pruned) while an operation is unfinished. The
+        lock is not waited for: the operation is done, and the next one runs the policy. A
+        busy lock, a full disk or an interrupt only skips it, and the note says so."""
+        from safeuninstall.transaction.retention import Policy, installed_pins, settle
+
+        try:
+            ctx = self.context()
+            settings = self.settings()
+            policy = Policy(keep=settings.bound("keep"), max_size=settings.bound("max-size"))
+            with ctx.locked(timeout=0):
+                if ctx.journal().read() is not None:
+                    return None, ""
+                return settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter)), ""
+        except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
+            why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
+            return None, f"the retention policy did not run ({why}); the next operation runs it"
+
+    def probes(self) -> ProbeSettings:
+        from safeuninstall.judgement.probe import probes_from
+
+        assert self._no_probe is not None, "a command without probe options"
+        return probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
+
+    def context(self) -> Context:
+        """The target, opened on first use (``export`` of a snapshot file needs none)."""
+        if self._context is None:
+            settings = self.settings()
+            if self._where["target"] and self._where["prefix"]:
+                raise UsageError("--target and --prefix can't be given together")
+            target = options.TargetOptions(
+                python=self._python,
+                cwd=Path.cwd(),
+                environ={**os.environ, **_uv_settings()},
+                command=("safe-uninstall", *sys.argv[1:]),
+                state_dir=settings.text("state-dir"),
+                lock_timeout=settings.seconds("lock-timeout"),
+                on_installer_output=_echo_installer if self.output.verbose else None,
+                on_progress=_ProgressBar() if sys.stderr.isatty() else None,
+                read_only=self.read_only,
+                system=bool(self._where["system"]),
+                target=self._where["target"],
+                prefix=self._where["prefix"],
+                break_system_packages=self._break_system_packages,
+            )
+            from safeuninstall.session.context import (
+                open_context,  # after the command line is parsed: 8 ms
+            )
+
+            self._context = open_context(target, Events(self.live))
+        return self._context
+
+
+def _command(
+    name: str,
+    *,
+    target: bool = True,
+    probes: bool = False,
+    offline: bool = False,
+    interspersed: bool = True,
+) -> _Decorator:
+    """A subcommand with the shared options: target and probe options before its own, offline
+    and output options after them; the function receives them as one ``Common`` first.
+
+    The command is registered by name and built when a command line first asks for it."""
+    before = [*(_TARGET_OPTIONS if target else ()), *(_PROBE_OPTIONS if probes else ())]
+    after = [*((_OFFLINE_OPTION,) if offline else ()), *_OUTPUT_OPTIONS]
+
+    def register(func: Callable[..., None]) -> Callable[..., None]:
+        # A click.option under _command would be built at import, and then dropped.
+        assert not hasattr(func, "__click_params__"), f"{name}: use _option and _argument"
+        own = _PENDING.pop(func, [])
+
+        def build() -> click.Command:
+            def with_common(**values: Any) -> None:
+                func(Common(values), **values)
+
+            with_common.__doc__ = func.__doc__
+            # click lists a function's parameters in the reverse of the order they were added.
+            for decorator in [*reversed(after), *own, *reversed(before)]:
+                decorator(with_common)
+            command = click.command(name)(with_common)
+            command.allow_interspersed_args = interspersed
+            return command
+
+        cli.add_lazy_command(name, build)
+        return func
+
+    return register
+
+
+Render = Callable[[Any, Output], str]
+
+
+def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
+    """The one way a command runs: call the core, print its result (text or JSON) once, exit
+    with its code; an expected failure is one line (JSON on stdout with --json)."""
+    output = common.output
+    if render is _operation_text:
+        common.live.speak()
+    try:
+        interrupts.release()  # one that came during start-up is raised here
+        try:
+            result = call()
+        finally:
+            common.live.stop()  # a spinner's line ends before anything else is printed
+    except SafeUninstallError as err:
+        _fail(err, output)
+    except KeyboardInterrupt:
+        # The core restores whatever it changed before letting an interrupt out; one that
+        # reaches here came before any change.
+        _fail(Interrupted("interrupted before any change"), output)
+    except OSError as err:
+        # Likewise: the core turns errors after a change into a restore and a result.
+        _fail(SafeUninstallError(str(err)), output)
+    # The operation is over: an interrupt now must not cut its report short (or pass for one
+    # that came before any change).
+    with interrupts.deferred(obey=False):
+        if output.as_json:
+            payload = result.to_dict()
+            if render is _operation_text:  # an operation's envelope: what happened, step by step
+                payload["events"] = [event.to_dict() for event in common.live.events]
+            click.echo(json.dumps(payload, indent=2, default=list))
+        else:
+            text = render(result, output)
+            if text:
+                click.echo(text, color=_use_color(sys.stdout))
+    sys.exit(getattr(result, "exit_code", 0))
+
+
+def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
+    if output.as_json:
+        payload = {
+            "outcome": "error",
+            "exit_code": err.exit_code,
+            "error": err.message,
+            "detail": err.detail,
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        color = _use_color(sys.stderr)
+        error = _painter(color)("error:", "bad")
+        click.echo(f"safe-uninstall: {error} {err.message}", err=True, color=color)
+        if err.detail and not output.quiet:
+            lines = err.detail.rstrip().splitlines()
+            if not output.verbose and len(lines) > 20:
+                lines = ["...", *lines[-20:]]
+            click.echo("\n".join("    " + line for line in lines), err=True)
+        if err.exit_code == EXIT_UNCHANGED:
+            click.echo(f"safe-uninstall: {err.state}", err=True)
+    sys.exit(err.exit_code)
+
+
+def _operation_text(result: Result, output: Output) -> str:
+    paint = _painter(_use_color(sys.stdout))
+    return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
+
+
+def _takes_value(params: Iterable[click.Parameter]) -> dict[str, bool]:
+    """Each option name of ``params`` (``--system`` and ``--no-system`` both): whether it takes
+    a value."""
+    return {
+        name: not param.is_flag
+        for param in params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+
+
+class _DefaultToUninstall(click.Group):
+    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``.
+
+    The commands are built on first use (click's lazy group: ``list_commands`` and
+    ``get_command``): ``safe-uninstall snapshots`` builds no other command's options."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._builders: dict[str, Callable[[], click.Command]] = {}
+
+    def add_lazy_command(self, name: str, build: Callable[[], click.Command]) -> None:
+        self._builders[name] = build
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self._builders})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self._builders:
+            self.add_command(self._builders[cmd_name](), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def _uninstall(self, ctx: click.Context) -> click.Command:
+        command = self.get_command(ctx, "uninstall")
+        assert command is not None
+        return command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in ("--help", "-h", "--version"):
+            args = self._route(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def _route(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``.
+
+        The options before the name are read as ``uninstall`` reads them (which take a value
+        says where the name is). Those every command defines alike (``_SharedOption``) are read
+        off the command named; ``uninstall`` is built only for another option."""
+        names = self.list_commands(ctx)
+        if args and args[0] in names:  # nothing to move
+            return args
+        named = next((token for token in args if token in names), None)
+        if named is None:  # no name to move, wherever the values are
+            return ["uninstall", *args]
+        command = self.get_command(ctx, named)
+        assert command is not None
+        takes_value = _takes_value(p for p in command.params if isinstance(p, _SharedOption))
+        index = 0
+        while index < len(args):
+            token = args[index]
+            if token == "--":
+                break
+            if not token.startswith("-") or token == "-":
+                if token in names:
+                    return [token, *args[:index], *args[index + 1 :]]
+                break
+            if token not in takes_value:
+                takes_value = _takes_value(self._uninstall(ctx).params)
+            index += 2 if takes_value.get(token) else 1
+        return ["uninstall", *args]
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] PACKAGE... | COMMAND [ARGS]...")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's options, then the removal's (the default command), then the commands."""
+        click.Command.format_options(self, ctx, formatter)
+        uninstall = self._uninstall(ctx)
+        sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
+        rows = [
+            record
+            for param in uninstall.get_params(sub)
+            if isinstance(param, click.Option) and "--help" not in param.opts
+            if (record := param.get_help_record(sub)) is not None
+        ]
+        with formatter.section("Removal options (safe-uninstall [OPTIONS] PACKAGE...)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """At the top level ``uninstall``'s options are valid too: offer them with ours."""
+        items = super().shell_complete(ctx, incomplete)
+        if incomplete.startswith("-"):
+            uninstall = self._uninstall(ctx)
+            sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
+            known = {item.value for item in items}
+            items += [i for i in uninstall.shell_complete(sub, incomplete) if i.value not in known]
+        return items
+
+
+@click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="safe-uninstall")
+def cli() -> None:
+    """Remove Python packages without breaking the environment.
+
+    safe-uninstall PACKAGE... snapshots the installed set, keeps the removed files, uninstalls
+    through uv, runs a probe, and restores everything in one batch if the probe fails.
+    """
+
+
+@_command("uninstall", probes=True, offline=True)
+@_argument("packages", nargs=-1)
+@_option(
+    "-r",
+    "--requirements",
+    "--requirement",
+    "requirement_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Remove the packages a requirements file, pylock.toml, pyproject.toml or script "
+    "names (- for standard input); repeatable.",
+)
+@_option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
+@_option("--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore.")
+@_option(
+    "--strict",
+    is_flag=True,
+    help="Refuse (exit 1, nothing changed) when a name is not installed, or the impact report "
+    "finds breakage or drift.",
+)
+@_option(
+    "--fresh-baseline",
+    is_flag=True,
+    help="Run the baseline probe even when a cached pass for this environment is valid.",
+)
+@_option(
+    "--probe-after-restore",
+    is_flag=True,
+    help="Run the probe again after a restore even when the restore is proven byte-identical "
+    "to the state the baseline passed in.",
+)
+@_option(
+    "--allow-drift",
+    is_flag=True,
+    help="Accept a probe that passes only because a library now loads from another file.",
+)
+@_ALLOW_UNMET_OPTION
+@_option(
+    "--keep-needed",
+    is_flag=True,
+    help="Remove only those of the named packages that nothing needs: what metadata or the "
+    "library model shows as needed is kept, with its reason; the rest are removed and probed, "
+    "and bisected to the largest subset that passes when the probe fails.",
+)
+@_option(
+    "--with-orphans",
+    is_flag=True,
+    help="Also remove the dependencies of the named packages that nothing else then requires, "
+    "that were not requested (REQUESTED) and whose libraries nothing loads; listed before.",
+)
+@_option(
+    "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
+)
+@_option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
+@_with_uv_options
+def uninstall_command(
+    common: Common,
+    packages: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    _yes: bool,
+    _pip_check: bool,
+    **flags: bool,
+) -> None:
+    """Uninstall PACKAGE... safely (the default command).
+
+    PACKAGE is what `uv pip uninstall` takes: a name, a requirement (its version, extras and
+    marker are ignored: the installed distribution of that name is removed, as uv does), or
+    the path or URL a distribution was installed from (`./project`, also editable).
+    """
+
+    common.read_only = flags["dry_run"]
+
+    def call() -> Result:
+        from safeuninstall.environment.requirements import read_request
+
+        # Before the target is looked for: a bad argument is said first, whatever the target.
+        request = read_request(packages, requirement_files, Path.cwd(), os.environ)
+        wanted = options.UninstallOptions(
+            names=packages,
+            requirement_files=requirement_files,
+            request=request,
+            offline=common.offline,
+            **flags,
+        )
+        configured = common.probes()
+        ctx = common.context()
+        from safeuninstall.session.baseline import HeadStart, head_start
+
+        early: HeadStart | None = None
+        try:
+            # The baseline probe begins before the operation and all it needs are imported.
+            early = head_start(ctx, configured, wanted)
+            from safeuninstall.operations.uninstall import uninstall
+
+            removal = uninstall(ctx, configured, wanted, early)
+        finally:
+            if early is not None:
+                early.baseline.cancel()  # no probe outlives the command
+        return common.settled(removal)
+
+    _run(common, call, _operation_text)
+
+
+# COMMAND's own options are its, not ours: nothing after COMMAND is parsed.
+@_command("run", probes=True, offline=True, interspersed=False)
+@_argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
+@_option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
+@_option(
+    "--keep-on-failure",
+    is_flag=True,
+    help="When the command fails, a requirement is left unmet or the probe fails, report but "
+    "do not restore.",
+)
+@_option(
+    "--fresh-baseline",
+    is_flag=True,
+    help="Run the baseline probe even when a cached pass for this environment is valid.",
+)
+@_option(
+    "--allow-unmet",
+    is_flag=True,
+    help="Keep a change that leaves a requirement unmet when the probe passes (restored "
+    "otherwise).",
+)
+def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
+    """Run COMMAND against the environment, guarded: snapshot first (every file kept), judge
+    the change it makes (requirements, the probe), and put everything back in one batch when
+    it fails, exits non-zero or is interrupted.
+
+    COMMAND runs with the environment activated (VIRTUAL_ENV, its scripts first on PATH):
+    `safe-uninstall run -- uv pip install -U urllib3`.
+    """
+
+    common.read_only = flags["dry_run"]
+
+    def call() -> Result:
+        from safeuninstall.operations.run import run
+
+        wanted = options.RunOptions(
+            argv=argv,
+            offline=common.offline,
+            output_to_stderr=common.output.as_json,
+            **flags,
+        )
+        return common.settled(run(common.context(), common.probes(), wanted))
+
+    _run(common, call, _operation_text)
+
+
+@_command("rollback", probes=True, offline=True)
+@_argument("snapshot", required=False)
+@_option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@_ALLOW_UNMET_OPTION
+def rollback_command(
+    common: Common, snapshot: str | None, dry_run: bool, allow_unmet: bool
+) -> None:
+    """Bring the environment back to SNAPSHOT's exact set (default: the state before the latest
+    change still in effect: snapshots of rollbacks and undone removals are passed over)."""
+
+    common.read_only = dry_run
+
+    def call() -> Result:
+        from safeuninstall.operations.rollback import rollback
+
+        wanted = options.RollbackOptions(
+            snapshot=snapshot, dry_run=dry_run, offline=common.offline, allow_unmet=allow_unmet
+        )
+        return common.settled(rollback(common.context(), common.probes(), wanted))
+
+    _run(common, call, _operation_text)
+
+
+@_command("snapshot")
+@_option(
+    "--stash/--no-stash",
+    default=True,
+    show_default=True,
+    help="Also keep every installed file (reflinks, else copies under 64 KiB and hard links).",
+)
+def snapshot_command(common: Common, stash: bool) -> None:
+    """Take a snapshot of the environment now."""
+
+    def call() -> SnapshotTaken:
+        from safeuninstall.operations.results import SnapshotTaken
+        from safeuninstall.operations.snapshots import snapshot_now
+
+        snap = snapshot_now(common.context(), stash=stash)
+        kept, note = common.retain()
+        return SnapshotTaken(snap, kept, (note,) if note else ())
+
+    def render(taken: SnapshotTaken, output: Output) -> str:
+        snap = taken.snapshot
+        if output.quiet:
+            return snap.id
+        lines = [*taken.messages, *report.policy_lines(taken.kept)]
+        return "\n".join([*lines, f"snapshot {snap.id}: {len(snap.packages)} distributions"])
+
+    _run(common, call, render)
+
+
+@_command("snapshots")
+def snapshots_command(common: Common) -> None:
+    """List the snapshots of the environment, newest first."""
+
+    def call() -> SnapshotList:
+        from safeuninstall.operations.snapshots import list_snapshots
+
+        return list_snapshots(common.context())
+
+    _run(common, call, lambda listed, output: report.snapshots_table(listed, quiet=output.quiet))
+
+
+@_command("show")
+@_argument("snapshot", required=False)
+def show_command(common: Common, snapshot: str | None) -> None:
+    """Show one snapshot (default: the latest)."""
+
+    def call() -> ShownSnapshot:
+        from safeuninstall.operations.snapshots import show_snapshot
+
+        return show_snapshot(common.context(), snapshot)
+
+    def render(shown: ShownSnapshot, output: Output) -> str:
+        if output.verbose:
+            from safeuninstall.state.snapshot import dumps
+
+            return dumps(shown.snapshot)
+        return report.shown_snapshot(shown, quiet=output.quiet)
+
+    _run(common, call, render)
+
+
+@_command("probe", probes=True)
+@_argument("packages", nargs=-1)
+def probe_command(common: Common, packages: tuple[str, ...]) -> None:
+    """Run the configured probes now; with PACKAGE..., the probe that removing them would run
+    (nothing is removed).
+
+    Where no probe is configured, the probe of a removal is derived from what it affects; this
+    shows each of its candidates and how it ends, and which would be dropped because they fail
+    before any change.
+    """
+
+    def call() -> Result:
+        from safeuninstall.operations.inspect import probe_now
+
+        return probe_now(common.context(), common.probes(), packages)
+
+    _run(common, call, _operation_text)
+
+
+@_command("check")
+@_argument("packages", nargs=-1, required=True)
+@_option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
+def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> None:
+    """Report what removing PACKAGE... would break or change; change nothing."""
+
+    def call() -> Result:
+        from safeuninstall.operations.inspect import check
+
+        return check(common.context(), packages, strict=strict)
+
+    _run(common, call, _operation_text)
+
+
+@_command("doctor")
+def doctor_command(common: Common) -> None:
+    """Find everything already broken (missing libraries, unmet requirements, hollow installs)
+    and print the one command that repairs it."""
+
+    def call() -> DoctorReport:
+        from safeuninstall.operations.inspect import doctor
+
+        return doctor(common.context())
+
+    _run(
+        common,
+        call,
+        lambda found, output: report.doctor_report(
+            found, quiet=output.quiet, verbose=output.verbose
+        ),
+    )
+
+
+@_command("audit", probes=True)
+@_option(
+    "--load",
+    is_flag=True,
+    help="Also run the probes (configured, else one derived from the distributions that hold "
+    "libraries) and report which files the probe process really mapped.",
+)
+def audit_command(common: Common, load: bool) -> None:
+    """Report the whole environment, largest first: each distribution's size (its own files,
+    each counted once), whether it was requested, who requires it and who loads its
+    libraries, the orphans, metadata-only and unmet requirements; sonames that several
+    distributions provide and which copy is loaded; the space the snapshots' stashes hold.
+    Reads only: takes no lock, writes nothing."""
+
+    common.read_only = True
+
+    def call() -> AuditReport:
+        from safeuninstall.operations.audit import audit
+
+        return audit(common.context(), common.probes(), load=load)
+
+    _run(
+        common,
+        call,
+        lambda found, output: report.audit_report(
+            found, quiet=output.quiet, verbose=output.verbose
+        ),
+    )
+
+
+@_command("recover", probes=True, offline=True)
+def recover_command(common: Common) -> None:
+    """Finish an operation that was killed half way: back to its snapshot, verified."""
+
+    def call() -> Result:
+        from safeuninstall.operations.rollback import recover
+
+        wanted = options.RollbackOptions(offline=common.offline)
+        return common.settled(recover(common.context(), common.probes(), wanted))
+
+    _run(common, call, _operation_text)
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``500M``, ``2G``, ``1.5GiB`` or a number of bytes (units are powers of 1024)."""
+    if value is None:
+        return None
+    size = config.parse_size(value)
+    if size is None:
+        raise click.BadParameter(f"{value!r} is not a size like 500M or 2G")
+    return size
+
+
+@_command("prune")
+@_option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
+@_option(
+    "--max-size",
+    callback=_parse_size,
+    metavar="SIZE",
+    help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
+)
+@_option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@_option(
+    "--drop-only-copies",
+    is_flag=True,
+    help="Also delete snapshots whose stash holds the only copy of a distribution whose name is "
+    "not installed now, at any version (a rollback then needs the index).",
+)
+def prune_command(
+    common: Common, keep: int | None, max_size: int | None, dry_run: bool, drop_only_copies: bool
+) -> None:
+    """Delete old snapshots and their stashes (never the latest, nor one still in use, nor,
+    unless --drop-only-copies, one holding the only copy of a removal still in effect)."""
+
+    def call() -> PruneResult:
+        from safeuninstall.operations.snapshots import prune
+
+        wanted = options.PruneOptions(
+            keep=keep, max_size=max_size, dry_run=dry_run, drop_only_copies=drop_only_copies
+        )
+        return prune(common.context(), wanted)
+
+    _run(common, call, lambda result, output: report.prune_summary(result, quiet=output.quiet))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run one command line (default: ``sys.argv``) and return its exit code."""
+    # Until the command's core begins (_run), an interrupt is held: parsing changes nothing,
+    # and an interrupt that escaped from it was a traceback. Then Ctrl-C, SIGTERM and a
+    # hang-up all take one path: an in-flight removal is restored before exit.
+    interrupts.hold()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        done = cli.main(args=args, prog_name="safe-uninstall", standalone_mode=False)
+    except SystemExit as exited:
+        return _exit_code(exited.code)
+    except click.ClickException as err:  # a usage error: click's own message, exit 2
+        err.show()
+        if _asks_for_json(args):  # and the JSON that exit-codes.md promises
+            payload = {
+                "outcome": "error",
+                "exit_code": err.exit_code,
+                "error": err.format_message(),
+                "detail": "",
+            }
+            click.echo(json.dumps(payload, indent=2))
+        return err.exit_code
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    except OSError as err:  # the last resort: one line, never a traceback
+        click.echo(f"safe-uninstall: error: {err}", err=True)
+        return 1
+    return done if isinstance(done, int) else 0
+
+
+def _asks_for_json(args: list[str]) -> bool:
+    """``--json`` among the tool's own arguments (not after ``--``, a guarded command's)."""
+    own = args[: args.index("--")] if "--" in args else args
+    return "--json" in own
+
+
+def _exit_code(code: object) -> int:
+    """What the interpreter would make of ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(code, err=True)
+    return 1
+
+
+# -- configuration and colour ----------------------------------------------------------------
+# What was typed wins; what was not comes from config.resolve (environment, pyproject.toml,
+# the user's config.toml, defaults). These are read inside each command's error handling, so a
+# bad configuration file is reported like any other error (exit 2, JSON under --json).
+
+_COLOR_META = "safe_uninstall.color"
+_SETTINGS_META = "safe_uninstall.settings"
+_TONES = {"good": "green", "warn": "yellow", "bad": "red"}
+
+
+def _remember_color(ctx: click.Context, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_COLOR_META] = value
+
+
+def _settings(typed: dict[str, config.Value] | None = None) -> config.Settings:
+    """The configuration, resolved once per command: typed values first (see config.resolve)."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    if _SETTINGS_META not in meta:
+        color = meta.get(_COLOR_META)
+        meta[_SETTINGS_META] = config.resolve(
+            Path.cwd(), os.environ, {"color": color, **(typed or {})}
+        )
+    settings: config.Settings = meta[_SETTINGS_META]
+    return settings
+
+
+def _use_color(stream: TextIO) -> bool:
+    try:
+        choice = _settings().text("color") or "auto"
+    except SafeUninstallError:
+        # The configuration itself is what failed: still honour --color and NO_COLOR.
+        ctx = click.get_current_context(silent=True)
+        choice = (ctx.meta.get(_COLOR_META) if ctx is not None else None) or "auto"
+    return report.use_color(choice, isatty=stream.isatty(), environ=os.environ)
+
+
+def _painter(color: bool) -> report.Paint:
+    if not color:
+        return report.plain
+    return lambda text, tone: click.style(text, fg=_TONES[tone], bold=tone == "bad" or None)
+
+
+@_command("config", target=False)
+def config_command(common: Common) -> None:
+    """Show every setting's effective value and where it came from.
+
+    Places, strongest first: the command line, SAFE_UNINSTALL_* environment variables,
+    [tool.safe-uninstall] in the nearest pyproject.toml, the user's
+    $XDG_CONFIG_HOME/safe-uninstall/config.toml; then the defaults. -q prints the effective
+    values as TOML (unset keys left out); -v also names the files consulted.
+    """
+
+    def render(settings: config.Settings, output: Output) -> str:
+        return report.settings(settings, verbose=output.verbose, quiet=output.quiet)
+
+    _run(common, common.settings, render)
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+@_command("export")
+@_argument("snapshot", required=False)
+@_option(
+    "--format",
+    "fmt",
+    type=click.Choice(EXPORT_FORMATS),
+    default="requirements",
+    show_default=True,
+    help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
+    "(else requirements, and why).",
+)
+@_option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE (atomically) instead of standard output.",
+)
+def export_command(common: Common, snapshot: str | None, fmt: str, output: Path | None) -> None:
+    """Write SNAPSHOT's exact set as a requirements file or a pylock.toml.
+
+    SNAPSHOT is an id (default: the latest) or the path of a snapshot.toml. Give the set back
+    in a fresh environment with: uv pip sync FILE.
+    """
+
+    def call() -> ExportResult:
+        from safeuninstall.operations import (
+            export,  # only here: it pulls in urllib and packaging.pylock
+        )
+
+        wanted = export.ExportOptions(snapshot=snapshot, format=fmt, output=output, cwd=Path.cwd())
+        return export.export(wanted, common.context)
+
+    _run(common, call, _export_text)
+
+
+def _export_text(result: ExportResult, output: Output) -> str:
+    if result.output is None:
+        click.echo(result.text, nl=False)
+        return ""
+    if output.quiet:
+        return ""
+    return f"wrote {result.output}: {result.packages} distributions ({result.format})"

@@ -1,0 +1,671 @@
+"""Results as text for a person. Every function returns a string; the CLI prints it once.
+
+Colour is the caller's choice: a function that colours takes ``paint(text, tone)`` (the CLI
+passes one built on click.style when colour is wanted) and defaults to plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from safeuninstall.environment.sizes import size_text
+
+if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
+    from safeuninstall.config import Settings
+    from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+    from safeuninstall.judgement.doctor import DoctorReport
+    from safeuninstall.judgement.impact import ImpactReport, SharedFile
+    from safeuninstall.judgement.libraries import LibraryChange
+    from safeuninstall.judgement.needs import Cleanup
+    from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
+    from safeuninstall.operations.results import PruneResult, Result, ShownSnapshot, SnapshotList
+    from safeuninstall.state.snapshot import Snapshot
+    from safeuninstall.transaction.retention import Kept
+    from safeuninstall.transaction.transaction import Restored
+
+# (text, tone) -> text; tones: "good", "warn", "bad"
+Paint = Callable[[str, str], str]
+
+
+def plain(text: str, tone: str) -> str:
+    return text
+
+
+def use_color(choice: str, *, isatty: bool, environ: Mapping[str, str]) -> bool:
+    """``always``/``never`` are obeyed; ``auto`` colours a terminal unless NO_COLOR is set
+    (to anything but the empty string, as no-color.org asks) or TERM is ``dumb``."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    return isatty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+
+
+def _tone(exit_code: int) -> str:
+    return "good" if exit_code == 0 else "warn" if exit_code == 3 else "bad"
+
+
+def _probe_lines(
+    title: str,
+    results: Sequence[ProbeResult],
+    verbose: bool,
+    paint: Paint = plain,
+    *,
+    every: bool = False,
+) -> list[str]:
+    """A line per run (a block for a multi-line probe). Of a derived probe, the candidates
+    that failed and count; ``every``: each candidate and how it ended."""
+    lines = []
+    for r in results:
+        summary = paint(r.summary(), "good" if r.passed else "bad")
+        if "\n" in r.probe.label:  # a block, and its result on a line of its own
+            lines.append(f"{title}:")
+            lines += ["    " + line for line in r.probe.label.splitlines()]
+            lines.append(f"  -- {summary}")
+        else:
+            lines.append(f"{title}: {r.probe.label} -- {summary}")
+        if r.probe.kind == "derived":
+            lines += _candidate_results(r, verbose=verbose, every=every, paint=paint)
+            if not verbose:
+                continue
+        if r.output and (verbose or not r.passed):
+            lines.extend("    " + line for line in _tail(r.output, 0 if verbose else 12))
+    return lines
+
+
+_SHOWN_FAILURES = 10  # regressions listed without -v
+
+
+def _candidate_results(r: ProbeResult, *, verbose: bool, every: bool, paint: Paint) -> list[str]:
+    """The candidates of a derived probe's run that count and failed (``every`` or -v: all of
+    them), each failure with the end of its traceback."""
+    shown = r.candidates if verbose or every else r.regressed
+    limit = None if verbose or every else _SHOWN_FAILURES
+    lines = []
+    for c in shown[:limit]:
+        what = f"{c.candidate.label}  # {_whose(c.candidate)}"
+        if c.passed:
+            lines.append(f"    {paint('passed', 'good')}: {what}")
+            continue
+        if c.skipped:
+            lines.append(f"    {paint('not tried', 'warn')}: {what}: {c.reason}")
+            continue
+        state = "FAILED" if c.judged else f"{c.status}, not judged"
+        lines.append(f"    {paint(state, 'bad' if c.judged else 'warn')}: {what}: {c.reason}")
+        if verbose:
+            lines += ["        " + line for line in _tail(c.output, 0)]
+    if limit is not None and len(shown) > limit:
+        lines.append(f"    ... and {len(shown) - limit} more (-v lists them all)")
+    return lines
+
+
+def derived_block(probe: Probe) -> list[str]:
+    """What a derived probe contains: a candidate a line, with whose it is and why."""
+    count = len(probe.candidates)
+    lines = [f"derived probe, {count} candidate{'s' if count != 1 else ''}, each tried on its own:"]
+    width = min(48, max(len(c.label) for c in probe.candidates))
+    for c in probe.candidates:
+        if c.kind == "code":
+            lines.append(f"    # {c.distribution}: {c.why}")
+            lines += ["    " + line for line in c.target.splitlines()]
+            continue
+        lines.append(f"    {c.label:<{width}}  # {_whose(c)}")
+    return lines
+
+
+def _whose(candidate: Candidate) -> str:
+    """Whose a candidate is, and why it is one (a code candidate's label says why)."""
+    if candidate.kind == "code" or not candidate.why:
+        return candidate.distribution
+    return f"{candidate.distribution}: {candidate.why}"
+
+
+def _tail(text: str, count: int) -> list[str]:
+    lines = text.rstrip().splitlines()
+    return lines if count == 0 or len(lines) <= count else ["...", *lines[-count:]]
+
+
+def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
+    outcome = paint(result.outcome_text, _tone(result.exit_code))
+    headline = f"{result.command}: {outcome}"
+    if quiet:
+        lines = [headline]
+        if result.next_command:
+            lines.append(f"to finish: {result.next_command}")
+        return "\n".join(lines)
+    details, runs = result.details(), result.probes
+    lines = [f"environment: {result.python}"]
+    if result.snapshot:
+        lines.append(f"snapshot: {result.snapshot}")
+    if details.choice is not None:
+        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
+        if details.choice.snapshot is not None:
+            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
+        else:
+            lines.append(details.choice.reason)
+    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
+    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    if details.orphans:
+        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
+    plan = details.rollback_plan
+    if plan is not None:
+        lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
+        lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
+        lines += [f"missing, to restore: {name}" for name in plan.missing]
+    elif result.removed:
+        # Nothing is removed when the removal is only shown, checked or refused.
+        verb = "removing" if result.snapshot else "would remove"
+        lines.append(f"{verb}: {', '.join(result.removed)}")
+    if details.impact is not None:
+        lines += impact_lines(details.impact, verbose=verbose)
+    lines += [f"probe: {note}" for note in runs.notes]
+    for probe in runs.planned if result.command != "probe" or not runs.after else ():
+        if probe.kind == "derived":  # the probe command lists them with their results
+            lines += derived_block(probe)
+    lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
+    after = "probe" if result.command == "probe" else "probe after the change"
+    lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
+    lines += [f"drift: {d.describe()}" for d in details.drift]
+    lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
+    lines += _restore_lines(result.restored, paint)
+    if details.undo is not None:
+        lines.append("putting the environment back as it was before:")
+        lines += ["  " + line for line in _restore_lines(details.undo, paint)]
+    lines += _probe_lines("probe after the restore", runs.after_restore, verbose, paint)
+    if runs.after_restore_skipped:
+        lines.append(f"probe after the restore: {runs.after_restore_skipped}")
+    lines += cleanup_lines(details.cleanup)
+    lines += result.messages
+    lines += kept_lines(result.kept)
+    lines.append(headline)
+    if result.next_command:
+        lines.append(f"to finish the job, run: {result.next_command}")
+    return "\n".join(lines)
+
+
+def policy_lines(kept: Kept | None) -> list[str]:
+    """What the retention policy dropped, and what it kept beyond its bounds and why."""
+    if kept is None:
+        return []
+    lines = [
+        f"stash of snapshot {snapshot_id} dropped by the retention policy ({kept.policy}), "
+        f"{size_text(size)} freed; its snapshot stays (a rollback to it reinstalls from the "
+        "index)"
+        for snapshot_id, size in kept.pruned
+    ]
+    lines += [
+        f"stash of snapshot {copy.snapshot} kept: it holds the only copy of "
+        f"{', '.join(copy.pins)}, removed and not reinstalled (the retention policy never "
+        "drops it; `safe-uninstall prune --drop-only-copies` can)"
+        for copy in kept.protected
+        if copy.beyond_policy
+    ]
+    if kept.over_max_size and kept.max_size is not None:
+        held = ", ".join(f"{c.snapshot} ({', '.join(c.pins)})" for c in kept.protected)
+        lines.append(
+            f"the retention policy cannot get under max-size {size_text(kept.max_size)} "
+            f"({size_text(kept.over_max_size)} over): the stashes of {held} hold the only "
+            "copies of removals still in effect"
+        )
+    return lines
+
+
+def kept_lines(kept: Kept | None) -> list[str]:
+    """What the snapshots keep on disk after an operation, and what the policy dropped."""
+    if kept is None:
+        return []
+    lines = policy_lines(kept)
+    if kept.snapshot_bytes:
+        lines.append(
+            f"kept for rollback: {size_text(kept.snapshot_bytes)} (all snapshots: "
+            f"{size_text(kept.total_bytes)}); `safe-uninstall prune` frees it"
+        )
+    return lines
+
+
+def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
+    if restored is None:
+        return []
+    lines = []
+    r = restored.report
+    if r.from_stash:
+        lines.append(f"restored from the stash: {', '.join(r.from_stash)}")
+    if r.reinstalled:
+        lines.append(f"reinstalled: {', '.join(r.reinstalled)}")
+    if r.failed:
+        lines.append(paint(f"could NOT be restored: {', '.join(r.failed)}", "bad"))
+    lines += [f"note: {note}" for note in r.notes]
+    v = restored.verification
+    if v is not None and v.ok:
+        lines.append(
+            f"verified: the installed set equals the snapshot; "
+            f"{v.files_checked} restored files match their recorded sha256"
+        )
+    elif v is not None:
+        lines.append(paint("verification FAILED: the environment differs from the snapshot", "bad"))
+        lines += ["  " + line for line in v.describe()]
+    return lines
+
+
+def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
+    summaries = listed.snapshots
+    if quiet:
+        return "\n".join(s.id for s in summaries)
+    if not summaries:
+        return "no snapshots"
+    lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'kept':>10}  {'removed':<30} command"]
+    for s in summaries:
+        if s.error:
+            lines.append(f"{s.id:<6} unreadable: {s.error}")
+            continue
+        removed = ", ".join(s.removed) or "-"
+        kept = "pruned" if s.stash_pruned else size_text(s.stash_bytes)
+        lines.append(
+            f"{s.id:<6} {s.created[:19]:<20} {s.outcome:<24} {kept:>10}  {removed:<30} {s.command}"
+        )
+    lines.append(
+        f"the stashes keep {size_text(listed.total_bytes)} on disk in all (kept: what a "
+        "snapshot's stash alone holds); `safe-uninstall prune` frees it"
+    )
+    return "\n".join(lines)
+
+
+def shown_snapshot(shown: ShownSnapshot, *, quiet: bool = False) -> str:
+    """``show``: the snapshot, then what its stash keeps on disk."""
+    text = snapshot_details(shown.snapshot, quiet=quiet)
+    if quiet:
+        return text
+    held = f"on disk: {size_text(shown.stash_bytes)} that nothing else links"
+    if shown.stash_pruned:
+        return (
+            f"{text}\n{held}\nstash: dropped, {shown.stash_pruned}; a rollback to it "
+            "reinstalls from the index"
+        )
+    return f"{text}\n{held}"
+
+
+def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
+    headline = f"snapshot {snap.id} ({snap.operation}, {snap.outcome})"
+    if quiet:
+        return headline
+    lines = [
+        headline,
+        f"created: {snap.created}",
+        f"python: {snap.target.python} ({snap.target.version})",
+        f"command: {' '.join(snap.command)}",
+    ]
+    if snap.removed:
+        lines.append(f"removed: {', '.join(snap.removed)}")
+    lines.append(f"packages: {len(snap.packages)}")
+    for entry in snap.packages:
+        extra = []
+        if entry.legacy:
+            extra.append(f"legacy {entry.layout}")
+        if entry.source.kind != "index":
+            extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
+        if entry.stash is not None:
+            state = "stashed" if entry.stash.complete else "partly stashed"
+            extra.append(f"{state}, {len(entry.stash.files)} files")
+        suffix = f"  [{'; '.join(extra)}]" if extra else ""
+        lines.append(f"  {entry.pin}{suffix}")
+    return "\n".join(lines)
+
+
+def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    lines = [] if quiet else _prune_lines(result, verb)
+    lines.append(
+        f"{verb} {len(result.removed)} snapshots, {size_text(result.freed)} freed; "
+        f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
+    )
+    return "\n".join(lines)
+
+
+def _prune_lines(result: PruneResult, verb: str) -> list[str]:
+    """Each snapshot deleted, and each kept (or deleted on request) for its only copies."""
+    lines = [f"{verb} snapshot {i} ({size_text(b)})" for i, b in result.removed]
+    removed = {i for i, _ in result.removed}
+    for snapshot_id, pins in result.only_copies:
+        if snapshot_id in removed:
+            lines.append(
+                f"{verb} the only copy of {', '.join(pins)} with snapshot {snapshot_id} "
+                "(--drop-only-copies): a rollback needs the index for it now"
+            )
+        else:
+            lines.append(
+                f"kept snapshot {snapshot_id}: its stash holds the only copy of "
+                f"{', '.join(pins)}, removed and not reinstalled (--drop-only-copies deletes it)"
+            )
+    if result.over_max_size:
+        kept = [i for i, _ in result.only_copies if i not in removed]
+        why = f"those never deleted, and {', '.join(kept)} for their only copies"
+        lines.append(
+            f"the snapshots kept hold {size_text(result.over_max_size)} over --max-size: "
+            + (why if kept else "those never deleted")
+        )
+    return lines
+
+
+def _change_line(change: LibraryChange) -> str:
+    consumer = f"{change.consumer} ({change.consumer_dist or 'no distribution'})"
+    before = f"{change.before} ({change.before_dist or 'no distribution'})"
+    if change.after is None:
+        return f"BREAKS: {consumer} needs {change.soname}, now {before}, afterwards nothing"
+    after = f"{change.after} ({change.after_dist or 'owned by no distribution'})"
+    return f"DRIFTS: {consumer} needs {change.soname}, now {before}, afterwards {after}"
+
+
+def _shared_lines(shared: Sequence[SharedFile], *, verbose: bool) -> list[str]:
+    """A line per file with ``verbose`` or where a pair shares one; else a line per pair."""
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for item in shared:
+        by_pair.setdefault((item.removed_dist, item.other), []).append(item.path)
+    lines = []
+    for (removed, other), paths in by_pair.items():
+        if verbose or len(paths) == 1:
+            lines += [
+                f"shared file: {path} is also listed by {other}, which removing {removed} "
+                "leaves hollow"
+                for path in paths
+            ]
+            continue
+        # Shared libraries first: what a loader may miss, the rest are headers, licences...
+        examples = sorted(paths, key=lambda path: ".so" not in os.path.basename(path))
+        under = os.path.commonpath(paths)
+        shown = ", ".join(os.path.relpath(path, under) for path in examples[:_SHARED_EXAMPLES])
+        more = f", ... ({len(paths) - _SHARED_EXAMPLES} more, -v lists them)"
+        lines.append(
+            f"shared files: {len(paths)} that {removed} lists are also listed by {other}, "
+            f"which removing {removed} leaves hollow; under {under}/: {shown}"
+            + (more if len(paths) > _SHARED_EXAMPLES else "")
+        )
+    return lines
+
+
+def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
+    """--keep-needed: what was kept and why, what was removed, what it cost."""
+    if cleanup is None:
+        return []
+    lines = [f"kept, needed: {k.name}: {k.reason}" for k in cleanup.kept]
+    if not (cleanup.trials or cleanup.removed):  # a dry run, or nothing left to try
+        lines.append(f"to try: {', '.join(cleanup.tried) or 'nothing'}")
+        return lines
+    removed = ", ".join(cleanup.removed) or "nothing"
+    lines.append(f"removed, nothing needs it: {removed}")
+    n, runs = len(cleanup.tried), cleanup.probe_runs
+    if n:
+        lines.append(f"probe runs: {runs} for {n} tried (at most {cleanup.bound}; one by one: {n})")
+    return lines
+
+
+_SHARED_EXAMPLES = 3  # paths shown per pair of distributions that share files, without -v
+
+
+def impact_lines(report: ImpactReport, *, verbose: bool = False) -> list[str]:
+    """Libraries that break or drift first (the breakage a removal must not hide), then
+    metadata, then shared files: one line per pair of distributions (a count and a few paths;
+    every path with ``verbose``)."""
+    changes = sorted(report.library_changes, key=lambda c: c.after is not None)
+    lines = [_change_line(c) for c in changes]
+    if report.dependents:
+        lines.append(f"depend on it (Requires-Dist): {', '.join(report.dependents)}")
+    lines += [f"unmet requirement: {unmet.describe()}" for unmet in report.unmet]
+    for dep in report.optional_dependents:
+        lines.append(f"optional dependent: {dep.dependent} needs {dep.required} for [{dep.extra}]")
+    lines += _shared_lines(report.shared_files, verbose=verbose)
+    for meta in report.metadata_only:
+        source = ", ".join(meta.provided_by) or "nowhere that could be found"
+        lines.append(
+            f"metadata-only: {meta.name} has no files besides its metadata; "
+            f"what it stands for comes from: {source}"
+        )
+    for unreadable in report.unreadable_records:
+        consequence = (
+            "its files cannot be kept, so removing it is refused"
+            if unreadable.removed
+            else f"which files {unreadable.name} shares with the removal is unknown"
+        )
+        lines.append(f"RECORD unreadable: {unreadable.reason}: {consequence}")
+    if not lines:
+        lines.append("impact: nothing installed depends on it, by metadata or by library")
+    return lines
+
+
+def doctor_report(report: DoctorReport, *, quiet: bool = False, verbose: bool = False) -> str:
+    """The findings, then the command that repairs them; then the notes (not breakage): one
+    line each for a driver's library, one line in all for plugins' libraries (each with -v)."""
+    if report.healthy:
+        lines = ["doctor: no missing library, unmet requirement or hollow distribution found"]
+    elif quiet:
+        lines = [f"doctor: {len(report.findings)} problems found"]
+    else:
+        lines = [f.describe() for f in report.findings]
+    if report.healthy:
+        pass
+    elif report.repair_command:
+        lines.append(f"to repair, run: {report.repair_command}")
+        if report.repair_also:
+            lines.append(f"  (it also brings back: {', '.join(report.repair_also)})")
+    elif not any(f.kind == "running" for f in report.findings):
+        lines.append("no snapshot or pinned install can repair all of it; see the lines above")
+    if quiet:
+        return "\n".join(lines)
+    plugins = [n for n in report.notes if n.kind == "on-demand"]
+    lines += [f"note: {n.describe()}" for n in report.notes if n.kind != "on-demand"]
+    if verbose:
+        lines += [f"note: {n.describe()}" for n in plugins]
+    elif plugins:
+        names = ", ".join(n.what for n in plugins)
+        lines.append(
+            f"note: not found, needed only by plugins that nothing loads at start (loaded on "
+            f"demand, if at all; not breakage): {names} (-v says which)"
+        )
+    return "\n".join(lines)
+
+
+def _toml_value(value: object) -> str:
+    # JSON's strings, numbers, booleans and arrays are valid TOML values too.
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+_UNSET = {
+    "probe": "(unset: the default probe)",
+    "probe-cmd": "(unset)",
+    "state-dir": "(unset: <venv>/.safe-uninstall)",
+}
+
+
+def settings(config: Settings, *, verbose: bool, quiet: bool) -> str:
+    """``key = value  # origin`` per key; quiet: the effective values as TOML, unset keys out."""
+    lines = []
+    for name, setting in config.by_key.items():
+        unset = setting.value is None or setting.value == ()
+        if quiet:
+            if not unset:
+                lines.append(f"{name} = {_toml_value(setting.value)}")
+            continue
+        shown = _UNSET.get(name, "(unset)") if unset else _toml_value(setting.value)
+        lines.append(f"{name:<13} = {shown:<34} # {setting.origin}")
+    if quiet:
+        return "\n".join(lines)
+    lines += [f"ignored: {var} is not a safe-uninstall setting" for var in config.ignored_variables]
+    if verbose:
+        project = config.project_file or "none found from the current folder up"
+        state = "" if config.user_file_exists else " (no such file)"
+        lines += [f"project file: {project}", f"user file: {config.user_file}{state}"]
+    return "\n".join(lines)
+
+
+# -- audit -------------------------------------------------------------------------------------
+
+
+def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = False) -> str:
+    """A line per distribution, largest first; then the sonames several distributions provide,
+    the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
+    dists = found.distributions
+    lines = [
+        f"audit of {found.python}: {len(dists)} distributions, {size_text(found.total_bytes)} "
+        f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
+        f"by several, {size_text(found.unowned_bytes)} listed by none)"
+    ]
+    if not quiet:
+        base = found.site_dirs[0] if found.site_dirs else ""
+        width = max((len(size_text(d.bytes)) for d in dists), default=0)
+        for dist in dists:
+            lines.append(f"  {size_text(dist.bytes):>{width}}  {_dist_head(dist)}")
+            lines += [f"  {'':>{width}}    {text}" for text in _dist_lines(dist, base, verbose)]
+        elsewhere = sum(d.linked_elsewhere_bytes for d in dists)
+        if elsewhere:
+            lines.append(
+                f"{size_text(elsewhere)} of the distributions' own files are also linked from "
+                "outside the environment (a uv cache, a snapshot's stash): removing them does "
+                "not free that much"
+            )
+        lines += _duplicate_lines(found.duplicates, base)
+        if found.unowned_files:
+            groups = ", ".join(
+                f"{_short_path(u.path, base)} {size_text(u.bytes)}" for u in found.unowned
+            )
+            lines.append(
+                f"files no distribution lists: {size_text(found.unowned_bytes)} in "
+                f"{found.unowned_files} files (largest: {groups})"
+            )
+        if found.stashes:
+            each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
+            lines.append(
+                f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
+                f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
+            )
+        else:
+            lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+        for run in found.probe or ():
+            mapped = (
+                f"the process mapped {len(run.libraries)} shared objects"
+                if run.libraries is not None
+                else "what it mapped is unknown"
+            )
+            lines.append(f"--load: {run.probe.label}: {run.summary()}; {mapped}")
+        lines += [f"note: {note}" for note in found.notes]
+    orphans = found.orphans
+    unknown = any(not d.requested_known for d in found.distributions)
+    if orphans:
+        lines.append(
+            f"orphans ({'' if unknown else 'not requested, '}nothing requires them, "
+            f"nothing loads them): {', '.join(orphans)}"
+        )
+    else:
+        lines.append("orphans: none")
+    return "\n".join(lines)
+
+
+def _dist_head(dist: DistributionAudit) -> str:
+    """``name version  requested``, and what stands out: orphan, metadata only. Where its
+    REQUESTED file says nothing (uv's), neither "requested" nor "pulled in" is said."""
+    marks = []
+    if dist.requested_known:
+        marks.append("requested" if dist.requested else "pulled in")
+    if dist.orphan:
+        marks.append(
+            "ORPHAN (not requested, nothing requires it, nothing loads it)"
+            if dist.requested_known
+            else "ORPHAN (nothing requires it, nothing loads it)"
+        )
+    if dist.metadata_only:
+        marks.append("metadata only (no file outside its own metadata folder)")
+    return "  ".join([f"{dist.name} {dist.version}", *([", ".join(marks)] if marks else [])])
+
+
+def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
+    said = []
+    if dist.required_by:
+        said.append(
+            "required by "
+            + ", ".join(
+                dict.fromkeys(
+                    r.dependent + (f"[{r.extra}]" if r.extra else "") for r in dist.required_by
+                )
+            )
+        )
+    if dist.optional_for and verbose:
+        said.append(
+            "optional for (an extra no one requests) "
+            + ", ".join(dict.fromkeys(f"{r.dependent}[{r.extra}]" for r in dist.optional_for))
+        )
+    if dist.loaded_by:
+        said.append("loaded: " + _uses_text(dist, base, verbose))
+    if dist.loaded_by_probe:
+        said.append("the probe process mapped its files")
+    if dist.shared_bytes:
+        said.append(
+            f"{size_text(dist.shared_bytes)} of files shared with {', '.join(dist.shared_with)}"
+        )
+    if dist.linked_elsewhere_bytes and verbose:
+        said.append(f"{size_text(dist.linked_elsewhere_bytes)} of it also linked from outside")
+    if dist.missing_files:
+        said.append(f"{_count(dist.missing_files, 'file')} its RECORD lists missing")
+    if dist.outside_files:
+        said.append(
+            f"its RECORD lists {_count(dist.outside_files, 'path')} outside the environment "
+            "(not counted)"
+        )
+    if dist.record_problem:
+        said.append(f"its files are unknown: {dist.record_problem}")
+    said += [f"unmet: {u.describe()}" for u in dist.unmet]
+    return said
+
+
+def _uses_text(dist: DistributionAudit, base: str, verbose: bool) -> str:
+    """``libcudnn.so.9 by torch/lib/libtorch_cuda.so, torch/lib/libtorch_python.so``: by
+    soname, two objects each (every one with -v)."""
+    by_soname: dict[str, list[str]] = {}
+    for use in dist.loaded_by:
+        by_soname.setdefault(use.soname, []).append(_short_path(use.consumer, base))
+    parts = []
+    for soname, consumers in by_soname.items():
+        shown = consumers if verbose else consumers[:2]
+        more = len(consumers) - len(shown)
+        parts.append(f"{soname} by {', '.join(shown)}" + (f" (+{more})" if more else ""))
+    text = "; ".join(parts)
+    unlisted = dist.loaded_by_count - len({use.consumer for use in dist.loaded_by})
+    return text + (f"; and {unlisted} more objects" if unlisted > 0 else "")
+
+
+def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[str]:
+    if not duplicates:
+        return []
+    lines = ["sonames that several distributions provide:"]
+    for dup in duplicates:
+        lines.append(f"  {dup.soname} ({', '.join(dup.distributions)}):")
+        for copy in dup.copies:
+            listed = ", ".join(copy.owners) or "no distribution"
+            content = ""
+            if len(copy.owners) > 1:
+                content = (
+                    f"; on disk: the copy of {', '.join(copy.content_of)}"
+                    if copy.content_of
+                    else "; on disk: no owner's RECORD gives its size"
+                )
+            if copy.loaded:
+                state = "loaded"
+            elif copy.needed_by:
+                state = f"needed by {_short_path(copy.needed_by[0], base)}"
+                state += f" (+{len(copy.needed_by) - 1})" if len(copy.needed_by) > 1 else ""
+                state += ", which nothing loads at start"
+            else:
+                state = "loaded by nothing"
+            if copy.loaded_by_probe is not None:
+                state += f"; the probe {'mapped' if copy.loaded_by_probe else 'did not map'} it"
+            lines.append(f"    {_short_path(copy.path, base)} [{listed}{content}]: {state}")
+    return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _short_path(path: str, base: str) -> str:
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :] if base and path.startswith(prefix) else path

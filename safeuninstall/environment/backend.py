@@ -1,0 +1,209 @@
+"""The installer that really removes and installs: uv, else the target's own pip."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from safeuninstall.base import process
+from safeuninstall.base.errors import BackendError
+from safeuninstall.environment.installed import Source
+from safeuninstall.environment.interpreter import find_uv
+
+_TIMEOUT = 3600.0
+
+
+class PackageEntry(Protocol):
+    """What an install needs of a distribution: its name, version and recorded source (a
+    snapshot's entry is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def pin(self) -> str: ...
+
+    @property
+    def source(self) -> Source: ...
+
+
+def requirement_for(entry: PackageEntry) -> list[str]:
+    """The install arguments that bring back exactly this distribution from its recorded source."""
+    source = entry.source
+    if source.kind == "editable" and source.url:
+        return ["-e", source.url]
+    if source.kind == "vcs" and source.url and source.vcs and source.commit:
+        url = f"{source.vcs}+{source.url}@{source.commit}"
+        if source.subdirectory:
+            url += f"#subdirectory={source.subdirectory}"
+        return [f"{entry.name} @ {url}"]
+    if source.kind in ("url", "file", "directory") and source.url:
+        url = source.url
+        if source.subdirectory:
+            url += f"#subdirectory={source.subdirectory}"
+        return [f"{entry.name} @ {url}"]
+    return [entry.pin]
+
+
+class Backend(Protocol):
+    """The installer that removes and reinstalls in one environment."""
+
+    name: str
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]: ...
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]: ...
+
+    def check_available(self) -> None:
+        """Fail before any change when the installer cannot run."""
+
+    def uninstall(self, names: Sequence[str]) -> process.Completed: ...
+
+    def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed: ...
+
+    def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
+        """Raise BackendError unless ``install`` would find every one of ``entries``: the
+        installer's own dry run, nothing installed."""
+
+
+class _Runner:
+    """What both installers share: run a command line in the child environment, bounded, and
+    turn a failure into a BackendError carrying the output."""
+
+    name = ""
+
+    def __init__(
+        self,
+        python: Path,
+        env: Mapping[str, str],
+        echo: Callable[[str], None] | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        self.python = python
+        self.env = env
+        self.echo = echo  # the installer's output, live (-v)
+        self.extra = list(extra)  # --target DIR, --prefix DIR, --break-system-packages
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]:
+        raise NotImplementedError
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+        raise NotImplementedError
+
+    def uninstall(self, names: Sequence[str]) -> process.Completed:
+        return self._run(self.uninstall_argv(names))
+
+    def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed:
+        return self._run(self.install_argv(entries, offline=offline))
+
+    reinstall_flag = ""
+
+    def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
+        argv = self.install_argv(entries, offline=offline)
+        verb = argv.index("install")
+        # As a reinstall: one still installed at that version would pass without being found.
+        self._run([*argv[: verb + 1], "--dry-run", self.reinstall_flag, *argv[verb + 1 :]])
+
+    def _run(self, argv: list[str], timeout: float = _TIMEOUT) -> process.Completed:
+        try:
+            done = process.run(
+                argv, timeout=timeout, env=self.env, watch=process.Watch(echo=self.echo)
+            )
+        except OSError as err:
+            raise BackendError(f"cannot run {argv[0]}: {err.strerror}") from err
+        if not done.ok:
+            raise BackendError(
+                f"{self.name} exited with code {done.returncode}: {' '.join(argv)}",
+                detail=done.output(),
+            )
+        return done
+
+
+def _requirements(entries: Sequence[PackageEntry]) -> list[str]:
+    return [arg for entry in entries for arg in requirement_for(entry)]
+
+
+class UvBackend(_Runner):
+    """``uv pip <verb> --python <target>``."""
+
+    name = "uv"
+    reinstall_flag = "--reinstall"
+
+    def __init__(
+        self,
+        python: Path,
+        uv: str,
+        env: Mapping[str, str],
+        echo: Callable[[str], None] | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        super().__init__(python, env, echo, extra)
+        self.uv = uv
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]:
+        return [self.uv, "pip", "uninstall", "--python", str(self.python), *self.extra, *names]
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+        argv = [self.uv, "pip", "install", "--python", str(self.python), *self.extra, "--no-deps"]
+        if offline:
+            argv.append("--offline")
+        return [*argv, *_requirements(entries)]
+
+    def check_available(self) -> None:
+        if not os.access(self.uv, os.X_OK):
+            raise BackendError(f"uv not found or not executable: {self.uv}")
+
+
+class PipBackend(_Runner):
+    """The target's own pip (``SAFE_UNINSTALL_UV=none``, or no uv to be found)."""
+
+    name = "pip"
+    reinstall_flag = "--force-reinstall"
+
+    def _base(self, verb: str) -> list[str]:
+        return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]
+
+    def uninstall_argv(self, names: Sequence[str]) -> list[str]:
+        extra = [arg for arg in self.extra if arg == "--break-system-packages"]
+        return [*self._base("uninstall"), "--yes", *extra, *names]
+
+    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+        argv = [*self._base("install"), *self.extra, "--no-deps"]
+        if offline:
+            argv.append("--no-index")
+        return [*argv, *_requirements(entries)]
+
+    def check_available(self) -> None:
+        if any(arg in ("--target", "--prefix") for arg in self.extra):
+            raise BackendError("pip cannot uninstall from a --target or --prefix folder: use uv")
+        argv = [str(self.python), "-m", "pip", "--version"]
+        try:
+            done = process.run(argv, timeout=60, env=self.env)
+        except OSError as err:
+            raise BackendError(f"cannot run {self.python}: {err.strerror}") from err
+        if not done.ok:
+            raise BackendError("no uv found and the target environment has no pip")
+
+
+def backend_for(
+    python: Path,
+    environ: Mapping[str, str],
+    env: Mapping[str, str],
+    echo: Callable[[str], None] | None = None,
+    *,
+    extra: Sequence[str] = (),
+) -> Backend:
+    """uv when one is found (``SAFE_UNINSTALL_UV`` in ``environ`` steers it), else pip;
+    ``env`` is the environment their processes get, ``extra`` what both are told besides the
+    interpreter (--target DIR, --prefix DIR, --break-system-packages)."""
+    uv = find_uv(environ)
+    if uv:
+        return UvBackend(python, uv, env, echo, extra)
+    return PipBackend(python, env, echo, extra)
+
+
+def shell_line(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

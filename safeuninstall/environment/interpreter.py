@@ -1,0 +1,283 @@
+"""The target interpreter: which one (found as uv finds it), what it says about itself (asked
+once, and cached for a venv), and where a --target or --prefix aims it.
+
+Opening a target needs only this module of the two: listing snapshots opens one and reads no
+distribution, so it does not import the distribution model (environment.py: packaging's
+name rules, RECORD and legacy layouts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+from msgspec import Struct
+from uv import find_uv_bin
+
+from safeuninstall.base import process, trust
+from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.errors import EnvironmentNotFound
+
+_BIN = "Scripts" if sys.platform == "win32" else "bin"
+
+# Asked of the target interpreter once per run; -I keeps the user's site and env out.
+_QUERY = r"""
+import json, os, platform, sys, sysconfig
+paths = sysconfig.get_paths()
+impl = sys.implementation.name
+markers = {
+    "implementation_name": impl,
+    "implementation_version": "{0.major}.{0.minor}.{0.micro}".format(sys.implementation.version),
+    "os_name": os.name,
+    "platform_machine": platform.machine(),
+    "platform_release": platform.release(),
+    "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "platform_python_implementation": platform.python_implementation(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
+print(json.dumps({
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "version": platform.python_version(),
+    "purelib": paths["purelib"],
+    "platlib": paths["platlib"],
+    "scripts": paths["scripts"],
+    "stdlib": paths["stdlib"],
+    "markers": markers,
+}))
+"""
+
+
+class Interpreter(Struct, frozen=True):
+    """What the target interpreter said about itself."""
+
+    executable: str
+    prefix: str
+    base_prefix: str
+    version: str
+    purelib: str
+    platlib: str
+    scripts: str
+    markers: Mapping[str, str]
+    stdlib: str = ""
+    # "environment": the interpreter's own; "target" or "prefix": a folder given with
+    # --target or --prefix, whose packages this interpreter runs (see with_layout)
+    layout: str = "environment"
+
+    @property
+    def is_venv(self) -> bool:
+        return self.layout == "environment" and self.prefix != self.base_prefix
+
+    def externally_managed(self) -> str | None:
+        """The EXTERNALLY-MANAGED file's text (PEP 668) where it applies, as uv reads it: never
+        for a venv, a --target or a --prefix folder."""
+        if self.is_venv or self.layout != "environment" or not self.stdlib:
+            return None
+        try:
+            return read_bytes(Path(self.stdlib) / "EXTERNALLY-MANAGED", 64 * 1024).decode(
+                "utf-8", errors="replace"
+            )
+        except OSError:
+            return None
+
+    @property
+    def site_dirs(self) -> tuple[Path, ...]:
+        dirs = [Path(self.purelib)]
+        if self.platlib != self.purelib:
+            dirs.append(Path(self.platlib))
+        return tuple(dirs)
+
+
+# What uv reads as a version or an implementation before it looks for a path
+# (uv-python PythonRequest::parse): 3.11, 311, python3.11, cpython@3.12, pypy, any ...
+# Compiled on first use (re caches it): 3 M instructions, for the rare -p that needs it.
+_VERSION_REQUEST = (
+    r"(any|default|(python|cpython|cp|pypy|pp|graalpy|gp|pyodide)?@?[0-9][0-9.]*[a-z0-9+.-]*"
+    r"|(cpython|cp|pypy|pp|graalpy|gp|pyodide)(@.*)?)"
+)
+
+
+def is_path_request(python: str) -> bool:
+    """-p names a path (not a version, an executable name or an implementation): it has a
+    separator, or is an existing file or folder that uv would not read as a version."""
+    if os.sep in python or python.startswith("~"):
+        return True
+    return Path(python).exists() and not re.fullmatch(_VERSION_REQUEST, python, re.IGNORECASE)
+
+
+def find_python(
+    python: str | None, *, cwd: Path, environ: Mapping[str, str], system: bool = False
+) -> Path:
+    """Resolve the target interpreter the way uv does: -p (else UV_PYTHON), else $VIRTUAL_ENV,
+    else .venv upwards. A -p that is no path (``3.11``, ``python3``, ``pypy``), and --system,
+    are resolved by asking uv itself (``uv python find``): one implementation of uv's rules."""
+    python = python or environ.get("UV_PYTHON") or None
+    if (python and not is_path_request(python)) or system:
+        return ask_uv(python, system=system, cwd=cwd, environ=environ)
+    if python:
+        candidate = Path(python).expanduser()
+        if candidate.is_dir():
+            return _venv_python(candidate, origin=f"--python {python}")
+        if candidate.is_file():
+            return candidate.absolute()
+        raise EnvironmentNotFound(
+            f"--python {python}: no such interpreter or environment directory"
+        )
+    virtual_env = environ.get("VIRTUAL_ENV")
+    if virtual_env:
+        return _venv_python(Path(virtual_env), origin=f"VIRTUAL_ENV={virtual_env}")
+    for folder in (cwd, *cwd.parents):
+        venv = folder / ".venv"
+        if (venv / "pyvenv.cfg").is_file():
+            return _venv_python(venv, origin=str(venv))
+    raise EnvironmentNotFound(
+        "no target environment: pass --python, activate a virtualenv, "
+        "or run inside a folder that has a .venv"
+    )
+
+
+def find_uv(environ: Mapping[str, str] | None = None) -> str | None:
+    """``SAFE_UNINSTALL_UV`` (a path, or ``none`` to use pip), else the uv the package ships,
+    else the first on PATH."""
+    chosen = (environ if environ is not None else os.environ).get("SAFE_UNINSTALL_UV")
+    if chosen:
+        return None if chosen == "none" else chosen
+    try:
+        return str(find_uv_bin())
+    except FileNotFoundError:
+        return shutil.which("uv")
+
+
+def ask_uv(request: str | None, *, system: bool, cwd: Path, environ: Mapping[str, str]) -> Path:
+    """``uv python find [--system] [REQUEST]``: the interpreter uv's own discovery picks (an
+    active or a .venv environment first; with --system, the first on PATH)."""
+    what = " ".join(
+        filter(None, ["--system" if system else "", f"-p {request}" if request else ""])
+    )
+    uv = find_uv(environ)
+    if uv is None:
+        raise EnvironmentNotFound(
+            f"{what}: finding an interpreter by version or name is uv's discovery, and no uv "
+            "was found; pass the interpreter's path (-p /path/to/python)"
+        )
+    argv = [uv, "python", "find", "--no-project", *(["--system"] if system else [])]
+    env = {**process.scrubbed(environ), "UV_PYTHON_DOWNLOADS": "never"}
+    if "VIRTUAL_ENV" in environ:
+        env["VIRTUAL_ENV"] = environ["VIRTUAL_ENV"]  # uv looks at the active one first
+    try:
+        done = process.run([*argv, *([request] if request else [])], timeout=60, env=env, cwd=cwd)
+    except OSError as err:
+        raise EnvironmentNotFound(f"{what}: cannot run {uv}: {err.strerror}") from err
+    found = done.stdout.strip().splitlines()
+    if not done.ok or not found:
+        raise EnvironmentNotFound(f"{what}: uv found no such interpreter", detail=done.output())
+    return Path(found[-1]).absolute()
+
+
+def with_layout(interpreter: Interpreter, *, target: str | None, prefix: str | None) -> Interpreter:
+    """The interpreter, aimed at a --target or --prefix folder as uv aims it: --target DIR
+    holds the packages itself (scripts in DIR/bin), --prefix DIR is laid out like a venv
+    (lib/pythonX.Y/site-packages, bin)."""
+    folder = target or prefix
+    if folder is None:
+        return interpreter
+    root = os.path.abspath(os.path.expanduser(folder))
+    if not os.path.isdir(root):
+        option = "--target" if target else "--prefix"
+        raise EnvironmentNotFound(f"{option} {folder}: no such folder")
+    if target:
+        site = root
+    else:
+        version = ".".join(interpreter.version.split(".")[:2])
+        site = os.path.join(root, "lib", f"python{version}", "site-packages")
+    return msgspec.structs.replace(
+        interpreter,
+        prefix=root,
+        purelib=site,
+        platlib=site,
+        scripts=os.path.join(root, _BIN),
+        layout="target" if target else "prefix",
+    )
+
+
+def _venv_python(venv: Path, *, origin: str) -> Path:
+    for name in ("python", "python3", "python.exe"):
+        exe = venv / _BIN / name
+        if exe.is_file():
+            return exe.absolute()
+    raise EnvironmentNotFound(f"{origin}: {venv} is not a Python environment (no {_BIN}/python)")
+
+
+def query_interpreter(
+    python: Path, environ: Mapping[str, str], *, write_cache: bool = True
+) -> Interpreter:
+    """Ask the interpreter about itself, or reuse its last answer.
+
+    For a venv the answer is cached in ``<venv>/.safe-uninstall/interpreter.json``, valid while
+    the interpreter file and pyvenv.cfg are unchanged (path, inode, size, mtime): it saves one
+    interpreter start (about 20 ms) per command. ``write_cache=False`` (a dry run) writes no answer.
+    The query runs with -B: importing what a .pth file names would write bytecode into the
+    environment.
+    """
+    save = write_cache
+    cache, stamp = _interpreter_cache(python)
+    if cache is not None:
+        cached = _read_cached_interpreter(cache, stamp)
+        if cached is not None:
+            return cached
+    try:
+        done = process.run(
+            [str(python), "-I", "-B", "-c", _QUERY], timeout=60, env=process.scrubbed(environ)
+        )
+    except OSError as err:
+        raise EnvironmentNotFound(f"{python}: cannot run it: {err.strerror}") from err
+    if not done.ok:
+        raise EnvironmentNotFound(
+            f"{python} is not a working Python interpreter", detail=done.output()
+        )
+    try:
+        data = json.loads(done.stdout)
+        interpreter = Interpreter(**data)
+    except (ValueError, TypeError) as err:
+        raise EnvironmentNotFound(f"{python}: unexpected answer to the interpreter query") from err
+    if save and cache is not None and cache.parent.is_dir():
+        with contextlib.suppress(OSError):
+            payload = {"stamp": stamp, "interpreter": data}
+            write_atomically(cache, json.dumps(payload).encode("utf-8"), durable=False)
+    return interpreter
+
+
+def _interpreter_cache(python: Path) -> tuple[Path | None, list[object]]:
+    venv = python.parent.parent
+    try:
+        exe = python.stat()
+        cfg = (venv / "pyvenv.cfg").stat()
+    except OSError:
+        return None, []
+    stamp: list[object] = [str(python), exe.st_ino, exe.st_size, exe.st_mtime_ns, cfg.st_mtime_ns]
+    folder = venv / ".safe-uninstall"
+    if trust.problem(folder, "state folder", link_allowed=True) is not None:
+        return None, []  # missing, or another user could have written the answer: ask
+    return folder / "interpreter.json", stamp
+
+
+def _read_cached_interpreter(cache: Path, stamp: list[object]) -> Interpreter | None:
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if data["stamp"] != stamp:
+            return None
+        return Interpreter(**data["interpreter"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None

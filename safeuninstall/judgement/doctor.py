@@ -1,0 +1,501 @@
+"""Diagnosis: from what a failing probe says, or from an environment that is already broken, to
+the distribution that provided the missing piece and the one command that puts it back."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+
+import msgspec
+from msgspec import Struct, field
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.judgement.libraries import (
+    LibraryIndex,
+    MissingLibrary,
+    Ownership,
+    census,
+    hollow_distributions,
+)
+from safeuninstall.judgement.plan import Installed, plan_rollback
+from safeuninstall.state.snapshot import PackageEntry, Snapshot
+
+_MISSING_LIBRARY = re.compile(r"([\w.+-]+\.so(?:\.[\w.]+)?): cannot open shared object file")
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+class Finding(Struct, frozen=True):
+    """One thing missing from the environment, and who needs it.
+
+    Kinds: "library", "module", "requirement", "hollow", "record", "doubled" (two or more
+    dist-info folders of one name), "unfinished" (an operation's journal, the operation dead)
+    and "running" (an operation under way) are breakage; "on-demand"
+    (a library only objects that nothing loads at start need: plugins) and "driver" (a GPU
+    driver's library) are notes.
+    """
+
+    kind: str
+    what: str  # the soname, module, requirement or distribution
+    needed_by: str  # who needs it (distributions), "" when unknown
+    provider: str | None = None  # name==version that brings it back, when known
+    snapshot: str | None = None  # the snapshot whose stash holds the provider
+    detail: str = ""  # "record": why the RECORD can't be read; notes: the objects that need it
+    recorded_in: str | None = None  # the snapshot that recorded the provider without its files
+    pinned: bool = False  # the provider is the requirement's own pin (``==``)
+    # a library no snapshot kept: the pins of its consumers' missing requirements
+    expected_with: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "record":
+            return (
+                f"unreadable RECORD of {self.what} ({self.detail}): which files it installed "
+                "is unknown, and it cannot be removed or stashed until it is reinstalled"
+            )
+        if self.kind == "doubled":
+            return _describe_doubled(self)
+        if self.kind == "unfinished":
+            return (
+                f"unfinished operation: {self.what}; it did not end, and recover finishes or "
+                "undoes it before anything else can change the environment"
+            )
+        if self.kind == "running":
+            return (
+                f"an operation is running on this environment: {self.what}; what doctor "
+                "finds now may be its work in progress: run doctor again after it ends"
+            )
+        where = f" (needed by {self.needed_by})" if self.needed_by else ""
+        if self.kind == "driver":
+            return (
+                f"not installed: {self.what}{where}: the GPU driver's library, which comes with "
+                "the driver and never with a wheel (absent on a machine without that GPU)"
+            )
+        if self.kind == "on-demand":
+            objects = ", ".join(sorted({os.path.basename(p) for p in self.detail.split(", ")}))
+            return (
+                f"not found: {self.what}, needed only by {objects} ({self.needed_by}), which "
+                "no extension module or program loads: a plugin, loaded on demand if at all"
+            )
+        return f"missing {self.kind} {self.what}{where}: {self._source()}"
+
+    def _source(self) -> str:
+        if self.provider and self.snapshot:
+            return f"provided by {self.provider}, kept in snapshot {self.snapshot}"
+        if self.provider and self.recorded_in:
+            return f"snapshot {self.recorded_in} recorded {self.provider} (without its files)"
+        if self.provider and self.pinned:
+            return f"the requirement pins {self.provider}"
+        if self.provider:
+            return f"provided by {self.provider}"
+        if self.expected_with:
+            return (
+                "no snapshot kept it; expected back with the missing requirements of "
+                + self.needed_by
+            )
+        return "no snapshot knows who provided it"
+
+    def to_dict(self) -> dict[str, object]:
+        return msgspec.structs.asdict(self)
+
+
+def doubled_findings(
+    installed: Mapping[str, InstalledDistribution], snapshots: Sequence[Snapshot]
+) -> list[Finding]:
+    """A distribution with two or more dist-info folders (an uninstall or an upgrade killed
+    half way left the other version's): importlib sees one, uv lists and removes both, and no
+    restore can be verified while both are there. From what installed_distributions read
+    already: nothing more is read. The provider is the newest stash of one of its versions."""
+    findings = []
+    for name, dist in sorted(installed.items()):
+        if not dist.doubled:
+            continue
+        folders = (dist.dist_info.name, *(p.name for p in dist.doubled))
+        versions = {f.removesuffix(".dist-info").rpartition("-")[2] for f in folders}
+        pin, snap = _provider(snapshots, _is_one_of(name, versions))
+        findings.append(Finding("doubled", name, "", pin, snap, detail=", ".join(folders)))
+    return findings
+
+
+def _describe_doubled(finding: Finding) -> str:
+    first = finding.detail.split(", ")[0]
+    if finding.provider and finding.snapshot:
+        fix = (
+            f"snapshot {finding.snapshot} keeps {finding.provider}: a rollback to it removes "
+            "every folder and brings that version back (the others' files are kept aside)"
+        )
+    else:
+        fix = (
+            f"no snapshot keeps either: `uv pip uninstall {finding.what}` removes every folder, "
+            "then install the version wanted"
+        )
+    return (
+        f"{finding.what} is installed more than once: {finding.detail} (an uninstall or an "
+        f"upgrade cut short left a second version): importlib sees {first}, uv lists and "
+        f"removes them all, and no restore of it can be verified; {fix}"
+    )
+
+
+def _stash_basenames(entry: PackageEntry) -> set[str]:
+    return {os.path.basename(f.path) for f in entry.stash.files} if entry.stash else set()
+
+
+def _module_roots(entry: PackageEntry) -> set[str]:
+    """Top-level module names a stashed distribution provided (from its file paths)."""
+    roots: set[str] = set()
+    if entry.stash is None:
+        return roots
+    for stashed in entry.stash.files:
+        parts = stashed.path.split("/")
+        if "site-packages" in parts:
+            rest = parts[parts.index("site-packages") + 1 :]
+            if rest and not rest[0].endswith((".dist-info", ".data")):
+                roots.add(rest[0].split(".", 1)[0])
+    return roots
+
+
+def _ships_file(name: str) -> Callable[[PackageEntry], bool]:
+    return lambda entry: name in _stash_basenames(entry)
+
+
+def _ships_module(root: str) -> Callable[[PackageEntry], bool]:
+    return lambda entry: root in _module_roots(entry)
+
+
+def _is_release(name: str, version: str) -> Callable[[PackageEntry], bool]:
+    return lambda entry: entry.name == name and entry.version == version
+
+
+def _is_one_of(name: str, versions: Collection[str]) -> Callable[[PackageEntry], bool]:
+    return lambda entry: entry.name == name and entry.version in versions
+
+
+def _satisfying(name: str, specifier: SpecifierSet) -> Callable[[PackageEntry], bool]:
+    return lambda entry: entry.name == name and _satisfies(specifier, entry.version)
+
+
+def _provider(
+    snapshots: Sequence[Snapshot], match: Callable[[PackageEntry], bool]
+) -> tuple[str | None, str | None]:
+    for snap in snapshots:  # newest first
+        for entry in snap.packages:
+            if entry.stash is not None and match(entry):
+                return entry.pin, snap.id
+    return None, None
+
+
+def diagnose(outputs: Iterable[str], snapshots: Sequence[Snapshot]) -> list[Finding]:
+    """Map "libX.so.N: cannot open shared object file" and "No module named X" to the
+    distribution a snapshot's stash says provided it."""
+    findings: dict[tuple[str, str], Finding] = {}
+    for text in outputs:
+        for soname in _MISSING_LIBRARY.findall(text):
+            pin, snap = _provider(snapshots, _ships_file(soname))
+            findings.setdefault(("library", soname), Finding("library", soname, "", pin, snap))
+        for module in _MISSING_MODULE.findall(text):
+            root = module.split(".", 1)[0]
+            pin, snap = _provider(snapshots, _ships_module(root))
+            findings.setdefault(("module", module), Finding("module", module, "", pin, snap))
+    return list(findings.values())
+
+
+# -- doctor: an environment that is already broken ------------------------------------------
+
+
+class DoctorReport(Struct):
+    """Every finding of ``doctor``, the notes that are not breakage, and the one command that
+    repairs the findings, when known."""
+
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)  # "driver", "on-demand": not breakage
+    repair_command: str | None = None
+    repair_snapshot: str | None = None
+    repair_also: list[str] = field(default_factory=list)  # what the repair brings back besides
+
+    @property
+    def healthy(self) -> bool:
+        return not self.findings
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.healthy else 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "healthy": self.healthy,
+            "findings": [f.to_dict() for f in self.findings],
+            "notes": [n.to_dict() for n in self.notes],
+            "repair_command": self.repair_command,
+            "repair_snapshot": self.repair_snapshot,
+            "repair_also": self.repair_also,
+        }
+
+
+Requirements = Mapping[str, Sequence[tuple[str, Requirement]]]
+
+
+def requirements(
+    installed: Mapping[str, InstalledDistribution], markers: Mapping[str, str]
+) -> dict[str, list[tuple[str, Requirement]]]:
+    """name -> (canonical name, requirement) for each of its Requires-Dist that applies on the
+    target without an extra."""
+    return {key: list(_applying(dist, markers)) for key, dist in installed.items()}
+
+
+# A marker that requires an extra: ``extra == "name"`` (either quote, any spacing).
+_EXTRA_CLAUSE = re.compile(r"""\bextra\s*==\s*(?:"[^"]+"|'[^']+')""")
+_OR = re.compile(r"\bor\b")
+
+
+def _needs_an_extra(value: str) -> bool:
+    """Whether the line applies only behind an extra, told without parsing it: a marker with
+    an ``extra == "name"`` clause and no ``or`` is false without extras, whatever else it says.
+    (A torch venv's METADATA has 292 lines, most of them such; parsing and evaluating them
+    was most of `doctor`'s time.)"""
+    _, semicolon, marker = value.partition(";")
+    return bool(semicolon) and _EXTRA_CLAUSE.search(marker) is not None and not _OR.search(marker)
+
+
+def _applying(
+    dist: InstalledDistribution, markers: Mapping[str, str]
+) -> Iterator[tuple[str, Requirement]]:
+    for value in dist.requires_dist():
+        if _needs_an_extra(value):
+            continue
+        try:
+            requirement = Requirement(value)
+        except InvalidRequirement:
+            continue
+        if _holds_without_extra(requirement, markers):
+            yield canonicalize_name(requirement.name), requirement
+
+
+def _holds_without_extra(requirement: Requirement, markers: Mapping[str, str]) -> bool:
+    """Whether the line applies on the target with no extra requested: what
+    ``applies_on_target`` answers with (True, None), without going on to try each word of the
+    marker as an extra (a line behind an extra is no requirement here). On an ML venv, those
+    tries were three quarters of the markers evaluated."""
+    if requirement.marker is None:
+        return True
+    try:
+        return requirement.marker.evaluate({**markers, "extra": ""})
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
+        return False
+
+
+def unmet_requirements(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    required: Requirements | None = None,
+) -> list[tuple[str, Requirement]]:
+    """(dependent, requirement) for every Requires-Dist the target does not satisfy;
+    ``required``: ``requirements(installed, markers)``, when already at hand."""
+    unmet = []
+    for key, wanted in (required or requirements(installed, markers)).items():
+        for name, requirement in wanted:
+            present = installed.get(name)
+            if present is None or not _satisfies(requirement.specifier, present.version):
+                unmet.append((key, requirement))
+    return unmet
+
+
+def _satisfies(specifier: SpecifierSet, version: str) -> bool:
+    try:
+        return specifier.contains(Version(version), prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return True  # can't judge a non-standard version: don't cry wolf
+
+
+def _exact_pin(name: str, specifier: SpecifierSet) -> str | None:
+    """``name==version`` when the requirement allows one version only (``==1.2``, ``===1.2``)."""
+    specifiers = list(specifier)
+    if len(specifiers) != 1:
+        return None
+    (only,) = specifiers
+    if only.operator not in ("==", "===") or "*" in only.version:
+        return None
+    return f"{name}=={only.version}"
+
+
+def _recorded(
+    snapshots: Sequence[Snapshot], match: Callable[[PackageEntry], bool]
+) -> tuple[str | None, str | None]:
+    """The newest snapshot entry that matches, kept or only recorded: (pin, snapshot id)."""
+    for snap in snapshots:
+        for entry in snap.packages:
+            if match(entry):
+                return entry.pin, snap.id
+    return None, None
+
+
+def _requirement_finding(
+    dependent: str, requirement: Requirement, snapshots: Sequence[Snapshot]
+) -> Finding:
+    """Where the missing distribution comes back from: a snapshot's stash, else the version a
+    snapshot recorded, else the requirement's own pin."""
+    name = canonicalize_name(requirement.name)
+    wanted = _satisfying(name, requirement.specifier)
+    what = str(requirement)
+    pin, snap = _provider(snapshots, wanted)
+    if pin is not None:
+        return Finding("requirement", what, dependent, pin, snap)
+    pin, recorded = _recorded(snapshots, wanted)
+    if pin is not None:
+        return Finding("requirement", what, dependent, pin, recorded_in=recorded)
+    pin = _exact_pin(name, requirement.specifier)
+    return Finding("requirement", what, dependent, pin, pinned=pin is not None)
+
+
+def examine(
+    installed: Mapping[str, InstalledDistribution],
+    markers: Mapping[str, str],
+    libraries: tuple[LibraryIndex, Ownership, str],
+    snapshots: Sequence[Snapshot],
+    hollow: Sequence[str] | None = None,
+) -> DoctorReport:
+    """Everything broken at once: libraries a load can't find, unmet requirements, hollow
+    installs, RECORDs that can't be read; and apart, the libraries that are not breakage.
+    ``libraries``: (index, ownership, the interpreter's path); ``hollow``: the hollow
+    distributions (libraries.hollow_distributions), when the caller has them."""
+    index, owned, interpreter = libraries
+    report = DoctorReport()
+    required = requirements(installed, markers)
+    graph = {
+        key: [name for name, _ in wanted if name in installed] for key, wanted in required.items()
+    }
+    found = census(index, owned, graph, interpreter)
+    unmet = [
+        _requirement_finding(dependent, requirement, snapshots)
+        for dependent, requirement in unmet_requirements(installed, markers, required)
+    ]
+    coming = _pins_by_dependent(unmet)
+    for missing in found.missing:
+        report.findings.append(_library_finding(missing, snapshots, coming))
+    hollow = hollow_distributions(owned, installed) if hollow is None else hollow
+    gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
+    for missing in found.on_demand:
+        # Loaded on demand if at all: breakage only where a snapshot shows a removed
+        # distribution shipped it (a library a package loads itself, with ctypes). With
+        # nothing removed, no stash is searched (a torch venv has nine such libraries).
+        pin, snap = _provider(snapshots, _ships_file(missing.soname)) if gone else (None, None)
+        if pin is not None and pin in gone:
+            report.findings.append(_library_finding(missing, snapshots, coming))
+        else:
+            report.notes.append(_note("on-demand", missing))
+    report.notes += [_note("driver", missing) for missing in found.driver]
+    report.findings += unmet
+    for name in hollow:
+        version = installed[name].version
+        pin, snap = _provider(snapshots, _is_release(name, version))
+        report.findings.append(Finding("hollow", f"{name}=={version}", "", pin, snap))
+    for name, reason in sorted(owned.unreadable.items()):
+        # No provider: a reinstall of the same version is what repairs it, and neither a
+        # rollback (it keeps an installed release as it is) nor a plain install would do one.
+        what = f"{name}=={installed[name].version}"
+        report.findings.append(Finding("record", what, "", detail=reason))
+    return report
+
+
+def _library_finding(
+    missing: MissingLibrary, snapshots: Sequence[Snapshot], coming: Mapping[str, list[str]]
+) -> Finding:
+    pin, snap = _provider(snapshots, _ships_file(missing.soname))
+    needers = ", ".join(missing.distributions)
+    if pin is not None:
+        return Finding("library", missing.soname, needers, pin, snap)
+    # No snapshot kept it: the missing requirements of the distributions that need it are what
+    # should bring it back (torch's pins of the nvidia wheels).
+    expected = sorted({p for dist in missing.distributions for p in coming.get(dist, ())})
+    return Finding("library", missing.soname, needers, expected_with=tuple(expected))
+
+
+def _pins_by_dependent(unmet: Sequence[Finding]) -> dict[str, list[str]]:
+    pins: dict[str, list[str]] = {}
+    for finding in unmet:
+        if finding.provider is not None:
+            pins.setdefault(finding.needed_by, []).append(finding.provider)
+    return pins
+
+
+def _gone_releases(
+    snapshots: Sequence[Snapshot],
+    installed: Mapping[str, InstalledDistribution],
+    hollow: Collection[str],
+) -> set[str]:
+    """Pins that snapshots kept and that are not installed now, whole."""
+    gone = set()
+    for snap in snapshots:
+        for entry in snap.packages:
+            present = installed.get(entry.name)
+            if entry.stash is not None and (
+                present is None or present.version != entry.version or entry.name in hollow
+            ):
+                gone.add(entry.pin)
+    return gone
+
+
+def _note(kind: str, missing: MissingLibrary) -> Finding:
+    return Finding(
+        kind,
+        missing.soname,
+        ", ".join(missing.distributions),
+        detail=", ".join(missing.needed_by),
+    )
+
+
+# -- the repair: one command for every finding ----------------------------------------------
+
+
+class Repair(Struct, frozen=True):
+    """The one step that brings back every missing piece: a rollback to ``snapshot``, else an
+    install of ``install`` (pins, each with its recorded source where a snapshot has one)."""
+
+    snapshot: str | None = None
+    install: tuple[PackageEntry, ...] = ()
+    also: tuple[str, ...] = ()  # what the rollback brings back besides
+
+
+def plan_repair(
+    findings: Sequence[Finding], snapshots: Sequence[Snapshot], view: Mapping[str, Installed]
+) -> Repair | None:
+    """A rollback to the newest snapshot whose stash holds every missing distribution and
+    that takes nothing away that is installed and intact; else one install of the pins; None
+    when some finding has no known way back."""
+    wanted: set[str] = set()
+    for finding in findings:
+        if finding.provider is not None:
+            wanted.add(finding.provider)
+        elif finding.expected_with:
+            wanted.update(finding.expected_with)
+        else:
+            return None
+    for snap in snapshots:
+        plan = plan_rollback(snap, view)
+        restored = {e.pin: e for e in plan.restore}
+        kept = all(pin in restored and _kept(restored[pin]) for pin in wanted)
+        # A rollback is the repair when it brings back every missing piece from its files
+        # and takes nothing away that is installed and intact now.
+        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
+        if kept and takes_nothing:
+            # Said, not hidden: a rollback also brings back what was removed since on purpose.
+            return Repair(snapshot=snap.id, also=tuple(sorted(set(restored) - wanted)))
+    return Repair(install=tuple(_entry_for_pin(snapshots, pin) for pin in sorted(wanted)))
+
+
+def _kept(entry: PackageEntry) -> bool:
+    return entry.stash is not None and entry.stash.complete
+
+
+def _entry_for_pin(snapshots: Sequence[Snapshot], pin: str) -> PackageEntry:
+    """The snapshot entry of that release (its source: an index URL, a local build...), else
+    the bare pin."""
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.pin == pin:
+                return entry
+    name, _, version = pin.partition("==")
+    return PackageEntry(name=name, version=version)

@@ -1,0 +1,1158 @@
+"""Fast ELF dynamic-section reader and a glibc-style shared library resolver.
+
+Only what is needed to answer "which DT_NEEDED entry would stop resolving if
+these files disappeared?" is read: the ELF header, the program headers, the
+PT_DYNAMIC segment and the few strings it references.  Everything is bounded,
+so a 500 MB library costs a handful of small ``pread`` calls.
+
+Simplifications relative to glibc's ``ld.so`` (all deliberate, see ``Loader``):
+
+* Only the object's own DT_RPATH is searched, not the RPATHs of the loading
+  chain (the objects that loaded it, up to the executable).
+* Only ``$ORIGIN``/``${ORIGIN}`` is expanded.  A search path entry using
+  ``$LIB`` or ``$PLATFORM`` is treated as unresolvable and skipped.
+* Empty search path entries (which glibc treats as the current directory) are
+  dropped; LD_LIBRARY_PATH entries using a DST (relative to the executable,
+  unknown here) are skipped.
+* glibc-hwcaps and legacy hwcap subdirectories, DF_1_NODEFLIB, secure mode and
+  the "already loaded under this soname" shortcut are not modelled.
+* In the ld.so.cache step the entries for a soname are tried in cache order
+  until one exists and matches; glibc tries only its single best entry whose
+  flags match (pass a flags-filtered mapping, see ``read_ld_cache``, to get
+  the same answer except for duplicate same-arch entries).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections import deque
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from stat import S_ISREG
+from types import MappingProxyType
+from typing import Final, Literal
+
+import msgspec
+from msgspec import Struct
+
+from safeuninstall.base.atomicfile import write_atomically
+
+__all__ = [
+    "DEFAULT_LD_CACHE",
+    "EM_386",
+    "EM_AARCH64",
+    "EM_ARM",
+    "EM_LOONGARCH",
+    "EM_PPC64",
+    "EM_RISCV",
+    "EM_S390",
+    "EM_X86_64",
+    "ElfCache",
+    "ElfInfo",
+    "LdCacheEntry",
+    "Loader",
+    "default_library_dirs",
+    "expand_origin",
+    "is_elf_candidate",
+    "ld_cache_flags",
+    "read_elf",
+    "read_ld_cache",
+    "read_ld_cache_entries",
+    "split_ld_library_path",
+]
+
+DEFAULT_LD_CACHE: Final = "/etc/ld.so.cache"
+
+# e_machine values used by the tables below.
+EM_386: Final = 3
+EM_ARM: Final = 40
+EM_PPC64: Final = 21
+EM_S390: Final = 22
+EM_X86_64: Final = 62
+EM_AARCH64: Final = 183
+EM_RISCV: Final = 243
+EM_LOONGARCH: Final = 258
+
+
+class ElfInfo(Struct, frozen=True):
+    """Dynamic-linking facts of one ELF file.
+
+    ``path`` is the path the file was read at, exactly as given (not made
+    absolute, symlinks not resolved).  Search path entries keep ``$ORIGIN``
+    unexpanded; empty entries are dropped.
+    """
+
+    path: str
+    elf_class: int
+    machine: int
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+    program: bool = False  # has PT_INTERP: ld.so can start it (an executable)
+    # defines PyInit_<file name up to its first dot>: an extension module Python can import
+    python_extension: bool = False
+
+
+# --------------------------------------------------------------------------
+# ELF reading
+
+_ELF_MAGIC: Final = b"\x7fELF"
+_HEAD_READ: Final = 4096  # ELF header + typical program headers in one read
+_MAX_PHDR_BYTES: Final = 1 << 20
+_MAX_DYNAMIC_BYTES: Final = 1 << 20  # real dynamic segments are < 4 KiB
+_STR_CHUNK: Final = 256  # first guess for one string's length
+_STR_GAP: Final = 4096  # merge string reads closer than this into one pread
+_STR_GROW: Final = 65536
+_PN_XNUM: Final = 0xFFFF
+
+_PT_LOAD: Final = 1
+_PT_DYNAMIC: Final = 2
+_PT_INTERP: Final = 3
+
+_DT_NULL: Final = 0
+_DT_NEEDED: Final = 1
+_DT_HASH: Final = 4
+_DT_STRTAB: Final = 5
+_DT_SYMTAB: Final = 6
+_DT_STRSZ: Final = 10
+_DT_SYMENT: Final = 11
+_DT_SONAME: Final = 14
+_DT_RPATH: Final = 15
+_DT_RUNPATH: Final = 29
+_DT_GNU_HASH: Final = 0x6FFFFEF5
+
+
+class _Layout(Struct, frozen=True):
+    """Struct layouts for one (ELF class, byte order) combination."""
+
+    elf_class: int
+    # -> e_machine, e_phoff, e_shoff, e_phentsize, e_phnum, e_shentsize
+    ehdr: struct.Struct
+    # -> p_type, p_offset, p_vaddr, p_filesz
+    phdr: struct.Struct
+    # -> d_tag, d_val
+    dyn: struct.Struct
+    # -> sh_info of a section header (extended phnum lives in section 0)
+    sh_info: struct.Struct
+    # -> st_name, st_shndx of a dynamic symbol
+    sym: struct.Struct
+    # -> one 32-bit word of a hash table
+    word: struct.Struct
+
+
+def _layout(elf_class: int, order: str) -> _Layout:
+    if elf_class == 64:
+        return _Layout(
+            64,
+            struct.Struct(order + "16x2xH4x8xQQ4x2xHHH4x"),
+            struct.Struct(order + "I4xQQ8xQ16x"),
+            struct.Struct(order + "qQ"),
+            struct.Struct(order + "44xI"),
+            struct.Struct(order + "I2xH16x"),
+            struct.Struct(order + "I"),
+        )
+    return _Layout(
+        32,
+        struct.Struct(order + "16x2xH4x4xII4x2xHHH4x"),
+        struct.Struct(order + "III4xI12x"),
+        struct.Struct(order + "iI"),
+        struct.Struct(order + "28xI"),
+        struct.Struct(order + "I10xH"),
+        struct.Struct(order + "I"),
+    )
+
+
+# Keyed by (EI_CLASS, EI_DATA) byte values.
+_LAYOUTS: Final[Mapping[tuple[int, int], _Layout]] = MappingProxyType(
+    {
+        (1, 1): _layout(32, "<"),
+        (1, 2): _layout(32, ">"),
+        (2, 1): _layout(64, "<"),
+        (2, 2): _layout(64, ">"),
+    }
+)
+
+
+class _BadElf(Exception):
+    """Internal: the file is not a usable dynamic ELF."""
+
+
+def read_elf(path: str | os.PathLike[str]) -> ElfInfo | None:
+    """Read the dynamic-linking facts of ``path``.
+
+    Returns None for non-ELF files, truncated or corrupt ELF files, ELF files
+    without a dynamic segment (object files, static executables) and also for
+    files that cannot be opened or read (the OSError is swallowed).  Never
+    raises for bad content.
+    """
+    name = os.fspath(path)
+    try:
+        # O_NONBLOCK: a FIFO named like a library must not hang the scan.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return _read_elf_fd(fd, name)
+    except (_BadElf, OSError, ValueError, OverflowError, struct.error):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _pread_exact(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise _BadElf("truncated")
+    return data
+
+
+def _read_elf_fd(fd: int, path: str) -> ElfInfo | None:
+    head = os.pread(fd, _HEAD_READ, 0)
+    if len(head) < 16 or head[:4] != _ELF_MAGIC:
+        return None
+    layout = _LAYOUTS.get((head[4], head[5]))
+    if layout is None or len(head) < layout.ehdr.size:
+        return None
+    machine, phoff, shoff, phentsize, phnum, shentsize = layout.ehdr.unpack_from(head)
+    if phnum == _PN_XNUM:
+        phnum = _extended_phnum(fd, layout, shoff, shentsize)
+    if phnum == 0 or phentsize < layout.phdr.size:
+        return None
+    segments = _scan_phdrs(fd, head, layout, (phoff, phentsize, phnum))
+    if segments.dynamic is None:
+        return None
+    return _read_dynamic(fd, (path, machine), layout, segments)
+
+
+def _extended_phnum(fd: int, layout: _Layout, shoff: int, shentsize: int) -> int:
+    # With >= 0xffff program headers the real count is sh_info of section 0.
+    if shoff == 0 or shentsize < layout.sh_info.size:
+        raise _BadElf("bad extended phnum")
+    count: int = layout.sh_info.unpack(_pread_exact(fd, layout.sh_info.size, shoff))[0]
+    return count
+
+
+_Segment = tuple[int, int, int]  # (p_vaddr, p_offset, p_filesz)
+
+
+class _Segments(Struct, frozen=True):
+    loads: list[_Segment]
+    dynamic: tuple[int, int] | None  # (offset, size) of PT_DYNAMIC
+    interp: bool  # a PT_INTERP: a program
+
+
+def _scan_phdrs(fd: int, head: bytes, layout: _Layout, table_at: tuple[int, int, int]) -> _Segments:
+    """The PT_LOAD segments, PT_DYNAMIC and whether there is a PT_INTERP; ``table_at`` is the
+    header's (e_phoff, e_phentsize, e_phnum)."""
+    phoff, phentsize, phnum = table_at
+    size = phnum * phentsize
+    if size > _MAX_PHDR_BYTES:
+        raise _BadElf("too many program headers")
+    if phoff + size <= len(head):
+        table, base = head, phoff
+    else:
+        table, base = _pread_exact(fd, size, phoff), 0
+    loads: list[_Segment] = []
+    dynamic: tuple[int, int] | None = None
+    interp = False
+    unpack = layout.phdr.unpack_from
+    for index in range(phnum):
+        p_type, offset, vaddr, filesz = unpack(table, base + index * phentsize)
+        if p_type == _PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif p_type == _PT_DYNAMIC:
+            dynamic = (offset, filesz)  # glibc: the last one wins
+        elif p_type == _PT_INTERP:
+            interp = True
+    if dynamic is not None and dynamic[1] == 0:
+        dynamic = None
+    return _Segments(loads, dynamic, interp)
+
+
+class _DynamicTags(Struct):
+    """The dynamic-section entries the loader model needs, as string-table offsets."""
+
+    needed: list[int]
+    soname: int | None = None
+    rpath: int | None = None
+    runpath: int | None = None
+    strtab: int | None = None
+    strsz: int | None = None
+    symtab: int | None = None
+    syment: int | None = None
+    hash: int | None = None
+    gnu_hash: int | None = None
+
+    def string_offsets(self) -> list[int]:
+        singles = (self.soname, self.rpath, self.runpath)
+        return self.needed + [off for off in singles if off is not None]
+
+
+# Single-valued tags, by the _DynamicTags field each sets.
+_SINGLE_TAGS: Final = {
+    _DT_SONAME: "soname",
+    _DT_RPATH: "rpath",
+    _DT_RUNPATH: "runpath",
+    _DT_STRTAB: "strtab",
+    _DT_STRSZ: "strsz",
+    _DT_SYMTAB: "symtab",
+    _DT_SYMENT: "syment",
+    _DT_HASH: "hash",
+    _DT_GNU_HASH: "gnu_hash",
+}
+
+
+def _parse_dynamic(data: bytes, layout: _Layout) -> _DynamicTags:
+    tags = _DynamicTags(needed=[])
+    usable = len(data) - len(data) % layout.dyn.size
+    # Single-valued tags: the last entry wins, as in glibc's l_info[] table.
+    for tag, value in layout.dyn.iter_unpack(data[:usable]):
+        if tag == _DT_NULL:
+            break
+        if tag == _DT_NEEDED:
+            tags.needed.append(value)
+        elif (field := _SINGLE_TAGS.get(tag)) is not None:
+            setattr(tags, field, value)
+    return tags
+
+
+def _read_dynamic(fd: int, file: tuple[str, int], layout: _Layout, segments: _Segments) -> ElfInfo:
+    """``file``: (path, e_machine)."""
+    path, machine = file
+    assert segments.dynamic is not None
+    offset, filesz = segments.dynamic
+    size = min(filesz, _MAX_DYNAMIC_BYTES)
+    tags = _parse_dynamic(_pread_exact(fd, size, offset), layout)
+    strings = _read_dynstr(fd, segments.loads, tags)
+
+    def text(off: int | None) -> str | None:
+        return None if off is None else os.fsdecode(strings[off])
+
+    return ElfInfo(
+        path=path,
+        elf_class=layout.elf_class,
+        machine=machine,
+        soname=text(tags.soname),
+        needed=tuple(os.fsdecode(strings[off]) for off in tags.needed),
+        rpath=_split_path_list(text(tags.rpath)),
+        runpath=_split_path_list(text(tags.runpath)),
+        program=segments.interp,
+        python_extension=_is_python_extension(fd, file, layout, segments.loads, tags),
+    )
+
+
+def _split_path_list(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(entry for entry in value.split(":") if entry)
+
+
+def _read_dynstr(fd: int, loads: list[_Segment], tags: _DynamicTags) -> dict[int, bytes]:
+    offsets = tags.string_offsets()
+    if not offsets:
+        return {}
+    if tags.strtab is None:
+        raise _BadElf("strings referenced without DT_STRTAB")
+    base, limit = _strtab_extent(loads, tags.strtab, tags.strsz)
+    if max(offsets) >= limit:
+        raise _BadElf("string offset outside DT_STRSZ")
+    return _read_strings(fd, base, limit, offsets)
+
+
+def _strtab_extent(loads: list[_Segment], address: int, strsz: int | None) -> tuple[int, int]:
+    """Map DT_STRTAB (a virtual address) to (file offset, readable size)."""
+    offset, in_segment = _extent(loads, address)
+    return offset, in_segment if strsz is None else min(strsz, in_segment)
+
+
+def _extent(loads: list[_Segment], address: int) -> tuple[int, int]:
+    """Map a virtual address to (file offset, bytes of its PT_LOAD segment from there)."""
+    for vaddr, offset, filesz in loads:
+        if vaddr <= address < vaddr + filesz:
+            return offset + address - vaddr, vaddr + filesz - address
+    raise _BadElf("address not inside a PT_LOAD segment")
+
+
+def _read_strings(fd: int, base: int, limit: int, offsets: list[int]) -> dict[int, bytes]:
+    """Read NUL-terminated strings at ``offsets`` with few, small preads.
+
+    Nearby offsets are merged into one read; the whole table (which can be
+    megabytes for big C++ libraries) is never read.
+    """
+    pending = sorted(set(offsets))
+    found: dict[int, bytes] = {}
+    first = 0
+    while first < len(pending):
+        start = pending[first]
+        end = min(start + _STR_CHUNK, limit)
+        last = first + 1
+        while last < len(pending) and pending[last] <= end + _STR_GAP:
+            end = min(max(end, pending[last] + _STR_CHUNK), limit)
+            last += 1
+        block = _pread_exact(fd, end - start, base + start)
+        for off in pending[first:last]:
+            found[off] = _string_in_block((fd, base, limit), block, start, off)
+        first = last
+    return found
+
+
+def _string_in_block(table: tuple[int, int, int], block: bytes, start: int, off: int) -> bytes:
+    """The string at ``off`` of the table (fd, file offset, readable size), whose bytes from
+    ``start`` are in ``block``."""
+    fd, base, limit = table
+    nul = block.find(b"\0", off - start)
+    if nul != -1:
+        return block[off - start : nul]
+    # Longer than the block: keep reading, still bounded by DT_STRSZ.
+    parts = [block[off - start :]]
+    pos = start + len(block)
+    while pos < limit:
+        chunk = _pread_exact(fd, min(_STR_GROW, limit - pos), base + pos)
+        nul = chunk.find(b"\0")
+        if nul != -1:
+            parts.append(chunk[:nul])
+            return b"".join(parts)
+        parts.append(chunk)
+        pos += len(chunk)
+    raise _BadElf("unterminated string")
+
+
+# -- extension modules: does the file define PyInit_<name>? ------------------------------------
+
+_TAGGED_SUFFIX: Final = re.compile(r"\.(?:cpython-[^./]+|abi3)\.so$")
+_MAX_CHAIN: Final = 1 << 16  # real hash chains are a few entries long; a longer one is corrupt
+_CHAIN_READ: Final = 64  # GNU hash chain words per pread
+_SHN_UNDEF: Final = 0
+
+
+def _is_python_extension(
+    fd: int, file: tuple[str, int], layout: _Layout, loads: list[_Segment], tags: _DynamicTags
+) -> bool:
+    """Whether the file defines ``PyInit_<name>``, the function Python calls to import it.
+
+    Only a file named ``*.so`` can be imported. Where the symbol table can't be searched the
+    name decides: ``*.cpython-*.so`` and ``*.abi3.so`` are extension modules, a plain ``*.so``
+    is not (plugins and libraries are named so too: ``triton/plugins/libMLIRDialectPlugin.so``
+    is not a module, ``triton/_C/libtriton.so`` is). ``file``: (path, e_machine).
+    """
+    path, machine = file
+    base = path.rpartition("/")[2]
+    if not base.endswith(".so"):
+        return False
+    tagged = _TAGGED_SUFFIX.search(base) is not None
+    stem = base.partition(".")[0]
+    if not (stem.isascii() and stem.isidentifier()):  # PyInitU_<punycode>: not looked up
+        return tagged
+    try:
+        found = _defines(fd, (layout, machine), loads, tags, b"PyInit_" + stem.encode())
+    except (_BadElf, OSError, ValueError, OverflowError, struct.error):
+        found = None
+    return tagged if found is None else found
+
+
+def _defines(
+    fd: int, kind: tuple[_Layout, int], loads: list[_Segment], tags: _DynamicTags, name: bytes
+) -> bool | None:
+    """Whether the dynamic symbol table defines ``name``, found through DT_GNU_HASH (else
+    DT_HASH) as ld.so finds it: a handful of small reads. None: no table to search.
+    ``kind``: (layout, e_machine)."""
+    layout, machine = kind
+    if tags.symtab is None or tags.strtab is None:
+        return None
+    syment = tags.syment or layout.sym.size
+    if syment < layout.sym.size:
+        raise _BadElf("DT_SYMENT too small")
+    strings, limit = _strtab_extent(loads, tags.strtab, tags.strsz)
+    symtab = _extent(loads, tags.symtab)[0]
+    wanted = name + b"\0"
+
+    def defined_here(index: int) -> bool:
+        entry = _pread_exact(fd, layout.sym.size, symtab + index * syment)
+        st_name, shndx = layout.sym.unpack(entry)
+        if shndx == _SHN_UNDEF or st_name + len(wanted) > limit:
+            return False
+        return os.pread(fd, len(wanted), strings + st_name) == wanted
+
+    if tags.gnu_hash is not None:
+        return _gnu_hash_lookup(fd, layout, _extent(loads, tags.gnu_hash)[0], name, defined_here)
+    # 64-bit s390x has 8-byte DT_HASH words: not read (its objects have DT_GNU_HASH anyway).
+    if tags.hash is not None and (layout.elf_class, machine) != (64, EM_S390):
+        return _sysv_hash_lookup(fd, layout, _extent(loads, tags.hash)[0], name, defined_here)
+    return None
+
+
+def _gnu_hash(name: bytes) -> int:
+    value = 5381
+    for byte in name:
+        value = (value * 33 + byte) & 0xFFFFFFFF
+    return value
+
+
+def _sysv_hash(name: bytes) -> int:
+    value = 0
+    for byte in name:
+        value = ((value << 4) + byte) & 0xFFFFFFFF
+        value ^= (value & 0xF0000000) >> 24
+        value &= 0x0FFFFFFF
+    return value
+
+
+def _gnu_hash_lookup(
+    fd: int, layout: _Layout, table: int, name: bytes, defined_here: Callable[[int], bool]
+) -> bool:
+    order = layout.word.format[0]
+    nbuckets, symoffset, bloom_size, _shift = struct.unpack(
+        order + "4I", _pread_exact(fd, 16, table)
+    )
+    if nbuckets == 0:
+        return False
+    wanted = _gnu_hash(name)
+    buckets = table + 16 + bloom_size * (layout.elf_class // 8)
+    (index,) = layout.word.unpack(_pread_exact(fd, 4, buckets + (wanted % nbuckets) * 4))
+    if index < symoffset:  # 0: an empty bucket
+        return False
+    chain = buckets + nbuckets * 4
+    for _ in range(_MAX_CHAIN // _CHAIN_READ):
+        block = os.pread(fd, 4 * _CHAIN_READ, chain + (index - symoffset) * 4)
+        words = struct.unpack(f"{order}{len(block) // 4}I", block[: len(block) // 4 * 4])
+        if not words:
+            raise _BadElf("hash chain runs past the end of the file")
+        for value in words:
+            # The low bit marks the chain's last entry; the others are the name's hash.
+            if (value | 1) == (wanted | 1) and defined_here(index):
+                return True
+            if value & 1:
+                return False
+            index += 1
+    raise _BadElf("endless hash chain")
+
+
+def _sysv_hash_lookup(
+    fd: int, layout: _Layout, table: int, name: bytes, defined_here: Callable[[int], bool]
+) -> bool:
+    order = layout.word.format[0]
+    nbucket, nchain = struct.unpack(order + "2I", _pread_exact(fd, 8, table))
+    if nbucket == 0:
+        return False
+    (index,) = layout.word.unpack(_pread_exact(fd, 4, table + 8 + (_sysv_hash(name) % nbucket) * 4))
+    chains = table + 8 + nbucket * 4
+    for _ in range(min(nchain, _MAX_CHAIN)):
+        if index == 0:  # STN_UNDEF ends the chain
+            return False
+        if index >= nchain:
+            raise _BadElf("hash chain outside the table")
+        if defined_here(index):
+            return True
+        (index,) = layout.word.unpack(_pread_exact(fd, 4, chains + index * 4))
+    raise _BadElf("endless hash chain")
+
+
+def is_elf_candidate(name: str) -> bool:
+    """Cheap filename filter: ``*.so`` and ``*.so.*`` (a path is accepted too)."""
+    base = name.rpartition("/")[2]
+    return base.endswith(".so") or ".so." in base
+
+
+# --------------------------------------------------------------------------
+# Persistent cache of read_elf results
+
+_CACHE_FORMAT: Final = "safeuninstall-elf-cache"
+# 2: with program and python_extension; a version 1 file is not read (the files are re-read)
+_CACHE_VERSION: Final = 2
+_MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
+
+
+class _CacheEntry(Struct, frozen=True):
+    """A file's ELF reading, valid while its size and mtime are unchanged."""
+
+    size: int
+    mtime_ns: int
+    info: ElfInfo | None
+
+
+class ElfCache:
+    """``read_elf`` results keyed by (path, size, mtime_ns), storable as JSON.
+
+    ``get`` is a drop-in ``reader`` for ``Loader``.  Results of None (non-ELF
+    files) are cached too, so unchanged non-ELF ``.so`` files are not reopened.
+    """
+
+    def __init__(self, reader: Callable[[str], ElfInfo | None] = read_elf) -> None:
+        self._reader = reader
+        self._entries: dict[str, _CacheEntry] = {}
+        self.changed = False  # a file was read since load(): the stored cache is out of date
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, path: str, stat: os.stat_result | None = None) -> ElfInfo | None:
+        """``read_elf(path)``, answered from the cache when size and mtime match.
+
+        Pass ``stat`` (e.g. from ``os.DirEntry.stat()``) to save a syscall.
+        Returns None without caching if the file cannot be stat'ed.
+        """
+        if stat is None:
+            try:
+                stat = os.stat(path)
+            except OSError:
+                return None
+        entry = self._entries.get(path)
+        if entry is not None and entry.size == stat.st_size and entry.mtime_ns == stat.st_mtime_ns:
+            return entry.info
+        info = self._reader(path)
+        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, info)
+        self.changed = True
+        return info
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Replace the contents with the cache file; missing, corrupt or too large -> empty."""
+        self.changed = False
+        self._entries = {}
+        try:
+            stored = _decode(_read_limited(path))
+        except (OSError, ValueError, msgspec.DecodeError, RecursionError):
+            return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
+        self._entries = {
+            name: _CacheEntry(entry.size, entry.mtime_ns, _info(name, entry.info))
+            for name, entry in stored.entries.items()
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically (temp file in the same directory, os.replace) but without fsync:
+        a cache lost in a power cut costs only time."""
+        stored = _StoredCache(
+            _CACHE_FORMAT,
+            _CACHE_VERSION,
+            {name: _stored(entry) for name, entry in self._entries.items()},
+        )
+        try:
+            payload = msgspec.json.encode(stored)
+        except UnicodeEncodeError:
+            # A name that is not UTF-8 (os.fsdecode keeps its bytes as lone surrogates): json
+            # writes them as \udcxx escapes, and reads them back (see _decode); msgspec doesn't.
+            payload = json.dumps(msgspec.to_builtins(stored), separators=(",", ":")).encode()
+        write_atomically(Path(path), payload, mode=0o644, durable=False)
+
+
+# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 2, "entries":
+# {path: [size, mtime_ns, null or [elf_class, machine, soname, needed, rpath, runpath, program,
+# python_extension]]}}.
+
+
+class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    elf_class: int
+    machine: int
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+    program: bool
+    python_extension: bool
+
+
+class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    size: int
+    mtime_ns: int
+    info: _StoredInfo | None
+
+
+class _StoredCache(Struct, frozen=True):
+    format: Literal["safeuninstall-elf-cache"]
+    version: Literal[2]
+    entries: dict[str, _StoredEntry]
+
+
+def _read_limited(path: str | os.PathLike[str]) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
+    with open(fd, "rb") as stream:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = stream.read(_MAX_CACHE_BYTES + 1)
+    if len(data) > _MAX_CACHE_BYTES:
+        raise ValueError("too large for an ELF cache")
+    return data
+
+
+def _decode(data: bytes) -> _StoredCache:
+    try:
+        return msgspec.json.decode(data, type=_StoredCache)
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:
+        # Not JSON, or JSON with the \udcxx escapes of a name that is not UTF-8 (see save).
+        return msgspec.convert(json.loads(data), _StoredCache)
+
+
+def _info(path: str, stored: _StoredInfo | None) -> ElfInfo | None:
+    if stored is None:
+        return None
+    return ElfInfo(
+        path,
+        stored.elf_class,
+        stored.machine,
+        stored.soname,
+        stored.needed,
+        stored.rpath,
+        stored.runpath,
+        stored.program,
+        stored.python_extension,
+    )
+
+
+def _stored(entry: _CacheEntry) -> _StoredEntry:
+    info = entry.info
+    if info is None:
+        return _StoredEntry(entry.size, entry.mtime_ns, None)
+    fields = _StoredInfo(
+        info.elf_class,
+        info.machine,
+        info.soname,
+        info.needed,
+        info.rpath,
+        info.runpath,
+        info.program,
+        info.python_extension,
+    )
+    return _StoredEntry(entry.size, entry.mtime_ns, fields)
+
+
+# --------------------------------------------------------------------------
+# ld.so.cache
+
+_OLD_MAGIC: Final = b"ld.so-1.7.0"
+_NEW_MAGIC: Final = b"glibc-ld.so.cache"
+_NEW_VERSION: Final = b"1.1"
+_OLD_HEADER_SIZE: Final = 16  # magic[11], pad, uint32 nlibs
+_OLD_ENTRY: Final = struct.Struct("=iII")  # flags, key, value
+_NEW_HEADER_SIZE: Final = 48
+_MAX_LD_CACHE_BYTES: Final = 64 << 20
+
+# Flag values glibc's _dl_cache_check_flags accepts, by (ELF class, e_machine).
+_LD_CACHE_FLAGS: Final[Mapping[tuple[int, int], frozenset[int]]] = MappingProxyType(
+    {
+        (64, EM_X86_64): frozenset({0x0303}),
+        (32, EM_X86_64): frozenset({0x0803}),  # x32
+        (32, EM_386): frozenset({0x0001, 0x0003}),
+        (64, EM_AARCH64): frozenset({0x0A03}),
+        (32, EM_ARM): frozenset({0x0001, 0x0003, 0x0903, 0x0B03}),
+        (64, EM_PPC64): frozenset({0x0503}),
+        (64, EM_S390): frozenset({0x0403}),
+        (64, EM_RISCV): frozenset({0x0F03, 0x1003}),
+        (64, EM_LOONGARCH): frozenset({0x1103, 0x1203}),
+    }
+)
+
+
+class LdCacheEntry(Struct, frozen=True):
+    """One ld.so.cache record; ``flags`` e.g. 0x0303 = ``(libc6,x86-64)``."""
+
+    soname: str
+    path: str
+    flags: int
+    hwcap: int
+
+
+def ld_cache_flags(elf_class: int, machine: int) -> frozenset[int] | None:
+    """Cache flags glibc accepts for objects of this kind; None if unknown."""
+    return _LD_CACHE_FLAGS.get((elf_class, machine))
+
+
+def read_ld_cache_entries(path: str | os.PathLike[str] = DEFAULT_LD_CACHE) -> list[LdCacheEntry]:
+    """All entries of an ld.so.cache in file order; [] if missing or corrupt.
+
+    Reads the new format (``glibc-ld.so.cache1.1``), also when it follows an
+    old ``ld.so-1.7.0`` section (glibc < 2.32 "compat" files), and old-only
+    files.
+    """
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(_MAX_LD_CACHE_BYTES + 1)
+    except OSError:
+        return []
+    if len(data) > _MAX_LD_CACHE_BYTES:
+        return []
+    try:
+        return _parse_ld_cache(data)
+    except (ValueError, struct.error):
+        return []
+
+
+def read_ld_cache(
+    path: str | os.PathLike[str] = DEFAULT_LD_CACHE,
+    *,
+    flags: Container[int] | None = None,
+) -> dict[str, list[str]]:
+    """Map soname -> paths in cache order; {} if the file is missing or corrupt.
+
+    ``flags`` keeps only entries with those flag values, e.g.
+    ``ld_cache_flags(64, EM_X86_64)``; None keeps every entry.
+    """
+    result: dict[str, list[str]] = {}
+    for entry in read_ld_cache_entries(path):
+        if flags is None or entry.flags in flags:
+            result.setdefault(entry.soname, []).append(entry.path)
+    return result
+
+
+def _parse_ld_cache(data: bytes) -> list[LdCacheEntry]:
+    if data.startswith(_NEW_MAGIC):
+        return _parse_new_cache(data, 0)
+    if not data.startswith(_OLD_MAGIC):
+        raise ValueError("not an ld.so.cache")
+    (nlibs,) = struct.unpack_from("=I", data, 12)
+    old_end = _OLD_HEADER_SIZE + nlibs * _OLD_ENTRY.size
+    if old_end > len(data):
+        raise ValueError("truncated old cache")
+    # The new section is aligned to alignof(struct cache_file_new): 8, or 4 on
+    # ABIs where uint64_t is 4-aligned (i386).
+    for align in (8, 4):
+        start = -(-old_end // align) * align
+        if data.startswith(_NEW_MAGIC, start):
+            return _parse_new_cache(data, start)
+    return _parse_old_cache(data, old_end)
+
+
+def _parse_new_cache(data: bytes, base: int) -> list[LdCacheEntry]:
+    if len(data) < base + _NEW_HEADER_SIZE:
+        raise ValueError("truncated header")
+    if data[base + 17 : base + 20] != _NEW_VERSION:
+        raise ValueError("unsupported cache version")
+    order = {0: "=", 2: "<", 3: ">"}.get(data[base + 28] & 3)
+    if order is None:
+        raise ValueError("invalid endianness flag")
+    (nlibs,) = struct.unpack_from(order + "I", data, base + 20)
+    record = struct.Struct(order + "iIIIQ")  # flags, key, value, osversion, hwcap
+    first = base + _NEW_HEADER_SIZE
+    if first + nlibs * record.size > len(data):
+        raise ValueError("truncated entries")
+    entries = []
+    for flags, key, value, _osversion, hwcap in record.iter_unpack(
+        data[first : first + nlibs * record.size]
+    ):
+        # String offsets are relative to the start of the new-format header.
+        entries.append(
+            LdCacheEntry(_cstring(data, base + key), _cstring(data, base + value), flags, hwcap)
+        )
+    return entries
+
+
+def _parse_old_cache(data: bytes, strings: int) -> list[LdCacheEntry]:
+    entries = []
+    for flags, key, value in _OLD_ENTRY.iter_unpack(data[_OLD_HEADER_SIZE:strings]):
+        # Old-format offsets are relative to the end of the entry array.
+        entries.append(
+            LdCacheEntry(_cstring(data, strings + key), _cstring(data, strings + value), flags, 0)
+        )
+    return entries
+
+
+def _cstring(data: bytes, offset: int) -> str:
+    end = data.find(b"\0", offset)
+    if offset >= len(data) or end == -1:
+        raise ValueError("bad string offset")
+    return os.fsdecode(data[offset:end])
+
+
+# --------------------------------------------------------------------------
+# Resolution
+
+# (ELF class, e_machine) -> (Debian multiarch triplet, non-multiarch lib dir name)
+_LIBDIR_LAYOUT: Final[Mapping[tuple[int, int], tuple[str, str]]] = MappingProxyType(
+    {
+        (64, EM_X86_64): ("x86_64-linux-gnu", "lib64"),
+        (32, EM_X86_64): ("x86_64-linux-gnux32", "libx32"),
+        (32, EM_386): ("i386-linux-gnu", "lib"),
+        (64, EM_AARCH64): ("aarch64-linux-gnu", "lib64"),
+        (32, EM_ARM): ("arm-linux-gnueabihf", "lib"),
+        (64, EM_PPC64): ("powerpc64le-linux-gnu", "lib64"),
+        (64, EM_S390): ("s390x-linux-gnu", "lib64"),
+        (64, EM_RISCV): ("riscv64-linux-gnu", "lib64"),
+        (64, EM_LOONGARCH): ("loongarch64-linux-gnu", "lib64"),
+    }
+)
+
+
+def default_library_dirs(
+    elf_class: int, machine: int, *, multiarch: bool | None = None
+) -> tuple[str, ...]:
+    """glibc's built-in trusted directories for objects of this kind.
+
+    Debian/Ubuntu (multiarch, detected by ``/usr/lib/<triplet>`` existing when
+    ``multiarch`` is None) search ``/lib/<triplet>``, ``/usr/lib/<triplet>``,
+    ``/lib``, ``/usr/lib`` (as ``ld.so --help`` reports; no ``/lib64``).
+    Otherwise upstream glibc's ``/lib64``+``/usr/lib64`` (or ``/lib``+``/usr/lib``
+    for 32-bit) are used.
+    """
+    triplet, libdir = _LIBDIR_LAYOUT.get(
+        (elf_class, machine), ("", "lib64" if elf_class == 64 else "lib")
+    )
+    if multiarch is None:
+        multiarch = bool(triplet) and os.path.isdir("/usr/lib/" + triplet)
+    if multiarch and triplet:
+        return (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
+    return (f"/{libdir}", f"/usr/{libdir}")
+
+
+def split_ld_library_path(value: str | None) -> tuple[str, ...]:
+    """Split LD_LIBRARY_PATH like glibc (':' and ';'), dropping empty entries."""
+    if not value:
+        return ()
+    return tuple(entry for entry in re.split("[:;]", value) if entry)
+
+
+# Same rules as glibc's is_dst(): "$NAME" must not be followed by [A-Za-z0-9_].
+_DST_RE: Final = re.compile(
+    r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))"
+)
+
+
+def expand_origin(entry: str, origin: str) -> str | None:
+    """Expand ``$ORIGIN``/``${ORIGIN}``; None if ``$LIB``/``$PLATFORM`` is used."""
+    if "$" not in entry:
+        return entry
+    for match in _DST_RE.finditer(entry):
+        if (match.group(1) or match.group(2)) != "ORIGIN":
+            return None
+    return _DST_RE.sub(lambda _match: origin, entry)
+
+
+def _origin_of(path: str) -> str:
+    # glibc's l_origin for a shared object: the directory part of the path it
+    # was found at, made absolute with the cwd; no symlink resolution, no
+    # '..' folding (checked against ld.so of glibc 2.36).
+    if not path.startswith("/"):
+        path = os.getcwd().rstrip("/") + "/" + path
+    directory = path.rpartition("/")[0]
+    return directory or "/"
+
+
+def _join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name
+
+
+_FOUND: Final = "found"
+_SKIP: Final = "skip"
+_FATAL: Final = "fatal"
+
+
+class Resolved(Struct, frozen=True):
+    """One DT_NEEDED entry as one load met it: ``consumer`` needs ``soname``, and gets the
+    object at ``path`` (spelled as ld.so spells it), or nothing."""
+
+    consumer: str
+    soname: str
+    path: str | None
+    loaded: bool = False  # an object already in the process answered to the name: no search
+
+
+class LoadMap(Struct, frozen=True):
+    """What loading ``root`` into a process brings in, as ld.so does it (breadth first)."""
+
+    root: str
+    objects: tuple[ElfInfo, ...]  # the objects this load added, root first, in load order
+    needed: tuple[Resolved, ...]  # every DT_NEEDED entry met, in the order ld.so meets them
+    names: Mapping[str, str]  # every name an object of the process answers to -> its path
+
+    @property
+    def missing(self) -> tuple[Resolved, ...]:
+        return tuple(entry for entry in self.needed if entry.path is None)
+
+
+class _Object(Struct, frozen=True):
+    """A loaded object, with the DT_RPATH directories of the objects that loaded it (glibc's
+    ``l_loader`` chain), nearest first, already expanded."""
+
+    info: ElfInfo
+    inherited: tuple[str, ...]
+
+    def own_rpath(self) -> tuple[str, ...]:
+        # glibc drops DT_RPATH when DT_RUNPATH is there, for the object and for the chain.
+        if self.info.runpath:
+            return ()
+        return tuple(_expand_all(self.info.rpath, _origin_of(self.info.path)))
+
+
+class Loader:
+    """Resolve DT_NEEDED sonames in glibc ``ld.so`` search order.
+
+    For a soname without '/': the DT_RPATH of the object and of the objects that loaded it, up
+    to the program (only if the object has no DT_RUNPATH; an object of the chain that has a
+    DT_RUNPATH adds nothing), LD_LIBRARY_PATH, the object's own DT_RUNPATH, the ld.so.cache,
+    then the default directories. ``load`` walks a whole load breadth first, where a name
+    that an object already loaded answers to (its DT_SONAME, the name it was loaded by, its
+    path) is satisfied without a search.
+
+    ``exists`` and ``reader`` are injectable so a removal can be simulated:
+    ``exists`` says whether a candidate file is present, ``reader`` (e.g.
+    ``ElfCache.get``) gives its ElfInfo.  As in glibc, a candidate of another
+    ELF class or machine is skipped, while a candidate that exists but is not a
+    readable dynamic ELF ends the search (ld.so fails with "invalid ELF
+    header"/"file too short"). Both are asked once per path: a Loader is for one state of
+    the files.
+
+    Returned paths are spelled the way ld.so would spell them, e.g.
+    ``/x/lib/../foo/libfoo.so.1``; normalise them before comparing.
+    See the module docstring for the simplifications.
+    """
+
+    def __init__(
+        self,
+        ld_library_path: Sequence[str],
+        ld_cache: Mapping[str, Sequence[str]],
+        default_dirs: Sequence[str] | None = None,
+        *,
+        exists: Callable[[str], bool] = os.path.isfile,
+        reader: Callable[[str], ElfInfo | None] = read_elf,
+    ) -> None:
+        self._ld_library_path = tuple(entry for entry in ld_library_path if entry)
+        self._ld_cache = ld_cache
+        self._default_dirs = None if default_dirs is None else tuple(default_dirs)
+        self._exists = exists
+        self._reader = reader
+        self._default_dirs_by_kind: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._files: dict[str, ElfInfo | Literal[False] | None] = {}  # see _look
+        self._searches: dict[tuple[object, ...], str | None] = {}
+        self._identities: dict[str, tuple[int, int] | str] = {}
+
+    def resolve(self, obj: ElfInfo, soname: str, inherited: Sequence[str] = ()) -> str | None:
+        """Path ld.so would load for ``soname`` needed by ``obj``, or None. ``inherited``:
+        the expanded DT_RPATH directories of the objects that loaded ``obj``, nearest first."""
+        if "/" in soname:
+            path = expand_origin(soname, _origin_of(obj.path))
+            return path if path is not None and self._check(obj, path) == _FOUND else None
+        origin = _origin_of(obj.path)
+        rpath: tuple[str, ...] = ()
+        if not obj.runpath:
+            rpath = (*_expand_all(obj.rpath, origin), *inherited)
+        runpath = tuple(_expand_all(obj.runpath, origin))
+        key = (obj.elf_class, obj.machine, soname, rpath, runpath)
+        if key in self._searches:
+            return self._searches[key]
+        found = None
+        for candidate in self._candidates(obj, soname, rpath, runpath):
+            verdict = self._check(obj, candidate)
+            if verdict == _FOUND:
+                found = candidate
+                break
+            if verdict == _FATAL:
+                break
+        self._searches[key] = found
+        return found
+
+    def load(
+        self,
+        root: ElfInfo,
+        *,
+        loaded: Mapping[str, str] | None = None,
+        chain: Sequence[ElfInfo] = (),
+    ) -> LoadMap:
+        """Load ``root`` and everything it needs, breadth first, as ld.so does.
+
+        ``loaded``: the names the objects already in the process answer to (``LoadMap.names``
+        of an earlier load), each -> its path: such a name is satisfied without a search.
+        ``chain``: the objects that load ``root``, nearest first, up to the program (for a
+        Python extension module: the interpreter); their DT_RPATH is searched after the
+        root's. Without either, this is what ``ldd root`` prints.
+        """
+        names = dict(loaded or {})
+        files = {self._identity(path): path for path in set(names.values())}
+        inherited = tuple(d for link in chain for d in _Object(link, ()).own_rpath())
+        queue = deque([_Object(root, inherited)])
+        objects = [root]
+        needed: list[Resolved] = []
+        self._answer_to(names, root, root.path)
+        files.setdefault(self._identity(root.path), root.path)
+        while queue:
+            obj = queue.popleft()
+            below = (*obj.own_rpath(), *obj.inherited)
+            for soname in obj.info.needed:
+                present = names.get(soname)
+                if present is not None:
+                    needed.append(Resolved(obj.info.path, soname, present, loaded=True))
+                    continue
+                path = self.resolve(obj.info, soname, obj.inherited)
+                if path is not None:
+                    same = files.get(self._identity(path))
+                    if same is not None:  # the same file under another name: not loaded twice
+                        names[soname] = path = same
+                    else:
+                        info = self._look(path)
+                        assert info  # resolve() found it: a dynamic ELF
+                        files[self._identity(path)] = path
+                        names[soname] = path
+                        self._answer_to(names, info, path)
+                        objects.append(info)
+                        queue.append(_Object(info, below))
+                needed.append(Resolved(obj.info.path, soname, path))
+        return LoadMap(root.path, tuple(objects), tuple(needed), names)
+
+    def _identity(self, path: str) -> tuple[int, int] | str:
+        """Which file a path is: its (device, inode), as ld.so compares them."""
+        found = self._identities.get(path)
+        if found is None:
+            try:
+                stat = os.stat(path)
+                found = (stat.st_dev, stat.st_ino)
+            except OSError:  # a file the simulation keeps (``exists``) but the disk lost
+                found = path
+            self._identities[path] = found
+        return found
+
+    @staticmethod
+    def _answer_to(names: dict[str, str], info: ElfInfo, path: str) -> None:
+        names.setdefault(path, path)
+        if info.soname:
+            names.setdefault(info.soname, path)
+
+    def _candidates(
+        self, obj: ElfInfo, soname: str, rpath: Sequence[str], runpath: Sequence[str]
+    ) -> Iterator[str]:
+        yield from self._in_dirs(rpath, soname)
+        # $ORIGIN in LD_LIBRARY_PATH refers to the executable, unknown here.
+        yield from self._in_dirs((d for d in self._ld_library_path if "$" not in d), soname)
+        yield from self._in_dirs(runpath, soname)
+        yield from self._ld_cache.get(soname, ())
+        yield from self._in_dirs(self._defaults_for(obj), soname)
+
+    @staticmethod
+    def _in_dirs(directories: Iterable[str], soname: str) -> Iterator[str]:
+        return (_join(directory, soname) for directory in directories)
+
+    def _defaults_for(self, obj: ElfInfo) -> tuple[str, ...]:
+        if self._default_dirs is not None:
+            return self._default_dirs
+        kind = (obj.elf_class, obj.machine)
+        dirs = self._default_dirs_by_kind.get(kind)
+        if dirs is None:
+            dirs = self._default_dirs_by_kind[kind] = default_library_dirs(*kind)
+        return dirs
+
+    def _look(self, path: str) -> ElfInfo | Literal[False] | None:
+        """The file at ``path``: its ElfInfo, None if it is not a dynamic ELF, False if it is
+        not there."""
+        try:
+            return self._files[path]
+        except KeyError:
+            found = self._files[path] = self._reader(path) if self._exists(path) else False
+            return found
+
+    def _check(self, obj: ElfInfo, path: str) -> str:
+        found = self._look(path)
+        if found is False:
+            return _SKIP
+        if found is None:
+            return _FATAL
+        if found.elf_class != obj.elf_class or found.machine != obj.machine:
+            return _SKIP
+        return _FOUND
+
+
+def _expand_all(entries: Sequence[str], origin: str) -> Iterator[str]:
+    for entry in entries:
+        expanded = expand_origin(entry, origin)
+        if expanded is not None:
+            yield expanded

@@ -1,0 +1,354 @@
+"""What each operation returns: frozen, built once at its end, rendered by the CLI.
+
+Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JSON envelope
+(docs/usage.md lists its keys), so a job reads every command's output the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import Struct, field
+
+if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
+    from safeuninstall.base.outcome import (
+        Outcome,  # its 65 members are 5 M instructions: not for a listing
+    )
+    from safeuninstall.judgement.doctor import Finding
+    from safeuninstall.judgement.impact import ImpactReport, Unmet
+    from safeuninstall.judgement.libraries import Drift
+    from safeuninstall.judgement.needs import Cleanup
+    from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
+    from safeuninstall.judgement.probe import Probe, ProbeResult
+    from safeuninstall.state.snapshot import Snapshot
+    from safeuninstall.transaction.restore import RestoreReport, Verification
+    from safeuninstall.transaction.retention import Kept
+    from safeuninstall.transaction.transaction import Restored
+
+
+class ProbeRuns(Struct, frozen=True):
+    """The probes around a change: what was chosen, and each run's results."""
+
+    notes: tuple[str, ...] = ()  # why these probes (a derived probe explains itself)
+    disabled: bool = False  # --no-probe
+    planned: tuple[Probe, ...] = ()  # the probes chosen (a derived one lists its candidates)
+    baseline: tuple[ProbeResult, ...] = ()
+    after: tuple[ProbeResult, ...] = ()  # after the change
+    after_restore: tuple[ProbeResult, ...] = ()
+    after_restore_skipped: str | None = None  # why the probe after a restore was not run
+
+    @property
+    def derived_after(self) -> ProbeResult | None:
+        """The derived probe's run after the change (the ``probe`` command's run), if that is
+        what ran."""
+        runs = self.after
+        return runs[0] if len(runs) == 1 and runs[0].probe.kind == "derived" else None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "notes": list(self.notes),
+            "planned": [p.to_dict() for p in self.planned],
+            "baseline": [p.to_dict() for p in self.baseline],
+            "after": [p.to_dict() for p in self.after],
+            "after_restore": [p.to_dict() for p in self.after_restore],
+            "after_restore_skipped": self.after_restore_skipped,
+        }
+
+
+class Result(Struct, frozen=True, kw_only=True):
+    """What every operation reports: how it ended and what the user should know or run."""
+
+    command: str  # "uninstall", "check", "rollback", "recover", "probe"
+    outcome: Outcome
+    python: str
+    snapshot: str | None = None
+    removed: tuple[str, ...] = ()  # name==version
+    probes: ProbeRuns = field(default_factory=ProbeRuns)
+    restored: Restored | None = None
+    next_command: str | None = None
+    messages: tuple[str, ...] = ()
+    kept: Kept | None = None  # what the snapshots keep on disk after it (retention.py)
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+    @property
+    def outcome_text(self) -> str:
+        """What happened, for a person: the outcome's text, said more exactly where the
+        outcome alone would overstate it (a removal that no probe judged)."""
+        from safeuninstall.base.outcome import (
+            Outcome,  # imported already, by the operation that built self
+        )
+
+        derived = self.probes.derived_after
+        if derived is not None:
+            return self._derived_text(derived)
+        if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
+            why = "no probe (--no-probe)" if self.probes.disabled else "no probe applies"
+            return f"removed what nothing needs, kept what is needed; {why}"
+        if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
+            return self.outcome.text
+        if self.outcome is Outcome.PASSED:
+            return "probes disabled (--no-probe)" if self.probes.disabled else "no probe to run"
+        if self.probes.disabled:
+            return "removed without a probe (--no-probe)"
+        return "removed; no probe applies"
+
+    def _derived_text(self, run: ProbeResult) -> str:
+        """The outcome said of the derived probe: that it was derived, how many candidates
+        judged, which failed."""
+        from safeuninstall.base.outcome import Outcome
+
+        judged, dropped = len(run.judged), len(run.dropped)
+        if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
+            removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(
+                self.outcome, ""
+            )
+            if not judged:
+                return (
+                    f"{removed}no probe applies: every candidate of the derived probe fails "
+                    "before the change"
+                )
+            also = f", {dropped} dropped" if dropped else ""
+            count = f"{judged} candidate{'s' if judged != 1 else ''}"
+            return f"{removed}the derived probe passed ({count} judged{also})"
+        failed = run.regressed
+        if failed and "the probe failed" in self.outcome.text:
+            names = ", ".join(c.candidate.name for c in failed[:3])
+            if len(failed) > 3:
+                names += f" and {len(failed) - 3} more"
+            return self.outcome.text.replace(
+                "the probe failed", f"the derived probe failed ({names})"
+            )
+        return self.outcome.text
+
+    @property
+    def restore(self) -> RestoreReport | None:
+        return self.restored.report if self.restored is not None else None
+
+    @property
+    def verification(self) -> Verification | None:
+        return self.restored.verification if self.restored is not None else None
+
+    def details(self) -> Details:
+        """What only some operations report (an impact report, a rollback plan...)."""
+        return Details()
+
+    def to_dict(self) -> dict[str, object]:
+        restore, verification = self.restore, self.verification
+        return {
+            "command": self.command,
+            "outcome": self.outcome.value,
+            "exit_code": self.exit_code,
+            "python": self.python,
+            "snapshot": self.snapshot,
+            "removed": list(self.removed),
+            "restored": restore.from_stash + restore.reinstalled if restore else [],
+            "restore": restore.to_dict() if restore else None,
+            "verification": verification.to_dict() if verification else None,
+            "probes": self.probes.to_dict(),
+            **self.details().to_dict(),
+            "next_command": self.next_command,
+            "messages": list(self.messages),
+            "kept": self.kept.to_dict() if self.kept else None,
+        }
+
+
+class Details(Struct, frozen=True):
+    """The parts of an operation's report that only some operations fill; empty elsewhere."""
+
+    absent: tuple[str, ...] = ()  # named, but not installed
+    impact: ImpactReport | None = None
+    drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
+    diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
+    rollback_plan: RollbackPlan | None = None
+    choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
+    undo: Restored | None = None  # a failed rollback put back as it was before it
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
+    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
+    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
+
+    @property
+    def dependents(self) -> tuple[str, ...]:
+        return self.impact.dependents if self.impact else ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "absent": list(self.absent),
+            "patterns": {text: list(names) for text, names in self.expanded},
+            "orphans": list(self.orphans),
+            "keep_needed": self.cleanup.to_dict() if self.cleanup else None,
+            "dependents": list(self.dependents),
+            "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
+            "rollback_choice": self.choice.to_dict() if self.choice else None,
+            "undo": _restored_dict(self.undo) if self.undo else None,
+            "impact": self.impact.to_dict() if self.impact else None,
+            "drift": [d.to_dict() for d in self.drift],
+            "diagnosis": [f.to_dict() for f in self.diagnosis],
+        }
+
+
+class RemovalResult(Result, frozen=True, kw_only=True):
+    """An uninstall, or its impact report alone (``check``)."""
+
+    absent: tuple[str, ...] = ()
+    impact: ImpactReport | None = None
+    drift: tuple[Drift, ...] = ()
+    diagnosis: tuple[Finding, ...] = ()
+    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
+    cleanup: Cleanup | None = None
+    orphans: tuple[str, ...] = ()
+
+    def details(self) -> Details:
+        return Details(
+            self.absent,
+            self.impact,
+            self.drift,
+            self.diagnosis,
+            expanded=self.expanded,
+            cleanup=self.cleanup,
+            orphans=self.orphans,
+        )
+
+
+class RollbackResult(Result, frozen=True, kw_only=True):
+    """A rollback, or a recover: back to a snapshot's exact set."""
+
+    rollback_plan: RollbackPlan | None = None
+    choice: SnapshotChoice | None = None
+    impact: ImpactReport | None = None  # of what the rollback uninstalls
+    undo: Restored | None = None
+
+    def details(self) -> Details:
+        return Details(
+            impact=self.impact, rollback_plan=self.rollback_plan, choice=self.choice, undo=self.undo
+        )
+
+
+class RunResult(Result, frozen=True, kw_only=True):
+    """A command run under guard (``run -- COMMAND``): what it changed, how it exited, and how
+    the change was judged and, when it failed, undone."""
+
+    argv: tuple[str, ...] = ()
+    exit_status: int | None = None  # the command's own (None: it did not run); -N: signal N
+    change: RollbackPlan | None = None  # the snapshot against the environment the command left
+    unmet: tuple[Unmet, ...] = ()  # requirements the change left unmet
+
+    def to_dict(self) -> dict[str, object]:
+        change = self.change
+        return {
+            **super().to_dict(),
+            "run": {
+                "argv": list(self.argv),
+                "exit_status": self.exit_status,
+                "added": list(change.added) if change else [],
+                "changed": list(change.changed) if change else [],
+                "removed": list(change.missing) if change else [],
+                "unmet": [
+                    {"dependent": u.dependent, "requirement": u.requirement, "required": u.required}
+                    for u in self.unmet
+                ],
+            },
+        }
+
+
+def _restored_dict(restored: Restored) -> dict[str, object]:
+    report, verification = restored.report, restored.verification
+    return {
+        "restored": report.from_stash + report.reinstalled,
+        "restore": report.to_dict(),
+        "verification": verification.to_dict() if verification else None,
+    }
+
+
+class SnapshotSummary(Struct, frozen=True):
+    """One line of ``snapshots``: a saved snapshot and how its operation ended."""
+
+    id: str
+    created: str
+    command: str
+    operation: str
+    removed: tuple[str, ...]
+    outcome: str
+    packages: int
+    error: str | None = None
+    stash_bytes: int = 0  # bytes only this snapshot's stash keeps (no other link to them)
+    stash_pruned: str | None = None  # why the retention policy dropped its stash
+
+    def to_dict(self) -> dict[str, object]:
+        return msgspec.structs.asdict(self)
+
+
+class SnapshotList(Struct, frozen=True):
+    snapshots: tuple[SnapshotSummary, ...]
+    total_bytes: int = 0  # bytes all these stashes keep on disk (each file counted once)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "snapshots": [s.to_dict() for s in self.snapshots],
+            "total_bytes": self.total_bytes,
+        }
+
+
+class ShownSnapshot(Struct, frozen=True):
+    """``show``: one snapshot, with what its stash alone keeps on disk."""
+
+    snapshot: Snapshot
+    stash_bytes: int
+    stash_pruned: str | None  # why the retention policy dropped its stash
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.snapshot.to_dict(),
+            "stash_bytes": self.stash_bytes,
+            "stash_pruned": self.stash_pruned,
+        }
+
+
+class SnapshotTaken(Struct, frozen=True):
+    """``snapshot``: the snapshot taken, and what the retention policy did after it."""
+
+    snapshot: Snapshot
+    kept: Kept | None = None
+    messages: tuple[str, ...] = ()  # the policy did not run, and why
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.snapshot.to_dict(),
+            "kept": self.kept.to_dict() if self.kept else None,
+            "messages": list(self.messages),
+        }
+
+
+class PruneResult(Struct, frozen=True):
+    """Snapshots removed and kept by ``prune``, with the bytes each held on its own."""
+
+    removed: tuple[tuple[str, int], ...]  # (snapshot id, bytes it held on its own)
+    kept: tuple[tuple[str, int], ...]
+    protected: tuple[str, ...]  # never removed: the latest, the journal's
+    dry_run: bool
+    held_before: int = 0  # bytes all snapshots kept on disk
+    held_after: int = 0  # bytes the remaining snapshots keep on disk
+    # (snapshot id, pins): stashes holding the only copy of distributions whose names are not
+    # installed now, none of them a snapshot never deleted anyway (the latest, the journal's);
+    # kept unless --drop-only-copies (then removed, and listed here still).
+    only_copies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    over_max_size: int = 0  # bytes the rest hold beyond --max-size, because those stay
+
+    @property
+    def freed(self) -> int:
+        return self.held_before - self.held_after
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "removed": [{"id": i, "bytes": b} for i, b in self.removed],
+            "kept": [{"id": i, "bytes": b} for i, b in self.kept],
+            "protected": list(self.protected),
+            "freed_bytes": self.freed,
+            "held_after_bytes": self.held_after,
+            "only_copies": [{"id": i, "pins": list(pins)} for i, pins in self.only_copies],
+            "over_max_size_bytes": self.over_max_size,
+            "dry_run": self.dry_run,
+        }

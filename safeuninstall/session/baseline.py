@@ -1,0 +1,396 @@
+"""The baseline: the probes' results before a change, run concurrently and cached.
+
+A probe run is the tool's main cost (3-5 s for `import torch` with CUDA), and the baseline is a
+second one. Two ways to pay less:
+
+- **Concurrently**: the baseline runs in a thread while the snapshot and the stash are made;
+  nothing is removed until it has passed.
+- **Cached**: a passing baseline is kept, keyed by the probes and a fingerprint of the
+  environment (the dist-info folders' names and mtimes, the interpreter, the process
+  environment the probe inherits).
+  A passing probe after a removal is the baseline of the new environment, and is cached too.
+  ``--fresh-baseline`` ignores the cache.
+
+A change that touches no dist-info folder (a file deleted by hand inside a package) does not
+change the fingerprint; that is what ``--fresh-baseline`` is for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec import Struct
+from packaging.utils import canonicalize_name
+
+from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.bounded import read_bytes
+from safeuninstall.environment.installed import distributions_named, required_elsewhere
+from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement.probe import (
+    CandidateResult,
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    Running,
+    start,
+)
+from safeuninstall.options import UninstallOptions
+
+if TYPE_CHECKING:
+    from safeuninstall.session.context import Context
+
+CACHE_FILE = "baseline-cache.json"
+_KEEP = 16  # cached baselines per environment
+PLANS_FILE = "derived-plans.json"
+_MAX_PLANS_BYTES = 4 * 1024 * 1024  # 16 plans of a few KB each; anything bigger is not ours
+
+
+# Variables that change from one shell to the next without changing what a probe does.
+_VOLATILE = ("_", "PWD", "OLDPWD", "SHLVL", "TERM", "COLUMNS", "LINES", "SSH_", "WINDOWID")
+
+
+def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
+    """The environment a probe runs in: installed set, interpreter, and the process
+    environment it inherits (a probe may read any variable: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
+    a flag of the user's own)."""
+    import hashlib  # on first use: it loads OpenSSL, about 2 ms of every start-up
+
+    digest = hashlib.sha256()
+    digest.update(os.fsencode(interpreter.executable))
+    for key in sorted(environ):
+        if not key.startswith(_VOLATILE):
+            # os.fsencode: a variable that is not UTF-8 arrives as surrogate escapes
+            digest.update(os.fsencode(f"\0{key}={environ[key]}"))
+    for site_dir in interpreter.site_dirs:
+        # Not the folder's own mtime: the write test before a removal touches it every time.
+        digest.update(os.fsencode(site_dir))
+        try:
+            entries = sorted(os.scandir(site_dir), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            # Legacy installs too, and .pth files (easy-install.pth puts an editable on the path)
+            if entry.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")):
+                with contextlib.suppress(OSError):
+                    digest.update(os.fsencode(f"{entry.name}:{entry.stat().st_mtime_ns}"))
+    return digest.hexdigest()
+
+
+def _probes_key(settings: ProbeSettings) -> str:
+    return json.dumps([p.key() for p in settings.probes])
+
+
+class BaselineCache:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / CACHE_FILE
+
+    def _read(self) -> dict[str, dict[str, object]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, settings: ProbeSettings, env_fingerprint: str) -> list[ProbeResult] | None:
+        """The cached passing results of exactly these probes in this environment, or None."""
+        entry = self._read().get(_key(settings, env_fingerprint))
+        if not isinstance(entry, dict):
+            return None
+        libraries, seconds = entry.get("libraries"), entry.get("seconds")
+        candidates = entry.get("candidates", [[] for _ in settings.probes])
+        if not isinstance(libraries, list) or not isinstance(seconds, list):
+            return None
+        if not isinstance(candidates, list):
+            return None
+        if not len(libraries) == len(seconds) == len(candidates) == len(settings.probes):
+            return None
+        # A file anyone in the state folder could have edited: each value of the type written.
+        if not all(type(took) in (int, float) for took in seconds):
+            return None
+        if not all(_strings_or_none(libs) for libs in libraries):
+            return None
+        ends = [_candidate_results(p, c) for p, c in zip(settings.probes, candidates, strict=True)]
+        if any(end is None for end in ends):
+            return None
+        return [
+            ProbeResult(
+                probe=probe,
+                passed=all(c.passed for c in end or ()),
+                returncode=0,
+                timed_out=False,
+                seconds=float(took),
+                output="(cached: run in this same environment before)",
+                libraries=tuple(libs) if isinstance(libs, list) else None,
+                cached=True,
+                candidates=end or (),
+            )
+            for probe, libs, took, end in zip(
+                settings.probes, libraries, seconds, ends, strict=True
+            )
+        ]
+
+    def put(
+        self, settings: ProbeSettings, env_fingerprint: str, results: Sequence[ProbeResult]
+    ) -> None:
+        """Keep ``results`` as the baseline of these probes in this environment: configured
+        probes that all passed; a derived probe whose every candidate ended (passed or failed:
+        what failed is dropped from the next removal's judgement all the same)."""
+        if not results or not all(_cacheable(r) for r in results):
+            return
+        data = self._read()
+        data.pop(_key(settings, env_fingerprint), None)
+        data[_key(settings, env_fingerprint)] = {
+            "libraries": [list(r.libraries) if r.libraries is not None else None for r in results],
+            "seconds": [r.seconds for r in results],
+            "candidates": [[[c.status, c.output] for c in r.candidates] for r in results],
+        }
+        while len(data) > _KEEP:
+            data.pop(next(iter(data)))  # oldest first: dicts keep insertion order
+        # Only time is lost when this cache can't be written.
+        with contextlib.suppress(OSError):
+            write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
+
+
+def _cacheable(result: ProbeResult) -> bool:
+    if result.probe.kind != "derived":
+        return result.passed
+    return bool(result.candidates) and all(
+        c.status in ("passed", "failed") for c in result.candidates
+    )
+
+
+def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, ...] | None:
+    """A probe's candidates with their cached ends; None when the entry does not fit."""
+    if not isinstance(cached, list) or len(cached) != len(probe.candidates):
+        return None
+    ends = []
+    for candidate, end in zip(probe.candidates, cached, strict=True):
+        if not (isinstance(end, list) and len(end) == 2 and end[0] in ("passed", "failed")):
+            return None
+        if not isinstance(end[1], str):
+            return None
+        ends.append(CandidateResult(candidate, end[0], end[1]))
+    return tuple(ends)
+
+
+def _strings_or_none(value: object) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
+
+
+class DerivedPlans:
+    """The probe derived for a removal, by what was asked and the installed set it was derived
+    in (the dist-info folders' names, not their mtimes: a retry after a failed removal finds
+    the restored environment with new ones). It lets the same removal asked again begin its
+    baseline before the impact report is made again, which a failing removal of the torch
+    venv's cu13 wheels waits 0.15-0.25 s for. Only a head start: the removal derives its probe
+    anyway and takes the head start over only if it derived the very same one, in an
+    environment with the same fingerprint (take_over); else it is cancelled and begun again.
+
+    A plan is run before it is checked against the derivation, so it is read as untrusted: it
+    is run only if it could be what ``derive`` gives in this environment (derived.as_derived:
+    torch's check, and imports of the modules and entry points of the installed distributions
+    it names, as their RECORDs and entry_points.txt list them; nothing else)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / PLANS_FILE
+
+    def _read(self) -> dict[str, object]:
+        try:
+            data = json.loads(read_bytes(self.path, _MAX_PLANS_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, options: UninstallOptions, interpreter: Interpreter) -> ProbeSettings | None:
+        from safeuninstall.judgement.derived import (
+            as_derived,  # only when a removal has no configured probe
+        )
+
+        entry = self._read().get(_plan_key(options, interpreter))
+        try:
+            planned = msgspec.convert(entry, ProbeSettings)
+        except (msgspec.ValidationError, RecursionError):
+            return None
+        named = {c.distribution for p in planned.probes for c in p.candidates}
+        installed = distributions_named(interpreter, named)
+        return planned if as_derived(planned.probes, installed) else None
+
+    def put(
+        self, options: UninstallOptions, interpreter: Interpreter, settings: ProbeSettings
+    ) -> None:
+        data = self._read()
+        key = _plan_key(options, interpreter)
+        data.pop(key, None)
+        data[key] = msgspec.to_builtins(settings)
+        while len(data) > _KEEP:
+            data.pop(next(iter(data)))  # oldest first
+        with contextlib.suppress(OSError):  # only time is lost without it
+            write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
+
+
+def _plan_key(options: UninstallOptions, interpreter: Interpreter) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    asked = [list(options.names), list(options.requirement_files), options.with_orphans]
+    digest.update(json.dumps([asked, options.keep_needed, interpreter.executable]).encode())
+    for site_dir in interpreter.site_dirs:
+        digest.update(os.fsencode(f"\0{site_dir}"))
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(site_dir)):
+                if name.endswith((".dist-info", ".egg-info", ".egg-link")):
+                    digest.update(os.fsencode(f"\0{name}"))
+    return digest.hexdigest()
+
+
+class Begun(Struct):
+    """A baseline under way: a cached pass of these probes in this environment, or the probes
+    running in a thread."""
+
+    settings: ProbeSettings
+    fingerprint: str  # of the environment it judges
+    cached: list[ProbeResult] | None = None
+    running: Running | None = None
+
+    def results(self) -> list[ProbeResult]:
+        return self.running.results() if self.running is not None else list(self.cached or ())
+
+    def cancel(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+
+    def describe(self) -> str:
+        labels = ", ".join(p.label for p in self.settings.probes)
+        if self.running is None:
+            return f"baseline probe: {labels}: passed before in this same environment (cached)"
+        return f"baseline probe running: {labels}"
+
+
+def begin(
+    settings: ProbeSettings,
+    ctx: Context,
+    cache: BaselineCache,
+    env_fingerprint: str,
+    *,
+    fresh: bool,
+) -> Begun:
+    """The cached pass of ``settings`` in this environment, unless ``fresh``; else the probes,
+    started."""
+    cached = None if fresh else cache.get(settings, env_fingerprint)
+    if cached is not None:
+        begun = Begun(settings, env_fingerprint, cached=cached)
+    else:
+        running = start(settings, ctx.interpreter, ctx.child_env())
+        begun = Begun(settings, env_fingerprint, running=running)
+    return _announced(ctx, begun)
+
+
+def _announced(ctx: Context, begun: Begun) -> Begun:
+    """``begun``, once the user was told; if telling fails, its probe does not outlive it."""
+    try:
+        ctx.emit("baseline", begun.describe())
+    except BaseException:
+        begun.cancel()  # not handed to anyone yet
+        raise
+    return begun
+
+
+class HeadStart(Struct, frozen=True):
+    """The baseline of an uninstall, begun before the tool has finished starting up."""
+
+    python: Path
+    baseline: Begun
+    latest: str | None  # the newest snapshot then: any operation since has made a newer one
+
+
+def head_start(
+    ctx: Context, settings: ProbeSettings, options: UninstallOptions
+) -> HeadStart | None:
+    """Begin the baseline before the operations are imported (about 20 ms of the start-up).
+
+    The configured probes; without them, the probe derived for this same removal asked before
+    in this same installed set (DerivedPlans), since the one derived now comes from the impact
+    report. The uninstall takes the baseline over only if, once it holds the lock, it would
+    begin the very same one: the same interpreter and probes, the same environment
+    fingerprint, no snapshot made since, and a lock it did not have to wait for. If another
+    operation holds the environment, the uninstall cancels the baseline the moment it has to
+    wait (some 10 ms after it began); in every other case it is cancelled and begun again, so a
+    head start never judges an environment other than the one the removal changes.
+
+    Nor does it begin when another distribution's Requires-Dist names one to be removed (unless
+    ``--allow-unmet``): the removal may then be refused, and a refused removal runs no probe.
+
+    None when there is nothing to begin, and whenever anything fails: the operation then meets
+    the same problem and reports it.
+    """
+    if options.dry_run or options.strict or settings.disabled:
+        return None
+    try:
+        wanted = (canonicalize_name(name) for name in options.names)
+        if not options.allow_unmet and required_elsewhere(ctx.interpreter, wanted):
+            return None
+        if not settings.probes:
+            planned = DerivedPlans(ctx.store.root).get(options, ctx.interpreter)
+            if planned is None:
+                return None
+            # the time limit is this command's, as the derivation will make it
+            settings = msgspec.structs.replace(planned, timeout=settings.timeout)
+        latest = ctx.store.latest_id()
+        cache = BaselineCache(ctx.store.root)
+        if not options.fresh_baseline:
+            return HeadStart(
+                ctx.python,
+                begin(settings, ctx, cache, fingerprint(ctx.interpreter, ctx.environ), fresh=False),
+                latest,
+            )
+    except Exception:  # an optimisation only: the operation meets the same problem
+        return None
+    running = start(settings, ctx.interpreter, ctx.child_env())
+    # No cache was consulted, so the fingerprint can wait: it is taken while the probe's
+    # interpreter is still starting. (A change that another tool makes while a probe runs is
+    # seen by no fingerprint, here or in the operation.)
+    try:
+        env_fingerprint = fingerprint(ctx.interpreter, ctx.environ)
+    except BaseException as err:
+        running.cancel()
+        if isinstance(err, Exception):
+            return None  # as above
+        raise
+    begun = _announced(ctx, Begun(settings, env_fingerprint, running=running))
+    return HeadStart(ctx.python, begun, latest)
+
+
+def take_over(
+    early: HeadStart | None,
+    ctx: Context,
+    settings: ProbeSettings,
+    env_fingerprint: str,
+    waited: bool,
+) -> Begun | None:
+    """``early``'s baseline if it is the one to begin now (see ``head_start``); else None, and
+    ``early`` is cancelled. Call it holding the lock."""
+    if early is None:
+        return None
+    begun = early.baseline
+    if (
+        not waited
+        and early.latest == ctx.store.latest_id()
+        and early.python == ctx.python
+        and begun.settings == settings
+        and begun.fingerprint == env_fingerprint
+    ):
+        return begun
+    begun.cancel()
+    return None

@@ -1,0 +1,825 @@
+"""Keeping the exact files of a distribution, and putting them back.
+
+Stashing hard-links every RECORD file into the snapshot folder (same filesystem: no data is
+copied; the uninstall then only drops the other name of each inode) and falls back to a copy
+where linking is impossible. Restoring links them back after checking each one's sha256 against
+the one recorded at its snapshot, so what comes back is proven to be the bytes the snapshot
+kept: a stashed file must be a regular file (a symbolic link is refused, not followed), the
+file linked back must be the very one checked, and an edit in place of an installed file that
+reached the stash through the shared inode is caught, not restored as the original.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import stat
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from msgspec import Struct
+
+from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.errors import SnapshotInvalid, StashError
+from safeuninstall.environment.installed import InstalledDistribution, read_distribution
+from safeuninstall.environment.legacy import (
+    DESCRIBED,
+    EASY_INSTALL_PTH,
+    MAX_PTH_BYTES,
+    has_line,
+    put_line_back,
+)
+from safeuninstall.environment.paths import normalise
+from safeuninstall.environment.records import RecordEntry, sha256_file
+from safeuninstall.state.journal import file_fault
+from safeuninstall.state.snapshot import PackageEntry, PackageStash, PthLine, Snapshot, StashedFile
+
+
+def relative_to_root(path: Path | str, root: Path | str) -> str | None:
+    """``path`` (lexically normalised, symlinks not followed) relative to ``root``, or None."""
+    normal = os.path.normpath(path)
+    base = os.path.normpath(root)
+    if normal == base:
+        return "."
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if not normal.startswith(prefix):
+        return None
+    rel = normal[len(prefix) :]
+    if os.path.isabs(rel):  # "//x" under "/": POSIX keeps a leading double slash
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
+    """A symbolic link, kept as its target: the sha256 and size are those of the target's text."""
+    import hashlib
+
+    data = os.fsencode(target)
+    return StashedFile(
+        path=rel,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        link=target,
+        swept=swept,
+    )
+
+
+def stash_folder_name(name: str, version: str) -> str:
+    return f"{name}-{version}"
+
+
+class StashPlace(Struct, frozen=True):
+    """Where a snapshot's stash goes: the environment's root (the stash mirrors paths relative
+    to it), the snapshot's folder, and the paths (normalised) that other distributions list too."""
+
+    env_root: Path
+    snapshot_dir: Path
+    shared: Collection[str] = ()
+
+
+def stash_distribution(
+    dist: InstalledDistribution,
+    place: StashPlace,
+    *,
+    removed: bool = True,
+    on_bytes: Callable[[int], None] | None = None,
+    swept: Sequence[str] = (),
+    entries: Sequence[RecordEntry] | None = None,
+    folder: str | None = None,
+) -> PackageStash:
+    """Keep every file of ``dist`` in the snapshot folder, as uv would delete it: a RECORD line
+    that leads out of the environment is skipped (uv skips it), a RECORD folder is kept whole
+    (uv deletes it whole), a symbolic link is recorded as the link it is. ``swept``: the
+    ``__pycache__`` folders uv deletes on its way up from this distribution's files (see
+    deletion.py), kept too, as files that are no distribution's own (``StashedFile.swept``).
+    ``entries``: its RECORD, when the caller has read it already.
+
+    ``removed``: the installer removes ``dist`` right after (else it stays installed: a
+    snapshot's stash, or a distribution kept beside a removal). ``on_bytes`` is told the size
+    of each file once it is kept (for a progress bar: linking is instant, a copy to another
+    filesystem is not).
+
+    Raises StashError, before anything is removed, when a file can't be kept for a reason that
+    could lose data (disk full, I/O error), and, for a distribution to remove, when what the
+    installer would delete is not what a stash can give back: a RECORD path that a symlinked
+    folder leads out of the environment (the installer would delete the file there), or a
+    second dist-info folder of its name (uv removes them all; a snapshot keeps one version per
+    name). A symlink is never followed out of the environment: for a distribution that stays,
+    such a file makes the stash incomplete instead: that distribution is reinstalled rather
+    than restored.
+
+    The recorded sha256 is the RECORD's (reading 1 GB to hash it again would cost more than
+    the uninstall), except for the place's ``shared`` paths (normalised, see paths.normalise) that
+    other distributions list too: another build may have overwritten them, so their bytes are
+    hashed as they are.
+
+    ``folder``: where in the snapshot folder, instead of ``stash/<name>-<version>`` (see
+    ``stash_aside``).
+
+    A legacy install (legacy.py) has no RECORD: its files are those uv deletes, each hashed
+    here, and the easy-install.pth whose line uv takes out is copied whole (``lines``). Where
+    its removal is refused (legacy_refusal), one to remove raises StashError and one that
+    stays gets an incomplete stash.
+    """
+    if removed and dist.shadowed:
+        raise StashError(_shadowed_failure(dist))
+    legacy = dist.legacy_removal() if dist.legacy else None
+    if legacy is not None and legacy.refused is not None:
+        if removed:
+            raise StashError(legacy_failure(dist, legacy.refused))
+        folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
+        return PackageStash(folder=folder, files=(), complete=False)
+    try:
+        if legacy is not None:
+            entries = list(legacy.files)
+        elif entries is None:
+            entries = dist.record()
+    except OSError as err:
+        raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
+    stasher = _Stasher(dist, place, removed, on_bytes, folder)
+    after_file = file_fault("stash-file")
+    for entry in entries:
+        if stasher.keep(entry) and after_file is not None:
+            after_file()
+    for folder in swept:
+        stasher.keep_folder(folder, swept=True)
+    lines: tuple[PthLine, ...] = ()
+    if legacy is not None and legacy.pth_line is not None:
+        lines = (stasher.keep_pth(legacy.pth_line),)
+    return PackageStash(
+        folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete, lines=lines
+    )
+
+
+ASIDE = "aside"  # in a snapshot folder: the dist-info folders kept by stash_aside
+
+
+def stash_aside(
+    dist_info: Path, place: StashPlace, *, removed: bool = True
+) -> tuple[str, PackageStash]:
+    """Keep the files of ``dist_info``, a second dist-info folder of a distribution about to be
+    removed (uv removes every folder of the name), under ``aside/<its folder name>`` in the
+    snapshot folder: a snapshot records one version per name, so this one is not restored by
+    a rollback, but no byte of it is lost. Returns the folder, relative to the snapshot's, and
+    what it holds. Raises StashError as stash_distribution does, before anything is removed.
+    ``removed``: as stash_distribution's (a guarded command may remove it, or not)."""
+    dist = read_distribution(dist_info)
+    if dist is None:
+        raise StashError(f"cannot read {dist_info}/METADATA; nothing was removed")
+    folder = f"{ASIDE}/{dist_info.name}"
+    return folder, stash_distribution(dist, place, removed=removed, folder=folder)
+
+
+def kept_aside(snapshot_dir: Path) -> list[str]:
+    """The dist-info folders ``stash_aside`` kept in ``snapshot_dir`` (names only: a snapshot
+    does not record them, and no restore puts them back)."""
+    try:
+        found = sorted(os.scandir(snapshot_dir / ASIDE), key=lambda e: e.name)
+    except OSError:
+        return []
+    return [
+        e.name for e in found if e.name.endswith(".dist-info") and e.is_dir(follow_symlinks=False)
+    ]
+
+
+def not_put_back(snapshot_dir: Path, snapshot_id: str, names: Iterable[str]) -> list[str]:
+    """What to say of each dist-info folder ``names`` that snapshot ``snapshot_id`` kept aside
+    and a restore to it did not put back."""
+    return [
+        f"{name}, a second dist-info folder when snapshot {snapshot_id} was taken, is not put "
+        f"back (a snapshot brings back one version per name); its files are kept in "
+        f"{snapshot_dir / ASIDE / name}"
+        for name in names
+    ]
+
+
+class Refusal(Struct, frozen=True):
+    """Why a removal is refused before any change."""
+
+    message: str
+    uv_removes_it: bool  # uv itself would remove it, without a snapshot
+
+
+def legacy_refusal(dist: InstalledDistribution, installer: str) -> Refusal | None:
+    """Why removing ``dist``, a legacy install, is refused before any change (None when it
+    is not): where uv refuses or would stop half way, would delete what a stash cannot give
+    back, or another installer than uv would remove it by its own rule."""
+    if not dist.legacy:
+        return None
+    legacy = dist.legacy_removal()
+    if installer != "uv":
+        reason: str | None = (
+            f"{installer} removes it by its own rule (installed-files.txt, scripts), not uv's, "
+            "the one a snapshot here keeps the files of"
+        )
+    else:
+        reason = legacy.refused
+    if reason is None:
+        return None
+    return Refusal(legacy_failure(dist, reason), uv_removes_it=not legacy.uv_refuses)
+
+
+def legacy_failure(dist: InstalledDistribution, reason: str) -> str:
+    return f"{dist.name} {dist.version} is {DESCRIBED[dist.layout]}: {reason}; nothing was removed"
+
+
+class _Stasher:
+    """One distribution's files, kept one by one (see ``stash_distribution``)."""
+
+    def __init__(
+        self,
+        dist: InstalledDistribution,
+        place: StashPlace,
+        removed: bool,
+        on_bytes: Callable[[int], None] | None,
+        folder: str | None = None,
+    ) -> None:
+        self.place = place
+        self.removed = removed
+        self.on_bytes = on_bytes
+        self.folder = folder or f"stash/{stash_folder_name(dist.key, dist.version)}"
+        self.dest_root = os.path.join(place.snapshot_dir, self.folder)
+        self.site_dir = str(dist.site_dir)
+        self.real_root = os.path.realpath(place.env_root)
+        self.files: list[StashedFile] = []
+        self.complete = True
+        self.made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
+        self.inside: set[str] = set()  # folders of the environment known to resolve inside it
+        self.kept: set[str] = set()  # paths kept (relative to the root): a file listed twice once
+
+    def keep(self, entry: RecordEntry) -> bool:
+        """Keep one RECORD file; False where there was nothing to keep (gone, or left out)."""
+        source = os.path.join(self.site_dir, entry.path)
+        rel = relative_to_root(source, self.place.env_root)
+        if rel is None:
+            return False  # out of the environment: uv skips it, so it stays where it is
+        if not self._stays_inside(source, rel):
+            self.complete = False  # never followed; a restore reinstalls this distribution
+            return False
+        try:
+            info = os.lstat(source)
+        except FileNotFoundError:
+            return False  # listed but already gone: nothing to remove, nothing to keep
+        except OSError as err:
+            raise StashError(f"cannot read {source}: {err.strerror}") from err
+        if stat.S_ISDIR(info.st_mode):
+            return self.keep_folder(source)  # uv deletes a folder it lists whole
+        shared = self.place.shared and normalise(source) in self.place.shared
+        return self._keep(source, rel, info, None if shared else entry.sha256)
+
+    def keep_folder(self, folder: str, *, swept: bool = False) -> bool:
+        """Keep every file under ``folder`` (links as links, none followed)."""
+        kept = False
+        for parent, dirs, names in os.walk(folder):
+            dirs.sort()
+            for name in sorted(names) + [
+                d for d in dirs if os.path.islink(os.path.join(parent, d))
+            ]:
+                source = os.path.join(parent, name)
+                rel = relative_to_root(source, self.place.env_root)
+                if rel is None or rel in self.kept:
+                    continue
+                try:
+                    info = os.lstat(source)
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    raise StashError(f"cannot read {source}: {err.strerror}") from err
+                kept = self._keep(source, rel, info, None, swept=swept) or kept
+        return kept
+
+    def _keep(
+        self,
+        source: str,
+        rel: str,
+        info: os.stat_result,
+        sha256: str | None,
+        *,
+        swept: bool = False,
+    ) -> bool:
+        """Link (else copy) ``source`` into the stash; a symbolic link is recorded by its
+        target instead. ``sha256``: the RECORD's, else the bytes are hashed."""
+        if rel in self.kept:
+            return False
+        self.kept.add(rel)
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                target = os.readlink(source)
+            except OSError as err:
+                raise StashError(_stash_failure(Path(source), err)) from err
+            self.files.append(link_entry(rel, target, swept=swept))
+            return True
+        dest = os.path.join(self.dest_root, rel)
+        try:
+            parent = os.path.dirname(dest)
+            if parent not in self.made:
+                _makedirs_private(Path(parent))
+                self.made.add(parent)
+            _link_or_copy(source, dest, parent_exists=True)
+            if sha256 is None:
+                sha256 = sha256_file(Path(dest))
+        except OSError as err:
+            raise StashError(_stash_failure(Path(source), err)) from err
+        self.files.append(StashedFile(path=rel, sha256=sha256, size=info.st_size, swept=swept))
+        if self.on_bytes is not None:
+            self.on_bytes(info.st_size)
+        return True
+
+    def keep_pth(self, line: str) -> PthLine:
+        """A copy of the site folder's easy-install.pth, whose ``line`` the uninstall takes out
+        (a copy, not a link: setuptools rewrites that file in place)."""
+        source = os.path.join(self.site_dir, EASY_INSTALL_PTH)
+        rel = relative_to_root(source, self.place.env_root)
+        if rel is None or not self._stays_inside(source, rel):
+            raise StashError(f"{source} is outside the environment; nothing was removed")
+        dest = Path(self.dest_root, rel)
+        try:
+            info = os.lstat(source)
+            data = read_bytes(Path(source), MAX_PTH_BYTES)
+            _makedirs_private(dest.parent)
+            write_atomically(dest, data, mode=stat.S_IMODE(info.st_mode))
+        except OSError as err:
+            raise StashError(_stash_failure(Path(source), err)) from err
+        import hashlib  # as in records.sha256_file: only when needed
+
+        return PthLine(path=rel, line=line, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+
+    def _stays_inside(self, source: str, rel: str) -> bool:
+        """Whether ``source``'s folder resolves inside the environment (once per folder). For a
+        distribution to remove, a folder that leads out is refused: uv would delete there."""
+        folder_of = os.path.dirname(source)
+        if folder_of in self.inside:
+            return True
+        escape = _symlinked_escape(source, self.real_root)
+        if escape is not None:
+            if self.removed:
+                raise StashError(_escape_failure(rel, escape))
+            return False
+        self.inside.add(folder_of)
+        return True
+
+
+def in_place(stash: PackageStash, env_root: Path) -> bool:
+    """Every file ``stash`` holds is at its place in the environment, and every line it took
+    out of a .pth file is there: how a legacy install, which has no RECORD, is known whole."""
+    if not all(os.path.lexists(env_root / f.path) for f in stash.files):
+        return False
+    for pth in stash.lines:
+        try:
+            if not has_line(read_bytes(env_root / pth.path, MAX_PTH_BYTES), pth.line):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _symlinked_escape(source: str, real_root: str) -> str | None:
+    """Where ``source``, a path inside the environment by its name, really is when a symlinked
+    folder leads it out of the environment; None when it stays inside. uv follows such a
+    folder, and would delete the file it leads to."""
+    real = normalise(source)
+    return None if real.startswith(os.path.join(real_root, "")) else real
+
+
+def _escape_failure(rel: str, real: str) -> str:
+    return (
+        f"{rel} resolves outside the environment ({real}) through a symlinked folder: "
+        "uninstalling would delete the file there, which no snapshot can give back; "
+        "nothing was removed"
+    )
+
+
+def _shadowed_failure(dist: InstalledDistribution) -> str:
+    folders = ", ".join(str(folder) for folder in (dist.dist_info, *dist.shadowed))
+    return (
+        f"{dist.name} is installed more than once, in {len(dist.shadowed) + 1} places: "
+        f"{folders}. uv removes every one of them, and a snapshot keeps one version "
+        "per name, so this removal could not be undone; nothing was removed. Keep one "
+        f"version first (for example: uv pip install --reinstall {dist.key}=={dist.version})"
+        + (
+            "; or, if a snapshot keeps one of its versions (`safe-uninstall doctor` names it), "
+            "`safe-uninstall rollback ID` to it removes every folder, keeping the others' files "
+            "aside, and brings that version back"
+            if dist.doubled
+            else ""
+        )
+    )
+
+
+def _stash_failure(source: Path, err: OSError) -> str:
+    if err.errno == errno.ENOSPC:
+        return f"no space left on device while keeping {source}; nothing was removed"
+    return f"cannot keep a copy of {source}: {err.strerror or err}; nothing was removed"
+
+
+def _makedirs_private(folder: Path) -> None:
+    """Like mkdir -p, but every folder it creates is owner-only (mkdir's mode skips parents)."""
+    if folder.is_dir():
+        return
+    _makedirs_private(folder.parent)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+
+
+def _link_or_copy(source: Path | str, dest: Path | str, *, parent_exists: bool = False) -> None:
+    if not parent_exists:
+        _makedirs_private(Path(dest).parent)
+    try:
+        os.link(source, dest, follow_symlinks=False)
+    except FileExistsError:
+        os.unlink(dest)
+        os.link(source, dest, follow_symlinks=False)
+    except OSError as err:
+        # Another filesystem, or a filesystem without hard links: copy the bytes.
+        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES):
+            raise
+        shutil.copy2(source, dest, follow_symlinks=False)
+
+
+class FileProblem(Struct, frozen=True):
+    """A stashed file that cannot be restored as it is, and why."""
+
+    path: str
+    problem: str
+
+
+VERIFIED_FILE = "stash-verified.json"
+
+# (st_ino, st_size, st_mtime_ns) of a stashed file when its bytes were hashed and matched.
+Identity = tuple[int, int, int]
+
+
+def _identity(info: os.stat_result) -> Identity:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
+    """Stashed files whose bytes were hashed (identity then, sha256 of the bytes as installed),
+    trusted as long as the identity is unchanged."""
+    try:
+        data = json.loads((snapshot_dir / VERIFIED_FILE).read_text(encoding="utf-8"))
+        return {str(k): ((int(v[0]), int(v[1]), int(v[2])), str(v[3])) for k, v in data.items()}
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return {}
+
+
+# (st_dev, st_ino, st_size, st_mtime_ns): the file a check accepted. Size and mtime too, since
+# an inode number is reused as soon as its file is deleted.
+FileId = tuple[int, int, int, int]
+
+
+def file_id(info: os.stat_result) -> FileId:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+class StashCheck(Struct, frozen=True):
+    """The result of checking a stash against its recorded hashes."""
+
+    problems: list[FileProblem]
+    # sha256 of each stashed file as accepted (by path relative to the environment root):
+    # the RECORD's, or the bytes as installed when the stash was hashed before a change
+    accepted: dict[str, str]
+    modified: list[str]  # files that differed from their RECORD already before the removal
+    # each accepted file as it was when it was checked: what restore_files may link back
+    identities: dict[str, FileId]
+
+
+def check_stash(
+    stash: PackageStash,
+    snapshot_dir: Path,
+    verified: Mapping[str, tuple[Identity, str]] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+    *,
+    accept_modified: bool = True,
+    with_swept: bool = True,
+) -> StashCheck:
+    """Every stashed file exists and holds the bytes it held when its snapshot was taken.
+
+    Those bytes are the ones the stash hasher recorded in ``verified`` where it has the file,
+    else the sha256 the snapshot recorded (the RECORD's). A file whose inode, size and mtime
+    are those it had when it was hashed is not read again (rewriting its bytes would change the
+    mtime; someone who sets the mtime back by hand can fool this, and the stash is the user's
+    own, mode 0700); any other is hashed and must match. So a stash changed since its snapshot
+    is caught, also when an edit in place of an installed file reached it through a shared
+    inode (a hard link), even one that put the RECORD's bytes back.
+
+    A file the hasher recorded with bytes that differ from its RECORD (modified locally before
+    the removal) is accepted as it was installed with ``accept_modified``, for a restore of the
+    state of this very snapshot; without it, it is a problem: those bytes were the installed
+    ones at this snapshot, not at another that a restore may be looking for.
+
+    Only a regular file can be accepted: a symbolic link in the stash (which a restore would
+    link back as it is, pointing wherever it points) or anything else is a problem, and the
+    distribution is then brought back by a reinstall instead.
+
+    A symbolic link is kept as its target in the snapshot, nothing in the stash: it is
+    accepted as recorded. ``with_swept``: also the files that are no distribution's own
+    (``StashedFile.swept``), brought back only to the state of the snapshot that kept them.
+    """
+    problems = []
+    accepted: dict[str, str] = {}
+    modified = []
+    identities: dict[str, FileId] = {}
+    for stashed in stash.files:
+        if stashed.swept and not with_swept:
+            continue
+        if stashed.link is not None:
+            accepted[stashed.path] = stashed.sha256
+            continue
+        if on_bytes is not None:
+            on_bytes(stashed.size)
+        key = f"{stash.folder}/{stashed.path}"
+        kept = snapshot_dir / key
+        try:
+            info = kept.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+                problems.append(FileProblem(stashed.path, f"stashed copy is {kind}"))
+                continue
+            known = verified.get(key) if verified is not None else None
+            expected = known[1] if known is not None else stashed.sha256
+            if known is not None and known[0] == _identity(info):
+                actual = expected
+            else:
+                actual = sha256_file(kept, info)
+        except OSError as err:
+            why = err.strerror or str(err)
+            problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {why}"))
+            continue
+        if actual != expected:
+            problems.append(
+                FileProblem(
+                    stashed.path,
+                    "stashed copy does not match its sha256: its bytes changed since the snapshot",
+                )
+            )
+        elif actual == stashed.sha256:
+            accepted[stashed.path] = actual
+            identities[stashed.path] = file_id(info)
+        elif accept_modified:
+            accepted[stashed.path] = actual
+            identities[stashed.path] = file_id(info)
+            modified.append(stashed.path)
+        else:
+            problems.append(
+                FileProblem(
+                    stashed.path,
+                    "stashed copy differs from its RECORD (modified locally before that "
+                    "snapshot): not the bytes of the snapshot being restored",
+                )
+            )
+    for pth in stash.lines:
+        problem = _pth_problem(snapshot_dir / stash.folder / pth.path, pth)
+        if problem is not None:
+            problems.append(FileProblem(pth.path, problem))
+    return StashCheck(problems, accepted, modified, identities)
+
+
+def _pth_problem(kept: Path, pth: PthLine) -> str | None:
+    """Why the stashed copy of an easy-install.pth can't give its line back, or None."""
+    try:
+        info = kept.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            return "stashed copy is not a regular file"
+        if sha256_file(kept, info) != pth.sha256:
+            return "stashed copy does not match its sha256: its bytes changed since the snapshot"
+    except OSError as err:
+        return f"stashed copy unreadable: {err.strerror or err}"
+    return None
+
+
+class StashHasher:
+    """Hashes a snapshot's stash in a thread while the probes run (they take seconds, 1 GB
+    takes about 0.5 s), and records each file's identity and sha256 in
+    ``stash-verified.json``: a restore then links files back without reading them again, and
+    a file that was modified locally after its install is restored as it was, not refused."""
+
+    def __init__(self, snapshot_dir: Path, stashes: Sequence[PackageStash]) -> None:
+        self._dir = snapshot_dir
+        self._stashes = stashes
+        self._cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
+
+    def start(self) -> StashHasher:
+        self._thread.start()
+        return self
+
+    def __enter__(self) -> StashHasher:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Its work is done by the time the block is left: its record is what vouches for a
+        file changed locally before the removal (a later rollback relies on it). On an
+        exception it stops instead: its snapshot is being given up."""
+        if kind is None:
+            self.wait()
+        else:
+            self.cancel()
+
+    def _run(self) -> None:
+        verified: dict[str, list[object]] = {}
+        for stash in self._stashes:
+            for stashed in stash.files:
+                if self._cancelled.is_set():
+                    return
+                key = f"{stash.folder}/{stashed.path}"
+                kept = self._dir / key
+                try:
+                    before = kept.lstat()
+                    if not stat.S_ISREG(before.st_mode):
+                        continue  # never vouched for: check_stash refuses it
+                    digest = sha256_file(kept, before, stop=self._cancelled.is_set)
+                    if _identity(kept.lstat()) == _identity(before):
+                        verified[key] = [*_identity(before), digest]
+                except OSError:
+                    continue
+        if self._cancelled.is_set():
+            return
+        # Losing this file costs a re-hash, nothing else.
+        with contextlib.suppress(OSError):
+            write_atomically(
+                self._dir / VERIFIED_FILE, json.dumps(verified).encode("utf-8"), durable=False
+            )
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def cancel(self) -> None:
+        """Stop within a chunk of the file being hashed, write nothing."""
+        self._cancelled.set()
+        self._thread.join()
+
+
+def restore_files(
+    stash: PackageStash,
+    *,
+    snapshot_dir: Path,
+    env_root: Path,
+    displaced_dir: Path,
+    checked: StashCheck,
+    with_swept: bool = True,
+) -> None:
+    """Link every stashed file back to its place in the environment.
+
+    ``checked`` is ``check_stash``'s verdict on this stash, without problems: each file linked
+    back must be the inode it accepted (or, where the link became a copy, hold the bytes it
+    accepted); one that changed since is not put in place. A different file already at a place
+    is first kept under ``displaced_dir`` (nothing is lost), then replaced atomically. Raises
+    OSError on failure.
+    """
+    real_root = Path(os.path.realpath(env_root))
+    ready: set[str] = set()  # folders checked and created: a package has few, files many
+    after_file = file_fault("restore-file")
+    for pth in stash.lines:  # before the .egg-link that makes the editable installed
+        kept = snapshot_dir / stash.folder / pth.path
+        _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
+    # Path strings, one lstat of the place and one of the link made: pathlib and the
+    # exists()/is_symlink() pairs took three quarters of a restore of 176 files.
+    kept_root = os.path.join(snapshot_dir, stash.folder)
+    env = os.fspath(env_root)
+    for stashed in sorted(stash.files, key=_metadata_last):
+        if stashed.swept and not with_swept:
+            continue
+        dest = os.path.join(env, stashed.path)
+        parent = os.path.dirname(dest)
+        if parent not in ready:
+            _refuse_escape(Path(dest), real_root)
+            os.makedirs(parent, exist_ok=True)
+            ready.add(parent)
+        if stashed.link is not None:
+            _restore_link(Path(dest), stashed.link, displaced_dir / stashed.path)
+            continue
+        kept_file = os.path.join(kept_root, stashed.path)
+        identity = checked.identities.get(stashed.path)
+        if identity is None:
+            raise OSError(errno.EPERM, f"{kept_file} was not checked; not linked back")
+        try:
+            there: os.stat_result | None = os.lstat(dest)
+        except FileNotFoundError:
+            there = None
+        if there is not None:
+            if file_id(there) == identity:
+                continue
+            _link_or_copy(dest, displaced_dir / stashed.path)
+        tmp = os.path.join(parent, f".{os.path.basename(dest)}.safe-uninstall-tmp")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # left by a killed restore: never written through, never reused
+        _link_or_copy(kept_file, tmp, parent_exists=True)
+        if not _is_checked(Path(tmp), identity, checked.accepted[stashed.path]):
+            os.unlink(tmp)
+            raise OSError(errno.ESTALE, f"{kept_file} changed since its check; not linked back")
+        os.replace(tmp, dest)
+        if after_file is not None:
+            after_file()
+
+
+def _restore_link(dest: Path, target: str, saved: Path) -> None:
+    """A symbolic link put back as it was; whatever is in its place is kept under ``saved``."""
+    if dest.is_symlink() and os.readlink(dest) == target:
+        return
+    if dest.exists() or dest.is_symlink():
+        if dest.is_dir() and not dest.is_symlink():
+            raise OSError(errno.EEXIST, f"{dest} is a folder where a link was", str(dest))
+        _link_or_copy(dest, saved)
+    tmp = dest.with_name(f".{dest.name}.safe-uninstall-tmp")
+    if tmp.exists() or tmp.is_symlink():
+        tmp.unlink()
+    os.symlink(target, tmp)
+    os.replace(tmp, dest)
+
+
+def _put_line_back(pth: PthLine, kept: Path, dest: Path, displaced: Path, real_root: Path) -> None:
+    """Put ``pth.line`` back into the .pth file at ``dest``, in its place (legacy.put_line_back),
+    from the stashed copy whose bytes are checked against ``pth.sha256`` as they are read. The
+    file as it was, if it differs, is kept at ``displaced``. Raises OSError."""
+    import hashlib
+
+    original = read_bytes(kept, MAX_PTH_BYTES)
+    if hashlib.sha256(original).hexdigest() != pth.sha256:
+        raise OSError(errno.ESTALE, f"{kept} changed since its check; not used")
+    _refuse_escape(dest, real_root)
+    try:
+        info = dest.lstat()
+    except FileNotFoundError:
+        info = None
+    current = read_bytes(dest, MAX_PTH_BYTES) if info and stat.S_ISREG(info.st_mode) else None
+    merged = put_line_back(original, current, pth.line)
+    if merged == current:
+        return
+    if info is not None:
+        _makedirs_private(displaced.parent)
+        if current is not None:
+            write_atomically(displaced, current, durable=False)
+        else:  # a link or anything else in its place: kept as it is
+            os.replace(dest, displaced)
+    write_atomically(dest, merged, mode=stat.S_IMODE(kept.lstat().st_mode))
+
+
+def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:
+    """A distribution becomes visible with its METADATA (PKG-INFO; a legacy editable with its
+    .egg-link): link that last, after the rest of its metadata folder, so that a restore killed
+    half way leaves no distribution that looks installed but is not (the next restore then
+    simply completes it)."""
+    parts = stashed.path.split("/")
+    if parts[-1].endswith(".egg-link"):
+        return True, True
+    in_metadata = any(part.endswith((".dist-info", ".egg-info")) for part in parts[:-1])
+    return in_metadata, in_metadata and parts[-1] in ("METADATA", "PKG-INFO")
+
+
+def _file_id(path: Path) -> FileId | None:
+    try:
+        return file_id(path.lstat())
+    except OSError:
+        return None
+
+
+def _is_checked(linked: Path, identity: FileId, sha256: str) -> bool:
+    """``linked`` is the file that was checked; or, made by a copy (another filesystem), a
+    regular file with the bytes that were accepted."""
+    info = linked.lstat()
+    if file_id(info) == identity:
+        return True
+    try:
+        return stat.S_ISREG(info.st_mode) and sha256_file(linked, info) == sha256
+    except OSError:
+        return False
+
+
+def _refuse_escape(dest: Path, real_root: Path) -> None:
+    """A symlinked folder inside the environment must not lead a restore outside it."""
+    real_parent = os.path.realpath(dest.parent)
+    if real_parent != str(real_root) and not real_parent.startswith(str(real_root) + os.sep):
+        raise OSError(errno.EPERM, f"{dest} resolves outside the environment ({real_parent})")
+
+
+def check_restore_paths(
+    snapshot: Snapshot, entries: Iterable[PackageEntry], env_root: Path, source: Path
+) -> None:
+    """Before any change: every file a restore would write lands inside the environment.
+
+    The snapshot loader already refuses absolute and ``..`` paths; this catches a symlinked
+    folder inside the environment (or in the stash) that leads out of it. The error names the
+    snapshot file and the key path.
+    """
+    real_root = Path(os.path.realpath(env_root))
+    positions = {entry.name: index for index, entry in enumerate(snapshot.packages)}
+    for entry in entries:
+        if entry.stash is None:
+            continue
+        written = [(f"files[{i}]", f.path) for i, f in enumerate(entry.stash.files)]
+        written += [(f"lines[{i}]", pth.path) for i, pth in enumerate(entry.stash.lines)]
+        for where, rel in written:
+            dest = env_root / rel
+            real = Path(os.path.realpath(dest.parent))
+            if real != real_root and real_root not in real.parents:
+                key = f"packages[{positions[entry.name]}].stash.{where}.path"
+                raise SnapshotInvalid(
+                    f"{source}: {key}: {rel!r} resolves outside the environment "
+                    f"({real}); refusing to restore"
+                )
