@@ -1,9 +1,8 @@
 """The files each installed RECORD lists, normalised, kept between commands.
 
 What a removal needs from the distributions that stay (which files they share with it, which
-libraries they provide or need) is in their RECORDs. Reading and normalising every RECORD of a
-CUDA torch venv (29 files, 16,136 paths) took 0.23 s of a 1.2 s removal; read from this cache
-it takes 6 ms (docs/performance.md). A RECORD changes only when its distribution is
+libraries they provide or need) is in their RECORDs, and reading and normalising every one of
+them on every command grows with the environment. A RECORD changes only when its distribution is
 reinstalled, so an entry is used while the RECORD's stat is the one it was read with: device,
 inode, size, mtime and ctime, all of them (uv writes a new RECORD, a new inode, on every
 install; ctime is set by the kernel on any change, and no one can set it back).
@@ -183,8 +182,8 @@ _Place = tuple[str, int]  # a distribution and one of its cache entry's folders 
 
 class Listings:
     """What the installed RECORDs list, resolved where it is asked about: a removal asks
-    about its own distributions' files and who else lists them, not about the 63,000 paths
-    of an ML venv (docs/performance.md, session 7).
+    about its own distributions' files and who else lists them, not about every path the
+    environment's RECORDs list.
 
     Built from ``RecordCache.listing`` of each distribution: a tuple of normalised paths (a
     RECORD read, a legacy install) or a checked cache entry whose folders, as written, are

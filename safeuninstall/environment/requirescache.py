@@ -1,8 +1,8 @@
 """The Requires-Dist values of each installed METADATA, kept between commands.
 
-A removal asks every remaining distribution whether it requires what goes: 235 METADATA
-headers read a line at a time in an ML venv, 35-40 ms of CPU (docs/performance.md, session
-7). A METADATA changes only when its distribution is reinstalled, so an entry is used while
+A removal asks every remaining distribution whether it requires what goes, and reading every
+METADATA header for that on every command grows with the environment. A METADATA changes
+only when its distribution is reinstalled, so an entry is used while
 the file's stat is the one it was read with: device, inode, size, mtime and ctime, as
 record-cache.json's (recordcache.py). The file is untrusted input: anything that is not a
 well-formed entry for the METADATA as it is now is ignored and the header read. A METADATA
