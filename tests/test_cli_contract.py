@@ -12,15 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.cli import report
-from safeuninstall.cli.commands import cli
 from safeuninstall.judgement.probe import Probe, ProbeResult
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
@@ -110,72 +106,31 @@ def test_a_rollback_result_keeps_the_json_envelope() -> None:
 # -- the command a command line names ---------------------------------------------------------
 
 
-def _routed_as_before(args: list[str]) -> list[str]:
-    """Where a command line went while every command was built at import: each option before
-    the command's name read as uninstall reads it (the name first, else uninstall)."""
-    ctx = click.Context(cli)
-    names = cli.list_commands(ctx)
-    uninstall = cli.get_command(ctx, "uninstall")
-    assert uninstall is not None
-    takes_value = {
-        opt
-        for param in uninstall.get_params(ctx)
-        if isinstance(param, click.Option) and not param.is_flag
-        for opt in param.opts
-    }
-    index = 0
-    while index < len(args):
-        token = args[index]
-        if token == "--":
-            break
-        if not token.startswith("-") or token == "-":
-            if token in names:
-                return [token, *args[:index], *args[index + 1 :]]
-            break
-        index += 2 if token in takes_value else 1
-    return ["uninstall", *args]
-
-
-def _words() -> dict[str, list[str]]:
-    ctx = click.Context(cli)
-    names = cli.list_commands(ctx)
-    commands = [cli.get_command(ctx, name) for name in names]
-    options = {
-        opt
-        for command in commands
-        if command is not None
-        for param in command.params
-        if isinstance(param, click.Option)
-        for opt in (*param.opts, *param.secondary_opts)
-    }
-    others = ["--", "-", "x", "requests", "--python=x", "-px", "--bogus", "-h", "--help"]
-    return {"names": names, "options": sorted(options), "others": others}
-
-
-_WORDS = _words()
-
-
-@settings(max_examples=500, deadline=None)
-@given(
-    st.lists(
-        st.one_of(*(st.sampled_from(words) for words in _WORDS.values())),
-        max_size=6,
+@needs_uv
+def test_a_command_line_names_its_command_after_the_shared_options(make_venv: MakeVenv) -> None:
+    """`safe-uninstall [OPTIONS] PACKAGE...` is a removal; an option every command shares may
+    come before a command's name (`safe-uninstall -p .venv audit`) and is that command's."""
+    venv = make_venv()
+    listed = venv.tool("--json", "snapshots")  # tool() puts --python first
+    assert listed.returncode == 0, listed.stderr
+    assert listed.json()["snapshots"] == []
+    # uninstall's own option: the line is a removal, of a package named like a command too
+    for args in (["--dry-run", "--json", "snapshots"], ["uninstall", "--json", "snapshots"]):
+        removal = venv.tool(*args)
+        assert removal.returncode == 0, removal.stderr
+        assert removal.json()["command"] == "uninstall"
+        assert removal.json()["absent"] == ["snapshots"]
+    # only shared options: a removal that names nothing
+    empty = venv.tool("--json")
+    assert (empty.returncode, empty.json()["error"]) == (
+        1,
+        "no package names given (pass PACKAGE... or -r FILE)",
     )
-)
-@example(["-p", "x", "snapshots", "--json"])
-@example(["--state-dir", "snapshots", "rollback"])  # a value that is a command's name
-@example(["-r", "snapshots", "x"])  # uninstall's own option, whose value is a name
-@example(["--keep", "3", "prune"])  # prune's own option: not one uninstall knows
-@example(["--no-system", "--color", "never", "show"])
-@example(["--python=x", "snapshots"])
-@example(["--dry-run", "check", "x"])
-@example(["--cache-dir", "show", "show"])  # one of uv's options, hidden in uninstall
-@example(["-p", "x", "config"])  # config has no target options
-@example(["--", "snapshots"])
-def test_a_command_line_goes_where_it_went_when_every_command_was_built(args: list[str]) -> None:
-    """The commands are built on first use, and the options before a command's name are read
-    off that command where every command defines them alike: the same routing as before."""
-    assert cli._route(click.Context(cli), args) == _routed_as_before(args)
+    # an option the command does not take is refused, wherever it stands
+    for args in (["config"], ["--no-probe", "snapshots"]):
+        refused = venv.tool(*args)
+        assert refused.returncode == 2, refused.stdout
+        assert "No such option" in refused.stderr
 
 
 # -- errors and -q on every command ----------------------------------------------------------

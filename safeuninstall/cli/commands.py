@@ -12,12 +12,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 import click
 import msgspec
+from click.core import ParameterSource
 from msgspec import Struct
 
 from safeuninstall import __version__, config, options
@@ -61,133 +62,128 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 
 EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
 
-_Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
-# A command's own click decorators (``_option``, ``_argument`` under ``_command``), in the order
-# they were applied, kept until its command is built: a command line builds only the command it
-# runs, not the options of all fourteen (at import, that was 19 M instructions of a listing's 320).
-_PENDING: dict[Callable[..., None], list[_Decorator]] = {}
+# The options several commands share, defined once: each command gets its own copy, and the
+# group a hidden one, so that they may come before the command's name too
+# (`safe-uninstall -p .venv audit`).
+def _target_options(hidden: bool = False) -> list[click.Option]:
+    return [
+        click.Option(
+            ["-p", "--python"],
+            metavar="PYTHON",
+            hidden=hidden,
+            help="Target interpreter or environment directory "
+            "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+        ),
+        click.Option(
+            ["--system/--no-system"],
+            default=False,
+            hidden=hidden,
+            help="The first Python on PATH, as uv finds it (not a virtual environment).",
+        ),
+        click.Option(
+            ["-t", "--target"],
+            metavar="DIR",
+            hidden=hidden,
+            help="The packages in DIR, as `uv pip install --target DIR` put them there.",
+        ),
+        click.Option(
+            ["--prefix"],
+            metavar="DIR",
+            hidden=hidden,
+            help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
+        ),
+        click.Option(
+            ["--break-system-packages/--no-break-system-packages"],
+            default=False,
+            hidden=hidden,
+            help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
+        ),
+        click.Option(
+            ["--state-dir"],
+            metavar="DIR",
+            hidden=hidden,
+            help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
+        ),
+        click.Option(
+            ["--lock-timeout"],
+            type=click.FloatRange(min=0, max=_WEEK),
+            callback=_finite,
+            metavar="SECONDS",
+            hidden=hidden,
+            help="How long to wait for another operation on the same environment. [default: 60]",
+        ),
+    ]
 
 
-def _later(*decorators: _Decorator) -> _Decorator:
-    """``decorators``, applied (in this order) when the function's command is built."""
+def _output_options(hidden: bool = False) -> list[click.Option]:
+    return [
+        click.Option(
+            ["--json", "as_json"],
+            is_flag=True,
+            hidden=hidden,
+            help="Print one JSON object on stdout.",
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            is_flag=True,
+            hidden=hidden,
+            help="Show probe and installer output.",
+        ),
+        click.Option(
+            ["-q", "--quiet"], is_flag=True, hidden=hidden, help="Print only the outcome."
+        ),
+        click.Option(
+            ["--color"],
+            type=click.Choice(config.COLOR_CHOICES),
+            expose_value=False,
+            callback=lambda ctx, param, value: _remember_color(ctx, value),
+            hidden=hidden,
+            help="Colour the text output (auto: on a terminal, unless NO_COLOR is set). "
+            "[default: auto]",
+        ),
+    ]
 
-    def keep(func: Callable[..., None]) -> Callable[..., None]:
-        _PENDING.setdefault(func, []).extend(decorators)
-        return func
 
-    return keep
+def _probe_options(hidden: bool = False) -> list[click.Option]:
+    return [
+        click.Option(
+            ["--probe", "probes"],
+            multiple=True,
+            metavar="CODE",
+            hidden=hidden,
+            help="Python code run by the target interpreter; repeatable.",
+        ),
+        click.Option(
+            ["--probe-cmd", "probe_cmds"],
+            multiple=True,
+            metavar="COMMAND",
+            hidden=hidden,
+            help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
+        ),
+        click.Option(
+            ["--probe-timeout"],
+            type=click.FloatRange(min=0, min_open=True, max=_WEEK),
+            callback=_finite,
+            metavar="SECONDS",
+            hidden=hidden,
+            help="Kill a probe (its whole process group) after this long. [default: 300]",
+        ),
+        click.Option(["--no-probe"], is_flag=True, hidden=hidden, help="Run no probe at all."),
+    ]
 
 
-def _option(*decls: str, **attrs: Any) -> _Decorator:
-    """``click.option``, applied when the command is built."""
-    return _later(click.option(*decls, **attrs))
+def _offline_option(hidden: bool = False) -> click.Option:
+    return click.Option(
+        ["--offline/--no-offline"],
+        default=None,
+        hidden=hidden,
+        help="A reinstall, if one is needed, uses no network. [default: no-offline]",
+    )
 
 
-def _argument(*decls: str, **attrs: Any) -> _Decorator:
-    """``click.argument``, applied when the command is built."""
-    return _later(click.argument(*decls, **attrs))
-
-
-class _SharedOption(click.Option):
-    """An option of several commands, defined once below: it takes a value in every command
-    that has it or in none, so the routing reads that off the command named on the command
-    line, not off ``uninstall`` (``-p X snapshots`` builds no other command)."""
-
-
-def _shared_option(*decls: str, **attrs: Any) -> _Decorator:
-    return click.option(*decls, cls=_SharedOption, **attrs)
-
-
-_TARGET_OPTIONS = (
-    _shared_option(
-        "-p",
-        "--python",
-        metavar="PYTHON",
-        help="Target interpreter or environment directory "
-        "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
-    ),
-    _shared_option(
-        "--system/--no-system",
-        default=False,
-        help="The first Python on PATH, as uv finds it (not a virtual environment).",
-    ),
-    _shared_option(
-        "-t",
-        "--target",
-        metavar="DIR",
-        help="The packages in DIR, as `uv pip install --target DIR` put them there.",
-    ),
-    _shared_option(
-        "--prefix",
-        metavar="DIR",
-        help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
-    ),
-    _shared_option(
-        "--break-system-packages/--no-break-system-packages",
-        default=False,
-        help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
-    ),
-    _shared_option(
-        "--state-dir",
-        metavar="DIR",
-        help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
-    ),
-    _shared_option(
-        "--lock-timeout",
-        type=click.FloatRange(min=0, max=_WEEK),
-        callback=_finite,
-        metavar="SECONDS",
-        help="How long to wait for another operation on the same environment. [default: 60]",
-    ),
-)
-
-_OUTPUT_OPTIONS = (
-    _shared_option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    _shared_option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
-    _shared_option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
-    _shared_option(
-        "--color",
-        type=click.Choice(config.COLOR_CHOICES),
-        expose_value=False,
-        callback=lambda ctx, param, value: _remember_color(ctx, value),
-        help="Colour the text output (auto: on a terminal, unless NO_COLOR is set). "
-        "[default: auto]",
-    ),
-)
-
-_PROBE_OPTIONS = (
-    _shared_option(
-        "--probe",
-        "probes",
-        multiple=True,
-        metavar="CODE",
-        help="Python code run by the target interpreter; repeatable.",
-    ),
-    _shared_option(
-        "--probe-cmd",
-        "probe_cmds",
-        multiple=True,
-        metavar="COMMAND",
-        help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
-    ),
-    _shared_option(
-        "--probe-timeout",
-        type=click.FloatRange(min=0, min_open=True, max=_WEEK),
-        callback=_finite,
-        metavar="SECONDS",
-        help="Kill a probe (its whole process group) after this long. [default: 300]",
-    ),
-    _shared_option("--no-probe", is_flag=True, help="Run no probe at all."),
-)
-
-_OFFLINE_OPTION = _shared_option(
-    "--offline/--no-offline",
-    default=None,
-    help="A reinstall, if one is needed, uses no network. [default: no-offline]",
-)
 # uninstall and rollback: both uninstall, and both are refused when that leaves a requirement unmet
-_ALLOW_UNMET_OPTION = _option(
+_ALLOW_UNMET_OPTION = click.option(
     "--allow-unmet",
     is_flag=True,
     help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
@@ -274,7 +270,10 @@ _UV_OPTIONS = (
 )
 
 
-_with_uv_options = _later(*reversed(_UV_OPTIONS))
+def _with_uv_options(func: Callable[..., None]) -> Callable[..., None]:
+    for decorator in reversed(_UV_OPTIONS):
+        decorator(func)
+    return func
 
 
 def _echo_installer(text: str) -> None:
@@ -495,33 +494,22 @@ def _command(
     probes: bool = False,
     offline: bool = False,
     interspersed: bool = True,
-) -> _Decorator:
-    """A subcommand with the shared options: target and probe options before its own, offline
-    and output options after them; the function receives them as one ``Common`` first.
+) -> Callable[[Callable[..., None]], click.Command]:
+    """A subcommand of ``cli`` with the shared options: target and probe options before its
+    own, offline and output options after them; the function receives them as one ``Common``
+    first."""
+    before = [*(_target_options() if target else ()), *(_probe_options() if probes else ())]
+    after = [*((_offline_option(),) if offline else ()), *_output_options()]
 
-    The command is registered by name and built when a command line first asks for it."""
-    before = [*(_TARGET_OPTIONS if target else ()), *(_PROBE_OPTIONS if probes else ())]
-    after = [*((_OFFLINE_OPTION,) if offline else ()), *_OUTPUT_OPTIONS]
+    def register(func: Callable[..., None]) -> click.Command:
+        def with_common(**values: Any) -> None:
+            func(Common(values), **values)
 
-    def register(func: Callable[..., None]) -> Callable[..., None]:
-        # A click.option under _command would be built at import, and then dropped.
-        assert not hasattr(func, "__click_params__"), f"{name}: use _option and _argument"
-        own = _PENDING.pop(func, [])
-
-        def build() -> click.Command:
-            def with_common(**values: Any) -> None:
-                func(Common(values), **values)
-
-            with_common.__doc__ = func.__doc__
-            # click lists a function's parameters in the reverse of the order they were added.
-            for decorator in [*reversed(after), *own, *reversed(before)]:
-                decorator(with_common)
-            command = click.command(name)(with_common)
-            command.allow_interspersed_args = interspersed
-            return command
-
-        cli.add_lazy_command(name, build)
-        return func
+        command = cli.command(name)(func)  # its own arguments and options, its help
+        command.params = [*before, *command.params, *after]
+        command.callback = with_common
+        command.allow_interspersed_args = interspersed
+        return command
 
     return register
 
@@ -593,76 +581,19 @@ def _operation_text(result: Result, output: Output) -> str:
     return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
 
 
-def _takes_value(params: Iterable[click.Parameter]) -> dict[str, bool]:
-    """Each option name of ``params`` (``--system`` and ``--no-system`` both): whether it takes
-    a value."""
-    return {
-        name: not param.is_flag
-        for param in params
-        if isinstance(param, click.Option)
-        for name in (*param.opts, *param.secondary_opts)
-    }
-
-
 class _DefaultToUninstall(click.Group):
-    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``.
+    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``: a command
+    line whose first word, after the shared options, is not a command's name."""
 
-    The commands are built on first use (click's lazy group: ``list_commands`` and
-    ``get_command``): ``safe-uninstall snapshots`` builds no other command's options."""
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "uninstall", self._uninstall(), args
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._builders: dict[str, Callable[[], click.Command]] = {}
-
-    def add_lazy_command(self, name: str, build: Callable[[], click.Command]) -> None:
-        self._builders[name] = build
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *self._builders})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self._builders:
-            self.add_command(self._builders[cmd_name](), cmd_name)
-        return self.commands.get(cmd_name)
-
-    def _uninstall(self, ctx: click.Context) -> click.Command:
-        command = self.get_command(ctx, "uninstall")
-        assert command is not None
-        return command
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in ("--help", "-h", "--version"):
-            args = self._route(ctx, args)
-        return super().parse_args(ctx, args)
-
-    def _route(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``.
-
-        The options before the name are read as ``uninstall`` reads them (which take a value
-        says where the name is). Those every command defines alike (``_SharedOption``) are read
-        off the command named; ``uninstall`` is built only for another option."""
-        names = self.list_commands(ctx)
-        if args and args[0] in names:  # nothing to move
-            return args
-        named = next((token for token in args if token in names), None)
-        if named is None:  # no name to move, wherever the values are
-            return ["uninstall", *args]
-        command = self.get_command(ctx, named)
-        assert command is not None
-        takes_value = _takes_value(p for p in command.params if isinstance(p, _SharedOption))
-        index = 0
-        while index < len(args):
-            token = args[index]
-            if token == "--":
-                break
-            if not token.startswith("-") or token == "-":
-                if token in names:
-                    return [token, *args[:index], *args[index + 1 :]]
-                break
-            if token not in takes_value:
-                takes_value = _takes_value(self._uninstall(ctx).params)
-            index += 2 if takes_value.get(token) else 1
-        return ["uninstall", *args]
+    def _uninstall(self) -> click.Command:
+        return self.commands["uninstall"]
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage(ctx.command_path, "[OPTIONS] PACKAGE... | COMMAND [ARGS]...")
@@ -670,7 +601,7 @@ class _DefaultToUninstall(click.Group):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The group's options, then the removal's (the default command), then the commands."""
         click.Command.format_options(self, ctx, formatter)
-        uninstall = self._uninstall(ctx)
+        uninstall = self._uninstall()
         sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
         rows = [
             record
@@ -686,26 +617,56 @@ class _DefaultToUninstall(click.Group):
         """At the top level ``uninstall``'s options are valid too: offer them with ours."""
         items = super().shell_complete(ctx, incomplete)
         if incomplete.startswith("-"):
-            uninstall = self._uninstall(ctx)
+            uninstall = self._uninstall()
             sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
             known = {item.value for item in items}
             items += [i for i in uninstall.shell_complete(sub, incomplete) if i.value not in known]
         return items
 
 
-@click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_DefaultToUninstall,
+    params=[
+        *_target_options(hidden=True),
+        *_probe_options(hidden=True),
+        _offline_option(hidden=True),
+        *_output_options(hidden=True),
+    ],
+    invoke_without_command=True,
+    no_args_is_help=True,
+    # The rest of the line is the command's: an option of uninstall's own (`--dry-run X`)
+    # comes with its package names.
+    context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
+)
 @click.version_option(__version__, prog_name="safe-uninstall")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context, /, **shared: object) -> None:
     """Remove Python packages without breaking the environment.
 
     safe-uninstall PACKAGE... snapshots the installed set, keeps the removed files, uninstalls
     through uv, runs a probe, and restores everything in one batch if the probe fails.
     """
+    # An option every command shares may come before the command's name: it is the command's.
+    name = ctx.invoked_subcommand or "uninstall"
+    command = cli.commands[name]
+    takes = {param.name for param in command.params}
+    typed = {}
+    for param in ctx.command.params:
+        if ctx.get_parameter_source(str(param.name)) is not ParameterSource.COMMANDLINE:
+            continue
+        if param.name not in takes:
+            raise click.NoSuchOption(param.opts[0], ctx=ctx)
+        if param.expose_value:  # --color is kept in ctx.meta, which the command's shares
+            typed[param.name] = shared[param.name]
+    ctx.default_map = {name: typed}
+    if ctx.invoked_subcommand is None:  # only shared options: a removal that names nothing
+        with command.make_context(name, [], parent=ctx) as sub:
+            command.invoke(sub)
 
 
 @_command("uninstall", probes=True, offline=True)
-@_argument("packages", nargs=-1)
-@_option(
+@click.argument("packages", nargs=-1)
+@click.option(
     "-r",
     "--requirements",
     "--requirement",
@@ -715,48 +676,50 @@ def cli() -> None:
     help="Remove the packages a requirements file, pylock.toml, pyproject.toml or script "
     "names (- for standard input); repeatable.",
 )
-@_option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
-@_option("--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore.")
-@_option(
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
+@click.option(
+    "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Refuse (exit 1, nothing changed) when a name is not installed, or the impact report "
     "finds breakage or drift.",
 )
-@_option(
+@click.option(
     "--fresh-baseline",
     is_flag=True,
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
-@_option(
+@click.option(
     "--probe-after-restore",
     is_flag=True,
     help="Run the probe again after a restore even when the restore is proven byte-identical "
     "to the state the baseline passed in.",
 )
-@_option(
+@click.option(
     "--allow-drift",
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
 @_ALLOW_UNMET_OPTION
-@_option(
+@click.option(
     "--keep-needed",
     is_flag=True,
     help="Remove only those of the named packages that nothing needs: what metadata or the "
     "library model shows as needed is kept, with its reason; the rest are removed and probed, "
     "and bisected to the largest subset that passes when the probe fails.",
 )
-@_option(
+@click.option(
     "--with-orphans",
     is_flag=True,
     help="Also remove the dependencies of the named packages that nothing else then requires, "
     "that were not requested (REQUESTED) and whose libraries nothing loads; listed before.",
 )
-@_option(
+@click.option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
-@_option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
+@click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
 @_with_uv_options
 def uninstall_command(
     common: Common,
@@ -808,20 +771,22 @@ def uninstall_command(
 
 # COMMAND's own options are its, not ours: nothing after COMMAND is parsed.
 @_command("run", probes=True, offline=True, interspersed=False)
-@_argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
-@_option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
-@_option(
+@click.argument(
+    "argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
+@click.option(
     "--keep-on-failure",
     is_flag=True,
     help="When the command fails, a requirement is left unmet or the probe fails, report but "
     "do not restore.",
 )
-@_option(
+@click.option(
     "--fresh-baseline",
     is_flag=True,
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
-@_option(
+@click.option(
     "--allow-unmet",
     is_flag=True,
     help="Keep a change that leaves a requirement unmet when the probe passes (restored "
@@ -853,8 +818,8 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
 
 
 @_command("rollback", probes=True, offline=True)
-@_argument("snapshot", required=False)
-@_option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.argument("snapshot", required=False)
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @_ALLOW_UNMET_OPTION
 def rollback_command(
     common: Common, snapshot: str | None, dry_run: bool, allow_unmet: bool
@@ -876,7 +841,7 @@ def rollback_command(
 
 
 @_command("snapshot")
-@_option(
+@click.option(
     "--stash/--no-stash",
     default=True,
     show_default=True,
@@ -916,7 +881,7 @@ def snapshots_command(common: Common) -> None:
 
 
 @_command("show")
-@_argument("snapshot", required=False)
+@click.argument("snapshot", required=False)
 def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
 
@@ -936,7 +901,7 @@ def show_command(common: Common, snapshot: str | None) -> None:
 
 
 @_command("probe", probes=True)
-@_argument("packages", nargs=-1)
+@click.argument("packages", nargs=-1)
 def probe_command(common: Common, packages: tuple[str, ...]) -> None:
     """Run the configured probes now; with PACKAGE..., the probe that removing them would run
     (nothing is removed).
@@ -955,8 +920,8 @@ def probe_command(common: Common, packages: tuple[str, ...]) -> None:
 
 
 @_command("check")
-@_argument("packages", nargs=-1, required=True)
-@_option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
+@click.argument("packages", nargs=-1, required=True)
+@click.option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
 def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> None:
     """Report what removing PACKAGE... would break or change; change nothing."""
 
@@ -988,7 +953,7 @@ def doctor_command(common: Common) -> None:
 
 
 @_command("audit", probes=True)
-@_option(
+@click.option(
     "--load",
     is_flag=True,
     help="Also run the probes (configured, else one derived from the distributions that hold "
@@ -1041,15 +1006,15 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @_command("prune")
-@_option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
-@_option(
+@click.option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
+@click.option(
     "--max-size",
     callback=_parse_size,
     metavar="SIZE",
     help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
 )
-@_option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
-@_option(
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@click.option(
     "--drop-only-copies",
     is_flag=True,
     help="Also delete snapshots whose stash holds the only copy of a distribution whose name is "
@@ -1183,8 +1148,8 @@ def config_command(common: Common) -> None:
 
 
 @_command("export")
-@_argument("snapshot", required=False)
-@_option(
+@click.argument("snapshot", required=False)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(EXPORT_FORMATS),
@@ -1193,7 +1158,7 @@ def config_command(common: Common) -> None:
     help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
     "(else requirements, and why).",
 )
-@_option(
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
