@@ -451,6 +451,10 @@ def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-
         (lambda d: d["packages"][1].pop("requested"), "packages[1].requested: missing"),
         (lambda d: d["packages"][0].pop("source"), "packages[0].source: missing"),
         (lambda d: d.pop("outcome"), "outcome: missing"),
+        (
+            lambda d: d.update(outcome="restored"),
+            "outcome: unknown outcome 'restored': not one this tool writes",
+        ),
         (lambda d: d.pop("removed"), "removed: missing"),
         # the format first, whatever else the file holds
         (lambda d: d.pop("format"), "format: missing"),
@@ -1010,6 +1014,16 @@ REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
             "0001",
             ["0002"],
             id="restored-removal-passed-over",
+        ),
+        pytest.param(  # the same when the probe still failed after the restore
+            [
+                _state("0002", REQ + IDNA, "uninstall", "restored-probe-fails", removed=("i",)),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + IDNA + "z",  # and z installed since, outside the tool
+            "0001",
+            ["0002"],
+            id="restored-removal-whose-probe-still-fails-passed-over",
         ),
         pytest.param(  # a rollback undone by its failing probe changed nothing
             [

@@ -140,7 +140,7 @@ class Result(Struct, frozen=True, kw_only=True):
         restore, verification = self.restore, self.verification
         return {
             "command": self.command,
-            "outcome": self.outcome.value,
+            "outcome": self.outcome.id,
             "exit_code": self.exit_code,
             "python": self.python,
             "snapshot": self.snapshot,
