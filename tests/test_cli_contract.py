@@ -21,6 +21,7 @@ from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
 from safeuninstall.cli import report
 from safeuninstall.cli.commands import cli
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import Probe, ProbeResult
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
@@ -138,7 +139,7 @@ def test_every_outcome_has_text_and_a_documented_exit_code(outcome: Outcome) -> 
 @pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.id)
 def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
     ran = ProbeResult(
-        probe=Probe(kind="python", code="pass", origin="--probe"),
+        probe=Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),
         passed=True,
         returncode=0,
         timed_out=False,

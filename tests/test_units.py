@@ -20,6 +20,7 @@ from safeuninstall.environment.installed import InstalledDistribution, Source, r
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
 from safeuninstall.judgement.impact import Dependency, dependents_of
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.plan import (
     Installed,
     build_stash_index,
@@ -704,7 +705,7 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
 
     monkeypatch.setattr(tempfile, "TemporaryDirectory", no_room)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", "/v/l", "/v/l", "/v/bin", {})
-    probe = Probe(kind="python", code="pass", origin="--probe")
+    probe = Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe")
     result = run_probe(probe, interpreter, settings=RunSettings(timeout=5.0, env={}))
     assert not result.passed
     assert "cannot create its working folder: No space left on device" in result.output
@@ -726,7 +727,7 @@ def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: objec
     from safeuninstall.judgement.probe import Probe, ProbeSettings
     from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
 
-    settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
+    settings = ProbeSettings(probes=(Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),))
     (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
     assert BaselineCache(tmp_path).get(settings, "env") is None
 

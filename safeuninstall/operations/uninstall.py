@@ -48,6 +48,7 @@ from safeuninstall.judgement.derived import (
     to_the_end,
 )
 from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
 from safeuninstall.judgement.needs import (
     Cleanup,
@@ -455,7 +456,7 @@ class _Removal:
         self.begun = baseline.begin(
             self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
         )
-        if any(p.kind == "derived" for p in self.settings.probes):
+        if any(p.kind is ProbeKind.DERIVED for p in self.settings.probes):
             DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
     def stop_baseline(self) -> None:
@@ -694,7 +695,7 @@ class _Attempt:
         self.drift = tuple(drifted)
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
         passed = all(r.passed for r in after)
-        if any(r.probe.kind == "python" and r.libraries is None for r in after):
+        if any(r.probe.kind is ProbeKind.PYTHON and r.libraries is None for r in after):
             messages.append(
                 "which libraries the probe loaded is unknown here (no /proc/self/maps): "
                 "drift detection is off, only the probe's exit code counts"
