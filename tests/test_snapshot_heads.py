@@ -109,3 +109,19 @@ def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
     assert [s["outcome"] for s in listed] == ["pending", "taken"]
     same = ("id", "created", "command", "operation", "removed", "packages", "error")
     assert [[s[k] for k in same] for s in listed] == [[s[k] for k in same] for s in expected]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("note", "said"),
+    [(b"restored", "'restored'"), (b"rollback-to-7", "'rollback-to-7'"), (b"\xff", "'\ufffd'")],
+)
+def test_an_outcome_note_this_tool_never_writes_makes_its_snapshot_unreadable(
+    venv: Venv, note: bytes, said: str
+) -> None:
+    """A plain rollback reads from the note whether a change was undone and where a rollback
+    returned: one that says nothing this tool writes is refused, named, not read as another."""
+    (_folder(venv, "0002") / "outcome").write_bytes(note)
+    first, second = _listing(venv)
+    assert first["outcome"] == "unreadable"  # type: ignore[index]
+    assert f"outcome: unknown outcome {said}" in first["error"]  # type: ignore[index]
+    assert second["outcome"] == "taken"  # type: ignore[index]

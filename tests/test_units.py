@@ -20,6 +20,7 @@ from safeuninstall.environment.installed import InstalledDistribution, Source, r
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
 from safeuninstall.judgement.impact import Dependency, dependents_of
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.plan import (
     Installed,
     build_stash_index,
@@ -451,6 +452,10 @@ def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-
         (lambda d: d["packages"][1].pop("requested"), "packages[1].requested: missing"),
         (lambda d: d["packages"][0].pop("source"), "packages[0].source: missing"),
         (lambda d: d.pop("outcome"), "outcome: missing"),
+        (
+            lambda d: d.update(outcome="restored"),
+            "outcome: unknown outcome 'restored': not one this tool writes",
+        ),
         (lambda d: d.pop("removed"), "removed: missing"),
         # the format first, whatever else the file holds
         (lambda d: d.pop("format"), "format: missing"),
@@ -700,7 +705,7 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
 
     monkeypatch.setattr(tempfile, "TemporaryDirectory", no_room)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", "/v/l", "/v/l", "/v/bin", {})
-    probe = Probe(kind="python", code="pass", origin="--probe")
+    probe = Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe")
     result = run_probe(probe, interpreter, settings=RunSettings(timeout=5.0, env={}))
     assert not result.passed
     assert "cannot create its working folder: No space left on device" in result.output
@@ -722,7 +727,7 @@ def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: objec
     from safeuninstall.judgement.probe import Probe, ProbeSettings
     from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
 
-    settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
+    settings = ProbeSettings(probes=(Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),))
     (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
     assert BaselineCache(tmp_path).get(settings, "env") is None
 
@@ -1010,6 +1015,16 @@ REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
             "0001",
             ["0002"],
             id="restored-removal-passed-over",
+        ),
+        pytest.param(  # the same when the probe still failed after the restore
+            [
+                _state("0002", REQ + IDNA, "uninstall", "restored-probe-fails", removed=("i",)),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + IDNA + "z",  # and z installed since, outside the tool
+            "0001",
+            ["0002"],
+            id="restored-removal-whose-probe-still-fails-passed-over",
         ),
         pytest.param(  # a rollback undone by its failing probe changed nothing
             [

@@ -45,10 +45,6 @@ if TYPE_CHECKING:
     from safeuninstall.transaction.retention import Kept
 
 ResultT = TypeVar("ResultT", bound="Result")
-# Outcomes after which there is nothing new for the retention policy to weigh.
-_CHANGED_NOTHING = frozenset(
-    {"dry-run", "nothing-to-do", "already-matches", "nothing-to-recover", "nothing-to-roll-back"}
-)
 
 _WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
 
@@ -426,7 +422,7 @@ class Common:
         lock, a full disk or an interrupt only skips the policy, and says so."""
         if result.snapshot is None or result.exit_code not in (0, 3, 5):
             return result
-        if result.outcome.value in _CHANGED_NOTHING:
+        if result.outcome.changed_nothing:  # nothing new for the retention policy to weigh
             return result
         kept, note = self.retain()
         if note:

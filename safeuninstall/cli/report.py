@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from safeuninstall.environment.sizes import size_text
+from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 
 if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
     from safeuninstall.config import Settings
@@ -67,7 +68,7 @@ def _probe_lines(
             lines.append(f"  -- {summary}")
         else:
             lines.append(f"{title}: {r.probe.label} -- {summary}")
-        if r.probe.kind == "derived":
+        if r.probe.kind is ProbeKind.DERIVED:
             lines += _candidate_results(r, verbose=verbose, every=every, paint=paint)
             if not verbose:
                 continue
@@ -108,7 +109,7 @@ def derived_block(probe: Probe) -> list[str]:
     lines = [f"derived probe, {count} candidate{'s' if count != 1 else ''}, each tried on its own:"]
     width = min(48, max(len(c.label) for c in probe.candidates))
     for c in probe.candidates:
-        if c.kind == "code":
+        if c.kind is CandidateKind.CODE:
             lines.append(f"    # {c.distribution}: {c.why}")
             lines += ["    " + line for line in c.target.splitlines()]
             continue
@@ -118,7 +119,7 @@ def derived_block(probe: Probe) -> list[str]:
 
 def _whose(candidate: Candidate) -> str:
     """Whose a candidate is, and why it is one (a code candidate's label says why)."""
-    if candidate.kind == "code" or not candidate.why:
+    if candidate.kind is CandidateKind.CODE or not candidate.why:
         return candidate.distribution
     return f"{candidate.distribution}: {candidate.why}"
 
@@ -163,7 +164,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         lines += impact_lines(details.impact, verbose=verbose)
     lines += [f"probe: {note}" for note in runs.notes]
     for probe in runs.planned if result.command != "probe" or not runs.after else ():
-        if probe.kind == "derived":  # the probe command lists them with their results
+        if probe.kind is ProbeKind.DERIVED:  # the probe command lists them with their results
             lines += derived_block(probe)
     lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
     after = "probe" if result.command == "probe" else "probe after the change"

@@ -322,27 +322,21 @@ class SnapshotChoice(Struct, frozen=True):
         }
 
 
-_RETURNED = re.compile(r"(?:rollback|recover)-to-([0-9]{4,9})")
 RETURNING = ("rollback", "recover")  # operations that return to a snapshot
 
 
 def returned_to(snap: Snapshot) -> str | None:
     """The snapshot a rollback or recover returned to: recorded in the snapshot, else (one taken
-    before the field existed) read from its outcome ``rollback-to-0007``."""
+    before the field existed) in its outcome note ``rollback-to-0007``."""
     if snap.operation not in RETURNING:
         return None
-    if snap.returns_to:
-        return snap.returns_to
-    found = _RETURNED.fullmatch(snap.outcome)
-    return found[1] if found else None
+    return snap.returns_to or snap.note.returned_to
 
 
 def undone(snap: Snapshot) -> bool:
     """The operation's change was put back: by itself (``probe-failed-restored``,
     ``rollback-probe-failed-restored``...) or by a recover that returned to it."""
-    return snap.outcome.endswith(("-restored", "-restored-except-aside")) or (
-        snap.outcome == "recovered"
-    )
+    return snap.note.undone
 
 
 def _change_of(snap: Snapshot) -> str:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import Struct, field
 
+from safeuninstall.judgement.kinds import ProbeKind
+
 if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
     from safeuninstall.base.outcome import (
         Outcome,  # its 65 members are 5 M instructions: not for a listing
@@ -43,7 +45,7 @@ class ProbeRuns(Struct, frozen=True):
         """The derived probe's run after the change (the ``probe`` command's run), if that is
         what ran."""
         runs = self.after
-        return runs[0] if len(runs) == 1 and runs[0].probe.kind == "derived" else None
+        return runs[0] if len(runs) == 1 and runs[0].probe.kind is ProbeKind.DERIVED else None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -140,7 +142,7 @@ class Result(Struct, frozen=True, kw_only=True):
         restore, verification = self.restore, self.verification
         return {
             "command": self.command,
-            "outcome": self.outcome.value,
+            "outcome": self.outcome.id,
             "exit_code": self.exit_code,
             "python": self.python,
             "snapshot": self.snapshot,

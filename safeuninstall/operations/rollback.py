@@ -27,7 +27,7 @@ from safeuninstall.base.errors import (
     SnapshotInvalid,
     SnapshotNotFound,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
@@ -250,7 +250,8 @@ class _Rollback:
         self.now = now
         self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
-        self.command = "recover" if recovering else "rollback"
+        self.operation = Operation.RECOVER if recovering else Operation.ROLLBACK
+        self.command = self.operation.value
         self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
         self.begun: Begun | None = None
@@ -511,8 +512,8 @@ class _Rollback:
         returns to the state before the operation (for a recover: finishes it)."""
         if restored.verification is not None:
             return None
-        outcome = Outcome.named(f"{self.command}-incomplete")
-        txn.finish(outcome.value, keep_journal=True)
+        outcome = Outcome.ended(self.operation, Cause.ERROR, Ending.INCOMPLETE)
+        txn.finish(outcome, keep_journal=True)
         self.messages.append(
             f"the restore stopped on an unexpected error ({restored.error}): the "
             "environment is only partly restored"
@@ -523,16 +524,17 @@ class _Rollback:
         """The environment does not match ``wanted`` (a reinstall failed, a stash changed): a
         rollback is undone; a recover keeps its journal, and is run again."""
         if self.recovering is None:
-            return self._undo(txn, "failed", restored)
-        txn.finish("recover-incomplete", keep_journal=True)
+            return self._undo(txn, Cause.FAILED, restored)
+        # Its note is the recover's that stopped on an error: both are run again as they are.
+        txn.finish(Outcome.RECOVER_INCOMPLETE, keep_journal=True)
         return self._result(
-            Outcome.INCOMPLETE, restored=restored, next_command=self.ctx.suggest("recover")
+            Outcome.RECOVER_FELL_SHORT, restored=restored, next_command=self.ctx.suggest("recover")
         )
 
     def _finish(self, txn: Transaction) -> None:
-        txn.finish(f"{self.command}-to-{self.wanted.id}")
+        txn.finish(Returned(self.operation, self.wanted.id))
         if self.recovering is not None:
-            self.ctx.store.set_outcome(self.wanted.id, "recovered")
+            self.ctx.store.set_outcome(self.wanted.id, Mark.RECOVERED)
 
     def _judge(self, txn: Transaction) -> RollbackResult:
         """The environment matches ``wanted``: the probe after it, against the baseline. A
@@ -573,7 +575,7 @@ class _Rollback:
                 + ", ".join(regressed)
             )
             with txn.interrupts_deferred():
-                return self._undo(txn, "probe-failed", self.base.restored)
+                return self._undo(txn, Cause.PROBE_FAILED, self.base.restored)
         self._finish(txn)
         if all(r.passed for r in after):
             return self._result(Outcome.ROLLED_BACK)
@@ -590,8 +592,8 @@ class _Rollback:
         changes = census_changes(restored.left, census(self.ctx.interpreter))
         if not changes:
             return None
-        outcome = Outcome.named(f"{self.command}-concurrent-kept")
-        txn.finish(outcome.value)
+        outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
+        txn.finish(outcome)
         self.messages += [
             f"another process changed the environment during the {self.command}'s probe "
             f"({'; '.join(changes)}): the probe judged another environment",
@@ -605,7 +607,7 @@ class _Rollback:
             next_command=self.ctx.suggest("rollback", self.wanted.id),
         )
 
-    def _undo(self, txn: Transaction, reason: str, forward: Restored | None) -> RollbackResult:
+    def _undo(self, txn: Transaction, cause: Cause, forward: Restored | None) -> RollbackResult:
         """Put the environment back as it was before the rollback (its own snapshot), in one
         batch, and verify it: what the rollback brought that the snapshot lacks goes, what it
         removed comes back from the stash it took."""
@@ -624,10 +626,16 @@ class _Rollback:
         if failed is not None:
             self.messages.append(failed)
         aside = self._kept_aside_by(before) if undone.ok else []
-        ended = "incomplete" if not undone.ok else "restored-except-aside" if aside else "restored"
-        outcome = Outcome.named(f"{self.command}-{reason}-{ended}")
+        ended = (
+            Ending.INCOMPLETE
+            if not undone.ok
+            else Ending.RESTORED_EXCEPT_ASIDE
+            if aside
+            else Ending.RESTORED
+        )
+        outcome = Outcome.ended(self.operation, cause, ended)
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
-        txn.finish(outcome.value, keep_journal=not undone.ok)
+        txn.finish(outcome, keep_journal=not undone.ok)
         if undone.ok:
             self.messages.append(
                 f"the environment is back as snapshot {before.id} records the state before the "
@@ -679,13 +687,12 @@ class _Rollback:
                 f"{self.ctx.suggest('rollback', self.wanted.id)} tries it again",
             ]
             outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
-        txn.finish(outcome.value)
+        txn.finish(outcome)
         return self._result(outcome, restored=forward, next_command=next_command)
 
     def _probe_after(self, txn: Transaction) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
         ctx, settings = self.ctx, self.settings
-        done = "recovered" if self.recovering else "rolled-back"
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
         except KeyboardInterrupt:
@@ -697,14 +704,21 @@ class _Rollback:
                 "the probe after it was interrupted: the environment matches the snapshot, "
                 "but nothing proved it works; run `safe-uninstall probe`"
             )
-            return self._result(Outcome.named(f"{done}-probe-interrupted"))
+            return self._result(
+                Outcome.RECOVERED_PROBE_INTERRUPTED
+                if self.recovering
+                else Outcome.ROLLED_BACK_PROBE_INTERRUPTED
+            )
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         self.base = msgspec.structs.replace(self.base, probes=runs)
         concurrent = self._changed_by_others(txn)
         if concurrent is not None:
             return concurrent
-        passed = all(r.passed for r in final)
-        return self._result(Outcome.named(done if passed else f"{done}-probe-fails"))
+        if all(r.passed for r in final):
+            return self._result(Outcome.RECOVERED if self.recovering else Outcome.ROLLED_BACK)
+        return self._result(
+            Outcome.RECOVERED_PROBE_FAILS if self.recovering else Outcome.ROLLED_BACK_PROBE_FAILS
+        )
 
 
 def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:

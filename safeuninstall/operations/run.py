@@ -34,7 +34,7 @@ from safeuninstall.base.errors import (
     InvalidInput,
     NotRestorable,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -262,21 +262,22 @@ class _Attempt:
         try:
             passed_on = self._command()
             now = self._compare()
-            reason = self._judge(passed_on, now)
-            if reason is None:
-                self.txn.finish(Outcome.RAN.value)
+            judged = self._judge(passed_on, now)
+            if judged is None:
+                self.txn.finish(Outcome.RAN)
                 return self._result(Outcome.RAN)
-            if isinstance(reason, Outcome):
-                return self._kept(reason)
+            if isinstance(judged, Outcome):
+                return self._kept(judged)
+            cause = judged
         except CommandNotStarted:
             raise  # nothing ran: the snapshot is given up with the transaction
         except KeyboardInterrupt:
             messages.append("interrupted: undoing the command's change")
-            reason = "interrupted"
+            cause = Cause.INTERRUPTED
         except Exception as err:  # whatever broke, what the command changed is undone first
             messages.append(f"unexpected error after the command started: {err!r}")
-            reason = "error"
-        return self._restore(reason)
+            cause = Cause.ERROR
+        return self._restore(cause)
 
     def _command(self) -> list[int]:
         """Run the command; the signals passed on to it."""
@@ -328,10 +329,10 @@ class _Attempt:
 
     def _judge(
         self, passed_on: Sequence[int], now: dict[str, InstalledDistribution]
-    ) -> str | Outcome | None:
+    ) -> Cause | Outcome | None:
         """None when the change stands; an outcome when it ends here without a restore (a
-        failure kept on request, a failed command that changed nothing); else the reason to
-        restore: ``interrupted``, ``command-failed``, ``unmet`` or ``probe-failed``."""
+        failure kept on request, a failed command that changed nothing); else the cause to
+        restore for: interrupted, command failed, unmet or probe failed."""
         guard, messages = self.guard, self.guard.messages
         options = guard.options
         assert self.change is not None
@@ -339,7 +340,7 @@ class _Attempt:
         if passed_on:
             names = ", ".join(signal.Signals(s).name for s in passed_on)
             messages.append(f"interrupted ({names}, passed on to the command)")
-            return "interrupted"
+            return Cause.INTERRUPTED
         gone = [n for n in self.change.missing if n in guard.runs_on]
         if gone and "safe-uninstall" not in self.change.missing:
             messages.append(
@@ -347,21 +348,23 @@ class _Attempt:
                 "without it the tool cannot start, so nothing could undo the change later; "
                 "undone, whatever --keep-on-failure or --allow-unmet say"
             )
-            return "unmet"
+            return Cause.UNMET
         if self.status != 0:
             messages.append(f"the command {_exit_text(self.status)}")
             if not changed:
-                self.txn.finish(Outcome.RUN_COMMAND_FAILED_UNCHANGED.value)
+                self.txn.finish(Outcome.RUN_COMMAND_FAILED_UNCHANGED)
                 return Outcome.RUN_COMMAND_FAILED_UNCHANGED
-            return Outcome.RUN_COMMAND_FAILED_KEPT if options.keep_on_failure else "command-failed"
+            return (
+                Outcome.RUN_COMMAND_FAILED_KEPT if options.keep_on_failure else Cause.COMMAND_FAILED
+            )
         if not changed:
-            self.txn.finish(Outcome.RAN_NO_CHANGE.value)
+            self.txn.finish(Outcome.RAN_NO_CHANGE)
             return Outcome.RAN_NO_CHANGE
         self.unmet = unmet_after_change(guard.installed, now, self.ctx.interpreter.markers)
         if self.unmet:
             messages += [f"unmet after the command: {u.describe()}" for u in self.unmet]
             if not options.allow_unmet:
-                return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else "unmet"
+                return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
         passed = self._probe(now)
         others = census_change(self.seen, census(self.ctx.interpreter))
@@ -376,7 +379,7 @@ class _Attempt:
             ]
             return Outcome.RUN_CONCURRENT_KEPT
         if not passed:
-            return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else "probe-failed"
+            return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else Cause.PROBE_FAILED
         return None
 
     def _probe(self, now: dict[str, InstalledDistribution]) -> bool:
@@ -435,10 +438,10 @@ class _Attempt:
     def _kept(self, outcome: Outcome) -> RunResult:
         if outcome in (Outcome.RAN_NO_CHANGE, Outcome.RUN_COMMAND_FAILED_UNCHANGED):
             return self._result(outcome)
-        self.txn.finish(outcome.value)
+        self.txn.finish(outcome)
         return self._result(outcome, next_command=self.ctx.suggest("rollback", self.snap.id))
 
-    def _restore(self, reason: str) -> RunResult:
+    def _restore(self, cause: Cause) -> RunResult:
         """Put the environment back as the snapshot has it, in one batch, and prove it."""
         txn, messages = self.txn, self.guard.messages
         with txn.interrupts_deferred():
@@ -456,10 +459,12 @@ class _Attempt:
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(_stopped(restored))
             aside = self._second_folders_gone() if restored.ok else []
-            ended = "restored-except-aside" if aside else "restored"  # the reason kept
-            outcome = Outcome.named(f"run-{reason}-{ended if restored.ok else 'incomplete'}")
+            ended = Ending.RESTORED_EXCEPT_ASIDE if aside else Ending.RESTORED
+            outcome = Outcome.ended(
+                Operation.RUN, cause, ended if restored.ok else Ending.INCOMPLETE
+            )
             # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome.value, keep_journal=not restored.ok)
+            txn.finish(outcome, keep_journal=not restored.ok)
         if restored.ok:
             messages.append(
                 f"the environment is back as snapshot {self.snap.id} has it "
@@ -517,7 +522,7 @@ class _Attempt:
             "listed above)",
         ]
         # The environment is in a known state, the command's: no journal for ``recover``.
-        self.txn.finish(Outcome.RUN_NOT_UNDONE.value)
+        self.txn.finish(Outcome.RUN_NOT_UNDONE)
         return self._result(
             Outcome.RUN_NOT_UNDONE,
             next_command=None if gone else ctx.suggest("rollback", self.snap.id),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
+from safeuninstall.base.outcome import Mark
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.operations.results import (
     PruneResult,
@@ -41,8 +42,8 @@ def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
             shared=owned_files(ctx, installed).shared_paths() if stash else (),
         )
         snap = take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
-        ctx.store.set_outcome(snap.id, "taken")
-        return snap.with_outcome("taken")
+        ctx.store.set_outcome(snap.id, Mark.TAKEN)
+        return snap.with_outcome(Mark.TAKEN)
 
 
 def list_snapshots(ctx: Context) -> SnapshotList:

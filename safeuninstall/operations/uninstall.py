@@ -27,7 +27,7 @@ from safeuninstall.base.errors import (
     InvalidInput,
     NotRestorable,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
@@ -48,6 +48,7 @@ from safeuninstall.judgement.derived import (
     to_the_end,
 )
 from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
 from safeuninstall.judgement.needs import (
     Cleanup,
@@ -455,7 +456,7 @@ class _Removal:
         self.begun = baseline.begin(
             self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
         )
-        if any(p.kind == "derived" for p in self.settings.probes):
+        if any(p.kind is ProbeKind.DERIVED for p in self.settings.probes):
             DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
     def stop_baseline(self) -> None:
@@ -611,24 +612,24 @@ class _Attempt:
                 changed = None if failed else self._changed_by_others(now)
             if failed is not None:
                 messages.append(failed)
-                reason = "uninstall-failed"
+                cause = Cause.FAILED
             elif changed is not None:
                 messages.append(changed)
-                reason = "concurrent"
+                cause = Cause.CONCURRENT
             else:
                 judged = self._judge()
                 if judged is None:
                     return self._result(Outcome.REMOVED)
-                if judged == "kept":
+                if isinstance(judged, Outcome):
                     return self._kept()
-                reason = judged
+                cause = judged
         except KeyboardInterrupt:
             messages.append("interrupted: restoring what was removed")
-            reason = "interrupted"
+            cause = Cause.INTERRUPTED
         except Exception as err:  # whatever broke, what was removed comes back first
             messages.append(f"unexpected error after the uninstall started: {err!r}")
-            reason = "error"
-        return self._restore(reason)
+            cause = Cause.ERROR
+        return self._restore(cause)
 
     def _result(
         self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
@@ -671,9 +672,9 @@ class _Attempt:
             return None
         return f"another process changed the environment during the removal ({change})"
 
-    def _judge(self) -> str | None:
-        """None when the removal stands; ``kept`` when it failed and stays on request; else
-        the reason to restore: ``hollow``, ``probe-failed`` or ``drift``."""
+    def _judge(self) -> Cause | Outcome | None:
+        """None when the removal stands; probe-failed-kept when it failed and stays on
+        request; else the cause to restore for: hollow, probe failed or drift."""
         removal, messages = self.removal, self.removal.messages
         assert removal.analysis is not None
         self.txn.probing()
@@ -684,17 +685,17 @@ class _Attempt:
                 + ", ".join(hollow)
                 + " (shared paths): they are installed but hollow"
             )
-            return "hollow"
+            return Cause.HOLLOW
         after, env_print = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
             messages.append(changed + "; the probe judged another environment")
-            return "concurrent"
+            return Cause.CONCURRENT
         drifted = removal.analysis.drift(self.runs.baseline, after)
         self.drift = tuple(drifted)
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
         passed = all(r.passed for r in after)
-        if any(r.probe.kind == "python" and r.libraries is None for r in after):
+        if any(r.probe.kind is ProbeKind.PYTHON and r.libraries is None for r in after):
             messages.append(
                 "which libraries the probe loaded is unknown here (no /proc/self/maps): "
                 "drift detection is off, only the probe's exit code counts"
@@ -710,11 +711,11 @@ class _Attempt:
             removal.cache.put(removal.after, env_print, self.ran)
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
-            self.txn.finish(Outcome.REMOVED.value)
+            self.txn.finish(Outcome.REMOVED)
             return None
         if removal.options.keep_on_failure:
-            return "kept"
-        return "probe-failed" if not passed else "drift"
+            return Outcome.PROBE_FAILED_KEPT
+        return Cause.PROBE_FAILED if not passed else Cause.DRIFT
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
@@ -743,12 +744,12 @@ class _Attempt:
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
     def _kept(self) -> RemovalResult:
-        self.txn.finish(Outcome.PROBE_FAILED_KEPT.value)
+        self.txn.finish(Outcome.PROBE_FAILED_KEPT)
         return self._result(
             Outcome.PROBE_FAILED_KEPT, next_command=self.ctx.suggest("rollback", self.snap.id)
         )
 
-    def _restore(self, reason: str) -> RemovalResult:
+    def _restore(self, cause: Cause) -> RemovalResult:
         """Bring back everything the removal took in one batch, verify, probe again."""
         txn, snap, removal = self.txn, self.snap, self.removal
         assert removal.analysis is not None
@@ -759,11 +760,12 @@ class _Attempt:
             )
             next_command: str | None = self._recover()
             if restored.verification is None:  # an error of ours stopped it half way
-                outcome = Outcome.after_restore(reason, False)
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
                 removal.messages.append(_stopped(restored))
             else:
                 self.runs = self._probe_after_restore(restored)
-                outcome = Outcome.after_restore(reason, restored.ok)
+                ended = Ending.RESTORED if restored.ok else Ending.INCOMPLETE
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, ended)
                 next_command = None if restored.ok else next_command
                 if restored.ok and not all(r.passed for r in self.runs.after_restore):
                     # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
@@ -773,7 +775,7 @@ class _Attempt:
                         "the restore: it does not judge this environment reliably"
                     )
             # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome.value, keep_journal=not restored.ok)
+            txn.finish(outcome, keep_journal=not restored.ok)
         if txn.interrupted:
             removal.messages.append("an interrupt arrived during the restore; it finished first")
         return self._result(outcome, restored=restored, next_command=next_command)
@@ -824,11 +826,11 @@ def _stopped(restored: Restored) -> str:
 
 class _Stop(Exception):
     """The search can't go on (the installer failed, another process changed the environment,
-    a partial restore was not verified): everything is restored, for ``reason``."""
+    a partial restore was not verified): everything is restored, for ``cause``."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, cause: Cause, message: str) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.cause = cause
         self.message = message
 
 
@@ -993,7 +995,7 @@ class _Bisecting(_Attempt):
             self.tried = tuple(n for n in self.snap.removed if n not in loaded)
             if not self.tried:
                 messages.append("nothing to try: every candidate is needed")
-                self.txn.finish(Outcome.NOTHING_TO_DO.value)
+                self.txn.finish(Outcome.NOTHING_TO_DO)
                 return self._result(Outcome.NOTHING_TO_DO)
             assert self.removal.analysis is not None
             self.sharing = together(self.tried, self.removal.analysis.owned)
@@ -1021,25 +1023,25 @@ class _Bisecting(_Attempt):
                     "the probe failed on the final state the search found (the candidates' "
                     "needs are not independent, or the probe is not reliable): restoring all"
                 )
-                return self._restore("probe-failed")
+                return self._restore(Cause.PROBE_FAILED)
             if not final:
                 messages.append("every candidate tried is needed: restoring them all")
-                return self._restore("needed")
+                return self._restore(Cause.NEEDED)
             assert self.state == final  # the search's last run probed it (see _passes)
             stayed = [name for name in self.snap.removed if name in final]
             if len(stayed) < len(self.snap.removed):  # the history names what stayed removed
                 self.ctx.store.set_removed(self.snap.id, stayed)
-            self.txn.finish(self._outcome().value)
+            self.txn.finish(self._outcome())
             return self._result(self._outcome())
         except _Stop as stop:
             messages.append(stop.message)
-            return self._restore(stop.reason)
+            return self._restore(stop.cause)
         except KeyboardInterrupt:
             messages.append("interrupted during the search: restoring what was removed")
-            return self._restore("interrupted")
+            return self._restore(Cause.INTERRUPTED)
         except Exception as err:  # whatever broke, what was removed comes back first
             messages.append(f"unexpected error during the search: {err!r}")
-            return self._restore("error")
+            return self._restore(Cause.ERROR)
 
     def _outcome(self) -> Outcome:
         cleanup = self.removal.cleanup
@@ -1106,7 +1108,7 @@ class _Bisecting(_Attempt):
         after, _ = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
-            raise _Stop("concurrent", changed + "; the probe judged another environment")
+            raise _Stop(Cause.CONCURRENT, changed + "; the probe judged another environment")
         assert self.removal.analysis is not None
         drifted = self.removal.analysis.drift(self.runs.baseline, after)
         passed = all(r.passed for r in after) and not (
@@ -1143,7 +1145,7 @@ class _Bisecting(_Attempt):
                     else restored.error
                 )
                 raise _Stop(
-                    "error", f"bringing back {', '.join(back)} was not verified: {problems}"
+                    Cause.ERROR, f"bringing back {', '.join(back)} was not verified: {problems}"
                 )
             self.state = self.state - set(back)
             if self.txn.interrupted:
@@ -1157,4 +1159,4 @@ class _Bisecting(_Attempt):
             if failed is None:
                 failed = self._still_installed(census(self.ctx.interpreter), more)
             if failed is not None:
-                raise _Stop("uninstall-failed", failed)
+                raise _Stop(Cause.FAILED, failed)

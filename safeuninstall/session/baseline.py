@@ -32,6 +32,7 @@ from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.environment.installed import distributions_named, required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import (
     CandidateResult,
     Probe,
@@ -158,7 +159,7 @@ class BaselineCache:
 
 
 def _cacheable(result: ProbeResult) -> bool:
-    if result.probe.kind != "derived":
+    if result.probe.kind is not ProbeKind.DERIVED:
         return result.passed
     return bool(result.candidates) and all(
         c.status in ("passed", "failed") for c in result.candidates

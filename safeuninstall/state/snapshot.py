@@ -26,6 +26,7 @@ from packaging.utils import InvalidName, canonicalize_name
 from safeuninstall.base import tomlfile
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.installed import Source
 from safeuninstall.environment.legacy import DIST_INFO, EASY_INSTALL_PTH, LAYOUTS, MAX_PTH_LINE
 from safeuninstall.environment.names import unsafe_name, unsafe_version
@@ -121,7 +122,7 @@ class Snapshot(Struct, frozen=True):
     # A rollback's or a recover's: the snapshot it returns to (a plain rollback reads it to
     # tell which changes are still in effect). Empty for any other operation.
     returns_to: str = ""
-    outcome: str = "pending"
+    outcome: str = "pending"  # a Note's id: ``note`` reads it
     format: int = FORMAT_VERSION
 
     def package(self, name: str) -> PackageEntry | None:
@@ -130,8 +131,13 @@ class Snapshot(Struct, frozen=True):
                 return entry
         return None
 
-    def with_outcome(self, outcome: str) -> Snapshot:
-        return msgspec.structs.replace(self, outcome=outcome)
+    @property
+    def note(self) -> Note:
+        """How its operation ended (checked when the snapshot is read)."""
+        return parse_note(self.outcome)
+
+    def with_outcome(self, note: Note) -> Snapshot:
+        return msgspec.structs.replace(self, outcome=note.id)
 
     def with_removed(self, removed: tuple[str, ...]) -> Snapshot:
         return msgspec.structs.replace(self, removed=removed)
@@ -246,6 +252,10 @@ def _check(snapshot: Snapshot) -> None:
     for index, name in enumerate(snapshot.removed):
         # What the tool removes was named on its command line: a PEP 508 name.
         _check_requested(f"removed[{index}]", name)
+    try:
+        parse_note(snapshot.outcome)
+    except ValueError as err:
+        raise _KeyError("outcome", str(err)) from None
     if snapshot.returns_to and not FORMED_ID.fullmatch(snapshot.returns_to):
         raise _KeyError("returns_to", f"{snapshot.returns_to!r} is not a snapshot id")
     for index, entry in enumerate(snapshot.packages):

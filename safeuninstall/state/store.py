@@ -39,6 +39,7 @@ from msgspec import Struct
 from safeuninstall.base import bounded, trust
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SnapshotInvalid, SnapshotNotFound, StateDirError
+from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.state import locks, stashindex
 from safeuninstall.state import snapshot as snapshot_file
@@ -288,8 +289,8 @@ class Store(Struct, frozen=True):
     def load(self, snapshot_id: str, *, keep_twin: bool = False) -> Snapshot:
         """The snapshot; ``keep_twin``: write its JSON twin when it had none that holds."""
         loaded = self._load_file(snapshot_id, keep_twin=keep_twin)
-        outcome = self._read_outcome(snapshot_id)
-        loaded = loaded.with_outcome(outcome) if outcome else loaded
+        note = self._read_outcome(snapshot_id)
+        loaded = loaded.with_outcome(note) if note is not None else loaded
         removed = self._read_removed(snapshot_id, loaded.removed)
         return loaded if removed is None else loaded.with_removed(removed)
 
@@ -380,17 +381,17 @@ class Store(Struct, frozen=True):
         if stored is None or stored.key != key or stored.id != snapshot_id:
             snap = self._load_file(snapshot_id)
             stored = self._save_head(snap) or SnapshotHead.of(snap, key)
-        outcome = self._read_outcome(snapshot_id)
-        stored = msgspec.structs.replace(stored, outcome=outcome) if outcome else stored
+        note = self._read_outcome(snapshot_id)
+        stored = msgspec.structs.replace(stored, outcome=note.id) if note is not None else stored
         removed = self._read_removed(snapshot_id, stored.removed)
         return stored if removed is None else msgspec.structs.replace(stored, removed=removed)
 
-    def set_outcome(self, snapshot_id: str, outcome: str) -> None:
+    def set_outcome(self, snapshot_id: str, note: Note) -> None:
         """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
         snapshot file itself is never rewritten, so a crash here can't damage it)."""
         with contextlib.suppress(OSError):  # a full disk must not turn a result into an error
             write_atomically(
-                self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False
+                self.folder(snapshot_id) / OUTCOME_FILE, note.id.encode(), durable=False
             )
 
     def set_removed(self, snapshot_id: str, names: Sequence[str]) -> None:
@@ -412,13 +413,18 @@ class Store(Struct, frozen=True):
             return None
         return tuple(name for name in planned if name in names)
 
-    def _read_outcome(self, snapshot_id: str) -> str | None:
+    def _read_outcome(self, snapshot_id: str) -> Note | None:
+        """The outcome note (set_outcome), None while there is none; SnapshotInvalid when it
+        says what this tool never writes: whether its change was undone cannot be told."""
+        path = self._file(snapshot_id, OUTCOME_FILE)
         try:
-            data = bounded.read_bytes(self._file(snapshot_id, OUTCOME_FILE), _MAX_HEAD_BYTES)
-            text = data.decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            data = bounded.read_bytes(path, _MAX_HEAD_BYTES)
+        except OSError:
             return None
-        return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None
+        try:
+            return parse_note(data.decode("utf-8", "replace").strip())
+        except ValueError as err:
+            raise SnapshotInvalid(f"{path}: {err}") from None
 
     def iter_loadable(
         self, *, keep_twins: bool = False

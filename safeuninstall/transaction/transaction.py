@@ -33,6 +33,7 @@ from msgspec import Struct
 from safeuninstall import __version__
 from safeuninstall.base import interrupts
 from safeuninstall.base.errors import BackendError, NotRestorable, SnapshotInvalid
+from safeuninstall.base.outcome import Outcome, Returned
 from safeuninstall.environment.deletion import Removed, plan_deletion
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -439,9 +440,9 @@ class Transaction:
             self._hasher.wait()  # its record is what the stash is checked against
         return cannot_come_back(self._ctx, wanted, entries, offline=offline, leaving=self.snapshot)
 
-    def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
-        """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must
-        still finish the job."""
+    def finish(self, outcome: Outcome | Returned, *, keep_journal: bool = False) -> None:
+        """Write ``outcome`` as the snapshot's (a rollback that returned to a snapshot: which
+        one); remove the journal unless ``recover`` must still finish the job."""
         assert self.snapshot is not None
         with contextlib.suppress(OSError):
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
