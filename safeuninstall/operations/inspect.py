@@ -129,7 +129,8 @@ def doctor(ctx: Context) -> DoctorReport:
         report.repair_command = ctx.suggest("rollback", repair.snapshot)
         report.repair_also = list(repair.also)
     else:
-        report.repair_command = shell_line(ctx.backend.install_argv(repair.install, offline=False))
+        argv = ctx.backend.install_argv(repair.install, offline=False, reinstall=repair.reinstall)
+        report.repair_command = shell_line(argv)
     return report
 
 
