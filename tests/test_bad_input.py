@@ -515,7 +515,8 @@ def assert_unknown_state(run: Run, venv: Venv) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
     assert str(_journal(venv)) in run.stderr
-    assert "safe-uninstall snapshots" in run.stderr and "safe-uninstall rollback ID" in run.stderr
+    here = f"safe-uninstall --python {venv.python}"
+    assert f"`{here} snapshots`" in run.stderr and f"`{here} rollback ID`" in run.stderr
     assert "the state of the environment is unknown" in run.stderr
     assert "was not changed" not in run.stderr
 
