@@ -142,8 +142,21 @@ def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) 
     for command in commands:
         if one_edit(name, command):
             return f"the command `safe-uninstall {command}`"
+    # The same name with its CUDA suffix dropped, added or changed is closer than an edit
+    # inside the name: nvidia-cusparse-cu13 is nvidia-cusparse, not nvidia-cusparselt-cu13.
+    stem = _CUDA_SUFFIX.sub("", name)
+    same = [n for n in installed if n != name and _CUDA_SUFFIX.sub("", n) == stem]
+    if same:
+        # A suffix changed before one dropped: cupy-cuda11x is cupy-cuda12x rather than cupy.
+        suffixed = bool(_CUDA_SUFFIX.search(name))
+        same.sort(key=lambda n: (bool(_CUDA_SUFFIX.search(n)) != suffixed, n))
+        return f"{same[0]} (installed)"
     close = difflib.get_close_matches(name, list(installed), n=1, cutoff=0.75)
     return f"{close[0]} (installed)" if close else None
+
+
+# The suffix of a CUDA build's wheel name: nvidia-cudnn-cu12, cupy-cuda12x, jax-cuda12-plugin.
+_CUDA_SUFFIX = re.compile(r"-cu(?:da)?1[0-9]x?$")
 
 
 def one_edit(a: str, b: str) -> bool:
