@@ -53,6 +53,13 @@ def plan_removal(
     notes: list[str] = []
     expanded: list[tuple[str, tuple[str, ...]]] = []
     for item in wanted:
+        if item.pattern is not None and item.origin and not _matches_any(item.pattern, installed):
+            # A pattern in a requirements file that matches nothing is nothing to do, as a
+            # name that is not installed is (a cleanup file run where there is nothing to
+            # clean); on the command line it stays an error.
+            absent.setdefault(item.text, None)
+            notes.append(f"{item.origin}: the pattern {item.text!r} matches nothing installed")
+            continue
         if item.pattern is not None:
             matched = expand_pattern(item.text, item.pattern, installed)
             expanded.append((item.text, matched))
@@ -104,6 +111,10 @@ def expand_pattern(text: str, pattern: str, installed: Iterable[str]) -> tuple[s
     if only:
         hint += f"; a pattern never matches {', '.join(only)}: name it to remove it"
     raise InvalidInput(f"the pattern {text!r} matches no installed distribution{hint}")
+
+
+def _matches_any(pattern: str, installed: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(n, pattern) and n not in NEVER_MATCHED for n in installed)
 
 
 def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, str]:
