@@ -137,3 +137,25 @@ def test_the_expansion_is_listed_before_anything_happens(make_venv: MakeVenv) ->
     assert removed.returncode == 0, removed.stderr
     assert "pattern 'LeftPad*' matches: leftpad" in removed.stderr
     assert "leftpad" not in venv.installed()
+
+
+def test_a_pattern_in_a_requirements_file_that_matches_nothing_is_nothing_to_do(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The CI hygiene job: a cleanup file run on a node that never had the cu12 wheels, or a
+    second time after the cleanup, ends as a name that is not installed does: exit 0."""
+    venv = make_venv("nvfoo-cu13", "leftpad")
+    cleanup = tmp_path / "cleanup.txt"
+    cleanup.write_text("nvidia-*-cu12\nleftpad\n")
+
+    first = venv.tool("--no-probe", "-r", str(cleanup))
+    again = venv.tool("--no-probe", "-r", str(cleanup))
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "leftpad" not in venv.installed()
+    assert again.returncode == 0, again.stdout + again.stderr
+    said = f"{cleanup}:1: the pattern 'nvidia-*-cu12' matches nothing installed"
+    assert said in again.stdout + again.stderr
+    assert venv.installed() == {"nvfoo-cu13": "1.0"}
+    # On the command line a pattern stays strict.
+    assert venv.tool("--no-probe", "nvidia-*-cu12").returncode == 1

@@ -224,6 +224,25 @@ def test_typos_get_a_suggestion() -> None:
 
 
 @pytest.mark.parametrize(
+    ("typed", "installed", "meant"),
+    [
+        # the torch stack's own names: a suffix dropped is nearer than an edit inside the name
+        ("nvidia-cusparse-cu13", ["nvidia-cusparse", "nvidia-cusparselt-cu13"], "nvidia-cusparse"),
+        ("nvidia-curand-cu13", ["nvidia-curand", "nvidia-cudnn-cu13"], "nvidia-curand"),
+        ("nvidia-nccl-cu12", ["nvidia-nccl-cu13", "nvidia-nvtx-cu12"], "nvidia-nccl-cu13"),
+        ("nvidia-cudnn", ["nvidia-cudnn-cu13", "nvidia-cufft"], "nvidia-cudnn-cu13"),
+        ("cupy-cuda11x", ["cupy-cuda12x", "cupy"], "cupy-cuda12x"),
+        ("nvidia-cusparselt-cu13", ["nvidia-cusparse-cu13"], "nvidia-cusparse-cu13"),  # an edit
+    ],
+)
+def test_a_cuda_suffix_dropped_or_changed_is_the_nearest(
+    typed: str, installed: list[str], meant: str
+) -> None:
+    plan = plan_removal([Wanted(text=typed, name=typed)], {n: installed_dist(n) for n in installed})
+    assert plan.notes == (f"{typed} is not installed: did you mean {meant} (installed)?",)
+
+
+@pytest.mark.parametrize(
     ("a", "b", "near"),
     [
         ("rollbak", "rollback", True),

@@ -234,6 +234,9 @@ def test_install_command_is_one_pinned_no_deps_call() -> None:
         "a==1",
         "b==2",
     ]
+    # A hollow distribution is installed at that version already: only a reinstall repairs it.
+    reinstalling = backend.install_argv(entries, offline=False, reinstall=True)
+    assert reinstalling[5:] == ["--no-deps", "--reinstall", "a==1", "b==2"]
     assert backend.uninstall_argv(["a", "b"]) == [
         "/bin/uv",
         "pip",

@@ -1163,8 +1163,8 @@ def config_command(common: Common) -> None:
 def export_command(common: Common, snapshot: str | None, fmt: str, output: Path | None) -> None:
     """Write SNAPSHOT's exact set as a requirements file or a pylock.toml.
 
-    SNAPSHOT is an id (default: the latest) or the path of a snapshot.toml. Give the set back
-    in a fresh environment with: uv pip sync FILE.
+    SNAPSHOT is an id, latest (the newest) or the path of a snapshot.toml; without it, what
+    is installed now. Give the set back in a fresh environment with: uv pip sync FILE.
     """
 
     def call() -> ExportResult:
@@ -1184,4 +1184,5 @@ def _export_text(result: ExportResult, output: Output) -> str:
         return ""
     if output.quiet:
         return ""
-    return f"wrote {result.output}: {result.packages} distributions ({result.format})"
+    count = f"{result.packages} distribution{'' if result.packages == 1 else 's'}"
+    return f"wrote {result.output}: {count} ({result.format})"

@@ -138,7 +138,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
             lines.append(f"to finish: {result.next_command}")
         return "\n".join(lines)
     details, runs = result.details(), result.probes
-    lines = [f"environment: {result.python}"]
+    lines = [f"environment: {result.environment or result.python}"]
     if result.snapshot:
         lines.append(f"snapshot: {result.snapshot}")
     if details.choice is not None:

@@ -217,6 +217,12 @@ def _venv_python(venv: Path, *, origin: str) -> Path:
         exe = venv / _BIN / name
         if exe.is_file():
             return exe.absolute()
+    link = venv / _BIN / "python"
+    if link.is_symlink():
+        raise EnvironmentNotFound(
+            f"{origin}: {link} is a link to {os.readlink(link)}, which does not exist: the "
+            "interpreter this environment was made from is gone (recreate the environment)"
+        )
     raise EnvironmentNotFound(f"{origin}: {venv} is not a Python environment (no {_BIN}/python)")
 
 
@@ -244,9 +250,7 @@ def query_interpreter(
     except OSError as err:
         raise EnvironmentNotFound(f"{python}: cannot run it: {err.strerror}") from err
     if not done.ok:
-        raise EnvironmentNotFound(
-            f"{python} is not a working Python interpreter", detail=done.output()
-        )
+        raise _not_an_interpreter(python, environ, done.output())
     try:
         data = json.loads(done.stdout)
         interpreter = Interpreter(**data)
@@ -257,6 +261,36 @@ def query_interpreter(
             payload = {"stamp": stamp, "interpreter": data}
             write_atomically(cache, json.dumps(payload).encode("utf-8"), durable=False)
     return interpreter
+
+
+# Understood by any Python, 2 or 3: which one it is, when the query failed.
+_VERSION_ONLY = "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"
+
+
+def _not_an_interpreter(python: Path, environ: Mapping[str, str], output: str) -> Exception:
+    """Why the query failed, said plainly: a Python 2 (which has no -I and prints its usage),
+    or no Python at all (whose error would quote the whole query script back)."""
+    try:
+        done = process.run(
+            [str(python), "-c", _VERSION_ONLY], timeout=60, env=process.scrubbed(environ)
+        )
+        version = done.stdout.strip() if done.ok else ""
+    except OSError:
+        version = ""
+    if re.fullmatch(r"[0-9]+\.[0-9]+", version):
+        if int(version.split(".")[0]) < 3:
+            return EnvironmentNotFound(
+                f"{python} is Python {version}, which is not supported: uv and safe-uninstall "
+                "work on Python 3 environments"
+            )
+        return EnvironmentNotFound(
+            f"{python} (Python {version}) did not answer the interpreter query",
+            detail=output.replace(_QUERY, "<the interpreter query>"),
+        )
+    # Its output answers a question it did not understand (the query script, quoted back).
+    return EnvironmentNotFound(
+        f"{python} is not a working Python interpreter: it could not run a line of Python"
+    )
 
 
 def _interpreter_cache(python: Path) -> tuple[Path | None, list[object]]:

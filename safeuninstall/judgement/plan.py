@@ -53,6 +53,13 @@ def plan_removal(
     notes: list[str] = []
     expanded: list[tuple[str, tuple[str, ...]]] = []
     for item in wanted:
+        if item.pattern is not None and item.origin and not _matches_any(item.pattern, installed):
+            # A pattern in a requirements file that matches nothing is nothing to do, as a
+            # name that is not installed is (a cleanup file run where there is nothing to
+            # clean); on the command line it stays an error.
+            absent.setdefault(item.text, None)
+            notes.append(f"{item.origin}: the pattern {item.text!r} matches nothing installed")
+            continue
         if item.pattern is not None:
             matched = expand_pattern(item.text, item.pattern, installed)
             expanded.append((item.text, matched))
@@ -106,6 +113,10 @@ def expand_pattern(text: str, pattern: str, installed: Iterable[str]) -> tuple[s
     raise InvalidInput(f"the pattern {text!r} matches no installed distribution{hint}")
 
 
+def _matches_any(pattern: str, installed: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(n, pattern) and n not in NEVER_MATCHED for n in installed)
+
+
 def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, str]:
     """Where each distribution installed from a path or a URL came from (direct_url.json): a
     local path (normalised) or the URL, as an unnamed requirement gives it."""
@@ -142,8 +153,21 @@ def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) 
     for command in commands:
         if one_edit(name, command):
             return f"the command `safe-uninstall {command}`"
+    # The same name with its CUDA suffix dropped, added or changed is closer than an edit
+    # inside the name: nvidia-cusparse-cu13 is nvidia-cusparse, not nvidia-cusparselt-cu13.
+    stem = _CUDA_SUFFIX.sub("", name)
+    same = [n for n in installed if n != name and _CUDA_SUFFIX.sub("", n) == stem]
+    if same:
+        # A suffix changed before one dropped: cupy-cuda11x is cupy-cuda12x rather than cupy.
+        suffixed = bool(_CUDA_SUFFIX.search(name))
+        same.sort(key=lambda n: (bool(_CUDA_SUFFIX.search(n)) != suffixed, n))
+        return f"{same[0]} (installed)"
     close = difflib.get_close_matches(name, list(installed), n=1, cutoff=0.75)
     return f"{close[0]} (installed)" if close else None
+
+
+# The suffix of a CUDA build's wheel name: nvidia-cudnn-cu12, cupy-cuda12x, jax-cuda12-plugin.
+_CUDA_SUFFIX = re.compile(r"-cu(?:da)?1[0-9]x?$")
 
 
 def one_edit(a: str, b: str) -> bool:

@@ -91,7 +91,8 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     if os.path.lexists(ctx.own.journal):
         notes.append(
             "an operation is under way or was interrupted (its journal is there): what this "
-            "audit read may be half-changed; `safe-uninstall recover` finishes an interrupted one"
+            f"audit read may be half-changed; `{ctx.suggest('recover')}` finishes an "
+            "interrupted one"
         )
     return replace(
         report,

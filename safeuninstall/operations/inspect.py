@@ -40,6 +40,7 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
         command="check",
         outcome=Outcome.CHECKED,
         python=str(ctx.python),
+        environment=ctx.where,
         removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
         absent=removal.absent,
         expanded=removal.expanded,
@@ -89,6 +90,7 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
         command="probe",
         outcome=Outcome.PASSED if passed else Outcome.FAILED,
         python=str(ctx.python),
+        environment=ctx.where,
         probes=ProbeRuns(
             notes=(*settings.notes, *dropped_notes(results)),
             disabled=settings.disabled,
@@ -129,7 +131,8 @@ def doctor(ctx: Context) -> DoctorReport:
         report.repair_command = ctx.suggest("rollback", repair.snapshot)
         report.repair_also = list(repair.also)
     else:
-        report.repair_command = shell_line(ctx.backend.install_argv(repair.install, offline=False))
+        argv = ctx.backend.install_argv(repair.install, offline=False, reinstall=repair.reinstall)
+        report.repair_command = shell_line(argv)
     return report
 
 

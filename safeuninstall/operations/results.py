@@ -64,6 +64,9 @@ class Result(Struct, frozen=True, kw_only=True):
     command: str  # "uninstall", "check", "rollback", "recover", "probe"
     outcome: Outcome
     python: str
+    # the environment as a person names it (Context.where): the folder of a --target or
+    # --prefix run, else the interpreter
+    environment: str = ""
     snapshot: str | None = None
     removed: tuple[str, ...] = ()  # name==version
     probes: ProbeRuns = field(default_factory=ProbeRuns)

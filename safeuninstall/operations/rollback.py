@@ -87,10 +87,11 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
                 command="rollback",
                 outcome=Outcome.NOTHING_TO_ROLL_BACK,
                 python=str(ctx.python),
+                environment=ctx.where,
                 choice=choice,
                 messages=(
-                    "`safe-uninstall snapshots` lists the snapshots; "
-                    "`safe-uninstall rollback ID` returns to one of them",
+                    f"`{ctx.suggest('snapshots')}` lists the snapshots; "
+                    f"`{ctx.suggest('rollback', 'ID')}` returns to one of them",
                 ),
             )
         return _Rollback(ctx, configured, options, chosen, now, choice=choice).run()
@@ -146,7 +147,7 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
     if choice.blocked:
         raise SnapshotInvalid(
             f"{choice.reason}; a plain rollback cannot tell which changes are still in effect "
-            "past it: name the snapshot to return to (`safe-uninstall snapshots` lists them)"
+            f"past it: name the snapshot to return to (`{ctx.suggest('snapshots')}` lists them)"
         )
     if not loaded:
         raise SnapshotNotFound(f"no snapshots of this environment in {ctx.store.snapshots_dir}")
@@ -164,6 +165,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 command="recover",
                 outcome=Outcome.NOTHING_TO_RECOVER,
                 python=str(ctx.python),
+                environment=ctx.where,
                 messages=("no unfinished operation on this environment",),
             )
         journal.refuse_if_elsewhere(entry, ctx.suggest)
@@ -174,6 +176,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 command="recover",
                 outcome=Outcome.RECOVERED,
                 python=str(ctx.python),
+                environment=ctx.where,
                 messages=(found, _recover_without_snapshot(ctx, entry, journal)),
             )
         wanted = ctx.store.load(entry.snapshot)
@@ -217,7 +220,7 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
     raise SnapshotNotFound(
         f"the journal {journal.path} names no readable snapshot ({entry.describe()}); "
         f"move it aside ({aside}), find the snapshot to return to with "
-        "`safe-uninstall snapshots`, and run `safe-uninstall rollback ID`"
+        f"`{ctx.suggest('snapshots')}`, and run `{ctx.suggest('rollback', 'ID')}`"
     )
 
 
@@ -299,6 +302,7 @@ class _Rollback:
             command=self.command,
             outcome=Outcome.ALREADY_MATCHES,
             python=str(ctx.python),
+            environment=ctx.where,
             snapshot=wanted.id,
             choice=self.choice,
             rollback_plan=plan,
@@ -555,7 +559,7 @@ class _Rollback:
             self._finish(txn)
             self.messages.append(
                 "the probe after it was interrupted: the environment matches the snapshot, "
-                "but nothing proved it works; run `safe-uninstall probe`"
+                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
             )
             return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
         self.base = msgspec.structs.replace(
@@ -702,7 +706,7 @@ class _Rollback:
             # The environment already matches the snapshot; only the check is missing.
             self.messages.append(
                 "the probe after it was interrupted: the environment matches the snapshot, "
-                "but nothing proved it works; run `safe-uninstall probe`"
+                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
             )
             return self._result(
                 Outcome.RECOVERED_PROBE_INTERRUPTED

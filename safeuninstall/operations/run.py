@@ -132,6 +132,7 @@ class _Guard:
             command="run",
             outcome=outcome,
             python=str(self.ctx.python),
+            environment=self.ctx.where,
             argv=self.options.argv,
             probes=self.runs,
             messages=tuple(self.messages),

@@ -354,6 +354,7 @@ class _Removal:
             command="uninstall",
             outcome=outcome,
             python=str(self.ctx.python),
+            environment=self.ctx.where,
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
             expanded=self.plan.expanded,

@@ -50,6 +50,7 @@ class Context:
         "own",
         "python",
         "read_only",
+        "state_dir_chosen",
         "store",
     )
 
@@ -69,6 +70,7 @@ class Context:
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
         real_prefix = os.path.realpath(interpreter.prefix)
         self.store = Store(state_dir(target.state_dir, interpreter, target.environ), real_prefix)
+        self.state_dir_chosen = bool(target.state_dir)
         self.store.check()  # before anything in it is read
         self.own = own_files(interpreter, target.environ)
         self.backend: Backend = backend_for(
@@ -161,7 +163,7 @@ class Context:
             Journal,  # the operations load it; the head start need not wait
         )
 
-        return Journal(self.own.journal, self.store.root)
+        return Journal(self.own.journal, self.store.root, self.suggest)
 
     @contextmanager
     def locked(
@@ -239,9 +241,33 @@ class Context:
         ) as missing:
             yield missing
 
-    def suggest(self, *args: str) -> str:
-        """A safe-uninstall command line for this environment, for the user to run next."""
-        return shell_line(["safe-uninstall", "--python", str(self.python), *args])
+    @property
+    def where(self) -> str:
+        """The environment a person knows it by: the folder of a --target or --prefix run,
+        else the interpreter."""
+        if self.interpreter.layout in ("target", "prefix"):
+            return self.interpreter.prefix
+        return str(self.python)
+
+    def command_line(self, *args: str, state_dir: str | None = None) -> list[str]:
+        """A safe-uninstall command that acts on this same environment (the interpreter, and
+        the --target or --prefix folder) and this same state folder (or ``state_dir``), with
+        ``args`` after the options. Every command the tool prints for the user to run is
+        built here, so that one pasted never acts elsewhere."""
+        argv = ["safe-uninstall", "--python", str(self.python)]
+        if self.interpreter.layout in ("target", "prefix"):
+            argv += [f"--{self.interpreter.layout}", self.interpreter.prefix]
+        if self.break_system_packages:
+            argv.append("--break-system-packages")
+        if state_dir is None and self.state_dir_chosen:
+            state_dir = str(self.store.root)
+        if state_dir is not None:
+            argv += ["--state-dir", state_dir]
+        return [*argv, *args]
+
+    def suggest(self, *args: str, state_dir: str | None = None) -> str:
+        """``command_line`` as one line to paste (shell-quoted)."""
+        return shell_line(self.command_line(*args, state_dir=state_dir))
 
 
 def open_context(target: TargetOptions, events: Events | None = None) -> Context:
@@ -252,7 +278,7 @@ def open_context(target: TargetOptions, events: Events | None = None) -> Context
     _refuse_system_unless_asked(target, python, interpreter)
     interpreter = with_layout(interpreter, target=target.target, prefix=target.prefix)
     ctx = Context(target, python, interpreter, events or Events())
-    ctx.emit("environment", f"environment: {python}")
+    ctx.emit("environment", f"environment: {ctx.where}")
     return ctx
 
 

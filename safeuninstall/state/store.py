@@ -282,9 +282,10 @@ class Store(Struct, frozen=True):
             for existing in ids:
                 if int(existing) == wanted:
                     return self.load(existing)
-        raise SnapshotNotFound(
-            f"no snapshot {text!r} in {self.snapshots_dir} (have: {', '.join(ids[-5:]) or 'none'})"
-        )
+        have = ", ".join(ids[-5:]) or "none"
+        if len(ids) > 5:
+            have = f"the newest 5 of {len(ids)}: {have}; `snapshots` lists them all"
+        raise SnapshotNotFound(f"no snapshot {text!r} in {self.snapshots_dir} (have: {have})")
 
     def load(self, snapshot_id: str, *, keep_twin: bool = False) -> Snapshot:
         """The snapshot; ``keep_twin``: write its JSON twin when it had none that holds."""
