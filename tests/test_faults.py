@@ -147,6 +147,38 @@ def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) 
     assert multipkg_files(venv) == whole
 
 
+def environment_folders(venv: Venv) -> list[str]:
+    """Every folder of the environment, but the tool's state folder."""
+    return sorted(
+        str(p.relative_to(venv.root))
+        for p in venv.root.rglob("*")
+        if p.is_dir() and p.relative_to(venv.root).parts[0] != ".safe-uninstall"
+    )
+
+
+def test_recover_keeps_the_site_folder_a_half_rollback_leaves_empty(make_venv: MakeVenv) -> None:
+    """The files a rollback killed half way linked back are taken back, and the folders it
+    made for them: up to the site folder, which stays though empty, as do the folders above it
+    and the scheme's other roots."""
+    venv = make_venv("multipkg")
+    for own in venv.site_packages.glob("_virtualenv*"):  # uv's own: removing multipkg
+        own.unlink()  # then empties site-packages
+    site = venv.site_packages
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    assert sorted(p.name for p in site.iterdir()) == []
+    folders = environment_folders(venv)
+
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+
+    assert killed.returncode == -9
+    assert len(multipkg_files(venv)) == 5
+    recovered = venv.tool("recover", "--no-probe")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert site.is_dir() and list(site.iterdir()) == []
+    assert environment_folders(venv) == folders
+    assert venv.run_python("import sys").returncode == 0
+
+
 def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) -> None:
     """What recover deletes after an interrupted rollback: a file that is the inode of a stash
     copy of a distribution that is not installed, and that no installed distribution lists.

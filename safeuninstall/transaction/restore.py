@@ -196,6 +196,7 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
     owned = ownership(installed).owners
     env_root = os.path.normpath(interpreter.prefix)
     real_root = os.path.realpath(env_root)
+    roots = scheme_folders(interpreter)
     removed: list[str] = []
     for snapshot_id in store.ids():
         if store.of_another_environment(snapshot_id):
@@ -220,7 +221,7 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
                         os.unlink(placed)
                     except OSError:  # left behind rather than stopping the recover half way
                         continue
-                    _remove_empty_parents(placed, env_root)
+                    _remove_empty_parents(placed, env_root, roots)
                     removed.append(rel.replace(os.sep, "/"))
     return removed
 
@@ -235,10 +236,32 @@ def _linked_back(kept: str, placed: str, real_root: str) -> bool:
     return same and (real_parent == real_root or real_parent.startswith(real_root + os.sep))
 
 
-def _remove_empty_parents(path: str, root: str) -> None:
-    """The folders a restore made for its files, once they are empty again."""
+def scheme_folders(interpreter: Interpreter) -> frozenset[str]:
+    """The install scheme's roots (site folders, scripts, headers, data: the environment's own
+    root) and every folder above them up to the environment's root: what no clean-up may
+    remove, empty or not (normalised paths)."""
+    root = os.path.normpath(interpreter.prefix)
+    major_minor = ".".join(interpreter.version.split(".")[:2])
+    roots = [
+        interpreter.purelib,
+        interpreter.platlib,
+        interpreter.scripts,
+        os.path.join(root, "include", "site", f"python{major_minor}"),
+    ]
+    kept = {root}
+    for scheme_root in roots:
+        folder = os.path.normpath(scheme_root)
+        while folder.startswith(root + os.sep) and folder not in kept:
+            kept.add(folder)
+            folder = os.path.dirname(folder)
+    return frozenset(kept)
+
+
+def _remove_empty_parents(path: str, root: str, kept: Collection[str]) -> None:
+    """The folders a restore made for its files, once they are empty again; never one of
+    ``kept`` (scheme_folders), nor any above it."""
     folder = os.path.dirname(path)
-    while folder != root and folder.startswith(root + os.sep):
+    while folder not in kept and folder.startswith(root + os.sep):
         try:
             os.rmdir(folder)
         except OSError:  # not empty: a folder that holds anything else stays
