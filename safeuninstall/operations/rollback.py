@@ -10,6 +10,7 @@ A recover does the same towards the snapshot that an interrupted operation's jou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -62,7 +63,7 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.restore import remove_half_restored
+from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
@@ -178,13 +179,30 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
             )
         wanted = ctx.store.load(entry.snapshot)
         stopped = _stop_guarded_command(ctx, entry)
+        leftovers = _deleted(journal.leftovers())  # a journal write cut short
         entry = journal.step(entry, "recover")
-        if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
-            with ctx.installer_locked():
+        with ctx.installer_locked():
+            leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
+            if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]
+        if leftovers:
+            rollback.messages.append(
+                f"deleted the temp files the interrupted {entry.operation} left: "
+                + ", ".join(leftovers)
+            )
         return rollback.run()
+
+
+def _deleted(paths: Sequence[Path]) -> list[str]:
+    """Delete ``paths``; the names of those deleted."""
+    deleted = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            deleted.append(path.name)
+    return deleted
 
 
 def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:

@@ -9,6 +9,7 @@ linked back of a distribution that the state a recover returns to does not have.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 from msgspec import Struct, field
 
 from safeuninstall.base.bounded import read_bytes
-from safeuninstall.base.errors import BackendError
+from safeuninstall.base.errors import BackendError, SnapshotInvalid
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     Source,
@@ -44,7 +45,9 @@ from safeuninstall.state.stash import (
     check_stash,
     file_id,
     read_verified,
+    relative_to_root,
     restore_files,
+    restore_leftovers,
     stash_folder_name,
 )
 from safeuninstall.state.store import Store
@@ -224,6 +227,37 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
                     _remove_empty_parents(placed, env_root, roots)
                     removed.append(rel.replace(os.sep, "/"))
     return removed
+
+
+def remove_restore_leftovers(
+    store: Store, snapshot: Snapshot, interpreter: Interpreter
+) -> list[str]:
+    """Delete the temp files a restore killed half way left in the environment (named as only
+    a restore names them, stash.restore_leftovers), and the folders it made for them once
+    empty; return their paths relative to the environment.
+
+    The restore an operation on ``snapshot`` runs brings back the distributions of
+    ``snapshot`` (the undo of a removal or a run, a recover) or of the one it returns to (a
+    rollback): their stashes name every file it can have been writing."""
+    snapshots = [snapshot]
+    if snapshot.returns_to:
+        with contextlib.suppress(SnapshotInvalid):  # a restore could not have used it either
+            snapshots.append(store.load(snapshot.returns_to))
+    env_root = os.path.normpath(interpreter.prefix)
+    roots = scheme_folders(interpreter)
+    removed = []
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.stash is None:
+                continue
+            for tmp in restore_leftovers(entry.stash, Path(env_root)):
+                try:
+                    os.unlink(tmp)
+                except OSError:  # left behind rather than stopping the recover
+                    continue
+                _remove_empty_parents(str(tmp), env_root, roots)
+                removed.append(relative_to_root(tmp, env_root) or str(tmp))
+    return sorted(set(removed))
 
 
 def _linked_back(kept: str, placed: str, real_root: str) -> bool:
