@@ -69,6 +69,7 @@ from safeuninstall.transaction.transaction import (
     SnapshotSpec,
     Transaction,
     cannot_come_back,
+    rewritten,
 )
 
 
@@ -274,6 +275,7 @@ class _Rollback:
         self.begun: Begun | None = None
         # the second dist-info folders a recover keeps (see ``run``)
         self.beside: frozenset[str] = frozenset()
+        self.rewritten: tuple[str, ...] = ()  # a recover's (see ``_with_rewritten``)
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -297,6 +299,8 @@ class _Rollback:
             now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True, beside=before
         )
         plan = plan_rollback(wanted, view)
+        if self.recovering is not None:
+            plan = self._with_rewritten(plan)
         self.beside = frozenset(
             p.name
             for n, d in now.installed.items()
@@ -378,6 +382,27 @@ class _Rollback:
             if self.begun is not None:
                 self.begun.cancel()
 
+    def _with_rewritten(self, plan: RollbackPlan) -> RollbackPlan:
+        """A recover's plan, with the distributions installed as ``wanted`` has them whose
+        files were replaced or written in place since (a guarded command's doing, say): their
+        versions match, their bytes may not, so they are brought back too, from a stash that
+        still holds the bytes of the snapshot or by their pins; where neither can, the
+        recover is refused and says which file."""
+        wanted = self.wanted
+        self.rewritten = again = rewritten(self.ctx, wanted, self.now.installed, plan)
+        if not again:
+            return plan
+        self.messages += [
+            f"files of {n}=={self.now.installed[n].version} were replaced or written since "
+            f"snapshot {wanted.id}: it is brought back too"
+            for n in again
+        ]
+        return msgspec.structs.replace(
+            plan,
+            remove=(*plan.remove, *again),
+            restore=(*plan.restore, *(e for n in again if (e := wanted.package(n)) is not None)),
+        )
+
     def _doubled(self, dist: InstalledDistribution) -> str:
         """What happens to a distribution installed twice (a removal or an upgrade killed half
         way left a second dist-info folder)."""
@@ -442,8 +467,16 @@ class _Rollback:
         neither state."""
         wanted = self.wanted
         cannot = cannot_come_back(self.ctx, wanted, entries, offline=self.options.offline)
-        if cannot:
-            raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
+        if not cannot:
+            return
+        if self.recovering is not None:
+            journal = self.ctx.journal().path
+            aside = shlex.join(["mv", str(journal), f"{journal}.kept"])
+            cannot.append(
+                "nothing was changed: once it can come back (an index within reach), run "
+                f"recover again; to keep the environment as it is instead, {aside}"
+            )
+        raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
 
     def _apply(
         self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
@@ -521,7 +554,12 @@ class _Rollback:
                 self.messages.append(failed)
         entries, intact = restore
         return txn.restore(
-            self.wanted, entries, intact, offline=self.options.offline, beside=self.beside
+            self.wanted,
+            entries,
+            intact,
+            offline=self.options.offline,
+            beside=self.beside,
+            rewritten=self.rewritten,
         )
 
     def _stopped(self, txn: Transaction, restored: Restored) -> RollbackResult | None:

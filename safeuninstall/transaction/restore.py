@@ -90,6 +90,9 @@ class RestoreJob(Struct, frozen=True):
     # a removal). Like the preferred one, its stash holds bytes as they were installed there.
     current_snapshot: str | None = None
     offline: bool = False  # a reinstall uses no network
+    # Distributions whose files were replaced or written since the preferred snapshot: the
+    # current one's stash holds them as they are now, not as they were installed there.
+    rewritten: Collection[str] = ()
 
 
 def restore(
@@ -143,7 +146,10 @@ class _Restore:
         # Bytes modified locally are the installed ones only at the snapshot that stashed them:
         # the one being restored, or the one of the state being left (a distribution the
         # change keeps, stashed because it shares files with what is removed).
-        own = candidate.snapshot_id in (self.job.preferred_snapshot, self.job.current_snapshot)
+        own = candidate.snapshot_id == self.job.preferred_snapshot or (
+            candidate.snapshot_id == self.job.current_snapshot
+            and entry.name not in self.job.rewritten
+        )
         checked = check_stash(
             stash,
             folder,
