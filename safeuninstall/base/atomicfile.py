@@ -33,6 +33,33 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
         fsync_dir(path.parent)
 
 
+# tempfile.mkstemp's names: the prefix, eight of these characters, the suffix
+_TEMP_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def leftover_temps(path: Path) -> list[Path]:
+    """The temp files ``write_atomically(path, ...)`` left when its process was killed between
+    writing one and renaming it: regular files named exactly as it names them, nothing else."""
+    import stat
+
+    head, tail = f".{path.name}.", ".tmp"
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        middle = name[len(head) : -len(tail)]
+        if not (name.startswith(head) and name.endswith(tail) and len(middle) == 8):
+            continue
+        if not set(middle) <= _TEMP_CHARACTERS:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path.parent / name).st_mode):
+                found.append(path.parent / name)
+    return sorted(found)
+
+
 def fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:

@@ -10,6 +10,7 @@ A recover does the same towards the snapshot that an interrupted operation's jou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -62,12 +63,13 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.restore import remove_half_restored
+from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
     Transaction,
     cannot_come_back,
+    rewritten,
 )
 
 
@@ -181,13 +183,30 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
             )
         wanted = ctx.store.load(entry.snapshot)
         stopped = _stop_guarded_command(ctx, entry)
+        leftovers = _deleted(journal.leftovers())  # a journal write cut short
         entry = journal.step(entry, "recover")
-        if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
-            with ctx.installer_locked():
+        with ctx.installer_locked():
+            leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
+            if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]
+        if leftovers:
+            rollback.messages.append(
+                f"deleted the temp files the interrupted {entry.operation} left: "
+                + ", ".join(leftovers)
+            )
         return rollback.run()
+
+
+def _deleted(paths: Sequence[Path]) -> list[str]:
+    """Delete ``paths``; the names of those deleted."""
+    deleted = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            deleted.append(path.name)
+    return deleted
 
 
 def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
@@ -260,6 +279,7 @@ class _Rollback:
         self.begun: Begun | None = None
         # the second dist-info folders a recover keeps (see ``run``)
         self.beside: frozenset[str] = frozenset()
+        self.rewritten: tuple[str, ...] = ()  # a recover's (see ``_with_rewritten``)
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -283,6 +303,8 @@ class _Rollback:
             now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True, beside=before
         )
         plan = plan_rollback(wanted, view)
+        if self.recovering is not None:
+            plan = self._with_rewritten(plan)
         self.beside = frozenset(
             p.name
             for n, d in now.installed.items()
@@ -365,6 +387,27 @@ class _Rollback:
             if self.begun is not None:
                 self.begun.cancel()
 
+    def _with_rewritten(self, plan: RollbackPlan) -> RollbackPlan:
+        """A recover's plan, with the distributions installed as ``wanted`` has them whose
+        files were replaced or written in place since (a guarded command's doing, say): their
+        versions match, their bytes may not, so they are brought back too, from a stash that
+        still holds the bytes of the snapshot or by their pins; where neither can, the
+        recover is refused and says which file."""
+        wanted = self.wanted
+        self.rewritten = again = rewritten(self.ctx, wanted, self.now.installed, plan)
+        if not again:
+            return plan
+        self.messages += [
+            f"files of {n}=={self.now.installed[n].version} were replaced or written since "
+            f"snapshot {wanted.id}: it is brought back too"
+            for n in again
+        ]
+        return msgspec.structs.replace(
+            plan,
+            remove=(*plan.remove, *again),
+            restore=(*plan.restore, *(e for n in again if (e := wanted.package(n)) is not None)),
+        )
+
     def _doubled(self, dist: InstalledDistribution) -> str:
         """What happens to a distribution installed twice (a removal or an upgrade killed half
         way left a second dist-info folder)."""
@@ -429,8 +472,16 @@ class _Rollback:
         neither state."""
         wanted = self.wanted
         cannot = cannot_come_back(self.ctx, wanted, entries, offline=self.options.offline)
-        if cannot:
-            raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
+        if not cannot:
+            return
+        if self.recovering is not None:
+            journal = self.ctx.journal().path
+            aside = shlex.join(["mv", str(journal), f"{journal}.kept"])
+            cannot.append(
+                "nothing was changed: once it can come back (an index within reach), run "
+                f"recover again; to keep the environment as it is instead, {aside}"
+            )
+        raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
 
     def _apply(
         self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
@@ -508,7 +559,12 @@ class _Rollback:
                 self.messages.append(failed)
         entries, intact = restore
         return txn.restore(
-            self.wanted, entries, intact, offline=self.options.offline, beside=self.beside
+            self.wanted,
+            entries,
+            intact,
+            offline=self.options.offline,
+            beside=self.beside,
+            rewritten=self.rewritten,
         )
 
     def _stopped(self, txn: Transaction, restored: Restored) -> RollbackResult | None:

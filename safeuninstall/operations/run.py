@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -61,9 +61,9 @@ from safeuninstall.session import baseline
 from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
 from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
 from safeuninstall.session.context import Context
-from safeuninstall.state.snapshot import PackageStash, Snapshot
-from safeuninstall.state.stash import kept_aside, not_put_back, read_verified
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.state.stash import kept_aside, not_put_back
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction, rewritten
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -311,7 +311,7 @@ class _Attempt:
         now = installed_distributions(ctx.interpreter)
         view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
         self.change = change = plan_rollback(self.snap, view)
-        self.rewritten = _rewritten(self.ctx, self.snap, now, change)
+        self.rewritten = rewritten(self.ctx, self.snap, now, change)
         messages = self.guard.messages
         before = self.guard.installed
         messages += [f"the command added {n}=={now[n].version}" for n in change.added]
@@ -537,63 +537,9 @@ class _Attempt:
         try:
             now = installed_distributions(self.ctx.interpreter)
             view = snapshot_view(now, ownership(now), self.snap, self.ctx.interpreter.prefix)
-            return _rewritten(self.ctx, self.snap, now, plan_rollback(self.snap, view))
+            return rewritten(self.ctx, self.snap, now, plan_rollback(self.snap, view))
         except Exception:  # the restore goes on with what the installed set shows
             return ()
-
-
-def _rewritten(
-    ctx: Context,
-    snap: Snapshot,
-    now: dict[str, InstalledDistribution],
-    change: RollbackPlan,
-) -> tuple[str, ...]:
-    """Distributions installed as the snapshot has them whose files changed all the same:
-    replaced (another inode: a reinstall, a command killed half way) or written in place
-    (another size or mtime than the stash hasher recorded before the command). An lstat per
-    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
-    distribution is taken as it looks."""
-    skip = {*change.remove, *(e.name for e in change.restore)}
-    root = Path(ctx.interpreter.prefix)
-    folder = ctx.store.folder(snap.id)
-    hashed = read_verified(folder)
-    found = []
-    for entry in snap.packages:
-        stash = entry.stash
-        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
-            continue
-        if _changed_files(stash, folder, root, hashed):
-            found.append(entry.name)
-    return tuple(found)
-
-
-def _changed_files(
-    stash: PackageStash,
-    folder: Path,
-    root: Path,
-    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
-) -> bool:
-    for kept in stash.files:
-        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
-            continue  # bytecode is rewritten by any import, by rename
-        try:
-            placed = os.lstat(root / kept.path)
-        except OSError:
-            return True
-        recorded = hashed.get(f"{stash.folder}/{kept.path}")
-        if recorded is not None:
-            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
-                return True
-            continue
-        try:
-            stashed = os.lstat(folder / stash.folder / kept.path)
-        except OSError:
-            return False  # the stash cannot tell
-        if stashed.st_dev != placed.st_dev:
-            return False  # a copy on another filesystem: its inode tells nothing
-        if stashed.st_ino != placed.st_ino:
-            return True
-    return False
 
 
 def _said_of_a_change(note: str, source: str) -> str:

@@ -40,7 +40,7 @@ import tomli_w
 from msgspec import Struct
 
 from safeuninstall.base import tomlfile
-from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.errors import JournalUnreadable, UnfinishedTransaction
 from safeuninstall.state.snapshot import FORMED_ID
 
@@ -210,6 +210,10 @@ class Journal:
                 raise
         checkpoint(step)
         return updated
+
+    def leftovers(self) -> list[Path]:
+        """The temp files a process killed while it wrote the journal left beside it."""
+        return leftover_temps(self.path)
 
     def finish(self) -> None:
         try:

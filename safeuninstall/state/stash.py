@@ -23,7 +23,7 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import SnapshotInvalid, StashError
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
@@ -706,7 +706,7 @@ def restore_files(
             if file_id(there) == identity:
                 continue
             _link_or_copy(dest, displaced_dir / stashed.path)
-        tmp = os.path.join(parent, f".{os.path.basename(dest)}.safe-uninstall-tmp")
+        tmp = restore_temp(dest)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)  # left by a killed restore: never written through, never reused
         _link_or_copy(kept_file, tmp, parent_exists=True)
@@ -718,6 +718,27 @@ def restore_files(
             after_file()
 
 
+def restore_temp(dest: str) -> str:
+    """Where a file (or link) restored to ``dest`` is made before it is renamed into place."""
+    folder, name = os.path.split(dest)
+    return os.path.join(folder, f".{name}.safe-uninstall-tmp")
+
+
+def restore_leftovers(stash: PackageStash, env_root: Path) -> list[Path]:
+    """What a restore of ``stash`` killed half way may have left in the environment: the temp
+    file of each of its files, and write_atomically's temp beside each .pth file it puts a
+    line back into. Only names the restore gives, and no folder."""
+    found = []
+    for stashed in stash.files:
+        tmp = Path(restore_temp(os.path.join(env_root, stashed.path)))
+        with contextlib.suppress(OSError):
+            if not stat.S_ISDIR(tmp.lstat().st_mode):
+                found.append(tmp)
+    for pth in stash.lines:
+        found += leftover_temps(env_root / pth.path)
+    return found
+
+
 def _restore_link(dest: Path, target: str, saved: Path) -> None:
     """A symbolic link put back as it was; whatever is in its place is kept under ``saved``."""
     if dest.is_symlink() and os.readlink(dest) == target:
@@ -726,7 +747,7 @@ def _restore_link(dest: Path, target: str, saved: Path) -> None:
         if dest.is_dir() and not dest.is_symlink():
             raise OSError(errno.EEXIST, f"{dest} is a folder where a link was", str(dest))
         _link_or_copy(dest, saved)
-    tmp = dest.with_name(f".{dest.name}.safe-uninstall-tmp")
+    tmp = Path(restore_temp(os.fspath(dest)))
     if tmp.exists() or tmp.is_symlink():
         tmp.unlink()
     os.symlink(target, tmp)

@@ -9,6 +9,7 @@ linked back of a distribution that the state a recover returns to does not have.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 from msgspec import Struct, field
 
 from safeuninstall.base.bounded import read_bytes
-from safeuninstall.base.errors import BackendError
+from safeuninstall.base.errors import BackendError, SnapshotInvalid
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     Source,
@@ -44,7 +45,9 @@ from safeuninstall.state.stash import (
     check_stash,
     file_id,
     read_verified,
+    relative_to_root,
     restore_files,
+    restore_leftovers,
     stash_folder_name,
 )
 from safeuninstall.state.store import Store
@@ -87,6 +90,9 @@ class RestoreJob(Struct, frozen=True):
     # a removal). Like the preferred one, its stash holds bytes as they were installed there.
     current_snapshot: str | None = None
     offline: bool = False  # a reinstall uses no network
+    # Distributions whose files were replaced or written since the preferred snapshot: the
+    # current one's stash holds them as they are now, not as they were installed there.
+    rewritten: Collection[str] = ()
 
 
 def restore(
@@ -140,7 +146,10 @@ class _Restore:
         # Bytes modified locally are the installed ones only at the snapshot that stashed them:
         # the one being restored, or the one of the state being left (a distribution the
         # change keeps, stashed because it shares files with what is removed).
-        own = candidate.snapshot_id in (self.job.preferred_snapshot, self.job.current_snapshot)
+        own = candidate.snapshot_id == self.job.preferred_snapshot or (
+            candidate.snapshot_id == self.job.current_snapshot
+            and entry.name not in self.job.rewritten
+        )
         checked = check_stash(
             stash,
             folder,
@@ -196,6 +205,7 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
     owned = ownership(installed).owners
     env_root = os.path.normpath(interpreter.prefix)
     real_root = os.path.realpath(env_root)
+    roots = scheme_folders(interpreter)
     removed: list[str] = []
     for snapshot_id in store.ids():
         if store.of_another_environment(snapshot_id):
@@ -220,9 +230,40 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
                         os.unlink(placed)
                     except OSError:  # left behind rather than stopping the recover half way
                         continue
-                    _remove_empty_parents(placed, env_root)
+                    _remove_empty_parents(placed, env_root, roots)
                     removed.append(rel.replace(os.sep, "/"))
     return removed
+
+
+def remove_restore_leftovers(
+    store: Store, snapshot: Snapshot, interpreter: Interpreter
+) -> list[str]:
+    """Delete the temp files a restore killed half way left in the environment (named as only
+    a restore names them, stash.restore_leftovers), and the folders it made for them once
+    empty; return their paths relative to the environment.
+
+    The restore an operation on ``snapshot`` runs brings back the distributions of
+    ``snapshot`` (the undo of a removal or a run, a recover) or of the one it returns to (a
+    rollback): their stashes name every file it can have been writing."""
+    snapshots = [snapshot]
+    if snapshot.returns_to:
+        with contextlib.suppress(SnapshotInvalid):  # a restore could not have used it either
+            snapshots.append(store.load(snapshot.returns_to))
+    env_root = os.path.normpath(interpreter.prefix)
+    roots = scheme_folders(interpreter)
+    removed = []
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.stash is None:
+                continue
+            for tmp in restore_leftovers(entry.stash, Path(env_root)):
+                try:
+                    os.unlink(tmp)
+                except OSError:  # left behind rather than stopping the recover
+                    continue
+                _remove_empty_parents(str(tmp), env_root, roots)
+                removed.append(relative_to_root(tmp, env_root) or str(tmp))
+    return sorted(set(removed))
 
 
 def _linked_back(kept: str, placed: str, real_root: str) -> bool:
@@ -235,10 +276,32 @@ def _linked_back(kept: str, placed: str, real_root: str) -> bool:
     return same and (real_parent == real_root or real_parent.startswith(real_root + os.sep))
 
 
-def _remove_empty_parents(path: str, root: str) -> None:
-    """The folders a restore made for its files, once they are empty again."""
+def scheme_folders(interpreter: Interpreter) -> frozenset[str]:
+    """The install scheme's roots (site folders, scripts, headers, data: the environment's own
+    root) and every folder above them up to the environment's root: what no clean-up may
+    remove, empty or not (normalised paths)."""
+    root = os.path.normpath(interpreter.prefix)
+    major_minor = ".".join(interpreter.version.split(".")[:2])
+    roots = [
+        interpreter.purelib,
+        interpreter.platlib,
+        interpreter.scripts,
+        os.path.join(root, "include", "site", f"python{major_minor}"),
+    ]
+    kept = {root}
+    for scheme_root in roots:
+        folder = os.path.normpath(scheme_root)
+        while folder.startswith(root + os.sep) and folder not in kept:
+            kept.add(folder)
+            folder = os.path.dirname(folder)
+    return frozenset(kept)
+
+
+def _remove_empty_parents(path: str, root: str, kept: Collection[str]) -> None:
+    """The folders a restore made for its files, once they are empty again; never one of
+    ``kept`` (scheme_folders), nor any above it."""
     folder = os.path.dirname(path)
-    while folder != root and folder.startswith(root + os.sep):
+    while folder not in kept and folder.startswith(root + os.sep):
         try:
             os.rmdir(folder)
         except OSError:  # not empty: a folder that holds anything else stays

@@ -43,6 +43,7 @@ from safeuninstall.environment.installed import (
 from safeuninstall.environment.records import RecordEntry
 from safeuninstall.judgement.libraries import ownership
 from safeuninstall.judgement.plan import (
+    RollbackPlan,
     StashCandidate,
     StashKey,
     build_stash_index,
@@ -351,6 +352,7 @@ class Transaction:
         *,
         offline: bool,
         beside: Collection[str] = (),
+        rewritten: Collection[str] = (),
     ) -> Restored:
         """Bring ``entries`` back in one batch and prove the environment equals ``wanted``, and
         that ``intact`` (distributions that share files with what was removed) are whole.
@@ -359,7 +361,8 @@ class Transaction:
         ``wanted``'s state had that are not to be taken as a difference (a recover's, kept
         aside by that snapshot); returning to this transaction's own snapshot, those there as
         it was taken: a change that left one alone (a removal of another name, a command that
-        installed another) did not make it, and its undo keeps it."""
+        installed another) did not make it, and its undo keeps it. ``rewritten``: those of
+        ``entries`` whose files were replaced or written since ``wanted`` (RestoreJob)."""
         ctx = self._ctx
         assert self.snapshot is not None
         pins = ", ".join(e.pin for e in entries)
@@ -378,6 +381,7 @@ class Transaction:
             preferred_snapshot=wanted.id,
             current_snapshot=self.snapshot.id,
             offline=offline,
+            rewritten=rewritten,
         )
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
@@ -427,7 +431,7 @@ class Transaction:
             if cannot:
                 raise NotRestorable("; ".join(cannot))
         failed = self.uninstall(remove) if remove else None
-        return self.restore(wanted, entries, shared, offline=offline), failed
+        return self.restore(wanted, entries, shared, offline=offline, rewritten=again), failed
 
     def cannot_come_back(
         self, wanted: Snapshot, entries: Sequence[PackageEntry], *, offline: bool
@@ -576,3 +580,57 @@ def cannot_come_back(
             # Once, with the command line it ran: which index, offline or not.
             lines.append(f"the installer's check: {': '.join([err.message, *last])}")
     return lines
+
+
+def rewritten(
+    ctx: Context,
+    snap: Snapshot,
+    now: Mapping[str, InstalledDistribution],
+    change: RollbackPlan,
+) -> tuple[str, ...]:
+    """Distributions installed as the snapshot has them whose files changed all the same:
+    replaced (another inode: a reinstall, a command killed half way) or written in place
+    (another size or mtime than the stash hasher recorded before the change). An lstat per
+    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
+    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway."""
+    skip = {*change.remove, *(e.name for e in change.restore)}
+    root = Path(ctx.interpreter.prefix)
+    folder = ctx.store.folder(snap.id)
+    hashed = read_verified(folder)
+    found = []
+    for entry in snap.packages:
+        stash = entry.stash
+        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
+            continue
+        if _changed_files(stash, folder, root, hashed):
+            found.append(entry.name)
+    return tuple(found)
+
+
+def _changed_files(
+    stash: PackageStash,
+    folder: Path,
+    root: Path,
+    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
+) -> bool:
+    for kept in stash.files:
+        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
+            continue  # bytecode is rewritten by any import, by rename
+        try:
+            placed = os.lstat(root / kept.path)
+        except OSError:
+            return True
+        recorded = hashed.get(f"{stash.folder}/{kept.path}")
+        if recorded is not None:
+            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
+                return True
+            continue
+        try:
+            stashed = os.lstat(folder / stash.folder / kept.path)
+        except OSError:
+            return False  # the stash cannot tell
+        if stashed.st_dev != placed.st_dev:
+            return False  # a copy on another filesystem: its inode tells nothing
+        if stashed.st_ino != placed.st_ino:
+            return True
+    return False
