@@ -34,6 +34,9 @@ COMMANDS = (
     "audit",
 )
 
+# What ``export --format`` writes (operations/export.py), named here for the command line.
+EXPORT_FORMATS = ("requirements", "pylock")
+
 
 class TargetOptions(Struct, frozen=True):
     """Options every command takes: which environment, where its state is, how long to wait."""

@@ -235,10 +235,3 @@ def test_export_to_stdout_by_path_and_as_json(make_venv: MakeVenv) -> None:
     assert as_json["snapshot"] == "0001" and as_json["text"] == by_id.stdout
     missing = venv.tool("export", "9")
     assert missing.returncode == 1 and "no snapshot '9'" in missing.stderr
-
-
-def test_cli_knows_every_export_format() -> None:
-    from safeuninstall.cli import commands as cli
-    from safeuninstall.operations import export
-
-    assert cli.EXPORT_FORMATS == export.FORMATS

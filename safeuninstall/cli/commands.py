@@ -55,8 +55,6 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
-EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
-
 _Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
 # A command's own click decorators (``_option``, ``_argument`` under ``_command``), in the order
@@ -1183,7 +1181,7 @@ def config_command(common: Common) -> None:
 @_option(
     "--format",
     "fmt",
-    type=click.Choice(EXPORT_FORMATS),
+    type=click.Choice(options.EXPORT_FORMATS),
     default="requirements",
     show_default=True,
     help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
