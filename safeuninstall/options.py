@@ -59,15 +59,6 @@ class TargetOptions(Struct, frozen=True):
     break_system_packages: bool = False  # uv may change an EXTERNALLY-MANAGED interpreter
 
 
-class ProbeOptions(Struct, frozen=True):
-    """The probes asked for on the command line, and their time limit."""
-
-    probes: tuple[str, ...] = ()
-    probe_cmds: tuple[str, ...] = ()
-    timeout: float | None = None
-    disabled: bool = False
-
-
 class UninstallOptions(Struct, frozen=True):
     """What to remove, and how careful to be about it."""
 
