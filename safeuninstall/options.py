@@ -34,6 +34,9 @@ COMMANDS = (
     "audit",
 )
 
+# What ``export --format`` writes (operations/export.py), named here for the command line.
+EXPORT_FORMATS = ("requirements", "pylock")
+
 
 class TargetOptions(Struct, frozen=True):
     """Options every command takes: which environment, where its state is, how long to wait."""
@@ -54,15 +57,6 @@ class TargetOptions(Struct, frozen=True):
     target: str | None = None  # --target DIR: the packages in DIR, as uv removes them there
     prefix: str | None = None  # --prefix DIR
     break_system_packages: bool = False  # uv may change an EXTERNALLY-MANAGED interpreter
-
-
-class ProbeOptions(Struct, frozen=True):
-    """The probes asked for on the command line, and their time limit."""
-
-    probes: tuple[str, ...] = ()
-    probe_cmds: tuple[str, ...] = ()
-    timeout: float | None = None
-    disabled: bool = False
 
 
 class UninstallOptions(Struct, frozen=True):

@@ -282,10 +282,3 @@ def test_a_snapshot_not_found_says_the_list_is_the_newest_five(make_venv: MakeVe
 
     assert missing.returncode == 1
     assert "(have: the newest 5 of 6: 0002, 0003, 0004, 0005, 0006;" in missing.stderr
-
-
-def test_cli_knows_every_export_format() -> None:
-    from safeuninstall.cli import commands as cli
-    from safeuninstall.operations import export
-
-    assert cli.EXPORT_FORMATS == export.FORMATS

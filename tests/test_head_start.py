@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from safeuninstall import options
+from safeuninstall import config, options
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.judgement import probe
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.judgement.probe import configured_probes
+from safeuninstall.judgement.probe import probes_from
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall import uninstall
 from safeuninstall.session import baseline
@@ -35,10 +35,11 @@ class _Command:
     """One command's context, opened once and handed to the head start and the operation,
     as the CLI does."""
 
-    def __init__(self, target: options.TargetOptions, probes: options.ProbeOptions) -> None:
+    def __init__(self, target: options.TargetOptions, probes: tuple[str, ...]) -> None:
         self.target = target
         self.ctx: Context = open_context(target)
-        self.probes = configured_probes(probes, target.cwd, target.environ)
+        settings = config.resolve(target.cwd, target.environ, {"probe": probes})
+        self.probes = probes_from(settings, disabled=False, cwd=target.cwd)  # as --probe
 
     def head_start(self, wanted: options.UninstallOptions) -> baseline.HeadStart | None:
         return baseline.head_start(self.ctx, self.probes, wanted)
@@ -49,16 +50,16 @@ class _Command:
         return uninstall(self.ctx, self.probes, wanted, early)
 
 
-def _call(venv: Venv, tmp_path: Path) -> tuple[_Command, options.ProbeOptions, Path]:
+def _call(venv: Venv, tmp_path: Path) -> tuple[_Command, tuple[str, ...], Path]:
     runs = tmp_path / "probe-runs.txt"
     environ = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     target = options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ=environ)
     probe = f"open({str(runs)!r}, 'a').write('x'); import requests"
-    probes = options.ProbeOptions(probes=(probe,))
+    probes = (probe,)
     return _Command(target, probes), probes, runs
 
 
-def _started(target: _Command, probes: options.ProbeOptions) -> baseline.HeadStart:
+def _started(target: _Command, probes: tuple[str, ...]) -> baseline.HeadStart:
     early = target.head_start(options.UninstallOptions(names=("leftpad",)))
     assert early is not None
     assert early.baseline.running is not None  # no cached pass yet: the probe runs
@@ -196,7 +197,7 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
         "    time.sleep(600)\n"
         "import requests\n"
     )
-    probes = options.ProbeOptions(probes=(probe,))
+    probes = (probe,)
     wanted = options.UninstallOptions(names=("leftpad",))
     slow.touch()
     command = _Command(target.target, probes)

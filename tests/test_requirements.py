@@ -12,11 +12,18 @@ import pytest
 
 from safeuninstall.base.errors import InvalidInput, NotRestorable
 from safeuninstall.environment.interpreter import Interpreter, with_layout
-from safeuninstall.environment.requirements import Wanted, collect, parse_argument
+from safeuninstall.environment.requirements import Wanted, collect
 from safeuninstall.judgement.plan import one_edit, plan_removal
 from safeuninstall.session.context import Context
 from tests.conftest import MakeVenv, run_tool
 from tests.test_units import installed_dist
+
+
+def _argument(text: str, cwd: Path) -> Wanted:
+    """One package argument, read as the command line's are (collect)."""
+    (wanted,) = collect([text], [], cwd).wanted
+    return wanted
+
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -34,7 +41,7 @@ from tests.test_units import installed_dist
     ],
 )
 def test_a_requirement_names_a_distribution(text: str, name: str, specifier: str) -> None:
-    wanted = parse_argument(text, Path("/work"))
+    wanted = _argument(text, Path("/work"))
     assert (wanted.name, wanted.specifier, wanted.location) == (name, specifier, None)
 
 
@@ -54,7 +61,7 @@ def test_a_requirement_names_a_distribution(text: str, name: str, specifier: str
     ],
 )
 def test_a_path_or_url_is_an_unnamed_requirement(text: str, location: str) -> None:
-    wanted = parse_argument(text, Path("/work"))
+    wanted = _argument(text, Path("/work"))
     assert (wanted.name, wanted.location) == (None, location)
 
 
@@ -72,7 +79,7 @@ def test_a_path_or_url_is_an_unnamed_requirement(text: str, location: str) -> No
 )
 def test_what_uv_cannot_parse_is_refused(text: str, reason: str) -> None:
     with pytest.raises(InvalidInput, match=reason):
-        parse_argument(text, Path("/work"))
+        _argument(text, Path("/work"))
 
 
 # -- requirement files ----------------------------------------------------------------------
@@ -186,13 +193,13 @@ def test_a_missing_file(tmp_path: Path) -> None:
 
 def test_a_version_that_does_not_match_is_removed_with_a_note() -> None:
     installed = {"rich": installed_dist("rich", "13.7.1")}
-    plan = plan_removal([parse_argument("rich==15.0.0", Path("/"))], installed)
+    plan = plan_removal([_argument("rich==15.0.0", Path("/"))], installed)
     assert plan.remove == ("rich",)
     assert plan.notes == (
         "rich==15.0.0: rich 13.7.1 is installed, and is removed all the same (uv and pip "
         "remove by name, whatever the version)",
     )
-    matching = plan_removal([parse_argument("rich>=13", Path("/"))], installed)
+    matching = plan_removal([_argument("rich>=13", Path("/"))], installed)
     assert matching.remove == ("rich",) and matching.notes == ()
 
 
@@ -202,10 +209,10 @@ def test_a_location_names_what_was_installed_from_there() -> None:
         "other": installed_dist("other", url="file:///work/other/"),
     }
     wanted = [
-        parse_argument("./proj", Path("/work")),
-        parse_argument("/work/other", Path("/")),
-        parse_argument("proj", Path("/")),  # by name too: removed once
-        parse_argument("./missing", Path("/work")),
+        _argument("./proj", Path("/work")),
+        _argument("/work/other", Path("/")),
+        _argument("proj", Path("/")),  # by name too: removed once
+        _argument("./missing", Path("/work")),
     ]
     plan = plan_removal(wanted, installed)
     assert plan.remove == ("proj", "other")

@@ -56,9 +56,6 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
-EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
-
-
 # The options several commands share, defined once: each command gets its own copy, and the
 # group a hidden one, so that they may come before the command's name too
 # (`safe-uninstall -p .venv audit`).
@@ -1148,7 +1145,7 @@ def config_command(common: Common) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(EXPORT_FORMATS),
+    type=click.Choice(options.EXPORT_FORMATS),
     default="requirements",
     show_default=True,
     help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "

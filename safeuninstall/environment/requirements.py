@@ -136,11 +136,6 @@ def read_request(
     return request
 
 
-def parse_argument(text: str, cwd: Path, environ: Mapping[str, str] | None = None) -> Wanted:
-    """One package argument of the command line."""
-    return _Reader(cwd, os.environ if environ is None else environ).argument(text)
-
-
 _PATTERN_CHARS = re.compile(r"[A-Za-z0-9._*?\[\]!-]+")
 
 

@@ -32,7 +32,6 @@ from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.options import ProbeOptions
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -351,24 +350,6 @@ class ProbeSettings(Struct, frozen=True):
     disabled: bool = False
     # probes chosen by default are explained to the user; configured ones are not
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def configured_probes(
-    options: ProbeOptions, cwd: Path, environ: Mapping[str, str]
-) -> ProbeSettings:
-    """The probes and their time limit as config.resolve settles them: typed on the command
-    line, else from the strongest place that sets them. May be empty."""
-    settings = config.resolve(cwd, environ, typed_probes(options))
-    return probes_from(settings, disabled=options.disabled, cwd=cwd)
-
-
-def typed_probes(options: ProbeOptions) -> dict[str, config.Value]:
-    """The probe options as typed, for config.resolve."""
-    return {
-        "probe": options.probes,
-        "probe-cmd": options.probe_cmds,
-        "probe-timeout": options.timeout,
-    }
 
 
 def probes_from(settings: config.Settings, *, disabled: bool, cwd: Path) -> ProbeSettings:

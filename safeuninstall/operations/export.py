@@ -35,6 +35,7 @@ from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SafeUninstallError
 from safeuninstall.environment.backend import requirement_for
 from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.options import EXPORT_FORMATS
 from safeuninstall.session.context import Context
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
@@ -45,7 +46,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-FORMATS = ("requirements", "pylock")
 # PEP 751: pylock.toml, or pylock.<name>.toml
 _PYLOCK_NAME = re.compile(r"^pylock\.([^.]+\.)?toml$")
 
@@ -286,7 +286,7 @@ def _refuse_unless_replaceable(path: Path) -> None:
 
 def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResult:
     """``target`` opens the environment, if a snapshot of it is wanted."""
-    if options.format not in FORMATS:
+    if options.format not in EXPORT_FORMATS:
         raise SafeUninstallError(f"unknown export format {options.format!r}")
     snap = _load(options, target)
     fmt, output = options.format, options.output

@@ -793,13 +793,6 @@ def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:
     return in_metadata, in_metadata and parts[-1] in ("METADATA", "PKG-INFO")
 
 
-def _file_id(path: Path) -> FileId | None:
-    try:
-        return file_id(path.lstat())
-    except OSError:
-        return None
-
-
 def _is_checked(linked: Path, identity: FileId, sha256: str) -> bool:
     """``linked`` is the file that was checked; or, made by a copy (another filesystem), a
     regular file with the bytes that were accepted."""
