@@ -550,14 +550,18 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             lines.append(f"--load: {run.probe.label}: {run.summary()}; {mapped}")
         lines += [f"note: {note}" for note in found.notes]
     orphans = found.orphans
-    unknown = any(not d.requested_known for d in found.distributions)
     if orphans:
         lines.append(
-            f"orphans ({'' if unknown else 'not requested, '}nothing requires them, "
-            f"nothing loads them): {', '.join(orphans)}"
+            f"orphans (not requested, nothing requires them, nothing loads them): "
+            f"{', '.join(orphans)}"
         )
     else:
         lines.append("orphans: none")
+    if found.top_level:
+        lines.append(
+            "top level (nothing requires them, nothing loads them; uv records no request, so "
+            f"each is one you installed or a leftover): {', '.join(found.top_level)}"
+        )
     return "\n".join(lines)
 
 
@@ -568,11 +572,9 @@ def _dist_head(dist: DistributionAudit) -> str:
     if dist.requested_known:
         marks.append("requested" if dist.requested else "pulled in")
     if dist.orphan:
-        marks.append(
-            "ORPHAN (not requested, nothing requires it, nothing loads it)"
-            if dist.requested_known
-            else "ORPHAN (nothing requires it, nothing loads it)"
-        )
+        marks.append("ORPHAN (not requested, nothing requires it, nothing loads it)")
+    if dist.top_level:
+        marks.append("top level (nothing requires it, nothing loads it)")
     if dist.metadata_only:
         marks.append("metadata only (no file outside its own metadata folder)")
     return "  ".join([f"{dist.name} {dist.version}", *([", ".join(marks)] if marks else [])])
