@@ -233,3 +233,17 @@ def test_the_snapshot_reports_stash_progress(make_venv: MakeVenv) -> None:
     take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
     assert calls and calls[-1][0] == "stash"
     assert calls[-1][1] == calls[-1][2] > 0
+
+
+def test_a_count_of_one_is_singular(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+
+    run = venv.tool("--no-probe", "--allow-unmet", "urllib3")
+    audit = venv.tool("audit")
+    doctor = venv.tool("doctor", "-q")
+
+    assert run.returncode == 0, run.stderr
+    assert "impact report: 1 distribution affected" in run.stderr
+    assert "(1 distribution stashed)" in run.stderr
+    assert f"audit of {venv.python}: 1 distribution, " in audit.stdout
+    assert doctor.stdout.startswith("doctor: 1 problem found"), doctor.stdout

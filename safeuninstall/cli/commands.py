@@ -898,7 +898,8 @@ def snapshot_command(common: Common, stash: bool) -> None:
         if output.quiet:
             return snap.id
         lines = [*taken.messages, *report.policy_lines(taken.kept)]
-        return "\n".join([*lines, f"snapshot {snap.id}: {len(snap.packages)} distributions"])
+        count = f"{len(snap.packages)} distribution{'' if len(snap.packages) == 1 else 's'}"
+        return "\n".join([*lines, f"snapshot {snap.id}: {count}"])
 
     _run(common, call, render)
 

@@ -241,8 +241,12 @@ def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
     v = restored.verification
     if v is not None and v.ok:
         lines.append(
-            f"verified: the installed set equals the snapshot; "
-            f"{v.files_checked} restored files match their recorded sha256"
+            "verified: the installed set equals the snapshot; "
+            + (
+                "1 restored file matches its recorded sha256"
+                if v.files_checked == 1
+                else f"{v.files_checked} restored files match their recorded sha256"
+            )
         )
     elif v is not None:
         lines.append(paint("verification FAILED: the environment differs from the snapshot", "bad"))
@@ -308,7 +312,7 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
             extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
         if entry.stash is not None:
             state = "stashed" if entry.stash.complete else "partly stashed"
-            extra.append(f"{state}, {len(entry.stash.files)} files")
+            extra.append(f"{state}, {_count(len(entry.stash.files), 'file')}")
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
     return "\n".join(lines)
@@ -318,7 +322,7 @@ def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
     lines = [] if quiet else _prune_lines(result, verb)
     lines.append(
-        f"{verb} {len(result.removed)} snapshots, {size_text(result.freed)} freed; "
+        f"{verb} {_count(len(result.removed), 'snapshot')}, {size_text(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
     return "\n".join(lines)
@@ -440,7 +444,7 @@ def doctor_report(report: DoctorReport, *, quiet: bool = False, verbose: bool = 
     if report.healthy:
         lines = ["doctor: no missing library, unmet requirement or hollow distribution found"]
     elif quiet:
-        lines = [f"doctor: {len(report.findings)} problems found"]
+        lines = [f"doctor: {_count(len(report.findings), 'problem')} found"]
     else:
         lines = [f.describe() for f in report.findings]
     if report.healthy:
@@ -507,7 +511,8 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
     the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
     dists = found.distributions
     lines = [
-        f"audit of {found.python}: {len(dists)} distributions, {size_text(found.total_bytes)} "
+        f"audit of {found.python}: {_count(len(dists), 'distribution')}, "
+        f"{size_text(found.total_bytes)} "
         f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
         f"by several, {size_text(found.unowned_bytes)} listed by none)"
     ]
@@ -531,7 +536,7 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             )
             lines.append(
                 f"files no distribution lists: {size_text(found.unowned_bytes)} in "
-                f"{found.unowned_files} files (largest: {groups})"
+                f"{_count(found.unowned_files, 'file')} (largest: {groups})"
             )
         if found.stashes:
             each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
