@@ -448,7 +448,10 @@ class Common:
             with ctx.locked(timeout=0):
                 if ctx.journal().read() is not None:
                     return None, ""
-                return settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter)), ""
+                kept = settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter))
+                if kept is not None:
+                    kept = msgspec.structs.replace(kept, command=ctx.suggest())
+                return kept, ""
         except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
             why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
             return None, f"the retention policy did not run ({why}); the next operation runs it"

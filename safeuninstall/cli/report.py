@@ -199,7 +199,7 @@ def policy_lines(kept: Kept | None) -> list[str]:
     lines += [
         f"stash of snapshot {copy.snapshot} kept: it holds the only copy of "
         f"{', '.join(copy.pins)}, removed and not reinstalled (the retention policy never "
-        "drops it; `safe-uninstall prune --drop-only-copies` can)"
+        f"drops it; `{kept.command} prune --drop-only-copies` can)"
         for copy in kept.protected
         if copy.beyond_policy
     ]
@@ -221,7 +221,7 @@ def kept_lines(kept: Kept | None) -> list[str]:
     if kept.snapshot_bytes:
         lines.append(
             f"kept for rollback: {size_text(kept.snapshot_bytes)} (all snapshots: "
-            f"{size_text(kept.total_bytes)}); `safe-uninstall prune` frees it"
+            f"{size_text(kept.total_bytes)}); `{kept.command} prune --keep N` frees it"
         )
     return lines
 
@@ -272,7 +272,7 @@ def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
         )
     lines.append(
         f"the stashes keep {size_text(listed.total_bytes)} on disk in all (kept: what a "
-        "snapshot's stash alone holds); `safe-uninstall prune` frees it"
+        f"snapshot's stash alone holds); `{listed.command} prune --keep N` frees it"
     )
     return "\n".join(lines)
 
