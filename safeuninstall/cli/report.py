@@ -128,7 +128,11 @@ def _tail(text: str, count: int) -> list[str]:
     return lines if count == 0 or len(lines) <= count else ["...", *lines[-count:]]
 
 
-def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
+def operation(
+    result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain, brief: bool = False
+) -> str:
+    """The report of an operation; ``brief`` (a terminal, without -v): a plain removal that
+    went well in a few lines, as uv says it (anything else is reported whole)."""
     outcome = paint(result.outcome_text, _tone(result.exit_code))
     headline = f"{result.command}: {outcome}"
     if quiet:
@@ -136,6 +140,9 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         if result.next_command:
             lines.append(f"to finish: {result.next_command}")
         return "\n".join(lines)
+    summary = _plain_removal(result, headline) if brief else None
+    if summary is not None:
+        return summary
     details, runs = result.details(), result.probes
     lines = [f"environment: {result.environment or result.python}"]
     if result.snapshot:
@@ -183,6 +190,39 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     lines.append(headline)
     if result.next_command:
         lines.append(f"to finish the job, run: {result.next_command}")
+    return "\n".join(lines)
+
+
+def _plain_removal(result: Result, headline: str) -> str | None:
+    """What was removed in uv's form, the probe's verdict, the snapshot and how to undo it,
+    the outcome; None where there is more to say (what breaks, a restore, a pattern's
+    expansion, orphans, a cleanup): the whole report then."""
+    details = result.details()
+    impact = details.impact
+    if (
+        result.command != "uninstall"
+        or result.exit_code != 0
+        or not (result.removed and result.snapshot)
+        or result.restored is not None
+        or details.undo is not None
+        or details.drift
+        or details.diagnosis
+        or details.cleanup is not None
+        or details.orphans
+        or details.expanded
+        or details.rollback_plan is not None
+        or (impact is not None and (impact.library_changes or impact.unmet))
+    ):
+        return None
+    count = len(result.removed)
+    lines = [f"Uninstalled {count} package{'' if count == 1 else 's'}"]
+    lines += [f" - {pin}" for pin in result.removed]
+    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    lines += [f"probe: {r.probe.label} -- {r.summary()}" for r in result.probes.after]
+    lines += result.messages
+    start = result.kept.command if result.kept is not None else "safe-uninstall"
+    lines.append(f"snapshot {result.snapshot}: `{start} rollback` puts it back")
+    lines.append(headline)
     return "\n".join(lines)
 
 
