@@ -405,7 +405,7 @@ def test_quiet_prints_only_the_outcome_on_every_command(make_venv: MakeVenv) -> 
     # 0001 holds the only copy of leftpad: deleted only when asked
     pruned = venv.tool("prune", "-q", "--keep", "1", "--dry-run", "--drop-only-copies")
     pruned = pruned.stdout.splitlines()
-    assert len(pruned) == 1 and pruned[0].startswith("would delete 1 snapshots")
+    assert len(pruned) == 1 and pruned[0].startswith("would delete 1 snapshot,")
     assert venv.tool("recover", "-q").stdout == "recover: nothing to recover\n"
     assert venv.tool("export", "-q", "-o", str(venv.root / "req.txt")).stdout == ""
 
@@ -429,7 +429,7 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     env = {**os.environ, "TERM": "xterm", "UV_OFFLINE": "1"}
     argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root)]
     proc = subprocess.Popen(
-        [*argv, "--probe-timeout", "60", "--probe", probe, "leftpad"],
+        [*argv, "-v", "--probe-timeout", "60", "--probe", probe, "leftpad"],
         stdin=subprocess.DEVNULL,
         stdout=follower,
         stderr=follower,
@@ -455,7 +455,7 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     assert positions == sorted(positions), text
     assert "probe after the removal: passed" in text
     # While the removal waits for the baseline, its line has a spinner and the time so far,
-    # and ends with the time it took.
+    # and (-v: the steps stay on screen) ends with the time it took.
     waiting = "baseline probe running: waiting for it to finish"
     assert re.search(re.escape(waiting) + r" [|/\\-] \d+\.\d s", text), text
     assert re.search(re.escape(waiting) + r" \(\d+\.\d s\)", text), text

@@ -53,6 +53,15 @@ def test_the_commands_printed_keep_the_state_folder(make_venv: MakeVenv, tmp_pat
 
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert venv.tool("--state-dir", state, "doctor").returncode == 0
+
+    # What the listing and each operation's last lines suggest: prune, of this state folder.
+    listed = venv.tool("--state-dir", state, "snapshots")
+    (line,) = [line for line in listed.stdout.splitlines() if line.endswith("` frees it")]
+    command = line.split("`")[1]
+    assert command.endswith(" prune --keep N")  # N, as ID in `rollback ID`: the user's choice
+    prune = run_printed(command.replace(" N", " 1"), venv)
+    assert prune.returncode == 0, prune.stdout + prune.stderr
+    assert "(never deleted: 0003)" in prune.stdout, prune.stdout
     assert not default.exists()  # every command used the state folder given, none the default
 
 

@@ -1203,6 +1203,27 @@ def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() ->
     )
 
 
+def test_doctor_repairs_from_a_stash_first_and_the_index_for_the_rest() -> None:
+    """One rollback: what its stash holds comes from there, what it only recorded is
+    reinstalled; an install of everything from the index only where no snapshot has them."""
+    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
+
+    installed = {
+        "a": Installed("a", "1", Source(kind="index"), intact=False),
+        "b": Installed("b", "2", Source(kind="index"), intact=False),
+    }
+    findings = [
+        Finding("hollow", "a==1", "", "a==1", reinstall=True),
+        Finding("hollow", "b==2", "", "b==2", reinstall=True),
+    ]
+    some = make_snapshot("0001", (stashed("a", "1"), recorded("b", "2")))
+    assert plan_repair(findings, [some], installed) == Repair(snapshot="0001")
+    neither = make_snapshot("0002", (recorded("a", "1"), recorded("b", "2")))
+    assert plan_repair(findings, [neither], installed) == Repair(
+        install=(recorded("a", "1"), recorded("b", "2")), reinstall=True
+    )
+
+
 def test_doctor_expects_a_library_back_with_its_consumers_missing_requirements() -> None:
     from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
 

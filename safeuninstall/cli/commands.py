@@ -308,8 +308,10 @@ class Output(Struct, frozen=True):
 class _Live:
     """Receives the core's events: each is written to stderr as it happens (not with --json
     or -q), and kept for --json. On a terminal a step that goes on (a probe running, the
-    installer, a restore) has a spinner and its elapsed time until the next event; through a
-    pipe the same lines come unadorned. A wait for another operation is always said: the
+    installer, a restore) has a spinner and its elapsed time until the next event, and each
+    step's line replaces the one before: the live line is gone when the operation ends, and
+    the report says what happened (with -v every step stays, with its time). Through a pipe
+    the same lines come unadorned, one each. A wait for another operation is always said: the
     command would otherwise seem to hang."""
 
     _FRAMES = "|/-\\"
@@ -321,7 +323,8 @@ class _Live:
         self._live = False  # until an operation's steps begin (speak)
         self._tty = sys.stderr.isatty()
         self._lock = threading.Lock()
-        self._ongoing: tuple[str, float] | None = None  # (last line, when it began)
+        # (last line, when it began, whether it goes on: a spinner and the time so far)
+        self._ongoing: tuple[str, float, bool] | None = None
         self._wake = threading.Event()
         self._spinner: threading.Thread | None = None
 
@@ -332,16 +335,25 @@ class _Live:
         lines = f"safe-uninstall: {event.text}".splitlines() or [""]
         with self._lock:
             self._end_ongoing()
+            if self._tty and not self._output.verbose and len(lines) == 1:
+                # One live line: each step replaces the one before, and goes at the end.
+                self._ongoing = (lines[0], time.monotonic(), event.ongoing)
+                self._draw(0)
+                self._start_spinner()
+                return
             if not (self._tty and event.ongoing):
                 click.echo("\n".join(lines), err=True)
                 return
             if lines[:-1]:
                 click.echo("\n".join(lines[:-1]), err=True)
-            self._ongoing = (lines[-1], time.monotonic())
+            self._ongoing = (lines[-1], time.monotonic(), True)
             self._draw(0)
-            if self._spinner is None:
-                self._spinner = threading.Thread(target=self._spin, daemon=True)
-                self._spinner.start()
+            self._start_spinner()
+
+    def _start_spinner(self) -> None:
+        if self._spinner is None:
+            self._spinner = threading.Thread(target=self._spin, daemon=True)
+            self._spinner.start()
 
     def speak(self) -> None:
         """The command is an operation (a removal, rollback, probe...): its steps are said.
@@ -357,14 +369,22 @@ class _Live:
 
     def _draw(self, frame: int) -> None:
         assert self._ongoing is not None
-        line, began = self._ongoing
+        line, began, ongoing = self._ongoing
+        if not ongoing:
+            click.echo(f"\r{line}\x1b[K", err=True, nl=False)
+            return
         spin = self._FRAMES[frame % len(self._FRAMES)]
         click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
 
     def _end_ongoing(self) -> None:
+        """The live line ends: erased (the next step or the report takes its place), or with
+        -v ended with the time it took."""
         if self._ongoing is not None:
-            line, began = self._ongoing
-            click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            line, began, _ = self._ongoing
+            if self._output.verbose:
+                click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            else:
+                click.echo("\r\x1b[K", err=True, nl=False)
             self._ongoing = None
 
     def _spin(self) -> None:
@@ -372,7 +392,7 @@ class _Live:
         while not self._wake.wait(self._TICK):
             frame += 1
             with self._lock:
-                if self._ongoing is not None:
+                if self._ongoing is not None and self._ongoing[2]:
                     self._draw(frame)
 
 
@@ -440,7 +460,10 @@ class Common:
             with ctx.locked(timeout=0):
                 if ctx.journal().read() is not None:
                     return None, ""
-                return settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter)), ""
+                kept = settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter))
+                if kept is not None:
+                    kept = msgspec.structs.replace(kept, command=ctx.suggest())
+                return kept, ""
         except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
             why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
             return None, f"the retention policy did not run ({why}); the next operation runs it"
@@ -571,7 +594,11 @@ def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
 
 def _operation_text(result: Result, output: Output) -> str:
     paint = _painter(_use_color(sys.stdout))
-    return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
+    # In a terminal, a plain removal in a few lines; -v, or a pipe (a log), the whole report.
+    brief = sys.stdout.isatty() and not output.verbose
+    return report.operation(
+        result, verbose=output.verbose, quiet=output.quiet, paint=paint, brief=brief
+    )
 
 
 class _DefaultToUninstall(click.Group):
@@ -856,7 +883,8 @@ def snapshot_command(common: Common, stash: bool) -> None:
         if output.quiet:
             return snap.id
         lines = [*taken.messages, *report.policy_lines(taken.kept)]
-        return "\n".join([*lines, f"snapshot {snap.id}: {len(snap.packages)} distributions"])
+        count = f"{len(snap.packages)} distribution{'' if len(snap.packages) == 1 else 's'}"
+        return "\n".join([*lines, f"snapshot {snap.id}: {count}"])
 
     _run(common, call, render)
 

@@ -374,6 +374,12 @@ if __name__ == "__main__":
     sys.exit(_child(sys.argv[1:]))
 
 
+def count_text(number: int, noun: str) -> str:
+    """``1 distribution``, ``2 distributions``: a count for a person (nouns whose plural adds
+    an s)."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def size_text(count: int) -> str:
     """``1.5 MiB``: a size for a person."""
     value = float(count)

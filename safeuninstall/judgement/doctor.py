@@ -522,14 +522,20 @@ def plan_repair(
             wanted.update(finding.expected_with)
         else:
             return None
-    for snap in snapshots:
-        plan = plan_rollback(snap, view)
-        restored = {e.pin: e for e in plan.restore}
-        kept = all(pin in restored and _kept(restored[pin]) for pin in wanted)
-        # A rollback is the repair when it brings back every missing piece from its files
-        # and takes nothing away that is installed and intact now.
-        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
-        if kept and takes_nothing:
+    # A rollback is the repair when it brings back every missing piece and takes nothing away
+    # that is installed and intact now: first one whose stash holds them all, else one whose
+    # stash holds some (the rest it reinstalls from the index, as an install would all).
+    plans = [(snap, plan_rollback(snap, view)) for snap in snapshots]
+    for whole in (True, False):
+        for snap, plan in plans:
+            restored = {e.pin: e for e in plan.restore}
+            if not wanted <= set(restored):
+                continue
+            kept = [_kept(restored[pin]) for pin in wanted]
+            if not (all(kept) if whole else any(kept)):
+                continue
+            if plan.added or any(view[n].intact for n in plan.changed):
+                continue
             # Said, not hidden: a rollback also brings back what was removed since on purpose.
             return Repair(snapshot=snap.id, also=tuple(sorted(set(restored) - wanted)))
     reinstall = any(finding.reinstall for finding in findings)

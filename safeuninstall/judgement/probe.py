@@ -317,7 +317,9 @@ class ProbeResult(Struct, frozen=True):
         return f"failed with exit code {self.returncode}"
 
     def _counts(self) -> str:
-        judged, dropped, skipped = self.judged, len(self.dropped), len(self.skipped)
+        # A dropped candidate left untried is counted once, as not judged.
+        judged, dropped = self.judged, len(self.dropped)
+        skipped = sum(c.skipped for c in judged)
         counts = f"{sum(c.passed for c in judged)} of {len(judged)} candidates pass"
         if self.regressed:
             counts += f", {len(self.regressed)} fail"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from safeuninstall.environment.sizes import Weighing
+from safeuninstall.environment.sizes import Weighing, count_text
 
 if TYPE_CHECKING:
     from safeuninstall.judgement.audit import AuditReport
@@ -55,7 +55,8 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
             elif settings.probes:
                 notes.append(
                     "--load: no probe is configured; the derived probe imports the modules and "
-                    f"entry points of the {len(holders)} distributions that hold shared libraries"
+                    f"entry points of the {count_text(len(holders), 'distribution')} that hold "
+                    "shared libraries"
                     + (", and runs torch's CUDA check" if "torch" in installed else "")
                 )
             # No bytecode written into the environment by what the probe imports.

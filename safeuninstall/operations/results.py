@@ -289,6 +289,7 @@ class SnapshotSummary(Struct, frozen=True):
 class SnapshotList(Struct, frozen=True):
     snapshots: tuple[SnapshotSummary, ...]
     total_bytes: int = 0  # bytes all these stashes keep on disk (each file counted once)
+    command: str = "safe-uninstall"  # how a command for this environment begins (Context.suggest())
 
     def to_dict(self) -> dict[str, object]:
         return {

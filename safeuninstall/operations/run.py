@@ -43,6 +43,7 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import (
     as_baseline,
     derive,
@@ -143,7 +144,8 @@ class _Guard:
         """What a run would do, for --dry-run."""
         probes = ", ".join(p.label for p in self.settings.probes) or "none"
         return [
-            f"--dry-run: would snapshot {len(self.installed)} distributions, keeping every "
+            f"--dry-run: would snapshot {count_text(len(self.installed), 'distribution')}, "
+            "keeping every "
             "installed file (hard links)",
             f"would run the baseline probe ({probes}), then: {shell_line(self.options.argv)}",
             f"  with VIRTUAL_ENV={self.ctx.interpreter.prefix} and "

@@ -72,7 +72,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
             )
         )
     total = holdings.held([snapshot_id for snapshot_id, _ in loaded])
-    return SnapshotList(tuple(summaries), total_bytes=total)
+    return SnapshotList(tuple(summaries), total_bytes=total, command=ctx.suggest())
 
 
 def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:

@@ -39,6 +39,7 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.legacy import DESCRIBED
 from safeuninstall.environment.requirements import read_request
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.bisection import bound, search
 from safeuninstall.judgement.derived import (
     after_settings,
@@ -804,7 +805,8 @@ class _Attempt:
             # the snapshot. Running the probe again would prove nothing more and cost a run.
             skipped = (
                 "not run again: the restore is proven identical to the state the baseline "
-                f"passed in ({restored.verification.files_checked} files hash-checked, the "
+                f"passed in ({count_text(restored.verification.files_checked, 'file')} "
+                "hash-checked, the "
                 "installed set equal to the snapshot); --probe-after-restore runs it anyway"
             )
         else:

@@ -21,6 +21,7 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
 from safeuninstall.environment.requirescache import REQUIRES_CACHE_FILE, RequiresCache
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import derive
 from safeuninstall.judgement.impact import ImpactReport, impact_report
 from safeuninstall.judgement.libraries import (
@@ -116,7 +117,9 @@ def analyse(
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
-    ctx.emit("impact", f"impact report: {len(report.affected)} distributions affected")
+    ctx.emit(
+        "impact", f"impact report: {count_text(len(report.affected), 'distribution')} affected"
+    )
     return Analysis(report, owned, index)
 
 

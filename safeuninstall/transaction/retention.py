@@ -86,6 +86,9 @@ class Kept(Struct, frozen=True):
     # Bytes the stashes but the latest's hold beyond max-size, because protected ones stay.
     over_max_size: int = 0
     max_size: int | None = None
+    # How a command for this environment and state folder begins (Context.suggest()): what
+    # the report's `prune` suggestions start with.
+    command: str = "safe-uninstall"
 
     def to_dict(self) -> dict[str, object]:
         return {

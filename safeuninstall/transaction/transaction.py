@@ -41,6 +41,7 @@ from safeuninstall.environment.installed import (
     installed_distributions,
 )
 from safeuninstall.environment.records import RecordEntry
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.libraries import ownership
 from safeuninstall.judgement.plan import (
     RollbackPlan,
@@ -171,7 +172,8 @@ def take_snapshot(
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
-    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
+    stashed = count_text(len(stashes), "distribution")
+    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({stashed} stashed)")
     return snap
 
 
@@ -396,7 +398,10 @@ class Transaction:
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
-        ctx.emit("restored", f"restored: {verification.files_checked} files checked, {done}")
+        ctx.emit(
+            "restored",
+            f"restored: {count_text(verification.files_checked, 'file')} checked, {done}",
+        )
         return Restored(report, verification, left=left)
 
     def return_to(
