@@ -31,7 +31,6 @@ import struct
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from stat import S_ISREG
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -39,6 +38,7 @@ import msgspec
 from msgspec import Struct
 
 from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.cachefile import read_cache
 
 __all__ = [
     "DEFAULT_LD_CACHE",
@@ -613,7 +613,7 @@ class ElfCache:
         self.changed = False
         self._entries = {}
         try:
-            stored = _decode(_read_limited(path))
+            stored = _decode(read_cache(path, _MAX_CACHE_BYTES))
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
         self._entries = {
@@ -664,17 +664,6 @@ class _StoredCache(Struct, frozen=True):
     format: Literal["safeuninstall-elf-cache"]
     version: Literal[2]
     entries: dict[str, _StoredEntry]
-
-
-def _read_limited(path: str | os.PathLike[str]) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
-    with open(fd, "rb") as stream:
-        if not S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = stream.read(_MAX_CACHE_BYTES + 1)
-    if len(data) > _MAX_CACHE_BYTES:
-        raise ValueError("too large for an ELF cache")
-    return data
 
 
 def _decode(data: bytes) -> _StoredCache:
