@@ -62,7 +62,7 @@ from safeuninstall.session.analysis import analyse, failure_text, snapshot_view,
 from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import PackageStash, Snapshot
-from safeuninstall.state.stash import kept_aside, not_put_back, read_verified
+from safeuninstall.state.stash import Identity, identity, kept_aside, not_put_back, read_verified
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
 
 
@@ -544,7 +544,7 @@ def _rewritten(
 ) -> tuple[str, ...]:
     """Distributions installed as the snapshot has them whose files changed all the same:
     replaced (another inode: a reinstall, a command killed half way) or written in place
-    (another size or mtime than the stash hasher recorded before the command). An lstat per
+    (another size, mtime or ctime than the stash hasher recorded before the command). An lstat per
     file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
     distribution is taken as it looks."""
     skip = {*change.remove, *(e.name for e in change.restore)}
@@ -565,7 +565,7 @@ def _changed_files(
     stash: PackageStash,
     folder: Path,
     root: Path,
-    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
+    hashed: Mapping[str, tuple[Identity, str]],
 ) -> bool:
     for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
@@ -576,7 +576,7 @@ def _changed_files(
             return True
         recorded = hashed.get(f"{stash.folder}/{kept.path}")
         if recorded is not None:
-            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
+            if identity(placed) != recorded[0]:
                 return True
             continue
         try:

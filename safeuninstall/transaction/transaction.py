@@ -286,8 +286,9 @@ class Transaction:
         self._beside = frozenset(p.name for d in installed.values() for p in d.doubled)
         stashes = [e.stash for e in self.snapshot.packages if e.stash]
         # A restore then need not hash the stash, and a file changed locally before the
-        # removal is vouched for (its RECORD hash no longer is).
-        self._hasher = StashHasher(self._folder[1], stashes).start()
+        # removal is vouched for (its RECORD hash no longer is). Begun once the installer is
+        # done (``uninstall``), or when it is first waited for.
+        self._hasher = StashHasher(self._folder[1], stashes)
         return self.snapshot
 
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
@@ -311,6 +312,9 @@ class Transaction:
                 self._ctx.backend.uninstall(names)
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
+        finally:
+            if self._hasher is not None:
+                self._hasher.start()
         return None
 
     def changing(self, step: str) -> None:
