@@ -561,21 +561,23 @@ def is_elf_candidate(name: str) -> bool:
 # Persistent cache of read_elf results
 
 _CACHE_FORMAT: Final = "safeuninstall-elf-cache"
-# 2: with program and python_extension; a version 1 file is not read (the files are re-read)
-_CACHE_VERSION: Final = 2
+# 3: with each file's ctime; an earlier version is not read (the files are re-read)
+_CACHE_VERSION: Final = 3
 _MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
 
 
 class _CacheEntry(Struct, frozen=True):
-    """A file's ELF reading, valid while its size and mtime are unchanged."""
+    """A file's ELF reading, valid while its size, mtime and ctime are unchanged (a file
+    written in place with its mtime set back has another ctime)."""
 
     size: int
     mtime_ns: int
+    ctime_ns: int
     info: ElfInfo | None
 
 
 class ElfCache:
-    """``read_elf`` results keyed by (path, size, mtime_ns), storable as JSON.
+    """``read_elf`` results keyed by (path, size, mtime_ns, ctime_ns), storable as JSON.
 
     ``get`` is a drop-in ``reader`` for ``Loader``.  Results of None (non-ELF
     files) are cached too, so unchanged non-ELF ``.so`` files are not reopened.
@@ -590,7 +592,7 @@ class ElfCache:
         return len(self._entries)
 
     def get(self, path: str, stat: os.stat_result | None = None) -> ElfInfo | None:
-        """``read_elf(path)``, answered from the cache when size and mtime match.
+        """``read_elf(path)``, answered from the cache when size, mtime and ctime match.
 
         Pass ``stat`` (e.g. from ``os.DirEntry.stat()``) to save a syscall.
         Returns None without caching if the file cannot be stat'ed.
@@ -601,10 +603,15 @@ class ElfCache:
             except OSError:
                 return None
         entry = self._entries.get(path)
-        if entry is not None and entry.size == stat.st_size and entry.mtime_ns == stat.st_mtime_ns:
+        if (
+            entry is not None
+            and entry.size == stat.st_size
+            and entry.mtime_ns == stat.st_mtime_ns
+            and entry.ctime_ns == stat.st_ctime_ns
+        ):
             return entry.info
         info = self._reader(path)
-        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, info)
+        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, info)
         self.changed = True
         return info
 
@@ -617,7 +624,7 @@ class ElfCache:
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
         self._entries = {
-            name: _CacheEntry(entry.size, entry.mtime_ns, _info(name, entry.info))
+            name: _CacheEntry(entry.size, entry.mtime_ns, entry.ctime_ns, _info(name, entry.info))
             for name, entry in stored.entries.items()
         }
 
@@ -638,9 +645,9 @@ class ElfCache:
         write_atomically(Path(path), payload, mode=0o644, durable=False)
 
 
-# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 2, "entries":
-# {path: [size, mtime_ns, null or [elf_class, machine, soname, needed, rpath, runpath, program,
-# python_extension]]}}.
+# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 3, "entries":
+# {path: [size, mtime_ns, ctime_ns, null or [elf_class, machine, soname, needed, rpath, runpath,
+# program, python_extension]]}}.
 
 
 class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
@@ -657,12 +664,13 @@ class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=Tr
 class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     size: int
     mtime_ns: int
+    ctime_ns: int
     info: _StoredInfo | None
 
 
 class _StoredCache(Struct, frozen=True):
     format: Literal["safeuninstall-elf-cache"]
-    version: Literal[2]
+    version: Literal[3]
     entries: dict[str, _StoredEntry]
 
 
@@ -695,7 +703,7 @@ def _info(path: str, stored: _StoredInfo | None) -> ElfInfo | None:
 def _stored(entry: _CacheEntry) -> _StoredEntry:
     info = entry.info
     if info is None:
-        return _StoredEntry(entry.size, entry.mtime_ns, None)
+        return _StoredEntry(entry.size, entry.mtime_ns, entry.ctime_ns, None)
     fields = _StoredInfo(
         info.elf_class,
         info.machine,
@@ -706,7 +714,7 @@ def _stored(entry: _CacheEntry) -> _StoredEntry:
         info.program,
         info.python_extension,
     )
-    return _StoredEntry(entry.size, entry.mtime_ns, fields)
+    return _StoredEntry(entry.size, entry.mtime_ns, entry.ctime_ns, fields)
 
 
 # --------------------------------------------------------------------------
