@@ -218,7 +218,7 @@ def requirement_index(
 ) -> dict[str, list[tuple[str, str]]]:
     """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
     is parsed: the leading name alone says which lines can matter to a removal.
-    ``requires_dist``: reads a distribution's values (requirescache.py), else each is read."""
+    ``requires_dist``: reads a distribution's values, else each is read."""
     index: dict[str, list[tuple[str, str]]] = {}
     for key, dist in installed.items():
         values = dist.requires_dist() if requires_dist is None else requires_dist(dist)

@@ -29,7 +29,7 @@ from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from safeuninstall.base.atomicfile import write_atomically
-from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.cachefile import read_cache
 from safeuninstall.environment.installed import distributions_named, required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.judgement.kinds import ProbeKind
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
+_MAX_CACHE_BYTES = 16 * 1024 * 1024  # 16 baselines, each with its probes' outputs
 PLANS_FILE = "derived-plans.json"
 _MAX_PLANS_BYTES = 4 * 1024 * 1024  # 16 plans of a few KB each; anything bigger is not ours
 
@@ -93,8 +94,8 @@ class BaselineCache:
 
     def _read(self) -> dict[str, dict[str, object]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(read_cache(self.path, _MAX_CACHE_BYTES))
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -139,9 +140,9 @@ class BaselineCache:
     def put(
         self, settings: ProbeSettings, env_fingerprint: str, results: Sequence[ProbeResult]
     ) -> None:
-        """Keep ``results`` as the baseline of these probes in this environment: configured
-        probes that all passed; a derived probe whose every candidate ended (passed or failed:
-        what failed is dropped from the next removal's judgement all the same)."""
+        """Keep ``results`` as the baseline of these probes in this environment: probes that
+        passed, a derived probe every candidate of which passed (a failure is run again:
+        what fails before a removal is left out of its judgement, which no file decides)."""
         if not results or not all(_cacheable(r) for r in results):
             return
         data = self._read()
@@ -161,9 +162,7 @@ class BaselineCache:
 def _cacheable(result: ProbeResult) -> bool:
     if result.probe.kind is not ProbeKind.DERIVED:
         return result.passed
-    return bool(result.candidates) and all(
-        c.status in ("passed", "failed") for c in result.candidates
-    )
+    return bool(result.candidates) and all(c.status == "passed" for c in result.candidates)
 
 
 def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, ...] | None:
@@ -172,7 +171,9 @@ def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, .
         return None
     ends = []
     for candidate, end in zip(probe.candidates, cached, strict=True):
-        if not (isinstance(end, list) and len(end) == 2 and end[0] in ("passed", "failed")):
+        # Only a pass is taken from the file: a candidate that failed before the removal is
+        # left out of its judgement, so that is seen again, never read.
+        if not (isinstance(end, list) and len(end) == 2 and end[0] == "passed"):
             return None
         if not isinstance(end[1], str):
             return None
@@ -209,7 +210,7 @@ class DerivedPlans:
 
     def _read(self) -> dict[str, object]:
         try:
-            data = json.loads(read_bytes(self.path, _MAX_PLANS_BYTES))
+            data = json.loads(read_cache(self.path, _MAX_PLANS_BYTES))
         except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}

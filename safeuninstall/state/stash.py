@@ -21,10 +21,12 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
+import msgspec
 from msgspec import Struct
 
 from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.cachefile import read_cache
 from safeuninstall.base.errors import SnapshotInvalid, StashError
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.legacy import (
@@ -449,23 +451,28 @@ class FileProblem(Struct, frozen=True):
 
 
 VERIFIED_FILE = "stash-verified.json"
+_MAX_VERIFIED_BYTES = 64 * 1024 * 1024  # some 400,000 files
 
-# (st_ino, st_size, st_mtime_ns) of a stashed file when its bytes were hashed and matched.
-Identity = tuple[int, int, int]
+# (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) of a stashed file when its bytes were
+# hashed. The ctime too: an in-place write whose mtime was set back (os.utime) changes it.
+Identity = tuple[int, int, int, int, int]
+_Recorded = tuple[int, int, int, int, int, str]  # an Identity and the sha256, as stored
 
 
-def _identity(info: os.stat_result) -> Identity:
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
+def identity(info: os.stat_result) -> Identity:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
     """Stashed files whose bytes were hashed (identity then, sha256 of the bytes as installed),
-    trusted as long as the identity is unchanged."""
+    trusted as long as the identity is unchanged. A record that is not a regular file of its
+    own, too large or not well formed is none: the stash is hashed again."""
     try:
-        data = json.loads((snapshot_dir / VERIFIED_FILE).read_text(encoding="utf-8"))
-        return {str(k): ((int(v[0]), int(v[1]), int(v[2])), str(v[3])) for k, v in data.items()}
-    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        data = read_cache(snapshot_dir / VERIFIED_FILE, _MAX_VERIFIED_BYTES)
+        stored = msgspec.json.decode(data, type=dict[str, _Recorded])
+    except (OSError, msgspec.DecodeError, RecursionError):
         return {}
+    return {key: (value[:5], value[5]) for key, value in stored.items()}
 
 
 # (st_dev, st_ino, st_size, st_mtime_ns): the file a check accepted. Size and mtime too, since
@@ -501,12 +508,12 @@ def check_stash(
     """Every stashed file exists and holds the bytes it held when its snapshot was taken.
 
     Those bytes are the ones the stash hasher recorded in ``verified`` where it has the file,
-    else the sha256 the snapshot recorded (the RECORD's). A file whose inode, size and mtime
-    are those it had when it was hashed is not read again (rewriting its bytes would change the
-    mtime; someone who sets the mtime back by hand can fool this, and the stash is the user's
-    own, mode 0700); any other is hashed and must match. So a stash changed since its snapshot
-    is caught, also when an edit in place of an installed file reached it through a shared
-    inode (a hard link), even one that put the RECORD's bytes back.
+    else the sha256 the snapshot recorded (the RECORD's). A file whose device, inode, size,
+    mtime and ctime are those it had when it was hashed is not read again (rewriting its bytes
+    changes the ctime, which no one can set back); any other is hashed and must match. So a
+    stash changed since its snapshot is caught, also when an edit in place of an installed
+    file reached it through a shared inode (a hard link), even one that put the RECORD's bytes
+    back.
 
     A file the hasher recorded with bytes that differ from its RECORD (modified locally before
     the removal) is accepted as it was installed with ``accept_modified``, for a restore of the
@@ -543,7 +550,7 @@ def check_stash(
                 continue
             known = verified.get(key) if verified is not None else None
             expected = known[1] if known is not None else stashed.sha256
-            if known is not None and known[0] == _identity(info):
+            if known is not None and known[0] == identity(info):
                 actual = expected
             else:
                 actual = sha256_file(kept, info)
@@ -606,7 +613,11 @@ class StashHasher:
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
 
     def start(self) -> StashHasher:
-        self._thread.start()
+        """Begin, once. A removal begins it after the installer has unlinked the environment's
+        links to the stashed files (which sets their ctime): the identities recorded are then
+        those a restore finds."""
+        if self._thread.ident is None:
+            self._thread.start()
         return self
 
     def __enter__(self) -> StashHasher:
@@ -634,8 +645,8 @@ class StashHasher:
                     if not stat.S_ISREG(before.st_mode):
                         continue  # never vouched for: check_stash refuses it
                     digest = sha256_file(kept, before, stop=self._cancelled.is_set)
-                    if _identity(kept.lstat()) == _identity(before):
-                        verified[key] = [*_identity(before), digest]
+                    if identity(kept.lstat()) == identity(before):
+                        verified[key] = [*identity(before), digest]
                 except OSError:
                     continue
         if self._cancelled.is_set():
@@ -647,12 +658,14 @@ class StashHasher:
             )
 
     def wait(self) -> None:
+        self.start()
         self._thread.join()
 
     def cancel(self) -> None:
         """Stop within a chunk of the file being hashed, write nothing."""
         self._cancelled.set()
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
 
 
 def restore_files(

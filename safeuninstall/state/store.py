@@ -344,7 +344,9 @@ class Store(Struct, frozen=True):
         path = self.folder(snapshot_id) / TWIN_FILE
         try:
             key = _file_key(self.snapshot_path(snapshot_id))
-            twin = msgspec.json.decode(bounded.read_bytes(path, _MAX_TWIN_BYTES), type=_Twin)
+            twin = msgspec.json.decode(
+                bounded.read_bytes(path, _MAX_TWIN_BYTES, follow_links=False), type=_Twin
+            )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return None
         if twin.key != key:
@@ -374,7 +376,9 @@ class Store(Struct, frozen=True):
         try:
             key = _file_key(self._file(snapshot_id, SNAPSHOT_FILE))
             stored = msgspec.json.decode(
-                bounded.read_bytes(self._file(snapshot_id, HEAD_FILE), _MAX_HEAD_BYTES),
+                bounded.read_bytes(
+                    self._file(snapshot_id, HEAD_FILE), _MAX_HEAD_BYTES, follow_links=False
+                ),
                 type=SnapshotHead,
             )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):

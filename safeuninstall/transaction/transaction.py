@@ -56,9 +56,11 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target
 from safeuninstall.state.stash import (
+    Identity,
     StashHasher,
     StashPlace,
     check_stash,
+    identity,
     read_verified,
     relative_to_root,
     stash_aside,
@@ -290,8 +292,9 @@ class Transaction:
         self._beside = frozenset(p.name for d in installed.values() for p in d.doubled)
         stashes = [e.stash for e in self.snapshot.packages if e.stash]
         # A restore then need not hash the stash, and a file changed locally before the
-        # removal is vouched for (its RECORD hash no longer is).
-        self._hasher = StashHasher(self._folder[1], stashes).start()
+        # removal is vouched for (its RECORD hash no longer is). Begun once the installer is
+        # done (``uninstall``), or when it is first waited for.
+        self._hasher = StashHasher(self._folder[1], stashes)
         return self.snapshot
 
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
@@ -315,6 +318,9 @@ class Transaction:
                 self._ctx.backend.uninstall(names)
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
+        finally:
+            if self._hasher is not None:
+                self._hasher.start()
         return None
 
     def changing(self, step: str) -> None:
@@ -595,7 +601,7 @@ def rewritten(
 ) -> tuple[str, ...]:
     """Distributions installed as the snapshot has them whose files changed all the same:
     replaced (another inode: a reinstall, a command killed half way) or written in place
-    (another size or mtime than the stash hasher recorded before the change). An lstat per
+    (another size, mtime or ctime than the stash hasher recorded before the change). An lstat per
     file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
     distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway."""
     skip = {*change.remove, *(e.name for e in change.restore)}
@@ -616,7 +622,7 @@ def _changed_files(
     stash: PackageStash,
     folder: Path,
     root: Path,
-    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
+    hashed: Mapping[str, tuple[Identity, str]],
 ) -> bool:
     for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
@@ -627,7 +633,7 @@ def _changed_files(
             return True
         recorded = hashed.get(f"{stash.folder}/{kept.path}")
         if recorded is not None:
-            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
+            if identity(placed) != recorded[0]:
                 return True
             continue
         try:
