@@ -61,6 +61,7 @@ from safeuninstall.session import baseline
 from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
 from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
 from safeuninstall.session.context import Context
+from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageStash, Snapshot
 from safeuninstall.state.stash import kept_aside, not_put_back, read_verified
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
@@ -504,7 +505,7 @@ class _Attempt:
         than half undone (an uninstall first would leave the environment worse than the
         command did)."""
         ctx, messages = self.ctx, self.guard.messages
-        folder = ctx.store.folder(self.snap.id)
+        folder = ctx.store.folder(self.snap.id).path
         gone = not folder.is_dir()
         if gone:
             messages.append(
@@ -563,7 +564,7 @@ def _rewritten(
 
 def _changed_files(
     stash: PackageStash,
-    folder: Path,
+    folder: SnapshotFolder,
     root: Path,
     hashed: Mapping[str, tuple[tuple[int, int, int], str]],
 ) -> bool:
@@ -580,7 +581,7 @@ def _changed_files(
                 return True
             continue
         try:
-            stashed = os.lstat(folder / stash.folder / kept.path)
+            stashed = os.lstat(folder.holding(f"{stash.folder}/{kept.path}"))
         except OSError:
             return False  # the stash cannot tell
         if stashed.st_dev != placed.st_dev:
