@@ -503,7 +503,7 @@ def test_audit_counts_what_only_the_stashes_hold(make_venv: MakeVenv) -> None:
     assert venv.tool("snapshot").returncode == 0
     assert venv.tool("--no-probe", "leftpad").returncode == 0
     data: Any = venv.tool("audit", "--json").json()
-    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    snapshots = venv.state.snapshots_dir
     links: dict[tuple[int, int], list[os.stat_result]] = {}
     for folder, _, names in os.walk(snapshots):
         for name in names:

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from safeuninstall.base import tomlfile
 from safeuninstall.base.errors import SnapshotInvalid
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SnapshotFolder
+from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, Run, Venv, error_line
 from tests.test_units import full_snapshot
 
@@ -158,7 +160,7 @@ def test_disk_full_while_stashing(make_venv: MakeVenv, tmp_path: Path) -> None:
             venv, before, ("--state-dir", str(mount), "--no-probe", "bigpkg"), "no space left"
         )
         assert "nothing was removed" in stderr
-        assert list((mount / "snapshots").iterdir()) == []
+        assert list(Store(mount).snapshots_dir.iterdir()) == []
         assert not (mount / "journal.toml").exists() and not venv.journal.exists()
     finally:
         subprocess.run(["umount", str(mount)], check=True)
@@ -175,7 +177,7 @@ def removed_leftpad(make_venv: MakeVenv) -> Venv:
 
 
 def snapshot_path(venv: Venv) -> Path:
-    return venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    return venv.snapshot("0001").snapshot_file
 
 
 def edit_snapshot(venv: Venv, edit) -> None:  # type: ignore[no-untyped-def]
@@ -294,7 +296,7 @@ def test_random_edits_are_accepted_or_refused_clearly(data: st.DataObject, tmp_p
         else:
             value = data.draw(_VALUES)
             parent[where[-1]] = value  # type: ignore[index]
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     try:
         path.write_text(tomli_w.dumps(_drop_none(snap)))
     except (TypeError, ValueError):
@@ -322,7 +324,7 @@ def test_random_bytes_are_refused_clearly(cut: int, flip: bytes, at: int, tmp_pa
     raw = raw[: cut % (len(raw) + 1)]
     position = at % (len(raw) + 1)
     raw = raw[:position] + flip + raw[position + len(flip) :]
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_bytes(raw)
     try:
         snapshot_file.load(path)
@@ -344,7 +346,7 @@ def test_prune_keeps_latest_and_journal_snapshot(make_venv: MakeVenv) -> None:
         assert venv.tool("snapshot").returncode == 0
     dry = venv.tool("prune", "--keep", "1", "--dry-run", "--json")
     assert json.loads(dry.stdout)["removed"][0]["id"] == "0001"
-    assert len(list((venv.root / ".safe-uninstall" / "snapshots").iterdir())) == 3
+    assert len(list(venv.state.snapshots_dir.iterdir())) == 3
     # An unfinished transaction's snapshot is protected even when old.
     assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL").returncode == -9
     pruned = venv.tool("prune", "--keep", "1", "--json")
@@ -497,7 +499,7 @@ def state_with_snapshots(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Pat
     # A second command caches the interpreter's answer (the first ran before the state folder
     # existed), so that a refused command below has nothing left to add.
     assert venv.tool("snapshots").returncode == 0
-    unsaved = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "stash" / "multipkg-1.0"
+    unsaved = venv.snapshot("0002").package_stash("multipkg", "1.0")
     unsaved.mkdir(parents=True)
     (unsaved / "half.py").write_text("half a stash\n")
     sibling = tmp_path / "sibling"

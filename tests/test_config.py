@@ -16,6 +16,7 @@ from safeuninstall import options as core_options
 from safeuninstall.base.errors import UsageError
 from safeuninstall.cli.commands import cli
 from safeuninstall.judgement.probe import DEFAULT_TIMEOUT, ProbeSettings, probes_from
+from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, run_tool
 from tests.test_uninstall import corrupt_stash
 
@@ -291,7 +292,7 @@ def test_state_dir_and_lock_timeout_from_the_project_file(
 
     taken = venv.tool("snapshot", "--no-stash", cwd=places.cwd)
     assert taken.returncode == 0, taken.stderr
-    assert (state / "snapshots" / "0001" / "snapshot.toml").is_file()
+    assert Store(state).folder("0001").snapshot_file.is_file()
     assert not (venv.root / ".safe-uninstall").exists()
 
     with filelock.FileLock(str(state / "lock")):

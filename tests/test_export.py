@@ -226,13 +226,13 @@ def test_pylock_round_trip_and_refusal(make_venv: MakeVenv, tmp_path: Path) -> N
 def test_export_to_stdout_by_path_and_as_json(make_venv: MakeVenv) -> None:
     venv = make_venv("leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0
-    folder = venv.root / ".safe-uninstall" / "snapshots" / "0001"
+    folder = venv.snapshot("0001")
 
     by_id = venv.tool("export", "1")
     assert body(by_id.stdout) == ["leftpad==1.0"]
-    by_path = venv.tool("export", str(folder / "snapshot.toml"))
+    by_path = venv.tool("export", str(folder.snapshot_file))
     assert by_path.stdout == by_id.stdout
-    as_json = venv.tool("export", str(folder), "--json").json()
+    as_json = venv.tool("export", str(folder.path), "--json").json()
     assert as_json["snapshot"] == "0001" and as_json["text"] == by_id.stdout
     missing = venv.tool("export", "9")
     assert missing.returncode == 1 and "no snapshot '9'" in missing.stderr

@@ -102,7 +102,7 @@ def test_kill_between_two_files_of_the_stash_then_recover(make_venv: MakeVenv) -
 
     assert killed.returncode == -9
     assert journal(venv).exists()
-    stash = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash" / "multipkg-1.0"
+    stash = venv.snapshot("0001").package_stash("multipkg", "1.0")
     assert len([p for p in stash.rglob("*") if p.is_file()]) == 3  # killed half way
     assert venv.installed() == installed
     assert_recovered(venv, hashes, installed)
@@ -235,13 +235,12 @@ def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) 
     copy of a distribution that is not installed, and that no installed distribution lists.
     A file another distribution lists (a shared path) stays, as does one that is another inode."""
     from safeuninstall.environment.interpreter import query_interpreter
-    from safeuninstall.state.store import Store
     from safeuninstall.transaction.restore import remove_half_restored
 
     venv = make_venv("sharedlib-cu13", "leftpad")
     site = venv.site_packages.relative_to(venv.root)
-    store = Store(venv.root / ".safe-uninstall")
-    stash = store.folder("0001") / "stash" / "sharedlib-cu12-1.0" / site
+    store = venv.state
+    stash = store.folder("0001").package_stash("sharedlib-cu12", "1.0") / site
     (stash / "sharedlib").mkdir(parents=True)
     # sharedlib-cu12's files as a restore cut short leaves them: linked back from its stash
     shared = venv.site_packages / "sharedlib" / "__init__.py"  # sharedlib-cu13 lists it too
@@ -374,9 +373,8 @@ def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_pat
     assert [code for _, _, code in results] == [0] * 8, results
     assert set(venv.installed()) == {"leftpad"}
     # Serialised: snapshot k saw exactly the packages the k-1 earlier operations left.
-    from safeuninstall.state.store import Store
 
-    store = Store(venv.root / ".safe-uninstall")
+    store = venv.state
     snapshots = [store.load(snapshot_id) for snapshot_id in store.ids()]
     assert [s.id for s in snapshots] == [f"{i:04d}" for i in range(1, 9)]
     for k, snap in enumerate(snapshots):
@@ -464,7 +462,7 @@ def test_ctrl_c_during_the_baseline_kills_its_probe(
     proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
     # The snapshot is saved right before the command waits for the baseline; the probe runs.
-    saved = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    saved = venv.snapshot("0001").snapshot_file
     wait_for(saved)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

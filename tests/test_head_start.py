@@ -27,7 +27,6 @@ from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall import uninstall
 from safeuninstall.session import baseline
 from safeuninstall.session.context import Context, open_context
-from safeuninstall.state.store import Store
 from tests.conftest import MakeVenv, Venv, running, tagged_processes, wait_for
 
 
@@ -73,7 +72,7 @@ def _lock_held(venv: Venv, *, seconds: float) -> Iterator[None]:
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with Store(venv.root / ".safe-uninstall").locked(5.0):
+        with venv.state.locked(5.0):
             held.set()
             release.wait(10)
 
@@ -95,7 +94,7 @@ def _lock_held_until(venv: Venv, done: Callable[[], bool]) -> Iterator[list[str]
     held, released = threading.Event(), []
 
     def hold() -> None:
-        with Store(venv.root / ".safe-uninstall").locked(5.0):
+        with venv.state.locked(5.0):
             held.set()
             deadline = time.monotonic() + 30
             while not done():

@@ -434,6 +434,6 @@ def test_a_second_interrupt_does_not_cut_the_give_up_short(
         "safe-uninstall: error: interrupted before anything was removed; nothing was changed"
     ), run.stderr
     assert not venv.journal.exists()
-    assert list((venv.root / ".safe-uninstall" / "snapshots").iterdir()) == []
+    assert list(venv.state.snapshots_dir.iterdir()) == []
     assert "leftpad" in venv.installed()
     assert venv.tool("--dry-run", "leftpad").returncode == 0

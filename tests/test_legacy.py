@@ -505,7 +505,7 @@ def test_rollback_refuses_a_legacy_install_no_stash_holds(legacy: Callable[..., 
     install = legacy("egg-info")
     assert install.tool("snapshot", "--no-stash").returncode == 0
     assert install.tool("--no-probe", "legacy-pkg").returncode == 0
-    for folder in (install.venv.root / ".safe-uninstall" / "snapshots").iterdir():
+    for folder in install.venv.state.snapshots_dir.iterdir():
         if folder.name != "0001":
             shutil.rmtree(folder)
     after = install.state()

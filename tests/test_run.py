@@ -773,7 +773,7 @@ def test_a_rollback_says_every_folder_its_snapshot_kept_aside_also_one_there_as_
 
     data = back.json()
     assert back.returncode == 0, data
-    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    kept = venv.snapshot("0002").aside_dir
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
         f"put back (a snapshot brings back one version per name); its files are kept in "
@@ -825,7 +825,7 @@ def test_an_undo_says_a_second_dist_info_folder_the_command_removed_is_not_put_b
     assert text.returncode == 4, text.stdout + text.stderr
     assert text.stdout.splitlines()[-1].startswith(f"run: {why}: "), text.stdout
     assert said.replace("LEFTPAD", leftpad) in text.stdout
-    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    kept = venv.snapshot("0002").aside_dir
     messages = "\n".join(data["messages"])  # type: ignore[arg-type]
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "

@@ -8,10 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from safeuninstall.state.layout import SnapshotFolder
 from tests.conftest import UV, MakeVenv, Venv
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -24,8 +24,8 @@ def _listing(venv: Venv) -> list[object]:
     return snapshots
 
 
-def _folder(venv: Venv, snapshot_id: str) -> Path:
-    return venv.root / ".safe-uninstall" / "snapshots" / snapshot_id
+def _folder(venv: Venv, snapshot_id: str) -> SnapshotFolder:
+    return venv.snapshot(snapshot_id)
 
 
 @pytest.fixture
@@ -38,16 +38,16 @@ def venv(make_venv: MakeVenv) -> Venv:
 
 def test_the_listing_from_heads_is_the_listing_from_the_toml(venv: Venv) -> None:
     from_heads = _listing(venv)
-    assert (_folder(venv, "0001") / "head.json").is_file()
+    assert _folder(venv, "0001").head_file.is_file()
     for snapshot_id in ("0001", "0002"):
-        (_folder(venv, snapshot_id) / "head.json").unlink()
+        _folder(venv, snapshot_id).head_file.unlink()
     assert _listing(venv) == from_heads  # read from the TOML, the heads written again
-    assert (_folder(venv, "0002") / "head.json").is_file()
+    assert _folder(venv, "0002").head_file.is_file()
     assert [s["id"] for s in from_heads] == ["0002", "0001"]  # type: ignore[index]
 
 
 def _forge(venv: Venv, snapshot_id: str, **changes: object) -> None:
-    path = _folder(venv, snapshot_id) / "head.json"
+    path = _folder(venv, snapshot_id).head_file
     head = json.loads(path.read_text())
     head.update(changes)
     path.write_text(json.dumps(head))
@@ -57,7 +57,7 @@ def test_a_head_of_another_snapshot_toml_is_not_used(venv: Venv) -> None:
     """snapshot.toml replaced (another inode, as a copy or a restore from a backup makes):
     its old head lists what is no longer there. A head used by id alone would show it."""
     expected = _listing(venv)
-    toml = _folder(venv, "0001") / "snapshot.toml"
+    toml = _folder(venv, "0001").snapshot_file
     _forge(venv, "0001", operation="forged", packages=999)
     copy = toml.with_name("copy")
     copy.write_bytes(toml.read_bytes())
@@ -73,7 +73,7 @@ def test_a_head_of_another_snapshot_toml_is_not_used(venv: Venv) -> None:
 )
 def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> None:
     expected = _listing(venv)
-    head = _folder(venv, "0002") / "head.json"
+    head = _folder(venv, "0002").head_file
     if spoil == "garbage":
         head.write_bytes(b"\x00{")
     elif spoil == "another id":
@@ -92,7 +92,7 @@ def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
     """The outcome note is read as head.json is: bounded, a regular file only. A FIFO in its
     place (nothing writes to it) hung `snapshots` and `show` in their open."""
     expected = _listing(venv)
-    note = _folder(venv, "0002") / "outcome"
+    note = _folder(venv, "0002").outcome_file
     note.unlink(missing_ok=True)
     os.mkfifo(note)
     done = subprocess.run(

@@ -19,6 +19,8 @@ import pytest
 import tomli_w
 
 from safeuninstall.state import locks, stash
+from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder, stash_of
+from safeuninstall.state.store import Store
 from safeuninstall.transaction import restore
 from tests.conftest import UV, MakeVenv, Venv, changed, stand_in_uv, tree
 
@@ -35,10 +37,15 @@ def _no_traceback(*runs: object) -> None:
         assert "Traceback" not in getattr(run, "stderr", ""), run
 
 
-def _stashed(state: Path, snapshot: str, name: str, venv: Venv, file: str) -> Path:
+def _stashed(state: Path, snapshot: str, pin: tuple[str, str], venv: Venv, file: str) -> Path:
     """A file as a stash keeps it."""
     site = venv.site_packages.relative_to(venv.root)
-    return state / "snapshots" / snapshot / "stash" / name / site / file
+    return Store(state).folder(snapshot).package_stash(*pin) / site / file
+
+
+def _in_snapshot(snapshot_id: str) -> str:
+    """The start of the ``tree`` keys of a snapshot's files, in its state folder's tree."""
+    return f"{SNAPSHOTS}/{snapshot_id}"
 
 
 # -- 3. two environments, one state folder -----------------------------------------------------
@@ -70,7 +77,7 @@ def test_prune_in_one_environment_keeps_the_other_environments_snapshots(
     assert run.returncode == 0, run.stdout + run.stderr
     assert [r["id"] for r in run.json()["removed"]] == ["0002"]  # type: ignore[index]
     gone = changed(state_before, tree(shared))
-    assert gone and all(path.startswith("snapshots/0002") for path in gone), gone
+    assert gone and all(path.startswith(_in_snapshot("0002")) for path in gone), gone
     assert changed(a_before, tree(a.root)) == []
     assert b.file_hashes() == b_before
     # A's only copy is there and still works.
@@ -93,7 +100,7 @@ def test_one_environments_unfinished_operation_does_not_block_another(
     a_snapshots = {
         k: v
         for k, v in tree(shared).items()
-        if k.startswith("snapshots/") and not k.startswith("snapshots/0003")
+        if k.startswith(f"{SNAPSHOTS}/") and not k.startswith(_in_snapshot("0003"))
     }
     assert a_snapshots
 
@@ -132,8 +139,8 @@ def test_a_plain_rollback_returns_to_this_environments_latest_snapshot(
     assert b.file_hashes() == b_whole
     assert changed(a_before, tree(a.root)) == []
     after = tree(shared)
-    assert {k: after.get(k) for k in state_before if k.startswith("snapshots/0002")} == {
-        k: v for k, v in state_before.items() if k.startswith("snapshots/0002")
+    assert {k: after.get(k) for k in state_before if k.startswith(_in_snapshot("0002"))} == {
+        k: v for k, v in state_before.items() if k.startswith(_in_snapshot("0002"))
     }
 
 
@@ -161,7 +168,7 @@ def test_recover_in_a_state_folder_of_another_user_deletes_nothing(
     (precious / "0001").mkdir(parents=True)
     (precious / "0001" / "keep.txt").write_text("root's\n")
     hostile.mkdir()
-    (hostile / "snapshots").symlink_to(precious)
+    Store(hostile).snapshots_dir.symlink_to(precious)
     journal = {
         "operation": "uninstall",
         "snapshot": "0001",
@@ -199,10 +206,10 @@ def test_a_state_folder_another_user_can_change_is_refused(
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "leftpad.py").write_text("raise SystemExit('their code, run as root')\n")
-    kept = _stashed(state, "0001", "leftpad-1.0", venv, "leftpad.py")
+    kept = _stashed(state, "0001", ("leftpad", "1.0"), venv, "leftpad.py")
     kept.unlink()
     kept.symlink_to(theirs / "leftpad.py")
-    _hostile(state if folder == "state folder" else state / "snapshots", how)
+    _hostile(state if folder == "state folder" else Store(state).snapshots_dir, how)
     before, state_before, theirs_before = tree(venv.root), tree(state), tree(theirs)
     assert whole != venv.file_hashes()  # leftpad is removed
 
@@ -215,7 +222,7 @@ def test_a_state_folder_another_user_can_change_is_refused(
     _no_traceback(*runs)
     for run in runs:
         assert run.returncode == 1, run.stdout + run.stderr
-        where = state if folder == "state folder" else state / "snapshots"
+        where = state if folder == "state folder" else Store(state).snapshots_dir
         assert str(where) in run.stderr
         assert ("chown" if how == "owned by another user" else "chmod go-w") in run.stderr
     assert changed(before, tree(venv.root)) == []
@@ -231,8 +238,8 @@ def test_the_tools_own_state_folders_pass_the_check(make_venv: MakeVenv, tmp_pat
         assert run.returncode == 0, run.stdout + run.stderr
         again = venv.tool(*args, "snapshots")
         assert again.returncode == 0 and "0001" in again.stdout, again.stdout + again.stderr
-    for state in (venv.root / ".safe-uninstall", tmp_path / "a" / "b"):
-        for path in (state, state / "snapshots"):
+    for state in (venv.state.root, tmp_path / "a" / "b"):
+        for path in (state, Store(state).snapshots_dir):
             info = path.stat()
             assert info.st_uid == os.geteuid() and not info.st_mode & 0o022, path
 
@@ -297,7 +304,7 @@ def test_a_symlink_in_the_stash_is_reinstalled_not_linked_back(
     sibling = tmp_path / "sibling"
     sibling.mkdir()
     (sibling / "leftpad.py").write_text("def pad(s): return 'not the real one'\n")
-    kept = _stashed(venv.root / ".safe-uninstall", "0001", "leftpad-1.0", venv, "leftpad.py")
+    kept = _stashed(venv.state.root, "0001", ("leftpad", "1.0"), venv, "leftpad.py")
     kept.unlink()
     kept.symlink_to(sibling / "leftpad.py")
     sibling_before = tree(sibling)
@@ -332,14 +339,14 @@ def test_a_stash_file_swapped_after_its_check_is_not_linked_back(tmp_path: Path)
     """Between the hash check and the link, the file is another: the restore refuses it."""
     from safeuninstall.state.snapshot import PackageStash, StashedFile
 
-    snapshot_dir, env = tmp_path / "0001", tmp_path / "env"
-    folder = snapshot_dir / "stash" / "pkg-1.0"
+    snapshot, env = SnapshotFolder(tmp_path / "0001"), tmp_path / "env"
+    folder = snapshot.package_stash("pkg", "1.0")
     folder.mkdir(parents=True)
     env.mkdir()
     (folder / "mod.py").write_text("good = True\n")
     files = (StashedFile("mod.py", stash.sha256_file(folder / "mod.py"), 12),)
-    kept = PackageStash(folder="stash/pkg-1.0", files=files, complete=True)
-    checked = stash.check_stash(kept, snapshot_dir)
+    kept = PackageStash(folder=stash_of("pkg", "1.0"), files=files, complete=True)
+    checked = stash.check_stash(kept, snapshot)
     assert checked.problems == []
     (folder / "mod.py").unlink()
     (folder / "mod.py").write_text("good = False\n")  # swapped
@@ -347,9 +354,9 @@ def test_a_stash_file_swapped_after_its_check_is_not_linked_back(tmp_path: Path)
     with pytest.raises(OSError, match="changed since its check"):
         stash.restore_files(
             kept,
-            snapshot_dir=snapshot_dir,
+            snapshot=snapshot,
             env_root=env,
-            displaced_dir=tmp_path / "displaced",
+            displaced_dir=snapshot.displaced_dir,
             checked=checked,
         )
     assert not (env / "mod.py").exists()
@@ -360,16 +367,17 @@ def test_stash_verified_record_does_not_vouch_for_a_symlink(tmp_path: Path) -> N
     """stash-verified.json names a file's identity; a link there is refused before it is read."""
     from safeuninstall.state.snapshot import PackageStash, StashedFile
 
-    snapshot_dir = tmp_path / "0001"
-    folder = snapshot_dir / "stash" / "pkg-1.0"
+    snapshot = SnapshotFolder(tmp_path / "0001")
+    folder = snapshot.package_stash("pkg", "1.0")
     folder.mkdir(parents=True)
     (tmp_path / "theirs.py").write_text("good = True\n")
     digest = stash.sha256_file(tmp_path / "theirs.py")
     (folder / "mod.py").symlink_to(tmp_path / "theirs.py")
     info = (folder / "mod.py").lstat()
-    verified = {"stash/pkg-1.0/mod.py": ((info.st_ino, info.st_size, info.st_mtime_ns), digest)}
-    kept = PackageStash("stash/pkg-1.0", (StashedFile("mod.py", digest, 12),), complete=True)
-    checked = stash.check_stash(kept, snapshot_dir, verified)
+    identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+    verified = {f"{stash_of('pkg', '1.0')}/mod.py": (identity, digest)}
+    kept = PackageStash(stash_of("pkg", "1.0"), (StashedFile("mod.py", digest, 12),), complete=True)
+    checked = stash.check_stash(kept, snapshot, verified)
     assert [p.problem for p in checked.problems] == ["stashed copy is a symbolic link"]
     assert checked.accepted == {}
 
@@ -469,7 +477,7 @@ def test_an_unfinished_operation_is_seen_whatever_the_state_folder(
         assert f"--state-dir {elsewhere} recover" in run.stderr
     assert venv.file_hashes() == before
     assert changed(state_before, tree(Path(elsewhere))) == []
-    assert not (venv.root / ".safe-uninstall" / "snapshots").exists()
+    assert not venv.state.snapshots_dir.exists()
     # The way out that the message gives works.
     recovered = venv.tool("--state-dir", elsewhere, "recover", "--no-probe")
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr

@@ -32,6 +32,7 @@ from safeuninstall.judgement.plan import (
 )
 from safeuninstall.state import journal
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SnapshotFolder, stash_of
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
 from tests.conftest import returns_promptly
 
@@ -58,7 +59,7 @@ def stashed(name: str, version: str) -> PackageEntry:
         name=name,
         version=version,
         stash=PackageStash(
-            folder=f"stash/{name}-{version}",
+            folder=stash_of(name, version),
             files=(StashedFile(path=f"lib/{name}.py", sha256=SHA, size=3),),
             complete=True,
         ),
@@ -103,7 +104,8 @@ def test_plan_restore_prefers_own_snapshot_then_newest() -> None:
 
 def test_stash_index_ignores_incomplete_and_duplicate_snapshots() -> None:
     incomplete = msgspec.structs.replace(
-        stashed("a", "1.0"), stash=PackageStash(folder="stash/a-1.0", files=(), complete=False)
+        stashed("a", "1.0"),
+        stash=PackageStash(folder=stash_of("a", "1.0"), files=(), complete=False),
     )
     snap = make_snapshot("0003", (incomplete, stashed("b", "1.0")))
     index = build_stash_index([snap, snap])
@@ -341,7 +343,7 @@ def full_snapshot() -> Snapshot:
 
 def test_snapshot_toml_round_trip(tmp_path: Path) -> None:
     snap = full_snapshot()
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     snapshot_file.save(snap, path)
     assert snapshot_file.load(path) == snap
     assert path.stat().st_mode & 0o777 == 0o600
@@ -379,7 +381,7 @@ def test_snapshot_validation_names_the_key(tmp_path: Path, edit, message: str) -
 
     data = full_snapshot().to_dict()
     edit(data)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
     with pytest.raises(SnapshotInvalid, match=message) as info:
         snapshot_file.load(path)
@@ -388,7 +390,7 @@ def test_snapshot_validation_names_the_key(tmp_path: Path, edit, message: str) -
 
 @pytest.mark.parametrize("content", [b"", b"format = ", b"\xff\xfe", b"[[packages]\n"])
 def test_corrupt_snapshot_is_refused(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_bytes(content)
     with pytest.raises(SnapshotInvalid, match=str(path)):
         snapshot_file.load(path)
@@ -472,7 +474,7 @@ def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-
 def test_snapshot_decoding_errors_name_the_key(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
     data = full_snapshot().to_dict()
     edit(data)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
     with pytest.raises(SnapshotInvalid) as info:
         snapshot_file.load(path)
@@ -485,13 +487,13 @@ def test_snapshot_keys_it_does_not_know_are_ignored(tmp_path: Path) -> None:
     data["target"]["implementation"] = "cpython"
     data["packages"][0]["source"]["archive_info"] = {"hash": "sha256=..."}
     data["packages"][0]["stash"]["files"][0]["mode"] = 0o644
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
     assert snapshot_file.load(path) == full_snapshot()
 
 
 def test_snapshot_nested_too_deeply_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text("format = 1\nx = " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(SnapshotInvalid, match=f"^{path}: not a valid TOML file"):
         snapshot_file.load(path)
@@ -499,14 +501,14 @@ def test_snapshot_nested_too_deeply_is_refused(tmp_path: Path) -> None:
 
 def test_snapshot_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(snapshot_file, "_MAX_BYTES", 1 << 20)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(snapshot_file.dumps(full_snapshot()) + "#" * (1 << 20))  # valid, too long
     with pytest.raises(SnapshotInvalid, match=f"^{path}: larger than 1 MiB"):
         snapshot_file.load(path)
 
 
 def test_snapshot_that_is_a_device_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.symlink_to("/dev/zero")
     with pytest.raises(SnapshotInvalid) as info:
         snapshot_file.load(path)
@@ -514,7 +516,7 @@ def test_snapshot_that_is_a_device_is_refused(tmp_path: Path) -> None:
 
 
 def test_snapshot_in_place_of_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     os.mkfifo(path)
     errors: list[str] = []
 
@@ -880,7 +882,7 @@ def test_a_legacy_entry_is_validated_like_the_rest(tmp_path: Path, edit, message
     from safeuninstall.state.snapshot import PthLine
 
     stash = PackageStash(
-        folder="stash/e-1.0",
+        folder=stash_of("e", "1.0"),
         files=(StashedFile(path="lib/p/e.egg-link", sha256=SHA, size=5),),
         complete=True,
         lines=(PthLine(path="lib/p/easy-install.pth", line="/proj", sha256=SHA, size=6),),
@@ -891,7 +893,7 @@ def test_a_legacy_entry_is_validated_like_the_rest(tmp_path: Path, edit, message
     assert snapshot_file.load(good).packages == (entry,)
     data = make_snapshot(packages=(entry,)).to_dict()
     edit(data)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
 
     with pytest.raises(SnapshotInvalid, match=message):
@@ -1136,7 +1138,7 @@ def test_choose_snapshot_stops_where_it_cannot_see(
 
 def test_returns_to_is_written_only_for_a_rollback(tmp_path: Path) -> None:
     snap = _state("0002", "a", "rollback", "pending", returns_to="0001")
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     snapshot_file.save(snap, path)
     assert snapshot_file.load(path).returns_to == "0001"
     assert "returns_to" not in _state("0001", "a", "uninstall", "pending").to_dict()
@@ -1315,7 +1317,7 @@ def test_giving_up_says_what_it_could_not_delete(
     folder.mkdir()
     monkeypatch.setattr(transaction.shutil, "rmtree", lambda *args, **kwargs: None)
     txn = transaction.Transaction(_Context(), "uninstall")  # type: ignore[arg-type]
-    txn._folder = ("0001", folder)
+    txn._folder = SnapshotFolder(folder)
     with pytest.raises(KeyboardInterrupt), txn:
         raise KeyboardInterrupt
 

@@ -38,8 +38,8 @@ from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.options import EXPORT_FORMATS
 from safeuninstall.session.context import Context
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
-from safeuninstall.state.store import SNAPSHOT_FILE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -219,7 +219,7 @@ def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:
     if reference is not None and ("/" in reference or reference.endswith(".toml")):
         path = options.cwd / Path(reference).expanduser()
         if path.is_dir():
-            path = path / SNAPSHOT_FILE
+            path = SnapshotFolder(path).snapshot_file
         return snapshot_file.load(path)
     if reference is None:
         return _installed_now(target())

@@ -229,7 +229,7 @@ def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
 def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> str:
     if entry.step == "stash" and entry.snapshot:
         # Killed while stashing: the snapshot was never saved, so nothing was removed yet.
-        shutil.rmtree(ctx.store.folder(entry.snapshot), ignore_errors=True)
+        shutil.rmtree(ctx.store.folder(entry.snapshot).path, ignore_errors=True)
         journal.finish()
         return (
             "it stopped while stashing, before anything was removed: the environment was "

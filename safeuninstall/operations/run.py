@@ -512,7 +512,7 @@ class _Attempt:
         than half undone (an uninstall first would leave the environment worse than the
         command did)."""
         ctx, messages = self.ctx, self.guard.messages
-        folder = ctx.store.folder(self.snap.id)
+        folder = ctx.store.folder(self.snap.id).path
         gone = not folder.is_dir()
         if gone:
             messages.append(

@@ -126,7 +126,7 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
         reached = plan_keeping({})  # what the bounds alone would delete
         if not options.dry_run:
             for snapshot_id in plan:
-                shutil.rmtree(ctx.store.folder(snapshot_id))
+                shutil.rmtree(ctx.store.folder(snapshot_id).path)
         rest = [i for i in ids if i not in plan]
         over = 0
         if options.max_size is not None and guarded:

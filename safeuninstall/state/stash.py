@@ -39,6 +39,7 @@ from safeuninstall.environment.legacy import (
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import RecordEntry, sha256_file
 from safeuninstall.state.journal import file_fault
+from safeuninstall.state.layout import SnapshotFolder, aside_of, stash_of
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, PthLine, Snapshot, StashedFile
 
 
@@ -71,16 +72,12 @@ def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
     )
 
 
-def stash_folder_name(name: str, version: str) -> str:
-    return f"{name}-{version}"
-
-
 class StashPlace(Struct, frozen=True):
     """Where a snapshot's stash goes: the environment's root (the stash mirrors paths relative
     to it), the snapshot's folder, and the paths (normalised) that other distributions list too."""
 
     env_root: Path
-    snapshot_dir: Path
+    snapshot: SnapshotFolder
     shared: Collection[str] = ()
 
 
@@ -134,8 +131,7 @@ def stash_distribution(
     if legacy is not None and legacy.refused is not None:
         if removed:
             raise StashError(legacy_failure(dist, legacy.refused))
-        folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
-        return PackageStash(folder=folder, files=(), complete=False)
+        return PackageStash(folder=stash_of(dist.key, dist.version), files=(), complete=False)
     try:
         if legacy is not None:
             entries = list(legacy.files)
@@ -158,9 +154,6 @@ def stash_distribution(
     )
 
 
-ASIDE = "aside"  # in a snapshot folder: the dist-info folders kept by stash_aside
-
-
 def stash_aside(
     dist_info: Path, place: StashPlace, *, removed: bool = True
 ) -> tuple[str, PackageStash]:
@@ -173,15 +166,15 @@ def stash_aside(
     dist = read_distribution(dist_info)
     if dist is None:
         raise StashError(f"cannot read {dist_info}/METADATA; nothing was removed")
-    folder = f"{ASIDE}/{dist_info.name}"
+    folder = aside_of(dist_info.name)
     return folder, stash_distribution(dist, place, removed=removed, folder=folder)
 
 
-def kept_aside(snapshot_dir: Path) -> list[str]:
-    """The dist-info folders ``stash_aside`` kept in ``snapshot_dir`` (names only: a snapshot
+def kept_aside(snapshot: SnapshotFolder) -> list[str]:
+    """The dist-info folders ``stash_aside`` kept in ``snapshot`` (names only: a snapshot
     does not record them, and no restore puts them back)."""
     try:
-        found = sorted(os.scandir(snapshot_dir / ASIDE), key=lambda e: e.name)
+        found = sorted(os.scandir(snapshot.aside_dir), key=lambda e: e.name)
     except OSError:
         return []
     return [
@@ -189,13 +182,13 @@ def kept_aside(snapshot_dir: Path) -> list[str]:
     ]
 
 
-def not_put_back(snapshot_dir: Path, snapshot_id: str, names: Iterable[str]) -> list[str]:
+def not_put_back(snapshot: SnapshotFolder, snapshot_id: str, names: Iterable[str]) -> list[str]:
     """What to say of each dist-info folder ``names`` that snapshot ``snapshot_id`` kept aside
     and a restore to it did not put back."""
     return [
         f"{name}, a second dist-info folder when snapshot {snapshot_id} was taken, is not put "
         f"back (a snapshot brings back one version per name); its files are kept in "
-        f"{snapshot_dir / ASIDE / name}"
+        f"{snapshot.holding(aside_of(name))}"
         for name in names
     ]
 
@@ -244,8 +237,8 @@ class _Stasher:
         self.place = place
         self.removed = removed
         self.on_bytes = on_bytes
-        self.folder = folder or f"stash/{stash_folder_name(dist.key, dist.version)}"
-        self.dest_root = os.path.join(place.snapshot_dir, self.folder)
+        self.folder = folder or stash_of(dist.key, dist.version)
+        self.dest_root = str(place.snapshot.holding(self.folder))
         self.site_dir = str(dist.site_dir)
         self.real_root = os.path.realpath(place.env_root)
         self.files: list[StashedFile] = []
@@ -450,7 +443,6 @@ class FileProblem(Struct, frozen=True):
     problem: str
 
 
-VERIFIED_FILE = "stash-verified.json"
 _MAX_VERIFIED_BYTES = 64 * 1024 * 1024  # some 400,000 files
 
 # (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) of a stashed file when its bytes were
@@ -463,12 +455,12 @@ def identity(info: os.stat_result) -> Identity:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
+def read_verified(snapshot: SnapshotFolder) -> dict[str, tuple[Identity, str]]:
     """Stashed files whose bytes were hashed (identity then, sha256 of the bytes as installed),
     trusted as long as the identity is unchanged. A record that is not a regular file of its
     own, too large or not well formed is none: the stash is hashed again."""
     try:
-        data = read_cache(snapshot_dir / VERIFIED_FILE, _MAX_VERIFIED_BYTES)
+        data = read_cache(snapshot.verified_file, _MAX_VERIFIED_BYTES)
         stored = msgspec.json.decode(data, type=dict[str, _Recorded])
     except (OSError, msgspec.DecodeError, RecursionError):
         return {}
@@ -498,7 +490,7 @@ class StashCheck(Struct, frozen=True):
 
 def check_stash(
     stash: PackageStash,
-    snapshot_dir: Path,
+    snapshot: SnapshotFolder,
     verified: Mapping[str, tuple[Identity, str]] | None = None,
     on_bytes: Callable[[int], None] | None = None,
     *,
@@ -541,7 +533,7 @@ def check_stash(
         if on_bytes is not None:
             on_bytes(stashed.size)
         key = f"{stash.folder}/{stashed.path}"
-        kept = snapshot_dir / key
+        kept = snapshot.holding(key)
         try:
             info = kept.lstat()
             if not stat.S_ISREG(info.st_mode):
@@ -581,7 +573,7 @@ def check_stash(
                 )
             )
     for pth in stash.lines:
-        problem = _pth_problem(snapshot_dir / stash.folder / pth.path, pth)
+        problem = _pth_problem(snapshot.holding(f"{stash.folder}/{pth.path}"), pth)
         if problem is not None:
             problems.append(FileProblem(pth.path, problem))
     return StashCheck(problems, accepted, modified, identities)
@@ -606,8 +598,8 @@ class StashHasher:
     ``stash-verified.json``: a restore then links files back without reading them again, and
     a file that was modified locally after its install is restored as it was, not refused."""
 
-    def __init__(self, snapshot_dir: Path, stashes: Sequence[PackageStash]) -> None:
-        self._dir = snapshot_dir
+    def __init__(self, snapshot: SnapshotFolder, stashes: Sequence[PackageStash]) -> None:
+        self._snapshot = snapshot
         self._stashes = stashes
         self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
@@ -639,7 +631,7 @@ class StashHasher:
                 if self._cancelled.is_set():
                     return
                 key = f"{stash.folder}/{stashed.path}"
-                kept = self._dir / key
+                kept = self._snapshot.holding(key)
                 try:
                     before = kept.lstat()
                     if not stat.S_ISREG(before.st_mode):
@@ -654,7 +646,7 @@ class StashHasher:
         # Losing this file costs a re-hash, nothing else.
         with contextlib.suppress(OSError):
             write_atomically(
-                self._dir / VERIFIED_FILE, json.dumps(verified).encode("utf-8"), durable=False
+                self._snapshot.verified_file, json.dumps(verified).encode("utf-8"), durable=False
             )
 
     def wait(self) -> None:
@@ -671,7 +663,7 @@ class StashHasher:
 def restore_files(
     stash: PackageStash,
     *,
-    snapshot_dir: Path,
+    snapshot: SnapshotFolder,
     env_root: Path,
     displaced_dir: Path,
     checked: StashCheck,
@@ -689,11 +681,11 @@ def restore_files(
     ready: set[str] = set()  # folders checked and created: a package has few, files many
     after_file = file_fault("restore-file")
     for pth in stash.lines:  # before the .egg-link that makes the editable installed
-        kept = snapshot_dir / stash.folder / pth.path
+        kept = snapshot.holding(f"{stash.folder}/{pth.path}")
         _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
     # Path strings, one lstat of the place and one of the link made: pathlib and the
     # exists()/is_symlink() pairs took three quarters of a restore of 176 files.
-    kept_root = os.path.join(snapshot_dir, stash.folder)
+    kept_root = str(snapshot.holding(stash.folder))
     env = os.fspath(env_root)
     for stashed in sorted(stash.files, key=_metadata_last):
         if stashed.swept and not with_swept:

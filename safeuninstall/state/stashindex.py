@@ -29,9 +29,9 @@ from msgspec import Struct
 
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.cachefile import read_cache
+from safeuninstall.state.layout import STASH  # the folder of a snapshot that the index covers
 
 INDEX_FILE = "stash-index.json"
-STASH = "stash"  # the folder of a snapshot that the index covers
 _MAX_INDEX_BYTES = 64 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
 _NOT_NAMES = frozenset(("", ".", ".."))

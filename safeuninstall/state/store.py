@@ -11,8 +11,7 @@ sees, prunes and returns to its own snapshots only.
 Layout::
 
     <state>/lock                      the state folder's lock (locks.py)
-    <state>/snapshots/0007/snapshot.toml
-    <state>/snapshots/0007/stash/<name>-<version>/<path relative to the environment root>
+    <state>/snapshots/0007/           a snapshot's folder (layout.py: what is in it)
 
 The environment's own files (``own_files``), which ``--state-dir`` never moves::
 
@@ -43,6 +42,7 @@ from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.state import locks, stashindex
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder
 from safeuninstall.state.snapshot import Snapshot
 
 # The snapshot format and the prune plan are imported where they are used: the baseline's head
@@ -55,13 +55,6 @@ STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
 VENV_LOCK = f"{STATE_DIR_NAME}.lock"
 VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
-SNAPSHOT_FILE = "snapshot.toml"  # the snapshot itself (snapshot.py: its format)
-OUTCOME_FILE = "outcome"
-HEAD_FILE = "head.json"
-# snapshot.toml as JSON, for the commands that read every snapshot (doctor, rollback, audit)
-TWIN_FILE = "snapshot.json"
-PRUNED_MARK = "stash-pruned"  # in a snapshot folder: its stash was dropped, and why
-REMOVED_FILE = "removed"  # what stayed removed, when less than planned (store.set_removed)
 _MAX_HEAD_BYTES = 1024 * 1024
 _ID = re.compile(r"\d{1,9}")
 
@@ -189,27 +182,22 @@ class Store(Struct, frozen=True):
 
     @property
     def snapshots_dir(self) -> Path:
-        return self.root / "snapshots"
+        return self.root / SNAPSHOTS
 
-    def folder(self, snapshot_id: str) -> Path:
-        return self.snapshots_dir / snapshot_id
+    def folder(self, snapshot_id: str) -> SnapshotFolder:
+        return SnapshotFolder(self.root / SNAPSHOTS / snapshot_id)
 
     def stash_pruned(self, snapshot_id: str) -> str | None:
         """Why the snapshot's stash was dropped (the mark's text), or None when it was not (or
         the mark is no regular file: a FIFO there must not stop the command)."""
         try:
-            with bounded.open_regular(self.folder(snapshot_id) / PRUNED_MARK) as mark:
+            with bounded.open_regular(self.folder(snapshot_id).pruned_mark) as mark:
                 return mark.read(500).decode("utf-8", "replace").strip() or "pruned"
         except OSError:
             return None
 
     def snapshot_path(self, snapshot_id: str) -> Path:
-        return self.folder(snapshot_id) / SNAPSHOT_FILE
-
-    def _file(self, snapshot_id: str, name: str) -> str:
-        """A file of the snapshot's folder, as a string: listing reads four of each snapshot,
-        and a string costs a tenth of the pathlib joins (``folder() / name``: three)."""
-        return f"{self.root}/snapshots/{snapshot_id}/{name}"
+        return self.folder(snapshot_id).snapshot_file
 
     def check(self) -> None:
         """Refuse a state folder (or snapshots folder) that another user can change."""
@@ -240,7 +228,7 @@ class Store(Struct, frozen=True):
         prefix = snap.prefix if isinstance(snap, SnapshotHead) else snap.target.prefix
         return self.prefix is None or os.path.realpath(prefix) == self.prefix
 
-    def new_folder(self) -> tuple[str, Path]:
+    def new_folder(self) -> SnapshotFolder:
         """Create the folder of the next snapshot, readable by the owner only."""
         self._create_root()
         try:
@@ -254,11 +242,11 @@ class Store(Struct, frozen=True):
             snapshot_id = f"{number:04d}"
             folder = self.folder(snapshot_id)
             try:
-                folder.mkdir(mode=0o700)
+                folder.path.mkdir(mode=0o700)
             except FileExistsError:
                 number += 1
                 continue
-            return snapshot_id, folder
+            return folder
 
     def resolve(self, text: str | None) -> Snapshot:
         """A user's snapshot reference (``7``, ``0007``, ``latest`` or None), loaded.
@@ -334,14 +322,14 @@ class Store(Struct, frozen=True):
                 return
             twin = _Twin(key=key, snapshot=snap.to_dict())
             write_atomically(
-                self.folder(snap.id) / TWIN_FILE, msgspec.json.encode(twin), durable=False
+                self.folder(snap.id).twin_file, msgspec.json.encode(twin), durable=False
             )
 
     def _load_twin(self, snapshot_id: str) -> Snapshot | None:
         """The snapshot from its snapshot.json, when that is the twin of snapshot.toml as it is
         now (the same stat) and holds a valid snapshot; else None: the TOML is read. It is
         untrusted like the TOML: validated the same way (snapshot.from_data)."""
-        path = self.folder(snapshot_id) / TWIN_FILE
+        path = self.folder(snapshot_id).twin_file
         try:
             key = _file_key(self.snapshot_path(snapshot_id))
             twin = msgspec.json.decode(
@@ -362,7 +350,7 @@ class Store(Struct, frozen=True):
         try:
             head = SnapshotHead.of(snap, _file_key(self.snapshot_path(snap.id)))
             write_atomically(
-                self.folder(snap.id) / HEAD_FILE, msgspec.json.encode(head), durable=False
+                self.folder(snap.id).head_file, msgspec.json.encode(head), durable=False
             )
         except OSError:
             return None
@@ -373,12 +361,11 @@ class Store(Struct, frozen=True):
         its snapshot.toml as it is, else from the TOML (and head.json written for the next
         time). Raises SnapshotInvalid as ``load`` does."""
         key = (0, 0, 0, 0, 0)
+        folder = self.folder(snapshot_id)
         try:
-            key = _file_key(self._file(snapshot_id, SNAPSHOT_FILE))
+            key = _file_key(folder.snapshot_file)
             stored = msgspec.json.decode(
-                bounded.read_bytes(
-                    self._file(snapshot_id, HEAD_FILE), _MAX_HEAD_BYTES, follow_links=False
-                ),
+                bounded.read_bytes(folder.head_file, _MAX_HEAD_BYTES, follow_links=False),
                 type=SnapshotHead,
             )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
@@ -395,22 +382,20 @@ class Store(Struct, frozen=True):
         """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
         snapshot file itself is never rewritten, so a crash here can't damage it)."""
         with contextlib.suppress(OSError):  # a full disk must not turn a result into an error
-            write_atomically(
-                self.folder(snapshot_id) / OUTCOME_FILE, note.id.encode(), durable=False
-            )
+            write_atomically(self.folder(snapshot_id).outcome_file, note.id.encode(), durable=False)
 
     def set_removed(self, snapshot_id: str, names: Sequence[str]) -> None:
         """What stayed removed, when it is less than the snapshot's ``removed`` (what the
         operation set out to remove: --keep-needed keeps some). A note, as the outcome is."""
         with contextlib.suppress(OSError):
             text = "".join(f"{name}\n" for name in names)
-            write_atomically(self.folder(snapshot_id) / REMOVED_FILE, text.encode(), durable=False)
+            write_atomically(self.folder(snapshot_id).removed_file, text.encode(), durable=False)
 
     def _read_removed(self, snapshot_id: str, planned: Sequence[str]) -> tuple[str, ...] | None:
         """The note of set_removed, trusted only as a part of ``planned`` (read bounded, a
         regular file only: it is on disk, so untrusted)."""
         try:
-            data = bounded.read_bytes(self._file(snapshot_id, REMOVED_FILE), _MAX_HEAD_BYTES)
+            data = bounded.read_bytes(self.folder(snapshot_id).removed_file, _MAX_HEAD_BYTES)
             names = data.decode("utf-8").split()
         except (OSError, ValueError):
             return None
@@ -421,7 +406,7 @@ class Store(Struct, frozen=True):
     def _read_outcome(self, snapshot_id: str) -> Note | None:
         """The outcome note (set_outcome), None while there is none; SnapshotInvalid when it
         says what this tool never writes: whether its change was undone cannot be told."""
-        path = self._file(snapshot_id, OUTCOME_FILE)
+        path = self.folder(snapshot_id).outcome_file
         try:
             data = bounded.read_bytes(path, _MAX_HEAD_BYTES)
         except OSError:
@@ -451,7 +436,7 @@ class Store(Struct, frozen=True):
     def iter_heads(self) -> Iterator[tuple[str, SnapshotHead | SnapshotInvalid]]:
         """``iter_loadable``, with each snapshot's head instead of the whole of it."""
         for snapshot_id in reversed(self.ids()):
-            if not os.path.lexists(self._file(snapshot_id, SNAPSHOT_FILE)):
+            if not os.path.lexists(self.snapshot_path(snapshot_id)):
                 continue
             try:
                 head = self.head(snapshot_id)
@@ -482,7 +467,7 @@ class Store(Struct, frozen=True):
         for snapshot_id in ids:
             held = files.setdefault(snapshot_id, {})
             links_here: dict[stashindex.Inode, int] = {}
-            folder = f"{self.root}/snapshots/{snapshot_id}"
+            folder = str(self.folder(snapshot_id).path)
             listed = (
                 stashindex.walk(folder) if lister is None else lister.entries(snapshot_id, folder)
             )
@@ -522,7 +507,7 @@ class Store(Struct, frozen=True):
         removed = []
         for snapshot_id in self.ids():
             if not self.snapshot_path(snapshot_id).exists():
-                shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+                shutil.rmtree(self.folder(snapshot_id).path, ignore_errors=True)
                 removed.append(snapshot_id)
         return removed
 

@@ -39,6 +39,7 @@ from safeuninstall.judgement.plan import (
     plan_restore,
 )
 from safeuninstall.session.context import Context
+from safeuninstall.state.layout import stash_folder_name
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import (
     FileId,
@@ -48,7 +49,6 @@ from safeuninstall.state.stash import (
     relative_to_root,
     restore_files,
     restore_leftovers,
-    stash_folder_name,
 )
 from safeuninstall.state.store import Store
 
@@ -167,7 +167,7 @@ class _Restore:
         try:
             restore_files(
                 stash,
-                snapshot_dir=folder,
+                snapshot=folder,
                 env_root=Path(self.ctx.interpreter.prefix),
                 displaced_dir=self.job.displaced_dir,
                 checked=checked,
@@ -213,7 +213,7 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
         try:
             stashes = [
                 entry.path
-                for entry in os.scandir(store.folder(snapshot_id) / "stash")
+                for entry in os.scandir(store.folder(snapshot_id).stash_dir)
                 if entry.name not in complete and entry.is_dir(follow_symlinks=False)
             ]
         except OSError:

@@ -30,7 +30,7 @@ from msgspec import Struct
 
 from safeuninstall.base.errors import SnapshotInvalid
 from safeuninstall.environment.sizes import size_text
-from safeuninstall.state.store import PRUNED_MARK, Store
+from safeuninstall.state.store import Store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -125,13 +125,13 @@ def only_copies(
     stash whose folders are all of installed distributions is not read (one listing each):
     parsing a 3000-package snapshot costs 0.1 s."""
     from safeuninstall.judgement.plan import build_stash_index
-    from safeuninstall.state.stash import stash_folder_name
+    from safeuninstall.state.layout import stash_folder_name
 
     here = {stash_folder_name(name, version) for name, version in installed.items()}
     newest_first = []
     for snapshot_id in reversed(ids):
         try:
-            folders = os.listdir(store.folder(snapshot_id) / "stash")
+            folders = os.listdir(store.folder(snapshot_id).stash_dir)
         except OSError:
             continue
         if here.issuperset(folders) or store.stash_pruned(snapshot_id) is not None:
@@ -164,7 +164,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
         return None
     ids.reverse()  # oldest first
     latest = ids[-1]
-    ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
+    ids = [i for i in ids if store.folder(i).stash_dir.is_dir()]
     protected = {latest, *ids[-1:]}
     # The protected stay anyway: none of them is named as kept for its only copies.
     copies = (
@@ -218,9 +218,9 @@ def _drop_stash(store: Store, snapshot_id: str, policy: Policy) -> None:
 
     folder = store.folder(snapshot_id)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    mark = folder / PRUNED_MARK
+    mark = folder.pruned_mark
     with open(mark.with_suffix(".part"), "w", encoding="utf-8") as out:
         out.write(f"pruned by the retention policy ({policy.describe()}) on {when}\n")
     os.replace(mark.with_suffix(".part"), mark)
-    shutil.rmtree(folder / "stash", ignore_errors=True)
-    (folder / "stash-verified.json").unlink(missing_ok=True)
+    shutil.rmtree(folder.stash_dir, ignore_errors=True)
+    folder.verified_file.unlink(missing_ok=True)

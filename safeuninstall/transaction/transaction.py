@@ -54,6 +54,7 @@ from safeuninstall.judgement.plan import (
 from safeuninstall.session.analysis import sharing_files, snapshot_view
 from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry
+from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target
 from safeuninstall.state.stash import (
     Identity,
@@ -65,7 +66,6 @@ from safeuninstall.state.stash import (
     relative_to_root,
     stash_aside,
     stash_distribution,
-    stash_folder_name,
 )
 from safeuninstall.transaction.restore import (
     RestoreJob,
@@ -108,7 +108,7 @@ class Restored(Struct, frozen=True):
 def take_snapshot(
     ctx: Context,
     installed: Mapping[str, InstalledDistribution],
-    folder: tuple[str, Path],
+    folder: SnapshotFolder,
     spec: SnapshotSpec,
 ) -> Snapshot:
     """Write a snapshot of ``installed`` into ``folder``, stashing ``spec.stash`` first.
@@ -116,10 +116,10 @@ def take_snapshot(
     On any failure (disk full, Ctrl-C) the half-made folder is deleted and the error raised:
     nothing has been removed yet, so nothing is lost.
     """
-    snapshot_id, path = folder
+    snapshot_id = folder.id
     env_root = Path(ctx.interpreter.prefix)
     on_bytes = _stash_progress(ctx, installed, spec.stash)
-    place = StashPlace(env_root, path, spec.shared)
+    place = StashPlace(env_root, folder, spec.shared)
     try:
         # A legacy install's removal is uv's own (legacy.py), without the sweep of a RECORD's.
         records = {n: _record(installed[n]) for n in spec.removed if not installed[n].legacy}
@@ -137,7 +137,7 @@ def take_snapshot(
                 ctx.emit(
                     "snapshot",
                     f"kept aside: {dist_info.name}, a second dist-info folder of {name} "
-                    f"(in {path / aside})",
+                    f"(in {folder.holding(aside)})",
                 )
         stashes = {
             name: stash_distribution(
@@ -172,7 +172,7 @@ def take_snapshot(
         )
         ctx.store.save(snap)
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(folder.path, ignore_errors=True)
         raise
     stashed = count_text(len(stashes), "distribution")
     ctx.emit("snapshot", f"snapshot: {snapshot_id} ({stashed} stashed)")
@@ -237,7 +237,7 @@ class Transaction:
         self._operation = operation
         self._entry = recovering
         self._prefix = "recover:" if recovering is not None else ""
-        self._folder: tuple[str, Path] | None = None
+        self._folder: SnapshotFolder | None = None
         self._hasher: StashHasher | None = None
         self._changed = False  # the installer has run: giving up is no longer possible
         self._finished = False
@@ -285,7 +285,7 @@ class Transaction:
         ctx = self._ctx
         self._folder = ctx.store.new_folder()
         if self._entry is None:
-            self._entry = self._journal.begin(self._operation, self._folder[0], "stash")
+            self._entry = self._journal.begin(self._operation, self._folder.id, "stash")
         else:
             self._step("stash")
         self.snapshot = take_snapshot(ctx, installed, self._folder, spec)
@@ -294,7 +294,7 @@ class Transaction:
         # A restore then need not hash the stash, and a file changed locally before the
         # removal is vouched for (its RECORD hash no longer is). Begun once the installer is
         # done (``uninstall``), or when it is first waited for.
-        self._hasher = StashHasher(self._folder[1], stashes)
+        self._hasher = StashHasher(self._folder, stashes)
         return self.snapshot
 
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
@@ -385,7 +385,7 @@ class Transaction:
         job = RestoreJob(
             entries=entries,
             index=stash_index(ctx, entries, first),
-            displaced_dir=ctx.store.folder(self.snapshot.id) / "displaced",
+            displaced_dir=ctx.store.folder(self.snapshot.id).displaced_dir,
             preferred_snapshot=wanted.id,
             current_snapshot=self.snapshot.id,
             offline=offline,
@@ -469,9 +469,9 @@ class Transaction:
         """Nothing was removed: undo the snapshot too, so no "pending" one is left behind.
         What could not be deleted is kept in ``left_behind`` (see ``unchanged``)."""
         if self._folder is not None:
-            shutil.rmtree(self._folder[1], ignore_errors=True)
-            if os.path.lexists(self._folder[1]):
-                self.left_behind.append(f"the snapshot folder {self._folder[1]}")
+            shutil.rmtree(self._folder.path, ignore_errors=True)
+            if os.path.lexists(self._folder.path):
+                self.left_behind.append(f"the snapshot folder {self._folder.path}")
         if self._prefix == "":
             try:
                 self._journal.finish()
@@ -516,12 +516,12 @@ def stash_index(
     newest first. Only snapshots whose stash folder has that distribution are read (a folder
     check each): parsing every 3000-package snapshot would cost 0.1 s apiece."""
     store = ctx.store
-    wanted = {stash_folder_name(e.name, e.version) for e in entries}
+    wanted = {(e.name, e.version) for e in entries}
     snapshots = list(first)
     loaded = {snap.id for snap in snapshots}
     for snapshot_id in reversed(store.ids()):
-        stash_dir = store.folder(snapshot_id) / "stash"
-        if snapshot_id in loaded or not any((stash_dir / d).is_dir() for d in wanted):
+        folder = store.folder(snapshot_id)
+        if snapshot_id in loaded or not any(folder.package_stash(*d).is_dir() for d in wanted):
             continue
         try:
             snapshots.append(store.load(snapshot_id))
@@ -620,7 +620,7 @@ def rewritten(
 
 def _changed_files(
     stash: PackageStash,
-    folder: Path,
+    folder: SnapshotFolder,
     root: Path,
     hashed: Mapping[str, tuple[Identity, str]],
 ) -> bool:
@@ -637,7 +637,7 @@ def _changed_files(
                 return True
             continue
         try:
-            stashed = os.lstat(folder / stash.folder / kept.path)
+            stashed = os.lstat(folder.holding(f"{stash.folder}/{kept.path}"))
         except OSError:
             return False  # the stash cannot tell
         if stashed.st_dev != placed.st_dev:
