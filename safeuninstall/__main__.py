@@ -28,12 +28,12 @@ from safeuninstall.base import interrupts
 # Before the tool is imported (these modules above are loaded by the time a script runs, and
 # interrupts.py only needs signal): an interrupt in any later import is held.
 interrupts.hold()
+gc.set_threshold(100_000, 50, 50)
+
+from safeuninstall.cli.commands import run  # noqa: E402 - after the two lines above
 
 
 def main() -> None:
-    gc.set_threshold(100_000, 50, 50)
-    from safeuninstall.cli.commands import run
-
     code = run()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream

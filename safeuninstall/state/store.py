@@ -27,8 +27,10 @@ files as ``$XDG_STATE_HOME/safe-uninstall/environments/<hash of the real prefix>
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,8 +90,6 @@ def _user_state(environ: Mapping[str, str]) -> Path:
 
 
 def _digest(text: str) -> str:
-    import hashlib  # only for an interpreter outside a venv: 3.9-4.4 ms of import
-
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -506,7 +506,6 @@ class Store(Struct, frozen=True):
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while
         stashing). Only under the lock: then no live process is still filling one."""
-        import shutil  # here: listing snapshots needs neither it nor what it imports (bz2, lzma)
 
         removed = []
         for snapshot_id in self.ids():
