@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 import click
 import msgspec
@@ -31,9 +31,7 @@ from safeuninstall.environment.requirements import read_request
 from safeuninstall.judgement.audit import AuditReport
 from safeuninstall.judgement.doctor import DoctorReport
 from safeuninstall.judgement.probe import ProbeSettings, probes_from
-from safeuninstall.operations import export
 from safeuninstall.operations.audit import audit
-from safeuninstall.operations.export import ExportResult
 from safeuninstall.operations.inspect import check, doctor, probe_now
 from safeuninstall.operations.results import (
     PruneResult,
@@ -50,6 +48,9 @@ from safeuninstall.session.baseline import HeadStart, head_start
 from safeuninstall.session.context import Context, open_context
 from safeuninstall.state.snapshot import dumps
 from safeuninstall.transaction.retention import Kept, Policy, installed_pins, settle
+
+if TYPE_CHECKING:  # the module is imported by the export command alone (docs/performance.md)
+    from safeuninstall.operations.export import ExportResult
 
 ResultT = TypeVar("ResultT", bound="Result")
 # Outcomes after which there is nothing new for the retention policy to weigh.
@@ -1142,6 +1143,8 @@ def export_command(common: Common, snapshot: str | None, fmt: str, output: Path 
     """
 
     def call() -> ExportResult:
+        from safeuninstall.operations import export  # deferred: docs/performance.md
+
         wanted = export.ExportOptions(snapshot=snapshot, format=fmt, output=output, cwd=Path.cwd())
         return export.export(wanted, common.context)
 

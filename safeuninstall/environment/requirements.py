@@ -240,8 +240,6 @@ class _Reader:
         if _PATTERN.fullmatch(text) and not editable:
             _refuse_bad_brackets(text, where, command_line=not origin)
             return Wanted(text=text, pattern=pattern_key(text), origin=origin)
-        # packaging.requirements: 40 ms of import, paid only for more than a plain name.
-
         try:
             requirement = Requirement(text)
         except InvalidRequirement as err:

@@ -34,8 +34,6 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     # The walk of the site folders (the sizes) starts first, in a child process, and runs
     # beside all that follows; leaving the block stops it, whatever happened.
     with Weighing(site_dirs) as weighing:
-        # What the rest needs is imported once the walk is under way (60 ms of imports).
-
         installed = installed_distributions(ctx.interpreter)
         index = library_index(ctx)
         # the RECORD cache read, never written: audit writes nothing

@@ -308,7 +308,7 @@ class HeadStart(Struct, frozen=True):
 def head_start(
     ctx: Context, settings: ProbeSettings, options: UninstallOptions
 ) -> HeadStart | None:
-    """Begin the baseline before the operations are imported (about 20 ms of the start-up).
+    """Begin the baseline before the removal reads the environment.
 
     The configured probes; without them, the probe derived for this same removal asked before
     in this same installed set (DerivedPlans), since the one derived now comes from the impact

@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -263,6 +262,8 @@ def _own_closure() -> set[str]:
     """The running tool's requirement closure by its own installed metadata (canonical names,
     markers of this interpreter, no extras); empty when it runs from no installed
     distribution (a source tree on PYTHONPATH)."""
+    # Deferred: only a target that is the tool's own environment asks (docs/performance.md).
+    from importlib.metadata import PackageNotFoundError, distribution
 
     found: set[str] = set()
     frontier = ["safe-uninstall"]

@@ -27,8 +27,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import filelock
-
 from safeuninstall.base.errors import LockBusy, StateDirError
 
 UV_LOCK = ".lock"  # uv's lock file in a venv (uv: PythonEnvironment::lock)
@@ -47,6 +45,7 @@ def hold(
     ``busy`` says who holds it (``another safe-uninstall operation is running on ...``): the
     message while waiting, and the error (LockBusy) after ``timeout`` seconds.
     """
+    import filelock  # deferred: only commands that change something lock (docs/performance.md)
 
     lock = filelock.FileLock(path, mode=0o600)
     waited = False

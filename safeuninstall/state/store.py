@@ -46,12 +46,6 @@ from safeuninstall.state import locks, stashindex
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.snapshot import Snapshot
 
-# The snapshot format and the prune plan are imported where they are used: the baseline's head
-# start needs this module (state_dir) before the rest of the tool, and starts its probe 2.2 ms
-# sooner without them. The stash index is imported with this module, small as it is: the
-# retention policy walks the stashes after a removal, when that removal may have taken the
-# tool's own files away (nothing not yet imported can be imported then).
-
 STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
 VENV_LOCK = f"{STATE_DIR_NAME}.lock"
