@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-if TYPE_CHECKING:  # for the annotation only: importing it costs packaging (10 ms)
-    from safeuninstall.environment.requirements import Request
+from safeuninstall.environment.requirements import Request
 
 # The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
 # (the CLI's commands; a test keeps them equal).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -13,7 +14,6 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
     ``durable=False`` skips both fsyncs (about 2.5 ms each here): for caches and notes whose
     loss after a power cut costs only time, never a package.
     """
-    import tempfile  # here: the commands that only read (snapshots, show) need not import it
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

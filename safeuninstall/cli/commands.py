@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 import click
 import msgspec
 from click.core import ParameterSource
+from click.shell_completion import CompletionItem
 from msgspec import Struct
 
 from safeuninstall import __version__, config, options
@@ -26,23 +27,30 @@ from safeuninstall.base import interrupts
 from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
+from safeuninstall.environment.requirements import read_request
+from safeuninstall.judgement.audit import AuditReport
+from safeuninstall.judgement.doctor import DoctorReport
+from safeuninstall.judgement.probe import ProbeSettings, probes_from
+from safeuninstall.operations.audit import audit
+from safeuninstall.operations.inspect import check, doctor, probe_now
+from safeuninstall.operations.results import (
+    PruneResult,
+    Result,
+    ShownSnapshot,
+    SnapshotList,
+    SnapshotTaken,
+)
+from safeuninstall.operations.rollback import recover, rollback
+from safeuninstall.operations.run import run as run_guarded
+from safeuninstall.operations.snapshots import list_snapshots, prune, show_snapshot, snapshot_now
+from safeuninstall.operations.uninstall import uninstall
+from safeuninstall.session.baseline import HeadStart, head_start
+from safeuninstall.session.context import Context, open_context
+from safeuninstall.state.snapshot import dumps
+from safeuninstall.transaction.retention import Kept, Policy, installed_pins, settle
 
-if TYPE_CHECKING:
-    from click.shell_completion import CompletionItem
-
-    from safeuninstall.judgement.audit import AuditReport
-    from safeuninstall.judgement.doctor import DoctorReport
-    from safeuninstall.judgement.probe import ProbeSettings
+if TYPE_CHECKING:  # the module is imported by the export command alone (docs/performance.md)
     from safeuninstall.operations.export import ExportResult
-    from safeuninstall.operations.results import (
-        PruneResult,
-        Result,
-        ShownSnapshot,
-        SnapshotList,
-        SnapshotTaken,
-    )
-    from safeuninstall.session.context import Context
-    from safeuninstall.transaction.retention import Kept
 
 ResultT = TypeVar("ResultT", bound="Result")
 
@@ -451,7 +459,6 @@ class Common:
         the snapshots then keep; None (nothing pruned) while an operation is unfinished. The
         lock is not waited for: the operation is done, and the next one runs the policy. A
         busy lock, a full disk or an interrupt only skips it, and the note says so."""
-        from safeuninstall.transaction.retention import Policy, installed_pins, settle
 
         try:
             ctx = self.context()
@@ -469,8 +476,6 @@ class Common:
             return None, f"the retention policy did not run ({why}); the next operation runs it"
 
     def probes(self) -> ProbeSettings:
-        from safeuninstall.judgement.probe import probes_from
-
         assert self._no_probe is not None, "a command without probe options"
         return probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
 
@@ -494,9 +499,6 @@ class Common:
                 target=self._where["target"],
                 prefix=self._where["prefix"],
                 break_system_packages=self._break_system_packages,
-            )
-            from safeuninstall.session.context import (
-                open_context,  # after the command line is parsed: 8 ms
             )
 
             self._context = open_context(target, Events(self.live))
@@ -759,8 +761,6 @@ def uninstall_command(
     common.read_only = flags["dry_run"]
 
     def call() -> Result:
-        from safeuninstall.environment.requirements import read_request
-
         # Before the target is looked for: a bad argument is said first, whatever the target.
         request = read_request(packages, requirement_files, Path.cwd(), os.environ)
         wanted = options.UninstallOptions(
@@ -772,14 +772,10 @@ def uninstall_command(
         )
         configured = common.probes()
         ctx = common.context()
-        from safeuninstall.session.baseline import HeadStart, head_start
 
         early: HeadStart | None = None
         try:
-            # The baseline probe begins before the operation and all it needs are imported.
-            early = head_start(ctx, configured, wanted)
-            from safeuninstall.operations.uninstall import uninstall
-
+            early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
             removal = uninstall(ctx, configured, wanted, early)
         finally:
             if early is not None:
@@ -824,15 +820,13 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
     common.read_only = flags["dry_run"]
 
     def call() -> Result:
-        from safeuninstall.operations.run import run
-
         wanted = options.RunOptions(
             argv=argv,
             offline=common.offline,
             output_to_stderr=common.output.as_json,
             **flags,
         )
-        return common.settled(run(common.context(), common.probes(), wanted))
+        return common.settled(run_guarded(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
 
@@ -850,8 +844,6 @@ def rollback_command(
     common.read_only = dry_run
 
     def call() -> Result:
-        from safeuninstall.operations.rollback import rollback
-
         wanted = options.RollbackOptions(
             snapshot=snapshot, dry_run=dry_run, offline=common.offline, allow_unmet=allow_unmet
         )
@@ -871,9 +863,6 @@ def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
 
     def call() -> SnapshotTaken:
-        from safeuninstall.operations.results import SnapshotTaken
-        from safeuninstall.operations.snapshots import snapshot_now
-
         snap = snapshot_now(common.context(), stash=stash)
         kept, note = common.retain()
         return SnapshotTaken(snap, kept, (note,) if note else ())
@@ -894,8 +883,6 @@ def snapshots_command(common: Common) -> None:
     """List the snapshots of the environment, newest first."""
 
     def call() -> SnapshotList:
-        from safeuninstall.operations.snapshots import list_snapshots
-
         return list_snapshots(common.context())
 
     _run(common, call, lambda listed, output: report.snapshots_table(listed, quiet=output.quiet))
@@ -907,14 +894,10 @@ def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
 
     def call() -> ShownSnapshot:
-        from safeuninstall.operations.snapshots import show_snapshot
-
         return show_snapshot(common.context(), snapshot)
 
     def render(shown: ShownSnapshot, output: Output) -> str:
         if output.verbose:
-            from safeuninstall.state.snapshot import dumps
-
             return dumps(shown.snapshot)
         return report.shown_snapshot(shown, quiet=output.quiet)
 
@@ -933,8 +916,6 @@ def probe_command(common: Common, packages: tuple[str, ...]) -> None:
     """
 
     def call() -> Result:
-        from safeuninstall.operations.inspect import probe_now
-
         return probe_now(common.context(), common.probes(), packages)
 
     _run(common, call, _operation_text)
@@ -947,8 +928,6 @@ def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> No
     """Report what removing PACKAGE... would break or change; change nothing."""
 
     def call() -> Result:
-        from safeuninstall.operations.inspect import check
-
         return check(common.context(), packages, strict=strict)
 
     _run(common, call, _operation_text)
@@ -960,8 +939,6 @@ def doctor_command(common: Common) -> None:
     and print the one command that repairs it."""
 
     def call() -> DoctorReport:
-        from safeuninstall.operations.inspect import doctor
-
         return doctor(common.context())
 
     _run(
@@ -990,8 +967,6 @@ def audit_command(common: Common, load: bool) -> None:
     common.read_only = True
 
     def call() -> AuditReport:
-        from safeuninstall.operations.audit import audit
-
         return audit(common.context(), common.probes(), load=load)
 
     _run(
@@ -1008,8 +983,6 @@ def recover_command(common: Common) -> None:
     """Finish an operation that was killed half way: back to its snapshot, verified."""
 
     def call() -> Result:
-        from safeuninstall.operations.rollback import recover
-
         wanted = options.RollbackOptions(offline=common.offline)
         return common.settled(recover(common.context(), common.probes(), wanted))
 
@@ -1048,8 +1021,6 @@ def prune_command(
     unless --drop-only-copies, one holding the only copy of a removal still in effect)."""
 
     def call() -> PruneResult:
-        from safeuninstall.operations.snapshots import prune
-
         wanted = options.PruneOptions(
             keep=keep, max_size=max_size, dry_run=dry_run, drop_only_copies=drop_only_copies
         )
@@ -1193,9 +1164,7 @@ def export_command(common: Common, snapshot: str | None, fmt: str, output: Path 
     """
 
     def call() -> ExportResult:
-        from safeuninstall.operations import (
-            export,  # only here: it pulls in urllib and packaging.pylock
-        )
+        from safeuninstall.operations import export  # deferred: docs/performance.md
 
         wanted = export.ExportOptions(snapshot=snapshot, format=fmt, output=output, cwd=Path.cwd())
         return export.export(wanted, common.context)

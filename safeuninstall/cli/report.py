@@ -9,23 +9,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from safeuninstall.config import Settings
 from safeuninstall.environment.sizes import size_text
+from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+from safeuninstall.judgement.doctor import DoctorReport
+from safeuninstall.judgement.impact import ImpactReport, SharedFile
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-
-if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
-    from safeuninstall.config import Settings
-    from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
-    from safeuninstall.judgement.doctor import DoctorReport
-    from safeuninstall.judgement.impact import ImpactReport, SharedFile
-    from safeuninstall.judgement.libraries import LibraryChange
-    from safeuninstall.judgement.needs import Cleanup
-    from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
-    from safeuninstall.operations.results import PruneResult, Result, ShownSnapshot, SnapshotList
-    from safeuninstall.state.snapshot import Snapshot
-    from safeuninstall.transaction.retention import Kept
-    from safeuninstall.transaction.transaction import Restored
+from safeuninstall.judgement.libraries import LibraryChange
+from safeuninstall.judgement.needs import Cleanup
+from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
+from safeuninstall.operations.results import PruneResult, Result, ShownSnapshot, SnapshotList
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.retention import Kept
+from safeuninstall.transaction.transaction import Restored
 
 # (text, tone) -> text; tones: "good", "warn", "bad"
 Paint = Callable[[str, str], str]

@@ -9,7 +9,6 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
@@ -18,6 +17,7 @@ from packaging.utils import canonicalize_name
 from safeuninstall.base import interrupts
 from safeuninstall.base.bounded import open_regular, read_bytes
 from safeuninstall.base.errors import EnvironmentNotWritable
+from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.legacy import (
     DIST_INFO,
     EGG_INFO,
@@ -29,9 +29,6 @@ from safeuninstall.environment.legacy import (
 )
 from safeuninstall.environment.names import unsafe_name, unsafe_version
 from safeuninstall.environment.records import RecordEntry, read_record, record_paths
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.interpreter import Interpreter
 
 # What a dist-info file may hold at most; beyond, it is read as missing. A header of 16 MiB
 # (some put the whole README in a Description field) is already none a tool would write.

@@ -29,10 +29,16 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from msgspec import Struct
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from safeuninstall.base.bounded import Unusable, read_bytes, read_fd
 from safeuninstall.base.errors import InvalidInput, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
 MAX_DEPTH = 16  # nested -r files; uv has no limit, a real project needs two or three
@@ -203,11 +209,7 @@ def local_path(url: str) -> str | None:
     parsed = urlparse(url)
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None
-    if os.name != "posix":  # pragma: no cover - a drive letter, backslashes
-        from urllib.request import url2pathname  # 30 ms of import (http.client, email)
-
-        return os.path.normpath(url2pathname(parsed.path))
-    return os.path.normpath(unquote(parsed.path))
+    return os.path.normpath(unquote(parsed.path))  # POSIX: the only systems the tool runs on
 
 
 class _Reader:
@@ -233,9 +235,6 @@ class _Reader:
         if _PATTERN.fullmatch(text) and not editable:
             _refuse_bad_brackets(text, where, command_line=not origin)
             return Wanted(text=text, pattern=pattern_key(text), origin=origin)
-        # packaging.requirements: 40 ms of import, paid only for more than a plain name.
-        from packaging.requirements import InvalidRequirement, Requirement
-
         try:
             requirement = Requirement(text)
         except InvalidRequirement as err:
@@ -400,10 +399,6 @@ def _read_file(path: Path, name: str) -> str:
 
 
 def _toml(text: str, name: str) -> dict[str, object]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
@@ -36,10 +35,8 @@ from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import read_record
 from safeuninstall.environment.sizes import Counted, Weighing, count, lstat, walk
 from safeuninstall.judgement.impact import Requirer, Unmet, requirers, unmet_now
-from safeuninstall.judgement.libraries import LibraryIndex, Ownership, RootLoads
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.probe import ProbeResult
+from safeuninstall.judgement.libraries import LibraryIndex, Ownership, RootLoads, root_loads
+from safeuninstall.judgement.probe import ProbeResult
 
 _USES_KEPT = 50  # objects named per distribution in loaded_by (the count is exact)
 
@@ -387,7 +384,6 @@ def audit_environment(
     interpreter's path); ``probe_paths``: the real paths a probe process mapped (--load), None
     when no probe ran; ``weighing``: the sizes' walk, started by the caller in a child process
     (sizes.py), else walked and counted here."""
-    from safeuninstall.judgement.libraries import root_loads
 
     index, owned, interpreter = libraries
     root = normalise(os.path.realpath(prefix))

@@ -6,20 +6,20 @@ is in this module and unit-tested without an environment.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from msgspec import Struct
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.legacy import DIST_INFO
+from safeuninstall.environment.requirements import Wanted, local_path
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.requirements import Wanted
-    from safeuninstall.state.stashindex import Holdings
+from safeuninstall.state.stashindex import Holdings
 
 
 class RemovalPlan(Struct, frozen=True):
@@ -99,9 +99,6 @@ def expand_pattern(text: str, pattern: str, installed: Iterable[str]) -> tuple[s
     matched = tuple(n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in NEVER_MATCHED)
     if matched:
         return matched
-    import difflib
-
-    from safeuninstall.base.errors import InvalidInput
 
     literal = re.sub(r"\[[^\]]*\]|[*?]", "", pattern).strip("-")
     close = difflib.get_close_matches(literal, names, n=3, cutoff=0.6)
@@ -120,7 +117,6 @@ def _matches_any(pattern: str, installed: Iterable[str]) -> bool:
 def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, str]:
     """Where each distribution installed from a path or a URL came from (direct_url.json): a
     local path (normalised) or the URL, as an unnamed requirement gives it."""
-    from safeuninstall.environment.requirements import local_path
 
     found: dict[str, str] = {}
     for name, dist in installed.items():
@@ -138,8 +134,6 @@ def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, st
 
 
 def _satisfies(version: str, specifier: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     try:
         return SpecifierSet(specifier).contains(version, prereleases=True)
     except InvalidSpecifier:  # pragma: no cover - parsed once already
@@ -148,7 +142,6 @@ def _satisfies(version: str, specifier: str) -> bool:
 
 def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) -> str | None:
     """An installed name close to ``name``, or a subcommand one edit away (a typo)."""
-    import difflib
 
     for command in commands:
         if one_edit(name, command):

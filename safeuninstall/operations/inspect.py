@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
@@ -13,6 +12,13 @@ from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.presence import PRESENCE_CACHE_FILE, PresenceCache
 from safeuninstall.environment.requirements import collect
 from safeuninstall.judgement.derived import as_baseline, dropped_notes
+from safeuninstall.judgement.doctor import (
+    DoctorReport,
+    Finding,
+    doubled_findings,
+    examine,
+    plan_repair,
+)
 from safeuninstall.judgement.libraries import hollow_distributions
 from safeuninstall.judgement.plan import plan_removal
 from safeuninstall.judgement.probe import ProbeSettings, run_all
@@ -26,9 +32,6 @@ from safeuninstall.session.analysis import (
     with_default,
 )
 from safeuninstall.session.context import Context
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.doctor import DoctorReport
 
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
@@ -104,7 +107,6 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from safeuninstall.judgement.doctor import doubled_findings, examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
@@ -140,7 +142,6 @@ def _unfinished(ctx: Context, report: DoctorReport) -> bool:
     """An operation's journal first: one under way (another process holds the environment's
     lock) leaves nothing to repair yet; one that died is repaired by ``recover``, which every
     other command asks for first (a rollback it named was refused)."""
-    from safeuninstall.judgement.doctor import Finding
 
     journal = ctx.journal()
     entry = journal.read()

@@ -6,27 +6,21 @@ Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 from msgspec import Struct, field
 
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.judgement.doctor import Finding
+from safeuninstall.judgement.impact import ImpactReport, Unmet
 from safeuninstall.judgement.kinds import ProbeKind
-
-if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
-    from safeuninstall.base.outcome import (
-        Outcome,  # its 65 members are 5 M instructions: not for a listing
-    )
-    from safeuninstall.judgement.doctor import Finding
-    from safeuninstall.judgement.impact import ImpactReport, Unmet
-    from safeuninstall.judgement.libraries import Drift
-    from safeuninstall.judgement.needs import Cleanup
-    from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
-    from safeuninstall.judgement.probe import Probe, ProbeResult
-    from safeuninstall.state.snapshot import Snapshot
-    from safeuninstall.transaction.restore import RestoreReport, Verification
-    from safeuninstall.transaction.retention import Kept
-    from safeuninstall.transaction.transaction import Restored
+from safeuninstall.judgement.libraries import Drift
+from safeuninstall.judgement.needs import Cleanup
+from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
+from safeuninstall.judgement.probe import Probe, ProbeResult
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.restore import RestoreReport, Verification
+from safeuninstall.transaction.retention import Kept
+from safeuninstall.transaction.transaction import Restored
 
 
 class ProbeRuns(Struct, frozen=True):
@@ -83,9 +77,6 @@ class Result(Struct, frozen=True, kw_only=True):
     def outcome_text(self) -> str:
         """What happened, for a person: the outcome's text, said more exactly where the
         outcome alone would overstate it (a removal that no probe judged)."""
-        from safeuninstall.base.outcome import (
-            Outcome,  # imported already, by the operation that built self
-        )
 
         derived = self.probes.derived_after
         if derived is not None:
@@ -104,7 +95,6 @@ class Result(Struct, frozen=True, kw_only=True):
     def _derived_text(self, run: ProbeResult) -> str:
         """The outcome said of the derived probe: that it was derived, how many candidates
         judged, which failed."""
-        from safeuninstall.base.outcome import Outcome
 
         judged, dropped = len(run.judged), len(run.dropped)
         if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):

@@ -20,6 +20,9 @@ from typing import Any
 
 import msgspec
 from msgspec import Struct
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier
+from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import (
@@ -488,7 +491,6 @@ class _Rollback:
     ) -> RollbackResult:
         ctx = self.ctx
         baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
-        ctx.load_what_a_restore_needs()  # returning may uninstall the tool itself
         with Transaction(ctx, self.command, self.recovering) as txn:
             with txn.interrupts_deferred():
                 self._snapshot(txn, spec)
@@ -808,9 +810,6 @@ def _requirements(count: int) -> str:
 def _satisfies(unmet: Unmet, version: str) -> bool:
     """Whether ``version`` of the required distribution meets the requirement; one that cannot
     be compared is taken as met (as impact.unmet_requirements takes it)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import InvalidSpecifier
-    from packaging.version import InvalidVersion, Version
 
     try:
         requirement = Requirement(unmet.requirement)

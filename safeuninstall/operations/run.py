@@ -79,8 +79,6 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
             return guard.result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()  # a restore needs it: before anything runs
-        # The command may uninstall the tool itself from its own environment.
-        ctx.load_what_a_restore_needs()
         return guard.run()
 
 

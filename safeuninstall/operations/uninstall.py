@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -48,6 +47,7 @@ from safeuninstall.judgement.derived import (
     judged_after,
     to_the_end,
 )
+from safeuninstall.judgement.doctor import Finding, diagnose
 from safeuninstall.judgement.impact import removal_closure, unmet_in
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
@@ -70,7 +70,9 @@ from safeuninstall.session.analysis import (
     Analysis,
     analyse,
     failure_text,
+    library_index,
     loadable_snapshots,
+    owned_files,
     requirements_of,
     with_default,
 )
@@ -85,11 +87,6 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import legacy_refusal
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.doctor import (
-        Finding,  # the module only when a probe fails: packaging.requirements
-    )
 
 
 def uninstall(
@@ -297,7 +294,6 @@ class _Removal:
     def add_orphans(self) -> None:
         """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
         and unloaded join it, listed before anything happens; judged like every removal."""
-        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx = self.ctx
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -331,7 +327,6 @@ class _Removal:
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
         are kept, with their reasons; the plan is what is left to try."""
-        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx, candidates = self.ctx, self.plan.remove
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -502,7 +497,6 @@ class _Removal:
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
             # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
             # and packaging's requirement parser, 15-80 ms between that probe and its restore.
-            from safeuninstall.judgement import doctor  # noqa: F401 - imported now to have it loaded
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
@@ -522,7 +516,6 @@ class _Removal:
 
     def apply(self) -> RemovalResult:
         assert self.analysis is not None
-        self.ctx.load_what_a_restore_needs()
         txn = Transaction(self.ctx, "uninstall")
         try:
             with txn:
@@ -740,8 +733,6 @@ class _Attempt:
         return after, env_print
 
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
-        from safeuninstall.judgement.doctor import diagnose  # only when a probe fails
-
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 

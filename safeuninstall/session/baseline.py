@@ -18,11 +18,11 @@ change the fingerprint; that is what ``--fresh-baseline`` is for.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
@@ -32,6 +32,7 @@ from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.cachefile import read_cache
 from safeuninstall.environment.installed import distributions_named, required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement.derived import as_derived
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import (
     CandidateResult,
@@ -42,9 +43,7 @@ from safeuninstall.judgement.probe import (
     start,
 )
 from safeuninstall.options import UninstallOptions
-
-if TYPE_CHECKING:
-    from safeuninstall.session.context import Context
+from safeuninstall.session.context import Context
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
@@ -61,7 +60,6 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
     """The environment a probe runs in: installed set, interpreter, and the process
     environment it inherits (a probe may read any variable: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
     a flag of the user's own)."""
-    import hashlib  # on first use: it loads OpenSSL, about 2 ms of every start-up
 
     digest = hashlib.sha256()
     digest.update(os.fsencode(interpreter.executable))
@@ -186,8 +184,6 @@ def _strings_or_none(value: object) -> bool:
 
 
 def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
-    import hashlib
-
     return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
 
 
@@ -216,10 +212,6 @@ class DerivedPlans:
         return data if isinstance(data, dict) else {}
 
     def get(self, options: UninstallOptions, interpreter: Interpreter) -> ProbeSettings | None:
-        from safeuninstall.judgement.derived import (
-            as_derived,  # only when a removal has no configured probe
-        )
-
         entry = self._read().get(_plan_key(options, interpreter))
         try:
             planned = msgspec.convert(entry, ProbeSettings)
@@ -243,8 +235,6 @@ class DerivedPlans:
 
 
 def _plan_key(options: UninstallOptions, interpreter: Interpreter) -> str:
-    import hashlib
-
     digest = hashlib.sha256()
     asked = [list(options.names), list(options.requirement_files), options.with_orphans]
     digest.update(json.dumps([asked, options.keep_needed, interpreter.executable]).encode())
@@ -320,7 +310,7 @@ class HeadStart(Struct, frozen=True):
 def head_start(
     ctx: Context, settings: ProbeSettings, options: UninstallOptions
 ) -> HeadStart | None:
-    """Begin the baseline before the operations are imported (about 20 ms of the start-up).
+    """Begin the baseline before the removal reads the environment.
 
     The configured probes; without them, the probe derived for this same removal asked before
     in this same installed set (DerivedPlans), since the one derived now comes from the impact

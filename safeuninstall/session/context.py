@@ -7,17 +7,21 @@ to the operation, so the interpreter is looked up and queried once per command.
 
 from __future__ import annotations
 
+import configparser
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from safeuninstall.base import process
-from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun
+from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun, LockBusy, NotRestorable
 from safeuninstall.base.events import Events
 from safeuninstall.environment.backend import Backend, backend_for, shell_line
+from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.interpreter import (
     Interpreter,
     find_python,
@@ -25,13 +29,11 @@ from safeuninstall.environment.interpreter import (
     query_interpreter,
     with_layout,
 )
+from safeuninstall.judgement.needs import requirement_closure
 from safeuninstall.options import TargetOptions
 from safeuninstall.state import locks
+from safeuninstall.state.journal import Journal
 from safeuninstall.state.store import Store, own_files, state_dir
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.installed import InstalledDistribution
-    from safeuninstall.state.journal import Journal
 
 
 class Context:
@@ -113,36 +115,18 @@ class Context:
         to undo the removal: no rollback, no recover."""
         if not self.is_tool_environment:
             return set()
-        from safeuninstall.judgement.needs import requirement_closure
 
         found = requirement_closure("safe-uninstall", installed, self.interpreter.markers)
         found |= _own_closure()
         return {name for name in found if name in installed}
 
-    def load_what_a_restore_needs(self) -> None:
-        """Removing from the tool's own environment can take away a module that it imports
-        only when needed: import those first. The restore, its report and the probe's
-        diagnosis import retention (the stash index, and the plans for its prune), doctor and
-        the TOML parser (tomli on Python 3.10) lazily; without this, ``safe-uninstall
-        safe-uninstall`` failed its restore on an ImportError. Every operation that changes the
-        environment calls it first."""
-        if not self.is_tool_environment:
-            return
-        from safeuninstall.base import tomlfile
-        from safeuninstall.judgement import doctor, plan  # noqa: F401 - imported to have them loaded
-        from safeuninstall.transaction import retention  # noqa: F401 - likewise
-
-        tomlfile.loads("")  # the TOML parser
-
     def refuse_externally_managed(self) -> None:
         """Before any change, as uv refuses: an interpreter its distributor manages (PEP 668)
         is changed only with --break-system-packages."""
-        from safeuninstall.base.errors import NotRestorable
 
         text = self.interpreter.externally_managed()
         if text is None or self.break_system_packages:
             return
-        import configparser
 
         parser = configparser.ConfigParser(interpolation=None)
         try:
@@ -159,9 +143,6 @@ class Context:
 
     def journal(self) -> Journal:
         """The environment's journal; the snapshot it names is in this command's state folder."""
-        from safeuninstall.state.journal import (
-            Journal,  # the operations load it; the head start need not wait
-        )
 
         return Journal(self.own.journal, self.store.root, self.suggest)
 
@@ -203,8 +184,6 @@ class Context:
         if self.read_only and journal.read() is None:
             return
         if self.read_only and self.operation_running():
-            from safeuninstall.base.errors import LockBusy
-
             raise LockBusy(
                 "another safe-uninstall operation is running on this environment (its lock "
                 f"{self.own.lock} is held): run this after it ends"
@@ -309,10 +288,8 @@ def _own_closure() -> set[str]:
     """The running tool's requirement closure by its own installed metadata (canonical names,
     markers of this interpreter, no extras); empty when it runs from no installed
     distribution (a source tree on PYTHONPATH)."""
+    # Deferred: only a target that is the tool's own environment asks (docs/performance.md).
     from importlib.metadata import PackageNotFoundError, distribution
-
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
 
     found: set[str] = set()
     frontier = ["safe-uninstall"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -60,7 +61,6 @@ def relative_to_root(path: Path | str, root: Path | str) -> str | None:
 
 def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
     """A symbolic link, kept as its target: the sha256 and size are those of the target's text."""
-    import hashlib
 
     data = os.fsencode(target)
     return StashedFile(
@@ -340,7 +340,6 @@ class _Stasher:
             write_atomically(dest, data, mode=stat.S_IMODE(info.st_mode))
         except OSError as err:
             raise StashError(_stash_failure(Path(source), err)) from err
-        import hashlib  # as in records.sha256_file: only when needed
 
         return PthLine(path=rel, line=line, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
 
@@ -763,7 +762,6 @@ def _put_line_back(pth: PthLine, kept: Path, dest: Path, displaced: Path, real_r
     """Put ``pth.line`` back into the .pth file at ``dest``, in its place (legacy.put_line_back),
     from the stashed copy whose bytes are checked against ``pth.sha256`` as they are read. The
     file as it was, if it differs, is kept at ``displaced``. Raises OSError."""
-    import hashlib
 
     original = read_bytes(kept, MAX_PTH_BYTES)
     if hashlib.sha256(original).hexdigest() != pth.sha256:

@@ -26,8 +26,10 @@ files as ``$XDG_STATE_HOME/safe-uninstall/environments/<hash of the real prefix>
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,12 +46,6 @@ from safeuninstall.state import locks, stashindex
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder
 from safeuninstall.state.snapshot import Snapshot
-
-# The snapshot format and the prune plan are imported where they are used: the baseline's head
-# start needs this module (state_dir) before the rest of the tool, and starts its probe 2.2 ms
-# sooner without them. The stash index is imported with this module, small as it is: the
-# retention policy walks the stashes after a removal, when that removal may have taken the
-# tool's own files away (nothing not yet imported can be imported then).
 
 STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
@@ -82,8 +78,6 @@ def _user_state(environ: Mapping[str, str]) -> Path:
 
 
 def _digest(text: str) -> str:
-    import hashlib  # only for an interpreter outside a venv: 3.9-4.4 ms of import
-
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -502,7 +496,6 @@ class Store(Struct, frozen=True):
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while
         stashing). Only under the lock: then no live process is still filling one."""
-        import shutil  # here: listing snapshots needs neither it nor what it imports (bz2, lzma)
 
         removed = []
         for snapshot_id in self.ids():
