@@ -246,6 +246,43 @@ def test_two_legacy_editables_removed_together_give_easy_install_pth_back(
     assert second.imports()
 
 
+def test_easy_install_pth_written_in_place_during_a_run_comes_back_from_a_copy(
+    legacy: Callable[..., Legacy],
+) -> None:
+    """setuptools writes easy-install.pth in place (open and truncate, the same inode). A
+    guarded command does so, then removes the editable and fails: the stash's easy-install.pth
+    is a copy, not a link to that inode, so it still holds the line the removal took out."""
+    assert UV is not None
+    install = legacy("egg-link")
+    venv = install.venv
+    pth = venv.site_packages / "easy-install.pth"
+    before = install.state()
+    uninstall = [UV, "pip", "uninstall", "--python", str(venv.python), install.project.name]
+    body = (
+        "import subprocess, sys\n"
+        f"with open({str(pth)!r}, 'r+') as handle:\n"
+        "    text = handle.read()\n"
+        "    handle.seek(0)\n"
+        "    handle.truncate()\n"
+        "    handle.write(text + '/another/project\\n')\n"
+        f"subprocess.run({uninstall!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = install.tool("--json", "run", "--no-probe", "--", str(venv.python), "-c", body)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-command-failed-restored"
+    assert install.imports()
+    after = install.state()
+    lines = pth.read_text().splitlines()
+    assert str(install.project.root) in lines and "/another/project" in lines
+    assert {k: v for k, v in after.items() if not k.endswith("easy-install.pth")} == {
+        k: v for k, v in before.items() if not k.endswith("easy-install.pth")
+    }
+
+
 # -- refused as uv and pip refuse them, before anything changes ---------------------------------
 
 
