@@ -283,6 +283,30 @@ def test_easy_install_pth_written_in_place_during_a_run_comes_back_from_a_copy(
     }
 
 
+def test_an_editable_line_removes_a_legacy_editable_as_pip_does(
+    legacy: Callable[..., Legacy], tmp_path: Path
+) -> None:
+    """``-e file:///PROJECT#egg=NAME`` in a requirements file, PROJECT the folder of a
+    ``setup.py develop`` install: uv skips it, the tool removes it as pip does (pip's
+    test_uninstall_from_reqs_file expects it), and rollback gives it back. A documented
+    difference (docs/usage.md)."""
+    install = legacy("egg-link")
+    venv = install.venv
+    requirements = tmp_path / "req.txt"
+    requirements.write_text(f"-e {install.project.root.as_uri()}#egg={install.project.name}\n")
+    before = install.state()
+
+    by_uv = venv.uv("pip", "uninstall", "--python", str(venv.python), "-r", str(requirements))
+    assert install.state() == before and install.imports(), by_uv.stderr
+    run = install.tool("--no-probe", "-r", str(requirements))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not install.imports()
+    back = install.tool("rollback", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert install.state() == before
+
+
 # -- refused as uv and pip refuse them, before anything changes ---------------------------------
 
 
