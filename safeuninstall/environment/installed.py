@@ -506,6 +506,19 @@ def _named_as(entry: str) -> set[str]:
     return {canonicalize_name(stem.partition("-")[0]), canonicalize_name(stem)}
 
 
+def without_metadata(interpreter: Interpreter, names: Iterable[str]) -> dict[str, Path]:
+    """Of ``names`` (canonical), those that no distribution is installed as but that a
+    dist-info folder is named after, whose METADATA is missing or unreadable: uv lists and
+    removes such a folder by its name, ``installed_distributions`` does not see it."""
+    wanted = set(names)
+    found: dict[str, Path] = {}
+    for entry in _site_entries(interpreter, (".dist-info",)):
+        named = _named_as(entry.name) & (wanted - found.keys())
+        if named and entry.is_dir() and read_distribution(Path(entry.path)) is None:
+            found[named.pop()] = Path(entry.path)
+    return found
+
+
 def ensure_writable(interpreter: Interpreter) -> None:
     """Refuse a read-only environment before any change. A real write, because os.access says
     yes to root even on a read-only mount or an immutable folder.

@@ -131,13 +131,15 @@ def read_request(
     cwd: Path,
     environ: Mapping[str, str] | None = None,
 ) -> Request:
-    """``collect``, refusing a request that names nothing."""
+    """``collect``, refusing a command line that names nothing. Requirement files that name
+    no package (empty, only comments or options, /dev/null, a FIFO no one writes to: its open
+    does not wait) are a request for nothing, said in a note, as uv warns and does nothing."""
     request = collect(arguments, files, cwd, environ)
     if not request.wanted:
         if files:
-            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
             named = ", ".join(f"-r {name}" for name in files)
-            raise InvalidInput(f"no package names given: {named} named none")
+            note = f"{named}: no package named; nothing to uninstall"
+            return Request((), (*request.notes, note))
         raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
     return request
 

@@ -77,6 +77,9 @@ class PackageStash(Struct, frozen=True):
     # such a distribution is reinstalled instead of restored from here.
     complete: bool
     lines: tuple[PthLine, ...] = ()
+    # RECORD files already gone when it was stashed (paths relative to the environment): a
+    # restore does not bring them back, and its proof does not ask for them
+    absent: tuple[str, ...] = ()
 
 
 class PackageEntry(Struct, frozen=True):
@@ -190,6 +193,8 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
         }
         if entry.stash.lines:
             out["stash"]["lines"] = [msgspec.structs.asdict(x) for x in entry.stash.lines]
+        if entry.stash.absent:
+            out["stash"]["absent"] = list(entry.stash.absent)
     return out
 
 
@@ -283,6 +288,8 @@ def _check_package(key: str, entry: PackageEntry) -> None:
                 raise _KeyError(f"{key}.stash.files[{index}].link", "not a link target")
         for index, pth in enumerate(entry.stash.lines):
             _check_line(f"{key}.stash.lines[{index}]", pth)
+        for index, rel in enumerate(entry.stash.absent):
+            _check_path(f"{key}.stash.absent[{index}]", rel)
 
 
 def _check_sha256(key: str, value: str) -> None:

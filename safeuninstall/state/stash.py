@@ -150,7 +150,11 @@ def stash_distribution(
     if legacy is not None and legacy.pth_line is not None:
         lines = (stasher.keep_pth(legacy.pth_line),)
     return PackageStash(
-        folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete, lines=lines
+        folder=stasher.folder,
+        files=tuple(stasher.files),
+        complete=stasher.complete,
+        lines=lines,
+        absent=tuple(stasher.absent),
     )
 
 
@@ -246,6 +250,7 @@ class _Stasher:
         self.made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
         self.inside: set[str] = set()  # folders of the environment known to resolve inside it
         self.kept: set[str] = set()  # paths kept (relative to the root): a file listed twice once
+        self.absent: list[str] = []  # RECORD files already gone (relative to the root)
 
     def keep(self, entry: RecordEntry) -> bool:
         """Keep one RECORD file; False where there was nothing to keep (gone, or left out)."""
@@ -259,6 +264,7 @@ class _Stasher:
         try:
             info = os.lstat(source)
         except FileNotFoundError:
+            self.absent.append(rel)
             return False  # listed but already gone: nothing to remove, nothing to keep
         except OSError as err:
             raise StashError(f"cannot read {source}: {err.strerror}") from err

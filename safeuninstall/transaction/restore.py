@@ -69,6 +69,8 @@ class RestoreReport(Struct):
     links: dict[str, str] = field(default_factory=dict)
     # lines put back into a .pth file: (pin, path relative to the environment, line)
     lines: list[tuple[str, str, str]] = field(default_factory=list)
+    # RECORD files of those restored from a stash that were already gone when it was taken
+    absent: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -181,6 +183,7 @@ class _Restore:
         report.accepted[entry.name] = checked.accepted
         report.links.update({f.path: f.link for f in stash.files if f.link is not None})
         report.lines.extend((entry.pin, pth.path, pth.line) for pth in stash.lines)
+        report.absent.update(stash.absent)
         report.from_stash.append(entry.pin)
         if checked.modified:
             report.notes.append(
@@ -388,8 +391,10 @@ def verify(
 
     - The installed set equals the snapshot's, name, version and source.
     - Every file restored from a stash is back with the bytes it had (the stash's: its RECORD
-      hash, or the bytes as installed where they differed). Files the RECORD lists that were
-      already gone before the removal are not asked for.
+      hash, or the bytes as installed where they differed).
+    - Every distribution restored from a stash is whole: each file its RECORD lists is there
+      (but those already gone when the stash was taken), and one the stash did not hold is
+      hashed against the RECORD.
     - Every reinstalled distribution matches its RECORD.
     - ``intact``: distributions that share paths with what was removed still have every file.
     - A legacy install is back in its layout, and a line put back into easy-install.pth is
@@ -429,6 +434,13 @@ def verify(
                     mismatches.append(f"{pin}: {rel}")
             elif not _holds(env_root / rel, sha256, report.verified_files):
                 mismatches.append(f"{pin}: {rel}")
+    for name in report.accepted:
+        dist = installed.get(name)
+        if dist is None or dist.legacy:  # missing: said above; legacy: its lines and files
+            continue
+        bad, count = _check_restored(dist, env_root, report)
+        checked += count
+        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
     for pin, rel, line in report.lines:
         checked += 1
         if not _has_line(env_root / rel, line):
@@ -492,6 +504,43 @@ def _has_line(path: Path, line: str) -> bool:
         return has_line(read_bytes(path, MAX_PTH_BYTES), line)
     except OSError:  # gone, unreadable, not a regular file
         return False
+
+
+def _check_restored(
+    dist: InstalledDistribution, env_root: Path, report: RestoreReport
+) -> tuple[list[str], int]:
+    """``dist``, restored from a stash, against its RECORD: every file there but those gone
+    already when the stash was taken; one the stash did not give back (``report.accepted``
+    has those, checked by ``verify``) hashed against the RECORD. Paths out of the environment
+    are uv's to skip, and a stash's too."""
+    try:
+        entries = dist.record()
+    except OSError:
+        return ["RECORD unreadable"], 0
+    given = report.accepted[dist.key]
+    bad = []
+    checked = 0
+    for entry in entries:
+        path = dist.site_dir / entry.path
+        rel = relative_to_root(path, env_root)
+        if rel is None or rel in given or rel in report.links:
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:
+            if rel not in report.absent and not entry.path.endswith(".pyc"):
+                bad.append(f"{entry.path} (missing)")
+            continue
+        if entry.sha256 is None or not stat.S_ISREG(info.st_mode):
+            continue  # RECORD itself; a folder the RECORD lists, kept file by file
+        checked += 1
+        try:
+            matches = sha256_file(path, info) == entry.sha256
+        except OSError:
+            matches = False
+        if not matches:
+            bad.append(entry.path)
+    return bad, checked
 
 
 def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[list[str], int]:
