@@ -84,3 +84,22 @@ def test_the_commands_printed_act_on_the_target_folder(make_venv: MakeVenv, tmp_
     assert together.returncode == 0, together.stdout + together.stderr
     assert not list(folder.glob("*.dist-info"))
     assert venv.installed() == {"requests": "2.32.3", "urllib3": "2.3.0"}
+
+
+def test_the_removal_doctor_names_for_a_name_installed_twice_is_this_environments(
+    make_venv: MakeVenv,
+) -> None:
+    """No snapshot keeps either version: doctor names uv's own removal, aimed at this venv
+    (a bare `uv pip uninstall urllib3` acts on whatever environment uv finds)."""
+    from tests.test_rollback import _install_beside
+
+    venv = make_venv("urllib3==2.2.1")
+    _install_beside(venv, venv.wheelhouse / "urllib3-2.3.0-py3-none-any.whl")
+
+    text = venv.tool("doctor").stdout
+
+    (command,) = [part for part in text.split("`") if part.startswith(("uv ", "/"))]
+    argv = shlex.split(command)
+    assert argv[1:5] == ["pip", "uninstall", "--python", str(venv.python)], command
+    assert venv.uv(*argv[1:]).returncode == 0
+    assert not list(venv.site_packages.glob("urllib3-*.dist-info"))

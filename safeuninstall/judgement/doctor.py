@@ -54,6 +54,9 @@ class Finding(Struct, frozen=True):
     # brings them back (an install of an installed version does nothing)
     reinstall: bool = False
     missing_files: int = 0  # "hollow": how many of the files its RECORD lists are gone
+    # "doubled" that no snapshot keeps: the installer's command that removes every folder, for
+    # this environment (Context.backend)
+    command: str = ""
 
     def describe(self) -> str:
         if self.kind == "record":
@@ -148,8 +151,8 @@ def _describe_doubled(finding: Finding) -> str:
         )
     else:
         fix = (
-            f"no snapshot keeps either: `uv pip uninstall {finding.what}` removes every folder, "
-            "then install the version wanted"
+            f"no snapshot keeps either: `{finding.command or 'uv pip uninstall ' + finding.what}` "
+            "removes every folder, then install the version wanted"
         )
     return (
         f"{finding.what} is installed more than once: {finding.detail} (an uninstall or an "

@@ -116,7 +116,12 @@ def doctor(ctx: Context) -> DoctorReport:
     presence = PresenceCache(ctx.store.root / PRESENCE_CACHE_FILE)
     hollow = hollow_distributions(owned, installed, presence)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots, hollow)
-    report.findings += doubled_findings(installed, snapshots)
+    report.findings += [
+        # Without a snapshot to return to, the installer's own removal, aimed at this
+        # environment as every command the tool prints is.
+        f if f.snapshot else replace(f, command=shell_line(ctx.backend.uninstall_argv([f.what])))
+        for f in doubled_findings(installed, snapshots)
+    ]
     index.save()
     if not ctx.read_only:
         presence.save()
