@@ -198,7 +198,8 @@ def exit_codes_reference() -> str:
         *rows,
         "",
         "With `--json` the same code is the JSON's `exit_code`; an error before any change is "
-        '`{"outcome": "error", "exit_code": N, "error": "...", "detail": "..."}`.',
+        '`{"json_version": "1", "outcome": "error", "exit_code": N, "error": "...", '
+        '"detail": "..."}` ([JSON output](json.md)).',
         "",
         "A failing uninstall step (uv exits non-zero) is followed by the same restore as a "
         "failing probe: exit 3 when the environment is proven back, 4 otherwise.",

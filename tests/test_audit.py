@@ -452,6 +452,7 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
     assert tree(venv.root) == before  # no state folder, no cache, no bytecode
     data: Any = done.json()
     assert set(data) == {
+        "json_version",
         "command",
         "outcome",
         "exit_code",

@@ -563,12 +563,22 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
             payload = result.to_dict()
             if render is _operation_text:  # an operation's envelope: what happened, step by step
                 payload["events"] = [event.to_dict() for event in common.live.events]
-            click.echo(json.dumps(payload, indent=2, default=list))
+            _print_json(payload)
         else:
             text = render(result, output)
             if text:
                 click.echo(text, color=_use_color(sys.stdout))
     sys.exit(getattr(result, "exit_code", 0))
+
+
+# The version of the --json contract (docs/reference/json.md and json-schema.json beside it):
+# raised when a key is removed or renamed or its type changes; keys are added without it.
+JSON_VERSION = "1"
+
+
+def _print_json(payload: dict[str, object]) -> None:
+    """Print one --json object, the contract's version first: the one way any is printed."""
+    click.echo(json.dumps({"json_version": JSON_VERSION, **payload}, indent=2, default=list))
 
 
 def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
@@ -579,7 +589,7 @@ def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
             "error": err.message,
             "detail": err.detail,
         }
-        click.echo(json.dumps(payload, indent=2))
+        _print_json(payload)
     else:
         color = _use_color(sys.stderr)
         error = _painter(color)("error:", "bad")
@@ -1049,7 +1059,7 @@ def run(argv: list[str] | None = None) -> int:
                 "error": err.format_message(),
                 "detail": "",
             }
-            click.echo(json.dumps(payload, indent=2))
+            _print_json(payload)
         return err.exit_code
     except click.Abort:
         click.echo("Aborted!", err=True)
