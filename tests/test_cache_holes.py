@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from safeuninstall.state.layout import SnapshotFolder
 from tests.conftest import MakeVenv, Venv
 from tests.test_uninstall import snapshot_dirs
 
@@ -28,7 +29,9 @@ STATE_FILES = (
     "derived-plans.json",
     "stash-index.json",
 )
-SNAPSHOT_FILES = ("head.json", "snapshot.json", "stash-verified.json")
+# A snapshot folder's caches, named by the one owner of its layout.
+_ANY = SnapshotFolder(Path("."))
+SNAPSHOT_FILES = tuple(p.name for p in (_ANY.head_file, _ANY.twin_file, _ANY.verified_file))
 
 
 def test_a_forged_requires_cache_does_not_skip_the_unmet_requirement_refusal(
@@ -80,8 +83,8 @@ def test_a_stash_rewritten_in_place_with_its_mtime_set_back_is_not_restored_as_v
     venv.install("leftpad", copies=True)  # its stash is written into in place below
     assert venv.tool("--probe", "import time, requests; time.sleep(0.3)", "leftpad").returncode == 0
     (folder,) = snapshot_dirs(venv)
-    assert (folder / "stash-verified.json").is_file()
-    victim = next(p for p in (folder / "stash").rglob("leftpad.py"))
+    assert folder.verified_file.is_file()
+    victim = next(p for p in folder.stash_dir.rglob("leftpad.py"))
     before = victim.stat()
     good = victim.read_bytes()
     bad = good.replace(b"' '", b"'!'")
@@ -105,8 +108,8 @@ def _state_filled(venv: Venv) -> Path:
     state = venv.root / ".safe-uninstall"
     (folder,) = snapshot_dirs(venv)
     assert {p.name for p in state.iterdir()} >= {"interpreter.json", "record-cache.json"}
-    assert {p.name for p in folder.iterdir()} >= set(SNAPSHOT_FILES)
-    return folder
+    assert {p.name for p in folder.path.iterdir()} >= set(SNAPSHOT_FILES)
+    return folder.path
 
 
 def _limited() -> None:

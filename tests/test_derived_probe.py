@@ -607,22 +607,27 @@ def test_configured_probes_keep_their_meaning() -> None:
 def test_the_baseline_cache_keeps_each_candidates_end(tmp_path: Path) -> None:
     cache = BaselineCache(tmp_path)
     settings = ProbeSettings(probes=(PROBE,))
-    result = ran((A, "passed"), (B, "failed"), (C, "passed"))
+    result = ran((A, "passed"), (B, "passed"), (C, "passed"))
     cache.put(settings, "env", [result])
     (cached,) = cache.get(settings, "env") or []
     assert cached.cached
     assert [(c.candidate, c.status, c.output) for c in cached.candidates] == [
         (A, "passed", "Error: a"),
-        (B, "failed", "Error: b"),
+        (B, "passed", "Error: b"),
         (C, "passed", "Error: c"),
     ]
-    assert [c.status for c in derived.as_baseline(cached).candidates] == [
-        "passed",
-        "failed",
-        "passed",
-    ]
+    assert [c.status for c in derived.as_baseline(cached).candidates] == ["passed"] * 3
     other = ProbeSettings(probes=(PROBE.only({A, B}),))
     assert cache.get(other, "env") is None  # other candidates: another probe
+
+
+def test_a_baseline_with_a_failing_candidate_is_not_cached(tmp_path: Path) -> None:
+    """A failing candidate drops out of the removal's judgement: a cache that said so could
+    take a candidate out of the verdict, so only an all-passing baseline is kept."""
+    cache = BaselineCache(tmp_path)
+    settings = ProbeSettings(probes=(PROBE,))
+    cache.put(settings, "env", [ran((A, "passed"), (B, "failed"), (C, "passed"))])
+    assert cache.get(settings, "env") is None
 
 
 def test_a_run_that_did_not_finish_is_not_cached(tmp_path: Path) -> None:
@@ -635,17 +640,18 @@ def test_a_run_that_did_not_finish_is_not_cached(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "ends",
     [
-        [["passed", ""], ["failed", "x"]],  # one missing
-        [["passed", ""], ["failed", "x"], ["passed", 3]],
-        [["passed", ""], ["failed", "x"], ["exploded", ""]],
-        [["passed", ""], ["failed", "x"], "passed"],
+        [["passed", ""], ["passed", "x"]],  # one missing
+        [["passed", ""], ["passed", "x"], ["passed", 3]],
+        [["passed", ""], ["passed", "x"], ["exploded", ""]],
+        [["passed", ""], ["passed", "x"], ["failed", "x"]],  # a failure is never cached
+        [["passed", ""], ["passed", "x"], "passed"],
         "not a list",
     ],
 )
 def test_an_edited_candidate_cache_entry_is_no_cache(tmp_path: Path, ends: object) -> None:
     cache = BaselineCache(tmp_path)
     settings = ProbeSettings(probes=(PROBE,))
-    cache.put(settings, "env", [ran((A, "passed"), (B, "failed"), (C, "passed"))])
+    cache.put(settings, "env", [ran((A, "passed"), (B, "passed"), (C, "passed"))])
     data = json.loads(cache.path.read_text())
     (entry,) = data.values()
     entry["candidates"] = [ends]

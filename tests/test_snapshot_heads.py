@@ -120,7 +120,7 @@ def test_an_outcome_note_this_tool_never_writes_makes_its_snapshot_unreadable(
 ) -> None:
     """A plain rollback reads from the note whether a change was undone and where a rollback
     returned: one that says nothing this tool writes is refused, named, not read as another."""
-    (_folder(venv, "0002") / "outcome").write_bytes(note)
+    venv.snapshot("0002").outcome_file.write_bytes(note)
     first, second = _listing(venv)
     assert first["outcome"] == "unreadable"  # type: ignore[index]
     assert f"outcome: unknown outcome {said}" in first["error"]  # type: ignore[index]

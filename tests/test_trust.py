@@ -562,7 +562,7 @@ def test_a_locally_modified_file_is_not_restored_as_the_packaged_one(make_venv: 
     patched.write_bytes(packaged + b"# patched on this machine\n")
     removed = venv.tool("--probe", "import requests", "leftpad")  # the hasher runs to its end
     assert removed.returncode == 0, removed.stdout + removed.stderr
-    kept = _stashed(venv.root / ".safe-uninstall", "0001", "leftpad-1.0", venv, "leftpad.py")
+    kept = _stashed(venv.state.root, "0001", ("leftpad", "1.0"), venv, "leftpad.py")
     assert kept.read_bytes().endswith(b"# patched on this machine\n")
     kept.unlink()
     kept.write_bytes(packaged)
@@ -596,12 +596,12 @@ def _drop_from_stash(venv: Venv, snapshot_id: str, name: str, file: str) -> None
                 entry, stash=msgspec.structs.replace(entry.stash, files=files)
             )
         entries.append(entry)
-    path = store.snapshot_path(snapshot_id)
-    path.unlink()
-    for twin in path.parent.glob("*.json"):
-        twin.unlink()
+    folder = store.folder(snapshot_id)
+    folder.snapshot_file.unlink()
+    folder.twin_file.unlink(missing_ok=True)
+    folder.head_file.unlink(missing_ok=True)
     store.save(msgspec.structs.replace(snap, packages=tuple(entries)))
-    (_stashed(store.root, snapshot_id, f"{name}-1.0", venv, file)).unlink()
+    (_stashed(store.root, snapshot_id, (name, "1.0"), venv, file)).unlink()
 
 
 def test_a_restored_distribution_is_verified_whole_not_only_what_its_stash_held(
