@@ -20,6 +20,9 @@ import gc
 import os
 import sys
 
+if os.name != "posix":  # its signals, locks and library model are POSIX ones
+    sys.exit("safe-uninstall: Windows is not supported; it runs on Linux (macOS untested)")
+
 from safeuninstall.base import interrupts
 
 # Before the tool is imported (these modules above are loaded by the time a script runs, and

@@ -451,3 +451,16 @@ def test_a_second_interrupt_does_not_cut_the_give_up_short(
     assert list(venv.state.snapshots_dir.iterdir()) == []
     assert "leftpad" in venv.installed()
     assert venv.tool("--dry-run", "leftpad").returncode == 0
+
+
+def test_a_platform_that_is_not_posix_is_refused_in_one_line() -> None:
+    """On Windows the command says it is not supported, exit 1, before anything is imported
+    that needs POSIX (no traceback)."""
+    code = (
+        "import os, runpy; os.name = 'nt'; runpy.run_module('safeuninstall', run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "safe-uninstall: Windows is not supported; it runs on Linux (macOS untested)\n"
+    )
