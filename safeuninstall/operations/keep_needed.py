@@ -86,6 +86,7 @@ class KeepNeeded(Attempt):
         self.sharing: dict[str, tuple[str, ...]] = {}  # the candidates sharing files, together
         self.needed_units = 0
         self.last: tuple[frozenset[str], bool] | None = None  # the last probe run's state
+        self.reruns = 0  # probe runs made again to confirm a failure
 
     def _loaded_by_baseline(self) -> list[Needed]:
         """Candidates whose files the baseline probe loaded: removing one changes what the
@@ -292,6 +293,7 @@ class KeepNeeded(Attempt):
             tried=self.tried,
             removed=final,
             probe_runs=len(self.trials),
+            reruns=self.reruns,
             bound=bound(self.units, self.needed_units),
             trials=tuple(self.trials),
         )
@@ -305,7 +307,7 @@ class KeepNeeded(Attempt):
         """The failure of the smallest failing run that removed ``name``; and the candidates
         that share files with it, which go and stay with it."""
         failed = [t for t in self.trials if not t.passed and name in t.removed]
-        text = "the probe fails without it (bisection)"
+        text = "the probe fails without it, confirmed by a second run (bisection)"
         if failed:
             text += ": " + min(failed, key=lambda t: len(t.removed)).why
         sharing = next(u for u in self.sharing.values() if name in u)
@@ -330,11 +332,30 @@ class KeepNeeded(Attempt):
         return passed
 
     def _probed(self, removed: frozenset[str]) -> bool:
+        """The verdict on the state without ``removed``. A failure counts only when the probe
+        fails again on the same state: one made by chance (a flaky test, a timeout) would keep
+        a candidate that is not needed, with a reason that is false."""
         self._move_to(removed)
         if not self.removal.after.probes:  # no probe: the static evidence alone judged
             return True
         self.txn.probing()
         shown = ", ".join(sorted(removed))
+        passed, why = self._verdict()
+        if not passed:
+            run = len(self.trials) + 1
+            self.ctx.emit("bisect", f"run {run}: without {shown}: FAILED; running it again")
+            self.reruns += 1
+            passed, again = self._verdict()
+            once = f"failed once ({why})" if why else "failed once"
+            why = again if not passed else f"{once}, then passed when run again"
+        self.trials.append(Trial(tuple(sorted(removed)), passed, why))
+        verdict = "passed" if passed else "FAILED twice"
+        self.ctx.emit("bisect", f"run {len(self.trials)}: without {shown}: {verdict}")
+        return passed
+
+    def _verdict(self) -> tuple[bool, str]:
+        """One probe run on the environment as it is: whether it passed, and why not (the
+        probe's last line, or the drift)."""
         after, _ = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
@@ -350,10 +371,7 @@ class KeepNeeded(Attempt):
         why = failure.splitlines()[-1] if failure else ""
         if drifted and not passed and not why:
             why = "drift: " + drifted[0].describe()
-        self.trials.append(Trial(tuple(sorted(removed)), passed, why))
-        verdict = "passed" if passed else "FAILED"
-        self.ctx.emit("bisect", f"run {len(self.trials)}: without {shown}: {verdict}")
-        return passed
+        return passed, why
 
     def _move_to(self, removed: frozenset[str]) -> None:
         """Restore what ``removed`` leaves out (from the stash, verified), uninstall the rest."""
