@@ -517,7 +517,8 @@ def assert_unknown_state(run: Run, venv: Venv) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
     assert str(_journal(venv)) in run.stderr
-    assert "safe-uninstall snapshots" in run.stderr and "safe-uninstall rollback ID" in run.stderr
+    here = f"safe-uninstall --python {venv.python}"
+    assert f"`{here} snapshots`" in run.stderr and f"`{here} rollback ID`" in run.stderr
     assert "the state of the environment is unknown" in run.stderr
     assert "was not changed" not in run.stderr
 
@@ -575,3 +576,48 @@ def test_an_unreadable_journal_stops_every_change_and_the_way_out_works(
     back = venv.tool("rollback", "1", "--no-probe")
     assert back.returncode == 0, back.stdout + back.stderr
     assert "leftpad" in venv.installed()
+
+
+def test_a_program_that_is_no_python_is_named_without_the_query(tmp_path: Path) -> None:
+    from tests.conftest import run_tool
+
+    run = run_tool("--python", "/bin/ls", "leftpad", cwd=tmp_path)
+
+    assert run.returncode == 1
+    assert "/bin/ls is not a working Python interpreter" in run.stderr
+    assert "sysconfig" not in run.stderr  # the query script is not quoted back
+    assert len(run.stderr.splitlines()) <= 3, run.stderr
+
+
+def test_a_python_2_is_said_to_be_unsupported(tmp_path: Path) -> None:
+    """Python 2 has no -I: it printed its usage text."""
+    from tests.conftest import run_tool
+
+    python2 = tmp_path / "python2"
+    python2.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -I ]; then echo "Unknown option: -I" >&2; echo "usage: $0 [option]" >&2; '
+        "exit 2; fi\n"
+        "printf 2.7\n"
+    )
+    python2.chmod(0o755)
+
+    run = run_tool("--python", str(python2), "leftpad")
+
+    assert run.returncode == 1
+    assert f"{python2} is Python 2.7, which is not supported" in run.stderr
+    assert "usage" not in run.stderr
+
+
+def test_a_venv_whose_python_link_dangles_says_so(tmp_path: Path) -> None:
+    from tests.conftest import run_tool
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "pyvenv.cfg").write_text("home = /gone/bin\n")
+    (tmp_path / "bin" / "python").symlink_to("/gone/bin/python3.11")
+
+    run = run_tool("--python", str(tmp_path), "leftpad")
+
+    assert run.returncode == 1
+    assert "is a link to /gone/bin/python3.11, which does not exist" in run.stderr
+    assert "no bin/python" not in run.stderr

@@ -66,7 +66,8 @@ def test_kill_during_uninstall_then_recover(make_venv: MakeVenv, step: str) -> N
         assert "urllib3" not in venv.installed()  # killed with the package removed
     refused = venv.tool("--no-probe", "leftpad")
     assert refused.returncode == 1
-    assert "did not finish" in refused.stderr and "safe-uninstall recover" in refused.stderr
+    assert "did not finish" in refused.stderr
+    assert f"safe-uninstall --python {venv.python} recover" in refused.stderr
     assert "leftpad" in venv.installed()
     assert_recovered(venv, hashes, installed)
     # The environment is usable again: the next operation is not refused.
@@ -124,6 +125,56 @@ def test_kill_between_two_files_of_a_restore_then_recover(make_venv: MakeVenv) -
     assert_recovered(venv, hashes, installed)
 
 
+def test_recover_deletes_the_temp_files_a_killed_restore_left_and_only_those(
+    make_venv: MakeVenv,
+) -> None:
+    """A restore makes each file under a temp name beside its place, then renames it; the
+    journal is written the same way. Killed between the two (planted here: a rollback's
+    restore killed after its fifth file, the next file's temp made, and a journal write cut
+    short), both stay; recover, which returns to the state without that distribution, deletes
+    them and the folder made for them, and nothing of the user's that merely looks like one."""
+    venv = make_venv("requests", "multipkg")
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    venv.install("toolpkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+    assert killed.returncode == -9
+    stash = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash" / "multipkg-1.0"
+    site = venv.site_packages.relative_to(venv.root)
+    missing = [
+        kept
+        for kept in sorted((stash / site / "multipkg").rglob("*.py"))
+        if not (venv.root / kept.relative_to(stash)).parent.exists()
+    ]
+    place = venv.root / missing[0].relative_to(stash)  # in a folder the restore had not made
+    place.parent.mkdir()
+    restore_tmp = place.with_name(f".{place.name}.safe-uninstall-tmp")
+    os.link(missing[0], restore_tmp)
+    journal_tmp = venv.root / f".{journal(venv).name}.k2_x9q0a.tmp"  # tempfile.mkstemp's
+    journal_tmp.write_bytes(journal(venv).read_bytes())
+    users = [
+        venv.root / f".{journal(venv).name}.mine.tmp",  # not mkstemp's eight letters
+        venv.root / f".{journal(venv).name}.K2X9Q0AB.tmp",  # nor its alphabet
+        venv.site_packages / f"{place.name}.safe-uninstall-tmp",  # no leading dot
+        venv.site_packages / ".unrelated.py.safe-uninstall-tmp",  # no file of a restore
+    ]
+    for path in users:
+        path.write_text("the user's\n")
+
+    recovered = venv.tool("recover", "--no-probe")
+
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert not journal_tmp.exists()
+    assert not restore_tmp.exists() and not (venv.site_packages / "multipkg").exists()
+    assert all(path.read_text() == "the user's\n" for path in users)
+    for path in users:
+        path.unlink()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    said = f"left: {journal_tmp.name}, {restore_tmp.relative_to(venv.root)}"
+    assert said in recovered.stdout
+
+
 def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) -> None:
     """Recover returns to the state before the rollback: the files it had linked back of a
     distribution that state does not have must go again."""
@@ -145,6 +196,38 @@ def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) 
     assert again.returncode == 0, again.stdout + again.stderr
     assert "multipkg" in venv.installed() and "toolpkg" not in venv.installed()
     assert multipkg_files(venv) == whole
+
+
+def environment_folders(venv: Venv) -> list[str]:
+    """Every folder of the environment, but the tool's state folder."""
+    return sorted(
+        str(p.relative_to(venv.root))
+        for p in venv.root.rglob("*")
+        if p.is_dir() and p.relative_to(venv.root).parts[0] != ".safe-uninstall"
+    )
+
+
+def test_recover_keeps_the_site_folder_a_half_rollback_leaves_empty(make_venv: MakeVenv) -> None:
+    """The files a rollback killed half way linked back are taken back, and the folders it
+    made for them: up to the site folder, which stays though empty, as do the folders above it
+    and the scheme's other roots."""
+    venv = make_venv("multipkg")
+    for own in venv.site_packages.glob("_virtualenv*"):  # uv's own: removing multipkg
+        own.unlink()  # then empties site-packages
+    site = venv.site_packages
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    assert sorted(p.name for p in site.iterdir()) == []
+    folders = environment_folders(venv)
+
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+
+    assert killed.returncode == -9
+    assert len(multipkg_files(venv)) == 5
+    recovered = venv.tool("recover", "--no-probe")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert site.is_dir() and list(site.iterdir()) == []
+    assert environment_folders(venv) == folders
+    assert venv.run_python("import sys").returncode == 0
 
 
 def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) -> None:
@@ -487,7 +570,8 @@ def test_kill_during_a_guarded_upgrade_then_recover(make_venv: MakeVenv, step: s
         assert venv.installed()["urllib3"] == "2.3.0"  # killed with the upgrade in place
     refused = venv.tool("--no-probe", "requests")
     assert refused.returncode == 1
-    assert "did not finish" in refused.stderr and "safe-uninstall recover" in refused.stderr
+    assert "did not finish" in refused.stderr
+    assert f"safe-uninstall --python {venv.python} recover" in refused.stderr
     assert_recovered(venv, hashes, installed)
 
 

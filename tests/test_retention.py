@@ -42,7 +42,7 @@ def test_a_removal_says_what_it_keeps_for_rollback(make_venv: MakeVenv) -> None:
     held = stash_bytes(venv, "0001")
     assert held > 0
     assert f"kept for rollback: {held / 1024:.1f} KiB" in run.stdout
-    assert "`safe-uninstall prune` frees it" in run.stdout
+    assert f"`safe-uninstall --python {venv.python} prune --keep N` frees it" in run.stdout
 
     listed = venv.tool("snapshots", "--json").json()
     assert listed["total_bytes"] == held

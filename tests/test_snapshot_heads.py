@@ -88,88 +88,6 @@ def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> No
     assert _listing(venv) == expected
 
 
-# What listing or showing snapshots must not import: the operations' modules (the transaction,
-# the impact analysis, the library model, the ELF reader, the requirement parser) are most of
-# the tool's start-up, and `snapshots` is mostly start-up.
-_NOT_FOR_READING = (
-    "safeuninstall.transaction.transaction",
-    "safeuninstall.session.analysis",
-    "safeuninstall.judgement.impact",
-    "safeuninstall.judgement.libraries",
-    "safeuninstall.judgement.elf",
-    "safeuninstall.state.stash",
-    "safeuninstall.judgement.probe",
-    "safeuninstall.environment.requirements",
-)
-
-
-# What listing them must not import either: it reads each snapshot's head, never a snapshot
-# (`show` does) nor a distribution, so neither the snapshot format nor the distribution model
-# with packaging's name rules (which import its tags: logging, sysconfig, platform); opening
-# the target needs the interpreter alone (interpreter.py). Nor what only running a process,
-# writing a file or deleting a folder needs (a listing that rewrites the stash index or a head
-# imports tempfile, and shutil with it; these snapshots have neither to rewrite).
-_NOT_FOR_LISTING = (
-    "safeuninstall.state.snapshot",
-    "safeuninstall.environment.installed",
-    "safeuninstall.judgement.plan",
-    "safeuninstall.base.outcome",  # how an operation ended: the enum's 65 members cost 5 M instructions
-    "packaging.utils",
-    "subprocess",
-    "shutil",
-    "tempfile",
-)
-
-
-def _started(*args: str) -> dict[str, list[str]]:
-    """What a new process running the command line ``args`` imported (``modules``) and which
-    of the tool's click commands it built (``built``)."""
-    code = (
-        "import json, sys\n"
-        "from safeuninstall.cli.commands import cli, run\n"
-        "code = run(sys.argv[1:])\n"
-        "state = {'modules': sorted(sys.modules), 'built': sorted(cli.commands)}\n"
-        "print(json.dumps({'code': code, **state}), file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "UV_OFFLINE": "1"},
-    )
-    report = json.loads(done.stderr.splitlines()[-1])
-    assert report["code"] == 0, done.stderr
-    assert "0002" in done.stdout  # it did list / show the snapshots
-    state = {key: report[key] for key in ("modules", "built")}
-    assert all(isinstance(value, list) for value in state.values())
-    return state
-
-
-def _imported_by(venv: Venv, command: str) -> list[str]:
-    return _started("--python", str(venv.root), command)["modules"]
-
-
-@pytest.mark.parametrize("command", ["snapshots", "show"])
-def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str) -> None:
-    modules = _imported_by(venv, command)
-    assert [m for m in _NOT_FOR_READING if m in modules] == []
-
-
-def test_listing_snapshots_imports_neither_a_snapshot_nor_a_distribution(venv: Venv) -> None:
-    modules = _imported_by(venv, "snapshots")
-    assert [m for m in _NOT_FOR_LISTING if m in modules] == []
-
-
-@pytest.mark.parametrize("command", ["snapshots", "show"])
-def test_reading_snapshots_builds_no_other_command(venv: Venv, command: str) -> None:
-    """The commands are built on first use: building every command's options at import was
-    a tenth of a listing's start-up (cli.py, _DefaultToUninstall)."""
-    assert _started(command, "--python", str(venv.root))["built"] == [command]
-    # An option before the name (as the bench runs it): read off the command named.
-    assert _started("--python", str(venv.root), command)["built"] == [command]
-    assert _started("-p", str(venv.root), "--json", command)["built"] == [command]
-
-
 def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
     """The outcome note is read as head.json is: bounded, a regular file only. A FIFO in its
     place (nothing writes to it) hung `snapshots` and `show` in their open."""
@@ -191,3 +109,19 @@ def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
     assert [s["outcome"] for s in listed] == ["pending", "taken"]
     same = ("id", "created", "command", "operation", "removed", "packages", "error")
     assert [[s[k] for k in same] for s in listed] == [[s[k] for k in same] for s in expected]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("note", "said"),
+    [(b"restored", "'restored'"), (b"rollback-to-7", "'rollback-to-7'"), (b"\xff", "'\ufffd'")],
+)
+def test_an_outcome_note_this_tool_never_writes_makes_its_snapshot_unreadable(
+    venv: Venv, note: bytes, said: str
+) -> None:
+    """A plain rollback reads from the note whether a change was undone and where a rollback
+    returned: one that says nothing this tool writes is refused, named, not read as another."""
+    (_folder(venv, "0002") / "outcome").write_bytes(note)
+    first, second = _listing(venv)
+    assert first["outcome"] == "unreadable"  # type: ignore[index]
+    assert f"outcome: unknown outcome {said}" in first["error"]  # type: ignore[index]
+    assert second["outcome"] == "taken"  # type: ignore[index]

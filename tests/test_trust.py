@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import shutil
 import stat
 import subprocess
 import sys
@@ -529,3 +530,161 @@ def test_a_restore_while_another_uv_holds_the_venv_goes_on_and_says_so(
     notes = data["restore"]["notes"]  # type: ignore[index]
     assert f"uv's lock {venv.root / '.lock'} was still held after 0.5 s" in str(notes)
     assert venv.file_hashes() == before
+
+
+# -- verification that proves what it says -------------------------------------------------------
+
+
+def test_the_final_comparison_of_a_restored_file_reads_its_bytes(tmp_path: Path) -> None:
+    """A file that is not the inode a restore checked (replaced after it, or a copy made on
+    another filesystem) is taken only with the bytes that were accepted."""
+    placed = tmp_path / "mod.py"
+    placed.write_text("good = True\n")
+    accepted = stash.sha256_file(placed)
+    other = tmp_path / "other.py"
+    other.write_text("good = False\n")
+    assert restore._holds(placed, accepted, set())
+    assert not restore._holds(other, accepted, set())
+    checked = stash.file_id(placed.stat())
+    assert stash._is_checked(placed, checked, "0" * 64)  # the very inode checked
+    assert stash._is_checked(Path(shutil.copy(placed, tmp_path / "copy.py")), checked, accepted)
+    assert not stash._is_checked(other, checked, accepted)
+
+
+def test_a_locally_modified_file_is_not_restored_as_the_packaged_one(make_venv: MakeVenv) -> None:
+    """leftpad.py was edited on this machine before the removal: the stash hasher recorded
+    those bytes. Its stash copy replaced since by the packaged bytes (its RECORD hash) is not
+    what was installed: the stash is not used, and the restore does not claim it."""
+    venv = make_venv("requests", "leftpad")
+    patched = venv.site_packages / "leftpad.py"
+    packaged = patched.read_bytes()
+    patched.unlink()  # a new file, as an editor saves one: uv's cache is not written through
+    patched.write_bytes(packaged + b"# patched on this machine\n")
+    removed = venv.tool("--probe", "import requests", "leftpad")  # the hasher runs to its end
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    kept = _stashed(venv.root / ".safe-uninstall", "0001", "leftpad-1.0", venv, "leftpad.py")
+    assert kept.read_bytes().endswith(b"# patched on this machine\n")
+    kept.unlink()
+    kept.write_bytes(packaged)
+
+    run = venv.tool_reinstalling("rollback", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    restored = data["restore"]
+    assert isinstance(restored, dict)
+    assert restored["from_stash"] == [] and restored["reinstalled"] == ["leftpad==1.0"]
+    assert "leftpad.py: stashed copy does not match its sha256" in str(restored["notes"])
+    assert patched.read_bytes() == packaged
+
+
+def _drop_from_stash(venv: Venv, snapshot_id: str, name: str, file: str) -> None:
+    """``file`` of ``name`` left out of the stash of ``snapshot_id``, as if it was never kept:
+    not in the folder, not in the snapshot's record."""
+    import msgspec
+
+    from safeuninstall.state.store import Store
+
+    store = Store(venv.root / ".safe-uninstall")
+    snap = store.load(snapshot_id)
+    entries = []
+    for entry in snap.packages:
+        if entry.name == name and entry.stash is not None:
+            files = tuple(f for f in entry.stash.files if not f.path.endswith(file))
+            assert len(files) == len(entry.stash.files) - 1
+            entry = msgspec.structs.replace(
+                entry, stash=msgspec.structs.replace(entry.stash, files=files)
+            )
+        entries.append(entry)
+    path = store.snapshot_path(snapshot_id)
+    path.unlink()
+    for twin in path.parent.glob("*.json"):
+        twin.unlink()
+    store.save(msgspec.structs.replace(snap, packages=tuple(entries)))
+    (_stashed(store.root, snapshot_id, f"{name}-1.0", venv, file)).unlink()
+
+
+def test_a_restored_distribution_is_verified_whole_not_only_what_its_stash_held(
+    make_venv: MakeVenv,
+) -> None:
+    """One RECORD file of multipkg is not in its stash: the rollback links back all the rest,
+    and its proof, which checks each restored distribution against its RECORD, finds the
+    file missing; the rollback is undone, not called restored and verified."""
+    venv = make_venv("requests", "multipkg")
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    before = venv.file_hashes()
+    _drop_from_stash(venv, "0001", "multipkg", "multipkg/a/mod1.py")
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode != 0, data
+    assert data["outcome"] == "rollback-failed-restored"
+    verification = data["verification"]
+    assert isinstance(verification, dict)
+    assert verification["ok"] is False
+    assert verification["hash_mismatches"] == ["multipkg==1.0: multipkg/a/mod1.py (missing)"]
+    assert venv.file_hashes() == before  # undone: back as the rollback found it
+
+
+def test_a_record_file_gone_before_the_removal_is_not_asked_back(make_venv: MakeVenv) -> None:
+    """A file its RECORD lists was deleted by hand before the removal: the stash says so, and
+    the proof of the restore does not ask for it."""
+    venv = make_venv("requests", "multipkg")
+    (venv.site_packages / "multipkg" / "a" / "mod1.py").unlink()
+    before = venv.file_hashes()
+
+    run = venv.tool("--json", "--probe", "import multipkg.a.mod2", "multipkg")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["verification"]["ok"] is True  # type: ignore[index]
+    assert venv.file_hashes() == before
+
+
+def test_a_wrong_byte_in_a_reinstalled_distribution_is_reported(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The wheel the reinstall takes holds a leftpad.py that its RECORD does not vouch for:
+    the restore's proof hashes every file of a reinstalled distribution against its RECORD."""
+    import zipfile
+
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    (venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash").rename(tmp_path / "gone")
+    house = tmp_path / "house"
+    house.mkdir()
+    (good,) = venv.wheelhouse.glob("leftpad-1.0-*.whl")
+    with zipfile.ZipFile(good) as source, zipfile.ZipFile(house / good.name, "w") as bad:
+        for info in source.infolist():
+            data = source.read(info)
+            bad.writestr(
+                info, data.replace(b"' '", b"'_'") if info.filename == "leftpad.py" else data
+            )
+
+    run = venv.tool(
+        "rollback", "1", "--no-probe", "--json", UV_NO_INDEX="1", UV_FIND_LINKS=str(house)
+    )
+
+    data = run.json()
+    assert run.returncode != 0, data
+    verification = data["verification"]
+    assert isinstance(verification, dict)
+    assert verification["hash_mismatches"] == ["leftpad==1.0: leftpad.py"]
+
+
+def test_prune_keeps_the_latest_snapshot_and_its_stash(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
+    assert venv.tool("--no-probe", "toolpkg").returncode == 0  # 0002, the latest
+    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    latest = tree(snapshots / "0002")
+
+    run = venv.tool("prune", "--max-size", "0", "--drop-only-copies", "--json")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [r["id"] for r in run.json()["removed"]] == ["0001"]  # type: ignore[index]
+    assert tree(snapshots / "0002") == latest
+    back = venv.tool("rollback", "2", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "toolpkg" in venv.installed()

@@ -20,6 +20,7 @@ from safeuninstall.environment.installed import InstalledDistribution, Source, r
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
 from safeuninstall.judgement.impact import Dependency, dependents_of
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.plan import (
     Installed,
     build_stash_index,
@@ -235,6 +236,9 @@ def test_install_command_is_one_pinned_no_deps_call() -> None:
         "a==1",
         "b==2",
     ]
+    # A hollow distribution is installed at that version already: only a reinstall repairs it.
+    reinstalling = backend.install_argv(entries, offline=False, reinstall=True)
+    assert reinstalling[5:] == ["--no-deps", "--reinstall", "a==1", "b==2"]
     assert backend.uninstall_argv(["a", "b"]) == [
         "/bin/uv",
         "pip",
@@ -453,6 +457,10 @@ def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-
         (lambda d: d["packages"][1].pop("requested"), "packages[1].requested: missing"),
         (lambda d: d["packages"][0].pop("source"), "packages[0].source: missing"),
         (lambda d: d.pop("outcome"), "outcome: missing"),
+        (
+            lambda d: d.update(outcome="restored"),
+            "outcome: unknown outcome 'restored': not one this tool writes",
+        ),
         (lambda d: d.pop("removed"), "removed: missing"),
         # the format first, whatever else the file holds
         (lambda d: d.pop("format"), "format: missing"),
@@ -702,7 +710,7 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
 
     monkeypatch.setattr(tempfile, "TemporaryDirectory", no_room)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", "/v/l", "/v/l", "/v/bin", {})
-    probe = Probe(kind="python", code="pass", origin="--probe")
+    probe = Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe")
     result = run_probe(probe, interpreter, settings=RunSettings(timeout=5.0, env={}))
     assert not result.passed
     assert "cannot create its working folder: No space left on device" in result.output
@@ -724,7 +732,7 @@ def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: objec
     from safeuninstall.judgement.probe import Probe, ProbeSettings
     from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
 
-    settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
+    settings = ProbeSettings(probes=(Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),))
     (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
     assert BaselineCache(tmp_path).get(settings, "env") is None
 
@@ -1013,6 +1021,16 @@ REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
             ["0002"],
             id="restored-removal-passed-over",
         ),
+        pytest.param(  # the same when the probe still failed after the restore
+            [
+                _state("0002", REQ + IDNA, "uninstall", "restored-probe-fails", removed=("i",)),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + IDNA + "z",  # and z installed since, outside the tool
+            "0001",
+            ["0002"],
+            id="restored-removal-whose-probe-still-fails-passed-over",
+        ),
         pytest.param(  # a rollback undone by its failing probe changed nothing
             [
                 _state(
@@ -1184,6 +1202,27 @@ def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() ->
     from_record = Finding("requirement", "idna<4", "requests", "idna==3.20", recorded_in="0002")
     assert plan_repair([from_record], [only_recorded], installed) == Repair(
         install=(recorded("idna", "3.20"),)
+    )
+
+
+def test_doctor_repairs_from_a_stash_first_and_the_index_for_the_rest() -> None:
+    """One rollback: what its stash holds comes from there, what it only recorded is
+    reinstalled; an install of everything from the index only where no snapshot has them."""
+    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
+
+    installed = {
+        "a": Installed("a", "1", Source(kind="index"), intact=False),
+        "b": Installed("b", "2", Source(kind="index"), intact=False),
+    }
+    findings = [
+        Finding("hollow", "a==1", "", "a==1", reinstall=True),
+        Finding("hollow", "b==2", "", "b==2", reinstall=True),
+    ]
+    some = make_snapshot("0001", (stashed("a", "1"), recorded("b", "2")))
+    assert plan_repair(findings, [some], installed) == Repair(snapshot="0001")
+    neither = make_snapshot("0002", (recorded("a", "1"), recorded("b", "2")))
+    assert plan_repair(findings, [neither], installed) == Repair(
+        install=(recorded("a", "1"), recorded("b", "2")), reinstall=True
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Outcome
 from safeuninstall.environment.installed import census
 from safeuninstall.judgement.bisection import bound, search
 from safeuninstall.judgement.needs import (
@@ -26,7 +26,12 @@ from safeuninstall.judgement.needs import (
 from safeuninstall.judgement.probe import ProbeResult
 from safeuninstall.operations.removal import Attempt, Removal
 from safeuninstall.operations.results import RemovalResult
-from safeuninstall.session.analysis import failure_text, requirements_of
+from safeuninstall.session.analysis import (
+    failure_text,
+    library_index,
+    owned_files,
+    requirements_of,
+)
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.transaction import Restored, Transaction
 
@@ -34,7 +39,6 @@ from safeuninstall.transaction.transaction import Restored, Transaction
 def plan(removal: Removal) -> None:
     """--keep-needed: the candidates that metadata or the library model shows as needed
     are kept, with their reasons; the plan is what is left to try."""
-    from safeuninstall.session.analysis import library_index, owned_files
 
     ctx, candidates = removal.ctx, removal.plan.remove
     removal.requirements = removal.requirements or requirements_of(removal.ctx, removal.installed)
@@ -56,11 +60,11 @@ def plan(removal: Removal) -> None:
 
 class _Stop(Exception):
     """The search can't go on (the installer failed, another process changed the environment,
-    a partial restore was not verified): everything is restored, for ``reason``."""
+    a partial restore was not verified): everything is restored, for ``cause``."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, cause: Cause, message: str) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.cause = cause
         self.message = message
 
 
@@ -226,7 +230,7 @@ class KeepNeeded(Attempt):
             self.tried = tuple(n for n in self.snap.removed if n not in loaded)
             if not self.tried:
                 messages.append("nothing to try: every candidate is needed")
-                self.txn.finish(Outcome.NOTHING_TO_DO.value)
+                self.txn.finish(Outcome.NOTHING_TO_DO)
                 return self._result(Outcome.NOTHING_TO_DO)
             assert self.removal.analysis is not None
             self.sharing = together(self.tried, self.removal.analysis.owned)
@@ -254,25 +258,25 @@ class KeepNeeded(Attempt):
                     "the probe failed on the final state the search found (the candidates' "
                     "needs are not independent, or the probe is not reliable): restoring all"
                 )
-                return self._restore("probe-failed")
+                return self._restore(Cause.PROBE_FAILED)
             if not final:
                 messages.append("every candidate tried is needed: restoring them all")
-                return self._restore("needed")
+                return self._restore(Cause.NEEDED)
             assert self.state == final  # the search's last run probed it (see _passes)
             stayed = [name for name in self.snap.removed if name in final]
             if len(stayed) < len(self.snap.removed):  # the history names what stayed removed
                 self.ctx.store.set_removed(self.snap.id, stayed)
-            self.txn.finish(self._outcome().value)
+            self.txn.finish(self._outcome())
             return self._result(self._outcome())
         except _Stop as stop:
             messages.append(stop.message)
-            return self._restore(stop.reason)
+            return self._restore(stop.cause)
         except KeyboardInterrupt:
             messages.append("interrupted during the search: restoring what was removed")
-            return self._restore("interrupted")
+            return self._restore(Cause.INTERRUPTED)
         except Exception as err:  # whatever broke, what was removed comes back first
             messages.append(f"unexpected error during the search: {err!r}")
-            return self._restore("error")
+            return self._restore(Cause.ERROR)
 
     def _outcome(self) -> Outcome:
         cleanup = self.removal.cleanup
@@ -359,7 +363,7 @@ class KeepNeeded(Attempt):
         after, _ = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
-            raise _Stop("concurrent", changed + "; the probe judged another environment")
+            raise _Stop(Cause.CONCURRENT, changed + "; the probe judged another environment")
         assert self.removal.analysis is not None
         drifted = self.removal.analysis.drift(self.runs.baseline, after)
         passed = all(r.passed for r in after) and not (
@@ -393,7 +397,7 @@ class KeepNeeded(Attempt):
                     else restored.error
                 )
                 raise _Stop(
-                    "error", f"bringing back {', '.join(back)} was not verified: {problems}"
+                    Cause.ERROR, f"bringing back {', '.join(back)} was not verified: {problems}"
                 )
             self.state = self.state - set(back)
             if self.txn.interrupted:
@@ -407,4 +411,4 @@ class KeepNeeded(Attempt):
             if failed is None:
                 failed = self._still_installed(census(self.ctx.interpreter), more)
             if failed is not None:
-                raise _Stop("uninstall-failed", failed)
+                raise _Stop(Cause.FAILED, failed)

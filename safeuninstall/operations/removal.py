@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -17,7 +16,7 @@ from safeuninstall.base.errors import (
     Interrupted,
     InterruptedAfterChange,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
@@ -25,6 +24,7 @@ from safeuninstall.environment.installed import (
     census_change,
     ensure_writable,
 )
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import (
     after_settings,
     as_baseline,
@@ -32,7 +32,9 @@ from safeuninstall.judgement.derived import (
     judged_after,
     to_the_end,
 )
+from safeuninstall.judgement.doctor import Finding, diagnose
 from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
 from safeuninstall.judgement.needs import Cleanup, orphans
 from safeuninstall.judgement.plan import NEVER_MATCHED, RemovalPlan
@@ -44,7 +46,9 @@ from safeuninstall.session.analysis import (
     Analysis,
     analyse,
     failure_text,
+    library_index,
     loadable_snapshots,
+    owned_files,
     requirements_of,
     with_default,
 )
@@ -58,11 +62,6 @@ from safeuninstall.session.baseline import (
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.doctor import (
-        Finding,  # the module only when a probe fails: packaging.requirements
-    )
 
 
 class Removal:
@@ -97,7 +96,6 @@ class Removal:
     def add_orphans(self) -> None:
         """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
         and unloaded join it, listed before anything happens; judged like every removal."""
-        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx = self.ctx
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -133,6 +131,7 @@ class Removal:
             command="uninstall",
             outcome=outcome,
             python=str(self.ctx.python),
+            environment=self.ctx.where,
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
             expanded=self.plan.expanded,
@@ -235,7 +234,7 @@ class Removal:
         self.begun = baseline.begin(
             self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
         )
-        if any(p.kind == "derived" for p in self.settings.probes):
+        if any(p.kind is ProbeKind.DERIVED for p in self.settings.probes):
             DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
     def stop_baseline(self) -> None:
@@ -279,7 +278,6 @@ class Removal:
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
             # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
             # and packaging's requirement parser, 15-80 ms between that probe and its restore.
-            from safeuninstall.judgement import doctor  # noqa: F401 - imported now to have it loaded
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
@@ -300,7 +298,6 @@ class Removal:
     def apply(self, attempt: type[Attempt]) -> RemovalResult:
         """Snapshot, check the baseline, and make the change by ``attempt``."""
         assert self.analysis is not None
-        self.ctx.load_what_a_restore_needs()
         txn = Transaction(self.ctx, "uninstall")
         try:
             with txn:
@@ -391,24 +388,24 @@ class Attempt:
                 changed = None if failed else self._changed_by_others(now)
             if failed is not None:
                 messages.append(failed)
-                reason = "uninstall-failed"
+                cause = Cause.FAILED
             elif changed is not None:
                 messages.append(changed)
-                reason = "concurrent"
+                cause = Cause.CONCURRENT
             else:
                 judged = self._judge()
                 if judged is None:
                     return self._result(Outcome.REMOVED)
-                if judged == "kept":
+                if isinstance(judged, Outcome):
                     return self._kept()
-                reason = judged
+                cause = judged
         except KeyboardInterrupt:
             messages.append("interrupted: restoring what was removed")
-            reason = "interrupted"
+            cause = Cause.INTERRUPTED
         except Exception as err:  # whatever broke, what was removed comes back first
             messages.append(f"unexpected error after the uninstall started: {err!r}")
-            reason = "error"
-        return self._restore(reason)
+            cause = Cause.ERROR
+        return self._restore(cause)
 
     def _result(
         self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
@@ -451,9 +448,9 @@ class Attempt:
             return None
         return f"another process changed the environment during the removal ({change})"
 
-    def _judge(self) -> str | None:
-        """None when the removal stands; ``kept`` when it failed and stays on request; else
-        the reason to restore: ``hollow``, ``probe-failed`` or ``drift``."""
+    def _judge(self) -> Cause | Outcome | None:
+        """None when the removal stands; probe-failed-kept when it failed and stays on
+        request; else the cause to restore for: hollow, probe failed or drift."""
         removal, messages = self.removal, self.removal.messages
         assert removal.analysis is not None
         self.txn.probing()
@@ -464,17 +461,17 @@ class Attempt:
                 + ", ".join(hollow)
                 + " (shared paths): they are installed but hollow"
             )
-            return "hollow"
+            return Cause.HOLLOW
         after, env_print = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
             messages.append(changed + "; the probe judged another environment")
-            return "concurrent"
+            return Cause.CONCURRENT
         drifted = removal.analysis.drift(self.runs.baseline, after)
         self.drift = tuple(drifted)
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
         passed = all(r.passed for r in after)
-        if any(r.probe.kind == "python" and r.libraries is None for r in after):
+        if any(r.probe.kind is ProbeKind.PYTHON and r.libraries is None for r in after):
             messages.append(
                 "which libraries the probe loaded is unknown here (no /proc/self/maps): "
                 "drift detection is off, only the probe's exit code counts"
@@ -490,11 +487,11 @@ class Attempt:
             removal.cache.put(removal.after, env_print, self.ran)
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
-            self.txn.finish(Outcome.REMOVED.value)
+            self.txn.finish(Outcome.REMOVED)
             return None
         if removal.options.keep_on_failure:
-            return "kept"
-        return "probe-failed" if not passed else "drift"
+            return Outcome.PROBE_FAILED_KEPT
+        return Cause.PROBE_FAILED if not passed else Cause.DRIFT
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
@@ -517,18 +514,16 @@ class Attempt:
         return after, env_print
 
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
-        from safeuninstall.judgement.doctor import diagnose  # only when a probe fails
-
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
     def _kept(self) -> RemovalResult:
-        self.txn.finish(Outcome.PROBE_FAILED_KEPT.value)
+        self.txn.finish(Outcome.PROBE_FAILED_KEPT)
         return self._result(
             Outcome.PROBE_FAILED_KEPT, next_command=self.ctx.suggest("rollback", self.snap.id)
         )
 
-    def _restore(self, reason: str) -> RemovalResult:
+    def _restore(self, cause: Cause) -> RemovalResult:
         """Bring back everything the removal took in one batch, verify, probe again."""
         txn, snap, removal = self.txn, self.snap, self.removal
         assert removal.analysis is not None
@@ -539,11 +534,12 @@ class Attempt:
             )
             next_command: str | None = self._recover()
             if restored.verification is None:  # an error of ours stopped it half way
-                outcome = Outcome.after_restore(reason, False)
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
                 removal.messages.append(_stopped(restored))
             else:
                 self.runs = self._probe_after_restore(restored)
-                outcome = Outcome.after_restore(reason, restored.ok)
+                ended = Ending.RESTORED if restored.ok else Ending.INCOMPLETE
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, ended)
                 next_command = None if restored.ok else next_command
                 if restored.ok and not all(r.passed for r in self.runs.after_restore):
                     # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
@@ -553,7 +549,7 @@ class Attempt:
                         "the restore: it does not judge this environment reliably"
                     )
             # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome.value, keep_journal=not restored.ok)
+            txn.finish(outcome, keep_journal=not restored.ok)
         if txn.interrupted:
             removal.messages.append("an interrupt arrived during the restore; it finished first")
         return self._result(outcome, restored=restored, next_command=next_command)
@@ -581,7 +577,8 @@ class Attempt:
             # the snapshot. Running the probe again would prove nothing more and cost a run.
             skipped = (
                 "not run again: the restore is proven identical to the state the baseline "
-                f"passed in ({restored.verification.files_checked} files hash-checked, the "
+                f"passed in ({count_text(restored.verification.files_checked, 'file')} "
+                "hash-checked, the "
                 "installed set equal to the snapshot); --probe-after-restore runs it anyway"
             )
         else:

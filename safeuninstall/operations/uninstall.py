@@ -23,6 +23,7 @@ from safeuninstall.environment.installed import (
     census,
     easy_install_eggs,
     installed_distributions,
+    without_metadata,
 )
 from safeuninstall.environment.legacy import DESCRIBED
 from safeuninstall.environment.requirements import read_request
@@ -67,6 +68,7 @@ def uninstall(
         _refuse_legacy(ctx, installed, plan.remove)
         _refuse_what_the_tool_runs_on(ctx, installed, plan.remove)
         _refuse_absent_under_strict(options, plan)
+        _refuse_without_metadata(ctx, plan)
         removal = Removal(ctx, options, (installed, before), plan)
         removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
         if options.with_orphans and plan.remove:
@@ -80,7 +82,9 @@ def uninstall(
                 )
                 return removal.result(Outcome.NOTHING_TO_DO)
         if not plan.remove:
-            if not plan.empty_record:
+            if not request.wanted:
+                removal.messages.append("nothing to do: no packages to uninstall")
+            elif not plan.empty_record:
                 removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
         if not removal.leaves_unmet(early):
@@ -131,6 +135,22 @@ def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) ->
         raise InvalidInput(
             f"--strict: not installed: {', '.join(plan.absent)}{hints}; nothing was removed"
         )
+
+
+def _refuse_without_metadata(ctx: Context, plan: RemovalPlan) -> None:
+    """A name that only a dist-info folder without METADATA carries: uv removes that folder
+    and what its RECORD lists, but a snapshot keeps distributions, and this one cannot be
+    read as one (its version, its requirements); nothing is removed, and the message says how
+    to remove it without the safety net."""
+    found = without_metadata(ctx.interpreter, plan.absent) if plan.absent else {}
+    if not found:
+        return
+    folders = "; ".join(f"{name}: {folder} has no METADATA" for name, folder in found.items())
+    raise NotRestorable(
+        f"{folders}: uv removes such a folder by its name, but without METADATA it is no "
+        "distribution a snapshot can keep and give back; nothing was removed. To remove it "
+        f"without that safety net: uv pip uninstall --python {ctx.python} {' '.join(found)}"
+    )
 
 
 def _refuse_legacy(

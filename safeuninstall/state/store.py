@@ -26,8 +26,10 @@ files as ``$XDG_STATE_HOME/safe-uninstall/environments/<hash of the real prefix>
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,17 +40,12 @@ from msgspec import Struct
 from safeuninstall.base import bounded, trust
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SnapshotInvalid, SnapshotNotFound, StateDirError
+from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.state import locks, stashindex
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder
 from safeuninstall.state.snapshot import Snapshot
-
-# The snapshot format and the prune plan are imported where they are used: the baseline's head
-# start needs this module (state_dir) before the rest of the tool, and starts its probe 2.2 ms
-# sooner without them. The stash index is imported with this module, small as it is: the
-# retention policy walks the stashes after a removal, when that removal may have taken the
-# tool's own files away (nothing not yet imported can be imported then).
 
 STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
@@ -81,8 +78,6 @@ def _user_state(environ: Mapping[str, str]) -> Path:
 
 
 def _digest(text: str) -> str:
-    import hashlib  # only for an interpreter outside a venv: 3.9-4.4 ms of import
-
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -269,15 +264,16 @@ class Store(Struct, frozen=True):
             for existing in ids:
                 if int(existing) == wanted:
                     return self.load(existing)
-        raise SnapshotNotFound(
-            f"no snapshot {text!r} in {self.snapshots_dir} (have: {', '.join(ids[-5:]) or 'none'})"
-        )
+        have = ", ".join(ids[-5:]) or "none"
+        if len(ids) > 5:
+            have = f"the newest 5 of {len(ids)}: {have}; `snapshots` lists them all"
+        raise SnapshotNotFound(f"no snapshot {text!r} in {self.snapshots_dir} (have: {have})")
 
     def load(self, snapshot_id: str, *, keep_twin: bool = False) -> Snapshot:
         """The snapshot; ``keep_twin``: write its JSON twin when it had none that holds."""
         loaded = self._load_file(snapshot_id, keep_twin=keep_twin)
-        outcome = self._read_outcome(snapshot_id)
-        loaded = loaded.with_outcome(outcome) if outcome else loaded
+        note = self._read_outcome(snapshot_id)
+        loaded = loaded.with_outcome(note) if note is not None else loaded
         removed = self._read_removed(snapshot_id, loaded.removed)
         return loaded if removed is None else loaded.with_removed(removed)
 
@@ -330,7 +326,9 @@ class Store(Struct, frozen=True):
         path = self.folder(snapshot_id).twin_file
         try:
             key = _file_key(self.snapshot_path(snapshot_id))
-            twin = msgspec.json.decode(bounded.read_bytes(path, _MAX_TWIN_BYTES), type=_Twin)
+            twin = msgspec.json.decode(
+                bounded.read_bytes(path, _MAX_TWIN_BYTES, follow_links=False), type=_Twin
+            )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return None
         if twin.key != key:
@@ -361,7 +359,7 @@ class Store(Struct, frozen=True):
         try:
             key = _file_key(folder.snapshot_file)
             stored = msgspec.json.decode(
-                bounded.read_bytes(folder.head_file, _MAX_HEAD_BYTES),
+                bounded.read_bytes(folder.head_file, _MAX_HEAD_BYTES, follow_links=False),
                 type=SnapshotHead,
             )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
@@ -369,16 +367,16 @@ class Store(Struct, frozen=True):
         if stored is None or stored.key != key or stored.id != snapshot_id:
             snap = self._load_file(snapshot_id)
             stored = self._save_head(snap) or SnapshotHead.of(snap, key)
-        outcome = self._read_outcome(snapshot_id)
-        stored = msgspec.structs.replace(stored, outcome=outcome) if outcome else stored
+        note = self._read_outcome(snapshot_id)
+        stored = msgspec.structs.replace(stored, outcome=note.id) if note is not None else stored
         removed = self._read_removed(snapshot_id, stored.removed)
         return stored if removed is None else msgspec.structs.replace(stored, removed=removed)
 
-    def set_outcome(self, snapshot_id: str, outcome: str) -> None:
+    def set_outcome(self, snapshot_id: str, note: Note) -> None:
         """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
         snapshot file itself is never rewritten, so a crash here can't damage it)."""
         with contextlib.suppress(OSError):  # a full disk must not turn a result into an error
-            write_atomically(self.folder(snapshot_id).outcome_file, outcome.encode(), durable=False)
+            write_atomically(self.folder(snapshot_id).outcome_file, note.id.encode(), durable=False)
 
     def set_removed(self, snapshot_id: str, names: Sequence[str]) -> None:
         """What stayed removed, when it is less than the snapshot's ``removed`` (what the
@@ -399,13 +397,18 @@ class Store(Struct, frozen=True):
             return None
         return tuple(name for name in planned if name in names)
 
-    def _read_outcome(self, snapshot_id: str) -> str | None:
+    def _read_outcome(self, snapshot_id: str) -> Note | None:
+        """The outcome note (set_outcome), None while there is none; SnapshotInvalid when it
+        says what this tool never writes: whether its change was undone cannot be told."""
+        path = self.folder(snapshot_id).outcome_file
         try:
-            data = bounded.read_bytes(self.folder(snapshot_id).outcome_file, _MAX_HEAD_BYTES)
-            text = data.decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            data = bounded.read_bytes(path, _MAX_HEAD_BYTES)
+        except OSError:
             return None
-        return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None
+        try:
+            return parse_note(data.decode("utf-8", "replace").strip())
+        except ValueError as err:
+            raise SnapshotInvalid(f"{path}: {err}") from None
 
     def iter_loadable(
         self, *, keep_twins: bool = False
@@ -493,7 +496,6 @@ class Store(Struct, frozen=True):
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while
         stashing). Only under the lock: then no live process is still filling one."""
-        import shutil  # here: listing snapshots needs neither it nor what it imports (bz2, lzma)
 
         removed = []
         for snapshot_id in self.ids():

@@ -33,6 +33,7 @@ from msgspec import Struct
 from safeuninstall import __version__
 from safeuninstall.base import interrupts
 from safeuninstall.base.errors import BackendError, NotRestorable, SnapshotInvalid
+from safeuninstall.base.outcome import Outcome, Returned
 from safeuninstall.environment.deletion import Removed, plan_deletion
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -40,8 +41,10 @@ from safeuninstall.environment.installed import (
     installed_distributions,
 )
 from safeuninstall.environment.records import RecordEntry
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.libraries import ownership
 from safeuninstall.judgement.plan import (
+    RollbackPlan,
     StashCandidate,
     StashKey,
     build_stash_index,
@@ -54,9 +57,11 @@ from safeuninstall.state.journal import Entry
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target
 from safeuninstall.state.stash import (
+    Identity,
     StashHasher,
     StashPlace,
     check_stash,
+    identity,
     read_verified,
     relative_to_root,
     stash_aside,
@@ -169,7 +174,8 @@ def take_snapshot(
     except BaseException:
         shutil.rmtree(folder.path, ignore_errors=True)
         raise
-    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
+    stashed = count_text(len(stashes), "distribution")
+    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({stashed} stashed)")
     return snap
 
 
@@ -286,8 +292,9 @@ class Transaction:
         self._beside = frozenset(p.name for d in installed.values() for p in d.doubled)
         stashes = [e.stash for e in self.snapshot.packages if e.stash]
         # A restore then need not hash the stash, and a file changed locally before the
-        # removal is vouched for (its RECORD hash no longer is).
-        self._hasher = StashHasher(self._folder, stashes).start()
+        # removal is vouched for (its RECORD hash no longer is). Begun once the installer is
+        # done (``uninstall``), or when it is first waited for.
+        self._hasher = StashHasher(self._folder, stashes)
         return self.snapshot
 
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
@@ -311,6 +318,9 @@ class Transaction:
                 self._ctx.backend.uninstall(names)
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
+        finally:
+            if self._hasher is not None:
+                self._hasher.start()
         return None
 
     def changing(self, step: str) -> None:
@@ -350,6 +360,7 @@ class Transaction:
         *,
         offline: bool,
         beside: Collection[str] = (),
+        rewritten: Collection[str] = (),
     ) -> Restored:
         """Bring ``entries`` back in one batch and prove the environment equals ``wanted``, and
         that ``intact`` (distributions that share files with what was removed) are whole.
@@ -358,7 +369,8 @@ class Transaction:
         ``wanted``'s state had that are not to be taken as a difference (a recover's, kept
         aside by that snapshot); returning to this transaction's own snapshot, those there as
         it was taken: a change that left one alone (a removal of another name, a command that
-        installed another) did not make it, and its undo keeps it."""
+        installed another) did not make it, and its undo keeps it. ``rewritten``: those of
+        ``entries`` whose files were replaced or written since ``wanted`` (RestoreJob)."""
         ctx = self._ctx
         assert self.snapshot is not None
         pins = ", ".join(e.pin for e in entries)
@@ -377,6 +389,7 @@ class Transaction:
             preferred_snapshot=wanted.id,
             current_snapshot=self.snapshot.id,
             offline=offline,
+            rewritten=rewritten,
         )
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
@@ -391,7 +404,10 @@ class Transaction:
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
-        ctx.emit("restored", f"restored: {verification.files_checked} files checked, {done}")
+        ctx.emit(
+            "restored",
+            f"restored: {count_text(verification.files_checked, 'file')} checked, {done}",
+        )
         return Restored(report, verification, left=left)
 
     def return_to(
@@ -426,7 +442,7 @@ class Transaction:
             if cannot:
                 raise NotRestorable("; ".join(cannot))
         failed = self.uninstall(remove) if remove else None
-        return self.restore(wanted, entries, shared, offline=offline), failed
+        return self.restore(wanted, entries, shared, offline=offline, rewritten=again), failed
 
     def cannot_come_back(
         self, wanted: Snapshot, entries: Sequence[PackageEntry], *, offline: bool
@@ -439,9 +455,9 @@ class Transaction:
             self._hasher.wait()  # its record is what the stash is checked against
         return cannot_come_back(self._ctx, wanted, entries, offline=offline, leaving=self.snapshot)
 
-    def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
-        """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must
-        still finish the job."""
+    def finish(self, outcome: Outcome | Returned, *, keep_journal: bool = False) -> None:
+        """Write ``outcome`` as the snapshot's (a rollback that returned to a snapshot: which
+        one); remove the journal unless ``recover`` must still finish the job."""
         assert self.snapshot is not None
         with contextlib.suppress(OSError):
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
@@ -575,3 +591,57 @@ def cannot_come_back(
             # Once, with the command line it ran: which index, offline or not.
             lines.append(f"the installer's check: {': '.join([err.message, *last])}")
     return lines
+
+
+def rewritten(
+    ctx: Context,
+    snap: Snapshot,
+    now: Mapping[str, InstalledDistribution],
+    change: RollbackPlan,
+) -> tuple[str, ...]:
+    """Distributions installed as the snapshot has them whose files changed all the same:
+    replaced (another inode: a reinstall, a command killed half way) or written in place
+    (another size, mtime or ctime than the stash hasher recorded before the change). An lstat per
+    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
+    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway."""
+    skip = {*change.remove, *(e.name for e in change.restore)}
+    root = Path(ctx.interpreter.prefix)
+    folder = ctx.store.folder(snap.id)
+    hashed = read_verified(folder)
+    found = []
+    for entry in snap.packages:
+        stash = entry.stash
+        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
+            continue
+        if _changed_files(stash, folder, root, hashed):
+            found.append(entry.name)
+    return tuple(found)
+
+
+def _changed_files(
+    stash: PackageStash,
+    folder: SnapshotFolder,
+    root: Path,
+    hashed: Mapping[str, tuple[Identity, str]],
+) -> bool:
+    for kept in stash.files:
+        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
+            continue  # bytecode is rewritten by any import, by rename
+        try:
+            placed = os.lstat(root / kept.path)
+        except OSError:
+            return True
+        recorded = hashed.get(f"{stash.folder}/{kept.path}")
+        if recorded is not None:
+            if identity(placed) != recorded[0]:
+                return True
+            continue
+        try:
+            stashed = os.lstat(folder.holding(f"{stash.folder}/{kept.path}"))
+        except OSError:
+            return False  # the stash cannot tell
+        if stashed.st_dev != placed.st_dev:
+            return False  # a copy on another filesystem: its inode tells nothing
+        if stashed.st_ino != placed.st_ino:
+            return True
+    return False
