@@ -7,7 +7,7 @@ outside clock can isolate it. This runs ``safeuninstall.cli.run`` (the console s
 its final ``os._exit``) in this process, with clocks around a few of the core's functions, and
 writes to OUT a JSON object of seconds:
 
-- ``restore_step``: the uninstall's restore (operations.uninstall._Attempt._restore), all a
+- ``restore_step``: the uninstall's restore (operations.removal.Attempt._restore), all a
   user waits for once the probe has failed: the wait for the stash hasher, the restore, the
   verification, the probe after the restore if it runs, the outcome and the journal;
 - inside it: ``hasher_wait`` (StashHasher.wait), ``restore`` (restore.restore) and
@@ -47,14 +47,14 @@ def _clocked(key: str, func: Callable[..., Any], timings: dict[str, float]) -> C
 def main(argv: list[str]) -> None:
     out = Path(argv[0])
     from safeuninstall.cli import commands as cli
-    from safeuninstall.operations import uninstall
+    from safeuninstall.operations import removal
     from safeuninstall.state import stash
     from safeuninstall.transaction import transaction
 
     timings: dict[str, float] = {}
     # (where the name is looked up when called, the name, the key in OUT)
     clocks: list[tuple[object, str, str]] = [
-        (uninstall._Attempt, "_restore", "restore_step"),
+        (removal.Attempt, "_restore", "restore_step"),
         (transaction, "restore", "restore"),
         (transaction, "verify", "verify"),
         (stash.StashHasher, "wait", "hasher_wait"),

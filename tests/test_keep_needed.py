@@ -14,6 +14,9 @@ from safeuninstall.judgement.bisection import bound
 from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel, compile_shared_library
 
+# The reason of a candidate the search keeps: its failure, confirmed by a second run
+BISECTED = "the probe fails without it, confirmed by a second run (bisection)"
+
 HOST = """
 from importlib.metadata import entry_points
 _formats = {e.name: e for e in entry_points(group="toyhost.formats")}
@@ -74,6 +77,44 @@ def test_an_entry_point_plugin_is_found_by_bisection(make_venv: MakeVenv, plugin
     back = venv.tool("rollback")
     assert back.returncode == 0, back.stderr
     assert venv.file_hashes() == before
+
+
+# A probe that fails on its Nth run only (the baseline is run 1), counted in a file.
+FLAKY = """
+import pathlib
+runs = pathlib.Path({counter!r})
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+if n == {fails_on}:
+    raise RuntimeError(f"by chance, on run {{n}}")
+"""
+
+
+def test_a_probe_failure_made_once_by_chance_keeps_nothing(
+    make_venv: MakeVenv, plugins: Path, tmp_path: Path
+) -> None:
+    """The search's first run fails by chance: it is run again on the same state, passes, and
+    nothing is kept needed (it was kept, with that chance failure as its reason)."""
+    venv = _installed_with(make_venv, plugins, *(f"toyfmt{i}" for i in range(3)))
+    counter = tmp_path / "probe-runs"
+    probe = FLAKY.format(counter=str(counter), fails_on=2)
+    done = venv.tool("--json", "--keep-needed", "--probe", probe, "toyfmt*")
+    assert done.returncode == 0, done.stderr
+    data = done.json()
+    assert data["outcome"] == "removed", data["messages"]
+    cleanup = data["keep_needed"]
+    assert isinstance(cleanup, dict)
+    assert cleanup["kept"] == []
+    assert cleanup["removed"] == ["toyfmt0", "toyfmt1", "toyfmt2"]
+    assert cleanup["reruns"] == 1
+    assert cleanup["trials"] == [
+        {
+            "removed": ["toyfmt0", "toyfmt1", "toyfmt2"],
+            "passed": True,
+            "why": "failed once (RuntimeError: by chance, on run 2), then passed when run again",
+        }
+    ]
+    assert counter.read_text() == "3"  # the baseline, the failure, the run that confirms
 
 
 def test_two_needed_of_eight_imported_by_the_probe_alone(
@@ -332,7 +373,11 @@ def _doctor_clean(venv: Venv) -> None:
     ("first", "kept_by", "probe"),
     [
         ("ctshim", ("loaded", "the probe's process loads ctshim/libshim.so from it"), "ctshim"),
-        ("apkg", ("probe", "the probe fails without it (bisection)"), "apkg"),
+        (
+            "apkg",
+            ("probe", BISECTED),
+            "apkg",
+        ),
         ("apkg", ("metadata", "host requires apkg"), "host"),  # kept before as it is now
     ],
     ids=["load-map", "bisection", "metadata"],
@@ -448,7 +493,7 @@ def test_a_requirement_named_first_is_not_blamed_on_its_requirer(
     assert set(kept) == {"ypkg"}
     assert kept["ypkg"] == (
         "probe",
-        "the probe fails without it (bisection): ModuleNotFoundError: No module named 'ypkg'",
+        f"{BISECTED}: ModuleNotFoundError: No module named 'ypkg'",
     )
     cleanup = data["keep_needed"]
     assert isinstance(cleanup, dict)
@@ -480,7 +525,7 @@ def test_every_order_of_a_requirement_chain_gives_the_same_answer(
         {
             "c2": (
                 "probe",
-                "the probe fails without it (bisection): ModuleNotFoundError: No module named 'c2'",
+                f"{BISECTED}: ModuleNotFoundError: No module named 'c2'",
             ),
             "c3": ("metadata", "c2 (kept) requires c3"),
         },
@@ -500,7 +545,7 @@ def test_candidates_that_require_each_other_are_tried_together(
     data = done.json()
     assert data["outcome"] == "removed-kept-needed", data["messages"]
     assert data["removed"] == ["d==1.0"]
-    failure = "the probe fails without it (bisection): ModuleNotFoundError: No module named 'p2'"
+    failure = f"{BISECTED}: ModuleNotFoundError: No module named 'p2'"
     assert _kept(data) == {
         "p1": ("probe", f"{failure} (tried together with p2: they require each other)"),
         "p2": ("probe", f"{failure} (tried together with p1: they require each other)"),
@@ -527,7 +572,7 @@ def test_a_candidate_kept_through_an_extra_of_another_is_tried_after_its_request
     assert _kept(data) == {
         "eb": (
             "probe",
-            "the probe fails without it (bisection): ModuleNotFoundError: No module named 'eb'",
+            f"{BISECTED}: ModuleNotFoundError: No module named 'eb'",
         )
     }
     assert venv.tool("rollback").returncode == 0

@@ -439,7 +439,10 @@ def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
     lines.append(f"removed, nothing needs it: {removed}")
     n, runs = len(cleanup.tried), cleanup.probe_runs
     if n:
-        lines.append(f"probe runs: {runs} for {n} tried (at most {cleanup.bound}; one by one: {n})")
+        again = f"; {cleanup.reruns} more to confirm a failure" if cleanup.reruns else ""
+        lines.append(
+            f"probe runs: {runs} for {n} tried (at most {cleanup.bound}; one by one: {n}){again}"
+        )
     return lines
 
 

@@ -269,6 +269,7 @@ class Cleanup(Struct, frozen=True):
     tried: tuple[str, ...]  # removed together and probed
     removed: tuple[str, ...]  # what stays removed
     probe_runs: int = 0  # after the change; the baseline is not counted
+    reruns: int = 0  # besides those, runs made again on a failing state to confirm it
     bound: int = 0  # the most runs the search could take (bisection.bound)
     trials: tuple[Trial, ...] = ()
 
@@ -279,6 +280,7 @@ class Cleanup(Struct, frozen=True):
             "tried": list(self.tried),
             "removed": list(self.removed),
             "probe_runs": self.probe_runs,
+            "reruns": self.reruns,
             "bound": self.bound,
             "trials": [
                 {"removed": list(t.removed), "passed": t.passed, "why": t.why} for t in self.trials

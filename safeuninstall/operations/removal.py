@@ -1,0 +1,599 @@
+"""One removal, from its plan to its result: the checks before any change, the baseline, the
+snapshot, then the attempt (uninstall, probe, and the restore of all of it when it must be
+undone). ``uninstall.py`` makes the plan; ``keep_needed.py`` is the attempt of ``--keep-needed``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from safeuninstall.base.errors import (
+    BaselineProbeFailed,
+    EnvironmentChanged,
+    Interrupted,
+    InterruptedAfterChange,
+)
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.environment.installed import (
+    InstalledDistribution,
+    RequirementIndex,
+    census,
+    census_change,
+    ensure_writable,
+)
+from safeuninstall.environment.sizes import count_text
+from safeuninstall.judgement.derived import (
+    after_settings,
+    as_baseline,
+    dropped_notes,
+    judged_after,
+    to_the_end,
+)
+from safeuninstall.judgement.doctor import Finding, diagnose
+from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.kinds import ProbeKind
+from safeuninstall.judgement.libraries import Drift
+from safeuninstall.judgement.needs import Cleanup, orphans
+from safeuninstall.judgement.plan import NEVER_MATCHED, RemovalPlan
+from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all, start
+from safeuninstall.operations.results import ProbeRuns, RemovalResult
+from safeuninstall.options import COMMANDS, UninstallOptions
+from safeuninstall.session import baseline
+from safeuninstall.session.analysis import (
+    Analysis,
+    analyse,
+    failure_text,
+    library_index,
+    loadable_snapshots,
+    owned_files,
+    requirements_of,
+    with_default,
+)
+from safeuninstall.session.baseline import (
+    BaselineCache,
+    Begun,
+    DerivedPlans,
+    HeadStart,
+    fingerprint,
+)
+from safeuninstall.session.context import Context
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
+
+
+class Removal:
+    """One removal's state, from the plan to its result."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        options: UninstallOptions,
+        read: tuple[Mapping[str, InstalledDistribution], frozenset[str]],
+        plan: RemovalPlan,
+    ) -> None:
+        """``read``: the installed set, and the census taken just before it was read."""
+        self.ctx = ctx
+        self.options = options
+        self.installed, self.census = read
+        self.plan = plan
+        # Before anything reads them: a RECORD rewritten after this (a reinstall of the same
+        # version, which the census does not see) stops the removal before uv reads it.
+        self.records = _record_stats(self.installed, plan.remove)
+        self.cache = BaselineCache(ctx.store.root)
+        self.begun: Begun | None = None
+        self.fingerprint = ""
+        self.analysis: Analysis | None = None
+        self.requirements: RequirementIndex | None = None
+        self.settings = ProbeSettings()
+        self.after = ProbeSettings()  # what runs after the change (derived.after_settings)
+        self.messages: list[str] = []
+        self.cleanup: Cleanup | None = None  # --keep-needed
+        self.orphans: tuple[str, ...] = ()  # --with-orphans
+
+    def add_orphans(self) -> None:
+        """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
+        and unloaded join it, listed before anything happens; judged like every removal."""
+
+        ctx = self.ctx
+        self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
+        index = library_index(ctx)
+        markers = ctx.interpreter.markers
+        # Never an orphan: the tool and uv (as patterns never match them), and in the tool's
+        # own environment what it runs on: removing that would break the restore itself.
+        spare = set(NEVER_MATCHED) | ctx.runs_on(self.installed)
+        found = orphans(
+            self.installed,
+            markers,
+            self.plan.remove,
+            self.requirements,
+            (index, owned_files(ctx, self.installed)),
+            spare=spare,
+        )
+        index.save()
+        ctx.emit("plan", f"orphans, removed too: {', '.join(found.found) or 'none'}")
+        if found.spared:
+            spared = (
+                f"orphans left installed: {', '.join(found.spared)} (the tool, uv and, in the "
+                "tool's own environment, what it runs on are never added: name them to remove "
+                "them)"
+            )
+            ctx.emit("plan", spared)
+            self.messages.append(spared)
+        self.orphans = found.found
+        self.plan = msgspec.structs.replace(self.plan, remove=(*self.plan.remove, *found.found))
+        self.records.update(_record_stats(self.installed, found.found))
+
+    def result(self, outcome: Outcome) -> RemovalResult:
+        return RemovalResult(
+            command="uninstall",
+            outcome=outcome,
+            python=str(self.ctx.python),
+            environment=self.ctx.where,
+            removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
+            absent=self.plan.absent,
+            expanded=self.plan.expanded,
+            impact=self.analysis.report if self.analysis else None,
+            cleanup=self.cleanup,
+            orphans=self.orphans,
+            probes=ProbeRuns(notes=self.settings.notes, planned=self.settings.probes),
+            messages=tuple(self.messages),
+        )
+
+    # -- before any change ---------------------------------------------------------------
+
+    def leaves_unmet(self, early: HeadStart | None) -> bool:
+        """Whether the removal leaves a requirement unmet, and so will be refused: asked before
+        any baseline begins, so that a refused removal runs no probe (a head start is stopped
+        at once)."""
+        if self.options.allow_unmet:
+            return False
+        self.requirements = requirements_of(self.ctx, self.installed)  # the impact report's too
+        markers = self.ctx.interpreter.markers
+        if not unmet_in(self.requirements, self.installed, markers, self.plan.remove):
+            return False
+        if early is not None:
+            early.baseline.cancel()
+        return True
+
+    def begin_configured(
+        self, configured: ProbeSettings, early: HeadStart | None, waited: bool
+    ) -> None:
+        """Configured probes are known now: their baseline starts before the impact report,
+        so it overlaps the report, the snapshot and the stash."""
+        if not configured.probes:
+            return
+        ctx = self.ctx
+        self.fingerprint = fingerprint(ctx.interpreter, ctx.environ)
+        self.begun = baseline.take_over(early, ctx, configured, self.fingerprint, waited)
+        if self.begun is None and not (self.options.dry_run or self.options.strict):
+            self.begun = baseline.begin(
+                configured, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
+            )
+
+    def judge_before(self, configured: ProbeSettings) -> RemovalResult | None:
+        """The impact report and the probe it implies; a result when the removal stops here
+        (--strict, --dry-run), None when it goes ahead."""
+        self.analysis = analyse(self.ctx, self.installed, self.plan.remove, self.requirements)
+        report = self.analysis.report
+        self.settings = with_default(configured, self.installed, report.affected, report.removed)
+        if self.options.strict and report.refused_by_strict:
+            self.messages.append("--strict: the impact report finds breakage or drift")
+            return self.result(Outcome.REFUSED_STRICT)
+        if report.unmet and not self.options.allow_unmet:
+            self.messages += self._refused_unmet()
+            return self.result(Outcome.REFUSED_UNMET)
+        if report.unmet:
+            judged_by = (
+                "nothing judges the removal (--no-probe)"
+                if self.settings.disabled
+                else "the probe judges the removal"
+            )
+            self.messages.append(
+                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; {judged_by}"
+            )
+        if self.options.dry_run:
+            return self.result(Outcome.DRY_RUN)
+        ensure_writable(self.ctx.interpreter)
+        self.ctx.backend.check_available()
+        return None
+
+    def _refused_unmet(self) -> list[str]:
+        """Why the removal is refused, and the two commands that would go ahead."""
+        assert self.analysis is not None
+        unmet = self.analysis.report.unmet
+        dependents = sorted({u.dependent for u in unmet})
+        names = self.plan.remove
+        markers = self.ctx.interpreter.markers
+        closure = removal_closure(self.installed, markers, names, self.requirements)
+        verdict = "--dry-run: the removal would be refused" if self.options.dry_run else "refused"
+        return [
+            f"{verdict}: it leaves {_requirements(len(unmet))} of {', '.join(dependents)} "
+            "unmet (listed above); nothing was removed",
+            "to remove the dependents too: " + _removal_command(self.ctx, closure),
+            "to remove only "
+            + ", ".join(names)
+            + ", the probe judging it: "
+            + _removal_command(self.ctx, names, "--allow-unmet"),
+        ]
+
+    def begin_derived(self, early: HeadStart | None, waited: bool) -> None:
+        """The derived probe is known from the impact report: its baseline begins now, unless
+        the head start began this very one (a plan of an earlier derivation, DerivedPlans)."""
+        if self.begun is not None or not self.settings.probes:
+            if early is not None and early.baseline is not self.begun:
+                early.baseline.cancel()  # a plan, and nothing (or configured probes) now
+            return
+        ctx = self.ctx
+        self.fingerprint = self.fingerprint or fingerprint(ctx.interpreter, ctx.environ)
+        self.begun = baseline.take_over(early, ctx, self.settings, self.fingerprint, waited)
+        if self.begun is not None:
+            return  # begun from the plan of this very probe: it is stored already
+        self.begun = baseline.begin(
+            self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
+        )
+        if any(p.kind is ProbeKind.DERIVED for p in self.settings.probes):
+            DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
+
+    def stop_baseline(self) -> None:
+        if self.begun is not None:
+            self.begun.cancel()
+
+    def _refuse_changed_by_others(self) -> None:
+        """The last look before anything is removed: the environment the snapshot holds and
+        the baseline judged must still be the one there."""
+        there = census(self.ctx.interpreter)
+        changes = [census_change(self.census, there)]
+        now = _record_stats(self.installed, self.plan.remove)
+        # A dist-info folder that went is the census's to say; one still there with another
+        # RECORD is what the census can't see.
+        rewritten = [
+            name
+            for name, key in now.items()
+            if key != self.records.get(name) and str(self.installed[name].dist_info) in there
+        ]
+        if rewritten:
+            changes.append(f"RECORD rewritten: {', '.join(rewritten)}")
+        change = "; ".join(c for c in changes if c)
+        if change:
+            raise EnvironmentChanged(
+                "another process changed the environment while this removal prepared it "
+                f"({change}); nothing was removed: run it again"
+            )
+
+    def expected_after(self, removed: Sequence[str] | None = None) -> frozenset[str]:
+        """The census once the removal is done (of ``removed``, default the plan's): the same
+        less the removed dist-info folders."""
+        names = self.plan.remove if removed is None else removed
+        gone = {str(self.installed[name].dist_info) for name in names}
+        return self.census - gone
+
+    def _baseline_results(self) -> list[ProbeResult]:
+        """The baseline must pass: else the probe cannot judge this removal. (A derived probe
+        passes as a baseline when it ran: what fails in it is dropped, see derived.py.)"""
+        running = self.begun.running if self.begun is not None else None
+        if running is not None and not running.finished:  # said: the wait can be long
+            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
+            # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
+            # and packaging's requirement parser, 15-80 ms between that probe and its restore.
+        ran = self.begun.results() if self.begun is not None else []
+        results = [as_baseline(r) for r in ran]
+        if not all(r.passed for r in results):
+            raise BaselineProbeFailed(
+                "the probe already fails before any change, so it cannot judge this removal",
+                detail=failure_text(results),
+            )
+        if self.begun is not None and self.begun.running is not None:
+            self.cache.put(self.settings, self.fingerprint, ran)
+        # Stopping at the first failure leaves out what a kept environment still breaks.
+        self.after = after_settings(
+            self.settings, results, stop_at_failure=not self.options.keep_on_failure
+        )
+        return results
+
+    # -- the change ----------------------------------------------------------------------
+
+    def apply(self, attempt: type[Attempt]) -> RemovalResult:
+        """Snapshot, check the baseline, and make the change by ``attempt``."""
+        assert self.analysis is not None
+        txn = Transaction(self.ctx, "uninstall")
+        try:
+            with txn:
+                spec = SnapshotSpec(
+                    operation="uninstall",
+                    stash=self.plan.remove,
+                    removed=self.plan.remove,
+                    shared=self.analysis.owned.shared_paths(of=self.plan.remove),
+                    # Kept aside (hard links), they record that the state before had them: a
+                    # recover leaves them. (A name it removes is refused when doubled.)
+                    doubled=[
+                        n
+                        for n, d in self.installed.items()
+                        if d.doubled and n not in self.plan.remove
+                    ],
+                )
+                snap = txn.snapshot_before(self.installed, spec)
+                baseline_results = self._baseline_results()
+                self._refuse_changed_by_others()
+                return attempt(self, txn, snap, baseline_results).run()
+        except KeyboardInterrupt:
+            if txn.changed:
+                raise InterruptedAfterChange(
+                    "interrupted after the uninstall had started, outside the steps that wait "
+                    "for an interrupt"
+                ) from None
+            raise Interrupted(txn.unchanged("interrupted before anything was removed")) from None
+        finally:
+            self.stop_baseline()
+
+
+def _record_stats(
+    installed: Mapping[str, InstalledDistribution], names: Sequence[str]
+) -> dict[str, tuple[int, ...] | None]:
+    """The stat of each RECORD (None where there is none to stat): what uv will read to know
+    what to delete, and what the snapshot read to know what to keep. Not its ctime: the stash
+    hard-links it, which sets that."""
+    found: dict[str, tuple[int, ...] | None] = {}
+    for name in names:
+        try:
+            info = os.stat(installed[name].dist_info / "RECORD")
+            found[name] = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        except OSError:
+            found[name] = None
+    return found
+
+
+def _requirements(count: int) -> str:
+    return f"{count} requirement{'' if count == 1 else 's'}"
+
+
+def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
+    """The command that removes ``names``; a name that is also a subcommand's needs
+    ``uninstall`` named first."""
+    command = ("uninstall",) if any(name in COMMANDS for name in names) else ()
+    return ctx.suggest(*command, *flags, *names)
+
+
+class Attempt:
+    """The removal under way: uninstall, probe, and the restore when it must be undone."""
+
+    def __init__(
+        self, removal: Removal, txn: Transaction, snap: Snapshot, baseline: list[ProbeResult]
+    ) -> None:
+        self.removal = removal
+        self.ctx = removal.ctx
+        self.txn = txn
+        self.snap = snap
+        self.runs = ProbeRuns(
+            notes=(*removal.settings.notes, *dropped_notes(baseline)),
+            disabled=removal.settings.disabled,
+            planned=removal.settings.probes,
+            baseline=tuple(baseline),
+        )
+        self.ran: list[ProbeResult] = []
+        self.drift: tuple[Drift, ...] = ()
+        self.diagnosis: tuple[Finding, ...] = ()
+
+    def run(self) -> RemovalResult:
+        """Uninstall and judge; on failure, error or interrupt, restore."""
+        messages = self.removal.messages
+        try:
+            failed = self.txn.uninstall(self.snap.removed)
+            changed = None
+            if failed is None:  # the environment re-read once: what uv left, what others did
+                now = census(self.ctx.interpreter)
+                failed = self._still_installed(now)
+                changed = None if failed else self._changed_by_others(now)
+            if failed is not None:
+                messages.append(failed)
+                cause = Cause.FAILED
+            elif changed is not None:
+                messages.append(changed)
+                cause = Cause.CONCURRENT
+            else:
+                judged = self._judge()
+                if judged is None:
+                    return self._result(Outcome.REMOVED)
+                if isinstance(judged, Outcome):
+                    return self._kept()
+                cause = judged
+        except KeyboardInterrupt:
+            messages.append("interrupted: restoring what was removed")
+            cause = Cause.INTERRUPTED
+        except Exception as err:  # whatever broke, what was removed comes back first
+            messages.append(f"unexpected error after the uninstall started: {err!r}")
+            cause = Cause.ERROR
+        return self._restore(cause)
+
+    def _result(
+        self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
+    ) -> RemovalResult:
+        return msgspec.structs.replace(
+            self.removal.result(outcome),
+            snapshot=self.snap.id,
+            probes=self.runs,
+            drift=self.drift,
+            diagnosis=self.diagnosis,
+            restored=restored,
+            next_command=next_command,
+        )
+
+    def _gone(self) -> Sequence[str]:
+        """What is removed now, of what the snapshot stashed."""
+        return self.snap.removed
+
+    def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
+        """What the installer left of what it said it removed (``names``, default all):
+        dist-info folders still in the census ``now``."""
+        installed = self.removal.installed
+        left = [
+            name for name in names or self.snap.removed if str(installed[name].dist_info) in now
+        ]
+        if not left:
+            return None
+        return (
+            f"{self.ctx.backend.name} reported success, but {', '.join(left)} is still "
+            "installed: nothing of it was removed"
+        )
+
+    def _changed_by_others(self, now: frozenset[str] | None = None) -> str | None:
+        """What another process changed since the removal began (by the census ``now``, else
+        one taken now), or None: a probe's verdict on an environment that is not the one the
+        removal left judges nothing."""
+        now = census(self.ctx.interpreter) if now is None else now
+        change = census_change(self.removal.expected_after(self._gone()), now)
+        if not change:
+            return None
+        return f"another process changed the environment during the removal ({change})"
+
+    def _judge(self) -> Cause | Outcome | None:
+        """None when the removal stands; probe-failed-kept when it failed and stays on
+        request; else the cause to restore for: hollow, probe failed or drift."""
+        removal, messages = self.removal, self.removal.messages
+        assert removal.analysis is not None
+        self.txn.probing()
+        hollow = removal.analysis.left_hollow()
+        if hollow:
+            messages.append(
+                "the removal deleted files that stay listed by "
+                + ", ".join(hollow)
+                + " (shared paths): they are installed but hollow"
+            )
+            return Cause.HOLLOW
+        after, env_print = self._probe()
+        changed = self._changed_by_others()
+        if changed is not None:
+            messages.append(changed + "; the probe judged another environment")
+            return Cause.CONCURRENT
+        drifted = removal.analysis.drift(self.runs.baseline, after)
+        self.drift = tuple(drifted)
+        self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
+        passed = all(r.passed for r in after)
+        if any(r.probe.kind is ProbeKind.PYTHON and r.libraries is None for r in after):
+            messages.append(
+                "which libraries the probe loaded is unknown here (no /proc/self/maps): "
+                "drift detection is off, only the probe's exit code counts"
+            )
+        if not passed:
+            self.diagnosis = tuple(self._diagnose(after))
+        elif drifted and not removal.options.allow_drift:
+            messages.append(
+                "the probe passed, but on other copies of libraries (drift); "
+                "--allow-drift accepts that"
+            )
+        else:
+            removal.cache.put(removal.after, env_print, self.ran)
+            if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
+                self.txn.stop_hashing()
+            self.txn.finish(Outcome.REMOVED)
+            return None
+        if removal.options.keep_on_failure:
+            return Outcome.PROBE_FAILED_KEPT
+        return Cause.PROBE_FAILED if not passed else Cause.DRIFT
+
+    def _probe(self) -> tuple[list[ProbeResult], str]:
+        """The probe after the removal, and the fingerprint of the environment it ran in,
+        taken while it runs (a passing probe is cached as that environment's baseline)."""
+        ctx, settings = self.ctx, self.removal.after
+        if not settings.probes:
+            return [], ""
+        ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
+        running = start(settings, ctx.interpreter, ctx.child_env())
+        try:
+            env_print = fingerprint(ctx.interpreter, ctx.environ)
+            ran = running.results()
+        except BaseException:
+            running.cancel()
+            raise
+        self.ran = ran  # as run: the new environment's baseline, if the removal stands
+        after = judged_after(self.runs.baseline, ran)
+        verdict = "passed" if all(r.passed for r in after) else "FAILED"
+        ctx.emit("probe", f"probe after the removal: {verdict}")
+        return after, env_print
+
+    def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
+        outputs = (o for r in after if not r.passed for o in r.failure_outputs())
+        return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
+
+    def _kept(self) -> RemovalResult:
+        self.txn.finish(Outcome.PROBE_FAILED_KEPT)
+        return self._result(
+            Outcome.PROBE_FAILED_KEPT, next_command=self.ctx.suggest("rollback", self.snap.id)
+        )
+
+    def _restore(self, cause: Cause) -> RemovalResult:
+        """Bring back everything the removal took in one batch, verify, probe again."""
+        txn, snap, removal = self.txn, self.snap, self.removal
+        assert removal.analysis is not None
+        entries = [e for name in self._gone() if (e := snap.package(name)) is not None]
+        with txn.interrupts_deferred():
+            restored = txn.restore(
+                snap, entries, removal.analysis.report.hollow, offline=removal.options.offline
+            )
+            next_command: str | None = self._recover()
+            if restored.verification is None:  # an error of ours stopped it half way
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
+                removal.messages.append(_stopped(restored))
+            else:
+                self.runs = self._probe_after_restore(restored)
+                ended = Ending.RESTORED if restored.ok else Ending.INCOMPLETE
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, ended)
+                next_command = None if restored.ok else next_command
+                if restored.ok and not all(r.passed for r in self.runs.after_restore):
+                    # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
+                    outcome = Outcome.RESTORED_PROBE_FAILS
+                    removal.messages.append(
+                        "the environment equals the snapshot again, yet the probe fails after "
+                        "the restore: it does not judge this environment reliably"
+                    )
+            # Unverified, the journal stays: other commands are refused until ``recover``.
+            txn.finish(outcome, keep_journal=not restored.ok)
+        if txn.interrupted:
+            removal.messages.append("an interrupt arrived during the restore; it finished first")
+        return self._result(outcome, restored=restored, next_command=next_command)
+
+    def _recover(self) -> str:
+        return self.ctx.suggest("recover")
+
+    def _probe_after_restore(self, restored: Restored) -> ProbeRuns:
+        """After a verified restore, the probe runs again, unless the restore is proven to be,
+        byte for byte, the environment the baseline passed in."""
+        removal, runs, ctx = self.removal, self.runs, self.ctx
+        settings = to_the_end(removal.after)  # a failure here is a surprise: say all of it
+        if not restored.ok or not settings.probes:
+            return runs
+        assert restored.verification is not None
+        proven = (
+            not restored.report.reinstalled
+            and not removal.options.probe_after_restore
+            and all(r.passed and not r.cached for r in runs.baseline)
+        )
+        final: tuple[ProbeResult, ...] = ()
+        skipped = None
+        if proven:
+            # Every restored file came from a hash-checked stash and the installed set equals
+            # the snapshot. Running the probe again would prove nothing more and cost a run.
+            skipped = (
+                "not run again: the restore is proven identical to the state the baseline "
+                f"passed in ({count_text(restored.verification.files_checked, 'file')} "
+                "hash-checked, the "
+                "installed set equal to the snapshot); --probe-after-restore runs it anyway"
+            )
+        else:
+            ran = run_all(settings, ctx.interpreter, ctx.child_env())
+            final = tuple(judged_after(runs.baseline, ran))
+        env_print = fingerprint(ctx.interpreter, ctx.environ)
+        if final:
+            removal.cache.put(settings, env_print, final)
+        else:
+            removal.cache.put(removal.settings, env_print, runs.baseline)
+        return msgspec.structs.replace(runs, after_restore=final, after_restore_skipped=skipped)
+
+
+def _stopped(restored: Restored) -> str:
+    return (
+        f"the restore stopped on an unexpected error ({restored.error}): the environment is "
+        "only partly restored"
+    )
