@@ -1,4 +1,4 @@
-"""How long ``safe-uninstall audit`` takes on the real stacks (issue 15: under 1 s on torch).
+"""How long ``safe-uninstall audit`` takes on the real stacks (the target: under 1 s on torch).
 
     python bench/audit.py                       # torch and jupyterlab, 7 runs each
     python bench/audit.py --stack torchdup --runs 3

@@ -1,4 +1,4 @@
-"""Probe runs of ``--keep-needed`` against trying candidates one by one (issue 15).
+"""Probe runs of ``--keep-needed`` against trying candidates one by one.
 
     python bench/keep_needed.py            # counts for 16 candidates, then the real command
     python bench/keep_needed.py --counts   # the counts only (a second)

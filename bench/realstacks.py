@@ -210,7 +210,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     listed = ws.run([*tool_argv(), "--help"]).stdout
     has_audit = re.search(r"^  audit\s", listed, re.MULTILINE) is not None
 
-    def audit(warmup: bool) -> None:  # issue 14's hook for the audit command, when it exists
+    def audit(warmup: bool) -> None:
         timed("audit", warmup, ws.run([*tool, "audit", "--json"], check=False))
 
     steps: list[Callable[[bool], None]] = [

@@ -1,4 +1,4 @@
-"""The targets of issue 5, judged on one run's medians, and the Markdown that shows them."""
+"""The synthetic targets, judged on one run's medians, and the Markdown that shows them."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def evaluate(results: Results) -> list[Target]:
 
 
 def _real_stack_targets(results: Results) -> list[Target]:
-    """Issue 14's targets, on each real stack measured, each a ratio within one run."""
+    """The real-stack targets, on each stack measured, each a ratio within one run."""
     v = results.values
     targets = []
     for stack in results.config.stacks:

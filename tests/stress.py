@@ -1,4 +1,4 @@
-"""The timing-dependent holes of issue 12, run as loops: a signal, a concurrent install or a
+"""The timing-dependent holes, run as loops: a signal, a concurrent install or a
 SIGKILL at a random moment, the same invariant checked after each run.
 
     python -m tests.stress                     # 50 iterations of each, a random seed

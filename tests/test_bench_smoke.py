@@ -123,7 +123,7 @@ def test_every_synthetic_scenario_runs_and_yields_numbers(tmp_path: Path) -> Non
 
 
 def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: Stacks) -> None:
-    """The torch stack (the test tier's cache has it) once: every command of issue 14 runs
+    """The torch stack (the test tier's cache has it) once: every real-stack command of the bench runs
     there beside uv and pip; the 62,767-file ML venv is left to `bench/run.py`."""
     smoke = scenarios.SMOKE
     assert smoke.stacks == ("torch",)
@@ -135,7 +135,7 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
     expected_gaps = []
     if bundled_pip_wheel() is None:
         expected_gaps += [("real: torch", "no bundled pip wheel")]
-    if "  audit " not in run_tool("--help").stdout:  # issue 14's hook, for when it exists
+    if "  audit " not in run_tool("--help").stdout:
         expected_gaps += [("real: torch", "no audit command in this build")]
     _check(results, expected_gaps, targets_of="torch: ")
     assert {key for key in results.values if key.startswith("real.torch.")} >= {

@@ -1,4 +1,4 @@
-"""--keep-needed's search (issue 15): the largest removable subset, in at most
+"""--keep-needed's search: the largest removable subset, in at most
 bisection.bound(n, k) <= 2 + k * ceil(log2 n) probe runs, ending on a passing run of exactly
 the final state."""
 

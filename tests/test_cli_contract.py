@@ -352,7 +352,7 @@ def test_every_command_fails_in_one_line_with_quiet(args: tuple[str, ...], tmp_p
 
 @needs_uv
 def test_a_removal_that_no_probe_judged_says_so(make_venv: MakeVenv) -> None:
-    """Issue 11 #7: "every probe passed" was printed when no probe ran."""
+    """No "every probe passed" when no probe ran."""
     venv = make_venv("requests", "leftpad", "toolpkg")
     unprobed = venv.tool("--no-probe", "leftpad")
     assert unprobed.stdout.splitlines()[-1] == "uninstall: removed without a probe (--no-probe)"
@@ -367,7 +367,7 @@ def test_a_removal_that_no_probe_judged_says_so(make_venv: MakeVenv) -> None:
 
 @needs_uv
 def test_an_installer_that_removes_nothing_is_an_error(make_venv: MakeVenv, tmp_path: Path) -> None:
-    """Issue 12 #20 / issue 11 #7: uv (here a stand-in) exits 0 and removes nothing: not
+    """Uv (here a stand-in) exits 0 and removes nothing: not
     "removed", but exit 1 with the environment proven unchanged."""
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()

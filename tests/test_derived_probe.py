@@ -1,4 +1,4 @@
-"""The derived probe (issue 11, cases 1 and 3): candidates found from a distribution's files,
+"""The derived probe: candidates found from a distribution's files,
 namespace-aware, its entry points, each tried on its own; judged as a regression.
 
 Units on hand-built folder trees and files first, then the driver run for real with this
@@ -800,7 +800,7 @@ def namespace_wheels(house: Path) -> None:
 def test_a_removal_that_breaks_a_namespace_package_is_caught(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Issue 11 #1 on a toy: the probe was ``import nsco``, which passes whatever is removed."""
+    """On a toy: the probe was ``import nsco``, which passes whatever is removed."""
     house = tmp_path / "house"
     namespace_wheels(house)
     venv = make_venv()
@@ -854,7 +854,7 @@ def plugin_wheels(house: Path) -> None:
 def test_a_candidate_failing_before_is_dropped_named_and_blocks_nothing(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Issue 11 #3 on a toy: brokenplug fails before any change; the removal used to be
+    """On a toy: brokenplug fails before any change; the removal used to be
     refused ("the probe already fails before any change")."""
     house = tmp_path / "house"
     plugin_wheels(house)
@@ -926,7 +926,7 @@ def test_probe_with_names_runs_the_probe_a_removal_would_run(
 def test_a_removal_whose_every_candidate_failed_before_says_no_probe_judged_it(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Issue 11 #7, the derived probe's part: when every candidate fails already, nothing judged
+    """When every candidate fails already, nothing judged
     the removal, and the outcome does not say "every probe passed"."""
     house = tmp_path / "house"
     plugin_wheels(house)

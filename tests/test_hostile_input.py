@@ -1,4 +1,4 @@
-"""Hostile input, part two (issue 12, "never lose a package, even under attack").
+"""Hostile input, part two: never lose a package, even under attack.
 
 Each test sets up the hostile thing, runs the real command, and compares the sha256 of every
 file in the environment (site-packages and bin) and in a folder outside it with before; no

@@ -77,7 +77,7 @@ def test_strict_refuses_before_anything(make_venv: MakeVenv) -> None:
     assert data["outcome"] == "refused-strict"
     assert data["snapshot"] is None
     assert venv.file_hashes() == before
-    # Not installed: a job's typo under --strict (issue 13), refused before anything too.
+    # Not installed: a job's typo under --strict, refused before anything too.
     absent = venv.tool("--strict", "--no-probe", "leftpad")
     assert absent.returncode == 1
     assert "--strict: not installed: leftpad" in absent.stderr

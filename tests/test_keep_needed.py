@@ -1,4 +1,4 @@
-"""--keep-needed and --with-orphans (issue 15) on real venvs of toy wheels: what the static
+"""--keep-needed and --with-orphans on real venvs of toy wheels: what the static
 evidence shows as needed is kept untried, with its reason; a need only the probe sees (an
 entry-point plugin, a module imported by the probe alone) is found by bisection within
 bisection.bound; one snapshot, so one rollback undoes the whole cleanup, byte for byte."""

@@ -1,4 +1,4 @@
-"""Hostile layouts (issue 12): what uv would really delete, what a stash shares with the
+"""Hostile layouts: what uv would really delete, what a stash shares with the
 environment, and what a probe leaves running. Each test builds the layout, runs the command,
 then compares every file inside the venv and outside it with what was there before."""
 

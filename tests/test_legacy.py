@@ -1,4 +1,4 @@
-"""Installs made the legacy way (issue 12 #21, issue 13): an .egg-info folder from pip's legacy
+"""Installs made the legacy way: an .egg-info folder from pip's legacy
 ``setup.py install`` and a legacy editable (``.egg-link``, ``setup.py develop``), made as
 tests/legacy_layouts.py says, on toy projects.
 

@@ -1,4 +1,4 @@
-"""Installed distributions that break the standards but not the environment (issue 12 #4): a
+"""Installed distributions that break the standards but not the environment: a
 version that is not PEP 440, a name that is not PEP 508. The tool records what is installed;
 its own snapshots must stay readable, so a killed removal is still recovered."""
 

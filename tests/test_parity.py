@@ -1,4 +1,4 @@
-"""Parity with uv (issue 13): a drop-in for ``uv pip uninstall``.
+"""Parity with uv: a drop-in for ``uv pip uninstall``.
 
 Each scenario of uv's ``crates/uv/tests/pip/pip_uninstall.rs`` and of pip's
 ``tests/functional/test_uninstall.py`` that applies to a Python environment (not the legacy
@@ -422,7 +422,7 @@ def test_uninstall_duplicate_by_path(pair: Pair) -> None:
 
 def test_uninstall_duplicate(pair: Pair) -> None:
     """uv removes both dist-info folders of a name; a snapshot keeps one version per name, so
-    the tool refuses (issue 12 #2)."""
+    the tool refuses."""
 
     def setup(side: Side) -> None:
         side.install("pip==21.3.1")
@@ -620,7 +620,7 @@ def test_uninstall_ignores_missing_packages_and_uninstalls_rest(pair: Pair) -> N
     pair.replay(lambda side: side.install("simple"), "-y", "non-existent-pkg", "simple").same()
 
 
-# == the forms of issue 13 that no source test covers =========================================
+# == the argument forms that no source test covers ==========================================
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Shell-style patterns in package arguments, -r files and ``check`` (issue 15): expanded over
+"""Shell-style patterns in package arguments, -r files and ``check``: expanded over
 canonical names, listed before anything happens, an error when they match nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Interrupts and concurrent changes at the worst moment (issue 12): the environment ends
+"""Interrupts and concurrent changes at the worst moment: the environment ends
 proven as it was, or the tool says exactly what it is; never "restored and verified" while
 something it started is still changing the environment."""
 
@@ -31,7 +31,7 @@ def _uv_that_is_interrupted(tmp_path: Path, finished: Path) -> Path:
 def test_an_interrupt_while_uv_runs_waits_for_it_then_restores(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Issue 12 #9: the interrupt used to kill uv (or, landing inside Popen, leave it running
+    """The interrupt used to kill uv (or, landing inside Popen, leave it running
     unseen) and restore beside it. Now uv finishes first, then everything comes back."""
     venv = make_venv("requests", "leftpad")
     hashes, installed = venv.file_hashes(), venv.installed()
@@ -50,7 +50,7 @@ def test_an_interrupt_while_uv_runs_waits_for_it_then_restores(
 def test_a_rollback_that_cannot_bring_everything_back_changes_nothing(
     make_venv: MakeVenv,
 ) -> None:
-    """Issue 12 #12 / issue 11 #6: the rollback used to uninstall what was added first, then
+    """The rollback used to uninstall what was added first, then
     fail to reinstall what has no stash, and end with neither."""
     venv = make_venv("requests", "leftpad")
     assert venv.tool("snapshot", "--no-stash").returncode == 0  # the set, without files
@@ -92,7 +92,7 @@ def _install_leftpad_2(venv: Venv, house: Path) -> str:
 def test_an_install_beside_the_restore_is_not_called_identical(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Issue 12 #10, during the probe: another process installs leftpad 2.0 after leftpad 1.0
+    """During the probe, another process installs leftpad 2.0 after leftpad 1.0
     was removed; the restore brings 1.0 back beside it. Two dist-info folders for one name:
     not "proven identical", but exit 4 with the difference named."""
     venv = make_venv("requests", "leftpad")
@@ -119,7 +119,7 @@ def test_an_install_beside_the_restore_is_not_called_identical(
 def test_an_install_during_the_baseline_stops_the_removal_before_it_removes(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
-    """Issue 12 #10, during the baseline: another process replaces leftpad 1.0 by 2.0 after the
+    """During the baseline, another process replaces leftpad 1.0 by 2.0 after the
     snapshot. The removal used to uninstall 2.0, which no stash held. Now it removes nothing."""
     venv = make_venv("requests", "leftpad")
     snapshot = venv.snapshot("0001").snapshot_file

@@ -1,4 +1,4 @@
-"""``safe-uninstall audit`` on environments from the package index (issue 15).
+"""``safe-uninstall audit`` on environments from the package index.
 
 - Sizes add up: the distributions' own bytes, the shared and the unowned ones make the bytes of
   a walk of the venv that counts each inode once, less what only files outside site-packages

@@ -1,4 +1,4 @@
-"""--keep-needed on real stacks (issue 15): the torchdup stack, where the cu12 copies of nccl,
+"""--keep-needed on real stacks: the torchdup stack, where the cu12 copies of nccl,
 cusparselt and nvshmem install the same paths as their cu13 twins (so their files are what
 torch loads), and a scipy stack where only the probe sees a need.
 

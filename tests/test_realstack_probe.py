@@ -1,5 +1,4 @@
-"""The derived probe on real stacks from the package index (issue 11, cases 1 and 3, and the
-probe's side of case 2): namespace packages, a healthy venv whose import fails already, a
+"""The derived probe on real stacks from the package index: namespace packages, a healthy venv whose import fails already, a
 requirement that only a submodule imports.
 
 Each removal here leaves a requirement unmet, which is refused before any change unless
@@ -18,7 +17,7 @@ def _candidates(run: dict[str, object], key: str) -> list[tuple[str, str, bool]]
 
 
 def test_removing_google_api_core_is_caught_by_google_cloud_storage(real_venv: RealVenv) -> None:
-    """Issue 11 #1: the derived probe was ``import google`` (a namespace root) and the removal
+    """The derived probe was ``import google`` (a namespace root) and the removal
     was kept, breaking ``from google.cloud import storage``."""
     venv = real_venv("gcs")
     before = venv.file_hashes()
@@ -53,7 +52,7 @@ def test_removing_azure_core_is_caught_by_azure_storage_blob(real_venv: RealVenv
 
 
 def test_probe_traitlets_on_jupyterlab_drops_matplotlib_inline(real_venv: RealVenv) -> None:
-    """Issue 11 #3: a removal of traitlets was refused, "the probe already fails before any
+    """A removal of traitlets was refused, "the probe already fails before any
     change", because the derived probe imported matplotlib_inline (matplotlib is not
     installed, and not required). Now that candidate is dropped and named."""
     venv = real_venv("jupyterlab")

@@ -1,4 +1,4 @@
-"""What to remove, read as ``uv pip uninstall`` reads it (issue 13): each argument form and each
+"""What to remove, read as ``uv pip uninstall`` reads it: each argument form and each
 requirement-file form, parsed and planned without an environment."""
 
 from __future__ import annotations

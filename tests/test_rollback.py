@@ -1,4 +1,4 @@
-"""Rollback undoes the right thing (issue 11, case 6).
+"""Rollback undoes the right thing.
 
 A plain ``rollback`` returns to the state before the latest change still in effect (snapshots
 taken by rollbacks and removals already restored are passed over); a rollback that uninstalls

@@ -1,4 +1,4 @@
-"""Never lose a package, even under attack (issue 12): what the tool trusts, and what it checks.
+"""Never lose a package, even under attack: what the tool trusts, and what it checks.
 
 Each test sets up something hostile or shared, runs the real command, then compares every file
 inside the environment and outside it (the other environment, a sibling folder, the hostile

@@ -981,7 +981,7 @@ REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
 @pytest.mark.parametrize(
     ("history", "env", "chosen", "skipped"),
     [
-        pytest.param(  # issue 11 case 6: removal, rollback, then idna removed outside the tool
+        pytest.param(  # Removal, rollback, then idna removed outside the tool
             [
                 _state("0002", REQ + IDNA, "rollback", "rollback-to-0001", returns_to="0001"),
                 _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),

@@ -526,7 +526,7 @@ def unmet_of(run: Run) -> list[tuple[str, str, str | None, list[str]]]:
 
 
 def test_rich_without_markdown_it_py(real_venv: RealVenv) -> None:
-    """Issue 11, case 2: rich imports without markdown-it-py; rich.markdown does not."""
+    """Rich imports without markdown-it-py; rich.markdown does not."""
     venv = real_venv("rich")
     before = venv.file_hashes()
 
@@ -547,7 +547,7 @@ def test_rich_without_markdown_it_py(real_venv: RealVenv) -> None:
 
 
 def test_torch_requirements_refused(real_venv: RealVenv) -> None:
-    """Issue 11, case 2: torch imports without sympy, networkx, jinja2, triton or setuptools
+    """Torch imports without sympy, networkx, jinja2, triton or setuptools
     (torch.compile needs them); and the seed's four CUDA wheels, which torch pins."""
     venv = real_venv("torch")
     before = listing(venv)
