@@ -123,8 +123,8 @@ def test_every_synthetic_scenario_runs_and_yields_numbers(tmp_path: Path) -> Non
 
 
 def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: Stacks) -> None:
-    """The torch stack (the test tier's cache has it) once: every real-stack command of the bench runs
-    there beside uv and pip; the 62,767-file ML venv is left to `bench/run.py`."""
+    """The torch stack (the test tier's cache has it) once: every real-stack command of the
+    bench runs there beside uv and pip; the 62,767-file ML venv is left to `bench/run.py`."""
     smoke = scenarios.SMOKE
     assert smoke.stacks == ("torch",)
     assert scenarios.real_stacks in scenarios.SCENARIOS

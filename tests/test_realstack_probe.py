@@ -1,5 +1,5 @@
-"""The derived probe on real stacks from the package index: namespace packages, a healthy venv whose import fails already, a
-requirement that only a submodule imports.
+"""The derived probe on real stacks from the package index: namespace packages, a healthy venv
+whose import fails already, a requirement that only a submodule imports.
 
 Each removal here leaves a requirement unmet, which is refused before any change unless
 ``--allow-unmet``: with it, the probe judges the removal, and that is what is tested."""
