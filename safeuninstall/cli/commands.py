@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from safeuninstall.judgement.probe import ProbeSettings
     from safeuninstall.operations.export import ExportResult
     from safeuninstall.operations.results import (
+        DiffResult,
         PruneResult,
         Result,
         ShownSnapshot,
@@ -933,6 +934,31 @@ def show_command(common: Common, snapshot: str | None) -> None:
         return report.shown_snapshot(shown, quiet=output.quiet)
 
     _run(common, call, render)
+
+
+@_command("diff")
+@_argument("first", required=False, metavar="[A]")
+@_argument("second", required=False, metavar="[B]")
+def diff_command(common: Common, first: str | None, second: str | None) -> None:
+    """What changed from snapshot A to snapshot B: distributions added, removed, upgraded,
+    downgraded, and those of the same version whose files differ, with sizes.
+
+    No snapshot: the latest against now; one: that one against now. Either may be `now`.
+    Reads only: takes no lock, writes nothing.
+    """
+
+    common.read_only = True
+
+    def call() -> DiffResult:
+        from safeuninstall.operations.diff import diff
+
+        return diff(common.context(), first, second)
+
+    _run(
+        common,
+        call,
+        lambda found, output: report.diff_report(found, quiet=output.quiet, verbose=output.verbose),
+    )
 
 
 @_command("probe", probes=True)

@@ -16,12 +16,19 @@ from safeuninstall.environment.sizes import size_text
 if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
     from safeuninstall.config import Settings
     from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+    from safeuninstall.judgement.diff import ChangeKind
     from safeuninstall.judgement.doctor import DoctorReport
     from safeuninstall.judgement.impact import ImpactReport, SharedFile
     from safeuninstall.judgement.libraries import LibraryChange
     from safeuninstall.judgement.needs import Cleanup
     from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
-    from safeuninstall.operations.results import PruneResult, Result, ShownSnapshot, SnapshotList
+    from safeuninstall.operations.results import (
+        DiffResult,
+        PruneResult,
+        Result,
+        ShownSnapshot,
+        SnapshotList,
+    )
     from safeuninstall.state.snapshot import Snapshot
     from safeuninstall.transaction.retention import Kept
     from safeuninstall.transaction.transaction import Restored
@@ -312,6 +319,66 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
     return "\n".join(lines)
+
+
+_DIFF_MARKS = {
+    "added": "+",
+    "removed": "-",
+    "upgraded": "^",
+    "downgraded": "v",
+    "changed": "*",
+    "files-differ": "~",
+}
+_SHOWN_FILES = 5  # differing files listed per distribution without -v
+
+
+def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False) -> str:
+    """``diff``: a headline with the counts, then a line per changed distribution."""
+    d = found.diff
+    counts = [
+        f"{len(changes)} {kind.value.replace('-', ' ')}"
+        for kind in _diff_kinds()
+        if (changes := d.of_kind(kind))
+    ]
+    said = ", ".join(counts) if counts else "no change"
+    lines = [f"{found.before} -> {found.after}: {said}; {d.unchanged} unchanged"]
+    if quiet:
+        return lines[0]
+    for change in d.changes:
+        kind = change.kind.value
+        mark = _DIFF_MARKS[kind]
+        if change.before is None:
+            what = f"{change.name} {change.after}"
+        elif change.after is None or change.before == change.after:
+            what = f"{change.name} {change.before}"
+        else:
+            what = f"{change.name} {change.before} -> {change.after}"
+        sizes = _diff_sizes(change.size_before, change.size_after)
+        lines.append(f"  {mark} {what}  ({kind}{sizes})")
+        shown = change.files if verbose else change.files[:_SHOWN_FILES]
+        lines += [f"      {path}" for path in shown]
+        if len(shown) < len(change.files):
+            lines.append(f"      ... and {len(change.files) - len(shown)} more (-v lists them)")
+    if d.not_compared:
+        names = ", ".join(d.not_compared[:5]) + (" ..." if len(d.not_compared) > 5 else "")
+        lines.append(
+            f"files not compared for {_count(len(d.not_compared), 'distribution')} of the same "
+            f"version (a snapshot without their stash): {names}"
+        )
+    return "\n".join(lines)
+
+
+def _diff_kinds() -> list[ChangeKind]:
+    from safeuninstall.judgement.diff import ChangeKind  # the core built it, so it is loaded
+
+    return list(ChangeKind)
+
+
+def _diff_sizes(before: int | None, after: int | None) -> str:
+    if before is not None and after is not None and before != after:
+        return f", {size_text(before)} -> {size_text(after)}"
+    size = after if after is not None else before
+    return "" if size is None else f", {size_text(size)}"
 
 
 def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is import
     from safeuninstall.base.outcome import (
         Outcome,  # its 65 members are 5 M instructions: not for a listing
     )
+    from safeuninstall.judgement.diff import Diff
     from safeuninstall.judgement.doctor import Finding
     from safeuninstall.judgement.impact import ImpactReport, Unmet
     from safeuninstall.judgement.libraries import Drift
@@ -352,3 +353,14 @@ class PruneResult(Struct, frozen=True):
             "over_max_size_bytes": self.over_max_size,
             "dry_run": self.dry_run,
         }
+
+
+class DiffResult(Struct, frozen=True):
+    """``diff A B``: the two sides compared (a snapshot id, or ``now``) and what changed."""
+
+    before: str
+    after: str
+    diff: Diff
+
+    def to_dict(self) -> dict[str, object]:
+        return {"before": self.before, "after": self.after, **self.diff.to_dict()}
