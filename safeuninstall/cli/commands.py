@@ -180,6 +180,35 @@ _PROBE_OPTIONS = (
         help="Kill a probe (its whole process group) after this long. [default: 300]",
     ),
     _shared_option("--no-probe", is_flag=True, help="Run no probe at all."),
+    _shared_option(
+        "--probe-metric",
+        metavar="COMMAND",
+        help="A command (no shell) run like --probe-cmd whose last line is a number, higher is "
+        "better: a change that makes its median worse than before by more than "
+        "--max-regression fails like a failing probe.",
+    ),
+    _shared_option(
+        "--lower-is-better",
+        is_flag=True,
+        help="The --probe-metric number is a cost (seconds, bytes): lower is better.",
+    ),
+    _shared_option(
+        "--metric-runs",
+        type=click.IntRange(min=1, max=1000),
+        default=3,
+        show_default=True,
+        metavar="N",
+        help="Runs of --probe-metric before and after the change; the median counts.",
+    ),
+    _shared_option(
+        "--max-regression",
+        type=click.FloatRange(min=0, max=1e6),
+        callback=_finite,
+        default=10.0,
+        show_default=True,
+        metavar="PERCENT",
+        help="How much worse than before the --probe-metric median may get.",
+    ),
 )
 
 _OFFLINE_OPTION = _shared_option(
@@ -402,6 +431,10 @@ class Common:
         self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
             self._no_probe = values.pop("no_probe")
+            self._metric: dict[str, Any] = {
+                key: values.pop(key)
+                for key in ("probe_metric", "metric_runs", "max_regression", "lower_is_better")
+            }
             self._typed |= {
                 "probe": values.pop("probes"),
                 "probe-cmd": values.pop("probe_cmds"),
@@ -455,10 +488,23 @@ class Common:
             return None, f"the retention policy did not run ({why}); the next operation runs it"
 
     def probes(self) -> ProbeSettings:
-        from safeuninstall.judgement.probe import probes_from
+        from safeuninstall.judgement.metric import Metric
+        from safeuninstall.judgement.probe import metric_probe, probes_from
 
         assert self._no_probe is not None, "a command without probe options"
-        return probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
+        line = self._metric["probe_metric"]
+        if line is not None and self._no_probe:
+            raise UsageError("--probe-metric and --no-probe can't be given together")
+        settings = probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
+        if line is None:
+            return settings
+        metric = Metric(
+            runs=self._metric["metric_runs"],
+            max_regression=self._metric["max_regression"],
+            lower_is_better=self._metric["lower_is_better"],
+        )
+        probe = metric_probe(line, "--probe-metric", Path.cwd(), metric)
+        return msgspec.structs.replace(settings, probes=(*settings.probes, probe))
 
     def context(self) -> Context:
         """The target, opened on first use (``export`` of a snapshot file needs none)."""
