@@ -132,9 +132,7 @@ def test_diff_of_a_snapshot_against_now(make_venv: MakeVenv, tmp_path: Path) -> 
     text = venv.tool("diff")
     assert text.returncode == 0
     lines = text.stdout.splitlines()
-    assert lines[0].endswith(
-        "-> now: 1 added, 1 removed, 1 upgraded, 1 files differ; 1 unchanged"
-    )
+    assert lines[0].endswith("-> now: 1 added, 1 removed, 1 upgraded, 1 files differ; 1 unchanged")
     assert "  ^ urllib3 2.2.1 -> 2.3.0  (upgraded" in text.stdout
     assert "  ~ leftpad 1.0  (files-differ" in text.stdout
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from msgspec import Struct
 from packaging.version import InvalidVersion, Version
 
+from safeuninstall.state.snapshot import Snapshot
+
 UNKNOWN = ""  # a file listed without a hash: present, its bytes not compared
 
 
@@ -37,7 +39,7 @@ class Side(Struct, frozen=True):
 
     version: str
     files: Mapping[str, str] | None = None
-    size: int | None = None  # bytes of its files, where they are known
+    size: int | None = None  # bytes of the files compared (``compared``), where they are known
 
 
 class Change(Struct, frozen=True):
@@ -150,3 +152,26 @@ def differing_files(before: Mapping[str, str], after: Mapping[str, str]) -> tupl
         if UNKNOWN not in (before[path], after[path]) and before[path] != after[path]
     }
     return tuple(sorted(differ))
+
+
+def snapshot_sides(snap: Snapshot) -> dict[str, Side]:
+    """Each distribution of ``snap``: its files where its stash holds them all."""
+    sides = {}
+    for entry in snap.packages:
+        stash = entry.stash
+        if stash is None or not stash.complete:
+            sides[entry.name] = Side(entry.version)
+            continue
+        kept = [f for f in stash.files if not f.swept and compared(f.path)]
+        sides[entry.name] = Side(
+            entry.version, {f.path: f.sha256 for f in kept}, sum(f.size for f in kept)
+        )
+    return sides
+
+
+def compared(path: str) -> bool:
+    """Whether a file's bytes say anything of the distribution: not bytecode, not the metadata
+    folder (RECORD, INSTALLER, REQUESTED, direct_url.json, an installer's own notes), which
+    change whenever anything is recompiled or installed again from elsewhere."""
+    folder, _, name = path.rpartition("/")
+    return not (name.endswith(".pyc") or ".dist-info/" in folder + "/")

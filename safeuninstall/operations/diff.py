@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from safeuninstall.judgement.diff import UNKNOWN, Side, compare
+from safeuninstall.judgement.diff import UNKNOWN, Side, compare, compared, snapshot_sides
 from safeuninstall.operations.results import DiffResult
 from safeuninstall.session.context import Context
 
 if TYPE_CHECKING:
     from safeuninstall.environment.installed import InstalledDistribution
-    from safeuninstall.state.snapshot import Snapshot
 
 NOW = "now"
 
@@ -38,23 +37,6 @@ def _side(ctx: Context, reference: str) -> tuple[str, dict[str, Side]]:
         return NOW, installed_sides(ctx)
     snap = ctx.store.resolve(reference)
     return snap.id, snapshot_sides(snap)
-
-
-def snapshot_sides(snap: Snapshot) -> dict[str, Side]:
-    """Each distribution of ``snap``: its files where its stash holds them all."""
-    sides = {}
-    for entry in snap.packages:
-        stash = entry.stash
-        if stash is None or not stash.complete:
-            sides[entry.name] = Side(entry.version)
-            continue
-        kept = [f for f in stash.files if not f.swept and _compared(f.path)]
-        sides[entry.name] = Side(
-            entry.version,
-            {f.path: f.sha256 for f in kept},
-            sum(f.size for f in stash.files if not f.swept),
-        )
-    return sides
 
 
 def installed_sides(ctx: Context) -> dict[str, Side]:
@@ -83,12 +65,7 @@ def _installed_side(dist: InstalledDistribution, root: Path) -> Side:
         rel = relative_to_root(dist.site_dir / entry.path, root)
         if rel is None:
             continue  # outside the environment: no snapshot keeps it either
-        size += entry.size or 0
-        if _compared(rel):
+        if compared(rel):
             files[rel] = entry.sha256 or UNKNOWN
+            size += entry.size or 0
     return Side(dist.version, files, size)
-
-
-def _compared(path: str) -> bool:
-    folder, _, name = path.rpartition("/")
-    return not (name.endswith(".pyc") or ".dist-info/" in folder + "/")
