@@ -94,6 +94,13 @@ class RollbackOptions(Struct, frozen=True):
     allow_unmet: bool = False  # uninstall although a requirement is left unmet; the probe judges
 
 
+class BisectOptions(Struct, frozen=True):
+    """The snapshot where the probe passes, and whether a good version may come from an index."""
+
+    good: str
+    offline: bool = False
+
+
 class PruneOptions(Struct, frozen=True):
     """How many snapshots, or how many bytes of them, to keep."""
 

@@ -359,6 +359,27 @@ class Outcome(str, enum.Enum):
         "environment is as the command left it",
         EXIT_INCOMPLETE,
     )
+    # -- bisect: it ends where it started, or says how to get there
+    BISECTED = (
+        "bisected",
+        "found what makes the probe fail; the environment is back where it started, verified",
+        EXIT_OK,
+    )
+    BISECT_INTERRUPTED = (
+        "bisect-interrupted",
+        "interrupted: the environment is back where it started, verified",
+        EXIT_RESTORED,
+    )
+    BISECT_STOPPED = (
+        "bisect-stopped",
+        "a state to probe could not be reached: the environment is back where it started, verified",
+        EXIT_RESTORED,
+    )
+    BISECT_INCOMPLETE = (
+        "bisect-incomplete",
+        "the environment is NOT back where the bisect started",
+        EXIT_INCOMPLETE,
+    )
     # -- probe
     PASSED = ("passed", "every probe passed", EXIT_OK)
     FAILED = ("failed", "a probe failed", EXIT_UNCHANGED)

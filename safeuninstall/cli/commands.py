@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from safeuninstall.judgement.probe import ProbeSettings
     from safeuninstall.operations.export import ExportResult
     from safeuninstall.operations.results import (
+        BisectResult,
         DiffResult,
         PruneResult,
         Result,
@@ -576,11 +577,15 @@ def _command(
 Render = Callable[[Any, Output], str]
 
 
-def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
+def _run(
+    common: Common, call: Callable[[], Any], render: Render, *, operation: bool = False
+) -> NoReturn:
     """The one way a command runs: call the core, print its result (text or JSON) once, exit
-    with its code; an expected failure is one line (JSON on stdout with --json)."""
+    with its code; an expected failure is one line (JSON on stdout with --json). An operation
+    (rendered by ``_operation_text``, or ``operation``) says its steps as they happen."""
     output = common.output
-    if render is _operation_text:
+    operation = operation or render is _operation_text
+    if operation:
         common.live.speak()
     try:
         interrupts.release()  # one that came during start-up is raised here
@@ -602,7 +607,7 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     with interrupts.deferred(obey=False):
         if output.as_json:
             payload = result.to_dict()
-            if render is _operation_text:  # an operation's envelope: what happened, step by step
+            if operation:  # an operation's envelope: what happened, step by step
                 payload["events"] = [event.to_dict() for event in common.live.events]
             click.echo(json.dumps(payload, indent=2, default=list))
         else:
@@ -920,6 +925,33 @@ def rollback_command(
         return common.settled(rollback(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
+
+
+@_command("bisect", probes=True, offline=True)
+@_argument("good")
+def bisect_command(common: Common, good: str) -> None:
+    """Find which changes since snapshot GOOD make the probe fail (it passes in GOOD and fails
+    now), by probing states between the two; end where it started, verified, and print the
+    culprits and the one command that brings back their good versions.
+
+    The changes are grouped into units that can be applied apart (tied by a requirement or
+    sharing files); versions come from the stashes first, from the index only for what no
+    stash holds (refused with --offline). Interrupted, it returns to the start; killed,
+    `safe-uninstall recover` does.
+    """
+
+    def call() -> Result:
+        from safeuninstall.operations.bisect import bisect
+
+        wanted = options.BisectOptions(good=good, offline=common.offline)
+        return common.settled(bisect(common.context(), common.probes(), wanted))
+
+    def render(result: BisectResult, output: Output) -> str:
+        paint = _painter(_use_color(sys.stdout))
+        text = report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
+        return text if output.quiet else "\n".join([*report.bisect_lines(result), text])
+
+    _run(common, call, render, operation=True)
 
 
 @_command("snapshot")

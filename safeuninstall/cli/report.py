@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the
     from safeuninstall.judgement.needs import Cleanup
     from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
     from safeuninstall.operations.results import (
+        BisectResult,
         DiffResult,
         PruneResult,
         Result,
@@ -379,6 +380,28 @@ def _diff_sizes(before: int | None, after: int | None) -> str:
         return f", {size_text(before)} -> {size_text(after)}"
     size = after if after is not None else before
     return "" if size is None else f", {size_text(size)}"
+
+
+def bisect_lines(result: BisectResult) -> list[str]:
+    """``bisect``: the units, each round, the culprits, and the failure they cause."""
+    units = result.units
+    lines = [
+        f"good: snapshot {result.good}; {_count(len(units), 'unit')} of change since "
+        f"({', '.join('+'.join(u) for u in units)})"
+    ]
+    for number, (bad, passed) in enumerate(result.rounds, 1):
+        left = ", ".join(bad) if bad else "none (as the good snapshot)"
+        lines.append(f"round {number}: as now: {left} -- {'passed' if passed else 'FAILED'}")
+    for culprit in result.culprits:
+        was = ", ".join(culprit.good) or "absent"
+        now = ", ".join(culprit.bad) or "absent"
+        lines.append(f"culprit: {'+'.join(culprit.names)}: good {was}; now {now}")
+    if result.culprits and result.failure:
+        lines.append("the probe, as the environment was:")
+        lines += ["    " + line for line in _tail(result.failure, 12)]
+    if result.culprits and result.confirmed:
+        lines.append("with only the culprits brought back, the probe passed")
+    return lines
 
 
 def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:

@@ -179,7 +179,8 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         wanted = ctx.store.load(entry.snapshot)
         stopped = _stop_guarded_command(ctx, entry)
         entry = journal.step(entry, "recover")
-        if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
+        # Their restores may have begun what ``wanted`` lacks.
+        if entry.operation in ("rollback", "bisect"):
             with ctx.installer_locked():
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
