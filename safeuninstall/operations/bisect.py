@@ -1,8 +1,9 @@
 """``bisect GOOD``: which of the changes since snapshot GOOD make the probe fail.
 
-It snapshots the environment as it starts, stashing every distribution (hard links: so the
-start can always come back, offline, and be proven by hashes), and keeps the journal on that
-snapshot throughout: a process killed at any point is brought back to the start by ``recover``.
+It snapshots the environment as it starts, stashing every distribution a state may uninstall
+(hard links: so the start can always come back, offline, and be proven by hashes), and keeps
+the journal on that snapshot throughout: a process killed at any point is brought back to the
+start by ``recover``.
 The changes since GOOD are grouped into units that can be applied apart (culprits.units), and
 culprits.find chooses the states to probe: each is reached like a rollback to a snapshot made
 of the start with some units as GOOD had them (Transaction.return_to: uninstall what it lacks,
@@ -29,7 +30,7 @@ from safeuninstall.judgement.plan import plan_restore
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
 from safeuninstall.options import BisectOptions
-from safeuninstall.session.analysis import owned_files
+from safeuninstall.session.analysis import owned_files, sharing_files
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.transaction.transaction import (
@@ -77,13 +78,20 @@ class _Bisect:
     def run(self) -> BisectResult:
         ctx = self.ctx
         installed = installed_distributions(ctx.interpreter)
+        owned = owned_files(ctx, installed)
+        # What any state may uninstall: the changed distributions, and those that list a file
+        # one of them lists (a restore brings them back whole). The rest is never touched.
+        changed = [
+            name
+            for name, dist in installed.items()
+            if (entry := self.good.package(name)) is None or entry.version != dist.version
+        ]
+        stash = sorted({*changed, *sharing_files(owned, changed)})
         ctx.load_what_a_restore_needs()
         txn = Transaction(ctx, "bisect")
         with txn:
             spec = SnapshotSpec(
-                operation="bisect",
-                stash=sorted(installed),
-                shared=owned_files(ctx, installed).shared_paths(),
+                operation="bisect", stash=stash, shared=owned.shared_paths(of=stash)
             )
             start = self.start = txn.snapshot_before(installed, spec)
             diff = compare(snapshot_sides(self.good), snapshot_sides(start))
