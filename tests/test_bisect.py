@@ -29,7 +29,7 @@ def _searched(n: int, culprits: set[int]) -> tuple[set[str], int, bool]:
     return set(found.culprits), len(found.runs), found.final_passed
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 16, 32])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 16, 32, 128])
 def test_one_culprit_among_n_takes_at_most_2_plus_log2_n_rounds(n: int) -> None:
     bound = 2 + math.ceil(math.log2(n))
     for culprit in range(n):
