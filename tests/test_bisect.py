@@ -317,3 +317,37 @@ def test_a_change_that_slows_the_workload_is_found_with_a_metric(
     assert baseline["metric"]["median"] == 20000.0
     assert "regressed 50.0%" in data["bisect"]["failure"]  # type: ignore[index]
     assert _at_start(venv) == start
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_signal_during_a_later_round_s_probe_ends_at_the_start(
+    make_venv: MakeVenv, tmp_path: Path, signal_name: str
+) -> None:
+    """The second round's probe signals the bisect itself: a state other than the start is
+    installed then."""
+    house = tmp_path / "house"
+    _parts(house, {"part5"})
+    venv, good = _good_then_upgraded(make_venv, house)
+    start = _at_start(venv)
+    mark = tmp_path / "first-round-done"
+    probe = (
+        "import os, pathlib, signal\n"
+        f"mark = pathlib.Path({str(mark)!r})\n"
+        f"if mark.exists(): os.kill(os.getppid(), signal.{signal_name})\n"
+        "mark.touch()\n" + PROBE
+    )
+
+    done = venv.tool("--json", "bisect", good, "--probe", probe)
+
+    if signal_name == "SIGKILL":
+        assert done.returncode == -9
+        assert venv.journal.exists()
+        recovered = venv.tool("recover", "--no-probe")
+        assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    else:
+        data = done.json()
+        assert done.returncode == 3, data
+        assert data["outcome"] == "bisect-interrupted"
+        assert len(data["bisect"]["rounds"]) == 1  # type: ignore[index]
+    assert _at_start(venv) == start
+    assert not venv.journal.exists()

@@ -74,6 +74,7 @@ class _Bisect:
         self.good_failure = ""  # the probe's output in GOOD's state, where it fails there
         self.messages: list[str] = []
         self.probes = ProbeRuns()
+        self.rounds: list[tuple[tuple[str, ...], bool]] = []  # as they ended, for an interrupt
 
     def run(self) -> BisectResult:
         ctx = self.ctx
@@ -259,6 +260,7 @@ class _Bisect:
         ran = run_all(self.settings, ctx.interpreter, ctx.child_env())
         results = judged_after(self.baseline, ran) if self.baseline is not None else ran
         passed = all(r.passed for r in results)
+        self.rounds.append((tuple(u for u in self.units if u in bad), passed))
         ctx.emit("probe", f"probe with {left} as now: {'passed' if passed else 'FAILED'}")
         if not bad and not passed:
             self.good_failure = _failure_text(results)
@@ -361,7 +363,7 @@ class _Bisect:
             messages=tuple(self.messages),
             good=self.good.id,
             units=tuple(self.units.values()),
-            rounds=found.runs if found is not None else (),
+            rounds=tuple(self.rounds),
             culprits=culprits,
             confirmed=found.final_passed if found is not None else False,
             failure=self.failure,
