@@ -351,3 +351,45 @@ def test_a_signal_during_a_later_round_s_probe_ends_at_the_start(
         assert len(data["bisect"]["rounds"]) == 1  # type: ignore[index]
     assert _at_start(venv) == start
     assert not venv.journal.exists()
+
+
+def test_another_process_changing_the_environment_stops_it_without_undoing_that(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The second round's probe installs leftpad, as another process might: the bisect stops
+    where it is (going on or back would remove leftpad), keeps its journal, and `recover`
+    returns to the start when asked."""
+    house = tmp_path / "house"
+    _parts(house, {"part5"})
+    venv, good = _good_then_upgraded(make_venv, house)
+    start = _at_start(venv)
+    mark = tmp_path / "first-round-done"
+    install = [
+        str(UV),
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(venv.wheelhouse),
+        "leftpad",
+    ]
+    probe = (
+        "import pathlib, subprocess\n"
+        f"mark = pathlib.Path({str(mark)!r})\n"
+        f"if mark.exists(): subprocess.run({install!r}, check=True, capture_output=True)\n"
+        "mark.touch()\n" + PROBE
+    )
+
+    done = venv.tool("--json", "bisect", good, "--probe", probe, UV_CACHE_DIR=str(venv.uv_cache))
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "bisect-concurrent-kept"
+    assert "leftpad" in " ".join(data["messages"])  # type: ignore[arg-type]
+    assert data["next_command"].endswith("recover")  # type: ignore[union-attr]
+    assert "leftpad" in venv.installed()
+    assert venv.journal.exists()
+    assert venv.tool("recover", "--no-probe").returncode == 0
+    assert _at_start(venv) == start

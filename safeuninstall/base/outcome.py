@@ -375,6 +375,12 @@ class Outcome(str, enum.Enum):
         "a state to probe could not be reached: the environment is back where it started, verified",
         EXIT_RESTORED,
     )
+    BISECT_CONCURRENT_KEPT = (
+        "bisect-concurrent-kept",
+        "another process changed the environment during the bisect: it was stopped, and left "
+        "as it is",
+        EXIT_INCOMPLETE,
+    )
     BISECT_INCOMPLETE = (
         "bisect-incomplete",
         "the environment is NOT back where the bisect started",

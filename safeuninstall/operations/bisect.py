@@ -22,7 +22,12 @@ from packaging.utils import canonicalize_name
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.environment.installed import installed_distributions, read_requires
+from safeuninstall.environment.installed import (
+    census,
+    census_change,
+    installed_distributions,
+    read_requires,
+)
 from safeuninstall.judgement.culprits import Found, find, units
 from safeuninstall.judgement.derived import judged_after
 from safeuninstall.judgement.diff import ChangeKind, Diff, compare, snapshot_sides
@@ -54,6 +59,10 @@ def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> B
         return _Bisect(ctx, configured, options, good).run()
 
 
+class _Concurrent(Exception):
+    """Another process changed the environment: a move or a return would undo its work."""
+
+
 class _MoveFailed(Exception):
     """A state could not be reached and proven: the search stops, and the start comes back."""
 
@@ -69,6 +78,7 @@ class _Bisect:
         self.units: dict[str, tuple[str, ...]] = {}
         self.start: Snapshot | None = None
         self.at: frozenset[str] = frozenset()  # the units as they are now, where it stands
+        self.census: frozenset[str] = frozenset()  # as the last state was reached
         self.baseline: list[ProbeResult] | None = None  # a metric's: measured in GOOD's state
         self.failure = ""  # the probe's output now
         self.good_failure = ""  # the probe's output in GOOD's state, where it fails there
@@ -78,6 +88,7 @@ class _Bisect:
 
     def run(self) -> BisectResult:
         ctx = self.ctx
+        self.census = census(ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(ctx.interpreter)
         owned = owned_files(ctx, installed)
         # What any state may uninstall: the changed distributions, and those that list a file
@@ -116,6 +127,8 @@ class _Bisect:
                 if not txn.changed:
                     raise
                 return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
+            except _Concurrent as err:
+                return self._concurrent(txn, str(err), not_bisected)
             except _MoveFailed as err:
                 self.messages.append(str(err))
                 return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
@@ -233,9 +246,16 @@ class _Bisect:
                 )
             )
 
+    def _others(self) -> str:
+        """What another process changed since the last state was reached ("": nothing)."""
+        return census_change(self.census, census(self.ctx.interpreter))
+
     def _move(self, txn: Transaction, bad: frozenset[str]) -> None:
         if bad == self.at:
             return
+        changed = self._others()
+        if changed:
+            raise _Concurrent(changed)
         wanted = self._state(bad)
         with txn.interrupts_deferred():
             try:
@@ -245,6 +265,7 @@ class _Bisect:
             except NotRestorable as err:
                 raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
             self.at = bad
+            self.census = restored.left
         if failed is not None or not restored.ok:
             why = failed or (restored.error or "the environment does not match it")
             raise _MoveFailed(f"a state to probe could not be reached and proven: {why}")
@@ -294,6 +315,9 @@ class _Bisect:
     ) -> BisectResult:
         """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
         be proven: the journal stays, for ``recover``)."""
+        changed = self._others() if txn.changed else ""
+        if changed:
+            return self._concurrent(txn, changed, not_bisected)
         restored = self._return(txn)
         if restored is not None and not restored.ok:
             return self._incomplete(txn, found, not_bisected, restored)
@@ -312,6 +336,25 @@ class _Bisect:
         if failed is not None:
             self.messages.append(failed)
         return restored
+
+    def _concurrent(
+        self, txn: Transaction, changed: str, not_bisected: tuple[str, ...]
+    ) -> BisectResult:
+        """Another process changed the environment: going on, or back, would undo its work.
+        The journal stays: ``recover`` returns to the start when the user says so."""
+        self.messages.append(
+            f"another process changed the environment during the bisect ({changed}); it is "
+            "left between the good snapshot and the start, and `recover` returns it to the "
+            "start (undoing that change too)"
+        )
+        txn.finish(Outcome.BISECT_CONCURRENT_KEPT.value, keep_journal=True)
+        return self._result(
+            Outcome.BISECT_CONCURRENT_KEPT,
+            None,
+            not_bisected,
+            None,
+            next_command=self.ctx.suggest("recover"),
+        )
 
     def _incomplete(
         self,
