@@ -133,6 +133,10 @@ def test_one_culprit_among_eight_is_found_in_five_rounds_and_the_end_is_the_star
     assert text.returncode == 0
     assert "culprit: part5: good part5==1.0; now part5==2.0" in text.stdout
     assert "ImportError: broken in 2.0" in text.stdout
+    assert (
+        "to bring back the good versions of the culprits, keeping the rest: safe-uninstall "
+        in text.stdout
+    )
     assert _at_start(venv) == start
 
 

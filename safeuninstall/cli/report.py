@@ -190,7 +190,10 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     lines += kept_lines(result.kept)
     lines.append(headline)
     if result.next_command:
-        lines.append(f"to finish the job, run: {result.next_command}")
+        said = "to finish the job, run"
+        if result.outcome.value == "bisected":
+            said = "to bring back the good versions of the culprits, keeping the rest"
+        lines.append(f"{said}: {result.next_command}")
     return "\n".join(lines)
 
 
