@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from safeuninstall.environment.interpreter import find_uv
-from safeuninstall.state.store import VENV_JOURNAL
+from safeuninstall.state.store import VENV_JOURNAL, Store
 
 from .measure import BenchError, Timed, build_launcher, run_timed
 
@@ -90,7 +90,7 @@ class Venv:
         """Forget every snapshot, stash and journal, but keep the caches the tool builds on its
         first run (interpreter.json, elf-cache.json, baseline-cache.json): the run after this
         is a user's next command, with an empty history."""
-        shutil.rmtree(self.state_dir / "snapshots", ignore_errors=True)
+        shutil.rmtree(Store(self.state_dir).snapshots_dir, ignore_errors=True)
         (self.root / VENV_JOURNAL).unlink(missing_ok=True)
 
 

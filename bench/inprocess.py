@@ -20,7 +20,6 @@ from safeuninstall.judgement.plan import build_stash_index
 from safeuninstall.options import TargetOptions
 from safeuninstall.session.context import Context, open_context
 from safeuninstall.state.stash import (
-    VERIFIED_FILE,
     StashHasher,
     check_stash,
     read_verified,
@@ -80,7 +79,7 @@ def restore_from_stash(ctx: Context, snapshot_id: str, names: Sequence[str]) -> 
     job = RestoreJob(
         entries=entries,
         index=index,
-        displaced_dir=ctx.store.folder(snap.id) / "displaced",
+        displaced_dir=ctx.store.folder(snap.id).displaced_dir,
         preferred_snapshot=snap.id,
         offline=True,
     )
@@ -112,9 +111,9 @@ def link_back_only(ctx: Context, snapshot_id: str, names: Sequence[str]) -> floa
     for stash, checked in zip(stashes, checks, strict=True):
         restore_files(
             stash,
-            snapshot_dir=folder,
+            snapshot=folder,
             env_root=Path(ctx.interpreter.prefix),
-            displaced_dir=folder / "displaced",
+            displaced_dir=folder.displaced_dir,
             checked=checked,
         )
     return time.perf_counter() - started
@@ -138,7 +137,7 @@ def prove_stash(ctx: Context, snapshot_id: str) -> int:
 def forget_proof(ctx: Context, snapshot_id: str) -> bool:
     """Delete stash-verified.json, so that the next restore hashes every byte again.
     True when there was one (a hasher that finished before its process exited)."""
-    path = ctx.store.folder(snapshot_id) / VERIFIED_FILE
+    path = ctx.store.folder(snapshot_id).verified_file
     existed = path.exists()
     path.unlink(missing_ok=True)
     return existed

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from safeuninstall.session.baseline import PLANS_FILE
 from safeuninstall.state.stashindex import _SETTLED_NS
+from safeuninstall.state.store import Store
 from tests.realstack import Stacks, cache_root
 
 from . import inprocess
@@ -230,7 +231,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     timed_rounds(cfg, steps)
 
     history = _history(ws, venv, tool, put_back, cfg.stack_snapshots)
-    _settled(venv.state_dir / "snapshots")
+    _settled(Store(venv.state_dir).snapshots_dir)
 
     def snapshots(warmup: bool) -> None:
         done = ws.run([*tool, "snapshots", "--json"])
@@ -324,14 +325,14 @@ def _history(
     venv.clear_history()
     ws.run([*tool, "--no-probe", "--allow-unmet", NCCL])
     put_back(NCCL)
-    snapshots = venv.state_dir / "snapshots"
-    first = snapshots / "0001"
-    text = (first / "snapshot.toml").read_text()
+    store = Store(venv.state_dir)
+    first = store.folder("0001")
+    text = first.snapshot_file.read_text()
     for number in range(2, count + 1):
-        copy = snapshots / f"{number:04d}"
-        shutil.copytree(first, copy, copy_function=_link)
-        (copy / "snapshot.toml").unlink()
-        (copy / "snapshot.toml").write_text(text.replace('id = "0001"', f'id = "{number:04d}"', 1))
+        copy = store.folder(f"{number:04d}")
+        shutil.copytree(first.path, copy.path, copy_function=_link)
+        copy.snapshot_file.unlink()
+        copy.snapshot_file.write_text(text.replace('id = "0001"', f'id = "{number:04d}"', 1))
     return count
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from safeuninstall.judgement.libraries import ELF_CACHE_FILE
+from safeuninstall.state.store import Store
 
 from . import impact, inprocess
 from .dists import (
@@ -757,14 +758,14 @@ def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
     venv.clear_history()
     for _ in range(HISTORY):
         ws.run([*tool, "-p", str(venv.root), "snapshot", "--no-stash"])
-    shutil.copytree(venv.state_dir / "snapshots", template)
+    shutil.copytree(Store(venv.state_dir).snapshots_dir, template)
     venv.clear_history()
     remove, uv_remove, rollback, rollback_history = (Series() for _ in range(4))
 
     def fresh_state(history: bool) -> None:
         venv.clear_history()
         if history:
-            shutil.copytree(template, venv.state_dir / "snapshots")
+            shutil.copytree(template, Store(venv.state_dir).snapshots_dir)
 
     def tool_remove(warmup: bool) -> None:
         pristine.install_into(venv.site)

@@ -63,7 +63,6 @@ CLOCKED = [
     "judgement.probe:run_probe",
     "judgement.probe:Running.results",
     "judgement.probe:run_all",
-    "session.context:Context.load_what_a_restore_needs",
     "transaction.transaction:Transaction.snapshot_before",
     "transaction.transaction:take_snapshot",
     "transaction.transaction:plan_deletion",

@@ -89,7 +89,11 @@ def cli_reference() -> str:
     order = ["uninstall", *[n for n in names if n != "uninstall"]]
     top_options = "\n".join(
         [
-            *(_option_lines(p, root, {}) for p in cli.params if isinstance(p, click.Option)),
+            *(
+                _option_lines(p, root, {})
+                for p in cli.params
+                if isinstance(p, click.Option) and not p.hidden
+            ),
             f"- `{', '.join(root.help_option_names)}`: Show this message and exit.",
         ]
     )
@@ -99,8 +103,10 @@ def cli_reference() -> str:
         "# Commands and options",
         "",
         f"`{PROG} [OPTIONS] PACKAGE...` is `{PROG} uninstall [OPTIONS] PACKAGE...`: a command "
-        "line whose first word is not a command name is an uninstall. A package named like a "
-        f"command is removed with `{PROG} uninstall NAME`.",
+        "line whose first word is not a command name is an uninstall. The shared options "
+        "(target, probe, `--offline` and output) may also come before the name of a command "
+        f"that takes them: `{PROG} -p .venv audit`. A package named like a command is removed "
+        f"with `{PROG} uninstall NAME`.",
         "",
         f"`{PROG}` itself takes:",
         "",
@@ -192,7 +198,8 @@ def exit_codes_reference() -> str:
         *rows,
         "",
         "With `--json` the same code is the JSON's `exit_code`; an error before any change is "
-        '`{"outcome": "error", "exit_code": N, "error": "...", "detail": "..."}`.',
+        '`{"json_version": "1", "outcome": "error", "exit_code": N, "error": "...", '
+        '"detail": "..."}` ([JSON output](json.md)).',
         "",
         "A failing uninstall step (uv exits non-zero) is followed by the same restore as a "
         "failing probe: exit 3 when the environment is proven back, 4 otherwise.",

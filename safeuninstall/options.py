@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-if TYPE_CHECKING:  # for the annotation only: importing it costs packaging (10 ms)
-    from safeuninstall.environment.requirements import Request
+from safeuninstall.environment.requirements import Request
 
 # The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
 # (the CLI's commands; a test keeps them equal).
@@ -32,7 +30,12 @@ COMMANDS = (
     "export",
     "run",
     "audit",
+    "diff",
+    "bisect",
 )
+
+# What ``export --format`` writes (operations/export.py), named here for the command line.
+EXPORT_FORMATS = ("requirements", "pylock")
 
 
 class TargetOptions(Struct, frozen=True):
@@ -54,15 +57,6 @@ class TargetOptions(Struct, frozen=True):
     target: str | None = None  # --target DIR: the packages in DIR, as uv removes them there
     prefix: str | None = None  # --prefix DIR
     break_system_packages: bool = False  # uv may change an EXTERNALLY-MANAGED interpreter
-
-
-class ProbeOptions(Struct, frozen=True):
-    """The probes asked for on the command line, and their time limit."""
-
-    probes: tuple[str, ...] = ()
-    probe_cmds: tuple[str, ...] = ()
-    timeout: float | None = None
-    disabled: bool = False
 
 
 class UninstallOptions(Struct, frozen=True):

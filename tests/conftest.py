@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.environment.interpreter import find_uv
+from safeuninstall.state.layout import SnapshotFolder
+from safeuninstall.state.store import STATE_DIR_NAME, Store
 from tests.wheels import build_wheel, compile_shared_library
 
 UV = find_uv()
@@ -262,6 +264,15 @@ class Venv:
     def journal(self) -> Path:
         """The environment's journal (store.own_files): with it, whatever the state folder."""
         return self.root / ".safe-uninstall.journal.toml"
+
+    @property
+    def state(self) -> Store:
+        """The environment's default state folder."""
+        return Store(self.root / STATE_DIR_NAME)
+
+    def snapshot(self, snapshot_id: str) -> SnapshotFolder:
+        """A snapshot's folder in the default state folder (layout.py: what is in it)."""
+        return self.state.folder(snapshot_id)
 
     @property
     def site_packages(self) -> Path:

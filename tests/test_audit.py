@@ -452,6 +452,7 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
     assert tree(venv.root) == before  # no state folder, no cache, no bytecode
     data: Any = done.json()
     assert set(data) == {
+        "json_version",
         "command",
         "outcome",
         "exit_code",
@@ -466,6 +467,7 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
         "stash_bytes",
         "stashes",
         "orphans",
+        "top_level",
         "distributions",
         "duplicates",
         "load",
@@ -502,7 +504,7 @@ def test_audit_counts_what_only_the_stashes_hold(make_venv: MakeVenv) -> None:
     assert venv.tool("snapshot").returncode == 0
     assert venv.tool("--no-probe", "leftpad").returncode == 0
     data: Any = venv.tool("audit", "--json").json()
-    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    snapshots = venv.state.snapshots_dir
     links: dict[tuple[int, int], list[os.stat_result]] = {}
     for folder, _, names in os.walk(snapshots):
         for name in names:
@@ -564,20 +566,25 @@ def test_audit_and_with_orphans_share_what_requested_means(make_venv: MakeVenv) 
     # them have it, it says nothing, for both; once some lack it, it is read, by both.
     venv = make_venv("requests", "leftpad")
     audited: Any = venv.tool("audit", "--json").json()
-    assert audited["orphans"] == ["leftpad", "requests"]
+    # What the user installed is no orphan: where uv's REQUESTED can't tell, it is top level.
+    assert audited["orphans"] == []
+    assert audited["top_level"] == ["leftpad", "requests"]
     assert any("REQUESTED disregarded" in n for n in audited["notes"])
     assert not any(d["requested_known"] for d in audited["distributions"])
     # Where it is not known, the text says neither "requested" nor "pulled in".
     text = venv.tool("audit").stdout
     assert "pulled in" not in text and "  requested" not in text, text
-    assert "requests 2.32.3  ORPHAN (nothing requires it, nothing loads it)" in text, text
-    assert "orphans (nothing requires them, nothing loads them): leftpad, requests" in text
+    assert "ORPHAN" not in text, text
+    assert "requests 2.32.3  top level (nothing requires it, nothing loads it)" in text, text
+    assert "orphans: none" in text
+    assert "uv records no request, so each is one you installed or a leftover): leftpad, " in text
     dry: Any = venv.tool("--json", "--dry-run", "--with-orphans", "requests").json()
     assert dry["orphans"] == ["urllib3"]
     (info,) = venv.site_packages.glob("requests-*.dist-info")
     (info / "REQUESTED").unlink()  # urllib3 and leftpad keep theirs: asked for, by name
     audited = venv.tool("audit", "--json").json()
     assert audited["orphans"] == ["requests"]
+    assert audited["top_level"] == []
     assert not any("REQUESTED disregarded" in n for n in audited["notes"])
     assert all(d["requested_known"] for d in audited["distributions"])
     text = venv.tool("audit").stdout

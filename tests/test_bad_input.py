@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from safeuninstall.base import tomlfile
 from safeuninstall.base.errors import SnapshotInvalid
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SnapshotFolder
+from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, Run, Venv, error_line
 from tests.test_units import full_snapshot
 
@@ -158,7 +160,7 @@ def test_disk_full_while_stashing(make_venv: MakeVenv, tmp_path: Path) -> None:
             venv, before, ("--state-dir", str(mount), "--no-probe", "bigpkg"), "no space left"
         )
         assert "nothing was removed" in stderr
-        assert list((mount / "snapshots").iterdir()) == []
+        assert list(Store(mount).snapshots_dir.iterdir()) == []
         assert not (mount / "journal.toml").exists() and not venv.journal.exists()
     finally:
         subprocess.run(["umount", str(mount)], check=True)
@@ -175,7 +177,7 @@ def removed_leftpad(make_venv: MakeVenv) -> Venv:
 
 
 def snapshot_path(venv: Venv) -> Path:
-    return venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    return venv.snapshot("0001").snapshot_file
 
 
 def edit_snapshot(venv: Venv, edit) -> None:  # type: ignore[no-untyped-def]
@@ -294,7 +296,7 @@ def test_random_edits_are_accepted_or_refused_clearly(data: st.DataObject, tmp_p
         else:
             value = data.draw(_VALUES)
             parent[where[-1]] = value  # type: ignore[index]
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     try:
         path.write_text(tomli_w.dumps(_drop_none(snap)))
     except (TypeError, ValueError):
@@ -322,7 +324,7 @@ def test_random_bytes_are_refused_clearly(cut: int, flip: bytes, at: int, tmp_pa
     raw = raw[: cut % (len(raw) + 1)]
     position = at % (len(raw) + 1)
     raw = raw[:position] + flip + raw[position + len(flip) :]
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_bytes(raw)
     try:
         snapshot_file.load(path)
@@ -344,7 +346,7 @@ def test_prune_keeps_latest_and_journal_snapshot(make_venv: MakeVenv) -> None:
         assert venv.tool("snapshot").returncode == 0
     dry = venv.tool("prune", "--keep", "1", "--dry-run", "--json")
     assert json.loads(dry.stdout)["removed"][0]["id"] == "0001"
-    assert len(list((venv.root / ".safe-uninstall" / "snapshots").iterdir())) == 3
+    assert len(list(venv.state.snapshots_dir.iterdir())) == 3
     # An unfinished transaction's snapshot is protected even when old.
     assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL").returncode == -9
     pruned = venv.tool("prune", "--keep", "1", "--json")
@@ -497,7 +499,7 @@ def state_with_snapshots(make_venv: MakeVenv, tmp_path: Path) -> tuple[Venv, Pat
     # A second command caches the interpreter's answer (the first ran before the state folder
     # existed), so that a refused command below has nothing left to add.
     assert venv.tool("snapshots").returncode == 0
-    unsaved = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "stash" / "multipkg-1.0"
+    unsaved = venv.snapshot("0002").package_stash("multipkg", "1.0")
     unsaved.mkdir(parents=True)
     (unsaved / "half.py").write_text("half a stash\n")
     sibling = tmp_path / "sibling"
@@ -515,7 +517,8 @@ def assert_unknown_state(run: Run, venv: Venv) -> None:
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr
     assert str(_journal(venv)) in run.stderr
-    assert "safe-uninstall snapshots" in run.stderr and "safe-uninstall rollback ID" in run.stderr
+    here = f"safe-uninstall --python {venv.python}"
+    assert f"`{here} snapshots`" in run.stderr and f"`{here} rollback ID`" in run.stderr
     assert "the state of the environment is unknown" in run.stderr
     assert "was not changed" not in run.stderr
 
@@ -573,3 +576,48 @@ def test_an_unreadable_journal_stops_every_change_and_the_way_out_works(
     back = venv.tool("rollback", "1", "--no-probe")
     assert back.returncode == 0, back.stdout + back.stderr
     assert "leftpad" in venv.installed()
+
+
+def test_a_program_that_is_no_python_is_named_without_the_query(tmp_path: Path) -> None:
+    from tests.conftest import run_tool
+
+    run = run_tool("--python", "/bin/ls", "leftpad", cwd=tmp_path)
+
+    assert run.returncode == 1
+    assert "/bin/ls is not a working Python interpreter" in run.stderr
+    assert "sysconfig" not in run.stderr  # the query script is not quoted back
+    assert len(run.stderr.splitlines()) <= 3, run.stderr
+
+
+def test_a_python_2_is_said_to_be_unsupported(tmp_path: Path) -> None:
+    """Python 2 has no -I: it printed its usage text."""
+    from tests.conftest import run_tool
+
+    python2 = tmp_path / "python2"
+    python2.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -I ]; then echo "Unknown option: -I" >&2; echo "usage: $0 [option]" >&2; '
+        "exit 2; fi\n"
+        "printf 2.7\n"
+    )
+    python2.chmod(0o755)
+
+    run = run_tool("--python", str(python2), "leftpad")
+
+    assert run.returncode == 1
+    assert f"{python2} is Python 2.7, which is not supported" in run.stderr
+    assert "usage" not in run.stderr
+
+
+def test_a_venv_whose_python_link_dangles_says_so(tmp_path: Path) -> None:
+    from tests.conftest import run_tool
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "pyvenv.cfg").write_text("home = /gone/bin\n")
+    (tmp_path / "bin" / "python").symlink_to("/gone/bin/python3.11")
+
+    run = run_tool("--python", str(tmp_path), "leftpad")
+
+    assert run.returncode == 1
+    assert "is a link to /gone/bin/python3.11, which does not exist" in run.stderr
+    assert "no bin/python" not in run.stderr

@@ -186,13 +186,13 @@ def test_a_good_version_no_stash_holds_comes_from_the_index_and_not_offline(
     _parts(house, {"part2"})
     venv, good = _good_then_upgraded(make_venv, house, stash=False)
     start = _at_start(venv)
-    snapshots = sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
+    snapshots = sorted(venv.state.snapshots_dir.iterdir())
 
     refused = venv.tool_reinstalling("--json", "bisect", good, "--probe", PROBE, "--offline")
     assert refused.returncode == 1, refused.stdout
     assert "--offline forbids the index" in refused.json()["error"]  # type: ignore[operator]
     assert _at_start(venv) == start
-    assert sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir()) == snapshots
+    assert sorted(venv.state.snapshots_dir.iterdir()) == snapshots
 
     done = venv.tool_reinstalling("--json", "bisect", good, "--probe", PROBE, find_links=house)
     data = done.json()
@@ -228,11 +228,11 @@ def test_refused_without_a_probe(make_venv: MakeVenv, tmp_path: Path) -> None:
     house = tmp_path / "house"
     _parts(house, {"part5"})
     venv, good = _good_then_upgraded(make_venv, house)
-    snapshots = sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
+    snapshots = sorted(venv.state.snapshots_dir.iterdir())
     done = venv.tool("bisect", good)
     assert done.returncode == 1
     assert "bisect needs a probe" in done.stderr
-    assert sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir()) == snapshots
+    assert sorted(venv.state.snapshots_dir.iterdir()) == snapshots
 
 
 @pytest.mark.parametrize(
@@ -284,14 +284,14 @@ def test_interrupted_before_any_change_changes_nothing(make_venv: MakeVenv, tmp_
     _parts(house, {"part5"})
     venv, good = _good_then_upgraded(make_venv, house)
     start = _at_start(venv)
-    snapshots = sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
+    snapshots = sorted(venv.state.snapshots_dir.iterdir())
 
     done = venv.tool("bisect", good, "--probe", PROBE, SAFE_UNINSTALL_FAULT="probe:INT")
 
     assert done.returncode == 1, done.stderr
     assert "interrupted before any change" in done.stderr
     assert _at_start(venv) == start
-    assert sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir()) == snapshots
+    assert sorted(venv.state.snapshots_dir.iterdir()) == snapshots
     assert not venv.journal.exists()
 
 

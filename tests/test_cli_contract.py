@@ -12,15 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import click
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from safeuninstall.base.errors import EXIT_CODES
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
 from safeuninstall.cli import report
-from safeuninstall.cli.commands import cli
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import Probe, ProbeResult
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
@@ -41,24 +38,112 @@ COMMANDS: list[tuple[str, ...]] = [
     ("prune", "--keep", "1"),
     ("export",),
     ("run", "--", "true"),
+    ("diff",),
+    ("bisect", "0001"),
 ]
 
 
 # -- outcomes ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.value)
+# The contract: every outcome's id, as --json and snapshot folders write it, and its exit code.
+# Scripts read both; an outcome added, renamed or given another code changes this table.
+OUTCOMES = {
+    "nothing-to-do": 0,
+    "dry-run": 0,
+    "refused-strict": 1,
+    "refused-unmet": 1,
+    "checked": 0,
+    "removed": 0,
+    "removed-kept-needed": 0,
+    "needed-restored": 0,
+    "needed-incomplete": 4,
+    "probe-failed-kept": 4,
+    "probe-failed-restored": 3,
+    "probe-failed-incomplete": 4,
+    "restored-probe-fails": 5,
+    "drift-restored": 3,
+    "drift-incomplete": 4,
+    "hollow-restored": 3,
+    "hollow-incomplete": 4,
+    "interrupted-restored": 3,
+    "interrupted-incomplete": 4,
+    "uninstall-failed-restored": 1,
+    "uninstall-failed-incomplete": 4,
+    "concurrent-restored": 3,
+    "concurrent-incomplete": 4,
+    "error-restored": 1,
+    "error-incomplete": 4,
+    "already-matches": 0,
+    "rolled-back": 0,
+    "rolled-back-probe-fails": 5,
+    "rolled-back-probe-interrupted": 5,
+    "incomplete": 4,
+    "rollback-incomplete": 4,
+    "nothing-to-roll-back": 0,
+    "rollback-probe-failed-restored": 3,
+    "rollback-probe-failed-incomplete": 4,
+    "rollback-failed-restored": 3,
+    "rollback-failed-incomplete": 4,
+    "rollback-probe-failed-restored-except-aside": 4,
+    "rollback-failed-restored-except-aside": 4,
+    "rollback-failed-not-undone": 4,
+    "rollback-concurrent-kept": 4,
+    "nothing-to-recover": 0,
+    "recovered": 0,
+    "recovered-probe-fails": 5,
+    "recovered-probe-interrupted": 5,
+    "recover-incomplete": 4,
+    "recover-concurrent-kept": 4,
+    "ran": 0,
+    "ran-no-change": 0,
+    "run-command-failed-unchanged": 1,
+    "run-command-failed-restored": 3,
+    "run-command-failed-incomplete": 4,
+    "run-command-failed-kept": 4,
+    "run-probe-failed-restored": 3,
+    "run-probe-failed-incomplete": 4,
+    "run-probe-failed-kept": 4,
+    "run-unmet-restored": 3,
+    "run-unmet-incomplete": 4,
+    "run-unmet-kept": 4,
+    "run-interrupted-restored": 3,
+    "run-interrupted-incomplete": 4,
+    "run-error-restored": 3,
+    "run-error-incomplete": 4,
+    "run-command-failed-restored-except-aside": 4,
+    "run-probe-failed-restored-except-aside": 4,
+    "run-unmet-restored-except-aside": 4,
+    "run-interrupted-restored-except-aside": 4,
+    "run-error-restored-except-aside": 4,
+    "run-concurrent-kept": 4,
+    "run-not-undone": 4,
+    "bisected": 0,
+    "bisect-interrupted": 3,
+    "bisect-stopped": 3,
+    "bisect-refused": 1,
+    "bisect-concurrent-kept": 4,
+    "bisect-incomplete": 4,
+    "passed": 0,
+    "failed": 1,
+}
+
+
+def test_every_outcome_id_and_exit_code_is_the_contract() -> None:
+    assert {outcome.id: outcome.exit_code for outcome in Outcome} == OUTCOMES
+
+
+@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.id)
 def test_every_outcome_has_text_and_a_documented_exit_code(outcome: Outcome) -> None:
     assert outcome.exit_code in EXIT_CODES
-    assert outcome.text and outcome.text != outcome.value
-    assert Outcome.named(outcome.value) is outcome
-    assert outcome == outcome.value  # the JSON word, as scripts compare it
+    assert outcome.text and outcome.text != outcome.id
+    assert parse_note(outcome.id) is (Mark.RECOVERED if outcome is Outcome.RECOVERED else outcome)
 
 
-@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.value)
+@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.id)
 def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
     ran = ProbeResult(
-        probe=Probe(kind="python", code="pass", origin="--probe"),
+        probe=Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),
         passed=True,
         returncode=0,
         timed_out=False,
@@ -74,31 +159,141 @@ def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
     for quiet in (False, True):
         text = report.operation(result, verbose=False, quiet=quiet)
         assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
-        assert json.loads(json.dumps(result.to_dict()))["exit_code"] == outcome.exit_code
+        as_json = json.loads(json.dumps(result.to_dict()))
+        assert (as_json["outcome"], as_json["exit_code"]) == (outcome.id, outcome.exit_code)
 
 
-@pytest.mark.parametrize(
-    "reason", ["probe-failed", "drift", "hollow", "interrupted", "uninstall-failed", "error"]
-)
-def test_every_reason_to_restore_has_both_ends(reason: str) -> None:
-    restored = Outcome.after_restore(reason, True)
-    incomplete = Outcome.after_restore(reason, False)
+UNINSTALL_CAUSES = [
+    Cause.PROBE_FAILED,
+    Cause.DRIFT,
+    Cause.HOLLOW,
+    Cause.NEEDED,
+    Cause.INTERRUPTED,
+    Cause.FAILED,
+    Cause.CONCURRENT,
+    Cause.ERROR,
+]
+
+
+@pytest.mark.parametrize("cause", UNINSTALL_CAUSES, ids=lambda c: c.name)
+def test_every_cause_to_restore_a_removal_has_both_ends(cause: Cause) -> None:
+    restored = Outcome.ended(Operation.UNINSTALL, cause, Ending.RESTORED)
+    incomplete = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
     assert incomplete.exit_code == 4
-    assert restored.exit_code in (1, 3)  # proven as before: 1 when nothing was meant to change
+    assert restored.exit_code in (0, 1, 3)  # 1 when nothing was meant to change, 0: --keep-needed
+    assert restored.undone and not incomplete.undone
+    assert (restored.cause, incomplete.cause) == (cause, cause)
 
 
-@pytest.mark.parametrize(
-    "reason", ["command-failed", "probe-failed", "unmet", "interrupted", "error"]
-)
-def test_every_reason_a_run_is_undone_is_kept_whatever_was_put_back(reason: str) -> None:
+RUN_CAUSES = [
+    Cause.COMMAND_FAILED,
+    Cause.PROBE_FAILED,
+    Cause.UNMET,
+    Cause.INTERRUPTED,
+    Cause.ERROR,
+]
+
+
+@pytest.mark.parametrize("cause", RUN_CAUSES, ids=lambda c: c.name)
+def test_every_cause_a_run_is_undone_for_is_kept_whatever_was_put_back(cause: Cause) -> None:
     """A run undone but for a second dist-info folder kept aside still says why it was
     undone (the probe failed, the command failed...), as each of its siblings does: in its
     JSON word and before the first colon of its text."""
-    ends = [Outcome.named(f"run-{reason}-{end}") for end in ("restored", "incomplete")]
-    aside = Outcome.named(f"run-{reason}-restored-except-aside")
+    ends = [Outcome.ended(Operation.RUN, cause, e) for e in (Ending.RESTORED, Ending.INCOMPLETE)]
+    aside = Outcome.ended(Operation.RUN, cause, Ending.RESTORED_EXCEPT_ASIDE)
     assert aside.exit_code == 4  # not all is back
+    assert aside.undone  # a plain rollback passes over it, as over run-*-restored
     for sibling in ends:
+        assert aside.id.startswith(sibling.id.rpartition("-")[0])
         assert aside.text.partition(":")[0] == sibling.text.partition(":")[0].partition(",")[0]
+
+
+@pytest.mark.parametrize("operation", [Operation.ROLLBACK, Operation.RECOVER])
+def test_a_rollback_and_a_recover_each_have_their_own_ends(operation: Operation) -> None:
+    stopped = Outcome.ended(operation, Cause.ERROR, Ending.INCOMPLETE)
+    concurrent = Outcome.ended(operation, Cause.CONCURRENT, Ending.KEPT)
+    for outcome in (stopped, concurrent):
+        assert outcome.id.startswith(operation.value + "-")
+        assert f"the {operation.value}" in outcome.text
+        assert outcome.exit_code == 4 and not outcome.undone
+
+
+def test_a_recover_that_falls_short_says_so_in_its_own_words() -> None:
+    """Its id stays what scripts read; its text is the recover's, not a rollback's."""
+    outcome = Outcome.ended(Operation.RECOVER, Cause.FAILED, Ending.INCOMPLETE)
+    assert outcome is Outcome.RECOVER_FELL_SHORT
+    assert (outcome.id, outcome.exit_code) == ("incomplete", 4)
+    assert "recover" in outcome.text and "rollback" not in outcome.text
+
+
+CHANGED_NOTHING = {
+    "nothing-to-do",
+    "dry-run",
+    "refused-strict",
+    "refused-unmet",
+    "checked",
+    "already-matches",
+    "nothing-to-roll-back",
+    "nothing-to-recover",
+    "ran-no-change",
+    "run-command-failed-unchanged",
+    "passed",
+    "failed",
+}
+
+
+@pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.id)
+def test_what_an_outcome_says_of_the_environment(outcome: Outcome) -> None:
+    """changed nothing: the environment is as before the command; undone: the change was put
+    back and verified (what a plain rollback passes over)."""
+    assert outcome.changed_nothing == (outcome.id in CHANGED_NOTHING)
+    undone = outcome.id.endswith(("-restored", "-restored-except-aside"))
+    assert outcome.undone == (undone or outcome is Outcome.RESTORED_PROBE_FAILS)
+    if outcome.changed_nothing:
+        assert outcome.exit_code in (0, 1)
+    if outcome.undone:
+        assert outcome.exit_code != 5 or outcome is Outcome.RESTORED_PROBE_FAILS
+    assert outcome.returned_to is None
+
+
+@pytest.mark.parametrize(
+    ("text", "undone", "returned_to"),
+    [
+        ("pending", False, None),
+        ("taken", False, None),
+        ("recovered", True, None),  # on the snapshot a recover returned to: its change undone
+        ("rollback-to-0007", False, "0007"),
+        ("recover-to-123456789", False, "123456789"),
+        ("probe-failed-restored", True, None),
+        ("run-unmet-restored-except-aside", True, None),
+        ("rollback-failed-not-undone", False, None),
+        ("removed", False, None),
+    ],
+)
+def test_a_stored_note_reads_back_as_written(
+    text: str, undone: bool, returned_to: str | None
+) -> None:
+    note = parse_note(text)
+    assert (note.id, note.undone, note.returned_to) == (text, undone, returned_to)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "restored",
+        "probe-failed-restored ",
+        "rollback-to-7",
+        "rollback-to-0007x",
+        "uninstall-to-0007",
+        "rollback-to-../0007",
+        "REMOVED",
+        "x" * 500,
+    ],
+)
+def test_a_stored_note_this_tool_never_writes_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="unknown outcome"):
+        parse_note(text)
 
 
 def test_a_rollback_result_keeps_the_json_envelope() -> None:
@@ -110,72 +305,31 @@ def test_a_rollback_result_keeps_the_json_envelope() -> None:
 # -- the command a command line names ---------------------------------------------------------
 
 
-def _routed_as_before(args: list[str]) -> list[str]:
-    """Where a command line went while every command was built at import: each option before
-    the command's name read as uninstall reads it (the name first, else uninstall)."""
-    ctx = click.Context(cli)
-    names = cli.list_commands(ctx)
-    uninstall = cli.get_command(ctx, "uninstall")
-    assert uninstall is not None
-    takes_value = {
-        opt
-        for param in uninstall.get_params(ctx)
-        if isinstance(param, click.Option) and not param.is_flag
-        for opt in param.opts
-    }
-    index = 0
-    while index < len(args):
-        token = args[index]
-        if token == "--":
-            break
-        if not token.startswith("-") or token == "-":
-            if token in names:
-                return [token, *args[:index], *args[index + 1 :]]
-            break
-        index += 2 if token in takes_value else 1
-    return ["uninstall", *args]
-
-
-def _words() -> dict[str, list[str]]:
-    ctx = click.Context(cli)
-    names = cli.list_commands(ctx)
-    commands = [cli.get_command(ctx, name) for name in names]
-    options = {
-        opt
-        for command in commands
-        if command is not None
-        for param in command.params
-        if isinstance(param, click.Option)
-        for opt in (*param.opts, *param.secondary_opts)
-    }
-    others = ["--", "-", "x", "requests", "--python=x", "-px", "--bogus", "-h", "--help"]
-    return {"names": names, "options": sorted(options), "others": others}
-
-
-_WORDS = _words()
-
-
-@settings(max_examples=500, deadline=None)
-@given(
-    st.lists(
-        st.one_of(*(st.sampled_from(words) for words in _WORDS.values())),
-        max_size=6,
+@needs_uv
+def test_a_command_line_names_its_command_after_the_shared_options(make_venv: MakeVenv) -> None:
+    """`safe-uninstall [OPTIONS] PACKAGE...` is a removal; an option every command shares may
+    come before a command's name (`safe-uninstall -p .venv audit`) and is that command's."""
+    venv = make_venv()
+    listed = venv.tool("--json", "snapshots")  # tool() puts --python first
+    assert listed.returncode == 0, listed.stderr
+    assert listed.json()["snapshots"] == []
+    # uninstall's own option: the line is a removal, of a package named like a command too
+    for args in (["--dry-run", "--json", "snapshots"], ["uninstall", "--json", "snapshots"]):
+        removal = venv.tool(*args)
+        assert removal.returncode == 0, removal.stderr
+        assert removal.json()["command"] == "uninstall"
+        assert removal.json()["absent"] == ["snapshots"]
+    # only shared options: a removal that names nothing
+    empty = venv.tool("--json")
+    assert (empty.returncode, empty.json()["error"]) == (
+        1,
+        "no package names given (pass PACKAGE... or -r FILE)",
     )
-)
-@example(["-p", "x", "snapshots", "--json"])
-@example(["--state-dir", "snapshots", "rollback"])  # a value that is a command's name
-@example(["-r", "snapshots", "x"])  # uninstall's own option, whose value is a name
-@example(["--keep", "3", "prune"])  # prune's own option: not one uninstall knows
-@example(["--no-system", "--color", "never", "show"])
-@example(["--python=x", "snapshots"])
-@example(["--dry-run", "check", "x"])
-@example(["--cache-dir", "show", "show"])  # one of uv's options, hidden in uninstall
-@example(["-p", "x", "config"])  # config has no target options
-@example(["--", "snapshots"])
-def test_a_command_line_goes_where_it_went_when_every_command_was_built(args: list[str]) -> None:
-    """The commands are built on first use, and the options before a command's name are read
-    off that command where every command defines them alike: the same routing as before."""
-    assert cli._route(click.Context(cli), args) == _routed_as_before(args)
+    # an option the command does not take is refused, wherever it stands
+    for args in (["config"], ["--no-probe", "snapshots"]):
+        refused = venv.tool(*args)
+        assert refused.returncode == 2, refused.stdout
+        assert "No such option" in refused.stderr
 
 
 # -- errors and -q on every command ----------------------------------------------------------
@@ -259,7 +413,7 @@ def test_quiet_prints_only_the_outcome_on_every_command(make_venv: MakeVenv) -> 
     # 0001 holds the only copy of leftpad: deleted only when asked
     pruned = venv.tool("prune", "-q", "--keep", "1", "--dry-run", "--drop-only-copies")
     pruned = pruned.stdout.splitlines()
-    assert len(pruned) == 1 and pruned[0].startswith("would delete 1 snapshots")
+    assert len(pruned) == 1 and pruned[0].startswith("would delete 1 snapshot,")
     assert venv.tool("recover", "-q").stdout == "recover: nothing to recover\n"
     assert venv.tool("export", "-q", "-o", str(venv.root / "req.txt")).stdout == ""
 
@@ -283,7 +437,7 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     env = {**os.environ, "TERM": "xterm", "UV_OFFLINE": "1"}
     argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root)]
     proc = subprocess.Popen(
-        [*argv, "--probe-timeout", "60", "--probe", probe, "leftpad"],
+        [*argv, "-v", "--probe-timeout", "60", "--probe", probe, "leftpad"],
         stdin=subprocess.DEVNULL,
         stdout=follower,
         stderr=follower,
@@ -309,7 +463,7 @@ def test_the_baseline_is_said_while_it_runs(venv_with_requests: Venv, tmp_path: 
     assert positions == sorted(positions), text
     assert "probe after the removal: passed" in text
     # While the removal waits for the baseline, its line has a spinner and the time so far,
-    # and ends with the time it took.
+    # and (-v: the steps stay on screen) ends with the time it took.
     waiting = "baseline probe running: waiting for it to finish"
     assert re.search(re.escape(waiting) + r" [|/\\-] \d+\.\d s", text), text
     assert re.search(re.escape(waiting) + r" \(\d+\.\d s\)", text), text

@@ -15,7 +15,8 @@ from safeuninstall import config
 from safeuninstall import options as core_options
 from safeuninstall.base.errors import UsageError
 from safeuninstall.cli.commands import cli
-from safeuninstall.judgement.probe import DEFAULT_TIMEOUT, configured_probes
+from safeuninstall.judgement.probe import DEFAULT_TIMEOUT, ProbeSettings, probes_from
+from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, run_tool
 from tests.test_uninstall import corrupt_stash
 
@@ -46,6 +47,10 @@ class Places:
     def resolve(self, **cli: config.Value) -> config.Settings:
         typed = {name.replace("_", "-"): value for name, value in cli.items()}
         return config.resolve(self.cwd, self.environ, typed)
+
+    def probes(self, **cli: config.Value) -> ProbeSettings:
+        """The probes as a command settles them (cli.Common.probe_settings)."""
+        return probes_from(self.resolve(**cli), disabled=False, cwd=self.cwd)
 
 
 @pytest.fixture
@@ -97,18 +102,16 @@ def test_probe_and_probe_cmd_come_together_from_the_strongest_place(places: Plac
     assert settings.strings("probe-cmd") == ("other",)
 
 
-def test_core_configured_probes_reads_the_user_file(places: Places) -> None:
+def test_the_probes_of_a_command_read_the_user_file(places: Places) -> None:
     user = places.user_file('probe = "import json"\nprobe-timeout = 9\n')
-    probes = configured_probes(core_options.ProbeOptions(), places.cwd, places.environ)
+    probes = places.probes()
     assert [(p.code, p.origin) for p in probes.probes] == [("import json", str(user))]
     assert probes.timeout == 9.0
     places.project_file('probe-cmd = "true"\n')
-    probes = configured_probes(core_options.ProbeOptions(), places.cwd, places.environ)
+    probes = places.probes()
     assert [p.code for p in probes.probes] == ["true"]
     assert probes.timeout == 9.0  # the timeout is its own key: still the user's
-    typed = configured_probes(
-        core_options.ProbeOptions(probes=("import os",), timeout=1.0), places.cwd, places.environ
-    )
+    typed = places.probes(probe=("import os",), probe_timeout=1.0)
     assert [(p.code, p.origin) for p in typed.probes] == [("import os", "--probe")]
     assert typed.timeout == 1.0
 
@@ -119,9 +122,9 @@ def test_probes_are_what_the_config_command_shows(places: Places) -> None:
     places.user_file('probe = "import json"\n')
     places.project_file("probe = []\n")
     assert places.resolve().strings("probe") == ()
-    assert configured_probes(core_options.ProbeOptions(), places.cwd, places.environ).probes == ()
+    assert places.probes().probes == ()
     places.environ["SAFE_UNINSTALL_PROBE_CMD"] = "true"
-    (probe,) = configured_probes(core_options.ProbeOptions(), places.cwd, places.environ).probes
+    (probe,) = places.probes().probes
     assert probe.origin == places.resolve().by_key["probe-cmd"].origin == "SAFE_UNINSTALL_PROBE_CMD"
 
 
@@ -169,7 +172,7 @@ def test_a_bad_file_names_the_key_and_the_file(
     assert message in raised.value.message
     # The probe path reads the same files and fails the same way.
     with pytest.raises(UsageError, match="^" + str(path)):
-        configured_probes(core_options.ProbeOptions(), places.cwd, places.environ)
+        places.probes()
 
 
 @pytest.mark.parametrize(
@@ -289,7 +292,7 @@ def test_state_dir_and_lock_timeout_from_the_project_file(
 
     taken = venv.tool("snapshot", "--no-stash", cwd=places.cwd)
     assert taken.returncode == 0, taken.stderr
-    assert (state / "snapshots" / "0001" / "snapshot.toml").is_file()
+    assert Store(state).folder("0001").snapshot_file.is_file()
     assert not (venv.root / ".safe-uninstall").exists()
 
     with filelock.FileLock(str(state / "lock")):

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from safeuninstall.base.outcome import Outcome
@@ -20,6 +21,7 @@ from safeuninstall.cli.report import operation
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.judgement import derived, importables
+from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.probe import (
     Candidate,
     CandidateResult,
@@ -353,8 +355,8 @@ def test_the_derived_probe_of_a_namespace_stack(tmp_path: Path) -> None:
     }
     probes, notes = derived.derive(installed, ["google-cloud-storage"], ["google-api-core"])
     (probe,) = probes
-    assert probe.kind == "derived"
-    assert [(c.kind, c.target, c.attrs, c.why) for c in probe.candidates] == [
+    assert probe.kind is ProbeKind.DERIVED
+    assert [(c.kind.value, c.target, c.attrs, c.why) for c in probe.candidates] == [
         ("module", "google.cloud.storage", (), ""),
         ("entry-point", "google.cloud.storage.client", ("C",), "console_scripts: gcs"),
         ("module", "google.cloud.storage.client", (), "imports google.api_core"),
@@ -395,14 +397,14 @@ def test_torch_adds_its_check_and_of_its_own_modules_only_importers(tmp_path: Pa
         "user": make_dist(site, "user", {"user/__init__.py": "X = 1\n"}),
     }
     (probe,), notes = derived.derive(installed, ["torch", "user"])
-    assert [(c.kind, c.distribution) for c in probe.candidates] == [
+    assert [(c.kind.value, c.distribution) for c in probe.candidates] == [
         ("module", "user"),
         ("code", "torch"),
     ]
     assert probe.candidates[-1].target == derived.TORCH_PROBE
     assert "torch's CUDA initialisation" in notes[0]
     (with_sympy,), _ = derived.derive(installed, ["torch"], ["sympy"])
-    assert [(c.kind, c.target, c.why) for c in with_sympy.candidates] == [
+    assert [(c.kind.value, c.target, c.why) for c in with_sympy.candidates] == [
         ("code", derived.TORCH_PROBE, derived.TORCH_WHY),  # torch's import, first
         ("module", "torch.fx.shapes", "imports sympy"),
     ]
@@ -444,7 +446,7 @@ def _derivable_site(site: Path) -> dict[str, InstalledDistribution]:
 
 
 def _as_plan(*candidates: Candidate) -> tuple[Probe]:
-    return (Probe("derived", derived_code(candidates), "derived", candidates=candidates),)
+    return (Probe(ProbeKind.DERIVED, derived_code(candidates), "derived", candidates=candidates),)
 
 
 def test_what_the_derivation_gives_is_taken_as_derived(tmp_path: Path) -> None:
@@ -465,35 +467,53 @@ GCS = "google-cloud-storage"
 @pytest.mark.parametrize(
     "candidate",
     [
-        pytest.param(Candidate("module", "antigravity", GCS), id="stdlib-antigravity"),
-        pytest.param(Candidate("module", "this", "torch"), id="stdlib-this"),
-        pytest.param(Candidate("module", "torch", GCS), id="another-distributions-module"),
-        pytest.param(Candidate("module", "google.cloud.storage", "numpy"), id="not-installed"),
-        pytest.param(Candidate("module", "google.cloud.storage.__main__", GCS), id="main"),
-        pytest.param(Candidate("module", "google.cloud.storage.tests", GCS), id="tests"),
-        pytest.param(Candidate("module", "google.cloud.storage.blob", GCS), id="not-listed"),
-        pytest.param(Candidate("module", "google.cloud", GCS), id="a-folder-not-a-file"),
+        pytest.param(Candidate(CandidateKind.MODULE, "antigravity", GCS), id="stdlib-antigravity"),
+        pytest.param(Candidate(CandidateKind.MODULE, "this", "torch"), id="stdlib-this"),
         pytest.param(
-            Candidate("entry-point", "google.cloud.storage.client", GCS, attrs=("remove",)),
+            Candidate(CandidateKind.MODULE, "torch", GCS), id="another-distributions-module"
+        ),
+        pytest.param(
+            Candidate(CandidateKind.MODULE, "google.cloud.storage", "numpy"), id="not-installed"
+        ),
+        pytest.param(
+            Candidate(CandidateKind.MODULE, "google.cloud.storage.__main__", GCS), id="main"
+        ),
+        pytest.param(
+            Candidate(CandidateKind.MODULE, "google.cloud.storage.tests", GCS), id="tests"
+        ),
+        pytest.param(
+            Candidate(CandidateKind.MODULE, "google.cloud.storage.blob", GCS), id="not-listed"
+        ),
+        pytest.param(
+            Candidate(CandidateKind.MODULE, "google.cloud", GCS), id="a-folder-not-a-file"
+        ),
+        pytest.param(
+            Candidate(
+                CandidateKind.ENTRY_POINT, "google.cloud.storage.client", GCS, attrs=("remove",)
+            ),
             id="an-attribute-not-declared",
         ),
-        pytest.param(Candidate("entry-point", "os", GCS, attrs=("system",)), id="entry-os"),
-        pytest.param(Candidate("code", derived.TORCH_PROBE, GCS), id="torch-check-not-torch"),
-        pytest.param(Candidate("code", "import this", "torch"), id="code"),
+        pytest.param(
+            Candidate(CandidateKind.ENTRY_POINT, "os", GCS, attrs=("system",)), id="entry-os"
+        ),
+        pytest.param(
+            Candidate(CandidateKind.CODE, derived.TORCH_PROBE, GCS), id="torch-check-not-torch"
+        ),
+        pytest.param(Candidate(CandidateKind.CODE, "import this", "torch"), id="code"),
     ],
 )
 def test_a_plan_the_derivation_could_not_give_here_is_refused(
     tmp_path: Path, candidate: Candidate
 ) -> None:
     installed = _derivable_site(tmp_path / "site")
-    fine = Candidate("module", "google.cloud.storage", GCS)
+    fine = Candidate(CandidateKind.MODULE, "google.cloud.storage", GCS)
     assert derived.as_derived(_as_plan(fine), installed)
     assert not derived.as_derived(_as_plan(fine, candidate), installed)
 
 
 def test_torch_s_check_needs_torch_installed(tmp_path: Path) -> None:
     installed = _derivable_site(tmp_path / "site")
-    check = Candidate("code", derived.TORCH_PROBE, "torch", why=derived.TORCH_WHY)
+    check = Candidate(CandidateKind.CODE, derived.TORCH_PROBE, "torch", why=derived.TORCH_WHY)
     assert derived.as_derived(_as_plan(check), installed)
     del installed["torch"]
     assert not derived.as_derived(_as_plan(check), installed)
@@ -530,10 +550,10 @@ def test_listed_modules_reads_a_record_as_the_derivation_does(
 
 # -- the verdict --------------------------------------------------------------------------------
 
-A = Candidate("module", "a", "dist-a")
-B = Candidate("module", "b", "dist-b")
-C = Candidate("entry-point", "c", "dist-c", attrs=("main",), why="console_scripts: c")
-PROBE = Probe("derived", "...", "derived", candidates=(A, B, C))
+A = Candidate(CandidateKind.MODULE, "a", "dist-a")
+B = Candidate(CandidateKind.MODULE, "b", "dist-b")
+C = Candidate(CandidateKind.ENTRY_POINT, "c", "dist-c", attrs=("main",), why="console_scripts: c")
+PROBE = Probe(ProbeKind.DERIVED, "...", "derived", candidates=(A, B, C))
 
 
 def ran(*ends: tuple[Candidate, str], probe: Probe = PROBE) -> ProbeResult:
@@ -576,7 +596,7 @@ def test_a_baseline_that_ran_nothing_is_no_baseline() -> None:
 
 
 def test_configured_probes_keep_their_meaning() -> None:
-    probe = Probe("python", "import a", "--probe")
+    probe = Probe(ProbeKind.PYTHON, "import a", "--probe")
     failed = ProbeResult(probe, False, 1, False, 0.1, "boom")
     assert derived.as_baseline(failed) is failed
     assert derived.against(failed, failed) is failed
@@ -648,16 +668,16 @@ def test_each_candidate_is_tried_on_its_own_and_its_end_written(tmp_path: Path) 
         f"def main():\n    open({str(marker)!r}, 'w').close()\nclass App:\n    go = main\n"
     )
     candidates = (
-        Candidate("module", "json", "d"),
-        Candidate("module", "no_such_module_xyz", "d"),
-        Candidate("entry-point", "entrymod", "d", attrs=("main", "App.go")),
-        Candidate("entry-point", "os", "d", attrs=("no_such_attr",)),
-        Candidate("code", "raise SystemExit(3)", "d", why="exits"),
-        Candidate("module", "email.mime.text", "d"),
-        Candidate("code", "import os\nos._exit(9)", "d", why="dies"),
-        Candidate("module", "json", "e"),
+        Candidate(CandidateKind.MODULE, "json", "d"),
+        Candidate(CandidateKind.MODULE, "no_such_module_xyz", "d"),
+        Candidate(CandidateKind.ENTRY_POINT, "entrymod", "d", attrs=("main", "App.go")),
+        Candidate(CandidateKind.ENTRY_POINT, "os", "d", attrs=("no_such_attr",)),
+        Candidate(CandidateKind.CODE, "raise SystemExit(3)", "d", why="exits"),
+        Candidate(CandidateKind.MODULE, "email.mime.text", "d"),
+        Candidate(CandidateKind.CODE, "import os\nos._exit(9)", "d", why="dies"),
+        Candidate(CandidateKind.MODULE, "json", "e"),
     )
-    probe = Probe("derived", "...", "derived", candidates=candidates)
+    probe = Probe(ProbeKind.DERIVED, "...", "derived", candidates=candidates)
     env = {**os.environ, "PYTHONPATH": str(module.parent)}
     result = run_probe(probe, this_interpreter(), settings=RunSettings(timeout=60.0, env=env))
     assert [c.status for c in result.candidates] == [
@@ -681,10 +701,10 @@ def test_each_candidate_is_tried_on_its_own_and_its_end_written(tmp_path: Path) 
 
 def test_a_candidate_that_hangs_is_the_one_unfinished(tmp_path: Path) -> None:
     candidates = (
-        Candidate("module", "json", "d"),
-        Candidate("code", "import time\ntime.sleep(60)", "d", why="hangs"),
+        Candidate(CandidateKind.MODULE, "json", "d"),
+        Candidate(CandidateKind.CODE, "import time\ntime.sleep(60)", "d", why="hangs"),
     )
-    probe = Probe("derived", "...", "derived", candidates=candidates)
+    probe = Probe(ProbeKind.DERIVED, "...", "derived", candidates=candidates)
     result = run_probe(
         probe, this_interpreter(), settings=RunSettings(timeout=2.0, env=dict(os.environ))
     )
@@ -725,7 +745,7 @@ def test_a_huge_results_file_is_not_read(tmp_path: Path) -> None:
 
 
 def test_a_multi_line_probe_is_a_block_and_its_result_a_line_of_its_own() -> None:
-    probe = Probe("python", "import a\nimport b", "--probe")
+    probe = Probe(ProbeKind.PYTHON, "import a\nimport b", "--probe")
     result = Result(
         command="probe",
         outcome=Outcome.PASSED,
@@ -922,7 +942,12 @@ def test_a_thread_left_running_by_an_import_does_not_hold_the_probe(tmp_path: Pa
         "import threading, time\n"
         "threading.Thread(target=time.sleep, args=(60,)).start()  # not a daemon\n"
     )
-    probe = Probe("derived", "...", "derived", candidates=(Candidate("module", "spinner", "d"),))
+    probe = Probe(
+        ProbeKind.DERIVED,
+        "...",
+        "derived",
+        candidates=(Candidate(CandidateKind.MODULE, "spinner", "d"),),
+    )
     env = {**os.environ, "PYTHONPATH": str(module.parent)}
     result = run_probe(probe, this_interpreter(), settings=RunSettings(timeout=20.0, env=env))
     assert result.passed, result.output
@@ -937,10 +962,12 @@ def test_a_decisive_failure_ends_the_run_and_the_rest_are_skipped(tmp_path: Path
     module = tmp_path / "mods" / "sideeffect.py"
     module.parent.mkdir()
     module.write_text(f"open({str(marker)!r}, 'a').write('x')\n")
-    dropped = Candidate("module", "no_such_module_before", "d")  # failed before: not decisive
-    decisive = Candidate("module", "no_such_module_after", "d")
-    later = Candidate("module", "sideeffect", "e")
-    probe = Probe("derived", "...", "derived", candidates=(dropped, decisive, later))
+    dropped = Candidate(
+        CandidateKind.MODULE, "no_such_module_before", "d"
+    )  # failed before: not decisive
+    decisive = Candidate(CandidateKind.MODULE, "no_such_module_after", "d")
+    later = Candidate(CandidateKind.MODULE, "sideeffect", "e")
+    probe = Probe(ProbeKind.DERIVED, "...", "derived", candidates=(dropped, decisive, later))
     env = {**os.environ, "PYTHONPATH": str(module.parent)}
     how = RunSettings(timeout=60.0, env=env)
     to_the_end = run_probe(probe, this_interpreter(), settings=how)
@@ -970,9 +997,9 @@ def test_a_skipped_candidate_is_no_regression_and_is_counted_as_not_tried() -> N
     assert [c.candidate for c in after.regressed] == [A]
     assert [c.candidate for c in after.skipped] == [B, C]
     assert after.summary() == (
-        "FAILED in 1.00 s; 0 of 2 candidates pass, 1 fail, 2 not tried (the verdict was known "
+        "FAILED in 1.00 s; 0 of 2 candidates pass, 1 fail, 1 not tried (the verdict was known "
         "at the first failure); 1 not judged (they did not pass before the change)"
-    )
+    )  # each of the three once: C, dropped, is not counted as not tried too
 
 
 def test_what_a_candidate_requires_is_tried_before_it(tmp_path: Path) -> None:
@@ -986,7 +1013,7 @@ def test_what_a_candidate_requires_is_tried_before_it(tmp_path: Path) -> None:
         "alone": make_dist(site, "alone", {"alone/__init__.py": "X = 1\n"}),
     }
     (probe,), _ = derived.derive(installed, ["accel", "alone", "torch", "vision"])
-    assert [(c.kind, c.distribution) for c in probe.candidates] == [
+    assert [(c.kind.value, c.distribution) for c in probe.candidates] == [
         ("module", "alone"),  # requires none of them: first, as named
         ("code", "torch"),
         ("module", "accel"),
@@ -1053,3 +1080,32 @@ def test_a_failing_removal_stops_trying_candidates_once_one_fails(
     assert isinstance(probes, dict)
     assert [c["status"] for c in probes["after"][0]["candidates"]] == ["failed", "failed"]
     assert marker.read_text() == "xx"
+
+
+@pytest.mark.parametrize(
+    "planned",
+    [
+        pytest.param({"kind": "shell", "code": "touch RAN", "origin": "derived"}, id="probe"),
+        pytest.param(
+            {
+                "kind": "derived",
+                "code": "...",
+                "origin": "derived",
+                "candidates": [{"kind": "shell", "target": "touch RAN", "distribution": "d"}],
+            },
+            id="candidate",
+        ),
+    ],
+)
+def test_a_kind_this_tool_does_not_know_is_refused_naming_it_never_run(
+    tmp_path: Path, planned: dict[str, object]
+) -> None:
+    """A probe read back from the state folder (derived-plans.json) is decoded into its kinds:
+    one this tool does not know is an error that names it, and nothing of it runs (an unknown
+    probe kind ran as a command line)."""
+    ran = tmp_path / "RAN"
+    text = json.dumps(planned).replace("touch RAN", f"touch {ran}")
+    with pytest.raises(msgspec.ValidationError, match="Invalid enum value 'shell'"):
+        probe = msgspec.json.decode(text, type=Probe)
+        run_probe(probe, this_interpreter(), settings=RunSettings(timeout=20.0, env={}))
+    assert not ran.exists()

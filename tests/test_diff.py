@@ -177,10 +177,10 @@ def test_diff_changes_nothing_and_an_unknown_snapshot_is_an_error(make_venv: Mak
     assert venv.tool("diff").returncode == 1  # no snapshot yet
     venv.tool("snapshot")
     before = venv.file_hashes()
-    state = sorted(p.name for p in (venv.root / ".safe-uninstall").rglob("*"))
+    state = sorted(p.name for p in venv.state.root.rglob("*"))
     assert venv.tool("diff").returncode == 0
     done = venv.tool("diff", "99", "--json")
     assert done.returncode == 1
     assert "no snapshot '99'" in done.json()["error"]  # type: ignore[operator]
     assert venv.file_hashes() == before
-    assert sorted(p.name for p in (venv.root / ".safe-uninstall").rglob("*")) == state
+    assert sorted(p.name for p in venv.state.root.rglob("*")) == state

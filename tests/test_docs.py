@@ -61,6 +61,16 @@ def test_every_exit_code_has_a_meaning_and_the_reference_shows_the_same_table() 
         assert f"| {code} | {meaning} |" in page
 
 
+def test_exit_0_does_not_claim_a_probe_that_never_ran() -> None:
+    """The README's own example ends `--no-probe ... exit 0`: exit 0 says a probe passed only
+    where one ran."""
+    meaning = errors.EXIT_CODES[errors.EXIT_OK]
+    assert "every probe passed" not in meaning
+    assert "--no-probe" in meaning
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "--no-probe urllib3   # removed without a check, exit 0" in readme
+
+
 def test_readme_links_lead_to_files_that_exist() -> None:
     """mkdocs checks the links of the site; README.md is not part of it."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

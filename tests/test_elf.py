@@ -1185,6 +1185,23 @@ def test_elf_cache_invalidates_on_mtime_and_size(built: Built, tmp_path: Path) -
     assert info is not None and info.runpath == ("$ORIGIN/../foo/lib", "$ORIGIN/../bar")
 
 
+def test_elf_cache_reads_again_a_file_written_in_place_with_its_mtime_set_back(
+    built: Built, tmp_path: Path
+) -> None:
+    lib = tmp_path / "libfoo.so.1"
+    shutil.copy(built.libfoo, lib)
+    reader = CountingReader()
+    cache = ElfCache(reader)
+    cache.get(str(lib))
+    before = lib.stat()
+    with open(lib, "r+b") as stream:  # the same inode and size, another byte
+        stream.seek(before.st_size - 1)
+        stream.write(b"\x01")
+    os.utime(lib, ns=(before.st_atime_ns, before.st_mtime_ns))
+    cache.get(str(lib))
+    assert len(reader.calls) == 2
+
+
 def test_elf_cache_accepts_a_stat_result(built: Built) -> None:
     reader = CountingReader()
     cache = ElfCache(reader)
@@ -1288,11 +1305,16 @@ def test_elf_cache_file_layout(built: Built, tmp_path: Path) -> None:
         info.python_extension,
     ]
     entries = {
-        str(lib): [lib.stat().st_size, lib.stat().st_mtime_ns, fields],
-        str(script): [script.stat().st_size, script.stat().st_mtime_ns, None],
+        str(lib): [lib.stat().st_size, lib.stat().st_mtime_ns, lib.stat().st_ctime_ns, fields],
+        str(script): [
+            script.stat().st_size,
+            script.stat().st_mtime_ns,
+            script.stat().st_ctime_ns,
+            None,
+        ],
     }
     written = json.dumps(
-        {"format": "safeuninstall-elf-cache", "version": 2, "entries": entries},
+        {"format": "safeuninstall-elf-cache", "version": 3, "entries": entries},
         separators=(",", ":"),
     )
     cache_file = tmp_path / "elf.json"
@@ -1324,7 +1346,8 @@ def test_elf_cache_keeps_names_that_are_not_utf8(built: Built, tmp_path: Path) -
 def test_elf_cache_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(elf, "_MAX_CACHE_BYTES", 1 << 20)
     cache_file = tmp_path / "elf.json"
-    valid = {"format": "safeuninstall-elf-cache", "version": 2, "entries": {"/x.so": [1, 2, None]}}
+    entries = {"/x.so": [1, 2, 3, None]}
+    valid = {"format": "safeuninstall-elf-cache", "version": 3, "entries": entries}
     cache_file.write_text(json.dumps(valid) + " " * (1 << 20))  # still valid JSON, too long
     cache = ElfCache()
     cache.load(cache_file)

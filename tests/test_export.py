@@ -208,9 +208,10 @@ def test_pylock_round_trip_and_refusal(make_venv: MakeVenv, tmp_path: Path) -> N
 
     # An index package makes a lock file impossible: an error naming it, and nothing written
     # (the lock file of the first export is left as it was).
+    written = lock.read_text()
     venv.install("leftpad")
     assert venv.tool("snapshot", "--no-stash").returncode == 0
-    refused = venv.tool("export", "--format", "pylock", "-o", str(lock))
+    refused = venv.tool("export", "latest", "--format", "pylock", "-o", str(lock))
     assert refused.returncode == 1
     assert refused.stderr.startswith(
         "safe-uninstall: error: no pylock.toml can be written for snapshot 0002: 1 distribution "
@@ -218,27 +219,66 @@ def test_pylock_round_trip_and_refusal(make_venv: MakeVenv, tmp_path: Path) -> N
         "written. `--format requirements`"
     )
     assert not list(tmp_path.glob("pylock*.txt"))
-    assert tomllib.loads(lock.read_text())["tool"]["safe-uninstall"]["snapshot"] == "0001"
+    assert lock.read_text() == written
 
 
 @needs_uv
 def test_export_to_stdout_by_path_and_as_json(make_venv: MakeVenv) -> None:
     venv = make_venv("leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0
-    folder = venv.root / ".safe-uninstall" / "snapshots" / "0001"
+    folder = venv.snapshot("0001")
 
     by_id = venv.tool("export", "1")
     assert body(by_id.stdout) == ["leftpad==1.0"]
-    by_path = venv.tool("export", str(folder / "snapshot.toml"))
+    by_path = venv.tool("export", str(folder.snapshot_file))
     assert by_path.stdout == by_id.stdout
-    as_json = venv.tool("export", str(folder), "--json").json()
+    as_json = venv.tool("export", str(folder.path), "--json").json()
     assert as_json["snapshot"] == "0001" and as_json["text"] == by_id.stdout
     missing = venv.tool("export", "9")
     assert missing.returncode == 1 and "no snapshot '9'" in missing.stderr
 
 
-def test_cli_knows_every_export_format() -> None:
-    from safeuninstall.cli import commands as cli
-    from safeuninstall.operations import export
+@needs_uv
+def test_export_without_an_id_is_what_is_installed(make_venv: MakeVenv) -> None:
+    """After a rollback the newest snapshot is the state before it: without an id, export
+    writes what is installed now."""
+    venv = make_venv("leftpad", "toolpkg")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001: with leftpad
+    assert venv.tool("--no-probe", "rollback").returncode == 0  # 0002: before it, without
 
-    assert cli.EXPORT_FORMATS == export.FORMATS
+    now = venv.tool("export")
+    newest = venv.tool("export", "latest")
+
+    assert now.returncode == 0, now.stderr
+    assert body(now.stdout) == ["leftpad==1.0", "toolpkg==1.0"]
+    assert body(newest.stdout) == ["toolpkg==1.0"]
+    assert "the distributions installed in" in now.stdout
+    assert venv.tool("export", "--json").json()["snapshot"] is None
+
+
+@pytest.mark.parametrize("name", ["x.toml", "pylock.a.b.toml", "lock.toml", "pylock.txt"])
+def test_a_lock_file_named_as_uv_pip_sync_refuses_is_not_written(
+    make_venv: MakeVenv, tmp_path: Path, name: str
+) -> None:
+    venv = make_venv()
+    folder = source_tree(tmp_path / "dir", "dirpkg", "0.2")
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(folder))
+
+    run = venv.tool("export", "--format", "pylock", "-o", str(tmp_path / name))
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "pylock.toml or pylock.NAME.toml (PEP 751)" in run.stderr
+    assert not (tmp_path / name).exists()
+    good = venv.tool("export", "--format", "pylock", "-o", str(tmp_path / "pylock.dev.toml"))
+    assert good.returncode == 0, good.stderr
+
+
+def test_a_snapshot_not_found_says_the_list_is_the_newest_five(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    for _ in range(6):
+        assert venv.tool("snapshot", "--no-stash").returncode == 0
+
+    missing = venv.tool("export", "9")
+
+    assert missing.returncode == 1
+    assert "(have: the newest 5 of 6: 0002, 0003, 0004, 0005, 0006;" in missing.stderr

@@ -66,7 +66,8 @@ def test_kill_during_uninstall_then_recover(make_venv: MakeVenv, step: str) -> N
         assert "urllib3" not in venv.installed()  # killed with the package removed
     refused = venv.tool("--no-probe", "leftpad")
     assert refused.returncode == 1
-    assert "did not finish" in refused.stderr and "safe-uninstall recover" in refused.stderr
+    assert "did not finish" in refused.stderr
+    assert f"safe-uninstall --python {venv.python} recover" in refused.stderr
     assert "leftpad" in venv.installed()
     assert_recovered(venv, hashes, installed)
     # The environment is usable again: the next operation is not refused.
@@ -101,7 +102,7 @@ def test_kill_between_two_files_of_the_stash_then_recover(make_venv: MakeVenv) -
 
     assert killed.returncode == -9
     assert journal(venv).exists()
-    stash = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash" / "multipkg-1.0"
+    stash = venv.snapshot("0001").package_stash("multipkg", "1.0")
     assert len([p for p in stash.rglob("*") if p.is_file()]) == 3  # killed half way
     assert venv.installed() == installed
     assert_recovered(venv, hashes, installed)
@@ -122,6 +123,56 @@ def test_kill_between_two_files_of_a_restore_then_recover(make_venv: MakeVenv) -
     assert len(multipkg_files(venv)) == 5  # five files back, the rest not yet
     assert "multipkg" not in venv.installed()  # METADATA comes back last
     assert_recovered(venv, hashes, installed)
+
+
+def test_recover_deletes_the_temp_files_a_killed_restore_left_and_only_those(
+    make_venv: MakeVenv,
+) -> None:
+    """A restore makes each file under a temp name beside its place, then renames it; the
+    journal is written the same way. Killed between the two (planted here: a rollback's
+    restore killed after its fifth file, the next file's temp made, and a journal write cut
+    short), both stay; recover, which returns to the state without that distribution, deletes
+    them and the folder made for them, and nothing of the user's that merely looks like one."""
+    venv = make_venv("requests", "multipkg")
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    venv.install("toolpkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+    assert killed.returncode == -9
+    stash = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash" / "multipkg-1.0"
+    site = venv.site_packages.relative_to(venv.root)
+    missing = [
+        kept
+        for kept in sorted((stash / site / "multipkg").rglob("*.py"))
+        if not (venv.root / kept.relative_to(stash)).parent.exists()
+    ]
+    place = venv.root / missing[0].relative_to(stash)  # in a folder the restore had not made
+    place.parent.mkdir()
+    restore_tmp = place.with_name(f".{place.name}.safe-uninstall-tmp")
+    os.link(missing[0], restore_tmp)
+    journal_tmp = venv.root / f".{journal(venv).name}.k2_x9q0a.tmp"  # tempfile.mkstemp's
+    journal_tmp.write_bytes(journal(venv).read_bytes())
+    users = [
+        venv.root / f".{journal(venv).name}.mine.tmp",  # not mkstemp's eight letters
+        venv.root / f".{journal(venv).name}.K2X9Q0AB.tmp",  # nor its alphabet
+        venv.site_packages / f"{place.name}.safe-uninstall-tmp",  # no leading dot
+        venv.site_packages / ".unrelated.py.safe-uninstall-tmp",  # no file of a restore
+    ]
+    for path in users:
+        path.write_text("the user's\n")
+
+    recovered = venv.tool("recover", "--no-probe")
+
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert not journal_tmp.exists()
+    assert not restore_tmp.exists() and not (venv.site_packages / "multipkg").exists()
+    assert all(path.read_text() == "the user's\n" for path in users)
+    for path in users:
+        path.unlink()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    said = f"left: {journal_tmp.name}, {restore_tmp.relative_to(venv.root)}"
+    assert said in recovered.stdout
 
 
 def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) -> None:
@@ -147,18 +198,49 @@ def test_kill_between_two_files_of_a_rollback_then_recover(make_venv: MakeVenv) 
     assert multipkg_files(venv) == whole
 
 
+def environment_folders(venv: Venv) -> list[str]:
+    """Every folder of the environment, but the tool's state folder."""
+    return sorted(
+        str(p.relative_to(venv.root))
+        for p in venv.root.rglob("*")
+        if p.is_dir() and p.relative_to(venv.root).parts[0] != ".safe-uninstall"
+    )
+
+
+def test_recover_keeps_the_site_folder_a_half_rollback_leaves_empty(make_venv: MakeVenv) -> None:
+    """The files a rollback killed half way linked back are taken back, and the folders it
+    made for them: up to the site folder, which stays though empty, as do the folders above it
+    and the scheme's other roots."""
+    venv = make_venv("multipkg")
+    for own in venv.site_packages.glob("_virtualenv*"):  # uv's own: removing multipkg
+        own.unlink()  # then empties site-packages
+    site = venv.site_packages
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    assert sorted(p.name for p in site.iterdir()) == []
+    folders = environment_folders(venv)
+
+    killed = venv.tool("rollback", "1", "--no-probe", SAFE_UNINSTALL_FAULT="restore-file:5:KILL")
+
+    assert killed.returncode == -9
+    assert len(multipkg_files(venv)) == 5
+    recovered = venv.tool("recover", "--no-probe")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert site.is_dir() and list(site.iterdir()) == []
+    assert environment_folders(venv) == folders
+    assert venv.run_python("import sys").returncode == 0
+
+
 def test_only_unowned_links_of_a_stash_copy_are_taken_back(make_venv: MakeVenv) -> None:
     """What recover deletes after an interrupted rollback: a file that is the inode of a stash
     copy of a distribution that is not installed, and that no installed distribution lists.
     A file another distribution lists (a shared path) stays, as does one that is another inode."""
     from safeuninstall.environment.interpreter import query_interpreter
-    from safeuninstall.state.store import Store
     from safeuninstall.transaction.restore import remove_half_restored
 
     venv = make_venv("sharedlib-cu13", "leftpad")
     site = venv.site_packages.relative_to(venv.root)
-    store = Store(venv.root / ".safe-uninstall")
-    stash = store.folder("0001") / "stash" / "sharedlib-cu12-1.0" / site
+    store = venv.state
+    stash = store.folder("0001").package_stash("sharedlib-cu12", "1.0") / site
     (stash / "sharedlib").mkdir(parents=True)
     # sharedlib-cu12's files as a restore cut short leaves them: linked back from its stash
     shared = venv.site_packages / "sharedlib" / "__init__.py"  # sharedlib-cu13 lists it too
@@ -291,9 +373,8 @@ def test_eight_concurrent_operations_are_serialised(make_venv: MakeVenv, tmp_pat
     assert [code for _, _, code in results] == [0] * 8, results
     assert set(venv.installed()) == {"leftpad"}
     # Serialised: snapshot k saw exactly the packages the k-1 earlier operations left.
-    from safeuninstall.state.store import Store
 
-    store = Store(venv.root / ".safe-uninstall")
+    store = venv.state
     snapshots = [store.load(snapshot_id) for snapshot_id in store.ids()]
     assert [s.id for s in snapshots] == [f"{i:04d}" for i in range(1, 9)]
     for k, snap in enumerate(snapshots):
@@ -381,7 +462,7 @@ def test_ctrl_c_during_the_baseline_kills_its_probe(
     proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
     # The snapshot is saved right before the command waits for the baseline; the probe runs.
-    saved = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    saved = venv.snapshot("0001").snapshot_file
     wait_for(saved)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -489,7 +570,8 @@ def test_kill_during_a_guarded_upgrade_then_recover(make_venv: MakeVenv, step: s
         assert venv.installed()["urllib3"] == "2.3.0"  # killed with the upgrade in place
     refused = venv.tool("--no-probe", "requests")
     assert refused.returncode == 1
-    assert "did not finish" in refused.stderr and "safe-uninstall recover" in refused.stderr
+    assert "did not finish" in refused.stderr
+    assert f"safe-uninstall --python {venv.python} recover" in refused.stderr
     assert_recovered(venv, hashes, installed)
 
 

@@ -18,14 +18,15 @@ from typing import Any
 
 import pytest
 
-from safeuninstall import options
+from safeuninstall import config, options
+from safeuninstall.base.outcome import Outcome
 from safeuninstall.judgement import probe
-from safeuninstall.judgement.probe import configured_probes
+from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
+from safeuninstall.judgement.probe import probes_from
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall import uninstall
 from safeuninstall.session import baseline
 from safeuninstall.session.context import Context, open_context
-from safeuninstall.state.store import Store
 from tests.conftest import MakeVenv, Venv, running, tagged_processes, wait_for
 
 
@@ -33,10 +34,11 @@ class _Command:
     """One command's context, opened once and handed to the head start and the operation,
     as the CLI does."""
 
-    def __init__(self, target: options.TargetOptions, probes: options.ProbeOptions) -> None:
+    def __init__(self, target: options.TargetOptions, probes: tuple[str, ...]) -> None:
         self.target = target
         self.ctx: Context = open_context(target)
-        self.probes = configured_probes(probes, target.cwd, target.environ)
+        settings = config.resolve(target.cwd, target.environ, {"probe": probes})
+        self.probes = probes_from(settings, disabled=False, cwd=target.cwd)  # as --probe
 
     def head_start(self, wanted: options.UninstallOptions) -> baseline.HeadStart | None:
         return baseline.head_start(self.ctx, self.probes, wanted)
@@ -47,16 +49,16 @@ class _Command:
         return uninstall(self.ctx, self.probes, wanted, early)
 
 
-def _call(venv: Venv, tmp_path: Path) -> tuple[_Command, options.ProbeOptions, Path]:
+def _call(venv: Venv, tmp_path: Path) -> tuple[_Command, tuple[str, ...], Path]:
     runs = tmp_path / "probe-runs.txt"
     environ = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     target = options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ=environ)
     probe = f"open({str(runs)!r}, 'a').write('x'); import requests"
-    probes = options.ProbeOptions(probes=(probe,))
+    probes = (probe,)
     return _Command(target, probes), probes, runs
 
 
-def _started(target: _Command, probes: options.ProbeOptions) -> baseline.HeadStart:
+def _started(target: _Command, probes: tuple[str, ...]) -> baseline.HeadStart:
     early = target.head_start(options.UninstallOptions(names=("leftpad",)))
     assert early is not None
     assert early.baseline.running is not None  # no cached pass yet: the probe runs
@@ -70,7 +72,7 @@ def _lock_held(venv: Venv, *, seconds: float) -> Iterator[None]:
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with Store(venv.root / ".safe-uninstall").locked(5.0):
+        with venv.state.locked(5.0):
             held.set()
             release.wait(10)
 
@@ -92,7 +94,7 @@ def _lock_held_until(venv: Venv, done: Callable[[], bool]) -> Iterator[list[str]
     held, released = threading.Event(), []
 
     def hold() -> None:
-        with Store(venv.root / ".safe-uninstall").locked(5.0):
+        with venv.state.locked(5.0):
             held.set()
             deadline = time.monotonic() + 30
             while not done():
@@ -116,7 +118,7 @@ def test_a_valid_head_start_is_taken_over(make_venv: MakeVenv, tmp_path: Path) -
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
     result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome == "removed"
+    assert result.outcome is Outcome.REMOVED
     assert runs.read_text() == "xx"  # the head start's baseline and the probe after: no third
     assert [r.cached for r in result.probes.baseline] == [False]
 
@@ -129,7 +131,7 @@ def test_a_head_start_in_a_changed_environment_is_thrown_away(
     early = _started(target, probes)
     venv.uv("pip", "uninstall", "--python", str(venv.python), "toolpkg")  # in between
     result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome == "removed"
+    assert result.outcome is Outcome.REMOVED
     assert runs.read_text() == "xxx"  # the baseline ran again in the environment it judges
 
 
@@ -142,7 +144,7 @@ def test_a_head_start_is_thrown_away_when_the_lock_was_busy(
     early = _started(target, probes)
     with _lock_held(venv, seconds=0.3):
         result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome == "removed"
+    assert result.outcome is Outcome.REMOVED
     assert runs.read_text() == "xxx"
 
 
@@ -166,7 +168,7 @@ def test_a_head_start_is_thrown_away_after_another_operation_came_and_went(
     early = _started(target, probes)
     assert venv.tool("snapshot").returncode == 0
     result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome == "removed"
+    assert result.outcome is Outcome.REMOVED
     assert runs.read_text() == "xxx"
 
 
@@ -194,7 +196,7 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
         "    time.sleep(600)\n"
         "import requests\n"
     )
-    probes = options.ProbeOptions(probes=(probe,))
+    probes = (probe,)
     wanted = options.UninstallOptions(names=("leftpad",))
     slow.touch()
     command = _Command(target.target, probes)
@@ -205,7 +207,7 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     slow.unlink()  # the probes the removal runs itself are quick
     with _lock_held_until(venv, lambda: not running(pid)) as released:
         result = command.uninstall(wanted, early)
-    assert result.outcome == "removed"
+    assert result.outcome is Outcome.REMOVED
     assert released == ["probe gone"], (
         "the head start's probe ran on while another operation held on"
     )
@@ -261,7 +263,7 @@ def _plan(venv: Venv, tmp_path: Path, *candidates: probe.Candidate) -> None:
     """A plan for ``--allow-unmet basepkg`` in the venv as it is, written as the tool would."""
     ctx = open_context(options.TargetOptions(python=str(venv.root), cwd=tmp_path, environ={}))
     derived = probe.Probe(
-        kind="derived",
+        kind=ProbeKind.DERIVED,
         code=probe.derived_code(candidates),
         origin="derived",
         candidates=candidates,
@@ -305,8 +307,8 @@ def test_a_plan_the_derivation_could_not_have_made_is_never_run(
     _plan(
         venv,
         tmp_path,
-        probe.Candidate("code", f"open({str(ran)!r}, 'w')", "firstuser"),
-        probe.Candidate("module", "seconduser", "seconduser"),
+        probe.Candidate(CandidateKind.CODE, f"open({str(ran)!r}, 'w')", "firstuser"),
+        probe.Candidate(CandidateKind.MODULE, "seconduser", "seconduser"),
     )
     written = _plans(venv)
     assert len(written) == 1
@@ -333,7 +335,7 @@ def test_a_plan_naming_a_module_the_derivation_never_names_is_never_run(
     (venv.site_packages / "seconduser" / "__main__.py").write_text(
         f"open({str(ran)!r}, 'w').close()\n"
     )
-    _plan(venv, tmp_path, probe.Candidate("module", module, "seconduser"))
+    _plan(venv, tmp_path, probe.Candidate(CandidateKind.MODULE, module, "seconduser"))
     written = _plans(venv)
     run = venv.tool("--json", "--allow-unmet", "basepkg")
     assert run.returncode == 3, run.stdout + run.stderr
@@ -357,8 +359,8 @@ def test_a_plan_naming_a_module_no_installed_distribution_lists_is_never_run(
     _plan(
         venv,
         tmp_path,
-        probe.Candidate("module", "antigravity", "seconduser"),
-        probe.Candidate("module", "this", "firstuser"),
+        probe.Candidate(CandidateKind.MODULE, "antigravity", "seconduser"),
+        probe.Candidate(CandidateKind.MODULE, "this", "firstuser"),
     )
     written = _plans(venv)
     run = venv.tool("--json", "--allow-unmet", "basepkg", BROWSER=f"{browser} %s")
@@ -375,7 +377,7 @@ def test_a_plan_that_is_not_the_derived_probe_is_thrown_away(
     """A plausible plan that the derivation no longer gives (another version of a user, say):
     begun, then cancelled; the baseline that judges is the derived probe's."""
     venv, _ = _derived_venv(make_venv, tmp_path)
-    _plan(venv, tmp_path, probe.Candidate("module", "seconduser", "seconduser"))
+    _plan(venv, tmp_path, probe.Candidate(CandidateKind.MODULE, "seconduser", "seconduser"))
     run = venv.tool("--json", "--allow-unmet", "basepkg")
     assert run.returncode == 3, run.stdout + run.stderr
     data = run.json()

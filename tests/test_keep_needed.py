@@ -232,7 +232,7 @@ def test_the_history_names_what_stayed_removed_and_rollback_restores_all(
     assert isinstance(listed, list)
     assert listed[0]["removed"] == ["leftpad", "multipkg"]
     # The note is read as untrusted: a name the snapshot did not set out to remove voids it.
-    note = venv.root / ".safe-uninstall" / "snapshots" / listed[0]["id"] / "removed"
+    note = venv.snapshot(listed[0]["id"]).removed_file
     kept_note = note.read_text()
     note.write_text("leftpad\nurllib3\n")
     listed = venv.tool("--json", "snapshots").json()["snapshots"]

@@ -87,7 +87,7 @@ def test_a_distribution_installed_twice_is_refused_before_any_change(
     no_traceback(run.stdout, run.stderr)
     assert inside(venv) == in_before
     assert outside(venv) == out_before
-    assert not list((venv.root / ".safe-uninstall" / "snapshots").glob("0*"))
+    assert not list(venv.state.snapshots_dir.glob("0*"))
 
 
 # -- 5: a RECORD path that a symlinked folder leads out of the environment ---------------------
@@ -155,7 +155,7 @@ def test_a_large_file_edited_through_its_stash_link_is_never_restored_as_the_ori
     _private_copy(stored)
     assert venv.tool("snapshot").returncode == 0  # 0001
     in_before, out_before = inside(venv), outside(venv)
-    kept = next((venv.root / ".safe-uninstall" / "snapshots" / "0001").rglob("blob.bin"))
+    kept = next(venv.snapshot("0001").path.rglob("blob.bin"))
     assert kept.stat().st_ino == stored.stat().st_ino  # the edit reaches the stash
     _edit_in_place(stored)
     assert venv.tool("--no-probe", "bulky").returncode == 0  # 0002 stashes the edited bytes

@@ -246,6 +246,67 @@ def test_two_legacy_editables_removed_together_give_easy_install_pth_back(
     assert second.imports()
 
 
+def test_easy_install_pth_written_in_place_during_a_run_comes_back_from_a_copy(
+    legacy: Callable[..., Legacy],
+) -> None:
+    """setuptools writes easy-install.pth in place (open and truncate, the same inode). A
+    guarded command does so, then removes the editable and fails: the stash's easy-install.pth
+    is a copy, not a link to that inode, so it still holds the line the removal took out."""
+    assert UV is not None
+    install = legacy("egg-link")
+    venv = install.venv
+    pth = venv.site_packages / "easy-install.pth"
+    before = install.state()
+    uninstall = [UV, "pip", "uninstall", "--python", str(venv.python), install.project.name]
+    body = (
+        "import subprocess, sys\n"
+        f"with open({str(pth)!r}, 'r+') as handle:\n"
+        "    text = handle.read()\n"
+        "    handle.seek(0)\n"
+        "    handle.truncate()\n"
+        "    handle.write(text + '/another/project\\n')\n"
+        f"subprocess.run({uninstall!r}, check=True)\n"
+        "sys.exit(1)\n"
+    )
+
+    run = install.tool("--json", "run", "--no-probe", "--", str(venv.python), "-c", body)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["outcome"] == "run-command-failed-restored"
+    assert install.imports()
+    after = install.state()
+    lines = pth.read_text().splitlines()
+    assert str(install.project.root) in lines and "/another/project" in lines
+    assert {k: v for k, v in after.items() if not k.endswith("easy-install.pth")} == {
+        k: v for k, v in before.items() if not k.endswith("easy-install.pth")
+    }
+
+
+def test_an_editable_line_removes_a_legacy_editable_as_pip_does(
+    legacy: Callable[..., Legacy], tmp_path: Path
+) -> None:
+    """``-e file:///PROJECT#egg=NAME`` in a requirements file, PROJECT the folder of a
+    ``setup.py develop`` install: uv skips it, the tool removes it as pip does (pip's
+    test_uninstall_from_reqs_file expects it), and rollback gives it back. A documented
+    difference (docs/usage.md)."""
+    install = legacy("egg-link")
+    venv = install.venv
+    requirements = tmp_path / "req.txt"
+    requirements.write_text(f"-e {install.project.root.as_uri()}#egg={install.project.name}\n")
+    before = install.state()
+
+    by_uv = venv.uv("pip", "uninstall", "--python", str(venv.python), "-r", str(requirements))
+    assert install.state() == before and install.imports(), by_uv.stderr
+    run = install.tool("--no-probe", "-r", str(requirements))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not install.imports()
+    back = install.tool("rollback", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert install.state() == before
+
+
 # -- refused as uv and pip refuse them, before anything changes ---------------------------------
 
 
@@ -505,7 +566,7 @@ def test_rollback_refuses_a_legacy_install_no_stash_holds(legacy: Callable[..., 
     install = legacy("egg-info")
     assert install.tool("snapshot", "--no-stash").returncode == 0
     assert install.tool("--no-probe", "legacy-pkg").returncode == 0
-    for folder in (install.venv.root / ".safe-uninstall" / "snapshots").iterdir():
+    for folder in install.venv.state.snapshots_dir.iterdir():
         if folder.name != "0001":
             shutil.rmtree(folder)
     after = install.state()

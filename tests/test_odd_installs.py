@@ -54,5 +54,5 @@ def test_a_dist_info_whose_name_is_a_path_is_not_a_distribution(
     run = venv.tool("--json", "--probe", "import requests", "leftpad")
     assert run.returncode == 0, run.stdout + run.stderr
     assert not outside.exists()
-    snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    snapshot = venv.snapshot("0001").snapshot_file
     assert "outside" not in snapshot.read_text()

@@ -659,6 +659,31 @@ def test_more_requirements_file_forms(pair: Pair) -> None:
     assert "'--index-url https://download.pytorch.org/whl/cu128' ignored" in replay.tool.stdout
 
 
+def test_more_requirements_file_of_comments_only(pair: Pair) -> None:
+    """A file that names no package: uv warns and uninstalls nothing, exit 0; so does the tool."""
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write("req.txt", "# what to remove goes here\n\n--index-url https://example.com\n")
+
+    replay = pair.replay(setup, "-r", "req.txt").same()
+    assert replay.tool.returncode == 0 and replay.uv.returncode == 0
+    assert "No packages to uninstall" in replay.uv.stderr
+    assert "-r req.txt: no package named; nothing to uninstall" in replay.tool.stdout
+
+
+def test_more_metadata_missing(pair: Pair) -> None:
+    """A dist-info folder without METADATA: uv removes it by the folder's name; the tool cannot
+    tell what it would keep, and refuses."""
+
+    def setup(side: Side) -> None:
+        side.install("simple.dist", "six")
+        (side.dist_info("simple.dist") / "METADATA").unlink()
+
+    replay = pair.replay(setup, "simple.dist").refused("has no METADATA")
+    assert "uv pip uninstall" in replay.tool.stderr
+
+
 @pytest.mark.parametrize("line", ["-f /nowhere", "--index-url=nowhere", "-f ./wheels"])
 def test_more_requirements_option_locations(pair: Pair, line: str) -> None:
     """uv refuses a file whose index or find-links location is neither a path nor a URL."""

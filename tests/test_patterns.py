@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.errors import EXIT_USAGE, InvalidInput, UsageError
-from safeuninstall.environment.requirements import collect, parse_argument
+from safeuninstall.environment.requirements import Wanted, collect
 from safeuninstall.judgement.plan import plan_removal
 from tests.conftest import MakeVenv, error_line, run_tool
 from tests.test_units import installed_dist
+
+
+def _argument(text: str, cwd: Path) -> Wanted:
+    """One package argument, read as the command line's are (collect)."""
+    (wanted,) = collect([text], [], cwd).wanted
+    return wanted
+
 
 NAMES = (
     "nvidia-cublas",
@@ -40,7 +47,7 @@ INSTALLED = {name: installed_dist(name) for name in NAMES}
     ],
 )
 def test_a_pattern_expands_over_canonical_names(text: str, matched: tuple[str, ...]) -> None:
-    wanted = parse_argument(text, Path("/work"))
+    wanted = _argument(text, Path("/work"))
     plan = plan_removal([wanted], INSTALLED)
     assert plan.remove == matched
     assert plan.expanded == ((text, matched),)
@@ -48,7 +55,7 @@ def test_a_pattern_expands_over_canonical_names(text: str, matched: tuple[str, .
 
 
 def test_brackets_alone_are_extras_not_a_pattern() -> None:
-    wanted = parse_argument("nvidia-nccl-cu1[3]", Path("/"))
+    wanted = _argument("nvidia-nccl-cu1[3]", Path("/"))
     assert (wanted.name, wanted.pattern) == ("nvidia-nccl-cu1", None)
 
 
@@ -58,7 +65,7 @@ def test_brackets_alone_are_extras_not_a_pattern() -> None:
 )
 def test_broken_brackets_are_a_usage_error(text: str, problem: str) -> None:
     with pytest.raises(UsageError, match=re.escape(problem)):
-        parse_argument(text, Path("/"))
+        _argument(text, Path("/"))
     # In a -r file it is a line that can't be used, as any other (exit 1).
     with pytest.raises(InvalidInput, match=re.escape(problem)) as err:
         _from_file(text)
@@ -84,12 +91,12 @@ def test_broken_brackets_on_the_command_line_exit_2() -> None:
 
 
 def test_a_pattern_never_matches_the_tool_or_uv_and_says_so() -> None:
-    plan = plan_removal([parse_argument("*", Path("/"))], INSTALLED)
+    plan = plan_removal([_argument("*", Path("/"))], INSTALLED)
     assert "safe-uninstall" not in plan.remove and "uv" not in plan.remove
     assert "'*' leaves out safe-uninstall (a pattern never matches it: name it to remove it)" in (
         plan.notes
     )
-    named = plan_removal([parse_argument("uv", Path("/"))], INSTALLED)
+    named = plan_removal([_argument("uv", Path("/"))], INSTALLED)
     assert named.remove == ("uv",)  # named, it is removed as asked
 
 
@@ -105,7 +112,7 @@ def test_a_pattern_that_matches_nothing_is_an_error(text: str, hint: str) -> Non
     with pytest.raises(
         InvalidInput, match=re.escape(f"the pattern '{text}' matches no installed")
     ) as err:
-        plan_removal([parse_argument(text, Path("/"))], INSTALLED)
+        plan_removal([_argument(text, Path("/"))], INSTALLED)
     assert hint in err.value.message
 
 
@@ -137,3 +144,25 @@ def test_the_expansion_is_listed_before_anything_happens(make_venv: MakeVenv) ->
     assert removed.returncode == 0, removed.stderr
     assert "pattern 'LeftPad*' matches: leftpad" in removed.stderr
     assert "leftpad" not in venv.installed()
+
+
+def test_a_pattern_in_a_requirements_file_that_matches_nothing_is_nothing_to_do(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The CI hygiene job: a cleanup file run on a node that never had the cu12 wheels, or a
+    second time after the cleanup, ends as a name that is not installed does: exit 0."""
+    venv = make_venv("nvfoo-cu13", "leftpad")
+    cleanup = tmp_path / "cleanup.txt"
+    cleanup.write_text("nvidia-*-cu12\nleftpad\n")
+
+    first = venv.tool("--no-probe", "-r", str(cleanup))
+    again = venv.tool("--no-probe", "-r", str(cleanup))
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "leftpad" not in venv.installed()
+    assert again.returncode == 0, again.stdout + again.stderr
+    said = f"{cleanup}:1: the pattern 'nvidia-*-cu12' matches nothing installed"
+    assert said in again.stdout + again.stderr
+    assert venv.installed() == {"nvfoo-cu13": "1.0"}
+    # On the command line a pattern stays strict.
+    assert venv.tool("--no-probe", "nvidia-*-cu12").returncode == 1

@@ -122,7 +122,7 @@ def test_an_install_during_the_baseline_stops_the_removal_before_it_removes(
     """Issue 12 #10, during the baseline: another process replaces leftpad 1.0 by 2.0 after the
     snapshot. The removal used to uninstall 2.0, which no stash held. Now it removes nothing."""
     venv = make_venv("requests", "leftpad")
-    snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    snapshot = venv.snapshot("0001").snapshot_file
     done = tmp_path / "installed-2.0"
     install = _install_leftpad_2(venv, _leftpad_2(tmp_path))
     probe = once_the_snapshot_exists(snapshot, done, install)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 
 import pytest
@@ -251,3 +252,46 @@ def test_a_removals_ownership_answers_as_the_whole_one(real_venv: RealVenv) -> N
     assert cache.hits == len(installed)
     shared = owned.shared_paths(of=["nvidia-nccl-cu12"])
     assert any(path.endswith("/nvidia/nccl/lib/libnccl.so.2") for path in shared)
+
+
+@pytest.mark.parametrize(
+    ("stack", "folder", "owner", "consumer"),
+    [
+        ("torch", "nvidia/cudnn/lib", "nvidia-cudnn-cu13", "torch"),
+        ("scipy", "scipy.libs", "scipy", "scipy"),
+    ],
+)
+def test_doctor_repairs_libraries_deleted_behind_their_metadata(
+    real_venv: RealVenv, stacks: Stacks, stack: str, folder: str, owner: str, consumer: str
+) -> None:
+    """The story's own state: a library folder deleted, the dist-info that lists it left in
+    place (hollow), no snapshot. doctor says what is missing in words, gives one command, and
+    that command, run as printed (split without a shell), leaves doctor clean."""
+    venv = real_venv(stack)
+    gone = venv.site_packages / folder
+    count = sum(1 for path in gone.rglob("*") if not path.is_dir())
+    assert count
+    shutil.rmtree(gone)
+    version = venv.installed()[owner]
+
+    run = venv.tool("doctor", "--json")
+
+    data = run.json()
+    assert run.returncode == 1, data
+    hollow = [f for f in data["findings"] if f["kind"] == "hollow"]  # type: ignore[union-attr]
+    assert [f["what"] for f in hollow] == [f"{owner}=={version}"]
+    text = venv.tool("doctor").stdout
+    assert f"{owner} {version} is installed but {count} of its files are missing" in text, text
+    assert "missing hollow" not in text
+    command = str(data["repair_command"])
+    assert text.count("to repair, run: ") == 1, text
+    assert f"to repair, run: {command}\n" in text
+    assert f"{owner}=={version}" in shlex.split(command)
+
+    repaired = run_printed(command, stacks, venv)
+
+    assert repaired.returncode == 0, repaired.stderr
+    after = venv.tool("doctor")
+    assert after.returncode == 0, after.stdout
+    assert venv.run_python(SMOKE[stack]).returncode == 0
+    assert (venv.site_packages / folder).is_dir()

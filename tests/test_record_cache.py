@@ -288,7 +288,7 @@ def test_a_record_rewritten_while_the_removal_prepares_stops_it(
     (dist_info,) = venv.site_packages.glob("leftpad-1.0.dist-info")
     record = dist_info / "RECORD"
     extra = venv.site_packages / "leftpad_extra.py"
-    snapshot = venv.root / ".safe-uninstall" / "snapshots" / "0001" / "snapshot.toml"
+    snapshot = venv.snapshot("0001").snapshot_file
     done = tmp_path / "rewritten"
     rewrite = (
         f"pathlib.Path({str(extra)!r}).write_text('X = 1\\n')\n"

@@ -12,11 +12,18 @@ import pytest
 
 from safeuninstall.base.errors import InvalidInput, NotRestorable
 from safeuninstall.environment.interpreter import Interpreter, with_layout
-from safeuninstall.environment.requirements import Wanted, collect, parse_argument
+from safeuninstall.environment.requirements import Wanted, collect
 from safeuninstall.judgement.plan import one_edit, plan_removal
 from safeuninstall.session.context import Context
 from tests.conftest import MakeVenv, run_tool
 from tests.test_units import installed_dist
+
+
+def _argument(text: str, cwd: Path) -> Wanted:
+    """One package argument, read as the command line's are (collect)."""
+    (wanted,) = collect([text], [], cwd).wanted
+    return wanted
+
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -34,7 +41,7 @@ from tests.test_units import installed_dist
     ],
 )
 def test_a_requirement_names_a_distribution(text: str, name: str, specifier: str) -> None:
-    wanted = parse_argument(text, Path("/work"))
+    wanted = _argument(text, Path("/work"))
     assert (wanted.name, wanted.specifier, wanted.location) == (name, specifier, None)
 
 
@@ -54,7 +61,7 @@ def test_a_requirement_names_a_distribution(text: str, name: str, specifier: str
     ],
 )
 def test_a_path_or_url_is_an_unnamed_requirement(text: str, location: str) -> None:
-    wanted = parse_argument(text, Path("/work"))
+    wanted = _argument(text, Path("/work"))
     assert (wanted.name, wanted.location) == (None, location)
 
 
@@ -72,7 +79,7 @@ def test_a_path_or_url_is_an_unnamed_requirement(text: str, location: str) -> No
 )
 def test_what_uv_cannot_parse_is_refused(text: str, reason: str) -> None:
     with pytest.raises(InvalidInput, match=reason):
-        parse_argument(text, Path("/work"))
+        _argument(text, Path("/work"))
 
 
 # -- requirement files ----------------------------------------------------------------------
@@ -186,13 +193,13 @@ def test_a_missing_file(tmp_path: Path) -> None:
 
 def test_a_version_that_does_not_match_is_removed_with_a_note() -> None:
     installed = {"rich": installed_dist("rich", "13.7.1")}
-    plan = plan_removal([parse_argument("rich==15.0.0", Path("/"))], installed)
+    plan = plan_removal([_argument("rich==15.0.0", Path("/"))], installed)
     assert plan.remove == ("rich",)
     assert plan.notes == (
         "rich==15.0.0: rich 13.7.1 is installed, and is removed all the same (uv and pip "
         "remove by name, whatever the version)",
     )
-    matching = plan_removal([parse_argument("rich>=13", Path("/"))], installed)
+    matching = plan_removal([_argument("rich>=13", Path("/"))], installed)
     assert matching.remove == ("rich",) and matching.notes == ()
 
 
@@ -202,10 +209,10 @@ def test_a_location_names_what_was_installed_from_there() -> None:
         "other": installed_dist("other", url="file:///work/other/"),
     }
     wanted = [
-        parse_argument("./proj", Path("/work")),
-        parse_argument("/work/other", Path("/")),
-        parse_argument("proj", Path("/")),  # by name too: removed once
-        parse_argument("./missing", Path("/work")),
+        _argument("./proj", Path("/work")),
+        _argument("/work/other", Path("/")),
+        _argument("proj", Path("/")),  # by name too: removed once
+        _argument("./missing", Path("/work")),
     ]
     plan = plan_removal(wanted, installed)
     assert plan.remove == ("proj", "other")
@@ -221,6 +228,25 @@ def test_typos_get_a_suggestion() -> None:
         "reqeusts is not installed: did you mean requests (installed)?",
         "rollbak is not installed: did you mean the command `safe-uninstall rollback`?",
     )
+
+
+@pytest.mark.parametrize(
+    ("typed", "installed", "meant"),
+    [
+        # the torch stack's own names: a suffix dropped is nearer than an edit inside the name
+        ("nvidia-cusparse-cu13", ["nvidia-cusparse", "nvidia-cusparselt-cu13"], "nvidia-cusparse"),
+        ("nvidia-curand-cu13", ["nvidia-curand", "nvidia-cudnn-cu13"], "nvidia-curand"),
+        ("nvidia-nccl-cu12", ["nvidia-nccl-cu13", "nvidia-nvtx-cu12"], "nvidia-nccl-cu13"),
+        ("nvidia-cudnn", ["nvidia-cudnn-cu13", "nvidia-cufft"], "nvidia-cudnn-cu13"),
+        ("cupy-cuda11x", ["cupy-cuda12x", "cupy"], "cupy-cuda12x"),
+        ("nvidia-cusparselt-cu13", ["nvidia-cusparse-cu13"], "nvidia-cusparse-cu13"),  # an edit
+    ],
+)
+def test_a_cuda_suffix_dropped_or_changed_is_the_nearest(
+    typed: str, installed: list[str], meant: str
+) -> None:
+    plan = plan_removal([Wanted(text=typed, name=typed)], {n: installed_dist(n) for n in installed})
+    assert plan.notes == (f"{typed} is not installed: did you mean {meant} (installed)?",)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 
 from safeuninstall import config
 from safeuninstall.base.errors import UsageError
+from safeuninstall.state.layout import SnapshotFolder
 from tests.conftest import UV, MakeVenv, Run, Venv, returns_promptly, tree
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -20,7 +21,7 @@ def stash_bytes(venv: Venv, snapshot_id: str) -> int:
     """Bytes of the snapshot's files (its stash, snapshot.toml...) that nothing else links,
     read here independently."""
     total = 0
-    for folder, _, names in os.walk(venv.root / ".safe-uninstall" / "snapshots" / snapshot_id):
+    for folder, _, names in os.walk(venv.snapshot(snapshot_id).path):
         for name in names:
             info = os.lstat(os.path.join(folder, name))
             if info.st_nlink == 1:
@@ -28,8 +29,8 @@ def stash_bytes(venv: Venv, snapshot_id: str) -> int:
     return total
 
 
-def folder(venv: Venv, snapshot_id: str) -> Path:
-    return venv.root / ".safe-uninstall" / "snapshots" / snapshot_id
+def folder(venv: Venv, snapshot_id: str) -> SnapshotFolder:
+    return venv.snapshot(snapshot_id)
 
 
 def test_a_removal_says_what_it_keeps_for_rollback(make_venv: MakeVenv) -> None:
@@ -41,7 +42,7 @@ def test_a_removal_says_what_it_keeps_for_rollback(make_venv: MakeVenv) -> None:
     held = stash_bytes(venv, "0001")
     assert held > 0
     assert f"kept for rollback: {held / 1024:.1f} KiB" in run.stdout
-    assert "`safe-uninstall prune` frees it" in run.stdout
+    assert f"`safe-uninstall --python {venv.python} prune --keep N` frees it" in run.stdout
 
     listed = venv.tool("snapshots", "--json").json()
     assert listed["total_bytes"] == held
@@ -66,8 +67,8 @@ def test_keep_drops_the_older_stash_and_its_rollback_reinstalls_from_the_index(
         {"snapshot": "0001", "bytes": pytest.approx(1, abs=10**9)}
     ]
     assert data["kept"]["policy"] == "keep 1, max-size 2.0 GiB"  # type: ignore[index]
-    assert not (folder(venv, "0001") / "stash").exists()
-    assert (folder(venv, "0001") / "snapshot.toml").is_file()
+    assert not folder(venv, "0001").stash_dir.exists()
+    assert folder(venv, "0001").snapshot_file.is_file()
     assert stash_bytes(venv, "0002") > 0  # the latest always stays
     table = venv.tool("snapshots")
     (row,) = [line for line in table.stdout.splitlines() if line.startswith("0001 ")]
@@ -97,7 +98,7 @@ def test_max_size_drops_the_oldest_stashes_but_never_the_latest(make_venv: MakeV
     second = venv.tool("--no-probe", "--json", "urllib3", SAFE_UNINSTALL_MAX_SIZE="1")
 
     assert [p["snapshot"] for p in second.json()["kept"]["pruned"]] == ["0001"]  # type: ignore[index]
-    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    assert folder(venv, "0001").pruned_mark.is_file()
     assert stash_bytes(venv, "0002") > 0
 
 
@@ -156,7 +157,7 @@ def test_a_dry_run_rollback_drops_no_stash(make_venv: MakeVenv) -> None:
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert tree(venv.root) == before
-    assert not list(venv.root.glob(".safe-uninstall/snapshots/*/stash-pruned"))
+    assert not [i for i in venv.state.ids() if venv.snapshot(i).pruned_mark.exists()]
 
 
 def test_doctor_does_not_offer_a_dropped_stash(make_venv: MakeVenv) -> None:
@@ -166,7 +167,7 @@ def test_doctor_does_not_offer_a_dropped_stash(make_venv: MakeVenv) -> None:
     assert venv.tool("--allow-unmet", "--no-probe", "urllib3").returncode == 0
     venv.install("urllib3==2.3.0", copies=True)  # by hand: 0001's stash is no only copy now
     assert venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_KEEP="1").returncode == 0
-    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    assert folder(venv, "0001").pruned_mark.is_file()
     venv.uv("pip", "uninstall", "--python", str(venv.python), "urllib3")  # and gone again
 
     data = venv.tool("doctor", "--json").json()
@@ -184,7 +185,7 @@ def test_a_fifo_in_place_of_the_pruned_mark_does_not_stop_the_listing(
     not leave `snapshots` waiting for a writer that never comes."""
     venv = make_venv("leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0
-    fifo = folder(venv, "0001") / "stash-pruned"
+    fifo = folder(venv, "0001").pruned_mark
     os.mkfifo(fifo)
     listed: list[Run] = []
 
@@ -212,7 +213,7 @@ def test_snapshots_never_drop_the_only_stash_of_a_removal_still_in_effect(
 
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
     assert last.returncode == 0, last.stdout + last.stderr
-    assert not (folder(venv, "0001") / "stash-pruned").exists()
+    assert not folder(venv, "0001").pruned_mark.exists()
     kept = last.json()["kept"]
     assert isinstance(kept, dict), last.json()
     assert kept["pruned"] == []
@@ -244,7 +245,7 @@ def test_the_stash_of_a_restored_failed_removal_is_still_dropped_and_said(
     runs = [venv.tool("snapshot", SAFE_UNINSTALL_KEEP="2") for _ in range(2)]
 
     assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
-    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    assert folder(venv, "0001").pruned_mark.is_file()
     assert "stash of snapshot 0001 dropped by the retention policy (keep 2" in runs[-1].stdout
     third = venv.tool("snapshot", "--json", SAFE_UNINSTALL_KEEP="2")
     kept = third.json()["kept"]
@@ -266,7 +267,7 @@ def test_restored_failed_removals_do_not_push_out_the_only_copy(make_venv: MakeV
 
     kept = failed.json()["kept"]
 
-    assert not (folder(venv, "0001") / "stash-pruned").exists()
+    assert not folder(venv, "0001").pruned_mark.exists()
     assert isinstance(kept, dict), failed.json()
     assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
     assert [p["snapshot"] for p in kept["protected"]] == ["0001"]  # type: ignore[index]
@@ -314,14 +315,14 @@ def test_prune_keeps_the_only_copy_unless_told_to_drop_it(make_venv: MakeVenv) -
     text = venv.tool("prune", "--keep", "1", "--dry-run").stdout
     assert "kept snapshot 0001: its stash holds the only copy of leftpad==1.0" in text
     assert "--drop-only-copies" in text
-    assert folder(venv, "0001").is_dir()
+    assert folder(venv, "0001").path.is_dir()
 
     dropped = venv.tool("prune", "--keep", "1", "--drop-only-copies")
 
     assert dropped.returncode == 0, dropped.stdout + dropped.stderr
     assert "deleted snapshot 0001" in dropped.stdout
     assert "the only copy of leftpad==1.0" in dropped.stdout
-    assert not folder(venv, "0001").exists()
+    assert not folder(venv, "0001").path.exists()
 
 
 def test_the_old_version_of_an_upgrade_is_no_only_copy(make_venv: MakeVenv) -> None:
@@ -344,7 +345,7 @@ def test_the_old_version_of_an_upgrade_is_no_only_copy(make_venv: MakeVenv) -> N
     assert first.returncode == 0, first.stdout + first.stderr
     assert "only copy" not in first.stdout
     assert "stash of snapshot 0001 dropped by the retention policy (keep 1" in first.stdout
-    assert (folder(venv, "0001") / "stash-pruned").is_file()
+    assert folder(venv, "0001").pruned_mark.is_file()
     kept = second.json()["kept"]
     assert isinstance(kept, dict), second.json()
     assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
@@ -370,4 +371,4 @@ def test_prune_right_after_a_removal_names_no_only_copy_for_the_latest(
     assert "would delete 0 snapshots, 0 B freed; 1 kept (never deleted: 0001)" in text.stdout
     assert data["only_copies"] == []
     assert data["over_max_size_bytes"] == 0
-    assert folder(venv, "0001").is_dir()
+    assert folder(venv, "0001").path.is_dir()

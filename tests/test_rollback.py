@@ -34,7 +34,7 @@ def _without(hashes: dict[str, str], files: set[str]) -> dict[str, str]:
 
 
 def _snapshot_ids(venv: Venv) -> list[str]:
-    return sorted(p.name for p in (venv.root / ".safe-uninstall" / "snapshots").iterdir())
+    return sorted(p.name for p in venv.state.snapshots_dir.iterdir())
 
 
 # -- the case as reported, on the real requests stack --------------------------------------
@@ -284,7 +284,7 @@ def test_a_snapshot_whose_stash_is_gone_is_refused_unchanged(make_venv: MakeVenv
     venv = make_venv("requests", "leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001 stashes leftpad
     venv.install("toolpkg")
-    shutil.rmtree(venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash")
+    shutil.rmtree(venv.snapshot("0001").stash_dir)
     hashes, installed = venv.file_hashes(), venv.installed()
 
     run = venv.tool("rollback")  # offline, an empty uv cache: leftpad is nowhere
@@ -309,7 +309,7 @@ def test_a_replaced_version_whose_stash_lost_a_file_is_refused_unchanged(
     venv = make_venv("urllib3==2.2.1")
     assert venv.tool("snapshot").returncode == 0  # 0001 stashes every file
     venv.install("urllib3==2.3.0")
-    (kept,) = (venv.root / ".safe-uninstall" / "snapshots" / "0001").rglob("urllib3/__init__.py")
+    (kept,) = venv.snapshot("0001").path.rglob("urllib3/__init__.py")
     kept.unlink()
     hashes = venv.file_hashes()
 
@@ -330,7 +330,7 @@ def test_a_stash_of_the_same_size_but_other_bytes_is_refused_unchanged(
     venv = make_venv("requests", "leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
     venv.install("toolpkg")
-    (kept,) = (venv.root / ".safe-uninstall" / "snapshots" / "0001").rglob("leftpad.py")
+    (kept,) = venv.snapshot("0001").path.rglob("leftpad.py")
     _replace(kept, b"X" * kept.stat().st_size)  # same size: only hashing tells
     hashes, installed = venv.file_hashes(), venv.installed()
 
@@ -350,8 +350,8 @@ def test_a_stash_of_the_same_size_but_other_bytes_is_refused_unchanged(
 
 _SPOIL_OWN_STASH = """
 import os, pathlib, sys
-own = pathlib.Path({snapshots!r}) / "0002"
-kept = sorted(own.glob("stash/*/**/urllib3/__init__.py"))
+own = pathlib.Path({stash!r})
+kept = sorted(own.glob("*/**/urllib3/__init__.py"))
 if kept:  # after the rollback: spoil its own stash, then fail
     if {how!r} == "altered":
         fresh = kept[0].with_name("new")
@@ -373,9 +373,7 @@ def test_an_undo_that_cannot_come_back_changes_nothing(make_venv: MakeVenv, how:
     assert venv.tool("snapshot").returncode == 0  # 0001
     returned = venv.file_hashes()
     venv.install("urllib3==2.3.0")
-    probe = _SPOIL_OWN_STASH.format(
-        snapshots=str(venv.root / ".safe-uninstall" / "snapshots"), how=how
-    )
+    probe = _SPOIL_OWN_STASH.format(stash=str(venv.snapshot("0002").stash_dir), how=how)
 
     run = venv.tool("rollback", "1", "--probe", probe, "--json")
 
@@ -429,7 +427,7 @@ def _doubled_urllib3(
 
 
 def _kept_aside(venv: Venv, snapshot: str) -> dict[str, bytes]:
-    aside = venv.root / ".safe-uninstall" / "snapshots" / snapshot / "aside"
+    aside = venv.snapshot(snapshot).aside_dir
     return {
         str(p.relative_to(aside)).split("/site-packages/")[-1]: p.read_bytes()
         for p in aside.rglob("*")
@@ -610,9 +608,9 @@ def test_run_does_not_take_a_second_dist_info_folder_found_there_for_its_change(
 
 _SPOIL_BOTH_STASHES = """
 import pathlib
-snapshots = pathlib.Path({snapshots!r})
-for kept in sorted(snapshots.glob("*/stash/urllib3-*/**/urllib3/__init__.py")):
-    kept.unlink()  # 0001's (what the rollback brings back) and 0002's (what it removes)
+for stash in {stashes!r}:
+    for kept in sorted(pathlib.Path(stash).glob("urllib3-*/**/urllib3/__init__.py")):
+        kept.unlink()  # 0001's (what the rollback brings back) and 0002's (what it removes)
 """
 
 
@@ -629,8 +627,8 @@ def test_a_failed_rollback_that_cannot_be_undone_names_the_way_out(
     assert venv.tool("snapshot").returncode == 0  # 0001
     venv.install("urllib3==2.3.0")
     before = venv.file_hashes()
-    snapshots = venv.root / ".safe-uninstall" / "snapshots"
-    uv = stand_in_uv(tmp_path / "uv", _SPOIL_BOTH_STASHES.format(snapshots=str(snapshots)))
+    stashes = [str(venv.snapshot(i).stash_dir) for i in ("0001", "0002")]
+    uv = stand_in_uv(tmp_path / "uv", _SPOIL_BOTH_STASHES.format(stashes=stashes))
 
     run = venv.tool("rollback", "1", "--no-probe", "--json", SAFE_UNINSTALL_UV=str(uv))
 
@@ -675,7 +673,7 @@ def test_undoing_a_rollback_says_the_second_dist_info_folder_is_not_put_back(
     data = run.json()
     assert run.returncode == 4, data
     assert data["outcome"] == "rollback-probe-failed-restored-except-aside"
-    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    kept = venv.snapshot("0002").aside_dir
     said = "\n".join(data["messages"])
     assert "the environment is back as snapshot 0002 records the state before the rollback" in said
     assert (

@@ -583,6 +583,46 @@ def test_a_write_in_place_with_nothing_to_reinstall_from_is_left_as_the_command_
     assert not venv.journal.exists()  # a known state: nothing for recover to finish
 
 
+@pytest.mark.parametrize("reinstall", [False, True])
+def test_recover_after_a_write_in_place_claims_no_match_it_did_not_hash(
+    make_venv: MakeVenv, reinstall: bool
+) -> None:
+    """The run is killed as its probe begins, after its command wrote leftpad.py in place (and
+    into its stash, the same inode): the installed set is the snapshot's, its bytes are not.
+    recover brings leftpad back by its pin where it can, and says which file cannot come back
+    where not; never "the environment matches the snapshot" over bytes nobody hashed."""
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
+    target = venv.site_packages / "leftpad.py"
+    command = script(venv, f"open({str(target)!r}, 'r+b').write(b'#')\n")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    killed = venv.tool(
+        "run", "--probe", "import leftpad", "--", *command, SAFE_UNINSTALL_FAULT="probe:KILL"
+    )
+    assert killed.returncode == -9
+    assert (venv.site_packages / "leftpad.py").read_bytes().startswith(b"#")
+
+    recover = venv.tool_reinstalling if reinstall else venv.tool
+    recovered = recover("--json", "recover", "--no-probe")
+
+    data = recovered.json()
+    if reinstall:
+        assert recovered.returncode == 0, data
+        assert data["outcome"] == "recovered"
+        assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]
+        assert venv.file_hashes() == hashes
+        assert not venv.journal.exists()
+    else:
+        assert recovered.returncode != 0, data
+        assert data.get("outcome") != "recovered"
+        said = str(data["error"])
+        assert "cannot recover to snapshot 0001: leftpad==1.0" in said
+        assert "leftpad.py: stashed copy does not match its sha256" in said
+        assert "run recover again" in said and venv.journal.exists()
+        assert (venv.site_packages / "leftpad.py").read_bytes().startswith(b"#")
+    assert venv.installed() == installed
+
+
 def test_an_upgrade_after_the_state_folder_vanished_is_kept_not_half_undone(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
@@ -733,7 +773,7 @@ def test_a_rollback_says_every_folder_its_snapshot_kept_aside_also_one_there_as_
 
     data = back.json()
     assert back.returncode == 0, data
-    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    kept = venv.snapshot("0002").aside_dir
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
         f"put back (a snapshot brings back one version per name); its files are kept in "
@@ -780,11 +820,12 @@ def test_an_undo_says_a_second_dist_info_folder_the_command_removed_is_not_put_b
     data = run.json()
     assert run.returncode == 4, data
     assert data["outcome"] == f"run-{reason}-restored-except-aside"
-    why = Outcome.named(f"run-{reason}-restored").text.partition(":")[0]  # "the probe failed..."
+    (why,) = [o.text for o in Outcome if o.id == f"run-{reason}-restored"]
+    why = why.partition(":")[0]  # "the probe failed..."
     assert text.returncode == 4, text.stdout + text.stderr
     assert text.stdout.splitlines()[-1].startswith(f"run: {why}: "), text.stdout
     assert said.replace("LEFTPAD", leftpad) in text.stdout
-    kept = venv.root / ".safe-uninstall" / "snapshots" / "0002" / "aside"
+    kept = venv.snapshot("0002").aside_dir
     messages = "\n".join(data["messages"])  # type: ignore[arg-type]
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.environment.installed import InstalledDistribution, Source, requirement_index
+from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
-from safeuninstall.environment.requirescache import RequiresCache
 from safeuninstall.judgement.libraries import ownership
 from tests.conftest import UV, MakeVenv
 
@@ -40,24 +39,16 @@ def _sites_in(cache_file: Path) -> set[str]:
     return {str(Path(key).parent.parent) for key in entries}
 
 
-@pytest.mark.parametrize("kind", ["record", "requires"])
-def test_a_gone_environments_entries_are_dropped_and_a_living_ones_kept(
-    tmp_path: Path, kind: str
-) -> None:
-    cache_file = tmp_path / "state" / f"{kind}-cache.json"
+def test_a_gone_environments_entries_are_dropped_and_a_living_ones_kept(tmp_path: Path) -> None:
+    cache_file = tmp_path / "state" / RECORD_CACHE_FILE
     cache_file.parent.mkdir()
     sites = {name: tmp_path / name / "site-packages" for name in ("kept", "gone", "asked")}
     dists = {name: {name: _dist(site, name)} for name, site in sites.items()}
 
     def use(installed: dict[str, InstalledDistribution]) -> None:
-        if kind == "record":
-            record_cache = RecordCache(cache_file)
-            ownership(installed, record_cache)
-            record_cache.save()
-        else:
-            requires_cache = RequiresCache(cache_file)
-            requirement_index(installed, requires_cache.requires_dist)
-            requires_cache.save()
+        record_cache = RecordCache(cache_file)
+        ownership(installed, record_cache)
+        record_cache.save()
 
     for installed in dists.values():
         use(installed)

@@ -8,10 +8,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from safeuninstall.state.layout import SnapshotFolder
 from tests.conftest import UV, MakeVenv, Venv
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -24,8 +24,8 @@ def _listing(venv: Venv) -> list[object]:
     return snapshots
 
 
-def _folder(venv: Venv, snapshot_id: str) -> Path:
-    return venv.root / ".safe-uninstall" / "snapshots" / snapshot_id
+def _folder(venv: Venv, snapshot_id: str) -> SnapshotFolder:
+    return venv.snapshot(snapshot_id)
 
 
 @pytest.fixture
@@ -38,16 +38,16 @@ def venv(make_venv: MakeVenv) -> Venv:
 
 def test_the_listing_from_heads_is_the_listing_from_the_toml(venv: Venv) -> None:
     from_heads = _listing(venv)
-    assert (_folder(venv, "0001") / "head.json").is_file()
+    assert _folder(venv, "0001").head_file.is_file()
     for snapshot_id in ("0001", "0002"):
-        (_folder(venv, snapshot_id) / "head.json").unlink()
+        _folder(venv, snapshot_id).head_file.unlink()
     assert _listing(venv) == from_heads  # read from the TOML, the heads written again
-    assert (_folder(venv, "0002") / "head.json").is_file()
+    assert _folder(venv, "0002").head_file.is_file()
     assert [s["id"] for s in from_heads] == ["0002", "0001"]  # type: ignore[index]
 
 
 def _forge(venv: Venv, snapshot_id: str, **changes: object) -> None:
-    path = _folder(venv, snapshot_id) / "head.json"
+    path = _folder(venv, snapshot_id).head_file
     head = json.loads(path.read_text())
     head.update(changes)
     path.write_text(json.dumps(head))
@@ -57,7 +57,7 @@ def test_a_head_of_another_snapshot_toml_is_not_used(venv: Venv) -> None:
     """snapshot.toml replaced (another inode, as a copy or a restore from a backup makes):
     its old head lists what is no longer there. A head used by id alone would show it."""
     expected = _listing(venv)
-    toml = _folder(venv, "0001") / "snapshot.toml"
+    toml = _folder(venv, "0001").snapshot_file
     _forge(venv, "0001", operation="forged", packages=999)
     copy = toml.with_name("copy")
     copy.write_bytes(toml.read_bytes())
@@ -73,7 +73,7 @@ def test_a_head_of_another_snapshot_toml_is_not_used(venv: Venv) -> None:
 )
 def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> None:
     expected = _listing(venv)
-    head = _folder(venv, "0002") / "head.json"
+    head = _folder(venv, "0002").head_file
     if spoil == "garbage":
         head.write_bytes(b"\x00{")
     elif spoil == "another id":
@@ -88,93 +88,11 @@ def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> No
     assert _listing(venv) == expected
 
 
-# What listing or showing snapshots must not import: the operations' modules (the transaction,
-# the impact analysis, the library model, the ELF reader, the requirement parser) are most of
-# the tool's start-up, and `snapshots` is mostly start-up.
-_NOT_FOR_READING = (
-    "safeuninstall.transaction.transaction",
-    "safeuninstall.session.analysis",
-    "safeuninstall.judgement.impact",
-    "safeuninstall.judgement.libraries",
-    "safeuninstall.judgement.elf",
-    "safeuninstall.state.stash",
-    "safeuninstall.judgement.probe",
-    "safeuninstall.environment.requirements",
-)
-
-
-# What listing them must not import either: it reads each snapshot's head, never a snapshot
-# (`show` does) nor a distribution, so neither the snapshot format nor the distribution model
-# with packaging's name rules (which import its tags: logging, sysconfig, platform); opening
-# the target needs the interpreter alone (interpreter.py). Nor what only running a process,
-# writing a file or deleting a folder needs (a listing that rewrites the stash index or a head
-# imports tempfile, and shutil with it; these snapshots have neither to rewrite).
-_NOT_FOR_LISTING = (
-    "safeuninstall.state.snapshot",
-    "safeuninstall.environment.installed",
-    "safeuninstall.judgement.plan",
-    "safeuninstall.base.outcome",  # how an operation ended: the enum's 65 members cost 5 M instructions
-    "packaging.utils",
-    "subprocess",
-    "shutil",
-    "tempfile",
-)
-
-
-def _started(*args: str) -> dict[str, list[str]]:
-    """What a new process running the command line ``args`` imported (``modules``) and which
-    of the tool's click commands it built (``built``)."""
-    code = (
-        "import json, sys\n"
-        "from safeuninstall.cli.commands import cli, run\n"
-        "code = run(sys.argv[1:])\n"
-        "state = {'modules': sorted(sys.modules), 'built': sorted(cli.commands)}\n"
-        "print(json.dumps({'code': code, **state}), file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "UV_OFFLINE": "1"},
-    )
-    report = json.loads(done.stderr.splitlines()[-1])
-    assert report["code"] == 0, done.stderr
-    assert "0002" in done.stdout  # it did list / show the snapshots
-    state = {key: report[key] for key in ("modules", "built")}
-    assert all(isinstance(value, list) for value in state.values())
-    return state
-
-
-def _imported_by(venv: Venv, command: str) -> list[str]:
-    return _started("--python", str(venv.root), command)["modules"]
-
-
-@pytest.mark.parametrize("command", ["snapshots", "show"])
-def test_reading_snapshots_imports_no_operation_module(venv: Venv, command: str) -> None:
-    modules = _imported_by(venv, command)
-    assert [m for m in _NOT_FOR_READING if m in modules] == []
-
-
-def test_listing_snapshots_imports_neither_a_snapshot_nor_a_distribution(venv: Venv) -> None:
-    modules = _imported_by(venv, "snapshots")
-    assert [m for m in _NOT_FOR_LISTING if m in modules] == []
-
-
-@pytest.mark.parametrize("command", ["snapshots", "show"])
-def test_reading_snapshots_builds_no_other_command(venv: Venv, command: str) -> None:
-    """The commands are built on first use: building every command's options at import was
-    a tenth of a listing's start-up (cli.py, _DefaultToUninstall)."""
-    assert _started(command, "--python", str(venv.root))["built"] == [command]
-    # An option before the name (as the bench runs it): read off the command named.
-    assert _started("--python", str(venv.root), command)["built"] == [command]
-    assert _started("-p", str(venv.root), "--json", command)["built"] == [command]
-
-
 def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
     """The outcome note is read as head.json is: bounded, a regular file only. A FIFO in its
     place (nothing writes to it) hung `snapshots` and `show` in their open."""
     expected = _listing(venv)
-    note = _folder(venv, "0002") / "outcome"
+    note = _folder(venv, "0002").outcome_file
     note.unlink(missing_ok=True)
     os.mkfifo(note)
     done = subprocess.run(
@@ -191,3 +109,19 @@ def test_an_outcome_note_that_is_a_fifo_is_passed_over(venv: Venv) -> None:
     assert [s["outcome"] for s in listed] == ["pending", "taken"]
     same = ("id", "created", "command", "operation", "removed", "packages", "error")
     assert [[s[k] for k in same] for s in listed] == [[s[k] for k in same] for s in expected]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("note", "said"),
+    [(b"restored", "'restored'"), (b"rollback-to-7", "'rollback-to-7'"), (b"\xff", "'\ufffd'")],
+)
+def test_an_outcome_note_this_tool_never_writes_makes_its_snapshot_unreadable(
+    venv: Venv, note: bytes, said: str
+) -> None:
+    """A plain rollback reads from the note whether a change was undone and where a rollback
+    returned: one that says nothing this tool writes is refused, named, not read as another."""
+    (_folder(venv, "0002") / "outcome").write_bytes(note)
+    first, second = _listing(venv)
+    assert first["outcome"] == "unreadable"  # type: ignore[index]
+    assert f"outcome: unknown outcome {said}" in first["error"]  # type: ignore[index]
+    assert second["outcome"] == "taken"  # type: ignore[index]

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from safeuninstall.state import snapshot as snapshot_file
-from safeuninstall.state.store import TWIN_FILE, Store
+from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, Venv
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -26,12 +26,12 @@ def venv(make_venv: MakeVenv) -> Venv:
 
 
 def _store(venv: Venv) -> Store:
-    return Store(venv.root / ".safe-uninstall")
+    return venv.state
 
 
 def _from_toml(store: Store, snapshot_id: str) -> snapshot_file.Snapshot:
     """What ``store.load`` gives from snapshot.toml alone (its twin set aside meanwhile)."""
-    twin = store.folder(snapshot_id) / TWIN_FILE
+    twin = store.folder(snapshot_id).twin_file
     aside = twin.with_name("aside")
     if os.path.lexists(twin):
         os.replace(twin, aside)
@@ -44,7 +44,7 @@ def _from_toml(store: Store, snapshot_id: str) -> snapshot_file.Snapshot:
 
 def _forge(store: Store, snapshot_id: str, **changes: object) -> None:
     """The twin with a changed snapshot table (or top level), its key left as it was."""
-    path = store.folder(snapshot_id) / TWIN_FILE
+    path = store.folder(snapshot_id).twin_file
     twin = json.loads(path.read_text())
     for key, value in changes.items():
         if key == "key":
@@ -57,7 +57,7 @@ def _forge(store: Store, snapshot_id: str, **changes: object) -> None:
 def test_a_snapshot_has_a_twin_that_reads_as_its_toml(venv: Venv) -> None:
     store = _store(venv)
     for snapshot_id in ("0001", "0002"):
-        assert (store.folder(snapshot_id) / TWIN_FILE).is_file()
+        assert store.folder(snapshot_id).twin_file.is_file()
         from_twin = store._load_twin(snapshot_id)
         assert from_twin == snapshot_file.load(store.snapshot_path(snapshot_id))
         assert store.load(snapshot_id) == _from_toml(store, snapshot_id)
@@ -86,7 +86,7 @@ def test_a_twin_of_another_snapshot_toml_is_not_believed(venv: Venv) -> None:
 def test_a_corrupt_or_hostile_twin_changes_nothing(venv: Venv, spoil: str) -> None:
     store = _store(venv)
     expected = _from_toml(store, "0002")
-    twin = store.folder("0002") / TWIN_FILE
+    twin = store.folder("0002").twin_file
     if spoil == "garbage":
         twin.write_bytes(b"\x00{")
     elif spoil == "another id":  # valid, of the folder 0001: never "0002 is invalid"
@@ -107,7 +107,7 @@ def test_a_corrupt_or_hostile_twin_changes_nothing(venv: Venv, spoil: str) -> No
 
 def test_only_a_command_that_writes_writes_a_missing_twin(venv: Venv) -> None:
     store = _store(venv)
-    twins = [store.folder(i) / TWIN_FILE for i in ("0001", "0002")]
+    twins = [store.folder(i).twin_file for i in ("0001", "0002")]
     for twin in twins:
         twin.unlink()
     assert venv.tool("audit", "--json").returncode == 0  # reads only
@@ -123,7 +123,7 @@ def test_no_twin_is_written_for_a_snapshot_toml_replaced_while_it_was_parsed(
     """The twin pairs what was parsed with the stat the file had before the parse: a file
     replaced during the parse would otherwise have its new stat vouch for the old content."""
     store = _store(venv)
-    (store.folder("0002") / TWIN_FILE).unlink()
+    store.folder("0002").twin_file.unlink()
     path = store.snapshot_path("0002")
     original = snapshot_file.load
 
@@ -136,4 +136,4 @@ def test_no_twin_is_written_for_a_snapshot_toml_replaced_while_it_was_parsed(
 
     monkeypatch.setattr(snapshot_file, "load", load_then_replace)
     store.load("0002", keep_twin=True)
-    assert not (store.folder("0002") / TWIN_FILE).exists()
+    assert not store.folder("0002").twin_file.exists()

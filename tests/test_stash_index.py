@@ -41,7 +41,7 @@ def venv(make_venv: MakeVenv) -> Venv:
 
 
 def _store(venv: Venv) -> Store:
-    return Store(venv.root / ".safe-uninstall")
+    return venv.state
 
 
 def _counted(holdings: Holdings) -> tuple[dict[str, int], int]:
@@ -57,7 +57,7 @@ def _indexed(venv: Venv) -> tuple[dict[str, int], int]:
 
 
 def _stashed(venv: Venv, relative: str) -> Path:
-    [found] = (venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash").glob(f"*/{relative}")
+    [found] = venv.snapshot("0001").stash_dir.glob(f"*/{relative}")
     return found
 
 
@@ -156,9 +156,9 @@ def test_links_are_listed_as_os_walk_lists_them(tmp_path: Path) -> None:
     """A link to a folder is neither listed nor followed; a link to a file, or to nothing, is
     listed (itself); with the index as without it, whatever their targets become."""
     store = Store(tmp_path / "state")
-    stash = store.folder("0001") / "stash" / "pkg-1.0"
+    stash = store.folder("0001").package_stash("pkg", "1.0")
     stash.mkdir(parents=True)
-    (store.folder("0001") / "snapshot.toml").write_text("x")
+    store.folder("0001").snapshot_file.write_text("x")
     (stash / "file").write_bytes(b"12345")
     (stash / "sub").mkdir()
     (stash / "sub" / "deep").write_bytes(b"1")
@@ -169,11 +169,11 @@ def test_links_are_listed_as_os_walk_lists_them(tmp_path: Path) -> None:
     for later_a_folder in (False, True):
         if later_a_folder:
             (tmp_path / "later").mkdir()  # the dangling link now leads to a folder
-        expected = _walked(store.folder("0001"))
-        assert sorted(stashindex.walk(str(store.folder("0001")))) == expected
+        expected = _walked(store.folder("0001").path)
+        assert sorted(stashindex.walk(str(store.folder("0001").path))) == expected
         for _ in range(2):  # the index made, then used
             lister = stashindex.Lister(stashindex.read_index(store.root))
-            assert sorted(lister.entries("0001", str(store.folder("0001")))) == expected
+            assert sorted(lister.entries("0001", str(store.folder("0001").path))) == expected
             stashindex.write_index(store.root, lister.recorded)
         listings.append(expected)
     assert listings[0] != listings[1]
@@ -196,23 +196,23 @@ def test_a_link_to_a_folder_is_looked_at_afresh_once_indexed(tmp_path: Path) -> 
     is (os.walk lists a dangling link). The index used to record nothing of it, and listed it
     as it was walked: not at all, though no folder of the stash changed."""
     store = Store(tmp_path / "state")
-    stash = store.folder("0001") / "stash" / "pkg-1.0"
+    stash = store.folder("0001").package_stash("pkg", "1.0")
     stash.mkdir(parents=True)
-    (store.folder("0001") / "snapshot.toml").write_text("x")
+    store.folder("0001").snapshot_file.write_text("x")
     (stash / "file").write_bytes(b"12345")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (stash / "to-elsewhere").symlink_to(elsewhere)
     lister = stashindex.Lister({})
-    assert sorted(lister.entries("0001", str(store.folder("0001")))) == _walked(
-        store.folder("0001")
+    assert sorted(lister.entries("0001", str(store.folder("0001").path))) == _walked(
+        store.folder("0001").path
     )
     stashindex.write_index(store.root, lister.recorded)
     elsewhere.rmdir()  # the link now leads nowhere: listed by a walk
 
     index = stashindex.read_index(store.root)
     lister = stashindex.Lister(index)
-    listed = sorted(lister.entries("0001", str(store.folder("0001"))))
+    listed = sorted(lister.entries("0001", str(store.folder("0001").path)))
 
-    assert listed == _walked(store.folder("0001"))
+    assert listed == _walked(store.folder("0001").path)
     assert lister.recorded["0001"] is index["0001"]  # through the index, not walked again

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from safeuninstall.cli import report
 from tests.conftest import UV, MakeVenv, Venv, error_line, read_terminal
 
 ESC = "\x1b["
+# A colour (SGR) sequence; a terminal also gets ESC[K, which erases the live line.
+COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
 
@@ -62,9 +65,9 @@ def test_colour_on_a_terminal_unless_no_color(make_venv: MakeVenv) -> None:
     assert f"{ESC}32mevery probe passed{ESC}0m" in coloured
     assert f"{ESC}32mpassed in " in coloured
 
-    assert ESC not in run_on_a_terminal(venv, *probe, NO_COLOR="1")
-    assert ESC not in run_on_a_terminal(venv, *probe, "--color", "never")
-    assert ESC not in run_on_a_terminal(venv, *probe, SAFE_UNINSTALL_COLOR="never")
+    assert not COLOUR.search(run_on_a_terminal(venv, *probe, NO_COLOR="1"))
+    assert not COLOUR.search(run_on_a_terminal(venv, *probe, "--color", "never"))
+    assert not COLOUR.search(run_on_a_terminal(venv, *probe, SAFE_UNINSTALL_COLOR="never"))
     forced = run_on_a_terminal(venv, *probe, "--color", "always", NO_COLOR="1")
     assert f"{ESC}32mevery probe passed" in forced
     assert ESC not in run_on_a_terminal(venv, *probe, "--json", "--color", "always")
@@ -233,3 +236,56 @@ def test_the_snapshot_reports_stash_progress(make_venv: MakeVenv) -> None:
     take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
     assert calls and calls[-1][0] == "stash"
     assert calls[-1][1] == calls[-1][2] > 0
+
+
+def test_a_count_of_one_is_singular(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests")
+
+    run = venv.tool("--no-probe", "--allow-unmet", "urllib3")
+    audit = venv.tool("audit")
+    doctor = venv.tool("doctor", "-q")
+
+    assert run.returncode == 0, run.stderr
+    assert "impact report: 1 distribution affected" in run.stderr
+    assert "(1 distribution stashed)" in run.stderr
+    assert f"audit of {venv.python}: 1 distribution, " in audit.stdout
+    assert doctor.stdout.startswith("doctor: 1 problem found"), doctor.stdout
+
+
+def screen(raw: str) -> list[str]:
+    """The lines a terminal shows in the end: a carriage return goes back to the start of the
+    line and ESC[K erases the rest of it, so a line rewritten in place shows its last text."""
+    lines: list[str] = []
+    line, cursor = "", 0
+    for token in re.split(r"(\r\n|\n|\r|\x1b\[K)", raw):
+        if token in ("\r\n", "\n"):
+            lines.append(line)
+            line, cursor = "", 0
+        elif token == "\r":
+            cursor = 0
+        elif token == "\x1b[K":
+            line = line[:cursor]
+        else:
+            line = line[:cursor] + token + line[cursor + len(token) :]
+            cursor += len(token)
+    return [*lines, line] if line else lines
+
+
+@pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+def test_a_plain_removal_in_a_terminal_reads_at_a_glance(make_venv: MakeVenv) -> None:
+    """What was removed as uv says it, the verdict, the snapshot and how to undo it: the live
+    line said each step while it ran, and is gone. -v keeps every step and the whole report."""
+    venv = make_venv("leftpad", "toolpkg")
+
+    shown = run_on_a_terminal(venv, "--color", "never", "leftpad")
+
+    assert screen(shown) == [
+        "Uninstalled 1 package",
+        " - leftpad==1.0",
+        f"snapshot 0001: `safe-uninstall --python {venv.python} rollback` puts it back",
+        "uninstall: removed; no probe applies",
+    ], shown
+    assert "\rsafe-uninstall: removing: leftpad" in shown  # said while it happened
+    verbose = screen(run_on_a_terminal(venv, "--color", "never", "-v", "toolpkg"))
+    assert "safe-uninstall: snapshot: 0002 (1 distribution stashed)" in verbose, verbose
+    assert "removing: toolpkg==1.0" in verbose

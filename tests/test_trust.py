@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import pytest
 import tomli_w
 
 from safeuninstall.state import locks, stash
+from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder, stash_of
+from safeuninstall.state.store import Store
 from safeuninstall.transaction import restore
 from tests.conftest import UV, MakeVenv, Venv, changed, stand_in_uv, tree
 
@@ -35,10 +38,15 @@ def _no_traceback(*runs: object) -> None:
         assert "Traceback" not in getattr(run, "stderr", ""), run
 
 
-def _stashed(state: Path, snapshot: str, name: str, venv: Venv, file: str) -> Path:
+def _stashed(state: Path, snapshot: str, pin: tuple[str, str], venv: Venv, file: str) -> Path:
     """A file as a stash keeps it."""
     site = venv.site_packages.relative_to(venv.root)
-    return state / "snapshots" / snapshot / "stash" / name / site / file
+    return Store(state).folder(snapshot).package_stash(*pin) / site / file
+
+
+def _in_snapshot(snapshot_id: str) -> str:
+    """The start of the ``tree`` keys of a snapshot's files, in its state folder's tree."""
+    return f"{SNAPSHOTS}/{snapshot_id}"
 
 
 # -- 3. two environments, one state folder -----------------------------------------------------
@@ -70,7 +78,7 @@ def test_prune_in_one_environment_keeps_the_other_environments_snapshots(
     assert run.returncode == 0, run.stdout + run.stderr
     assert [r["id"] for r in run.json()["removed"]] == ["0002"]  # type: ignore[index]
     gone = changed(state_before, tree(shared))
-    assert gone and all(path.startswith("snapshots/0002") for path in gone), gone
+    assert gone and all(path.startswith(_in_snapshot("0002")) for path in gone), gone
     assert changed(a_before, tree(a.root)) == []
     assert b.file_hashes() == b_before
     # A's only copy is there and still works.
@@ -93,7 +101,7 @@ def test_one_environments_unfinished_operation_does_not_block_another(
     a_snapshots = {
         k: v
         for k, v in tree(shared).items()
-        if k.startswith("snapshots/") and not k.startswith("snapshots/0003")
+        if k.startswith(f"{SNAPSHOTS}/") and not k.startswith(_in_snapshot("0003"))
     }
     assert a_snapshots
 
@@ -132,8 +140,8 @@ def test_a_plain_rollback_returns_to_this_environments_latest_snapshot(
     assert b.file_hashes() == b_whole
     assert changed(a_before, tree(a.root)) == []
     after = tree(shared)
-    assert {k: after.get(k) for k in state_before if k.startswith("snapshots/0002")} == {
-        k: v for k, v in state_before.items() if k.startswith("snapshots/0002")
+    assert {k: after.get(k) for k in state_before if k.startswith(_in_snapshot("0002"))} == {
+        k: v for k, v in state_before.items() if k.startswith(_in_snapshot("0002"))
     }
 
 
@@ -161,7 +169,7 @@ def test_recover_in_a_state_folder_of_another_user_deletes_nothing(
     (precious / "0001").mkdir(parents=True)
     (precious / "0001" / "keep.txt").write_text("root's\n")
     hostile.mkdir()
-    (hostile / "snapshots").symlink_to(precious)
+    Store(hostile).snapshots_dir.symlink_to(precious)
     journal = {
         "operation": "uninstall",
         "snapshot": "0001",
@@ -199,10 +207,10 @@ def test_a_state_folder_another_user_can_change_is_refused(
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "leftpad.py").write_text("raise SystemExit('their code, run as root')\n")
-    kept = _stashed(state, "0001", "leftpad-1.0", venv, "leftpad.py")
+    kept = _stashed(state, "0001", ("leftpad", "1.0"), venv, "leftpad.py")
     kept.unlink()
     kept.symlink_to(theirs / "leftpad.py")
-    _hostile(state if folder == "state folder" else state / "snapshots", how)
+    _hostile(state if folder == "state folder" else Store(state).snapshots_dir, how)
     before, state_before, theirs_before = tree(venv.root), tree(state), tree(theirs)
     assert whole != venv.file_hashes()  # leftpad is removed
 
@@ -215,7 +223,7 @@ def test_a_state_folder_another_user_can_change_is_refused(
     _no_traceback(*runs)
     for run in runs:
         assert run.returncode == 1, run.stdout + run.stderr
-        where = state if folder == "state folder" else state / "snapshots"
+        where = state if folder == "state folder" else Store(state).snapshots_dir
         assert str(where) in run.stderr
         assert ("chown" if how == "owned by another user" else "chmod go-w") in run.stderr
     assert changed(before, tree(venv.root)) == []
@@ -231,8 +239,8 @@ def test_the_tools_own_state_folders_pass_the_check(make_venv: MakeVenv, tmp_pat
         assert run.returncode == 0, run.stdout + run.stderr
         again = venv.tool(*args, "snapshots")
         assert again.returncode == 0 and "0001" in again.stdout, again.stdout + again.stderr
-    for state in (venv.root / ".safe-uninstall", tmp_path / "a" / "b"):
-        for path in (state, state / "snapshots"):
+    for state in (venv.state.root, tmp_path / "a" / "b"):
+        for path in (state, Store(state).snapshots_dir):
             info = path.stat()
             assert info.st_uid == os.geteuid() and not info.st_mode & 0o022, path
 
@@ -297,7 +305,7 @@ def test_a_symlink_in_the_stash_is_reinstalled_not_linked_back(
     sibling = tmp_path / "sibling"
     sibling.mkdir()
     (sibling / "leftpad.py").write_text("def pad(s): return 'not the real one'\n")
-    kept = _stashed(venv.root / ".safe-uninstall", "0001", "leftpad-1.0", venv, "leftpad.py")
+    kept = _stashed(venv.state.root, "0001", ("leftpad", "1.0"), venv, "leftpad.py")
     kept.unlink()
     kept.symlink_to(sibling / "leftpad.py")
     sibling_before = tree(sibling)
@@ -332,14 +340,14 @@ def test_a_stash_file_swapped_after_its_check_is_not_linked_back(tmp_path: Path)
     """Between the hash check and the link, the file is another: the restore refuses it."""
     from safeuninstall.state.snapshot import PackageStash, StashedFile
 
-    snapshot_dir, env = tmp_path / "0001", tmp_path / "env"
-    folder = snapshot_dir / "stash" / "pkg-1.0"
+    snapshot, env = SnapshotFolder(tmp_path / "0001"), tmp_path / "env"
+    folder = snapshot.package_stash("pkg", "1.0")
     folder.mkdir(parents=True)
     env.mkdir()
     (folder / "mod.py").write_text("good = True\n")
     files = (StashedFile("mod.py", stash.sha256_file(folder / "mod.py"), 12),)
-    kept = PackageStash(folder="stash/pkg-1.0", files=files, complete=True)
-    checked = stash.check_stash(kept, snapshot_dir)
+    kept = PackageStash(folder=stash_of("pkg", "1.0"), files=files, complete=True)
+    checked = stash.check_stash(kept, snapshot)
     assert checked.problems == []
     (folder / "mod.py").unlink()
     (folder / "mod.py").write_text("good = False\n")  # swapped
@@ -347,9 +355,9 @@ def test_a_stash_file_swapped_after_its_check_is_not_linked_back(tmp_path: Path)
     with pytest.raises(OSError, match="changed since its check"):
         stash.restore_files(
             kept,
-            snapshot_dir=snapshot_dir,
+            snapshot=snapshot,
             env_root=env,
-            displaced_dir=tmp_path / "displaced",
+            displaced_dir=snapshot.displaced_dir,
             checked=checked,
         )
     assert not (env / "mod.py").exists()
@@ -360,16 +368,17 @@ def test_stash_verified_record_does_not_vouch_for_a_symlink(tmp_path: Path) -> N
     """stash-verified.json names a file's identity; a link there is refused before it is read."""
     from safeuninstall.state.snapshot import PackageStash, StashedFile
 
-    snapshot_dir = tmp_path / "0001"
-    folder = snapshot_dir / "stash" / "pkg-1.0"
+    snapshot = SnapshotFolder(tmp_path / "0001")
+    folder = snapshot.package_stash("pkg", "1.0")
     folder.mkdir(parents=True)
     (tmp_path / "theirs.py").write_text("good = True\n")
     digest = stash.sha256_file(tmp_path / "theirs.py")
     (folder / "mod.py").symlink_to(tmp_path / "theirs.py")
     info = (folder / "mod.py").lstat()
-    verified = {"stash/pkg-1.0/mod.py": ((info.st_ino, info.st_size, info.st_mtime_ns), digest)}
-    kept = PackageStash("stash/pkg-1.0", (StashedFile("mod.py", digest, 12),), complete=True)
-    checked = stash.check_stash(kept, snapshot_dir, verified)
+    identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+    verified = {f"{stash_of('pkg', '1.0')}/mod.py": (identity, digest)}
+    kept = PackageStash(stash_of("pkg", "1.0"), (StashedFile("mod.py", digest, 12),), complete=True)
+    checked = stash.check_stash(kept, snapshot, verified)
     assert [p.problem for p in checked.problems] == ["stashed copy is a symbolic link"]
     assert checked.accepted == {}
 
@@ -469,7 +478,7 @@ def test_an_unfinished_operation_is_seen_whatever_the_state_folder(
         assert f"--state-dir {elsewhere} recover" in run.stderr
     assert venv.file_hashes() == before
     assert changed(state_before, tree(Path(elsewhere))) == []
-    assert not (venv.root / ".safe-uninstall" / "snapshots").exists()
+    assert not venv.state.snapshots_dir.exists()
     # The way out that the message gives works.
     recovered = venv.tool("--state-dir", elsewhere, "recover", "--no-probe")
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
@@ -521,3 +530,161 @@ def test_a_restore_while_another_uv_holds_the_venv_goes_on_and_says_so(
     notes = data["restore"]["notes"]  # type: ignore[index]
     assert f"uv's lock {venv.root / '.lock'} was still held after 0.5 s" in str(notes)
     assert venv.file_hashes() == before
+
+
+# -- verification that proves what it says -------------------------------------------------------
+
+
+def test_the_final_comparison_of_a_restored_file_reads_its_bytes(tmp_path: Path) -> None:
+    """A file that is not the inode a restore checked (replaced after it, or a copy made on
+    another filesystem) is taken only with the bytes that were accepted."""
+    placed = tmp_path / "mod.py"
+    placed.write_text("good = True\n")
+    accepted = stash.sha256_file(placed)
+    other = tmp_path / "other.py"
+    other.write_text("good = False\n")
+    assert restore._holds(placed, accepted, set())
+    assert not restore._holds(other, accepted, set())
+    checked = stash.file_id(placed.stat())
+    assert stash._is_checked(placed, checked, "0" * 64)  # the very inode checked
+    assert stash._is_checked(Path(shutil.copy(placed, tmp_path / "copy.py")), checked, accepted)
+    assert not stash._is_checked(other, checked, accepted)
+
+
+def test_a_locally_modified_file_is_not_restored_as_the_packaged_one(make_venv: MakeVenv) -> None:
+    """leftpad.py was edited on this machine before the removal: the stash hasher recorded
+    those bytes. Its stash copy replaced since by the packaged bytes (its RECORD hash) is not
+    what was installed: the stash is not used, and the restore does not claim it."""
+    venv = make_venv("requests", "leftpad")
+    patched = venv.site_packages / "leftpad.py"
+    packaged = patched.read_bytes()
+    patched.unlink()  # a new file, as an editor saves one: uv's cache is not written through
+    patched.write_bytes(packaged + b"# patched on this machine\n")
+    removed = venv.tool("--probe", "import requests", "leftpad")  # the hasher runs to its end
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    kept = _stashed(venv.root / ".safe-uninstall", "0001", "leftpad-1.0", venv, "leftpad.py")
+    assert kept.read_bytes().endswith(b"# patched on this machine\n")
+    kept.unlink()
+    kept.write_bytes(packaged)
+
+    run = venv.tool_reinstalling("rollback", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    restored = data["restore"]
+    assert isinstance(restored, dict)
+    assert restored["from_stash"] == [] and restored["reinstalled"] == ["leftpad==1.0"]
+    assert "leftpad.py: stashed copy does not match its sha256" in str(restored["notes"])
+    assert patched.read_bytes() == packaged
+
+
+def _drop_from_stash(venv: Venv, snapshot_id: str, name: str, file: str) -> None:
+    """``file`` of ``name`` left out of the stash of ``snapshot_id``, as if it was never kept:
+    not in the folder, not in the snapshot's record."""
+    import msgspec
+
+    from safeuninstall.state.store import Store
+
+    store = Store(venv.root / ".safe-uninstall")
+    snap = store.load(snapshot_id)
+    entries = []
+    for entry in snap.packages:
+        if entry.name == name and entry.stash is not None:
+            files = tuple(f for f in entry.stash.files if not f.path.endswith(file))
+            assert len(files) == len(entry.stash.files) - 1
+            entry = msgspec.structs.replace(
+                entry, stash=msgspec.structs.replace(entry.stash, files=files)
+            )
+        entries.append(entry)
+    path = store.snapshot_path(snapshot_id)
+    path.unlink()
+    for twin in path.parent.glob("*.json"):
+        twin.unlink()
+    store.save(msgspec.structs.replace(snap, packages=tuple(entries)))
+    (_stashed(store.root, snapshot_id, f"{name}-1.0", venv, file)).unlink()
+
+
+def test_a_restored_distribution_is_verified_whole_not_only_what_its_stash_held(
+    make_venv: MakeVenv,
+) -> None:
+    """One RECORD file of multipkg is not in its stash: the rollback links back all the rest,
+    and its proof, which checks each restored distribution against its RECORD, finds the
+    file missing; the rollback is undone, not called restored and verified."""
+    venv = make_venv("requests", "multipkg")
+    assert venv.tool("--no-probe", "multipkg").returncode == 0
+    before = venv.file_hashes()
+    _drop_from_stash(venv, "0001", "multipkg", "multipkg/a/mod1.py")
+
+    run = venv.tool("rollback", "1", "--no-probe", "--json")
+
+    data = run.json()
+    assert run.returncode != 0, data
+    assert data["outcome"] == "rollback-failed-restored"
+    verification = data["verification"]
+    assert isinstance(verification, dict)
+    assert verification["ok"] is False
+    assert verification["hash_mismatches"] == ["multipkg==1.0: multipkg/a/mod1.py (missing)"]
+    assert venv.file_hashes() == before  # undone: back as the rollback found it
+
+
+def test_a_record_file_gone_before_the_removal_is_not_asked_back(make_venv: MakeVenv) -> None:
+    """A file its RECORD lists was deleted by hand before the removal: the stash says so, and
+    the proof of the restore does not ask for it."""
+    venv = make_venv("requests", "multipkg")
+    (venv.site_packages / "multipkg" / "a" / "mod1.py").unlink()
+    before = venv.file_hashes()
+
+    run = venv.tool("--json", "--probe", "import multipkg.a.mod2", "multipkg")
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert data["verification"]["ok"] is True  # type: ignore[index]
+    assert venv.file_hashes() == before
+
+
+def test_a_wrong_byte_in_a_reinstalled_distribution_is_reported(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The wheel the reinstall takes holds a leftpad.py that its RECORD does not vouch for:
+    the restore's proof hashes every file of a reinstalled distribution against its RECORD."""
+    import zipfile
+
+    venv = make_venv("requests", "leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    (venv.root / ".safe-uninstall" / "snapshots" / "0001" / "stash").rename(tmp_path / "gone")
+    house = tmp_path / "house"
+    house.mkdir()
+    (good,) = venv.wheelhouse.glob("leftpad-1.0-*.whl")
+    with zipfile.ZipFile(good) as source, zipfile.ZipFile(house / good.name, "w") as bad:
+        for info in source.infolist():
+            data = source.read(info)
+            bad.writestr(
+                info, data.replace(b"' '", b"'_'") if info.filename == "leftpad.py" else data
+            )
+
+    run = venv.tool(
+        "rollback", "1", "--no-probe", "--json", UV_NO_INDEX="1", UV_FIND_LINKS=str(house)
+    )
+
+    data = run.json()
+    assert run.returncode != 0, data
+    verification = data["verification"]
+    assert isinstance(verification, dict)
+    assert verification["hash_mismatches"] == ["leftpad==1.0: leftpad.py"]
+
+
+def test_prune_keeps_the_latest_snapshot_and_its_stash(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad", "toolpkg")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001
+    assert venv.tool("--no-probe", "toolpkg").returncode == 0  # 0002, the latest
+    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    latest = tree(snapshots / "0002")
+
+    run = venv.tool("prune", "--max-size", "0", "--drop-only-copies", "--json")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [r["id"] for r in run.json()["removed"]] == ["0001"]  # type: ignore[index]
+    assert tree(snapshots / "0002") == latest
+    back = venv.tool("rollback", "2", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "toolpkg" in venv.installed()

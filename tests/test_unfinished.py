@@ -38,10 +38,11 @@ def test_doctor_names_recover_after_an_operation_died(make_venv: MakeVenv) -> No
     findings = data["findings"]
     assert isinstance(findings, list)
     assert findings[0]["kind"] == "unfinished", findings
-    assert data["repair_command"] == "safe-uninstall recover"
+    recover = f"safe-uninstall --python {venv.python} recover"
+    assert data["repair_command"] == recover
     text = venv.tool("doctor")
     assert text.returncode == 1
-    assert "to repair, run: safe-uninstall recover" in text.stdout, text.stdout
+    assert f"to repair, run: {recover}" in text.stdout, text.stdout
     # what it named works, and doctor then finds nothing
     assert venv.tool("recover").returncode == 0
     assert venv.tool("doctor").returncode == 0
@@ -64,4 +65,4 @@ def test_an_operation_under_way_is_not_sent_to_recover(make_venv: MakeVenv) -> N
     assert "recover" not in text
     # let go, the same dry run points to recover: the operation is dead
     dead = venv.tool("--dry-run", "requests")
-    assert "Run `safe-uninstall recover` first" in dead.stderr, dead.stderr
+    assert f"Run `safe-uninstall --python {venv.python} recover` first" in dead.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from safeuninstall.state.layout import SnapshotFolder
 from tests.conftest import UV, MakeVenv, Venv, run_tool
 from tests.wheels import build_wheel
 
@@ -19,8 +20,8 @@ PROVIDERS = ("nvfoo-cu13", "nvbar-cu13", "nvbaz-cu13")
 GPU_SET = ("consumer", *PROVIDERS)
 
 
-def snapshot_dirs(venv: Venv) -> list[Path]:
-    return sorted((venv.root / ".safe-uninstall" / "snapshots").iterdir())
+def snapshot_dirs(venv: Venv) -> list[SnapshotFolder]:
+    return [venv.snapshot(i) for i in venv.state.ids()]
 
 
 # -- the quickstart -------------------------------------------------------------------------
@@ -109,11 +110,11 @@ def test_stash_is_hard_links_owner_only(make_venv: MakeVenv) -> None:
     assert run.returncode == 0, run.stderr
     assert not lib.exists()
     (folder,) = snapshot_dirs(venv)
-    assert folder.stat().st_mode & 0o777 == 0o700
-    kept = list(folder.rglob("libfoo.so.1"))
+    assert folder.path.stat().st_mode & 0o777 == 0o700
+    kept = list(folder.path.rglob("libfoo.so.1"))
     assert len(kept) == 1
     assert kept[0].stat().st_ino == inode  # linked, not copied
-    assert (folder / "snapshot.toml").stat().st_mode & 0o777 == 0o600
+    assert folder.snapshot_file.stat().st_mode & 0o777 == 0o600
 
 
 # -- passing removals, rollback, rollback of a rollback -------------------------------------
@@ -214,7 +215,7 @@ def test_local_wheel_and_editable_restored_offline(make_venv: MakeVenv, tmp_path
 
 def corrupt_stash(venv: Venv, name: str) -> None:
     (folder,) = snapshot_dirs(venv)
-    victim = next(p for p in (folder / "stash").rglob("*.py") if name in str(p))
+    victim = next(p for p in folder.stash_dir.rglob("*.py") if name in str(p))
     # Break the link first: writing through it would also change the installed file.
     data = victim.read_bytes()
     victim.unlink()
@@ -277,7 +278,7 @@ def test_baseline_failure_changes_nothing(make_venv: MakeVenv) -> None:
     assert "already fails before any change" in run.stderr
     assert "No module named 'not_installed_anywhere'" in run.stderr
     assert venv.file_hashes() == before
-    assert not (venv.root / ".safe-uninstall" / "snapshots").exists() or not snapshot_dirs(venv)
+    assert not venv.state.snapshots_dir.exists() or not snapshot_dirs(venv)
 
 
 def test_dry_run_changes_nothing(make_venv: MakeVenv) -> None:
@@ -566,11 +567,11 @@ def test_stash_hashed_during_the_probe_is_trusted_only_while_unchanged(
     probe = "import time, requests; time.sleep(0.3)"
     assert venv.tool("--probe", probe, "leftpad").returncode == 0
     (folder,) = snapshot_dirs(venv)
-    verified = json.loads((folder / "stash-verified.json").read_text())
+    verified = json.loads(folder.verified_file.read_text())
     assert any(key.endswith("leftpad.py") for key in verified)
     # Rewrite the stashed copy in place (same inode, new mtime): it must be read again and
     # refused, and the reinstall must come from the wheelhouse instead.
-    victim = next(p for p in (folder / "stash").rglob("leftpad.py"))
+    victim = next(p for p in folder.stash_dir.rglob("leftpad.py"))
     victim.write_bytes(victim.read_bytes() + b"# tampered in place\n")
     run = venv.tool_reinstalling("rollback", "--json", "1")
     data = run.json()

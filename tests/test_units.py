@@ -20,6 +20,7 @@ from safeuninstall.environment.installed import InstalledDistribution, Source, r
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
 from safeuninstall.judgement.impact import Dependency, dependents_of
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.plan import (
     Installed,
     build_stash_index,
@@ -31,6 +32,7 @@ from safeuninstall.judgement.plan import (
 )
 from safeuninstall.state import journal
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SnapshotFolder, stash_of
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, StashedFile, Target
 from tests.conftest import returns_promptly
 
@@ -57,7 +59,7 @@ def stashed(name: str, version: str) -> PackageEntry:
         name=name,
         version=version,
         stash=PackageStash(
-            folder=f"stash/{name}-{version}",
+            folder=stash_of(name, version),
             files=(StashedFile(path=f"lib/{name}.py", sha256=SHA, size=3),),
             complete=True,
         ),
@@ -102,7 +104,8 @@ def test_plan_restore_prefers_own_snapshot_then_newest() -> None:
 
 def test_stash_index_ignores_incomplete_and_duplicate_snapshots() -> None:
     incomplete = msgspec.structs.replace(
-        stashed("a", "1.0"), stash=PackageStash(folder="stash/a-1.0", files=(), complete=False)
+        stashed("a", "1.0"),
+        stash=PackageStash(folder=stash_of("a", "1.0"), files=(), complete=False),
     )
     snap = make_snapshot("0003", (incomplete, stashed("b", "1.0")))
     index = build_stash_index([snap, snap])
@@ -233,6 +236,9 @@ def test_install_command_is_one_pinned_no_deps_call() -> None:
         "a==1",
         "b==2",
     ]
+    # A hollow distribution is installed at that version already: only a reinstall repairs it.
+    reinstalling = backend.install_argv(entries, offline=False, reinstall=True)
+    assert reinstalling[5:] == ["--no-deps", "--reinstall", "a==1", "b==2"]
     assert backend.uninstall_argv(["a", "b"]) == [
         "/bin/uv",
         "pip",
@@ -337,7 +343,7 @@ def full_snapshot() -> Snapshot:
 
 def test_snapshot_toml_round_trip(tmp_path: Path) -> None:
     snap = full_snapshot()
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     snapshot_file.save(snap, path)
     assert snapshot_file.load(path) == snap
     assert path.stat().st_mode & 0o777 == 0o600
@@ -375,7 +381,7 @@ def test_snapshot_validation_names_the_key(tmp_path: Path, edit, message: str) -
 
     data = full_snapshot().to_dict()
     edit(data)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
     with pytest.raises(SnapshotInvalid, match=message) as info:
         snapshot_file.load(path)
@@ -384,7 +390,7 @@ def test_snapshot_validation_names_the_key(tmp_path: Path, edit, message: str) -
 
 @pytest.mark.parametrize("content", [b"", b"format = ", b"\xff\xfe", b"[[packages]\n"])
 def test_corrupt_snapshot_is_refused(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_bytes(content)
     with pytest.raises(SnapshotInvalid, match=str(path)):
         snapshot_file.load(path)
@@ -451,6 +457,10 @@ def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-
         (lambda d: d["packages"][1].pop("requested"), "packages[1].requested: missing"),
         (lambda d: d["packages"][0].pop("source"), "packages[0].source: missing"),
         (lambda d: d.pop("outcome"), "outcome: missing"),
+        (
+            lambda d: d.update(outcome="restored"),
+            "outcome: unknown outcome 'restored': not one this tool writes",
+        ),
         (lambda d: d.pop("removed"), "removed: missing"),
         # the format first, whatever else the file holds
         (lambda d: d.pop("format"), "format: missing"),
@@ -464,7 +474,7 @@ def _set_file(**values: object) -> Callable[[dict], None]:  # type: ignore[type-
 def test_snapshot_decoding_errors_name_the_key(tmp_path: Path, edit, message: str) -> None:  # type: ignore[no-untyped-def]
     data = full_snapshot().to_dict()
     edit(data)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
     with pytest.raises(SnapshotInvalid) as info:
         snapshot_file.load(path)
@@ -477,13 +487,13 @@ def test_snapshot_keys_it_does_not_know_are_ignored(tmp_path: Path) -> None:
     data["target"]["implementation"] = "cpython"
     data["packages"][0]["source"]["archive_info"] = {"hash": "sha256=..."}
     data["packages"][0]["stash"]["files"][0]["mode"] = 0o644
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
     assert snapshot_file.load(path) == full_snapshot()
 
 
 def test_snapshot_nested_too_deeply_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text("format = 1\nx = " + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(SnapshotInvalid, match=f"^{path}: not a valid TOML file"):
         snapshot_file.load(path)
@@ -491,14 +501,14 @@ def test_snapshot_nested_too_deeply_is_refused(tmp_path: Path) -> None:
 
 def test_snapshot_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(snapshot_file, "_MAX_BYTES", 1 << 20)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(snapshot_file.dumps(full_snapshot()) + "#" * (1 << 20))  # valid, too long
     with pytest.raises(SnapshotInvalid, match=f"^{path}: larger than 1 MiB"):
         snapshot_file.load(path)
 
 
 def test_snapshot_that_is_a_device_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.symlink_to("/dev/zero")
     with pytest.raises(SnapshotInvalid) as info:
         snapshot_file.load(path)
@@ -506,7 +516,7 @@ def test_snapshot_that_is_a_device_is_refused(tmp_path: Path) -> None:
 
 
 def test_snapshot_in_place_of_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     os.mkfifo(path)
     errors: list[str] = []
 
@@ -700,7 +710,7 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
 
     monkeypatch.setattr(tempfile, "TemporaryDirectory", no_room)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", "/v/l", "/v/l", "/v/bin", {})
-    probe = Probe(kind="python", code="pass", origin="--probe")
+    probe = Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe")
     result = run_probe(probe, interpreter, settings=RunSettings(timeout=5.0, env={}))
     assert not result.passed
     assert "cannot create its working folder: No space left on device" in result.output
@@ -722,7 +732,7 @@ def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: objec
     from safeuninstall.judgement.probe import Probe, ProbeSettings
     from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
 
-    settings = ProbeSettings(probes=(Probe(kind="python", code="pass", origin="--probe"),))
+    settings = ProbeSettings(probes=(Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),))
     (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
     assert BaselineCache(tmp_path).get(settings, "env") is None
 
@@ -872,7 +882,7 @@ def test_a_legacy_entry_is_validated_like_the_rest(tmp_path: Path, edit, message
     from safeuninstall.state.snapshot import PthLine
 
     stash = PackageStash(
-        folder="stash/e-1.0",
+        folder=stash_of("e", "1.0"),
         files=(StashedFile(path="lib/p/e.egg-link", sha256=SHA, size=5),),
         complete=True,
         lines=(PthLine(path="lib/p/easy-install.pth", line="/proj", sha256=SHA, size=6),),
@@ -883,7 +893,7 @@ def test_a_legacy_entry_is_validated_like_the_rest(tmp_path: Path, edit, message
     assert snapshot_file.load(good).packages == (entry,)
     data = make_snapshot(packages=(entry,)).to_dict()
     edit(data)
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     path.write_text(tomli_w.dumps(data))
 
     with pytest.raises(SnapshotInvalid, match=message):
@@ -1011,6 +1021,16 @@ REQ, URL, IDNA = "r", "u", "i"  # requests, urllib3, idna
             ["0002"],
             id="restored-removal-passed-over",
         ),
+        pytest.param(  # the same when the probe still failed after the restore
+            [
+                _state("0002", REQ + IDNA, "uninstall", "restored-probe-fails", removed=("i",)),
+                _state("0001", REQ + URL + IDNA, "uninstall", "removed", removed=("u",)),
+            ],
+            REQ + IDNA + "z",  # and z installed since, outside the tool
+            "0001",
+            ["0002"],
+            id="restored-removal-whose-probe-still-fails-passed-over",
+        ),
         pytest.param(  # a rollback undone by its failing probe changed nothing
             [
                 _state(
@@ -1118,7 +1138,7 @@ def test_choose_snapshot_stops_where_it_cannot_see(
 
 def test_returns_to_is_written_only_for_a_rollback(tmp_path: Path) -> None:
     snap = _state("0002", "a", "rollback", "pending", returns_to="0001")
-    path = tmp_path / "snapshot.toml"
+    path = SnapshotFolder(tmp_path).snapshot_file
     snapshot_file.save(snap, path)
     assert snapshot_file.load(path).returns_to == "0001"
     assert "returns_to" not in _state("0001", "a", "uninstall", "pending").to_dict()
@@ -1182,6 +1202,27 @@ def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() ->
     from_record = Finding("requirement", "idna<4", "requests", "idna==3.20", recorded_in="0002")
     assert plan_repair([from_record], [only_recorded], installed) == Repair(
         install=(recorded("idna", "3.20"),)
+    )
+
+
+def test_doctor_repairs_from_a_stash_first_and_the_index_for_the_rest() -> None:
+    """One rollback: what its stash holds comes from there, what it only recorded is
+    reinstalled; an install of everything from the index only where no snapshot has them."""
+    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
+
+    installed = {
+        "a": Installed("a", "1", Source(kind="index"), intact=False),
+        "b": Installed("b", "2", Source(kind="index"), intact=False),
+    }
+    findings = [
+        Finding("hollow", "a==1", "", "a==1", reinstall=True),
+        Finding("hollow", "b==2", "", "b==2", reinstall=True),
+    ]
+    some = make_snapshot("0001", (stashed("a", "1"), recorded("b", "2")))
+    assert plan_repair(findings, [some], installed) == Repair(snapshot="0001")
+    neither = make_snapshot("0002", (recorded("a", "1"), recorded("b", "2")))
+    assert plan_repair(findings, [neither], installed) == Repair(
+        install=(recorded("a", "1"), recorded("b", "2")), reinstall=True
     )
 
 
@@ -1276,7 +1317,7 @@ def test_giving_up_says_what_it_could_not_delete(
     folder.mkdir()
     monkeypatch.setattr(transaction.shutil, "rmtree", lambda *args, **kwargs: None)
     txn = transaction.Transaction(_Context(), "uninstall")  # type: ignore[arg-type]
-    txn._folder = ("0001", folder)
+    txn._folder = SnapshotFolder(folder)
     with pytest.raises(KeyboardInterrupt), txn:
         raise KeyboardInterrupt
 

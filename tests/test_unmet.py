@@ -295,7 +295,7 @@ needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of 
 
 def state_untouched(venv: Venv) -> None:
     """No snapshot, no journal: nothing of a removal was begun."""
-    snapshots = venv.root / ".safe-uninstall" / "snapshots"
+    snapshots = venv.state.snapshots_dir
     assert not snapshots.exists() or not any(snapshots.iterdir())
     assert not venv.journal.exists()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -13,7 +14,6 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
     ``durable=False`` skips both fsyncs (about 2.5 ms each here): for caches and notes whose
     loss after a power cut costs only time, never a package.
     """
-    import tempfile  # here: the commands that only read (snapshots, show) need not import it
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -31,6 +31,33 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+# tempfile.mkstemp's names: the prefix, eight of these characters, the suffix
+_TEMP_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def leftover_temps(path: Path) -> list[Path]:
+    """The temp files ``write_atomically(path, ...)`` left when its process was killed between
+    writing one and renaming it: regular files named exactly as it names them, nothing else."""
+    import stat
+
+    head, tail = f".{path.name}.", ".tmp"
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        middle = name[len(head) : -len(tail)]
+        if not (name.startswith(head) and name.endswith(tail) and len(middle) == 8):
+            continue
+        if not set(middle) <= _TEMP_CHARACTERS:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path.parent / name).st_mode):
+                found.append(path.parent / name)
+    return sorted(found)
 
 
 def fsync_dir(folder: Path) -> None:

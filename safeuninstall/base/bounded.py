@@ -47,14 +47,17 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
-def read_bytes(path: str | Path, limit: int, *, regular_only: bool = True) -> bytes:
+def read_bytes(
+    path: str | Path, limit: int, *, regular_only: bool = True, follow_links: bool = True
+) -> bytes:
     """The bytes of ``path``; Unusable if there are more than ``limit``.
 
     ``regular_only=False`` also reads a pipe, a FIFO or a character device (``<(cmd)``,
     ``/dev/stdin``), up to ``limit``. Its open does not wait for a writer: a FIFO that has
     none reads as empty. Its reads do wait for data, as ``cat`` would; Ctrl-C ends the wait.
+    ``follow_links=False``: a symbolic link (as the last part of the path) is an OSError.
     """
-    fd = os.open(path, _FLAGS)
+    fd = os.open(path, _FLAGS if follow_links else _FLAGS | getattr(os, "O_NOFOLLOW", 0))
     try:
         info = os.fstat(fd)
         if stat.S_ISREG(info.st_mode):

@@ -1,6 +1,16 @@
-"""A cache file of the state folder with one entry per RECORD (or METADATA) path
-(record-cache.json, presence-cache.json, requires-cache.json): read once, written back once,
-shared by every environment whose state folder it is.
+"""The files of the state folder that only save time, and the one way they are read.
+
+A cache is a hint, never an authority: an entry is used only while its key, which includes
+what the entry describes (a file's device, inode, size, mtime and ctime: mtime can be set back
+with ``os.utime``, ctime cannot), matches the thing as it is now, and a hit that would decide
+which environment is acted on or whether a file is verified is confirmed against the thing
+itself. ``read_cache`` reads every such file: a regular file only (never a symbolic link, a
+FIFO or a device: a link to ``/dev/zero`` would be read without end, a FIFO would wait for a
+writer for ever), bounded, decoded by type with msgspec by its caller.
+
+``RecordKeyed`` is a cache file with one entry per RECORD path (record-cache.json,
+presence-cache.json): read once, written back once, shared by every environment whose state
+folder it is.
 
 The file is untrusted input like every other file the tool reads: one that is missing,
 unreadable, corrupt, too large or of another format or version is an empty cache (its
@@ -24,6 +34,12 @@ from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.bounded import read_bytes
 
 E = TypeVar("E")
+
+
+def read_cache(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the state file ``path``: OSError (Unusable) unless it is a regular file
+    of its own (not a symbolic link) of at most ``limit`` bytes."""
+    return read_bytes(os.fspath(path), limit, follow_links=False)
 
 
 class Stored(Struct, Generic[E], frozen=True, forbid_unknown_fields=True):
@@ -54,7 +70,7 @@ class RecordKeyed(Generic[E]):
 
     def _load(self, path: Path, stored_type: Any, max_bytes: int) -> dict[str, E]:
         try:
-            stored = msgspec.json.decode(read_bytes(path, max_bytes), type=stored_type)
+            stored = msgspec.json.decode(read_cache(path, max_bytes), type=stored_type)
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return {}  # missing, unreadable, corrupt, too large: worked out again
         if stored.format != self._format or stored.version != self._version:

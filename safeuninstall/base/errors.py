@@ -1,12 +1,12 @@
 """Every failure the tool expects, each with the exit code the CLI returns for it.
 
-Exit codes (EXIT_CODES below; the same table is in README.md and, generated from it,
-docs/reference/exit-codes.md):
+Exit codes (EXIT_CODES below; generated from it, docs/reference/exit-codes.md, which README.md
+links to):
 
 ==== =====================================================================
 code meaning
 ==== =====================================================================
-0    done; every probe passed
+0    done, and every probe that ran passed (none runs with --no-probe)
 1    error before any change: the environment was not changed
 2    command-line usage error, malformed configuration
 3    the removal (or a rollback) failed; everything was put back and verified
@@ -27,7 +27,8 @@ EXIT_PROBE_FAILS_AFTER_ROLLBACK = 5
 
 # What each code means, for the documentation (tests check README.md's table against it).
 EXIT_CODES = {
-    EXIT_OK: "done; every probe passed (or nothing to do)",
+    EXIT_OK: "done, and every probe that ran passed (none runs with `--no-probe`, nor when "
+    "no probe applies: the output says which); or nothing to do",
     EXIT_UNCHANGED: "error before any change: the environment was not changed",
     EXIT_USAGE: "command-line usage error (unknown option, bad option value) or malformed "
     "configuration",

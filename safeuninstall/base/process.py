@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import hashlib
 import os
 import select
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, NamedTuple
+from typing import IO, NamedTuple
 
 from msgspec import Struct
 
-if TYPE_CHECKING:
-    import subprocess
+from safeuninstall.base import interrupts
 
 # Kept per stream: the first and the last part. A probe that prints megabytes costs this much.
 _HEAD_BYTES = 32 * 1024
@@ -192,7 +193,6 @@ def run(
     child started is killed when it ends (see the module): a run lasts at most ``timeout``
     plus ``_GRACE``, and the time its leftovers take to die.
     """
-    import subprocess  # here: opening a target imports this module, and a listing runs nothing
 
     started = time.monotonic()
     marker = _new_marker()
@@ -301,7 +301,6 @@ def guard_marker(prefix: str, snapshot_id: str) -> str:
     """The variable that marks the processes of a command guarded by ``run`` in the environment
     at ``prefix`` under snapshot ``snapshot_id``: a ``recover`` after the guard was killed finds
     and stops what the command left running, at any depth, before it restores."""
-    import hashlib
 
     key = f"{os.path.realpath(prefix)}\0{snapshot_id}".encode()
     return MARKER_PREFIX + "guard_" + hashlib.sha256(key).hexdigest()[:16]
@@ -326,9 +325,6 @@ def run_command(
     running (see the module): those it started carry ``marker`` (default: one of its own).
     Called from the main thread (signal handlers are set there).
     """
-    import subprocess
-
-    from safeuninstall.base import interrupts
 
     marker = marker or _new_marker()
     passed: list[int] = []

@@ -11,6 +11,7 @@ link is the user's own (or root's); a folder inside it must be a folder, not a l
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from pathlib import Path
 
@@ -55,8 +56,6 @@ def _not_yours(subject: str, folder: Path, info: os.stat_result) -> str:
 
 
 def _command(*argv: str) -> str:
-    import shlex  # for a refusal only
-
     return shlex.join(argv)
 
 

@@ -12,12 +12,14 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 import click
 import msgspec
+from click.core import ParameterSource
+from click.shell_completion import CompletionItem
 from msgspec import Struct
 
 from safeuninstall import __version__, config, options
@@ -25,31 +27,37 @@ from safeuninstall.base import interrupts
 from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
+from safeuninstall.environment.requirements import read_request
+from safeuninstall.judgement.audit import AuditReport
+from safeuninstall.judgement.doctor import DoctorReport
+from safeuninstall.judgement.metric import Metric
+from safeuninstall.judgement.probe import ProbeSettings, metric_probe, probes_from
+from safeuninstall.operations.audit import audit
+from safeuninstall.operations.bisect import bisect
+from safeuninstall.operations.diff import diff
+from safeuninstall.operations.inspect import check, doctor, probe_now
+from safeuninstall.operations.results import (
+    BisectResult,
+    DiffResult,
+    PruneResult,
+    Result,
+    ShownSnapshot,
+    SnapshotList,
+    SnapshotTaken,
+)
+from safeuninstall.operations.rollback import recover, rollback
+from safeuninstall.operations.run import run as run_guarded
+from safeuninstall.operations.snapshots import list_snapshots, prune, show_snapshot, snapshot_now
+from safeuninstall.operations.uninstall import uninstall
+from safeuninstall.session.baseline import HeadStart, head_start
+from safeuninstall.session.context import Context, open_context
+from safeuninstall.state.snapshot import dumps
+from safeuninstall.transaction.retention import Kept, Policy, installed_pins, settle
 
-if TYPE_CHECKING:
-    from click.shell_completion import CompletionItem
-
-    from safeuninstall.judgement.audit import AuditReport
-    from safeuninstall.judgement.doctor import DoctorReport
-    from safeuninstall.judgement.probe import ProbeSettings
+if TYPE_CHECKING:  # the module is imported by the export command alone (docs/performance.md)
     from safeuninstall.operations.export import ExportResult
-    from safeuninstall.operations.results import (
-        BisectResult,
-        DiffResult,
-        PruneResult,
-        Result,
-        ShownSnapshot,
-        SnapshotList,
-        SnapshotTaken,
-    )
-    from safeuninstall.session.context import Context
-    from safeuninstall.transaction.retention import Kept
 
 ResultT = TypeVar("ResultT", bound="Result")
-# Outcomes after which there is nothing new for the retention policy to weigh.
-_CHANGED_NOTHING = frozenset(
-    {"dry-run", "nothing-to-do", "already-matches", "nothing-to-recover", "nothing-to-roll-back"}
-)
 
 _WEEK = 7 * 24 * 3600.0  # upper bound of every duration option
 
@@ -61,164 +69,160 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
-EXPORT_FORMATS = ("requirements", "pylock")  # export.FORMATS; a test keeps them equal
+# The options several commands share, defined once: each command gets its own copy, and the
+# group a hidden one, so that they may come before the command's name too
+# (`safe-uninstall -p .venv audit`).
+def _target_options(hidden: bool = False) -> list[click.Option]:
+    return [
+        click.Option(
+            ["-p", "--python"],
+            metavar="PYTHON",
+            hidden=hidden,
+            help="Target interpreter or environment directory "
+            "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+        ),
+        click.Option(
+            ["--system/--no-system"],
+            default=False,
+            hidden=hidden,
+            help="The first Python on PATH, as uv finds it (not a virtual environment).",
+        ),
+        click.Option(
+            ["-t", "--target"],
+            metavar="DIR",
+            hidden=hidden,
+            help="The packages in DIR, as `uv pip install --target DIR` put them there.",
+        ),
+        click.Option(
+            ["--prefix"],
+            metavar="DIR",
+            hidden=hidden,
+            help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
+        ),
+        click.Option(
+            ["--break-system-packages/--no-break-system-packages"],
+            default=False,
+            hidden=hidden,
+            help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
+        ),
+        click.Option(
+            ["--state-dir"],
+            metavar="DIR",
+            hidden=hidden,
+            help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
+        ),
+        click.Option(
+            ["--lock-timeout"],
+            type=click.FloatRange(min=0, max=_WEEK),
+            callback=_finite,
+            metavar="SECONDS",
+            hidden=hidden,
+            help="How long to wait for another operation on the same environment. [default: 60]",
+        ),
+    ]
 
-_Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
-# A command's own click decorators (``_option``, ``_argument`` under ``_command``), in the order
-# they were applied, kept until its command is built: a command line builds only the command it
-# runs, not the options of all fourteen (at import, that was 19 M instructions of a listing's 320).
-_PENDING: dict[Callable[..., None], list[_Decorator]] = {}
-
-
-def _later(*decorators: _Decorator) -> _Decorator:
-    """``decorators``, applied (in this order) when the function's command is built."""
-
-    def keep(func: Callable[..., None]) -> Callable[..., None]:
-        _PENDING.setdefault(func, []).extend(decorators)
-        return func
-
-    return keep
-
-
-def _option(*decls: str, **attrs: Any) -> _Decorator:
-    """``click.option``, applied when the command is built."""
-    return _later(click.option(*decls, **attrs))
-
-
-def _argument(*decls: str, **attrs: Any) -> _Decorator:
-    """``click.argument``, applied when the command is built."""
-    return _later(click.argument(*decls, **attrs))
-
-
-class _SharedOption(click.Option):
-    """An option of several commands, defined once below: it takes a value in every command
-    that has it or in none, so the routing reads that off the command named on the command
-    line, not off ``uninstall`` (``-p X snapshots`` builds no other command)."""
+def _output_options(hidden: bool = False) -> list[click.Option]:
+    return [
+        click.Option(
+            ["--json", "as_json"],
+            is_flag=True,
+            hidden=hidden,
+            help="Print one JSON object on stdout.",
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            is_flag=True,
+            hidden=hidden,
+            help="Show probe and installer output.",
+        ),
+        click.Option(
+            ["-q", "--quiet"], is_flag=True, hidden=hidden, help="Print only the outcome."
+        ),
+        click.Option(
+            ["--color"],
+            type=click.Choice(config.COLOR_CHOICES),
+            expose_value=False,
+            callback=lambda ctx, param, value: _remember_color(ctx, value),
+            hidden=hidden,
+            help="Colour the text output (auto: on a terminal, unless NO_COLOR is set). "
+            "[default: auto]",
+        ),
+    ]
 
 
-def _shared_option(*decls: str, **attrs: Any) -> _Decorator:
-    return click.option(*decls, cls=_SharedOption, **attrs)
+def _probe_options(hidden: bool = False) -> list[click.Option]:
+    return [
+        click.Option(
+            ["--probe", "probes"],
+            multiple=True,
+            metavar="CODE",
+            hidden=hidden,
+            help="Python code run by the target interpreter; repeatable.",
+        ),
+        click.Option(
+            ["--probe-cmd", "probe_cmds"],
+            multiple=True,
+            metavar="COMMAND",
+            hidden=hidden,
+            help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
+        ),
+        click.Option(
+            ["--probe-timeout"],
+            type=click.FloatRange(min=0, min_open=True, max=_WEEK),
+            callback=_finite,
+            metavar="SECONDS",
+            hidden=hidden,
+            help="Kill a probe (its whole process group) after this long. [default: 300]",
+        ),
+        click.Option(["--no-probe"], is_flag=True, hidden=hidden, help="Run no probe at all."),
+        click.Option(
+            ["--probe-metric"],
+            metavar="COMMAND",
+            hidden=hidden,
+            help="A command (no shell) run like --probe-cmd whose last line is a number, higher "
+            "is better: a change that makes its median worse than before by more than "
+            "--max-regression fails like a failing probe.",
+        ),
+        click.Option(
+            ["--lower-is-better"],
+            is_flag=True,
+            hidden=hidden,
+            help="The --probe-metric number is a cost (seconds, bytes): lower is better.",
+        ),
+        click.Option(
+            ["--metric-runs"],
+            type=click.IntRange(min=1, max=1000),
+            default=3,
+            show_default=True,
+            metavar="N",
+            hidden=hidden,
+            help="Runs of --probe-metric before and after the change; the median counts.",
+        ),
+        click.Option(
+            ["--max-regression"],
+            type=click.FloatRange(min=0, max=1e6),
+            callback=_finite,
+            default=10.0,
+            show_default=True,
+            metavar="PERCENT",
+            hidden=hidden,
+            help="How much worse than before the --probe-metric median may get.",
+        ),
+    ]
 
 
-_TARGET_OPTIONS = (
-    _shared_option(
-        "-p",
-        "--python",
-        metavar="PYTHON",
-        help="Target interpreter or environment directory "
-        "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
-    ),
-    _shared_option(
-        "--system/--no-system",
-        default=False,
-        help="The first Python on PATH, as uv finds it (not a virtual environment).",
-    ),
-    _shared_option(
-        "-t",
-        "--target",
-        metavar="DIR",
-        help="The packages in DIR, as `uv pip install --target DIR` put them there.",
-    ),
-    _shared_option(
-        "--prefix",
-        metavar="DIR",
-        help="The packages under the prefix DIR (DIR/lib/pythonX.Y/site-packages).",
-    ),
-    _shared_option(
-        "--break-system-packages/--no-break-system-packages",
-        default=False,
-        help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
-    ),
-    _shared_option(
-        "--state-dir",
-        metavar="DIR",
-        help="Where snapshots and stashes live (default: <venv>/.safe-uninstall).",
-    ),
-    _shared_option(
-        "--lock-timeout",
-        type=click.FloatRange(min=0, max=_WEEK),
-        callback=_finite,
-        metavar="SECONDS",
-        help="How long to wait for another operation on the same environment. [default: 60]",
-    ),
-)
+def _offline_option(hidden: bool = False) -> click.Option:
+    return click.Option(
+        ["--offline/--no-offline"],
+        default=None,
+        hidden=hidden,
+        help="A reinstall, if one is needed, uses no network. [default: no-offline]",
+    )
 
-_OUTPUT_OPTIONS = (
-    _shared_option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
-    _shared_option("-v", "--verbose", is_flag=True, help="Show probe and installer output."),
-    _shared_option("-q", "--quiet", is_flag=True, help="Print only the outcome."),
-    _shared_option(
-        "--color",
-        type=click.Choice(config.COLOR_CHOICES),
-        expose_value=False,
-        callback=lambda ctx, param, value: _remember_color(ctx, value),
-        help="Colour the text output (auto: on a terminal, unless NO_COLOR is set). "
-        "[default: auto]",
-    ),
-)
 
-_PROBE_OPTIONS = (
-    _shared_option(
-        "--probe",
-        "probes",
-        multiple=True,
-        metavar="CODE",
-        help="Python code run by the target interpreter; repeatable.",
-    ),
-    _shared_option(
-        "--probe-cmd",
-        "probe_cmds",
-        multiple=True,
-        metavar="COMMAND",
-        help="A command (no shell) run with the environment's bin first on PATH; repeatable.",
-    ),
-    _shared_option(
-        "--probe-timeout",
-        type=click.FloatRange(min=0, min_open=True, max=_WEEK),
-        callback=_finite,
-        metavar="SECONDS",
-        help="Kill a probe (its whole process group) after this long. [default: 300]",
-    ),
-    _shared_option("--no-probe", is_flag=True, help="Run no probe at all."),
-    _shared_option(
-        "--probe-metric",
-        metavar="COMMAND",
-        help="A command (no shell) run like --probe-cmd whose last line is a number, higher is "
-        "better: a change that makes its median worse than before by more than "
-        "--max-regression fails like a failing probe.",
-    ),
-    _shared_option(
-        "--lower-is-better",
-        is_flag=True,
-        help="The --probe-metric number is a cost (seconds, bytes): lower is better.",
-    ),
-    _shared_option(
-        "--metric-runs",
-        type=click.IntRange(min=1, max=1000),
-        default=3,
-        show_default=True,
-        metavar="N",
-        help="Runs of --probe-metric before and after the change; the median counts.",
-    ),
-    _shared_option(
-        "--max-regression",
-        type=click.FloatRange(min=0, max=1e6),
-        callback=_finite,
-        default=10.0,
-        show_default=True,
-        metavar="PERCENT",
-        help="How much worse than before the --probe-metric median may get.",
-    ),
-)
-
-_OFFLINE_OPTION = _shared_option(
-    "--offline/--no-offline",
-    default=None,
-    help="A reinstall, if one is needed, uses no network. [default: no-offline]",
-)
 # uninstall and rollback: both uninstall, and both are refused when that leaves a requirement unmet
-_ALLOW_UNMET_OPTION = _option(
+_ALLOW_UNMET_OPTION = click.option(
     "--allow-unmet",
     is_flag=True,
     help="Go ahead although what it uninstalls leaves a requirement of a remaining distribution "
@@ -305,7 +309,10 @@ _UV_OPTIONS = (
 )
 
 
-_with_uv_options = _later(*reversed(_UV_OPTIONS))
+def _with_uv_options(func: Callable[..., None]) -> Callable[..., None]:
+    for decorator in reversed(_UV_OPTIONS):
+        decorator(func)
+    return func
 
 
 def _echo_installer(text: str) -> None:
@@ -347,8 +354,10 @@ class Output(Struct, frozen=True):
 class _Live:
     """Receives the core's events: each is written to stderr as it happens (not with --json
     or -q), and kept for --json. On a terminal a step that goes on (a probe running, the
-    installer, a restore) has a spinner and its elapsed time until the next event; through a
-    pipe the same lines come unadorned. A wait for another operation is always said: the
+    installer, a restore) has a spinner and its elapsed time until the next event, and each
+    step's line replaces the one before: the live line is gone when the operation ends, and
+    the report says what happened (with -v every step stays, with its time). Through a pipe
+    the same lines come unadorned, one each. A wait for another operation is always said: the
     command would otherwise seem to hang."""
 
     _FRAMES = "|/-\\"
@@ -360,7 +369,8 @@ class _Live:
         self._live = False  # until an operation's steps begin (speak)
         self._tty = sys.stderr.isatty()
         self._lock = threading.Lock()
-        self._ongoing: tuple[str, float] | None = None  # (last line, when it began)
+        # (last line, when it began, whether it goes on: a spinner and the time so far)
+        self._ongoing: tuple[str, float, bool] | None = None
         self._wake = threading.Event()
         self._spinner: threading.Thread | None = None
 
@@ -371,16 +381,25 @@ class _Live:
         lines = f"safe-uninstall: {event.text}".splitlines() or [""]
         with self._lock:
             self._end_ongoing()
+            if self._tty and not self._output.verbose and len(lines) == 1:
+                # One live line: each step replaces the one before, and goes at the end.
+                self._ongoing = (lines[0], time.monotonic(), event.ongoing)
+                self._draw(0)
+                self._start_spinner()
+                return
             if not (self._tty and event.ongoing):
                 click.echo("\n".join(lines), err=True)
                 return
             if lines[:-1]:
                 click.echo("\n".join(lines[:-1]), err=True)
-            self._ongoing = (lines[-1], time.monotonic())
+            self._ongoing = (lines[-1], time.monotonic(), True)
             self._draw(0)
-            if self._spinner is None:
-                self._spinner = threading.Thread(target=self._spin, daemon=True)
-                self._spinner.start()
+            self._start_spinner()
+
+    def _start_spinner(self) -> None:
+        if self._spinner is None:
+            self._spinner = threading.Thread(target=self._spin, daemon=True)
+            self._spinner.start()
 
     def speak(self) -> None:
         """The command is an operation (a removal, rollback, probe...): its steps are said.
@@ -396,14 +415,22 @@ class _Live:
 
     def _draw(self, frame: int) -> None:
         assert self._ongoing is not None
-        line, began = self._ongoing
+        line, began, ongoing = self._ongoing
+        if not ongoing:
+            click.echo(f"\r{line}\x1b[K", err=True, nl=False)
+            return
         spin = self._FRAMES[frame % len(self._FRAMES)]
         click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
 
     def _end_ongoing(self) -> None:
+        """The live line ends: erased (the next step or the report takes its place), or with
+        -v ended with the time it took."""
         if self._ongoing is not None:
-            line, began = self._ongoing
-            click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            line, began, _ = self._ongoing
+            if self._output.verbose:
+                click.echo(f"\r{line} ({time.monotonic() - began:.1f} s)\x1b[K", err=True)
+            else:
+                click.echo("\r\x1b[K", err=True, nl=False)
             self._ongoing = None
 
     def _spin(self) -> None:
@@ -411,7 +438,7 @@ class _Live:
         while not self._wake.wait(self._TICK):
             frame += 1
             with self._lock:
-                if self._ongoing is not None:
+                if self._ongoing is not None and self._ongoing[2]:
                     self._draw(frame)
 
 
@@ -462,7 +489,7 @@ class Common:
         lock, a full disk or an interrupt only skips the policy, and says so."""
         if result.snapshot is None or result.exit_code not in (0, 3, 5):
             return result
-        if result.outcome.value in _CHANGED_NOTHING:
+        if result.outcome.changed_nothing:  # nothing new for the retention policy to weigh
             return result
         kept, note = self.retain()
         if note:
@@ -474,7 +501,6 @@ class Common:
         the snapshots then keep; None (nothing pruned) while an operation is unfinished. The
         lock is not waited for: the operation is done, and the next one runs the policy. A
         busy lock, a full disk or an interrupt only skips it, and the note says so."""
-        from safeuninstall.transaction.retention import Policy, installed_pins, settle
 
         try:
             ctx = self.context()
@@ -483,15 +509,15 @@ class Common:
             with ctx.locked(timeout=0):
                 if ctx.journal().read() is not None:
                     return None, ""
-                return settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter)), ""
+                kept = settle(ctx.store, policy, lambda: installed_pins(ctx.interpreter))
+                if kept is not None:
+                    kept = msgspec.structs.replace(kept, command=ctx.suggest())
+                return kept, ""
         except (SafeUninstallError, OSError, KeyboardInterrupt) as err:
             why = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
             return None, f"the retention policy did not run ({why}); the next operation runs it"
 
     def probes(self) -> ProbeSettings:
-        from safeuninstall.judgement.metric import Metric
-        from safeuninstall.judgement.probe import metric_probe, probes_from
-
         assert self._no_probe is not None, "a command without probe options"
         line = self._metric["probe_metric"]
         if line is not None and self._no_probe:
@@ -528,9 +554,6 @@ class Common:
                 prefix=self._where["prefix"],
                 break_system_packages=self._break_system_packages,
             )
-            from safeuninstall.session.context import (
-                open_context,  # after the command line is parsed: 8 ms
-            )
 
             self._context = open_context(target, Events(self.live))
         return self._context
@@ -543,33 +566,22 @@ def _command(
     probes: bool = False,
     offline: bool = False,
     interspersed: bool = True,
-) -> _Decorator:
-    """A subcommand with the shared options: target and probe options before its own, offline
-    and output options after them; the function receives them as one ``Common`` first.
+) -> Callable[[Callable[..., None]], click.Command]:
+    """A subcommand of ``cli`` with the shared options: target and probe options before its
+    own, offline and output options after them; the function receives them as one ``Common``
+    first."""
+    before = [*(_target_options() if target else ()), *(_probe_options() if probes else ())]
+    after = [*((_offline_option(),) if offline else ()), *_output_options()]
 
-    The command is registered by name and built when a command line first asks for it."""
-    before = [*(_TARGET_OPTIONS if target else ()), *(_PROBE_OPTIONS if probes else ())]
-    after = [*((_OFFLINE_OPTION,) if offline else ()), *_OUTPUT_OPTIONS]
+    def register(func: Callable[..., None]) -> click.Command:
+        def with_common(**values: Any) -> None:
+            func(Common(values), **values)
 
-    def register(func: Callable[..., None]) -> Callable[..., None]:
-        # A click.option under _command would be built at import, and then dropped.
-        assert not hasattr(func, "__click_params__"), f"{name}: use _option and _argument"
-        own = _PENDING.pop(func, [])
-
-        def build() -> click.Command:
-            def with_common(**values: Any) -> None:
-                func(Common(values), **values)
-
-            with_common.__doc__ = func.__doc__
-            # click lists a function's parameters in the reverse of the order they were added.
-            for decorator in [*reversed(after), *own, *reversed(before)]:
-                decorator(with_common)
-            command = click.command(name)(with_common)
-            command.allow_interspersed_args = interspersed
-            return command
-
-        cli.add_lazy_command(name, build)
-        return func
+        command = cli.command(name)(func)  # its own arguments and options, its help
+        command.params = [*before, *command.params, *after]
+        command.callback = with_common
+        command.allow_interspersed_args = interspersed
+        return command
 
     return register
 
@@ -609,12 +621,22 @@ def _run(
             payload = result.to_dict()
             if operation:  # an operation's envelope: what happened, step by step
                 payload["events"] = [event.to_dict() for event in common.live.events]
-            click.echo(json.dumps(payload, indent=2, default=list))
+            _print_json(payload)
         else:
             text = render(result, output)
             if text:
                 click.echo(text, color=_use_color(sys.stdout))
     sys.exit(getattr(result, "exit_code", 0))
+
+
+# The version of the --json contract (docs/reference/json.md and json-schema.json beside it):
+# raised when a key is removed or renamed or its type changes; keys are added without it.
+JSON_VERSION = "1"
+
+
+def _print_json(payload: dict[str, object]) -> None:
+    """Print one --json object, the contract's version first: the one way any is printed."""
+    click.echo(json.dumps({"json_version": JSON_VERSION, **payload}, indent=2, default=list))
 
 
 def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
@@ -625,7 +647,7 @@ def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
             "error": err.message,
             "detail": err.detail,
         }
-        click.echo(json.dumps(payload, indent=2))
+        _print_json(payload)
     else:
         color = _use_color(sys.stderr)
         error = _painter(color)("error:", "bad")
@@ -642,79 +664,26 @@ def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
 
 def _operation_text(result: Result, output: Output) -> str:
     paint = _painter(_use_color(sys.stdout))
-    return report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
-
-
-def _takes_value(params: Iterable[click.Parameter]) -> dict[str, bool]:
-    """Each option name of ``params`` (``--system`` and ``--no-system`` both): whether it takes
-    a value."""
-    return {
-        name: not param.is_flag
-        for param in params
-        if isinstance(param, click.Option)
-        for name in (*param.opts, *param.secondary_opts)
-    }
+    # In a terminal, a plain removal in a few lines; -v, or a pipe (a log), the whole report.
+    brief = sys.stdout.isatty() and not output.verbose
+    return report.operation(
+        result, verbose=output.verbose, quiet=output.quiet, paint=paint, brief=brief
+    )
 
 
 class _DefaultToUninstall(click.Group):
-    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``.
+    """``safe-uninstall [OPTIONS] PACKAGE...`` means ``safe-uninstall uninstall ...``: a command
+    line whose first word, after the shared options, is not a command's name."""
 
-    The commands are built on first use (click's lazy group: ``list_commands`` and
-    ``get_command``): ``safe-uninstall snapshots`` builds no other command's options."""
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "uninstall", self._uninstall(), args
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._builders: dict[str, Callable[[], click.Command]] = {}
-
-    def add_lazy_command(self, name: str, build: Callable[[], click.Command]) -> None:
-        self._builders[name] = build
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*self.commands, *self._builders})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self._builders:
-            self.add_command(self._builders[cmd_name](), cmd_name)
-        return self.commands.get(cmd_name)
-
-    def _uninstall(self, ctx: click.Context) -> click.Command:
-        command = self.get_command(ctx, "uninstall")
-        assert command is not None
-        return command
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in ("--help", "-h", "--version"):
-            args = self._route(ctx, args)
-        return super().parse_args(ctx, args)
-
-    def _route(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Put the subcommand first (``-p X rollback`` works too), else insert ``uninstall``.
-
-        The options before the name are read as ``uninstall`` reads them (which take a value
-        says where the name is). Those every command defines alike (``_SharedOption``) are read
-        off the command named; ``uninstall`` is built only for another option."""
-        names = self.list_commands(ctx)
-        if args and args[0] in names:  # nothing to move
-            return args
-        named = next((token for token in args if token in names), None)
-        if named is None:  # no name to move, wherever the values are
-            return ["uninstall", *args]
-        command = self.get_command(ctx, named)
-        assert command is not None
-        takes_value = _takes_value(p for p in command.params if isinstance(p, _SharedOption))
-        index = 0
-        while index < len(args):
-            token = args[index]
-            if token == "--":
-                break
-            if not token.startswith("-") or token == "-":
-                if token in names:
-                    return [token, *args[:index], *args[index + 1 :]]
-                break
-            if token not in takes_value:
-                takes_value = _takes_value(self._uninstall(ctx).params)
-            index += 2 if takes_value.get(token) else 1
-        return ["uninstall", *args]
+    def _uninstall(self) -> click.Command:
+        return self.commands["uninstall"]
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage(ctx.command_path, "[OPTIONS] PACKAGE... | COMMAND [ARGS]...")
@@ -722,7 +691,7 @@ class _DefaultToUninstall(click.Group):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The group's options, then the removal's (the default command), then the commands."""
         click.Command.format_options(self, ctx, formatter)
-        uninstall = self._uninstall(ctx)
+        uninstall = self._uninstall()
         sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
         rows = [
             record
@@ -738,26 +707,56 @@ class _DefaultToUninstall(click.Group):
         """At the top level ``uninstall``'s options are valid too: offer them with ours."""
         items = super().shell_complete(ctx, incomplete)
         if incomplete.startswith("-"):
-            uninstall = self._uninstall(ctx)
+            uninstall = self._uninstall()
             sub = uninstall.make_context("uninstall", [], parent=ctx, resilient_parsing=True)
             known = {item.value for item in items}
             items += [i for i in uninstall.shell_complete(sub, incomplete) if i.value not in known]
         return items
 
 
-@click.group(cls=_DefaultToUninstall, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=_DefaultToUninstall,
+    params=[
+        *_target_options(hidden=True),
+        *_probe_options(hidden=True),
+        _offline_option(hidden=True),
+        *_output_options(hidden=True),
+    ],
+    invoke_without_command=True,
+    no_args_is_help=True,
+    # The rest of the line is the command's: an option of uninstall's own (`--dry-run X`)
+    # comes with its package names.
+    context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
+)
 @click.version_option(__version__, prog_name="safe-uninstall")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context, /, **shared: object) -> None:
     """Remove Python packages without breaking the environment.
 
     safe-uninstall PACKAGE... snapshots the installed set, keeps the removed files, uninstalls
     through uv, runs a probe, and restores everything in one batch if the probe fails.
     """
+    # An option every command shares may come before the command's name: it is the command's.
+    name = ctx.invoked_subcommand or "uninstall"
+    command = cli.commands[name]
+    takes = {param.name for param in command.params}
+    typed = {}
+    for param in ctx.command.params:
+        if ctx.get_parameter_source(str(param.name)) is not ParameterSource.COMMANDLINE:
+            continue
+        if param.name not in takes:
+            raise click.NoSuchOption(param.opts[0], ctx=ctx)
+        if param.expose_value:  # --color is kept in ctx.meta, which the command's shares
+            typed[param.name] = shared[param.name]
+    ctx.default_map = {name: typed}
+    if ctx.invoked_subcommand is None:  # only shared options: a removal that names nothing
+        with command.make_context(name, [], parent=ctx) as sub:
+            command.invoke(sub)
 
 
 @_command("uninstall", probes=True, offline=True)
-@_argument("packages", nargs=-1)
-@_option(
+@click.argument("packages", nargs=-1)
+@click.option(
     "-r",
     "--requirements",
     "--requirement",
@@ -767,48 +766,50 @@ def cli() -> None:
     help="Remove the packages a requirements file, pylock.toml, pyproject.toml or script "
     "names (- for standard input); repeatable.",
 )
-@_option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
-@_option("--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore.")
-@_option(
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing, write nothing.")
+@click.option(
+    "--keep-on-failure", is_flag=True, help="When the probe fails, report but do not restore."
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Refuse (exit 1, nothing changed) when a name is not installed, or the impact report "
     "finds breakage or drift.",
 )
-@_option(
+@click.option(
     "--fresh-baseline",
     is_flag=True,
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
-@_option(
+@click.option(
     "--probe-after-restore",
     is_flag=True,
     help="Run the probe again after a restore even when the restore is proven byte-identical "
     "to the state the baseline passed in.",
 )
-@_option(
+@click.option(
     "--allow-drift",
     is_flag=True,
     help="Accept a probe that passes only because a library now loads from another file.",
 )
 @_ALLOW_UNMET_OPTION
-@_option(
+@click.option(
     "--keep-needed",
     is_flag=True,
     help="Remove only those of the named packages that nothing needs: what metadata or the "
     "library model shows as needed is kept, with its reason; the rest are removed and probed, "
     "and bisected to the largest subset that passes when the probe fails.",
 )
-@_option(
+@click.option(
     "--with-orphans",
     is_flag=True,
     help="Also remove the dependencies of the named packages that nothing else then requires, "
     "that were not requested (REQUESTED) and whose libraries nothing loads; listed before.",
 )
-@_option(
+@click.option(
     "-y", "--yes", "_yes", is_flag=True, help="No effect: nothing is asked (as in uv and pip)."
 )
-@_option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
+@click.option("--disable-pip-version-check", "_pip_check", is_flag=True, hidden=True)
 @_with_uv_options
 def uninstall_command(
     common: Common,
@@ -828,8 +829,6 @@ def uninstall_command(
     common.read_only = flags["dry_run"]
 
     def call() -> Result:
-        from safeuninstall.environment.requirements import read_request
-
         # Before the target is looked for: a bad argument is said first, whatever the target.
         request = read_request(packages, requirement_files, Path.cwd(), os.environ)
         wanted = options.UninstallOptions(
@@ -841,14 +840,10 @@ def uninstall_command(
         )
         configured = common.probes()
         ctx = common.context()
-        from safeuninstall.session.baseline import HeadStart, head_start
 
         early: HeadStart | None = None
         try:
-            # The baseline probe begins before the operation and all it needs are imported.
-            early = head_start(ctx, configured, wanted)
-            from safeuninstall.operations.uninstall import uninstall
-
+            early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
             removal = uninstall(ctx, configured, wanted, early)
         finally:
             if early is not None:
@@ -860,20 +855,22 @@ def uninstall_command(
 
 # COMMAND's own options are its, not ours: nothing after COMMAND is parsed.
 @_command("run", probes=True, offline=True, interspersed=False)
-@_argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
-@_option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
-@_option(
+@click.argument(
+    "argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan; run nothing, change nothing.")
+@click.option(
     "--keep-on-failure",
     is_flag=True,
     help="When the command fails, a requirement is left unmet or the probe fails, report but "
     "do not restore.",
 )
-@_option(
+@click.option(
     "--fresh-baseline",
     is_flag=True,
     help="Run the baseline probe even when a cached pass for this environment is valid.",
 )
-@_option(
+@click.option(
     "--allow-unmet",
     is_flag=True,
     help="Keep a change that leaves a requirement unmet when the probe passes (restored "
@@ -891,22 +888,20 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
     common.read_only = flags["dry_run"]
 
     def call() -> Result:
-        from safeuninstall.operations.run import run
-
         wanted = options.RunOptions(
             argv=argv,
             offline=common.offline,
             output_to_stderr=common.output.as_json,
             **flags,
         )
-        return common.settled(run(common.context(), common.probes(), wanted))
+        return common.settled(run_guarded(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
 
 
 @_command("rollback", probes=True, offline=True)
-@_argument("snapshot", required=False)
-@_option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.argument("snapshot", required=False)
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @_ALLOW_UNMET_OPTION
 def rollback_command(
     common: Common, snapshot: str | None, dry_run: bool, allow_unmet: bool
@@ -917,8 +912,6 @@ def rollback_command(
     common.read_only = dry_run
 
     def call() -> Result:
-        from safeuninstall.operations.rollback import rollback
-
         wanted = options.RollbackOptions(
             snapshot=snapshot, dry_run=dry_run, offline=common.offline, allow_unmet=allow_unmet
         )
@@ -928,7 +921,7 @@ def rollback_command(
 
 
 @_command("bisect", probes=True, offline=True)
-@_argument("good")
+@click.argument("good")
 def bisect_command(common: Common, good: str) -> None:
     """Find which changes since snapshot GOOD make the probe fail (it passes in GOOD and fails
     now), by probing states between the two; end where it started, verified, and print the
@@ -941,8 +934,6 @@ def bisect_command(common: Common, good: str) -> None:
     """
 
     def call() -> Result:
-        from safeuninstall.operations.bisect import bisect
-
         wanted = options.BisectOptions(good=good, offline=common.offline)
         return common.settled(bisect(common.context(), common.probes(), wanted))
 
@@ -955,7 +946,7 @@ def bisect_command(common: Common, good: str) -> None:
 
 
 @_command("snapshot")
-@_option(
+@click.option(
     "--stash/--no-stash",
     default=True,
     show_default=True,
@@ -965,9 +956,6 @@ def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
 
     def call() -> SnapshotTaken:
-        from safeuninstall.operations.results import SnapshotTaken
-        from safeuninstall.operations.snapshots import snapshot_now
-
         snap = snapshot_now(common.context(), stash=stash)
         kept, note = common.retain()
         return SnapshotTaken(snap, kept, (note,) if note else ())
@@ -977,7 +965,8 @@ def snapshot_command(common: Common, stash: bool) -> None:
         if output.quiet:
             return snap.id
         lines = [*taken.messages, *report.policy_lines(taken.kept)]
-        return "\n".join([*lines, f"snapshot {snap.id}: {len(snap.packages)} distributions"])
+        count = f"{len(snap.packages)} distribution{'' if len(snap.packages) == 1 else 's'}"
+        return "\n".join([*lines, f"snapshot {snap.id}: {count}"])
 
     _run(common, call, render)
 
@@ -987,27 +976,21 @@ def snapshots_command(common: Common) -> None:
     """List the snapshots of the environment, newest first."""
 
     def call() -> SnapshotList:
-        from safeuninstall.operations.snapshots import list_snapshots
-
         return list_snapshots(common.context())
 
     _run(common, call, lambda listed, output: report.snapshots_table(listed, quiet=output.quiet))
 
 
 @_command("show")
-@_argument("snapshot", required=False)
+@click.argument("snapshot", required=False)
 def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
 
     def call() -> ShownSnapshot:
-        from safeuninstall.operations.snapshots import show_snapshot
-
         return show_snapshot(common.context(), snapshot)
 
     def render(shown: ShownSnapshot, output: Output) -> str:
         if output.verbose:
-            from safeuninstall.state.snapshot import dumps
-
             return dumps(shown.snapshot)
         return report.shown_snapshot(shown, quiet=output.quiet)
 
@@ -1015,8 +998,8 @@ def show_command(common: Common, snapshot: str | None) -> None:
 
 
 @_command("diff")
-@_argument("first", required=False, metavar="[A]")
-@_argument("second", required=False, metavar="[B]")
+@click.argument("first", required=False, metavar="[A]")
+@click.argument("second", required=False, metavar="[B]")
 def diff_command(common: Common, first: str | None, second: str | None) -> None:
     """What changed from snapshot A to snapshot B: distributions added, removed, upgraded,
     downgraded, and those of the same version whose files differ, with sizes.
@@ -1028,8 +1011,6 @@ def diff_command(common: Common, first: str | None, second: str | None) -> None:
     common.read_only = True
 
     def call() -> DiffResult:
-        from safeuninstall.operations.diff import diff
-
         return diff(common.context(), first, second)
 
     _run(
@@ -1040,7 +1021,7 @@ def diff_command(common: Common, first: str | None, second: str | None) -> None:
 
 
 @_command("probe", probes=True)
-@_argument("packages", nargs=-1)
+@click.argument("packages", nargs=-1)
 def probe_command(common: Common, packages: tuple[str, ...]) -> None:
     """Run the configured probes now; with PACKAGE..., the probe that removing them would run
     (nothing is removed).
@@ -1051,22 +1032,18 @@ def probe_command(common: Common, packages: tuple[str, ...]) -> None:
     """
 
     def call() -> Result:
-        from safeuninstall.operations.inspect import probe_now
-
         return probe_now(common.context(), common.probes(), packages)
 
     _run(common, call, _operation_text)
 
 
 @_command("check")
-@_argument("packages", nargs=-1, required=True)
-@_option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
+@click.argument("packages", nargs=-1, required=True)
+@click.option("--strict", is_flag=True, help="Exit 1 when the report finds breakage or drift.")
 def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> None:
     """Report what removing PACKAGE... would break or change; change nothing."""
 
     def call() -> Result:
-        from safeuninstall.operations.inspect import check
-
         return check(common.context(), packages, strict=strict)
 
     _run(common, call, _operation_text)
@@ -1078,8 +1055,6 @@ def doctor_command(common: Common) -> None:
     and print the one command that repairs it."""
 
     def call() -> DoctorReport:
-        from safeuninstall.operations.inspect import doctor
-
         return doctor(common.context())
 
     _run(
@@ -1092,7 +1067,7 @@ def doctor_command(common: Common) -> None:
 
 
 @_command("audit", probes=True)
-@_option(
+@click.option(
     "--load",
     is_flag=True,
     help="Also run the probes (configured, else one derived from the distributions that hold "
@@ -1108,8 +1083,6 @@ def audit_command(common: Common, load: bool) -> None:
     common.read_only = True
 
     def call() -> AuditReport:
-        from safeuninstall.operations.audit import audit
-
         return audit(common.context(), common.probes(), load=load)
 
     _run(
@@ -1126,8 +1099,6 @@ def recover_command(common: Common) -> None:
     """Finish an operation that was killed half way: back to its snapshot, verified."""
 
     def call() -> Result:
-        from safeuninstall.operations.rollback import recover
-
         wanted = options.RollbackOptions(offline=common.offline)
         return common.settled(recover(common.context(), common.probes(), wanted))
 
@@ -1145,15 +1116,15 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 @_command("prune")
-@_option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
-@_option(
+@click.option("--keep", type=click.IntRange(min=1), help="Keep the newest N snapshots.")
+@click.option(
     "--max-size",
     callback=_parse_size,
     metavar="SIZE",
     help="Delete the oldest snapshots until the rest hold at most SIZE (e.g. 500M, 2G).",
 )
-@_option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
-@_option(
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted; delete nothing.")
+@click.option(
     "--drop-only-copies",
     is_flag=True,
     help="Also delete snapshots whose stash holds the only copy of a distribution whose name is "
@@ -1166,8 +1137,6 @@ def prune_command(
     unless --drop-only-copies, one holding the only copy of a removal still in effect)."""
 
     def call() -> PruneResult:
-        from safeuninstall.operations.snapshots import prune
-
         wanted = options.PruneOptions(
             keep=keep, max_size=max_size, dry_run=dry_run, drop_only_copies=drop_only_copies
         )
@@ -1196,7 +1165,7 @@ def run(argv: list[str] | None = None) -> int:
                 "error": err.format_message(),
                 "detail": "",
             }
-            click.echo(json.dumps(payload, indent=2))
+            _print_json(payload)
         return err.exit_code
     except click.Abort:
         click.echo("Aborted!", err=True)
@@ -1287,17 +1256,17 @@ def config_command(common: Common) -> None:
 
 
 @_command("export")
-@_argument("snapshot", required=False)
-@_option(
+@click.argument("snapshot", required=False)
+@click.option(
     "--format",
     "fmt",
-    type=click.Choice(EXPORT_FORMATS),
+    type=click.Choice(options.EXPORT_FORMATS),
     default="requirements",
     show_default=True,
     help="requirements: for pip/uv. pylock: PEP 751 pylock.toml, where the snapshot allows one "
     "(else requirements, and why).",
 )
-@_option(
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -1306,14 +1275,12 @@ def config_command(common: Common) -> None:
 def export_command(common: Common, snapshot: str | None, fmt: str, output: Path | None) -> None:
     """Write SNAPSHOT's exact set as a requirements file or a pylock.toml.
 
-    SNAPSHOT is an id (default: the latest) or the path of a snapshot.toml. Give the set back
-    in a fresh environment with: uv pip sync FILE.
+    SNAPSHOT is an id, latest (the newest) or the path of a snapshot.toml; without it, what
+    is installed now. Give the set back in a fresh environment with: uv pip sync FILE.
     """
 
     def call() -> ExportResult:
-        from safeuninstall.operations import (
-            export,  # only here: it pulls in urllib and packaging.pylock
-        )
+        from safeuninstall.operations import export  # deferred: docs/performance.md
 
         wanted = export.ExportOptions(snapshot=snapshot, format=fmt, output=output, cwd=Path.cwd())
         return export.export(wanted, common.context)
@@ -1327,4 +1294,5 @@ def _export_text(result: ExportResult, output: Output) -> str:
         return ""
     if output.quiet:
         return ""
-    return f"wrote {result.output}: {result.packages} distributions ({result.format})"
+    count = f"{result.packages} distribution{'' if result.packages == 1 else 's'}"
+    return f"wrote {result.output}: {count} ({result.format})"

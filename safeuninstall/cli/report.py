@@ -9,30 +9,28 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
+from safeuninstall.config import Settings
 from safeuninstall.environment.sizes import size_text
-
-if TYPE_CHECKING:  # names for annotations only: the CLI imports this before the core
-    from safeuninstall.config import Settings
-    from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
-    from safeuninstall.judgement.diff import ChangeKind
-    from safeuninstall.judgement.doctor import DoctorReport
-    from safeuninstall.judgement.impact import ImpactReport, SharedFile
-    from safeuninstall.judgement.libraries import LibraryChange
-    from safeuninstall.judgement.needs import Cleanup
-    from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
-    from safeuninstall.operations.results import (
-        BisectResult,
-        DiffResult,
-        PruneResult,
-        Result,
-        ShownSnapshot,
-        SnapshotList,
-    )
-    from safeuninstall.state.snapshot import Snapshot
-    from safeuninstall.transaction.retention import Kept
-    from safeuninstall.transaction.transaction import Restored
+from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+from safeuninstall.judgement.diff import ChangeKind
+from safeuninstall.judgement.doctor import DoctorReport
+from safeuninstall.judgement.impact import ImpactReport, SharedFile
+from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
+from safeuninstall.judgement.libraries import LibraryChange
+from safeuninstall.judgement.needs import Cleanup
+from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
+from safeuninstall.operations.results import (
+    BisectResult,
+    DiffResult,
+    PruneResult,
+    Result,
+    ShownSnapshot,
+    SnapshotList,
+)
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.retention import Kept
+from safeuninstall.transaction.transaction import Restored
 
 # (text, tone) -> text; tones: "good", "warn", "bad"
 Paint = Callable[[str, str], str]
@@ -75,7 +73,7 @@ def _probe_lines(
             lines.append(f"  -- {summary}")
         else:
             lines.append(f"{title}: {r.probe.label} -- {summary}")
-        if r.probe.kind == "derived":
+        if r.probe.kind is ProbeKind.DERIVED:
             lines += _candidate_results(r, verbose=verbose, every=every, paint=paint)
             if not verbose:
                 continue
@@ -116,7 +114,7 @@ def derived_block(probe: Probe) -> list[str]:
     lines = [f"derived probe, {count} candidate{'s' if count != 1 else ''}, each tried on its own:"]
     width = min(48, max(len(c.label) for c in probe.candidates))
     for c in probe.candidates:
-        if c.kind == "code":
+        if c.kind is CandidateKind.CODE:
             lines.append(f"    # {c.distribution}: {c.why}")
             lines += ["    " + line for line in c.target.splitlines()]
             continue
@@ -126,7 +124,7 @@ def derived_block(probe: Probe) -> list[str]:
 
 def _whose(candidate: Candidate) -> str:
     """Whose a candidate is, and why it is one (a code candidate's label says why)."""
-    if candidate.kind == "code" or not candidate.why:
+    if candidate.kind is CandidateKind.CODE or not candidate.why:
         return candidate.distribution
     return f"{candidate.distribution}: {candidate.why}"
 
@@ -136,7 +134,11 @@ def _tail(text: str, count: int) -> list[str]:
     return lines if count == 0 or len(lines) <= count else ["...", *lines[-count:]]
 
 
-def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain) -> str:
+def operation(
+    result: Result, *, verbose: bool, quiet: bool, paint: Paint = plain, brief: bool = False
+) -> str:
+    """The report of an operation; ``brief`` (a terminal, without -v): a plain removal that
+    went well in a few lines, as uv says it (anything else is reported whole)."""
     outcome = paint(result.outcome_text, _tone(result.exit_code))
     headline = f"{result.command}: {outcome}"
     if quiet:
@@ -144,8 +146,11 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         if result.next_command:
             lines.append(f"to finish: {result.next_command}")
         return "\n".join(lines)
+    summary = _plain_removal(result, headline) if brief else None
+    if summary is not None:
+        return summary
     details, runs = result.details(), result.probes
-    lines = [f"environment: {result.python}"]
+    lines = [f"environment: {result.environment or result.python}"]
     if result.snapshot:
         lines.append(f"snapshot: {result.snapshot}")
     if details.choice is not None:
@@ -171,7 +176,7 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
         lines += impact_lines(details.impact, verbose=verbose)
     lines += [f"probe: {note}" for note in runs.notes]
     for probe in runs.planned if result.command != "probe" or not runs.after else ():
-        if probe.kind == "derived":  # the probe command lists them with their results
+        if probe.kind is ProbeKind.DERIVED:  # the probe command lists them with their results
             lines += derived_block(probe)
     lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
     after = "probe" if result.command == "probe" else "probe after the change"
@@ -197,6 +202,39 @@ def operation(result: Result, *, verbose: bool, quiet: bool, paint: Paint = plai
     return "\n".join(lines)
 
 
+def _plain_removal(result: Result, headline: str) -> str | None:
+    """What was removed in uv's form, the probe's verdict, the snapshot and how to undo it,
+    the outcome; None where there is more to say (what breaks, a restore, a pattern's
+    expansion, orphans, a cleanup): the whole report then."""
+    details = result.details()
+    impact = details.impact
+    if (
+        result.command != "uninstall"
+        or result.exit_code != 0
+        or not (result.removed and result.snapshot)
+        or result.restored is not None
+        or details.undo is not None
+        or details.drift
+        or details.diagnosis
+        or details.cleanup is not None
+        or details.orphans
+        or details.expanded
+        or details.rollback_plan is not None
+        or (impact is not None and (impact.library_changes or impact.unmet))
+    ):
+        return None
+    count = len(result.removed)
+    lines = [f"Uninstalled {count} package{'' if count == 1 else 's'}"]
+    lines += [f" - {pin}" for pin in result.removed]
+    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    lines += [f"probe: {r.probe.label} -- {r.summary()}" for r in result.probes.after]
+    lines += result.messages
+    start = result.kept.command if result.kept is not None else "safe-uninstall"
+    lines.append(f"snapshot {result.snapshot}: `{start} rollback` puts it back")
+    lines.append(headline)
+    return "\n".join(lines)
+
+
 def policy_lines(kept: Kept | None) -> list[str]:
     """What the retention policy dropped, and what it kept beyond its bounds and why."""
     if kept is None:
@@ -210,7 +248,7 @@ def policy_lines(kept: Kept | None) -> list[str]:
     lines += [
         f"stash of snapshot {copy.snapshot} kept: it holds the only copy of "
         f"{', '.join(copy.pins)}, removed and not reinstalled (the retention policy never "
-        "drops it; `safe-uninstall prune --drop-only-copies` can)"
+        f"drops it; `{kept.command} prune --drop-only-copies` can)"
         for copy in kept.protected
         if copy.beyond_policy
     ]
@@ -232,7 +270,7 @@ def kept_lines(kept: Kept | None) -> list[str]:
     if kept.snapshot_bytes:
         lines.append(
             f"kept for rollback: {size_text(kept.snapshot_bytes)} (all snapshots: "
-            f"{size_text(kept.total_bytes)}); `safe-uninstall prune` frees it"
+            f"{size_text(kept.total_bytes)}); `{kept.command} prune --keep N` frees it"
         )
     return lines
 
@@ -252,8 +290,12 @@ def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
     v = restored.verification
     if v is not None and v.ok:
         lines.append(
-            f"verified: the installed set equals the snapshot; "
-            f"{v.files_checked} restored files match their recorded sha256"
+            "verified: the installed set equals the snapshot; "
+            + (
+                "1 restored file matches its recorded sha256"
+                if v.files_checked == 1
+                else f"{v.files_checked} restored files match their recorded sha256"
+            )
         )
     elif v is not None:
         lines.append(paint("verification FAILED: the environment differs from the snapshot", "bad"))
@@ -279,7 +321,7 @@ def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
         )
     lines.append(
         f"the stashes keep {size_text(listed.total_bytes)} on disk in all (kept: what a "
-        "snapshot's stash alone holds); `safe-uninstall prune` frees it"
+        f"snapshot's stash alone holds); `{listed.command} prune --keep N` frees it"
     )
     return "\n".join(lines)
 
@@ -319,7 +361,7 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
             extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
         if entry.stash is not None:
             state = "stashed" if entry.stash.complete else "partly stashed"
-            extra.append(f"{state}, {len(entry.stash.files)} files")
+            extra.append(f"{state}, {_count(len(entry.stash.files), 'file')}")
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
     return "\n".join(lines)
@@ -373,8 +415,6 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
 
 
 def _diff_kinds() -> list[ChangeKind]:
-    from safeuninstall.judgement.diff import ChangeKind  # the core built it, so it is loaded
-
     return list(ChangeKind)
 
 
@@ -411,7 +451,7 @@ def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
     lines = [] if quiet else _prune_lines(result, verb)
     lines.append(
-        f"{verb} {len(result.removed)} snapshots, {size_text(result.freed)} freed; "
+        f"{verb} {_count(len(result.removed), 'snapshot')}, {size_text(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
     return "\n".join(lines)
@@ -533,7 +573,7 @@ def doctor_report(report: DoctorReport, *, quiet: bool = False, verbose: bool = 
     if report.healthy:
         lines = ["doctor: no missing library, unmet requirement or hollow distribution found"]
     elif quiet:
-        lines = [f"doctor: {len(report.findings)} problems found"]
+        lines = [f"doctor: {_count(len(report.findings), 'problem')} found"]
     else:
         lines = [f.describe() for f in report.findings]
     if report.healthy:
@@ -600,7 +640,8 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
     the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
     dists = found.distributions
     lines = [
-        f"audit of {found.python}: {len(dists)} distributions, {size_text(found.total_bytes)} "
+        f"audit of {found.python}: {_count(len(dists), 'distribution')}, "
+        f"{size_text(found.total_bytes)} "
         f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
         f"by several, {size_text(found.unowned_bytes)} listed by none)"
     ]
@@ -624,7 +665,7 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             )
             lines.append(
                 f"files no distribution lists: {size_text(found.unowned_bytes)} in "
-                f"{found.unowned_files} files (largest: {groups})"
+                f"{_count(found.unowned_files, 'file')} (largest: {groups})"
             )
         if found.stashes:
             each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
@@ -643,14 +684,18 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             lines.append(f"--load: {run.probe.label}: {run.summary()}; {mapped}")
         lines += [f"note: {note}" for note in found.notes]
     orphans = found.orphans
-    unknown = any(not d.requested_known for d in found.distributions)
     if orphans:
         lines.append(
-            f"orphans ({'' if unknown else 'not requested, '}nothing requires them, "
-            f"nothing loads them): {', '.join(orphans)}"
+            f"orphans (not requested, nothing requires them, nothing loads them): "
+            f"{', '.join(orphans)}"
         )
     else:
         lines.append("orphans: none")
+    if found.top_level:
+        lines.append(
+            "top level (nothing requires them, nothing loads them; uv records no request, so "
+            f"each is one you installed or a leftover): {', '.join(found.top_level)}"
+        )
     return "\n".join(lines)
 
 
@@ -661,11 +706,9 @@ def _dist_head(dist: DistributionAudit) -> str:
     if dist.requested_known:
         marks.append("requested" if dist.requested else "pulled in")
     if dist.orphan:
-        marks.append(
-            "ORPHAN (not requested, nothing requires it, nothing loads it)"
-            if dist.requested_known
-            else "ORPHAN (nothing requires it, nothing loads it)"
-        )
+        marks.append("ORPHAN (not requested, nothing requires it, nothing loads it)")
+    if dist.top_level:
+        marks.append("top level (nothing requires it, nothing loads it)")
     if dist.metadata_only:
         marks.append("metadata only (no file outside its own metadata folder)")
     return "  ".join([f"{dist.name} {dist.version}", *([", ".join(marks)] if marks else [])])

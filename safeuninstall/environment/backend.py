@@ -55,7 +55,10 @@ class Backend(Protocol):
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]: ...
 
-    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]: ...
+    def install_argv(
+        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+    ) -> list[str]:
+        """``reinstall``: also those installed at that version already (a hollow one)."""
 
     def check_available(self) -> None:
         """Fail before any change when the installer cannot run."""
@@ -90,7 +93,9 @@ class _Runner:
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
         raise NotImplementedError
 
-    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+    def install_argv(
+        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+    ) -> list[str]:
         raise NotImplementedError
 
     def uninstall(self, names: Sequence[str]) -> process.Completed:
@@ -146,8 +151,12 @@ class UvBackend(_Runner):
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
         return [self.uv, "pip", "uninstall", "--python", str(self.python), *self.extra, *names]
 
-    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+    def install_argv(
+        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+    ) -> list[str]:
         argv = [self.uv, "pip", "install", "--python", str(self.python), *self.extra, "--no-deps"]
+        if reinstall:
+            argv.append(self.reinstall_flag)
         if offline:
             argv.append("--offline")
         return [*argv, *_requirements(entries)]
@@ -170,8 +179,12 @@ class PipBackend(_Runner):
         extra = [arg for arg in self.extra if arg == "--break-system-packages"]
         return [*self._base("uninstall"), "--yes", *extra, *names]
 
-    def install_argv(self, entries: Sequence[PackageEntry], *, offline: bool) -> list[str]:
+    def install_argv(
+        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+    ) -> list[str]:
         argv = [*self._base("install"), *self.extra, "--no-deps"]
+        if reinstall:
+            argv.append(self.reinstall_flag)
         if offline:
             argv.append("--no-index")
         return [*argv, *_requirements(entries)]

@@ -9,7 +9,6 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
@@ -18,6 +17,7 @@ from packaging.utils import canonicalize_name
 from safeuninstall.base import interrupts
 from safeuninstall.base.bounded import open_regular, read_bytes
 from safeuninstall.base.errors import EnvironmentNotWritable
+from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.legacy import (
     DIST_INFO,
     EGG_INFO,
@@ -29,9 +29,6 @@ from safeuninstall.environment.legacy import (
 )
 from safeuninstall.environment.names import unsafe_name, unsafe_version
 from safeuninstall.environment.records import RecordEntry, read_record, record_paths
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.interpreter import Interpreter
 
 # What a dist-info file may hold at most; beyond, it is read as missing. A header of 16 MiB
 # (some put the whole README in a Description field) is already none a tool would write.
@@ -218,7 +215,7 @@ def requirement_index(
 ) -> dict[str, list[tuple[str, str]]]:
     """required name -> [(dependent, Requires-Dist value)], from each METADATA header. No line
     is parsed: the leading name alone says which lines can matter to a removal.
-    ``requires_dist``: reads a distribution's values (requirescache.py), else each is read."""
+    ``requires_dist``: reads a distribution's values, else each is read."""
     index: dict[str, list[tuple[str, str]]] = {}
     for key, dist in installed.items():
         values = dist.requires_dist() if requires_dist is None else requires_dist(dist)
@@ -507,6 +504,19 @@ def _named_as(entry: str) -> set[str]:
     if entry.endswith(".dist-info"):
         return {canonicalize_name(stem.rpartition("-")[0])}
     return {canonicalize_name(stem.partition("-")[0]), canonicalize_name(stem)}
+
+
+def without_metadata(interpreter: Interpreter, names: Iterable[str]) -> dict[str, Path]:
+    """Of ``names`` (canonical), those that no distribution is installed as but that a
+    dist-info folder is named after, whose METADATA is missing or unreadable: uv lists and
+    removes such a folder by its name, ``installed_distributions`` does not see it."""
+    wanted = set(names)
+    found: dict[str, Path] = {}
+    for entry in _site_entries(interpreter, (".dist-info",)):
+        named = _named_as(entry.name) & (wanted - found.keys())
+        if named and entry.is_dir() and read_distribution(Path(entry.path)) is None:
+            found[named.pop()] = Path(entry.path)
+    return found
 
 
 def ensure_writable(interpreter: Interpreter) -> None:

@@ -9,7 +9,6 @@ name rules, RECORD and legacy layouts).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ from uv import find_uv_bin
 from safeuninstall.base import process, trust
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.cachefile import read_cache
 from safeuninstall.base.errors import EnvironmentNotFound
 
 _BIN = "Scripts" if sys.platform == "win32" else "bin"
@@ -217,6 +217,12 @@ def _venv_python(venv: Path, *, origin: str) -> Path:
         exe = venv / _BIN / name
         if exe.is_file():
             return exe.absolute()
+    link = venv / _BIN / "python"
+    if link.is_symlink():
+        raise EnvironmentNotFound(
+            f"{origin}: {link} is a link to {os.readlink(link)}, which does not exist: the "
+            "interpreter this environment was made from is gone (recreate the environment)"
+        )
     raise EnvironmentNotFound(f"{origin}: {venv} is not a Python environment (no {_BIN}/python)")
 
 
@@ -225,17 +231,17 @@ def query_interpreter(
 ) -> Interpreter:
     """Ask the interpreter about itself, or reuse its last answer.
 
-    For a venv the answer is cached in ``<venv>/.safe-uninstall/interpreter.json``, valid while
-    the interpreter file and pyvenv.cfg are unchanged (path, inode, size, mtime): it saves one
-    interpreter start (about 20 ms) per command. ``write_cache=False`` (a dry run) writes no answer.
+    For a venv the answer is cached in ``<venv>/.safe-uninstall/interpreter.json``, used while
+    the interpreter file and pyvenv.cfg are the files it was asked with (device, inode, size,
+    mtime, ctime), and only where it describes this venv (``_describes``): it saves one
+    interpreter start per command. ``write_cache=False`` (a dry run) writes no answer.
     The query runs with -B: importing what a .pth file names would write bytecode into the
     environment.
     """
-    save = write_cache
     cache, stamp = _interpreter_cache(python)
     if cache is not None:
         cached = _read_cached_interpreter(cache, stamp)
-        if cached is not None:
+        if cached is not None and _describes(cached, python):
             return cached
     try:
         done = process.run(
@@ -244,40 +250,135 @@ def query_interpreter(
     except OSError as err:
         raise EnvironmentNotFound(f"{python}: cannot run it: {err.strerror}") from err
     if not done.ok:
-        raise EnvironmentNotFound(
-            f"{python} is not a working Python interpreter", detail=done.output()
-        )
+        raise _not_an_interpreter(python, environ, done.output())
     try:
-        data = json.loads(done.stdout)
-        interpreter = Interpreter(**data)
-    except (ValueError, TypeError) as err:
+        interpreter = msgspec.json.decode(done.stdout, type=Interpreter)
+    except (msgspec.DecodeError, UnicodeEncodeError) as err:
         raise EnvironmentNotFound(f"{python}: unexpected answer to the interpreter query") from err
-    if save and cache is not None and cache.parent.is_dir():
+    if write_cache and cache is not None and cache.parent.is_dir():
         with contextlib.suppress(OSError):
-            payload = {"stamp": stamp, "interpreter": data}
-            write_atomically(cache, json.dumps(payload).encode("utf-8"), durable=False)
+            payload = msgspec.json.encode(_Cached(stamp, interpreter))
+            write_atomically(cache, payload, durable=False)
     return interpreter
 
 
-def _interpreter_cache(python: Path) -> tuple[Path | None, list[object]]:
+# Understood by any Python, 2 or 3: which one it is, when the query failed.
+_VERSION_ONLY = "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"
+
+
+def _not_an_interpreter(python: Path, environ: Mapping[str, str], output: str) -> Exception:
+    """Why the query failed, said plainly: a Python 2 (which has no -I and prints its usage),
+    or no Python at all (whose error would quote the whole query script back)."""
+    try:
+        done = process.run(
+            [str(python), "-c", _VERSION_ONLY], timeout=60, env=process.scrubbed(environ)
+        )
+        version = done.stdout.strip() if done.ok else ""
+    except OSError:
+        version = ""
+    if re.fullmatch(r"[0-9]+\.[0-9]+", version):
+        if int(version.split(".")[0]) < 3:
+            return EnvironmentNotFound(
+                f"{python} is Python {version}, which is not supported: uv and safe-uninstall "
+                "work on Python 3 environments"
+            )
+        return EnvironmentNotFound(
+            f"{python} (Python {version}) did not answer the interpreter query",
+            detail=output.replace(_QUERY, "<the interpreter query>"),
+        )
+    # Its output answers a question it did not understand (the query script, quoted back).
+    return EnvironmentNotFound(
+        f"{python} is not a working Python interpreter: it could not run a line of Python"
+    )
+
+
+_MAX_CACHE_BYTES = 64 * 1024  # an answer is about 1 KB
+_Stamp = tuple[str, int, int, int, int, int, int, int, int, int, int]
+
+
+class _Cached(Struct, frozen=True, forbid_unknown_fields=True):
+    """interpreter.json: the answer, and the files it was asked with."""
+
+    stamp: _Stamp
+    interpreter: Interpreter
+
+
+def _interpreter_cache(python: Path) -> tuple[Path | None, _Stamp]:
     venv = python.parent.parent
     try:
         exe = python.stat()
         cfg = (venv / "pyvenv.cfg").stat()
     except OSError:
-        return None, []
-    stamp: list[object] = [str(python), exe.st_ino, exe.st_size, exe.st_mtime_ns, cfg.st_mtime_ns]
+        return None, ("", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    stamp: _Stamp = (
+        str(python),
+        *(exe.st_dev, exe.st_ino, exe.st_size, exe.st_mtime_ns, exe.st_ctime_ns),
+        *(cfg.st_dev, cfg.st_ino, cfg.st_size, cfg.st_mtime_ns, cfg.st_ctime_ns),
+    )
     folder = venv / ".safe-uninstall"
     if trust.problem(folder, "state folder", link_allowed=True) is not None:
-        return None, []  # missing, or another user could have written the answer: ask
+        return None, stamp  # missing, or another user could have written the answer: ask
     return folder / "interpreter.json", stamp
 
 
-def _read_cached_interpreter(cache: Path, stamp: list[object]) -> Interpreter | None:
+def _read_cached_interpreter(cache: Path, stamp: _Stamp) -> Interpreter | None:
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        if data["stamp"] != stamp:
-            return None
-        return Interpreter(**data["interpreter"])
-    except (OSError, ValueError, TypeError, KeyError):
+        cached = msgspec.json.decode(read_cache(cache, _MAX_CACHE_BYTES), type=_Cached)
+    except (OSError, msgspec.DecodeError, RecursionError):
         return None
+    return cached.interpreter if cached.stamp == stamp else None
+
+
+def _describes(found: Interpreter, python: Path) -> bool:
+    """Whether a cached answer is one that ``python``, the interpreter of a venv, could give:
+    the venv's own prefix, executable and folders, the version its pyvenv.cfg names, and the
+    markers of this machine. A cache can save the question; it never chooses the environment
+    acted on, nor the markers a requirement is judged by."""
+    venv = os.path.realpath(python.parent.parent)
+    if found.layout != "environment" or os.path.realpath(found.prefix) != venv:
+        return False
+    if os.path.realpath(found.base_prefix) == venv:  # a venv's base is another folder
+        return False
+    if os.path.realpath(found.executable) != os.path.realpath(python):
+        return False
+    inside = venv + os.sep
+    if not all(os.path.realpath(p).startswith(inside) for p in (found.purelib, found.platlib)):
+        return False
+    if not os.path.realpath(found.scripts).startswith(inside):
+        return False
+    cfg = _pyvenv_cfg(python.parent.parent / "pyvenv.cfg")
+    version = cfg.get("version_info") or cfg.get("version")
+    # uv names the implementation; python -m venv does not, and PyPy's is not python*
+    named = cfg.get("implementation")
+    if named is None and os.path.basename(os.path.realpath(python)).startswith("python"):
+        named = "CPython"
+    if version != found.version or (named or "").lower() != "cpython":
+        return False
+    machine = os.uname()
+    expected = {
+        "implementation_name": "cpython",
+        "implementation_version": found.version,
+        "os_name": os.name,
+        "platform_machine": machine.machine,
+        "platform_release": machine.release,
+        "platform_system": machine.sysname,
+        "platform_version": machine.version,
+        "python_full_version": found.version,
+        "platform_python_implementation": "CPython",
+        "python_version": ".".join(found.version.split(".")[:2]),
+        "sys_platform": sys.platform,
+    }
+    return dict(found.markers) == expected
+
+
+def _pyvenv_cfg(path: Path) -> dict[str, str]:
+    try:
+        text = read_bytes(path, 64 * 1024).decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            found[key.strip().lower()] = value.strip()
+    return found

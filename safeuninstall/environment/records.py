@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import csv
 import errno
+import hashlib
 import io
 import os
 import stat
@@ -103,7 +104,6 @@ def sha256_file(
     longer the one described (another inode, another size or mtime) is refused. ``stop``:
     asked between two chunks; when it says so, OSError (ECANCELED): the stash hasher of a
     --no-probe removal is not waited for through the rest of a 300 MB library."""
-    import hashlib  # on first use: OpenSSL, 3.9 ms of import that check/show/snapshots never need
 
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     if expected is not None:

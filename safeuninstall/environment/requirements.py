@@ -29,10 +29,16 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from msgspec import Struct
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from safeuninstall.base.bounded import Unusable, read_bytes, read_fd
 from safeuninstall.base.errors import InvalidInput, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # a list of names; 16 MiB of them is not one
 MAX_DEPTH = 16  # nested -r files; uv has no limit, a real project needs two or three
@@ -125,20 +131,17 @@ def read_request(
     cwd: Path,
     environ: Mapping[str, str] | None = None,
 ) -> Request:
-    """``collect``, refusing a request that names nothing."""
+    """``collect``, refusing a command line that names nothing. Requirement files that name
+    no package (empty, only comments or options, /dev/null, a FIFO no one writes to: its open
+    does not wait) are a request for nothing, said in a note, as uv warns and does nothing."""
     request = collect(arguments, files, cwd, environ)
     if not request.wanted:
         if files:
-            # An empty file, /dev/null, or a FIFO that no one writes to (its open does not wait).
             named = ", ".join(f"-r {name}" for name in files)
-            raise InvalidInput(f"no package names given: {named} named none")
+            note = f"{named}: no package named; nothing to uninstall"
+            return Request((), (*request.notes, note))
         raise InvalidInput("no package names given (pass PACKAGE... or -r FILE)")
     return request
-
-
-def parse_argument(text: str, cwd: Path, environ: Mapping[str, str] | None = None) -> Wanted:
-    """One package argument of the command line."""
-    return _Reader(cwd, os.environ if environ is None else environ).argument(text)
 
 
 _PATTERN_CHARS = re.compile(r"[A-Za-z0-9._*?\[\]!-]+")
@@ -208,11 +211,7 @@ def local_path(url: str) -> str | None:
     parsed = urlparse(url)
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None
-    if os.name != "posix":  # pragma: no cover - a drive letter, backslashes
-        from urllib.request import url2pathname  # 30 ms of import (http.client, email)
-
-        return os.path.normpath(url2pathname(parsed.path))
-    return os.path.normpath(unquote(parsed.path))
+    return os.path.normpath(unquote(parsed.path))  # POSIX: the only systems the tool runs on
 
 
 class _Reader:
@@ -238,9 +237,6 @@ class _Reader:
         if _PATTERN.fullmatch(text) and not editable:
             _refuse_bad_brackets(text, where, command_line=not origin)
             return Wanted(text=text, pattern=pattern_key(text), origin=origin)
-        # packaging.requirements: 40 ms of import, paid only for more than a plain name.
-        from packaging.requirements import InvalidRequirement, Requirement
-
         try:
             requirement = Requirement(text)
         except InvalidRequirement as err:
@@ -405,10 +401,6 @@ def _read_file(path: Path, name: str) -> str:
 
 
 def _toml(text: str, name: str) -> dict[str, object]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

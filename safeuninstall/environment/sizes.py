@@ -19,15 +19,16 @@ its own, and is killed and reaped by ``Weighing`` itself.
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import stat
+import subprocess
 import sys
+import threading
 
 TYPE_CHECKING = False  # typing is not imported by the child: 13 ms of its start
 if TYPE_CHECKING:
-    import subprocess
-    import threading
     from collections.abc import Mapping, Sequence
     from types import TracebackType
     from typing import Any
@@ -247,9 +248,7 @@ class Weighing:
         self.failure: str | None = None  # why the counts were made here instead (tests read it)
 
     def __enter__(self) -> Weighing:
-        import subprocess
-
-        from safeuninstall.base import interrupts
+        from safeuninstall.base import interrupts  # here: the child, a script, has no package
 
         script = os.path.abspath(__file__)
         if not sys.executable or not os.path.isfile(script):
@@ -275,8 +274,6 @@ class Weighing:
 
     def send(self, owners: Mapping[str, Sequence[str]], dists: Sequence[str], root: str) -> None:
         """The ownership and the environment's real prefix: the child counts from here on."""
-        import threading
-
         self._sent = (owners, dists, root)
         child = self._child
         if child is None or child.stdin is None:
@@ -328,9 +325,7 @@ class Weighing:
         return _checked(data)
 
     def _stop(self) -> None:
-        import contextlib
-
-        from safeuninstall.base import interrupts
+        from safeuninstall.base import interrupts  # here: the child, a script, has no package
 
         # Held until the child is reaped: an interrupt here must not leave it running.
         with interrupts.deferred():
@@ -372,6 +367,12 @@ def _child(roots: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_child(sys.argv[1:]))
+
+
+def count_text(number: int, noun: str) -> str:
+    """``1 distribution``, ``2 distributions``: a count for a person (nouns whose plural adds
+    an s)."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def size_text(count: int) -> str:

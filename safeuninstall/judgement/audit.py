@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
@@ -36,10 +35,8 @@ from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import read_record
 from safeuninstall.environment.sizes import Counted, Weighing, count, lstat, walk
 from safeuninstall.judgement.impact import Requirer, Unmet, requirers, unmet_now
-from safeuninstall.judgement.libraries import LibraryIndex, Ownership, RootLoads
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.probe import ProbeResult
+from safeuninstall.judgement.libraries import LibraryIndex, Ownership, RootLoads, root_loads
+from safeuninstall.judgement.probe import ProbeResult
 
 _USES_KEPT = 50  # objects named per distribution in loaded_by (the count is exact)
 
@@ -84,7 +81,19 @@ class DistributionAudit(Struct, frozen=True, kw_only=True):
     @property
     def orphan(self) -> bool:
         """Nothing requires it, nothing loads it, it was not requested (and its files are
-        known)."""
+        known). Where whether it was requested is unknown (uv's REQUESTED), it is no orphan:
+        it may be the very one the user installed (``top_level``)."""
+        return self.requested_known and self._unused
+
+    @property
+    def top_level(self) -> bool:
+        """Nothing requires it and nothing loads it, and no REQUESTED file tells whether the
+        user asked for it (uv writes one for every install): what the user installed, or a
+        leftover; no one can tell from the environment."""
+        return not self.requested_known and self._unused
+
+    @property
+    def _unused(self) -> bool:
         return not (
             self.requested
             or self.required_by
@@ -110,6 +119,7 @@ class DistributionAudit(Struct, frozen=True, kw_only=True):
             "record_problem": self.record_problem,
             "metadata_only": self.metadata_only,
             "orphan": self.orphan,
+            "top_level": self.top_level,
             "required_by": [msgspec.structs.asdict(r) for r in self.required_by],
             "optional_for": [msgspec.structs.asdict(r) for r in self.optional_for],
             "loaded_by": [msgspec.structs.asdict(u) for u in self.loaded_by],
@@ -186,6 +196,11 @@ class AuditReport(Struct, frozen=True, kw_only=True):
     def orphans(self) -> tuple[str, ...]:
         return tuple(sorted(d.name for d in self.distributions if d.orphan))
 
+    @property
+    def top_level(self) -> tuple[str, ...]:
+        """Not required, not loaded, and not known to be requested or not (uv's installs)."""
+        return tuple(sorted(d.name for d in self.distributions if d.top_level))
+
     def to_dict(self) -> dict[str, object]:
         return {
             "command": "audit",
@@ -202,6 +217,7 @@ class AuditReport(Struct, frozen=True, kw_only=True):
             "stash_bytes": self.stash_bytes,
             "stashes": [msgspec.structs.asdict(s) for s in self.stashes],
             "orphans": list(self.orphans),
+            "top_level": list(self.top_level),
             "distributions": [d.to_dict() for d in self.distributions],
             "duplicates": [d.to_dict() for d in self.duplicates],
             "load": None if self.probe is None else [p.to_dict() for p in self.probe],
@@ -368,7 +384,6 @@ def audit_environment(
     interpreter's path); ``probe_paths``: the real paths a probe process mapped (--load), None
     when no probe ran; ``weighing``: the sizes' walk, started by the caller in a child process
     (sizes.py), else walked and counted here."""
-    from safeuninstall.judgement.libraries import root_loads
 
     index, owned, interpreter = libraries
     root = normalise(os.path.realpath(prefix))
@@ -443,8 +458,8 @@ def audit_environment(
 
 _UV_REQUESTED = (
     "REQUESTED disregarded for the distributions uv installed: uv writes it for every one, "
-    "dependencies too (astral-sh/uv#13278); a distribution nothing requires or loads counts "
-    "as an orphan, whether you asked for it or not"
+    "dependencies too (astral-sh/uv#13278); a distribution nothing requires or loads is top "
+    "level, not an orphan: it may be one you asked for, or a leftover"
 )
 
 

@@ -28,6 +28,7 @@ from packaging.utils import canonicalize_name
 
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.judgement import importables
+from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.metric import judged
 from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult, ProbeSettings, derived_code
 
@@ -80,7 +81,7 @@ def derive(
             f"from what the removal affects ({', '.join(affected or ())}): " + _counted(found)
         )
     if torch is not None:
-        check = Candidate("code", TORCH_PROBE, "torch", why=TORCH_WHY)
+        check = Candidate(CandidateKind.CODE, TORCH_PROBE, "torch", why=TORCH_WHY)
         groups["torch"] = [check, *groups.pop("torch", ())]
         described.append(f"torch's {TORCH_WHY}")
     candidates = [c for name in _requirements_first(groups, installed) for c in groups[name]]
@@ -89,7 +90,7 @@ def derive(
             return (), ("no probe configured and torch is not installed: no probe to run",)
         return (), ("nothing installed is affected by this removal: no probe to run",)
     probe = Probe(
-        kind="derived",
+        kind=ProbeKind.DERIVED,
         code=derived_code(candidates),
         origin="derived",
         candidates=tuple(candidates),
@@ -114,7 +115,7 @@ def as_derived(probes: Sequence[Probe], installed: Mapping[str, InstalledDistrib
     if len(probes) != 1:
         return False
     (probe,) = probes
-    if (probe.kind, probe.origin, probe.decisive) != ("derived", "derived", ()):
+    if (probe.kind, probe.origin, probe.decisive) != (ProbeKind.DERIVED, "derived", ()):
         return False
     if not probe.candidates or probe.code != derived_code(probe.candidates):
         return False
@@ -134,17 +135,17 @@ def _derivable(
     candidate: Candidate, dist: InstalledDistribution, modules: importables.ListedModules
 ) -> bool:
     """A candidate the derivation could give for ``dist``, whose RECORD lists ``modules``."""
-    if candidate.kind == "code":
+    if candidate.kind is CandidateKind.CODE:
         return (candidate.distribution, candidate.target, candidate.attrs) == (
             "torch",
             TORCH_PROBE,
             (),
         )
-    if candidate.kind == "module":
+    if candidate.kind is CandidateKind.MODULE:
         # public (no __main__, tests, docs...), as top_modules and importers name them
         module = candidate.target
         return not candidate.attrs and importables.is_public(module) and module in modules
-    if candidate.kind == "entry-point":
+    if candidate.kind is CandidateKind.ENTRY_POINT:
         points = importables.entry_points(dist)[: importables.MAX_ENTRY_POINTS]
         return any(
             (c.target, c.attrs) == (candidate.target, candidate.attrs)
@@ -183,9 +184,9 @@ def _requirements_first(
 
 def _counted(candidates: Sequence[Candidate]) -> str:
     """``7 modules, 2 entry point modules, 3 modules that import what is removed``."""
-    modules = sum(c.kind == "module" and not c.why for c in candidates)
-    points = sum(c.kind == "entry-point" for c in candidates)
-    importers = sum(c.kind == "module" and bool(c.why) for c in candidates)
+    modules = sum(c.kind is CandidateKind.MODULE and not c.why for c in candidates)
+    points = sum(c.kind is CandidateKind.ENTRY_POINT for c in candidates)
+    importers = sum(c.kind is CandidateKind.MODULE and bool(c.why) for c in candidates)
     parts = [
         _plural(modules, "module"),
         _plural(points, "module", " of entry points"),
@@ -225,7 +226,7 @@ def _candidates_of(
             f"{name}: {len(shown)} of its {len(modules)} modules are tried, one package after "
             "another"
         )
-    found = [Candidate("module", module, name) for module in shown]
+    found = [Candidate(CandidateKind.MODULE, module, name) for module in shown]
     points = importables.entry_points(dist)
     if len(points) > importables.MAX_ENTRY_POINTS:
         notes.append(
@@ -242,7 +243,7 @@ def _importers(
     """Modules of ``dist`` that import one of ``imported`` at module level, not yet tried."""
     found = importables.importers(dist, imported, limit=IMPORTERS_PER_DISTRIBUTION)
     return [
-        Candidate("module", module, dist.key, why=f"imports {what}")
+        Candidate(CandidateKind.MODULE, module, dist.key, why=f"imports {what}")
         for module, what in found
         if module not in tried
     ]
@@ -261,7 +262,9 @@ def _entry_point_candidates(
         attrs = tuple(dict.fromkeys(p.attr for p in group if p.attr))
         first = group[0]
         why = f"{first.group}: {first.name}" + (f" (+{len(group) - 1})" if len(group) > 1 else "")
-        found.append(Candidate("entry-point", module, distribution, attrs=attrs, why=why))
+        found.append(
+            Candidate(CandidateKind.ENTRY_POINT, module, distribution, attrs=attrs, why=why)
+        )
     return found
 
 
@@ -285,7 +288,7 @@ def _spread(modules: Sequence[str], limit: int) -> list[str]:
 def as_baseline(result: ProbeResult) -> ProbeResult:
     """A run before the change, as the baseline: a derived probe's candidates that did not pass
     are dropped (not judged). It is a baseline if the probe process ran any candidate at all."""
-    if result.probe.kind != "derived":
+    if result.probe.kind is not ProbeKind.DERIVED:
         return result
     candidates = tuple(msgspec.structs.replace(c, judged=c.passed) for c in result.candidates)
     ran = any(c.status != "not-run" for c in candidates)
@@ -304,11 +307,11 @@ def after_settings(
     broken dependency again (on a CUDA ML venv, 12 more imports of torch up to its missing
     library). A passing run tries them all, so its loaded libraries are complete for drift.
     """
-    if not any(p.kind == "derived" for p in settings.probes):
+    if not any(p.kind is ProbeKind.DERIVED for p in settings.probes):
         return settings
     probes = []
     for probe, before in zip(settings.probes, baseline, strict=True):
-        if probe.kind == "derived":
+        if probe.kind is ProbeKind.DERIVED:
             probe = probe.only(
                 {c.candidate for c in before.candidates if c.status in ("passed", "failed")}
             )
@@ -331,7 +334,7 @@ def against(before: ProbeResult, after: ProbeResult) -> ProbeResult:
     if after.probe.metric is not None and after.metric is not None:
         runs = judged(after.probe.metric, before.metric, after.metric)
         return msgspec.structs.replace(after, metric=runs, passed=after.passed and not runs.why)
-    if after.probe.kind != "derived":
+    if after.probe.kind is not ProbeKind.DERIVED:
         return after
     passed_before = {c.candidate for c in before.candidates if c.passed}
     candidates = tuple(
@@ -372,7 +375,7 @@ def judged_change(baseline: Sequence[ProbeResult], after: ProbeResult) -> ProbeR
     judged against the baseline of every installed distribution's candidates taken before it:
     a candidate that failed or did not finish there is dropped; every other one counts, one
     that was not tried before too (a module the change brought must import)."""
-    if after.probe.kind != "derived":
+    if after.probe.kind is not ProbeKind.DERIVED:
         return after
     failed_before = _failed_before(baseline)
     candidates = tuple(
@@ -388,19 +391,21 @@ def stopping_after_change(
 ) -> ProbeSettings:
     """``settings`` (derived after a change) stopping at the first failure of a candidate that
     counts for judged_change: one that did not fail or stop before the change."""
-    if not any(p.kind == "derived" for p in settings.probes):
+    if not any(p.kind is ProbeKind.DERIVED for p in settings.probes):
         return settings
     failed_before = _failed_before(baseline)
     probes = tuple(
         p.stopping_at({c for c in p.candidates if _same(c) not in failed_before})
-        if p.kind == "derived"
+        if p.kind is ProbeKind.DERIVED
         else p
         for p in settings.probes
     )
     return msgspec.structs.replace(settings, probes=probes)
 
 
-def _failed_before(baseline: Sequence[ProbeResult]) -> set[tuple[str, str, tuple[str, ...]]]:
+def _failed_before(
+    baseline: Sequence[ProbeResult],
+) -> set[tuple[CandidateKind, str, tuple[str, ...]]]:
     """What the candidates that failed or did not finish in the baseline try: they do not
     count for the verdict on a change (judged_change), so they do not stop its run."""
     return {
@@ -411,6 +416,6 @@ def _failed_before(baseline: Sequence[ProbeResult]) -> set[tuple[str, str, tuple
     }
 
 
-def _same(candidate: Candidate) -> tuple[str, str, tuple[str, ...]]:
+def _same(candidate: Candidate) -> tuple[CandidateKind, str, tuple[str, ...]]:
     """What a candidate tries, whatever the reason it was chosen for (``why``)."""
     return candidate.kind, candidate.target, candidate.attrs

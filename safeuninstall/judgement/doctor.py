@@ -50,6 +50,13 @@ class Finding(Struct, frozen=True):
     pinned: bool = False  # the provider is the requirement's own pin (``==``)
     # a library no snapshot kept: the pins of its consumers' missing requirements
     expected_with: tuple[str, ...] = ()
+    # the provider is installed at that version without some of its files: only a reinstall
+    # brings them back (an install of an installed version does nothing)
+    reinstall: bool = False
+    missing_files: int = 0  # "hollow": how many of the files its RECORD lists are gone
+    # "doubled" that no snapshot keeps: the installer's command that removes every folder, for
+    # this environment (Context.backend)
+    command: str = ""
 
     def describe(self) -> str:
         if self.kind == "record":
@@ -81,11 +88,25 @@ class Finding(Struct, frozen=True):
                 f"not found: {self.what}, needed only by {objects} ({self.needed_by}), which "
                 "no extension module or program loads: a plugin, loaded on demand if at all"
             )
+        if self.kind == "hollow":
+            name, _, version = self.what.partition("==")
+            files = "file is" if self.missing_files == 1 else "files are"
+            return (
+                f"{name} {version} is installed but {self.missing_files} of its {files} "
+                f"missing: {self._source()}"
+            )
         return f"missing {self.kind} {self.what}{where}: {self._source()}"
 
     def _source(self) -> str:
         if self.provider and self.snapshot:
             return f"provided by {self.provider}, kept in snapshot {self.snapshot}"
+        if self.provider and self.reinstall and self.kind == "hollow":
+            return f"a reinstall of {self.provider} brings them back"
+        if self.provider and self.reinstall:
+            return (
+                f"{self.provider} installed it, and is still installed without it: a "
+                "reinstall brings it back"
+            )
         if self.provider and self.recorded_in:
             return f"snapshot {self.recorded_in} recorded {self.provider} (without its files)"
         if self.provider and self.pinned:
@@ -130,8 +151,8 @@ def _describe_doubled(finding: Finding) -> str:
         )
     else:
         fix = (
-            f"no snapshot keeps either: `uv pip uninstall {finding.what}` removes every folder, "
-            "then install the version wanted"
+            f"no snapshot keeps either: `{finding.command or 'uv pip uninstall ' + finding.what}` "
+            "removes every folder, then install the version wanted"
         )
     return (
         f"{finding.what} is installed more than once: {finding.detail} (an uninstall or an "
@@ -373,9 +394,17 @@ def examine(
         for dependent, requirement in unmet_requirements(installed, markers, required)
     ]
     coming = _pins_by_dependent(unmet)
-    for missing in found.missing:
-        report.findings.append(_library_finding(missing, snapshots, coming))
     hollow = hollow_distributions(owned, installed) if hollow is None else hollow
+    lost = {name: _lost_files(owned.files.get(name, ())) for name in hollow}
+    # The installed distribution whose RECORD lists a library that is gone: the one whose
+    # reinstall brings it back (torch's pin of the nvidia wheel is met; its files are not).
+    listed_by = {
+        os.path.basename(path): f"{name}=={installed[name].version}"
+        for name, paths in lost.items()
+        for path in paths
+    }
+    for missing in found.missing:
+        report.findings.append(_library_finding(missing, snapshots, coming, listed_by))
     gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
     for missing in found.on_demand:
         # Loaded on demand if at all: breakage only where a snapshot shows a removed
@@ -383,15 +412,25 @@ def examine(
         # nothing removed, no stash is searched (a torch venv has nine such libraries).
         pin, snap = _provider(snapshots, _ships_file(missing.soname)) if gone else (None, None)
         if pin is not None and pin in gone:
-            report.findings.append(_library_finding(missing, snapshots, coming))
+            report.findings.append(_library_finding(missing, snapshots, coming, listed_by))
         else:
             report.notes.append(_note("on-demand", missing))
     report.notes += [_note("driver", missing) for missing in found.driver]
     report.findings += unmet
     for name in hollow:
-        version = installed[name].version
-        pin, snap = _provider(snapshots, _is_release(name, version))
-        report.findings.append(Finding("hollow", f"{name}=={version}", "", pin, snap))
+        release = f"{name}=={installed[name].version}"
+        pin, snap = _provider(snapshots, _is_release(name, installed[name].version))
+        report.findings.append(
+            Finding(
+                "hollow",
+                release,
+                "",
+                pin or release,
+                snap,
+                reinstall=pin is None,
+                missing_files=len(lost[name]),
+            )
+        )
     for name, reason in sorted(owned.unreadable.items()):
         # No provider: a reinstall of the same version is what repairs it, and neither a
         # rollback (it keeps an installed release as it is) nor a plain install would do one.
@@ -400,13 +439,25 @@ def examine(
     return report
 
 
+def _lost_files(paths: Iterable[str]) -> list[str]:
+    """Of a hollow distribution's RECORD paths, those gone (compiled caches aside, as
+    hollow_distributions counts them)."""
+    return [p for p in paths if not p.endswith(".pyc") and not os.path.lexists(p)]
+
+
 def _library_finding(
-    missing: MissingLibrary, snapshots: Sequence[Snapshot], coming: Mapping[str, list[str]]
+    missing: MissingLibrary,
+    snapshots: Sequence[Snapshot],
+    coming: Mapping[str, list[str]],
+    listed_by: Mapping[str, str],
 ) -> Finding:
     pin, snap = _provider(snapshots, _ships_file(missing.soname))
     needers = ", ".join(missing.distributions)
     if pin is not None:
         return Finding("library", missing.soname, needers, pin, snap)
+    if missing.soname in listed_by:
+        owner = listed_by[missing.soname]
+        return Finding("library", missing.soname, needers, owner, reinstall=True)
     # No snapshot kept it: the missing requirements of the distributions that need it are what
     # should bring it back (torch's pins of the nvidia wheels).
     expected = sorted({p for dist in missing.distributions for p in coming.get(dist, ())})
@@ -457,6 +508,7 @@ class Repair(Struct, frozen=True):
     snapshot: str | None = None
     install: tuple[PackageEntry, ...] = ()
     also: tuple[str, ...] = ()  # what the rollback brings back besides
+    reinstall: bool = False  # some of ``install`` is installed without its files
 
 
 def plan_repair(
@@ -473,17 +525,25 @@ def plan_repair(
             wanted.update(finding.expected_with)
         else:
             return None
-    for snap in snapshots:
-        plan = plan_rollback(snap, view)
-        restored = {e.pin: e for e in plan.restore}
-        kept = all(pin in restored and _kept(restored[pin]) for pin in wanted)
-        # A rollback is the repair when it brings back every missing piece from its files
-        # and takes nothing away that is installed and intact now.
-        takes_nothing = not plan.added and all(not view[n].intact for n in plan.changed)
-        if kept and takes_nothing:
+    # A rollback is the repair when it brings back every missing piece and takes nothing away
+    # that is installed and intact now: first one whose stash holds them all, else one whose
+    # stash holds some (the rest it reinstalls from the index, as an install would all).
+    plans = [(snap, plan_rollback(snap, view)) for snap in snapshots]
+    for whole in (True, False):
+        for snap, plan in plans:
+            restored = {e.pin: e for e in plan.restore}
+            if not wanted <= set(restored):
+                continue
+            kept = [_kept(restored[pin]) for pin in wanted]
+            if not (all(kept) if whole else any(kept)):
+                continue
+            if plan.added or any(view[n].intact for n in plan.changed):
+                continue
             # Said, not hidden: a rollback also brings back what was removed since on purpose.
             return Repair(snapshot=snap.id, also=tuple(sorted(set(restored) - wanted)))
-    return Repair(install=tuple(_entry_for_pin(snapshots, pin) for pin in sorted(wanted)))
+    reinstall = any(finding.reinstall for finding in findings)
+    entries = tuple(_entry_for_pin(snapshots, pin) for pin in sorted(wanted))
+    return Repair(install=entries, reinstall=reinstall)
 
 
 def _kept(entry: PackageEntry) -> bool:

@@ -31,7 +31,6 @@ import struct
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from stat import S_ISREG
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -39,6 +38,7 @@ import msgspec
 from msgspec import Struct
 
 from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.cachefile import read_cache
 
 __all__ = [
     "DEFAULT_LD_CACHE",
@@ -561,21 +561,23 @@ def is_elf_candidate(name: str) -> bool:
 # Persistent cache of read_elf results
 
 _CACHE_FORMAT: Final = "safeuninstall-elf-cache"
-# 2: with program and python_extension; a version 1 file is not read (the files are re-read)
-_CACHE_VERSION: Final = 2
+# 3: with each file's ctime; an earlier version is not read (the files are re-read)
+_CACHE_VERSION: Final = 3
 _MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
 
 
 class _CacheEntry(Struct, frozen=True):
-    """A file's ELF reading, valid while its size and mtime are unchanged."""
+    """A file's ELF reading, valid while its size, mtime and ctime are unchanged (a file
+    written in place with its mtime set back has another ctime)."""
 
     size: int
     mtime_ns: int
+    ctime_ns: int
     info: ElfInfo | None
 
 
 class ElfCache:
-    """``read_elf`` results keyed by (path, size, mtime_ns), storable as JSON.
+    """``read_elf`` results keyed by (path, size, mtime_ns, ctime_ns), storable as JSON.
 
     ``get`` is a drop-in ``reader`` for ``Loader``.  Results of None (non-ELF
     files) are cached too, so unchanged non-ELF ``.so`` files are not reopened.
@@ -590,7 +592,7 @@ class ElfCache:
         return len(self._entries)
 
     def get(self, path: str, stat: os.stat_result | None = None) -> ElfInfo | None:
-        """``read_elf(path)``, answered from the cache when size and mtime match.
+        """``read_elf(path)``, answered from the cache when size, mtime and ctime match.
 
         Pass ``stat`` (e.g. from ``os.DirEntry.stat()``) to save a syscall.
         Returns None without caching if the file cannot be stat'ed.
@@ -601,10 +603,15 @@ class ElfCache:
             except OSError:
                 return None
         entry = self._entries.get(path)
-        if entry is not None and entry.size == stat.st_size and entry.mtime_ns == stat.st_mtime_ns:
+        if (
+            entry is not None
+            and entry.size == stat.st_size
+            and entry.mtime_ns == stat.st_mtime_ns
+            and entry.ctime_ns == stat.st_ctime_ns
+        ):
             return entry.info
         info = self._reader(path)
-        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, info)
+        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, info)
         self.changed = True
         return info
 
@@ -613,11 +620,11 @@ class ElfCache:
         self.changed = False
         self._entries = {}
         try:
-            stored = _decode(_read_limited(path))
+            stored = _decode(read_cache(path, _MAX_CACHE_BYTES))
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
         self._entries = {
-            name: _CacheEntry(entry.size, entry.mtime_ns, _info(name, entry.info))
+            name: _CacheEntry(entry.size, entry.mtime_ns, entry.ctime_ns, _info(name, entry.info))
             for name, entry in stored.entries.items()
         }
 
@@ -638,9 +645,9 @@ class ElfCache:
         write_atomically(Path(path), payload, mode=0o644, durable=False)
 
 
-# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 2, "entries":
-# {path: [size, mtime_ns, null or [elf_class, machine, soname, needed, rpath, runpath, program,
-# python_extension]]}}.
+# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 3, "entries":
+# {path: [size, mtime_ns, ctime_ns, null or [elf_class, machine, soname, needed, rpath, runpath,
+# program, python_extension]]}}.
 
 
 class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
@@ -657,24 +664,14 @@ class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=Tr
 class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     size: int
     mtime_ns: int
+    ctime_ns: int
     info: _StoredInfo | None
 
 
 class _StoredCache(Struct, frozen=True):
     format: Literal["safeuninstall-elf-cache"]
-    version: Literal[2]
+    version: Literal[3]
     entries: dict[str, _StoredEntry]
-
-
-def _read_limited(path: str | os.PathLike[str]) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
-    with open(fd, "rb") as stream:
-        if not S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = stream.read(_MAX_CACHE_BYTES + 1)
-    if len(data) > _MAX_CACHE_BYTES:
-        raise ValueError("too large for an ELF cache")
-    return data
 
 
 def _decode(data: bytes) -> _StoredCache:
@@ -706,7 +703,7 @@ def _info(path: str, stored: _StoredInfo | None) -> ElfInfo | None:
 def _stored(entry: _CacheEntry) -> _StoredEntry:
     info = entry.info
     if info is None:
-        return _StoredEntry(entry.size, entry.mtime_ns, None)
+        return _StoredEntry(entry.size, entry.mtime_ns, entry.ctime_ns, None)
     fields = _StoredInfo(
         info.elf_class,
         info.machine,
@@ -717,7 +714,7 @@ def _stored(entry: _CacheEntry) -> _StoredEntry:
         info.program,
         info.python_extension,
     )
-    return _StoredEntry(entry.size, entry.mtime_ns, fields)
+    return _StoredEntry(entry.size, entry.mtime_ns, entry.ctime_ns, fields)
 
 
 # --------------------------------------------------------------------------

@@ -6,11 +6,14 @@ import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence, Set
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -25,9 +28,6 @@ from safeuninstall.judgement.libraries import (
     Ownership,
     library_changes,
 )
-
-if TYPE_CHECKING:
-    from packaging.requirements import Requirement
 
 
 class Dependency(Struct, frozen=True):
@@ -44,8 +44,6 @@ _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
 def _edge(dependent: str, value: str, markers: Mapping[str, str]) -> Dependency | None:
-    from packaging.requirements import InvalidRequirement, Requirement  # 18 ms; not for a leaf
-
     try:
         requirement = Requirement(value)
     except InvalidRequirement:
@@ -93,11 +91,6 @@ def applies_on_target(
     requirement: Requirement, markers: Mapping[str, str]
 ) -> tuple[bool, str | None]:
     """(applies, extra): does the requirement apply on the target, and behind which extra."""
-    from packaging.markers import (  # 17.6 ms of import, on every command if at the top
-        InvalidMarker,
-        UndefinedComparison,
-        UndefinedEnvironmentName,
-    )
 
     if requirement.marker is None:
         return True, None
@@ -180,7 +173,6 @@ class Unmet(Struct, frozen=True):
 @functools.lru_cache(maxsize=4096)  # requirers and unmet_now read the same lines
 def _parsed(value: str) -> Requirement | None:
     """The requirement, or None for a line that is no valid PEP 508 requirement."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         return Requirement(value)
@@ -191,7 +183,6 @@ def _parsed(value: str) -> Requirement | None:
 def _holds(requirement: Requirement, markers: Mapping[str, str], extra: str) -> bool:
     """Whether the requirement's markers hold on the target, with ``extra`` requested ("" for
     none). A marker that can't be evaluated there does not hold, as for uv and pip."""
-    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 
     if requirement.marker is None:
         return True
@@ -205,8 +196,6 @@ def _satisfied_by(requirement: Requirement, version: str) -> bool:
     """Whether ``version`` satisfies the requirement's specifier. A version or specifier that
     can't be compared is taken as satisfying: the line names the distribution, and that is
     what a removal takes away."""
-    from packaging.specifiers import InvalidSpecifier
-    from packaging.version import InvalidVersion, Version
 
     try:
         return requirement.specifier.contains(Version(version), prereleases=True)

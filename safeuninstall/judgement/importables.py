@@ -14,6 +14,7 @@ dotted identifiers are dropped (they become data passed to a probe process, neve
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import keyword
 import re
@@ -183,7 +184,6 @@ def declares_namespace(source: str) -> bool:
 def is_empty_module(source: str) -> bool:
     """Nothing but comments, blank lines, a docstring or ``pass``: importing it proves
     nothing."""
-    import ast  # only for __init__ files of folders that hold nothing but subpackages
 
     try:
         tree = ast.parse(source)

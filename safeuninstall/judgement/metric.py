@@ -8,6 +8,7 @@ Pure: parsing a run's output and judging medians. Running the command is probe.p
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 import msgspec
@@ -91,8 +92,6 @@ def no_number_why(stdout: str) -> str:
 
 def measured(values: Sequence[float], runs: int) -> MetricRuns:
     """All ``runs`` runs printed a number: their median counts."""
-    import statistics  # here: its import (fractions, decimal) is for a metric's end only
-
     assert len(values) == runs and runs > 0
     return MetricRuns(tuple(values), statistics.median(values))
 

@@ -25,10 +25,12 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 
 from msgspec import Struct
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from safeuninstall.environment.installed import InstalledDistribution, RequirementIndex, requested
 from safeuninstall.environment.paths import normalise
-from safeuninstall.judgement.impact import unmet_in
+from safeuninstall.judgement.impact import applies_on_target, unmet_in
 from safeuninstall.judgement.libraries import (
     LibraryChange,
     LibraryIndex,
@@ -360,10 +362,6 @@ def _requires(
     installed: Mapping[str, InstalledDistribution],
 ) -> list[str]:
     """The installed distributions ``dist`` requires on the target (no extra)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    from safeuninstall.judgement.impact import applies_on_target
 
     found: list[str] = []
     for value in dist.requires_dist():

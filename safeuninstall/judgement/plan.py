@@ -6,20 +6,20 @@ is in this module and unit-tested without an environment.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from msgspec import Struct
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.legacy import DIST_INFO
+from safeuninstall.environment.requirements import Wanted, local_path
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.requirements import Wanted
-    from safeuninstall.state.stashindex import Holdings
+from safeuninstall.state.stashindex import Holdings
 
 
 class RemovalPlan(Struct, frozen=True):
@@ -53,6 +53,13 @@ def plan_removal(
     notes: list[str] = []
     expanded: list[tuple[str, tuple[str, ...]]] = []
     for item in wanted:
+        if item.pattern is not None and item.origin and not _matches_any(item.pattern, installed):
+            # A pattern in a requirements file that matches nothing is nothing to do, as a
+            # name that is not installed is (a cleanup file run where there is nothing to
+            # clean); on the command line it stays an error.
+            absent.setdefault(item.text, None)
+            notes.append(f"{item.origin}: the pattern {item.text!r} matches nothing installed")
+            continue
         if item.pattern is not None:
             matched = expand_pattern(item.text, item.pattern, installed)
             expanded.append((item.text, matched))
@@ -92,9 +99,6 @@ def expand_pattern(text: str, pattern: str, installed: Iterable[str]) -> tuple[s
     matched = tuple(n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in NEVER_MATCHED)
     if matched:
         return matched
-    import difflib
-
-    from safeuninstall.base.errors import InvalidInput
 
     literal = re.sub(r"\[[^\]]*\]|[*?]", "", pattern).strip("-")
     close = difflib.get_close_matches(literal, names, n=3, cutoff=0.6)
@@ -106,10 +110,13 @@ def expand_pattern(text: str, pattern: str, installed: Iterable[str]) -> tuple[s
     raise InvalidInput(f"the pattern {text!r} matches no installed distribution{hint}")
 
 
+def _matches_any(pattern: str, installed: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(n, pattern) and n not in NEVER_MATCHED for n in installed)
+
+
 def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, str]:
     """Where each distribution installed from a path or a URL came from (direct_url.json): a
     local path (normalised) or the URL, as an unnamed requirement gives it."""
-    from safeuninstall.environment.requirements import local_path
 
     found: dict[str, str] = {}
     for name, dist in installed.items():
@@ -127,8 +134,6 @@ def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, st
 
 
 def _satisfies(version: str, specifier: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     try:
         return SpecifierSet(specifier).contains(version, prereleases=True)
     except InvalidSpecifier:  # pragma: no cover - parsed once already
@@ -137,13 +142,25 @@ def _satisfies(version: str, specifier: str) -> bool:
 
 def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) -> str | None:
     """An installed name close to ``name``, or a subcommand one edit away (a typo)."""
-    import difflib
 
     for command in commands:
         if one_edit(name, command):
             return f"the command `safe-uninstall {command}`"
+    # The same name with its CUDA suffix dropped, added or changed is closer than an edit
+    # inside the name: nvidia-cusparse-cu13 is nvidia-cusparse, not nvidia-cusparselt-cu13.
+    stem = _CUDA_SUFFIX.sub("", name)
+    same = [n for n in installed if n != name and _CUDA_SUFFIX.sub("", n) == stem]
+    if same:
+        # A suffix changed before one dropped: cupy-cuda11x is cupy-cuda12x rather than cupy.
+        suffixed = bool(_CUDA_SUFFIX.search(name))
+        same.sort(key=lambda n: (bool(_CUDA_SUFFIX.search(n)) != suffixed, n))
+        return f"{same[0]} (installed)"
     close = difflib.get_close_matches(name, list(installed), n=1, cutoff=0.75)
     return f"{close[0]} (installed)" if close else None
+
+
+# The suffix of a CUDA build's wheel name: nvidia-cudnn-cu12, cupy-cuda12x, jax-cuda12-plugin.
+_CUDA_SUFFIX = re.compile(r"-cu(?:da)?1[0-9]x?$")
 
 
 def one_edit(a: str, b: str) -> bool:
@@ -322,27 +339,21 @@ class SnapshotChoice(Struct, frozen=True):
         }
 
 
-_RETURNED = re.compile(r"(?:rollback|recover)-to-([0-9]{4,9})")
 RETURNING = ("rollback", "recover")  # operations that return to a snapshot
 
 
 def returned_to(snap: Snapshot) -> str | None:
     """The snapshot a rollback or recover returned to: recorded in the snapshot, else (one taken
-    before the field existed) read from its outcome ``rollback-to-0007``."""
+    before the field existed) in its outcome note ``rollback-to-0007``."""
     if snap.operation not in RETURNING:
         return None
-    if snap.returns_to:
-        return snap.returns_to
-    found = _RETURNED.fullmatch(snap.outcome)
-    return found[1] if found else None
+    return snap.returns_to or snap.note.returned_to
 
 
 def undone(snap: Snapshot) -> bool:
     """The operation's change was put back: by itself (``probe-failed-restored``,
     ``rollback-probe-failed-restored``...) or by a recover that returned to it."""
-    return snap.outcome.endswith(("-restored", "-restored-except-aside")) or (
-        snap.outcome == "recovered"
-    )
+    return snap.note.undone
 
 
 def _change_of(snap: Snapshot) -> str:

@@ -31,8 +31,8 @@ from safeuninstall.base import process
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.metric import Metric, MetricRuns, measured, no_number_why, read_number
-from safeuninstall.options import ProbeOptions
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -127,7 +127,7 @@ class Candidate(Struct, frozen=True):
     """One thing the derived probe tries on its own: a module to import, an entry point to load
     (its module imported, its attributes resolved, never called), or Python code."""
 
-    kind: str  # "module", "entry-point" or "code"
+    kind: CandidateKind
     target: str  # the module (of an entry point too), or the code
     distribution: str  # whose it is: what the removal affects
     attrs: tuple[str, ...] = ()  # an entry point's attributes (dotted), resolved in turn
@@ -136,31 +136,27 @@ class Candidate(Struct, frozen=True):
     @property
     def name(self) -> str:
         """Short, for a note: the module (and attributes), or what the code is for."""
-        if self.kind == "code":
+        if self.kind is CandidateKind.CODE:
             return f"{self.distribution} ({self.why})"
         return self.label.partition(" ")[2]
 
     @property
     def label(self) -> str:
         """One line saying what is tried."""
-        if self.kind == "code":
+        if self.kind is CandidateKind.CODE:
             return f"{self.distribution}: {self.why}"
-        if self.kind == "module":
+        if self.kind is CandidateKind.MODULE:
             return f"import {self.target}"
         shown = ", ".join(self.attrs[:3]) + (", ..." if len(self.attrs) > 3 else "")
         return f"load {self.target}" + (f":{shown}" if shown else "")
 
     def argument(self) -> str:
         """How the driver is told (see _CANDIDATES_DRIVER)."""
-        if self.kind == "code":
-            return f"c:{self.target}"
-        if self.kind == "module":
-            return f"m:{self.target}"
-        return f"e:{self.target}:{','.join(self.attrs)}"
+        return _CANDIDATE_ARGUMENT[self.kind](self)
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "kind": self.kind,
+            "kind": self.kind.value,
             "target": self.target,
             "attrs": list(self.attrs),
             "distribution": self.distribution,
@@ -208,7 +204,7 @@ class Probe(Struct, frozen=True):
     """One smoke probe: Python code run in the target, a command, or the derived probe (its
     candidates, each tried on its own in one Python process)."""
 
-    kind: str  # "python", "command", "metric" or "derived"
+    kind: ProbeKind
     code: str  # Python code, or the command line as typed; derived: its candidates, a line each
     origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "derived"
     candidates: tuple[Candidate, ...] = ()
@@ -220,21 +216,21 @@ class Probe(Struct, frozen=True):
 
     @property
     def label(self) -> str:
-        if self.kind == "derived":
+        if self.kind is ProbeKind.DERIVED:
             count = len(self.candidates)
             return f"the derived probe ({count} candidate{'s' if count != 1 else ''})"
-        if self.kind == "metric":
+        if self.kind is ProbeKind.METRIC:
             return f"metric $ {self.code}"
-        return self.code if self.kind == "python" else f"$ {self.code}"
+        return self.code if self.kind is ProbeKind.PYTHON else f"$ {self.code}"
 
     @property
     def runs_python(self) -> bool:
         """Run by the driver in the target interpreter (so its loaded libraries are known)."""
-        return self.kind in ("python", "derived")
+        return self.kind in (ProbeKind.PYTHON, ProbeKind.DERIVED)
 
     def key(self) -> list[object]:
         """What identifies the probe for the baseline cache."""
-        return [self.kind, self.code, [c.argument() for c in self.candidates]]
+        return [self.kind.value, self.code, [c.argument() for c in self.candidates]]
 
     def only(self, keep: Collection[Candidate]) -> Probe:
         """The derived probe with only the candidates in ``keep``."""
@@ -257,7 +253,7 @@ class Probe(Struct, frozen=True):
     def to_dict(self) -> dict[str, object]:
         return {
             "label": self.label,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "origin": self.origin,
             "code": self.code,
             "candidates": [c.to_dict() for c in self.candidates],
@@ -266,7 +262,7 @@ class Probe(Struct, frozen=True):
 
 def derived_code(candidates: Sequence[Candidate]) -> str:
     """The derived probe as text, a candidate a line (code candidates as their code)."""
-    return "\n".join(c.target if c.kind == "code" else c.label for c in candidates)
+    return "\n".join(c.target if c.kind is CandidateKind.CODE else c.label for c in candidates)
 
 
 class ProbeResult(Struct, frozen=True):
@@ -312,7 +308,7 @@ class ProbeResult(Struct, frozen=True):
             text = "passed (cached: the environment is unchanged since it last passed)"
         else:
             text = self._outcome()
-        if self.probe.kind == "derived":
+        if self.probe.kind is ProbeKind.DERIVED:
             text += f"; {self._counts()}"
         if self.metric is not None:
             text += f"; {self.metric.summary()}"
@@ -323,14 +319,16 @@ class ProbeResult(Struct, frozen=True):
             return f"FAILED: {self.metric.why}"
         if self.passed:
             return f"passed in {self.seconds:.2f} s"
-        if self.probe.kind == "derived" and self.regressed:
+        if self.probe.kind is ProbeKind.DERIVED and self.regressed:
             return f"FAILED in {self.seconds:.2f} s"
         if self.timed_out:
             return f"timed out after {self.seconds:.1f} s (killed, with every process it started)"
         return f"failed with exit code {self.returncode}"
 
     def _counts(self) -> str:
-        judged, dropped, skipped = self.judged, len(self.dropped), len(self.skipped)
+        # A dropped candidate left untried is counted once, as not judged.
+        judged, dropped = self.judged, len(self.dropped)
+        skipped = sum(c.skipped for c in judged)
         counts = f"{sum(c.passed for c in judged)} of {len(judged)} candidates pass"
         if self.regressed:
             counts += f", {len(self.regressed)} fail"
@@ -343,7 +341,7 @@ class ProbeResult(Struct, frozen=True):
     def to_dict(self) -> dict[str, object]:
         return {
             "probe": self.probe.label,
-            "kind": self.probe.kind,
+            "kind": self.probe.kind.value,
             "origin": self.probe.origin,
             "passed": self.passed,
             "returncode": self.returncode,
@@ -364,24 +362,6 @@ class ProbeSettings(Struct, frozen=True):
     disabled: bool = False
     # probes chosen by default are explained to the user; configured ones are not
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def configured_probes(
-    options: ProbeOptions, cwd: Path, environ: Mapping[str, str]
-) -> ProbeSettings:
-    """The probes and their time limit as config.resolve settles them: typed on the command
-    line, else from the strongest place that sets them. May be empty."""
-    settings = config.resolve(cwd, environ, typed_probes(options))
-    return probes_from(settings, disabled=options.disabled, cwd=cwd)
-
-
-def typed_probes(options: ProbeOptions) -> dict[str, config.Value]:
-    """The probe options as typed, for config.resolve."""
-    return {
-        "probe": options.probes,
-        "probe-cmd": options.probe_cmds,
-        "probe-timeout": options.timeout,
-    }
 
 
 def probes_from(settings: config.Settings, *, disabled: bool, cwd: Path) -> ProbeSettings:
@@ -412,7 +392,7 @@ def python_probe(code: str, origin: str) -> Probe:
         raise InvalidInput(
             f"probe from {origin} is not valid Python: {err.msg} ({code!r})"
         ) from None
-    return Probe(kind="python", code=code, origin=origin)
+    return Probe(kind=ProbeKind.PYTHON, code=code, origin=origin)
 
 
 def command_probe(line: str, origin: str, cwd: Path) -> Probe:
@@ -426,13 +406,13 @@ def command_probe(line: str, origin: str, cwd: Path) -> Probe:
         raise InvalidInput(f"probe command from {origin} is empty")
     if "/" in argv[0] and not os.path.isabs(argv[0]):
         line = shlex.join([str(cwd / argv[0]), *argv[1:]])
-    return Probe(kind="command", code=line, origin=origin)
+    return Probe(kind=ProbeKind.COMMAND, code=line, origin=origin)
 
 
 def metric_probe(line: str, origin: str, cwd: Path, metric: Metric) -> Probe:
     """A metric probe: a command whose last line is a number, run ``metric.runs`` times."""
     command = command_probe(line, origin, cwd)
-    return Probe(kind="metric", code=command.code, origin=origin, metric=metric)
+    return Probe(kind=ProbeKind.METRIC, code=command.code, origin=origin, metric=metric)
 
 
 def run_probe(
@@ -494,16 +474,8 @@ def _run_in(
     settings: RunSettings,
     on_start: Callable[[Popen[bytes]], None] | None,
 ) -> ProbeResult:
-    maps_out, results_out = workdir / "maps.txt", workdir / "candidates.txt"
-    if probe.kind == "python":
-        argv = [interpreter.executable, "-c", _DRIVER, probe.code, str(maps_out)]
-    elif probe.kind == "derived":
-        decisive = set(probe.decisive)
-        tries = [("!" if c in decisive else "") + c.argument() for c in probe.candidates]
-        argv = [interpreter.executable, "-c", _CANDIDATES_DRIVER, str(maps_out), str(results_out)]
-        argv += tries
-    else:
-        argv = shlex.split(probe.code)
+    maps_out, results_out = workdir / _MAPS_FILE, workdir / _RESULTS_FILE
+    argv = _ARGV[probe.kind](probe, interpreter, workdir)
     try:
         done = process.run(
             argv,
@@ -523,9 +495,9 @@ def _run_in(
         output=done.output(),
         libraries=_read_libraries(maps_out) if probe.runs_python else None,
     )
-    if probe.kind == "metric":
+    if probe.kind is ProbeKind.METRIC:
         return _with_number(result, done.stdout)
-    if probe.kind != "derived":
+    if probe.kind is not ProbeKind.DERIVED:
         return result
     candidates = _read_candidates(results_out, probe.candidates, result)
     return msgspec.structs.replace(
@@ -547,6 +519,40 @@ def _with_number(result: ProbeResult, stdout: str) -> ProbeResult:
         why = no_number_why(stdout)
         return msgspec.structs.replace(result, passed=False, metric=MetricRuns((), None, why=why))
     return msgspec.structs.replace(result, metric=MetricRuns((value,), value))
+
+
+_MAPS_FILE, _RESULTS_FILE = "maps.txt", "candidates.txt"  # in the probe's working folder
+
+
+def _python_argv(probe: Probe, interpreter: Interpreter, workdir: Path) -> list[str]:
+    return [interpreter.executable, "-c", _DRIVER, probe.code, str(workdir / _MAPS_FILE)]
+
+
+def _command_argv(probe: Probe, interpreter: Interpreter, workdir: Path) -> list[str]:
+    return shlex.split(probe.code)
+
+
+def _derived_argv(probe: Probe, interpreter: Interpreter, workdir: Path) -> list[str]:
+    decisive = set(probe.decisive)
+    tries = [("!" if c in decisive else "") + c.argument() for c in probe.candidates]
+    maps_out, results_out = str(workdir / _MAPS_FILE), str(workdir / _RESULTS_FILE)
+    return [interpreter.executable, "-c", _CANDIDATES_DRIVER, maps_out, results_out, *tries]
+
+
+# How each kind of probe is run: the command line of its process.
+_ARGV: dict[ProbeKind, Callable[[Probe, Interpreter, Path], list[str]]] = {
+    ProbeKind.PYTHON: _python_argv,
+    ProbeKind.COMMAND: _command_argv,
+    ProbeKind.DERIVED: _derived_argv,
+    ProbeKind.METRIC: _command_argv,  # a command, run ``metric.runs`` times
+}
+
+# How the derived probe's driver is told each kind of candidate (see _CANDIDATES_DRIVER).
+_CANDIDATE_ARGUMENT: dict[CandidateKind, Callable[[Candidate], str]] = {
+    CandidateKind.CODE: lambda c: f"c:{c.target}",
+    CandidateKind.MODULE: lambda c: f"m:{c.target}",
+    CandidateKind.ENTRY_POINT: lambda c: f"e:{c.target}:{','.join(c.attrs)}",
+}
 
 
 def _not_started(probe: Probe, why: str) -> ProbeResult:

@@ -6,16 +6,24 @@ child process before the rest of the tool is imported (sizes.py)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
-from safeuninstall.environment.sizes import Weighing
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.audit import AuditReport
-    from safeuninstall.judgement.probe import ProbeSettings
-    from safeuninstall.session.context import Context
+from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.environment.installed import census, installed_distributions
+from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
+from safeuninstall.environment.sizes import Weighing, count_text
+from safeuninstall.judgement.audit import (
+    AuditReport,
+    StashHolding,
+    audit_environment,
+    holders_of_libraries,
+)
+from safeuninstall.judgement.libraries import ownership
+from safeuninstall.judgement.probe import ProbeSettings, run_all
+from safeuninstall.session.analysis import library_index, with_default
+from safeuninstall.session.context import Context
+from safeuninstall.transaction import retention
 
 
 def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport:
@@ -26,20 +34,6 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     # The walk of the site folders (the sizes) starts first, in a child process, and runs
     # beside all that follows; leaving the block stops it, whatever happened.
     with Weighing(site_dirs) as weighing:
-        # What the rest needs is imported once the walk is under way (60 ms of imports).
-        from safeuninstall.base.errors import SnapshotInvalid
-        from safeuninstall.environment.installed import census, installed_distributions
-        from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
-        from safeuninstall.judgement.audit import (
-            StashHolding,
-            audit_environment,
-            holders_of_libraries,
-        )
-        from safeuninstall.judgement.libraries import ownership
-        from safeuninstall.judgement.probe import run_all
-        from safeuninstall.session.analysis import library_index, with_default
-        from safeuninstall.transaction import retention
-
         installed = installed_distributions(ctx.interpreter)
         index = library_index(ctx)
         # the RECORD cache read, never written: audit writes nothing
@@ -55,7 +49,8 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
             elif settings.probes:
                 notes.append(
                     "--load: no probe is configured; the derived probe imports the modules and "
-                    f"entry points of the {len(holders)} distributions that hold shared libraries"
+                    f"entry points of the {count_text(len(holders), 'distribution')} that hold "
+                    "shared libraries"
                     + (", and runs torch's CUDA check" if "torch" in installed else "")
                 )
             # No bytecode written into the environment by what the probe imports.
@@ -91,7 +86,8 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     if os.path.lexists(ctx.own.journal):
         notes.append(
             "an operation is under way or was interrupted (its journal is there): what this "
-            "audit read may be half-changed; `safe-uninstall recover` finishes an interrupted one"
+            f"audit read may be half-changed; `{ctx.suggest('recover')}` finishes an "
+            "interrupted one"
         )
     return replace(
         report,

@@ -99,7 +99,6 @@ class _Bisect:
             if (entry := self.good.package(name)) is None or entry.version != dist.version
         ]
         stash = sorted({*changed, *sharing_files(owned, changed)})
-        ctx.load_what_a_restore_needs()
         txn = Transaction(ctx, "bisect")
         with txn:
             spec = SnapshotSpec(
@@ -146,7 +145,7 @@ class _Bisect:
                 restored = self._return(txn)
                 if restored is not None and not restored.ok:
                     return self._incomplete(txn, found, not_bisected, restored)
-                txn.finish("bisect-refused")
+                txn.finish(Outcome.BISECT_REFUSED)
                 raise BaselineProbeFailed(
                     f"the probe fails in snapshot {self.good.id} too: it cannot tell what "
                     "changed since; the environment is back where it started, verified",
@@ -184,8 +183,8 @@ class _Bisect:
         tie too many only makes a unit larger)."""
         if entry.stash is None or not entry.dist_info:
             return set()
-        metadata = (
-            self.ctx.store.folder(snap.id) / entry.stash.folder / entry.dist_info / "METADATA"
+        metadata = self.ctx.store.folder(snap.id).holding(
+            f"{entry.stash.folder}/{entry.dist_info}/METADATA"
         )
         try:
             lines = read_requires(metadata)
@@ -323,7 +322,7 @@ class _Bisect:
             return self._incomplete(txn, found, not_bisected, restored)
         if txn.interrupted and outcome is Outcome.BISECTED:
             outcome = Outcome.BISECT_INTERRUPTED
-        txn.finish(outcome.value)
+        txn.finish(outcome)
         return self._result(outcome, found, not_bisected, restored)
 
     def _return(self, txn: Transaction) -> Restored | None:
@@ -347,7 +346,7 @@ class _Bisect:
             "left between the good snapshot and the start, and `recover` returns it to the "
             "start (undoing that change too)"
         )
-        txn.finish(Outcome.BISECT_CONCURRENT_KEPT.value, keep_journal=True)
+        txn.finish(Outcome.BISECT_CONCURRENT_KEPT, keep_journal=True)
         return self._result(
             Outcome.BISECT_CONCURRENT_KEPT,
             None,
@@ -363,7 +362,7 @@ class _Bisect:
         not_bisected: tuple[str, ...],
         restored: Restored,
     ) -> BisectResult:
-        txn.finish(Outcome.BISECT_INCOMPLETE.value, keep_journal=True)
+        txn.finish(Outcome.BISECT_INCOMPLETE, keep_journal=True)
         return self._result(
             Outcome.BISECT_INCOMPLETE,
             found,

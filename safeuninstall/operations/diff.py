@@ -10,14 +10,12 @@ elsewhere, and the version already says what the metadata would.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from safeuninstall.environment.installed import InstalledDistribution, installed_distributions
 from safeuninstall.judgement.diff import UNKNOWN, Side, compare, compared, snapshot_sides
 from safeuninstall.operations.results import DiffResult
 from safeuninstall.session.context import Context
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.state.stash import relative_to_root
 
 NOW = "now"
 
@@ -41,8 +39,6 @@ def _side(ctx: Context, reference: str) -> tuple[str, dict[str, Side]]:
 
 def installed_sides(ctx: Context) -> dict[str, Side]:
     """Each installed distribution, with its files as its RECORD lists them."""
-    from safeuninstall.environment.installed import installed_distributions
-
     root = Path(ctx.interpreter.prefix)
     return {
         name: _installed_side(dist, root)
@@ -51,8 +47,6 @@ def installed_sides(ctx: Context) -> dict[str, Side]:
 
 
 def _installed_side(dist: InstalledDistribution, root: Path) -> Side:
-    from safeuninstall.state.stash import relative_to_root
-
     if dist.legacy:
         return Side(dist.version)
     try:

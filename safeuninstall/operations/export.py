@@ -14,6 +14,7 @@ with ``packaging.pylock`` first.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import stat
@@ -33,17 +34,18 @@ from safeuninstall import __version__
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SafeUninstallError
 from safeuninstall.environment.backend import requirement_for
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.options import EXPORT_FORMATS
 from safeuninstall.session.context import Context
 from safeuninstall.state import snapshot as snapshot_file
-from safeuninstall.state.snapshot import PackageEntry, Snapshot
-from safeuninstall.state.store import SNAPSHOT_FILE
+from safeuninstall.state.layout import SnapshotFolder
+from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-FORMATS = ("requirements", "pylock")
 # PEP 751: pylock.toml, or pylock.<name>.toml
 _PYLOCK_NAME = re.compile(r"^pylock\.([^.]+\.)?toml$")
 
@@ -63,10 +65,12 @@ def _has_local_label(version: str) -> bool:
 
 
 def requirements(snap: Snapshot) -> str:
+    what = f"snapshot {snap.id} of" if snap.id else "the distributions installed in"
+    count = len(snap.packages)
     lines = [
-        f"# safe-uninstall {__version__}: snapshot {snap.id} of {snap.target.python}",
-        f"# (Python {snap.target.version}), taken {snap.created}; {len(snap.packages)} "
-        "distributions.",
+        f"# safe-uninstall {__version__}: {what} {snap.target.python}",
+        f"# (Python {snap.target.version}), taken {snap.created}; {count} "
+        f"distribution{'' if count == 1 else 's'}.",
         "# The exact set back in a fresh environment: uv pip sync THIS_FILE",
     ]
     local = [
@@ -149,7 +153,7 @@ def pylock(snap: Snapshot) -> str:
         "packages": packages,
         "tool": {
             "safe-uninstall": {
-                "snapshot": snap.id,
+                **({"snapshot": snap.id} if snap.id else {}),
                 "created": snap.created,
                 "python": snap.target.python,
                 "python-version": snap.target.version,
@@ -178,7 +182,8 @@ def _names(names: Sequence[str]) -> str:
 class ExportOptions(Struct, frozen=True):
     """Which snapshot to export, in which format, and where to."""
 
-    snapshot: str | None  # an id, "latest", or the path of a snapshot.toml (or its folder)
+    # an id, "latest", or the path of a snapshot.toml (or its folder); None: what is installed
+    snapshot: str | None
     format: str  # "requirements" or "pylock"
     output: Path | None = None  # None: the caller prints the text
     cwd: Path = Path()  # what relative paths are relative to
@@ -187,7 +192,7 @@ class ExportOptions(Struct, frozen=True):
 class ExportResult(Struct, frozen=True):
     """The exported text, and the format it ended up in."""
 
-    snapshot: str
+    snapshot: str | None  # None: what is installed now
     requested: str  # the format asked for
     format: str  # the format written
     text: str
@@ -207,14 +212,44 @@ class ExportResult(Struct, frozen=True):
 
 
 def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:
-    """The snapshot.toml at a path (no environment needed), else one of the target's."""
+    """The snapshot.toml at a path (no environment needed), else one of the target's, else
+    (no snapshot named) what the target has installed now: the newest snapshot is the state
+    before the latest change (a removal's, a rollback's), not the state it left."""
     reference = options.snapshot
     if reference is not None and ("/" in reference or reference.endswith(".toml")):
         path = options.cwd / Path(reference).expanduser()
         if path.is_dir():
-            path = path / SNAPSHOT_FILE
+            path = SnapshotFolder(path).snapshot_file
         return snapshot_file.load(path)
+    if reference is None:
+        return _installed_now(target())
     return target().store.resolve(reference)
+
+
+def _installed_now(ctx: Context) -> Snapshot:
+    """What is installed, as a snapshot that is written nowhere and keeps no file (id "")."""
+    installed = installed_distributions(ctx.interpreter)
+    return Snapshot(
+        id="",
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        command=tuple(ctx.command),
+        operation="export",
+        target=Target(
+            python=str(ctx.python), prefix=ctx.interpreter.prefix, version=ctx.interpreter.version
+        ),
+        packages=tuple(
+            PackageEntry(
+                name=name,
+                version=dist.version,
+                installer=dist.installer,
+                requested=dist.requested,
+                source=dist.source,
+                layout=dist.layout,
+            )
+            for name, dist in sorted(installed.items())
+        ),
+    )
 
 
 _KINDS = {
@@ -225,6 +260,10 @@ _KINDS = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFDIR: "a folder",
 }
+
+
+def _described(snap: Snapshot) -> str:
+    return f"snapshot {snap.id}" if snap.id else "what is installed"
 
 
 def _refuse_unless_replaceable(path: Path) -> None:
@@ -247,18 +286,24 @@ def _refuse_unless_replaceable(path: Path) -> None:
 
 def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResult:
     """``target`` opens the environment, if a snapshot of it is wanted."""
-    if options.format not in FORMATS:
+    if options.format not in EXPORT_FORMATS:
         raise SafeUninstallError(f"unknown export format {options.format!r}")
     snap = _load(options, target)
     fmt, output = options.format, options.output
     if fmt == "pylock":
+        if output is not None and not _PYLOCK_NAME.match(output.name):
+            raise SafeUninstallError(
+                f"{output.name}: a lock file is named pylock.toml or pylock.NAME.toml (PEP 751), "
+                "and `uv pip sync` refuses any other name; nothing was written. Give -o such "
+                "a name"
+            )
         try:
             text = pylock(snap)
         except _NotLockable as err:
             # An error, not a requirements file in its place: a job that asked for a lock
             # file goes on to `uv pip sync` it.
             raise SafeUninstallError(
-                f"no pylock.toml can be written for snapshot {snap.id}: {err.reason}; nothing "
+                f"no pylock.toml can be written for {_described(snap)}: {err.reason}; nothing "
                 "was written. `--format requirements` writes the same set as a requirements "
                 "file, which `uv pip sync` reads too"
             ) from None
@@ -272,7 +317,7 @@ def export(options: ExportOptions, target: Callable[[], Context]) -> ExportResul
         except OSError as err:
             raise SafeUninstallError(f"{output}: cannot write it: {err.strerror}") from None
     return ExportResult(
-        snapshot=snap.id,
+        snapshot=snap.id or None,
         requested=options.format,
         format=fmt,
         text=text,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
@@ -13,6 +12,13 @@ from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.presence import PRESENCE_CACHE_FILE, PresenceCache
 from safeuninstall.environment.requirements import collect
 from safeuninstall.judgement.derived import as_baseline, dropped_notes
+from safeuninstall.judgement.doctor import (
+    DoctorReport,
+    Finding,
+    doubled_findings,
+    examine,
+    plan_repair,
+)
 from safeuninstall.judgement.libraries import hollow_distributions
 from safeuninstall.judgement.plan import plan_removal
 from safeuninstall.judgement.probe import ProbeSettings, run_all
@@ -27,9 +33,6 @@ from safeuninstall.session.analysis import (
 )
 from safeuninstall.session.context import Context
 
-if TYPE_CHECKING:
-    from safeuninstall.judgement.doctor import DoctorReport
-
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
     """The impact report of removing ``names``, changing nothing."""
@@ -40,6 +43,7 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
         command="check",
         outcome=Outcome.CHECKED,
         python=str(ctx.python),
+        environment=ctx.where,
         removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
         absent=removal.absent,
         expanded=removal.expanded,
@@ -89,6 +93,7 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
         command="probe",
         outcome=Outcome.PASSED if passed else Outcome.FAILED,
         python=str(ctx.python),
+        environment=ctx.where,
         probes=ProbeRuns(
             notes=(*settings.notes, *dropped_notes(results)),
             disabled=settings.disabled,
@@ -102,7 +107,6 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
     # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-    from safeuninstall.judgement.doctor import doubled_findings, examine, plan_repair
 
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
@@ -112,7 +116,12 @@ def doctor(ctx: Context) -> DoctorReport:
     presence = PresenceCache(ctx.store.root / PRESENCE_CACHE_FILE)
     hollow = hollow_distributions(owned, installed, presence)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots, hollow)
-    report.findings += doubled_findings(installed, snapshots)
+    report.findings += [
+        # Without a snapshot to return to, the installer's own removal, aimed at this
+        # environment as every command the tool prints is.
+        f if f.snapshot else replace(f, command=shell_line(ctx.backend.uninstall_argv([f.what])))
+        for f in doubled_findings(installed, snapshots)
+    ]
     index.save()
     if not ctx.read_only:
         presence.save()
@@ -129,7 +138,8 @@ def doctor(ctx: Context) -> DoctorReport:
         report.repair_command = ctx.suggest("rollback", repair.snapshot)
         report.repair_also = list(repair.also)
     else:
-        report.repair_command = shell_line(ctx.backend.install_argv(repair.install, offline=False))
+        argv = ctx.backend.install_argv(repair.install, offline=False, reinstall=repair.reinstall)
+        report.repair_command = shell_line(argv)
     return report
 
 
@@ -137,7 +147,6 @@ def _unfinished(ctx: Context, report: DoctorReport) -> bool:
     """An operation's journal first: one under way (another process holds the environment's
     lock) leaves nothing to repair yet; one that died is repaired by ``recover``, which every
     other command asks for first (a rollback it named was refused)."""
-    from safeuninstall.judgement.doctor import Finding
 
     journal = ctx.journal()
     entry = journal.read()

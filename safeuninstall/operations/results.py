@@ -6,26 +6,22 @@ Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 from msgspec import Struct, field
 
-if TYPE_CHECKING:  # the CLI imports this for rendering; what fills it is imported by the core
-    from safeuninstall.base.outcome import (
-        Outcome,  # its 65 members are 5 M instructions: not for a listing
-    )
-    from safeuninstall.judgement.diff import Diff
-    from safeuninstall.judgement.doctor import Finding
-    from safeuninstall.judgement.impact import ImpactReport, Unmet
-    from safeuninstall.judgement.libraries import Drift
-    from safeuninstall.judgement.needs import Cleanup
-    from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
-    from safeuninstall.judgement.probe import Probe, ProbeResult
-    from safeuninstall.state.snapshot import Snapshot
-    from safeuninstall.transaction.restore import RestoreReport, Verification
-    from safeuninstall.transaction.retention import Kept
-    from safeuninstall.transaction.transaction import Restored
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.judgement.diff import Diff
+from safeuninstall.judgement.doctor import Finding
+from safeuninstall.judgement.impact import ImpactReport, Unmet
+from safeuninstall.judgement.kinds import ProbeKind
+from safeuninstall.judgement.libraries import Drift
+from safeuninstall.judgement.needs import Cleanup
+from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
+from safeuninstall.judgement.probe import Probe, ProbeResult
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.restore import RestoreReport, Verification
+from safeuninstall.transaction.retention import Kept
+from safeuninstall.transaction.transaction import Restored
 
 
 class ProbeRuns(Struct, frozen=True):
@@ -44,7 +40,7 @@ class ProbeRuns(Struct, frozen=True):
         """The derived probe's run after the change (the ``probe`` command's run), if that is
         what ran."""
         runs = self.after
-        return runs[0] if len(runs) == 1 and runs[0].probe.kind == "derived" else None
+        return runs[0] if len(runs) == 1 and runs[0].probe.kind is ProbeKind.DERIVED else None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -63,6 +59,9 @@ class Result(Struct, frozen=True, kw_only=True):
     command: str  # "uninstall", "check", "rollback", "recover", "probe"
     outcome: Outcome
     python: str
+    # the environment as a person names it (Context.where): the folder of a --target or
+    # --prefix run, else the interpreter
+    environment: str = ""
     snapshot: str | None = None
     removed: tuple[str, ...] = ()  # name==version
     probes: ProbeRuns = field(default_factory=ProbeRuns)
@@ -79,9 +78,6 @@ class Result(Struct, frozen=True, kw_only=True):
     def outcome_text(self) -> str:
         """What happened, for a person: the outcome's text, said more exactly where the
         outcome alone would overstate it (a removal that no probe judged)."""
-        from safeuninstall.base.outcome import (
-            Outcome,  # imported already, by the operation that built self
-        )
 
         derived = self.probes.derived_after
         if derived is not None:
@@ -100,7 +96,6 @@ class Result(Struct, frozen=True, kw_only=True):
     def _derived_text(self, run: ProbeResult) -> str:
         """The outcome said of the derived probe: that it was derived, how many candidates
         judged, which failed."""
-        from safeuninstall.base.outcome import Outcome
 
         judged, dropped = len(run.judged), len(run.dropped)
         if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
@@ -141,7 +136,7 @@ class Result(Struct, frozen=True, kw_only=True):
         restore, verification = self.restore, self.verification
         return {
             "command": self.command,
-            "outcome": self.outcome.value,
+            "outcome": self.outcome.id,
             "exit_code": self.exit_code,
             "python": self.python,
             "snapshot": self.snapshot,
@@ -285,6 +280,7 @@ class SnapshotSummary(Struct, frozen=True):
 class SnapshotList(Struct, frozen=True):
     snapshots: tuple[SnapshotSummary, ...]
     total_bytes: int = 0  # bytes all these stashes keep on disk (each file counted once)
+    command: str = "safe-uninstall"  # how a command for this environment begins (Context.suggest())
 
     def to_dict(self) -> dict[str, object]:
         return {

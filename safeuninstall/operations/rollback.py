@@ -10,6 +10,7 @@ A recover does the same towards the snapshot that an interrupted operation's jou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -19,6 +20,9 @@ from typing import Any
 
 import msgspec
 from msgspec import Struct
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier
+from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import (
@@ -27,7 +31,7 @@ from safeuninstall.base.errors import (
     SnapshotInvalid,
     SnapshotNotFound,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
@@ -62,12 +66,13 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.restore import remove_half_restored
+from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
     Transaction,
     cannot_come_back,
+    rewritten,
 )
 
 
@@ -87,10 +92,11 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
                 command="rollback",
                 outcome=Outcome.NOTHING_TO_ROLL_BACK,
                 python=str(ctx.python),
+                environment=ctx.where,
                 choice=choice,
                 messages=(
-                    "`safe-uninstall snapshots` lists the snapshots; "
-                    "`safe-uninstall rollback ID` returns to one of them",
+                    f"`{ctx.suggest('snapshots')}` lists the snapshots; "
+                    f"`{ctx.suggest('rollback', 'ID')}` returns to one of them",
                 ),
             )
         return _Rollback(ctx, configured, options, chosen, now, choice=choice).run()
@@ -146,7 +152,7 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
     if choice.blocked:
         raise SnapshotInvalid(
             f"{choice.reason}; a plain rollback cannot tell which changes are still in effect "
-            "past it: name the snapshot to return to (`safe-uninstall snapshots` lists them)"
+            f"past it: name the snapshot to return to (`{ctx.suggest('snapshots')}` lists them)"
         )
     if not loaded:
         raise SnapshotNotFound(f"no snapshots of this environment in {ctx.store.snapshots_dir}")
@@ -164,6 +170,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 command="recover",
                 outcome=Outcome.NOTHING_TO_RECOVER,
                 python=str(ctx.python),
+                environment=ctx.where,
                 messages=("no unfinished operation on this environment",),
             )
         journal.refuse_if_elsewhere(entry, ctx.suggest)
@@ -174,18 +181,36 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 command="recover",
                 outcome=Outcome.RECOVERED,
                 python=str(ctx.python),
+                environment=ctx.where,
                 messages=(found, _recover_without_snapshot(ctx, entry, journal)),
             )
         wanted = ctx.store.load(entry.snapshot)
         stopped = _stop_guarded_command(ctx, entry)
+        leftovers = _deleted(journal.leftovers())  # a journal write cut short
         entry = journal.step(entry, "recover")
-        # Their restores may have begun what ``wanted`` lacks.
-        if entry.operation in ("rollback", "bisect"):
-            with ctx.installer_locked():
+        with ctx.installer_locked():
+            leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
+            # Their restores may have begun what ``wanted`` lacks.
+            if entry.operation in ("rollback", "bisect"):
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]
+        if leftovers:
+            rollback.messages.append(
+                f"deleted the temp files the interrupted {entry.operation} left: "
+                + ", ".join(leftovers)
+            )
         return rollback.run()
+
+
+def _deleted(paths: Sequence[Path]) -> list[str]:
+    """Delete ``paths``; the names of those deleted."""
+    deleted = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            deleted.append(path.name)
+    return deleted
 
 
 def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
@@ -208,7 +233,7 @@ def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
 def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> str:
     if entry.step == "stash" and entry.snapshot:
         # Killed while stashing: the snapshot was never saved, so nothing was removed yet.
-        shutil.rmtree(ctx.store.folder(entry.snapshot), ignore_errors=True)
+        shutil.rmtree(ctx.store.folder(entry.snapshot).path, ignore_errors=True)
         journal.finish()
         return (
             "it stopped while stashing, before anything was removed: the environment was "
@@ -218,7 +243,7 @@ def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> s
     raise SnapshotNotFound(
         f"the journal {journal.path} names no readable snapshot ({entry.describe()}); "
         f"move it aside ({aside}), find the snapshot to return to with "
-        "`safe-uninstall snapshots`, and run `safe-uninstall rollback ID`"
+        f"`{ctx.suggest('snapshots')}`, and run `{ctx.suggest('rollback', 'ID')}`"
     )
 
 
@@ -251,12 +276,14 @@ class _Rollback:
         self.now = now
         self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
-        self.command = "recover" if recovering else "rollback"
+        self.operation = Operation.RECOVER if recovering else Operation.ROLLBACK
+        self.command = self.operation.value
         self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
         self.begun: Begun | None = None
         # the second dist-info folders a recover keeps (see ``run``)
         self.beside: frozenset[str] = frozenset()
+        self.rewritten: tuple[str, ...] = ()  # a recover's (see ``_with_rewritten``)
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -280,6 +307,8 @@ class _Rollback:
             now.installed, now.owned, wanted, ctx.interpreter.prefix, doubled=True, beside=before
         )
         plan = plan_rollback(wanted, view)
+        if self.recovering is not None:
+            plan = self._with_rewritten(plan)
         self.beside = frozenset(
             p.name
             for n, d in now.installed.items()
@@ -299,6 +328,7 @@ class _Rollback:
             command=self.command,
             outcome=Outcome.ALREADY_MATCHES,
             python=str(ctx.python),
+            environment=ctx.where,
             snapshot=wanted.id,
             choice=self.choice,
             rollback_plan=plan,
@@ -360,6 +390,27 @@ class _Rollback:
         finally:
             if self.begun is not None:
                 self.begun.cancel()
+
+    def _with_rewritten(self, plan: RollbackPlan) -> RollbackPlan:
+        """A recover's plan, with the distributions installed as ``wanted`` has them whose
+        files were replaced or written in place since (a guarded command's doing, say): their
+        versions match, their bytes may not, so they are brought back too, from a stash that
+        still holds the bytes of the snapshot or by their pins; where neither can, the
+        recover is refused and says which file."""
+        wanted = self.wanted
+        self.rewritten = again = rewritten(self.ctx, wanted, self.now.installed, plan)
+        if not again:
+            return plan
+        self.messages += [
+            f"files of {n}=={self.now.installed[n].version} were replaced or written since "
+            f"snapshot {wanted.id}: it is brought back too"
+            for n in again
+        ]
+        return msgspec.structs.replace(
+            plan,
+            remove=(*plan.remove, *again),
+            restore=(*plan.restore, *(e for n in again if (e := wanted.package(n)) is not None)),
+        )
 
     def _doubled(self, dist: InstalledDistribution) -> str:
         """What happens to a distribution installed twice (a removal or an upgrade killed half
@@ -425,15 +476,22 @@ class _Rollback:
         neither state."""
         wanted = self.wanted
         cannot = cannot_come_back(self.ctx, wanted, entries, offline=self.options.offline)
-        if cannot:
-            raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
+        if not cannot:
+            return
+        if self.recovering is not None:
+            journal = self.ctx.journal().path
+            aside = shlex.join(["mv", str(journal), f"{journal}.kept"])
+            cannot.append(
+                "nothing was changed: once it can come back (an index within reach), run "
+                f"recover again; to keep the environment as it is instead, {aside}"
+            )
+        raise NotRestorable(f"cannot {self.verb} to snapshot {wanted.id}: " + "; ".join(cannot))
 
     def _apply(
         self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
     ) -> RollbackResult:
         ctx = self.ctx
         baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
-        ctx.load_what_a_restore_needs()  # returning may uninstall the tool itself
         with Transaction(ctx, self.command, self.recovering) as txn:
             with txn.interrupts_deferred():
                 self._snapshot(txn, spec)
@@ -504,7 +562,12 @@ class _Rollback:
                 self.messages.append(failed)
         entries, intact = restore
         return txn.restore(
-            self.wanted, entries, intact, offline=self.options.offline, beside=self.beside
+            self.wanted,
+            entries,
+            intact,
+            offline=self.options.offline,
+            beside=self.beside,
+            rewritten=self.rewritten,
         )
 
     def _stopped(self, txn: Transaction, restored: Restored) -> RollbackResult | None:
@@ -512,8 +575,8 @@ class _Rollback:
         returns to the state before the operation (for a recover: finishes it)."""
         if restored.verification is not None:
             return None
-        outcome = Outcome.named(f"{self.command}-incomplete")
-        txn.finish(outcome.value, keep_journal=True)
+        outcome = Outcome.ended(self.operation, Cause.ERROR, Ending.INCOMPLETE)
+        txn.finish(outcome, keep_journal=True)
         self.messages.append(
             f"the restore stopped on an unexpected error ({restored.error}): the "
             "environment is only partly restored"
@@ -524,16 +587,17 @@ class _Rollback:
         """The environment does not match ``wanted`` (a reinstall failed, a stash changed): a
         rollback is undone; a recover keeps its journal, and is run again."""
         if self.recovering is None:
-            return self._undo(txn, "failed", restored)
-        txn.finish("recover-incomplete", keep_journal=True)
+            return self._undo(txn, Cause.FAILED, restored)
+        # Its note is the recover's that stopped on an error: both are run again as they are.
+        txn.finish(Outcome.RECOVER_INCOMPLETE, keep_journal=True)
         return self._result(
-            Outcome.INCOMPLETE, restored=restored, next_command=self.ctx.suggest("recover")
+            Outcome.RECOVER_FELL_SHORT, restored=restored, next_command=self.ctx.suggest("recover")
         )
 
     def _finish(self, txn: Transaction) -> None:
-        txn.finish(f"{self.command}-to-{self.wanted.id}")
+        txn.finish(Returned(self.operation, self.wanted.id))
         if self.recovering is not None:
-            self.ctx.store.set_outcome(self.wanted.id, "recovered")
+            self.ctx.store.set_outcome(self.wanted.id, Mark.RECOVERED)
 
     def _judge(self, txn: Transaction) -> RollbackResult:
         """The environment matches ``wanted``: the probe after it, against the baseline. A
@@ -554,7 +618,7 @@ class _Rollback:
             self._finish(txn)
             self.messages.append(
                 "the probe after it was interrupted: the environment matches the snapshot, "
-                "but nothing proved it works; run `safe-uninstall probe`"
+                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
             )
             return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
         self.base = msgspec.structs.replace(
@@ -574,7 +638,7 @@ class _Rollback:
                 + ", ".join(regressed)
             )
             with txn.interrupts_deferred():
-                return self._undo(txn, "probe-failed", self.base.restored)
+                return self._undo(txn, Cause.PROBE_FAILED, self.base.restored)
         self._finish(txn)
         if all(r.passed for r in after):
             return self._result(Outcome.ROLLED_BACK)
@@ -591,8 +655,8 @@ class _Rollback:
         changes = census_changes(restored.left, census(self.ctx.interpreter))
         if not changes:
             return None
-        outcome = Outcome.named(f"{self.command}-concurrent-kept")
-        txn.finish(outcome.value)
+        outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
+        txn.finish(outcome)
         self.messages += [
             f"another process changed the environment during the {self.command}'s probe "
             f"({'; '.join(changes)}): the probe judged another environment",
@@ -606,7 +670,7 @@ class _Rollback:
             next_command=self.ctx.suggest("rollback", self.wanted.id),
         )
 
-    def _undo(self, txn: Transaction, reason: str, forward: Restored | None) -> RollbackResult:
+    def _undo(self, txn: Transaction, cause: Cause, forward: Restored | None) -> RollbackResult:
         """Put the environment back as it was before the rollback (its own snapshot), in one
         batch, and verify it: what the rollback brought that the snapshot lacks goes, what it
         removed comes back from the stash it took."""
@@ -625,10 +689,16 @@ class _Rollback:
         if failed is not None:
             self.messages.append(failed)
         aside = self._kept_aside_by(before) if undone.ok else []
-        ended = "incomplete" if not undone.ok else "restored-except-aside" if aside else "restored"
-        outcome = Outcome.named(f"{self.command}-{reason}-{ended}")
+        ended = (
+            Ending.INCOMPLETE
+            if not undone.ok
+            else Ending.RESTORED_EXCEPT_ASIDE
+            if aside
+            else Ending.RESTORED
+        )
+        outcome = Outcome.ended(self.operation, cause, ended)
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
-        txn.finish(outcome.value, keep_journal=not undone.ok)
+        txn.finish(outcome, keep_journal=not undone.ok)
         if undone.ok:
             self.messages.append(
                 f"the environment is back as snapshot {before.id} records the state before the "
@@ -680,13 +750,12 @@ class _Rollback:
                 f"{self.ctx.suggest('rollback', self.wanted.id)} tries it again",
             ]
             outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
-        txn.finish(outcome.value)
+        txn.finish(outcome)
         return self._result(outcome, restored=forward, next_command=next_command)
 
     def _probe_after(self, txn: Transaction) -> RollbackResult:
         """The environment matches the snapshot: does it work?"""
         ctx, settings = self.ctx, self.settings
-        done = "recovered" if self.recovering else "rolled-back"
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
         except KeyboardInterrupt:
@@ -696,16 +765,23 @@ class _Rollback:
             # The environment already matches the snapshot; only the check is missing.
             self.messages.append(
                 "the probe after it was interrupted: the environment matches the snapshot, "
-                "but nothing proved it works; run `safe-uninstall probe`"
+                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
             )
-            return self._result(Outcome.named(f"{done}-probe-interrupted"))
+            return self._result(
+                Outcome.RECOVERED_PROBE_INTERRUPTED
+                if self.recovering
+                else Outcome.ROLLED_BACK_PROBE_INTERRUPTED
+            )
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         self.base = msgspec.structs.replace(self.base, probes=runs)
         concurrent = self._changed_by_others(txn)
         if concurrent is not None:
             return concurrent
-        passed = all(r.passed for r in final)
-        return self._result(Outcome.named(done if passed else f"{done}-probe-fails"))
+        if all(r.passed for r in final):
+            return self._result(Outcome.RECOVERED if self.recovering else Outcome.ROLLED_BACK)
+        return self._result(
+            Outcome.RECOVERED_PROBE_FAILS if self.recovering else Outcome.ROLLED_BACK_PROBE_FAILS
+        )
 
 
 def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:
@@ -735,9 +811,6 @@ def _requirements(count: int) -> str:
 def _satisfies(unmet: Unmet, version: str) -> bool:
     """Whether ``version`` of the required distribution meets the requirement; one that cannot
     be compared is taken as met (as impact.unmet_requirements takes it)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import InvalidSpecifier
-    from packaging.version import InvalidVersion, Version
 
     try:
         requirement = Requirement(unmet.requirement)

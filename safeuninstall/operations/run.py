@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -34,7 +34,7 @@ from safeuninstall.base.errors import (
     InvalidInput,
     NotRestorable,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -43,6 +43,7 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import (
     as_baseline,
     derive,
@@ -61,9 +62,9 @@ from safeuninstall.session import baseline
 from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
 from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
 from safeuninstall.session.context import Context
-from safeuninstall.state.snapshot import PackageStash, Snapshot
-from safeuninstall.state.stash import kept_aside, not_put_back, read_verified
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.state.stash import kept_aside, not_put_back
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction, rewritten
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -78,8 +79,6 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
             return guard.result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()  # a restore needs it: before anything runs
-        # The command may uninstall the tool itself from its own environment.
-        ctx.load_what_a_restore_needs()
         return guard.run()
 
 
@@ -132,6 +131,7 @@ class _Guard:
             command="run",
             outcome=outcome,
             python=str(self.ctx.python),
+            environment=self.ctx.where,
             argv=self.options.argv,
             probes=self.runs,
             messages=tuple(self.messages),
@@ -142,7 +142,8 @@ class _Guard:
         """What a run would do, for --dry-run."""
         probes = ", ".join(p.label for p in self.settings.probes) or "none"
         return [
-            f"--dry-run: would snapshot {len(self.installed)} distributions, keeping every "
+            f"--dry-run: would snapshot {count_text(len(self.installed), 'distribution')}, "
+            "keeping every "
             "installed file (hard links)",
             f"would run the baseline probe ({probes}), then: {shell_line(self.options.argv)}",
             f"  with VIRTUAL_ENV={self.ctx.interpreter.prefix} and "
@@ -262,21 +263,22 @@ class _Attempt:
         try:
             passed_on = self._command()
             now = self._compare()
-            reason = self._judge(passed_on, now)
-            if reason is None:
-                self.txn.finish(Outcome.RAN.value)
+            judged = self._judge(passed_on, now)
+            if judged is None:
+                self.txn.finish(Outcome.RAN)
                 return self._result(Outcome.RAN)
-            if isinstance(reason, Outcome):
-                return self._kept(reason)
+            if isinstance(judged, Outcome):
+                return self._kept(judged)
+            cause = judged
         except CommandNotStarted:
             raise  # nothing ran: the snapshot is given up with the transaction
         except KeyboardInterrupt:
             messages.append("interrupted: undoing the command's change")
-            reason = "interrupted"
+            cause = Cause.INTERRUPTED
         except Exception as err:  # whatever broke, what the command changed is undone first
             messages.append(f"unexpected error after the command started: {err!r}")
-            reason = "error"
-        return self._restore(reason)
+            cause = Cause.ERROR
+        return self._restore(cause)
 
     def _command(self) -> list[int]:
         """Run the command; the signals passed on to it."""
@@ -309,7 +311,7 @@ class _Attempt:
         now = installed_distributions(ctx.interpreter)
         view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
         self.change = change = plan_rollback(self.snap, view)
-        self.rewritten = _rewritten(self.ctx, self.snap, now, change)
+        self.rewritten = rewritten(self.ctx, self.snap, now, change)
         messages = self.guard.messages
         before = self.guard.installed
         messages += [f"the command added {n}=={now[n].version}" for n in change.added]
@@ -328,10 +330,10 @@ class _Attempt:
 
     def _judge(
         self, passed_on: Sequence[int], now: dict[str, InstalledDistribution]
-    ) -> str | Outcome | None:
+    ) -> Cause | Outcome | None:
         """None when the change stands; an outcome when it ends here without a restore (a
-        failure kept on request, a failed command that changed nothing); else the reason to
-        restore: ``interrupted``, ``command-failed``, ``unmet`` or ``probe-failed``."""
+        failure kept on request, a failed command that changed nothing); else the cause to
+        restore for: interrupted, command failed, unmet or probe failed."""
         guard, messages = self.guard, self.guard.messages
         options = guard.options
         assert self.change is not None
@@ -339,7 +341,7 @@ class _Attempt:
         if passed_on:
             names = ", ".join(signal.Signals(s).name for s in passed_on)
             messages.append(f"interrupted ({names}, passed on to the command)")
-            return "interrupted"
+            return Cause.INTERRUPTED
         gone = [n for n in self.change.missing if n in guard.runs_on]
         if gone and "safe-uninstall" not in self.change.missing:
             messages.append(
@@ -347,21 +349,23 @@ class _Attempt:
                 "without it the tool cannot start, so nothing could undo the change later; "
                 "undone, whatever --keep-on-failure or --allow-unmet say"
             )
-            return "unmet"
+            return Cause.UNMET
         if self.status != 0:
             messages.append(f"the command {_exit_text(self.status)}")
             if not changed:
-                self.txn.finish(Outcome.RUN_COMMAND_FAILED_UNCHANGED.value)
+                self.txn.finish(Outcome.RUN_COMMAND_FAILED_UNCHANGED)
                 return Outcome.RUN_COMMAND_FAILED_UNCHANGED
-            return Outcome.RUN_COMMAND_FAILED_KEPT if options.keep_on_failure else "command-failed"
+            return (
+                Outcome.RUN_COMMAND_FAILED_KEPT if options.keep_on_failure else Cause.COMMAND_FAILED
+            )
         if not changed:
-            self.txn.finish(Outcome.RAN_NO_CHANGE.value)
+            self.txn.finish(Outcome.RAN_NO_CHANGE)
             return Outcome.RAN_NO_CHANGE
         self.unmet = unmet_after_change(guard.installed, now, self.ctx.interpreter.markers)
         if self.unmet:
             messages += [f"unmet after the command: {u.describe()}" for u in self.unmet]
             if not options.allow_unmet:
-                return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else "unmet"
+                return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
         passed = self._probe(now)
         others = census_change(self.seen, census(self.ctx.interpreter))
@@ -376,7 +380,7 @@ class _Attempt:
             ]
             return Outcome.RUN_CONCURRENT_KEPT
         if not passed:
-            return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else "probe-failed"
+            return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else Cause.PROBE_FAILED
         return None
 
     def _probe(self, now: dict[str, InstalledDistribution]) -> bool:
@@ -435,10 +439,10 @@ class _Attempt:
     def _kept(self, outcome: Outcome) -> RunResult:
         if outcome in (Outcome.RAN_NO_CHANGE, Outcome.RUN_COMMAND_FAILED_UNCHANGED):
             return self._result(outcome)
-        self.txn.finish(outcome.value)
+        self.txn.finish(outcome)
         return self._result(outcome, next_command=self.ctx.suggest("rollback", self.snap.id))
 
-    def _restore(self, reason: str) -> RunResult:
+    def _restore(self, cause: Cause) -> RunResult:
         """Put the environment back as the snapshot has it, in one batch, and prove it."""
         txn, messages = self.txn, self.guard.messages
         with txn.interrupts_deferred():
@@ -456,10 +460,12 @@ class _Attempt:
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(_stopped(restored))
             aside = self._second_folders_gone() if restored.ok else []
-            ended = "restored-except-aside" if aside else "restored"  # the reason kept
-            outcome = Outcome.named(f"run-{reason}-{ended if restored.ok else 'incomplete'}")
+            ended = Ending.RESTORED_EXCEPT_ASIDE if aside else Ending.RESTORED
+            outcome = Outcome.ended(
+                Operation.RUN, cause, ended if restored.ok else Ending.INCOMPLETE
+            )
             # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome.value, keep_journal=not restored.ok)
+            txn.finish(outcome, keep_journal=not restored.ok)
         if restored.ok:
             messages.append(
                 f"the environment is back as snapshot {self.snap.id} has it "
@@ -504,7 +510,7 @@ class _Attempt:
         than half undone (an uninstall first would leave the environment worse than the
         command did)."""
         ctx, messages = self.ctx, self.guard.messages
-        folder = ctx.store.folder(self.snap.id)
+        folder = ctx.store.folder(self.snap.id).path
         gone = not folder.is_dir()
         if gone:
             messages.append(
@@ -517,7 +523,7 @@ class _Attempt:
             "listed above)",
         ]
         # The environment is in a known state, the command's: no journal for ``recover``.
-        self.txn.finish(Outcome.RUN_NOT_UNDONE.value)
+        self.txn.finish(Outcome.RUN_NOT_UNDONE)
         return self._result(
             Outcome.RUN_NOT_UNDONE,
             next_command=None if gone else ctx.suggest("rollback", self.snap.id),
@@ -531,63 +537,9 @@ class _Attempt:
         try:
             now = installed_distributions(self.ctx.interpreter)
             view = snapshot_view(now, ownership(now), self.snap, self.ctx.interpreter.prefix)
-            return _rewritten(self.ctx, self.snap, now, plan_rollback(self.snap, view))
+            return rewritten(self.ctx, self.snap, now, plan_rollback(self.snap, view))
         except Exception:  # the restore goes on with what the installed set shows
             return ()
-
-
-def _rewritten(
-    ctx: Context,
-    snap: Snapshot,
-    now: dict[str, InstalledDistribution],
-    change: RollbackPlan,
-) -> tuple[str, ...]:
-    """Distributions installed as the snapshot has them whose files changed all the same:
-    replaced (another inode: a reinstall, a command killed half way) or written in place
-    (another size or mtime than the stash hasher recorded before the command). An lstat per
-    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
-    distribution is taken as it looks."""
-    skip = {*change.remove, *(e.name for e in change.restore)}
-    root = Path(ctx.interpreter.prefix)
-    folder = ctx.store.folder(snap.id)
-    hashed = read_verified(folder)
-    found = []
-    for entry in snap.packages:
-        stash = entry.stash
-        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
-            continue
-        if _changed_files(stash, folder, root, hashed):
-            found.append(entry.name)
-    return tuple(found)
-
-
-def _changed_files(
-    stash: PackageStash,
-    folder: Path,
-    root: Path,
-    hashed: Mapping[str, tuple[tuple[int, int, int], str]],
-) -> bool:
-    for kept in stash.files:
-        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
-            continue  # bytecode is rewritten by any import, by rename
-        try:
-            placed = os.lstat(root / kept.path)
-        except OSError:
-            return True
-        recorded = hashed.get(f"{stash.folder}/{kept.path}")
-        if recorded is not None:
-            if (placed.st_ino, placed.st_size, placed.st_mtime_ns) != recorded[0]:
-                return True
-            continue
-        try:
-            stashed = os.lstat(folder / stash.folder / kept.path)
-        except OSError:
-            return False  # the stash cannot tell
-        if stashed.st_dev != placed.st_dev:
-            return False  # a copy on another filesystem: its inode tells nothing
-        if stashed.st_ino != placed.st_ino:
-            return True
-    return False
 
 
 def _said_of_a_change(note: str, source: str) -> str:

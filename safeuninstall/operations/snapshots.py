@@ -8,31 +8,29 @@ alone, and the distribution model (environment.py, with packaging's name rules) 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import shutil
+from collections.abc import Iterable
 
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
+from safeuninstall.base.outcome import Mark
 from safeuninstall.environment.backend import shell_line
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.judgement.plan import plan_prune
 from safeuninstall.operations.results import (
     PruneResult,
     ShownSnapshot,
     SnapshotList,
     SnapshotSummary,
 )
+from safeuninstall.options import PruneOptions
+from safeuninstall.session.analysis import owned_files
 from safeuninstall.session.context import Context
+from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction import retention
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-    from safeuninstall.options import PruneOptions
-    from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
-    from safeuninstall.environment.installed import installed_distributions
-    from safeuninstall.session.analysis import owned_files
-    from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
-
     with ctx.locked():
         installed = installed_distributions(ctx.interpreter)
         spec = SnapshotSpec(
@@ -41,8 +39,8 @@ def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
             shared=owned_files(ctx, installed).shared_paths() if stash else (),
         )
         snap = take_snapshot(ctx, installed, ctx.store.new_folder(), spec)
-        ctx.store.set_outcome(snap.id, "taken")
-        return snap.with_outcome("taken")
+        ctx.store.set_outcome(snap.id, Mark.TAKEN)
+        return snap.with_outcome(Mark.TAKEN)
 
 
 def list_snapshots(ctx: Context) -> SnapshotList:
@@ -71,7 +69,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
             )
         )
     total = holdings.held([snapshot_id for snapshot_id, _ in loaded])
-    return SnapshotList(tuple(summaries), total_bytes=total)
+    return SnapshotList(tuple(summaries), total_bytes=total, command=ctx.suggest())
 
 
 def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
@@ -83,9 +81,6 @@ def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:
     if options.keep is None and options.max_size is None:
         raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
-    import shutil
-
-    from safeuninstall.judgement.plan import plan_prune
 
     with ctx.locked():
         entry = ctx.journal().read()
@@ -125,7 +120,7 @@ def prune(ctx: Context, options: PruneOptions) -> PruneResult:
         reached = plan_keeping({})  # what the bounds alone would delete
         if not options.dry_run:
             for snapshot_id in plan:
-                shutil.rmtree(ctx.store.folder(snapshot_id))
+                shutil.rmtree(ctx.store.folder(snapshot_id).path)
         rest = [i for i in ids if i not in plan]
         over = 0
         if options.max_size is not None and guarded:

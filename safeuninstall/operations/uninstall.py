@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -27,7 +26,7 @@ from safeuninstall.base.errors import (
     InvalidInput,
     NotRestorable,
 )
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
@@ -36,9 +35,11 @@ from safeuninstall.environment.installed import (
     easy_install_eggs,
     ensure_writable,
     installed_distributions,
+    without_metadata,
 )
 from safeuninstall.environment.legacy import DESCRIBED
 from safeuninstall.environment.requirements import read_request
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.bisection import bound, search
 from safeuninstall.judgement.derived import (
     after_settings,
@@ -47,7 +48,9 @@ from safeuninstall.judgement.derived import (
     judged_after,
     to_the_end,
 )
+from safeuninstall.judgement.doctor import Finding, diagnose
 from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
 from safeuninstall.judgement.needs import (
     Cleanup,
@@ -68,7 +71,9 @@ from safeuninstall.session.analysis import (
     Analysis,
     analyse,
     failure_text,
+    library_index,
     loadable_snapshots,
+    owned_files,
     requirements_of,
     with_default,
 )
@@ -83,11 +88,6 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import legacy_refusal
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
-
-if TYPE_CHECKING:
-    from safeuninstall.judgement.doctor import (
-        Finding,  # the module only when a probe fails: packaging.requirements
-    )
 
 
 def uninstall(
@@ -120,6 +120,7 @@ def uninstall(
         _refuse_legacy(ctx, installed, plan.remove)
         _refuse_what_the_tool_runs_on(ctx, installed, plan.remove)
         _refuse_absent_under_strict(options, plan)
+        _refuse_without_metadata(ctx, plan)
         removal = _Removal(ctx, options, (installed, before), plan)
         removal.messages += [*request.notes, *plan.notes, *_legacy_notes(ctx, installed, plan)]
         if options.with_orphans and plan.remove:
@@ -133,7 +134,9 @@ def uninstall(
                 )
                 return removal.result(Outcome.NOTHING_TO_DO)
         if not plan.remove:
-            if not plan.empty_record:
+            if not request.wanted:
+                removal.messages.append("nothing to do: no packages to uninstall")
+            elif not plan.empty_record:
                 removal.messages.append("nothing to do: none of the named packages is installed")
             return removal.result(Outcome.NOTHING_TO_DO)
         if not removal.leaves_unmet(early):
@@ -184,6 +187,22 @@ def _refuse_absent_under_strict(options: UninstallOptions, plan: RemovalPlan) ->
         raise InvalidInput(
             f"--strict: not installed: {', '.join(plan.absent)}{hints}; nothing was removed"
         )
+
+
+def _refuse_without_metadata(ctx: Context, plan: RemovalPlan) -> None:
+    """A name that only a dist-info folder without METADATA carries: uv removes that folder
+    and what its RECORD lists, but a snapshot keeps distributions, and this one cannot be
+    read as one (its version, its requirements); nothing is removed, and the message says how
+    to remove it without the safety net."""
+    found = without_metadata(ctx.interpreter, plan.absent) if plan.absent else {}
+    if not found:
+        return
+    folders = "; ".join(f"{name}: {folder} has no METADATA" for name, folder in found.items())
+    raise NotRestorable(
+        f"{folders}: uv removes such a folder by its name, but without METADATA it is no "
+        "distribution a snapshot can keep and give back; nothing was removed. To remove it "
+        f"without that safety net: uv pip uninstall --python {ctx.python} {' '.join(found)}"
+    )
 
 
 def _refuse_legacy(
@@ -295,7 +314,6 @@ class _Removal:
     def add_orphans(self) -> None:
         """--with-orphans: the dependencies that the removal leaves unrequired, unrequested
         and unloaded join it, listed before anything happens; judged like every removal."""
-        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx = self.ctx
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -329,7 +347,6 @@ class _Removal:
     def keep_needed(self) -> None:
         """--keep-needed: the candidates that metadata or the library model shows as needed
         are kept, with their reasons; the plan is what is left to try."""
-        from safeuninstall.session.analysis import library_index, owned_files
 
         ctx, candidates = self.ctx, self.plan.remove
         self.requirements = self.requirements or requirements_of(self.ctx, self.installed)
@@ -353,6 +370,7 @@ class _Removal:
             command="uninstall",
             outcome=outcome,
             python=str(self.ctx.python),
+            environment=self.ctx.where,
             removed=tuple(f"{n}=={self.installed[n].version}" for n in self.plan.remove),
             absent=self.plan.absent,
             expanded=self.plan.expanded,
@@ -455,7 +473,7 @@ class _Removal:
         self.begun = baseline.begin(
             self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
         )
-        if any(p.kind == "derived" for p in self.settings.probes):
+        if any(p.kind is ProbeKind.DERIVED for p in self.settings.probes):
             DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
     def stop_baseline(self) -> None:
@@ -499,7 +517,6 @@ class _Removal:
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
             # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
             # and packaging's requirement parser, 15-80 ms between that probe and its restore.
-            from safeuninstall.judgement import doctor  # noqa: F401 - imported now to have it loaded
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):
@@ -519,7 +536,6 @@ class _Removal:
 
     def apply(self) -> RemovalResult:
         assert self.analysis is not None
-        self.ctx.load_what_a_restore_needs()
         txn = Transaction(self.ctx, "uninstall")
         try:
             with txn:
@@ -611,24 +627,24 @@ class _Attempt:
                 changed = None if failed else self._changed_by_others(now)
             if failed is not None:
                 messages.append(failed)
-                reason = "uninstall-failed"
+                cause = Cause.FAILED
             elif changed is not None:
                 messages.append(changed)
-                reason = "concurrent"
+                cause = Cause.CONCURRENT
             else:
                 judged = self._judge()
                 if judged is None:
                     return self._result(Outcome.REMOVED)
-                if judged == "kept":
+                if isinstance(judged, Outcome):
                     return self._kept()
-                reason = judged
+                cause = judged
         except KeyboardInterrupt:
             messages.append("interrupted: restoring what was removed")
-            reason = "interrupted"
+            cause = Cause.INTERRUPTED
         except Exception as err:  # whatever broke, what was removed comes back first
             messages.append(f"unexpected error after the uninstall started: {err!r}")
-            reason = "error"
-        return self._restore(reason)
+            cause = Cause.ERROR
+        return self._restore(cause)
 
     def _result(
         self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
@@ -671,9 +687,9 @@ class _Attempt:
             return None
         return f"another process changed the environment during the removal ({change})"
 
-    def _judge(self) -> str | None:
-        """None when the removal stands; ``kept`` when it failed and stays on request; else
-        the reason to restore: ``hollow``, ``probe-failed`` or ``drift``."""
+    def _judge(self) -> Cause | Outcome | None:
+        """None when the removal stands; probe-failed-kept when it failed and stays on
+        request; else the cause to restore for: hollow, probe failed or drift."""
         removal, messages = self.removal, self.removal.messages
         assert removal.analysis is not None
         self.txn.probing()
@@ -684,17 +700,17 @@ class _Attempt:
                 + ", ".join(hollow)
                 + " (shared paths): they are installed but hollow"
             )
-            return "hollow"
+            return Cause.HOLLOW
         after, env_print = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
             messages.append(changed + "; the probe judged another environment")
-            return "concurrent"
+            return Cause.CONCURRENT
         drifted = removal.analysis.drift(self.runs.baseline, after)
         self.drift = tuple(drifted)
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))
         passed = all(r.passed for r in after)
-        if any(r.probe.kind == "python" and r.libraries is None for r in after):
+        if any(r.probe.kind is ProbeKind.PYTHON and r.libraries is None for r in after):
             messages.append(
                 "which libraries the probe loaded is unknown here (no /proc/self/maps): "
                 "drift detection is off, only the probe's exit code counts"
@@ -710,11 +726,11 @@ class _Attempt:
             removal.cache.put(removal.after, env_print, self.ran)
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
-            self.txn.finish(Outcome.REMOVED.value)
+            self.txn.finish(Outcome.REMOVED)
             return None
         if removal.options.keep_on_failure:
-            return "kept"
-        return "probe-failed" if not passed else "drift"
+            return Outcome.PROBE_FAILED_KEPT
+        return Cause.PROBE_FAILED if not passed else Cause.DRIFT
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
@@ -737,18 +753,16 @@ class _Attempt:
         return after, env_print
 
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
-        from safeuninstall.judgement.doctor import diagnose  # only when a probe fails
-
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
     def _kept(self) -> RemovalResult:
-        self.txn.finish(Outcome.PROBE_FAILED_KEPT.value)
+        self.txn.finish(Outcome.PROBE_FAILED_KEPT)
         return self._result(
             Outcome.PROBE_FAILED_KEPT, next_command=self.ctx.suggest("rollback", self.snap.id)
         )
 
-    def _restore(self, reason: str) -> RemovalResult:
+    def _restore(self, cause: Cause) -> RemovalResult:
         """Bring back everything the removal took in one batch, verify, probe again."""
         txn, snap, removal = self.txn, self.snap, self.removal
         assert removal.analysis is not None
@@ -759,11 +773,12 @@ class _Attempt:
             )
             next_command: str | None = self._recover()
             if restored.verification is None:  # an error of ours stopped it half way
-                outcome = Outcome.after_restore(reason, False)
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
                 removal.messages.append(_stopped(restored))
             else:
                 self.runs = self._probe_after_restore(restored)
-                outcome = Outcome.after_restore(reason, restored.ok)
+                ended = Ending.RESTORED if restored.ok else Ending.INCOMPLETE
+                outcome = Outcome.ended(Operation.UNINSTALL, cause, ended)
                 next_command = None if restored.ok else next_command
                 if restored.ok and not all(r.passed for r in self.runs.after_restore):
                     # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
@@ -773,7 +788,7 @@ class _Attempt:
                         "the restore: it does not judge this environment reliably"
                     )
             # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome.value, keep_journal=not restored.ok)
+            txn.finish(outcome, keep_journal=not restored.ok)
         if txn.interrupted:
             removal.messages.append("an interrupt arrived during the restore; it finished first")
         return self._result(outcome, restored=restored, next_command=next_command)
@@ -801,7 +816,8 @@ class _Attempt:
             # the snapshot. Running the probe again would prove nothing more and cost a run.
             skipped = (
                 "not run again: the restore is proven identical to the state the baseline "
-                f"passed in ({restored.verification.files_checked} files hash-checked, the "
+                f"passed in ({count_text(restored.verification.files_checked, 'file')} "
+                "hash-checked, the "
                 "installed set equal to the snapshot); --probe-after-restore runs it anyway"
             )
         else:
@@ -824,11 +840,11 @@ def _stopped(restored: Restored) -> str:
 
 class _Stop(Exception):
     """The search can't go on (the installer failed, another process changed the environment,
-    a partial restore was not verified): everything is restored, for ``reason``."""
+    a partial restore was not verified): everything is restored, for ``cause``."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, cause: Cause, message: str) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.cause = cause
         self.message = message
 
 
@@ -993,7 +1009,7 @@ class _Bisecting(_Attempt):
             self.tried = tuple(n for n in self.snap.removed if n not in loaded)
             if not self.tried:
                 messages.append("nothing to try: every candidate is needed")
-                self.txn.finish(Outcome.NOTHING_TO_DO.value)
+                self.txn.finish(Outcome.NOTHING_TO_DO)
                 return self._result(Outcome.NOTHING_TO_DO)
             assert self.removal.analysis is not None
             self.sharing = together(self.tried, self.removal.analysis.owned)
@@ -1021,25 +1037,25 @@ class _Bisecting(_Attempt):
                     "the probe failed on the final state the search found (the candidates' "
                     "needs are not independent, or the probe is not reliable): restoring all"
                 )
-                return self._restore("probe-failed")
+                return self._restore(Cause.PROBE_FAILED)
             if not final:
                 messages.append("every candidate tried is needed: restoring them all")
-                return self._restore("needed")
+                return self._restore(Cause.NEEDED)
             assert self.state == final  # the search's last run probed it (see _passes)
             stayed = [name for name in self.snap.removed if name in final]
             if len(stayed) < len(self.snap.removed):  # the history names what stayed removed
                 self.ctx.store.set_removed(self.snap.id, stayed)
-            self.txn.finish(self._outcome().value)
+            self.txn.finish(self._outcome())
             return self._result(self._outcome())
         except _Stop as stop:
             messages.append(stop.message)
-            return self._restore(stop.reason)
+            return self._restore(stop.cause)
         except KeyboardInterrupt:
             messages.append("interrupted during the search: restoring what was removed")
-            return self._restore("interrupted")
+            return self._restore(Cause.INTERRUPTED)
         except Exception as err:  # whatever broke, what was removed comes back first
             messages.append(f"unexpected error during the search: {err!r}")
-            return self._restore("error")
+            return self._restore(Cause.ERROR)
 
     def _outcome(self) -> Outcome:
         cleanup = self.removal.cleanup
@@ -1106,7 +1122,7 @@ class _Bisecting(_Attempt):
         after, _ = self._probe()
         changed = self._changed_by_others()
         if changed is not None:
-            raise _Stop("concurrent", changed + "; the probe judged another environment")
+            raise _Stop(Cause.CONCURRENT, changed + "; the probe judged another environment")
         assert self.removal.analysis is not None
         drifted = self.removal.analysis.drift(self.runs.baseline, after)
         passed = all(r.passed for r in after) and not (
@@ -1143,7 +1159,7 @@ class _Bisecting(_Attempt):
                     else restored.error
                 )
                 raise _Stop(
-                    "error", f"bringing back {', '.join(back)} was not verified: {problems}"
+                    Cause.ERROR, f"bringing back {', '.join(back)} was not verified: {problems}"
                 )
             self.state = self.state - set(back)
             if self.txn.interrupted:
@@ -1157,4 +1173,4 @@ class _Bisecting(_Attempt):
             if failed is None:
                 failed = self._still_installed(census(self.ctx.interpreter), more)
             if failed is not None:
-                raise _Stop("uninstall-failed", failed)
+                raise _Stop(Cause.FAILED, failed)

@@ -20,7 +20,7 @@ from safeuninstall.environment.installed import (
     requirement_index,
 )
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
-from safeuninstall.environment.requirescache import REQUIRES_CACHE_FILE, RequiresCache
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import derive
 from safeuninstall.judgement.impact import ImpactReport, impact_report
 from safeuninstall.judgement.libraries import (
@@ -92,14 +92,9 @@ def owned_files(
 def requirements_of(
     ctx: Context, installed: Mapping[str, InstalledDistribution]
 ) -> RequirementIndex:
-    """The installed set's requirement index, the METADATA headers that did not change since
-    an earlier command read them answered from its cache in the state folder (read, not
-    written, by a read-only command)."""
-    cache = RequiresCache(ctx.store.root / REQUIRES_CACHE_FILE)
-    index = requirement_index(installed, cache.requires_dist)
-    if not ctx.read_only:
-        cache.save()
-    return index
+    """The installed set's requirement index, from each METADATA header as it is now: whether a
+    requirement is met is never taken from a file of the state folder."""
+    return requirement_index(installed)
 
 
 def analyse(
@@ -116,7 +111,9 @@ def analyse(
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
     index.save()
-    ctx.emit("impact", f"impact report: {len(report.affected)} distributions affected")
+    ctx.emit(
+        "impact", f"impact report: {count_text(len(report.affected), 'distribution')} affected"
+    )
     return Analysis(report, owned, index)
 
 

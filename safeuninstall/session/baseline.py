@@ -18,20 +18,22 @@ change the fingerprint; that is what ``--fresh-baseline`` is for.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from safeuninstall.base.atomicfile import write_atomically
-from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.cachefile import read_cache
 from safeuninstall.environment.installed import distributions_named, required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.judgement.derived import as_derived
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import (
     CandidateResult,
     Probe,
@@ -41,12 +43,11 @@ from safeuninstall.judgement.probe import (
     start,
 )
 from safeuninstall.options import UninstallOptions
-
-if TYPE_CHECKING:
-    from safeuninstall.session.context import Context
+from safeuninstall.session.context import Context
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
+_MAX_CACHE_BYTES = 16 * 1024 * 1024  # 16 baselines, each with its probes' outputs
 PLANS_FILE = "derived-plans.json"
 _MAX_PLANS_BYTES = 4 * 1024 * 1024  # 16 plans of a few KB each; anything bigger is not ours
 
@@ -59,7 +60,6 @@ def fingerprint(interpreter: Interpreter, environ: Mapping[str, str]) -> str:
     """The environment a probe runs in: installed set, interpreter, and the process
     environment it inherits (a probe may read any variable: LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
     a flag of the user's own)."""
-    import hashlib  # on first use: it loads OpenSSL, about 2 ms of every start-up
 
     digest = hashlib.sha256()
     digest.update(os.fsencode(interpreter.executable))
@@ -92,8 +92,8 @@ class BaselineCache:
 
     def _read(self) -> dict[str, dict[str, object]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(read_cache(self.path, _MAX_CACHE_BYTES))
+        except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
@@ -141,9 +141,9 @@ class BaselineCache:
     def put(
         self, settings: ProbeSettings, env_fingerprint: str, results: Sequence[ProbeResult]
     ) -> None:
-        """Keep ``results`` as the baseline of these probes in this environment: configured
-        probes that all passed; a derived probe whose every candidate ended (passed or failed:
-        what failed is dropped from the next removal's judgement all the same)."""
+        """Keep ``results`` as the baseline of these probes in this environment: probes that
+        passed, a derived probe every candidate of which passed (a failure is run again:
+        what fails before a removal is left out of its judgement, which no file decides)."""
         if not results or not all(_cacheable(r) for r in results):
             return
         data = self._read()
@@ -163,11 +163,9 @@ class BaselineCache:
 def _cacheable(result: ProbeResult) -> bool:
     if result.probe.metric is not None:
         return False
-    if result.probe.kind != "derived":
+    if result.probe.kind is not ProbeKind.DERIVED:
         return result.passed
-    return bool(result.candidates) and all(
-        c.status in ("passed", "failed") for c in result.candidates
-    )
+    return bool(result.candidates) and all(c.status == "passed" for c in result.candidates)
 
 
 def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, ...] | None:
@@ -176,7 +174,9 @@ def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, .
         return None
     ends = []
     for candidate, end in zip(probe.candidates, cached, strict=True):
-        if not (isinstance(end, list) and len(end) == 2 and end[0] in ("passed", "failed")):
+        # Only a pass is taken from the file: a candidate that failed before the removal is
+        # left out of its judgement, so that is seen again, never read.
+        if not (isinstance(end, list) and len(end) == 2 and end[0] == "passed"):
             return None
         if not isinstance(end[1], str):
             return None
@@ -189,8 +189,6 @@ def _strings_or_none(value: object) -> bool:
 
 
 def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
-    import hashlib
-
     return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
 
 
@@ -213,16 +211,12 @@ class DerivedPlans:
 
     def _read(self) -> dict[str, object]:
         try:
-            data = json.loads(read_bytes(self.path, _MAX_PLANS_BYTES))
+            data = json.loads(read_cache(self.path, _MAX_PLANS_BYTES))
         except (OSError, ValueError, RecursionError):
             return {}
         return data if isinstance(data, dict) else {}
 
     def get(self, options: UninstallOptions, interpreter: Interpreter) -> ProbeSettings | None:
-        from safeuninstall.judgement.derived import (
-            as_derived,  # only when a removal has no configured probe
-        )
-
         entry = self._read().get(_plan_key(options, interpreter))
         try:
             planned = msgspec.convert(entry, ProbeSettings)
@@ -246,8 +240,6 @@ class DerivedPlans:
 
 
 def _plan_key(options: UninstallOptions, interpreter: Interpreter) -> str:
-    import hashlib
-
     digest = hashlib.sha256()
     asked = [list(options.names), list(options.requirement_files), options.with_orphans]
     digest.update(json.dumps([asked, options.keep_needed, interpreter.executable]).encode())
@@ -323,7 +315,7 @@ class HeadStart(Struct, frozen=True):
 def head_start(
     ctx: Context, settings: ProbeSettings, options: UninstallOptions
 ) -> HeadStart | None:
-    """Begin the baseline before the operations are imported (about 20 ms of the start-up).
+    """Begin the baseline before the removal reads the environment.
 
     The configured probes; without them, the probe derived for this same removal asked before
     in this same installed set (DerivedPlans), since the one derived now comes from the impact

@@ -7,17 +7,21 @@ to the operation, so the interpreter is looked up and queried once per command.
 
 from __future__ import annotations
 
+import configparser
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from safeuninstall.base import process
-from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun
+from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun, LockBusy, NotRestorable
 from safeuninstall.base.events import Events
 from safeuninstall.environment.backend import Backend, backend_for, shell_line
+from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.interpreter import (
     Interpreter,
     find_python,
@@ -25,13 +29,11 @@ from safeuninstall.environment.interpreter import (
     query_interpreter,
     with_layout,
 )
+from safeuninstall.judgement.needs import requirement_closure
 from safeuninstall.options import TargetOptions
 from safeuninstall.state import locks
+from safeuninstall.state.journal import Journal
 from safeuninstall.state.store import Store, own_files, state_dir
-
-if TYPE_CHECKING:
-    from safeuninstall.environment.installed import InstalledDistribution
-    from safeuninstall.state.journal import Journal
 
 
 class Context:
@@ -50,6 +52,7 @@ class Context:
         "own",
         "python",
         "read_only",
+        "state_dir_chosen",
         "store",
     )
 
@@ -69,6 +72,7 @@ class Context:
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
         real_prefix = os.path.realpath(interpreter.prefix)
         self.store = Store(state_dir(target.state_dir, interpreter, target.environ), real_prefix)
+        self.state_dir_chosen = bool(target.state_dir)
         self.store.check()  # before anything in it is read
         self.own = own_files(interpreter, target.environ)
         self.backend: Backend = backend_for(
@@ -111,36 +115,18 @@ class Context:
         to undo the removal: no rollback, no recover."""
         if not self.is_tool_environment:
             return set()
-        from safeuninstall.judgement.needs import requirement_closure
 
         found = requirement_closure("safe-uninstall", installed, self.interpreter.markers)
         found |= _own_closure()
         return {name for name in found if name in installed}
 
-    def load_what_a_restore_needs(self) -> None:
-        """Removing from the tool's own environment can take away a module that it imports
-        only when needed: import those first. The restore, its report and the probe's
-        diagnosis import retention (the stash index, and the plans for its prune), doctor and
-        the TOML parser (tomli on Python 3.10) lazily; without this, ``safe-uninstall
-        safe-uninstall`` failed its restore on an ImportError. Every operation that changes the
-        environment calls it first."""
-        if not self.is_tool_environment:
-            return
-        from safeuninstall.base import tomlfile
-        from safeuninstall.judgement import doctor, plan  # noqa: F401 - imported to have them loaded
-        from safeuninstall.transaction import retention  # noqa: F401 - likewise
-
-        tomlfile.loads("")  # the TOML parser
-
     def refuse_externally_managed(self) -> None:
         """Before any change, as uv refuses: an interpreter its distributor manages (PEP 668)
         is changed only with --break-system-packages."""
-        from safeuninstall.base.errors import NotRestorable
 
         text = self.interpreter.externally_managed()
         if text is None or self.break_system_packages:
             return
-        import configparser
 
         parser = configparser.ConfigParser(interpolation=None)
         try:
@@ -157,11 +143,8 @@ class Context:
 
     def journal(self) -> Journal:
         """The environment's journal; the snapshot it names is in this command's state folder."""
-        from safeuninstall.state.journal import (
-            Journal,  # the operations load it; the head start need not wait
-        )
 
-        return Journal(self.own.journal, self.store.root)
+        return Journal(self.own.journal, self.store.root, self.suggest)
 
     @contextmanager
     def locked(
@@ -201,8 +184,6 @@ class Context:
         if self.read_only and journal.read() is None:
             return
         if self.read_only and self.operation_running():
-            from safeuninstall.base.errors import LockBusy
-
             raise LockBusy(
                 "another safe-uninstall operation is running on this environment (its lock "
                 f"{self.own.lock} is held): run this after it ends"
@@ -239,9 +220,33 @@ class Context:
         ) as missing:
             yield missing
 
-    def suggest(self, *args: str) -> str:
-        """A safe-uninstall command line for this environment, for the user to run next."""
-        return shell_line(["safe-uninstall", "--python", str(self.python), *args])
+    @property
+    def where(self) -> str:
+        """The environment a person knows it by: the folder of a --target or --prefix run,
+        else the interpreter."""
+        if self.interpreter.layout in ("target", "prefix"):
+            return self.interpreter.prefix
+        return str(self.python)
+
+    def command_line(self, *args: str, state_dir: str | None = None) -> list[str]:
+        """A safe-uninstall command that acts on this same environment (the interpreter, and
+        the --target or --prefix folder) and this same state folder (or ``state_dir``), with
+        ``args`` after the options. Every command the tool prints for the user to run is
+        built here, so that one pasted never acts elsewhere."""
+        argv = ["safe-uninstall", "--python", str(self.python)]
+        if self.interpreter.layout in ("target", "prefix"):
+            argv += [f"--{self.interpreter.layout}", self.interpreter.prefix]
+        if self.break_system_packages:
+            argv.append("--break-system-packages")
+        if state_dir is None and self.state_dir_chosen:
+            state_dir = str(self.store.root)
+        if state_dir is not None:
+            argv += ["--state-dir", state_dir]
+        return [*argv, *args]
+
+    def suggest(self, *args: str, state_dir: str | None = None) -> str:
+        """``command_line`` as one line to paste (shell-quoted)."""
+        return shell_line(self.command_line(*args, state_dir=state_dir))
 
 
 def open_context(target: TargetOptions, events: Events | None = None) -> Context:
@@ -252,7 +257,7 @@ def open_context(target: TargetOptions, events: Events | None = None) -> Context
     _refuse_system_unless_asked(target, python, interpreter)
     interpreter = with_layout(interpreter, target=target.target, prefix=target.prefix)
     ctx = Context(target, python, interpreter, events or Events())
-    ctx.emit("environment", f"environment: {python}")
+    ctx.emit("environment", f"environment: {ctx.where}")
     return ctx
 
 
@@ -283,10 +288,8 @@ def _own_closure() -> set[str]:
     """The running tool's requirement closure by its own installed metadata (canonical names,
     markers of this interpreter, no extras); empty when it runs from no installed
     distribution (a source tree on PYTHONPATH)."""
+    # Deferred: only a target that is the tool's own environment asks (docs/performance.md).
     from importlib.metadata import PackageNotFoundError, distribution
-
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
 
     found: set[str] = set()
     frontier = ["safe-uninstall"]

@@ -40,7 +40,7 @@ import tomli_w
 from msgspec import Struct
 
 from safeuninstall.base import tomlfile
-from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.errors import JournalUnreadable, UnfinishedTransaction
 from safeuninstall.state.snapshot import FORMED_ID
 
@@ -78,11 +78,15 @@ class Entry(Struct, frozen=True):
 
 class Journal:
     """The journal at ``path`` of one environment, as seen by a command whose snapshots are in
-    the state folder ``state_dir``."""
+    the state folder ``state_dir``; ``suggest(*args)`` builds the command lines it tells the
+    user to run (Context.suggest)."""
 
-    def __init__(self, path: Path, state_dir: Path) -> None:
+    def __init__(
+        self, path: Path, state_dir: Path, suggest: Callable[..., str] | None = None
+    ) -> None:
         self.path = path
         self.state_dir = state_dir
+        self._suggest = suggest or (lambda *args: shlex.join(["safe-uninstall", *args]))
 
     def read(self) -> Entry | None:
         """The operation in progress, None when there is none.
@@ -144,8 +148,8 @@ class Journal:
             f"the journal {self.path} of an operation that did not finish cannot be used: {why}. "
             "Nothing it names was touched. To go on by hand: move it aside "
             f"({shlex.join(['mv', str(self.path), f'{self.path}.unreadable'])}), find the "
-            "snapshot to return to with `safe-uninstall snapshots`, and run "
-            "`safe-uninstall rollback ID`"
+            f"snapshot to return to with `{self._suggest('snapshots')}`, and run "
+            f"`{self._suggest('rollback', 'ID')}`"
         )
 
     def refuse_if_unfinished(self, suggest: Callable[..., str]) -> None:
@@ -163,8 +167,8 @@ class Journal:
 
     def recover_command(self, entry: Entry, suggest: Callable[..., str]) -> str:
         if self.elsewhere(entry):
-            return suggest("--state-dir", entry.state, "recover")
-        return "safe-uninstall recover"
+            return suggest("recover", state_dir=entry.state)
+        return suggest("recover")
 
     def refuse_if_elsewhere(self, entry: Entry, suggest: Callable[..., str]) -> None:
         """recover acts only on a journal whose snapshot is in its own state folder."""
@@ -206,6 +210,10 @@ class Journal:
                 raise
         checkpoint(step)
         return updated
+
+    def leftovers(self) -> list[Path]:
+        """The temp files a process killed while it wrote the journal left beside it."""
+        return leftover_temps(self.path)
 
     def finish(self) -> None:
         try:

@@ -19,6 +19,7 @@ meanwhile waits, as it would for another uv. It is never held while the tool run
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
 import time
@@ -44,7 +45,7 @@ def hold(
     ``busy`` says who holds it (``another safe-uninstall operation is running on ...``): the
     message while waiting, and the error (LockBusy) after ``timeout`` seconds.
     """
-    import filelock  # only commands that change something lock: 28.7 ms of import
+    import filelock  # deferred: only commands that change something lock (docs/performance.md)
 
     lock = filelock.FileLock(path, mode=0o600)
     waited = False
@@ -73,10 +74,6 @@ def held_elsewhere(path: Path) -> bool:
     tried and let go at once; filelock takes an exclusive one). A missing or unopenable file
     is no lock held. For a read-only command, which takes no lock, to tell an operation under
     way from one that died."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX
-        return False
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -127,11 +124,6 @@ def installer_lock(
     uv's file is created as uv creates it (mode 0666, so that any user's uv can open it) and
     locked through a read-only descriptor, never through a link; polled up to ``timeout`` s.
     """
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: uv locks another way there
-        yield None
-        return
     if venv is None:
         yield None
         return
@@ -172,8 +164,6 @@ def _open_uv_lock(path: str) -> int:
 
 
 def _flock(fd: int, timeout: float, path: str, on_wait: Callable[[str], None] | None) -> bool:
-    import fcntl
-
     deadline = time.monotonic() + timeout
     told = False
     while True:

@@ -26,6 +26,7 @@ from packaging.utils import InvalidName, canonicalize_name
 from safeuninstall.base import tomlfile
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.installed import Source
 from safeuninstall.environment.legacy import DIST_INFO, EASY_INSTALL_PTH, LAYOUTS, MAX_PTH_LINE
 from safeuninstall.environment.names import unsafe_name, unsafe_version
@@ -76,6 +77,9 @@ class PackageStash(Struct, frozen=True):
     # such a distribution is reinstalled instead of restored from here.
     complete: bool
     lines: tuple[PthLine, ...] = ()
+    # RECORD files already gone when it was stashed (paths relative to the environment): a
+    # restore does not bring them back, and its proof does not ask for them
+    absent: tuple[str, ...] = ()
 
 
 class PackageEntry(Struct, frozen=True):
@@ -121,7 +125,7 @@ class Snapshot(Struct, frozen=True):
     # A rollback's or a recover's: the snapshot it returns to (a plain rollback reads it to
     # tell which changes are still in effect). Empty for any other operation.
     returns_to: str = ""
-    outcome: str = "pending"
+    outcome: str = "pending"  # a Note's id: ``note`` reads it
     format: int = FORMAT_VERSION
 
     def package(self, name: str) -> PackageEntry | None:
@@ -130,8 +134,13 @@ class Snapshot(Struct, frozen=True):
                 return entry
         return None
 
-    def with_outcome(self, outcome: str) -> Snapshot:
-        return msgspec.structs.replace(self, outcome=outcome)
+    @property
+    def note(self) -> Note:
+        """How its operation ended (checked when the snapshot is read)."""
+        return parse_note(self.outcome)
+
+    def with_outcome(self, note: Note) -> Snapshot:
+        return msgspec.structs.replace(self, outcome=note.id)
 
     def with_removed(self, removed: tuple[str, ...]) -> Snapshot:
         return msgspec.structs.replace(self, removed=removed)
@@ -184,6 +193,8 @@ def _package_to_dict(entry: PackageEntry) -> dict[str, Any]:
         }
         if entry.stash.lines:
             out["stash"]["lines"] = [msgspec.structs.asdict(x) for x in entry.stash.lines]
+        if entry.stash.absent:
+            out["stash"]["absent"] = list(entry.stash.absent)
     return out
 
 
@@ -246,6 +257,10 @@ def _check(snapshot: Snapshot) -> None:
     for index, name in enumerate(snapshot.removed):
         # What the tool removes was named on its command line: a PEP 508 name.
         _check_requested(f"removed[{index}]", name)
+    try:
+        parse_note(snapshot.outcome)
+    except ValueError as err:
+        raise _KeyError("outcome", str(err)) from None
     if snapshot.returns_to and not FORMED_ID.fullmatch(snapshot.returns_to):
         raise _KeyError("returns_to", f"{snapshot.returns_to!r} is not a snapshot id")
     for index, entry in enumerate(snapshot.packages):
@@ -273,6 +288,8 @@ def _check_package(key: str, entry: PackageEntry) -> None:
                 raise _KeyError(f"{key}.stash.files[{index}].link", "not a link target")
         for index, pth in enumerate(entry.stash.lines):
             _check_line(f"{key}.stash.lines[{index}]", pth)
+        for index, rel in enumerate(entry.stash.absent):
+            _check_path(f"{key}.stash.absent[{index}]", rel)
 
 
 def _check_sha256(key: str, value: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -21,10 +22,12 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
+import msgspec
 from msgspec import Struct
 
-from safeuninstall.base.atomicfile import write_atomically
+from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.cachefile import read_cache
 from safeuninstall.base.errors import SnapshotInvalid, StashError
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.legacy import (
@@ -37,6 +40,7 @@ from safeuninstall.environment.legacy import (
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import RecordEntry, sha256_file
 from safeuninstall.state.journal import file_fault
+from safeuninstall.state.layout import SnapshotFolder, aside_of, stash_of
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, PthLine, Snapshot, StashedFile
 
 
@@ -57,7 +61,6 @@ def relative_to_root(path: Path | str, root: Path | str) -> str | None:
 
 def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
     """A symbolic link, kept as its target: the sha256 and size are those of the target's text."""
-    import hashlib
 
     data = os.fsencode(target)
     return StashedFile(
@@ -69,16 +72,12 @@ def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
     )
 
 
-def stash_folder_name(name: str, version: str) -> str:
-    return f"{name}-{version}"
-
-
 class StashPlace(Struct, frozen=True):
     """Where a snapshot's stash goes: the environment's root (the stash mirrors paths relative
     to it), the snapshot's folder, and the paths (normalised) that other distributions list too."""
 
     env_root: Path
-    snapshot_dir: Path
+    snapshot: SnapshotFolder
     shared: Collection[str] = ()
 
 
@@ -132,8 +131,7 @@ def stash_distribution(
     if legacy is not None and legacy.refused is not None:
         if removed:
             raise StashError(legacy_failure(dist, legacy.refused))
-        folder = f"stash/{stash_folder_name(dist.key, dist.version)}"
-        return PackageStash(folder=folder, files=(), complete=False)
+        return PackageStash(folder=stash_of(dist.key, dist.version), files=(), complete=False)
     try:
         if legacy is not None:
             entries = list(legacy.files)
@@ -152,11 +150,12 @@ def stash_distribution(
     if legacy is not None and legacy.pth_line is not None:
         lines = (stasher.keep_pth(legacy.pth_line),)
     return PackageStash(
-        folder=stasher.folder, files=tuple(stasher.files), complete=stasher.complete, lines=lines
+        folder=stasher.folder,
+        files=tuple(stasher.files),
+        complete=stasher.complete,
+        lines=lines,
+        absent=tuple(stasher.absent),
     )
-
-
-ASIDE = "aside"  # in a snapshot folder: the dist-info folders kept by stash_aside
 
 
 def stash_aside(
@@ -171,15 +170,15 @@ def stash_aside(
     dist = read_distribution(dist_info)
     if dist is None:
         raise StashError(f"cannot read {dist_info}/METADATA; nothing was removed")
-    folder = f"{ASIDE}/{dist_info.name}"
+    folder = aside_of(dist_info.name)
     return folder, stash_distribution(dist, place, removed=removed, folder=folder)
 
 
-def kept_aside(snapshot_dir: Path) -> list[str]:
-    """The dist-info folders ``stash_aside`` kept in ``snapshot_dir`` (names only: a snapshot
+def kept_aside(snapshot: SnapshotFolder) -> list[str]:
+    """The dist-info folders ``stash_aside`` kept in ``snapshot`` (names only: a snapshot
     does not record them, and no restore puts them back)."""
     try:
-        found = sorted(os.scandir(snapshot_dir / ASIDE), key=lambda e: e.name)
+        found = sorted(os.scandir(snapshot.aside_dir), key=lambda e: e.name)
     except OSError:
         return []
     return [
@@ -187,13 +186,13 @@ def kept_aside(snapshot_dir: Path) -> list[str]:
     ]
 
 
-def not_put_back(snapshot_dir: Path, snapshot_id: str, names: Iterable[str]) -> list[str]:
+def not_put_back(snapshot: SnapshotFolder, snapshot_id: str, names: Iterable[str]) -> list[str]:
     """What to say of each dist-info folder ``names`` that snapshot ``snapshot_id`` kept aside
     and a restore to it did not put back."""
     return [
         f"{name}, a second dist-info folder when snapshot {snapshot_id} was taken, is not put "
         f"back (a snapshot brings back one version per name); its files are kept in "
-        f"{snapshot_dir / ASIDE / name}"
+        f"{snapshot.holding(aside_of(name))}"
         for name in names
     ]
 
@@ -242,8 +241,8 @@ class _Stasher:
         self.place = place
         self.removed = removed
         self.on_bytes = on_bytes
-        self.folder = folder or f"stash/{stash_folder_name(dist.key, dist.version)}"
-        self.dest_root = os.path.join(place.snapshot_dir, self.folder)
+        self.folder = folder or stash_of(dist.key, dist.version)
+        self.dest_root = str(place.snapshot.holding(self.folder))
         self.site_dir = str(dist.site_dir)
         self.real_root = os.path.realpath(place.env_root)
         self.files: list[StashedFile] = []
@@ -251,6 +250,7 @@ class _Stasher:
         self.made: set[str] = set()  # folders of the stash known to exist: one mkdir check each
         self.inside: set[str] = set()  # folders of the environment known to resolve inside it
         self.kept: set[str] = set()  # paths kept (relative to the root): a file listed twice once
+        self.absent: list[str] = []  # RECORD files already gone (relative to the root)
 
     def keep(self, entry: RecordEntry) -> bool:
         """Keep one RECORD file; False where there was nothing to keep (gone, or left out)."""
@@ -264,6 +264,7 @@ class _Stasher:
         try:
             info = os.lstat(source)
         except FileNotFoundError:
+            self.absent.append(rel)
             return False  # listed but already gone: nothing to remove, nothing to keep
         except OSError as err:
             raise StashError(f"cannot read {source}: {err.strerror}") from err
@@ -345,7 +346,6 @@ class _Stasher:
             write_atomically(dest, data, mode=stat.S_IMODE(info.st_mode))
         except OSError as err:
             raise StashError(_stash_failure(Path(source), err)) from err
-        import hashlib  # as in records.sha256_file: only when needed
 
         return PthLine(path=rel, line=line, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
 
@@ -448,24 +448,28 @@ class FileProblem(Struct, frozen=True):
     problem: str
 
 
-VERIFIED_FILE = "stash-verified.json"
+_MAX_VERIFIED_BYTES = 64 * 1024 * 1024  # some 400,000 files
 
-# (st_ino, st_size, st_mtime_ns) of a stashed file when its bytes were hashed and matched.
-Identity = tuple[int, int, int]
-
-
-def _identity(info: os.stat_result) -> Identity:
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
+# (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) of a stashed file when its bytes were
+# hashed. The ctime too: an in-place write whose mtime was set back (os.utime) changes it.
+Identity = tuple[int, int, int, int, int]
+_Recorded = tuple[int, int, int, int, int, str]  # an Identity and the sha256, as stored
 
 
-def read_verified(snapshot_dir: Path) -> dict[str, tuple[Identity, str]]:
+def identity(info: os.stat_result) -> Identity:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def read_verified(snapshot: SnapshotFolder) -> dict[str, tuple[Identity, str]]:
     """Stashed files whose bytes were hashed (identity then, sha256 of the bytes as installed),
-    trusted as long as the identity is unchanged."""
+    trusted as long as the identity is unchanged. A record that is not a regular file of its
+    own, too large or not well formed is none: the stash is hashed again."""
     try:
-        data = json.loads((snapshot_dir / VERIFIED_FILE).read_text(encoding="utf-8"))
-        return {str(k): ((int(v[0]), int(v[1]), int(v[2])), str(v[3])) for k, v in data.items()}
-    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        data = read_cache(snapshot.verified_file, _MAX_VERIFIED_BYTES)
+        stored = msgspec.json.decode(data, type=dict[str, _Recorded])
+    except (OSError, msgspec.DecodeError, RecursionError):
         return {}
+    return {key: (value[:5], value[5]) for key, value in stored.items()}
 
 
 # (st_dev, st_ino, st_size, st_mtime_ns): the file a check accepted. Size and mtime too, since
@@ -491,7 +495,7 @@ class StashCheck(Struct, frozen=True):
 
 def check_stash(
     stash: PackageStash,
-    snapshot_dir: Path,
+    snapshot: SnapshotFolder,
     verified: Mapping[str, tuple[Identity, str]] | None = None,
     on_bytes: Callable[[int], None] | None = None,
     *,
@@ -501,12 +505,12 @@ def check_stash(
     """Every stashed file exists and holds the bytes it held when its snapshot was taken.
 
     Those bytes are the ones the stash hasher recorded in ``verified`` where it has the file,
-    else the sha256 the snapshot recorded (the RECORD's). A file whose inode, size and mtime
-    are those it had when it was hashed is not read again (rewriting its bytes would change the
-    mtime; someone who sets the mtime back by hand can fool this, and the stash is the user's
-    own, mode 0700); any other is hashed and must match. So a stash changed since its snapshot
-    is caught, also when an edit in place of an installed file reached it through a shared
-    inode (a hard link), even one that put the RECORD's bytes back.
+    else the sha256 the snapshot recorded (the RECORD's). A file whose device, inode, size,
+    mtime and ctime are those it had when it was hashed is not read again (rewriting its bytes
+    changes the ctime, which no one can set back); any other is hashed and must match. So a
+    stash changed since its snapshot is caught, also when an edit in place of an installed
+    file reached it through a shared inode (a hard link), even one that put the RECORD's bytes
+    back.
 
     A file the hasher recorded with bytes that differ from its RECORD (modified locally before
     the removal) is accepted as it was installed with ``accept_modified``, for a restore of the
@@ -534,7 +538,7 @@ def check_stash(
         if on_bytes is not None:
             on_bytes(stashed.size)
         key = f"{stash.folder}/{stashed.path}"
-        kept = snapshot_dir / key
+        kept = snapshot.holding(key)
         try:
             info = kept.lstat()
             if not stat.S_ISREG(info.st_mode):
@@ -543,7 +547,7 @@ def check_stash(
                 continue
             known = verified.get(key) if verified is not None else None
             expected = known[1] if known is not None else stashed.sha256
-            if known is not None and known[0] == _identity(info):
+            if known is not None and known[0] == identity(info):
                 actual = expected
             else:
                 actual = sha256_file(kept, info)
@@ -574,7 +578,7 @@ def check_stash(
                 )
             )
     for pth in stash.lines:
-        problem = _pth_problem(snapshot_dir / stash.folder / pth.path, pth)
+        problem = _pth_problem(snapshot.holding(f"{stash.folder}/{pth.path}"), pth)
         if problem is not None:
             problems.append(FileProblem(pth.path, problem))
     return StashCheck(problems, accepted, modified, identities)
@@ -599,14 +603,18 @@ class StashHasher:
     ``stash-verified.json``: a restore then links files back without reading them again, and
     a file that was modified locally after its install is restored as it was, not refused."""
 
-    def __init__(self, snapshot_dir: Path, stashes: Sequence[PackageStash]) -> None:
-        self._dir = snapshot_dir
+    def __init__(self, snapshot: SnapshotFolder, stashes: Sequence[PackageStash]) -> None:
+        self._snapshot = snapshot
         self._stashes = stashes
         self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
 
     def start(self) -> StashHasher:
-        self._thread.start()
+        """Begin, once. A removal begins it after the installer has unlinked the environment's
+        links to the stashed files (which sets their ctime): the identities recorded are then
+        those a restore finds."""
+        if self._thread.ident is None:
+            self._thread.start()
         return self
 
     def __enter__(self) -> StashHasher:
@@ -628,14 +636,14 @@ class StashHasher:
                 if self._cancelled.is_set():
                     return
                 key = f"{stash.folder}/{stashed.path}"
-                kept = self._dir / key
+                kept = self._snapshot.holding(key)
                 try:
                     before = kept.lstat()
                     if not stat.S_ISREG(before.st_mode):
                         continue  # never vouched for: check_stash refuses it
                     digest = sha256_file(kept, before, stop=self._cancelled.is_set)
-                    if _identity(kept.lstat()) == _identity(before):
-                        verified[key] = [*_identity(before), digest]
+                    if identity(kept.lstat()) == identity(before):
+                        verified[key] = [*identity(before), digest]
                 except OSError:
                     continue
         if self._cancelled.is_set():
@@ -643,22 +651,24 @@ class StashHasher:
         # Losing this file costs a re-hash, nothing else.
         with contextlib.suppress(OSError):
             write_atomically(
-                self._dir / VERIFIED_FILE, json.dumps(verified).encode("utf-8"), durable=False
+                self._snapshot.verified_file, json.dumps(verified).encode("utf-8"), durable=False
             )
 
     def wait(self) -> None:
+        self.start()
         self._thread.join()
 
     def cancel(self) -> None:
         """Stop within a chunk of the file being hashed, write nothing."""
         self._cancelled.set()
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
 
 
 def restore_files(
     stash: PackageStash,
     *,
-    snapshot_dir: Path,
+    snapshot: SnapshotFolder,
     env_root: Path,
     displaced_dir: Path,
     checked: StashCheck,
@@ -676,11 +686,11 @@ def restore_files(
     ready: set[str] = set()  # folders checked and created: a package has few, files many
     after_file = file_fault("restore-file")
     for pth in stash.lines:  # before the .egg-link that makes the editable installed
-        kept = snapshot_dir / stash.folder / pth.path
+        kept = snapshot.holding(f"{stash.folder}/{pth.path}")
         _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
     # Path strings, one lstat of the place and one of the link made: pathlib and the
     # exists()/is_symlink() pairs took three quarters of a restore of 176 files.
-    kept_root = os.path.join(snapshot_dir, stash.folder)
+    kept_root = str(snapshot.holding(stash.folder))
     env = os.fspath(env_root)
     for stashed in sorted(stash.files, key=_metadata_last):
         if stashed.swept and not with_swept:
@@ -706,7 +716,7 @@ def restore_files(
             if file_id(there) == identity:
                 continue
             _link_or_copy(dest, displaced_dir / stashed.path)
-        tmp = os.path.join(parent, f".{os.path.basename(dest)}.safe-uninstall-tmp")
+        tmp = restore_temp(dest)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)  # left by a killed restore: never written through, never reused
         _link_or_copy(kept_file, tmp, parent_exists=True)
@@ -718,6 +728,27 @@ def restore_files(
             after_file()
 
 
+def restore_temp(dest: str) -> str:
+    """Where a file (or link) restored to ``dest`` is made before it is renamed into place."""
+    folder, name = os.path.split(dest)
+    return os.path.join(folder, f".{name}.safe-uninstall-tmp")
+
+
+def restore_leftovers(stash: PackageStash, env_root: Path) -> list[Path]:
+    """What a restore of ``stash`` killed half way may have left in the environment: the temp
+    file of each of its files, and write_atomically's temp beside each .pth file it puts a
+    line back into. Only names the restore gives, and no folder."""
+    found = []
+    for stashed in stash.files:
+        tmp = Path(restore_temp(os.path.join(env_root, stashed.path)))
+        with contextlib.suppress(OSError):
+            if not stat.S_ISDIR(tmp.lstat().st_mode):
+                found.append(tmp)
+    for pth in stash.lines:
+        found += leftover_temps(env_root / pth.path)
+    return found
+
+
 def _restore_link(dest: Path, target: str, saved: Path) -> None:
     """A symbolic link put back as it was; whatever is in its place is kept under ``saved``."""
     if dest.is_symlink() and os.readlink(dest) == target:
@@ -726,7 +757,7 @@ def _restore_link(dest: Path, target: str, saved: Path) -> None:
         if dest.is_dir() and not dest.is_symlink():
             raise OSError(errno.EEXIST, f"{dest} is a folder where a link was", str(dest))
         _link_or_copy(dest, saved)
-    tmp = dest.with_name(f".{dest.name}.safe-uninstall-tmp")
+    tmp = Path(restore_temp(os.fspath(dest)))
     if tmp.exists() or tmp.is_symlink():
         tmp.unlink()
     os.symlink(target, tmp)
@@ -737,7 +768,6 @@ def _put_line_back(pth: PthLine, kept: Path, dest: Path, displaced: Path, real_r
     """Put ``pth.line`` back into the .pth file at ``dest``, in its place (legacy.put_line_back),
     from the stashed copy whose bytes are checked against ``pth.sha256`` as they are read. The
     file as it was, if it differs, is kept at ``displaced``. Raises OSError."""
-    import hashlib
 
     original = read_bytes(kept, MAX_PTH_BYTES)
     if hashlib.sha256(original).hexdigest() != pth.sha256:
@@ -770,13 +800,6 @@ def _metadata_last(stashed: StashedFile) -> tuple[bool, bool]:
         return True, True
     in_metadata = any(part.endswith((".dist-info", ".egg-info")) for part in parts[:-1])
     return in_metadata, in_metadata and parts[-1] in ("METADATA", "PKG-INFO")
-
-
-def _file_id(path: Path) -> FileId | None:
-    try:
-        return file_id(path.lstat())
-    except OSError:
-        return None
 
 
 def _is_checked(linked: Path, identity: FileId, sha256: str) -> bool:

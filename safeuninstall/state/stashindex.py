@@ -28,10 +28,10 @@ import msgspec
 from msgspec import Struct
 
 from safeuninstall.base.atomicfile import write_atomically
-from safeuninstall.base.bounded import read_bytes
+from safeuninstall.base.cachefile import read_cache
+from safeuninstall.state.layout import STASH  # the folder of a snapshot that the index covers
 
 INDEX_FILE = "stash-index.json"
-STASH = "stash"  # the folder of a snapshot that the index covers
 _MAX_INDEX_BYTES = 64 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
 _NOT_NAMES = frozenset(("", ".", ".."))
@@ -73,7 +73,7 @@ def read_index(root: Path) -> dict[str, tuple[Folder, ...]]:
     """The index of the state folder ``root``: {snapshot id: its stash's folders}; empty when
     there is none or it can't be read."""
     try:
-        data = read_bytes(root / INDEX_FILE, _MAX_INDEX_BYTES)
+        data = read_cache(root / INDEX_FILE, _MAX_INDEX_BYTES)
         return dict(msgspec.json.decode(data, type=_Index).snapshots)
     except (OSError, ValueError, msgspec.DecodeError, RecursionError):
         return {}

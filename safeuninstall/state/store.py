@@ -11,8 +11,7 @@ sees, prunes and returns to its own snapshots only.
 Layout::
 
     <state>/lock                      the state folder's lock (locks.py)
-    <state>/snapshots/0007/snapshot.toml
-    <state>/snapshots/0007/stash/<name>-<version>/<path relative to the environment root>
+    <state>/snapshots/0007/           a snapshot's folder (layout.py: what is in it)
 
 The environment's own files (``own_files``), which ``--state-dir`` never moves::
 
@@ -27,8 +26,10 @@ files as ``$XDG_STATE_HOME/safe-uninstall/environments/<hash of the real prefix>
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,28 +40,17 @@ from msgspec import Struct
 from safeuninstall.base import bounded, trust
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SnapshotInvalid, SnapshotNotFound, StateDirError
+from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.state import locks, stashindex
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder
 from safeuninstall.state.snapshot import Snapshot
-
-# The snapshot format and the prune plan are imported where they are used: the baseline's head
-# start needs this module (state_dir) before the rest of the tool, and starts its probe 2.2 ms
-# sooner without them. The stash index is imported with this module, small as it is: the
-# retention policy walks the stashes after a removal, when that removal may have taken the
-# tool's own files away (nothing not yet imported can be imported then).
 
 STATE_DIR_NAME = ".safe-uninstall"
 # A venv's own lock and journal, in the venv itself (own_files)
 VENV_LOCK = f"{STATE_DIR_NAME}.lock"
 VENV_JOURNAL = f"{STATE_DIR_NAME}.journal.toml"
-SNAPSHOT_FILE = "snapshot.toml"  # the snapshot itself (snapshot.py: its format)
-OUTCOME_FILE = "outcome"
-HEAD_FILE = "head.json"
-# snapshot.toml as JSON, for the commands that read every snapshot (doctor, rollback, audit)
-TWIN_FILE = "snapshot.json"
-PRUNED_MARK = "stash-pruned"  # in a snapshot folder: its stash was dropped, and why
-REMOVED_FILE = "removed"  # what stayed removed, when less than planned (store.set_removed)
 _MAX_HEAD_BYTES = 1024 * 1024
 _ID = re.compile(r"\d{1,9}")
 
@@ -88,8 +78,6 @@ def _user_state(environ: Mapping[str, str]) -> Path:
 
 
 def _digest(text: str) -> str:
-    import hashlib  # only for an interpreter outside a venv: 3.9-4.4 ms of import
-
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -188,27 +176,22 @@ class Store(Struct, frozen=True):
 
     @property
     def snapshots_dir(self) -> Path:
-        return self.root / "snapshots"
+        return self.root / SNAPSHOTS
 
-    def folder(self, snapshot_id: str) -> Path:
-        return self.snapshots_dir / snapshot_id
+    def folder(self, snapshot_id: str) -> SnapshotFolder:
+        return SnapshotFolder(self.root / SNAPSHOTS / snapshot_id)
 
     def stash_pruned(self, snapshot_id: str) -> str | None:
         """Why the snapshot's stash was dropped (the mark's text), or None when it was not (or
         the mark is no regular file: a FIFO there must not stop the command)."""
         try:
-            with bounded.open_regular(self.folder(snapshot_id) / PRUNED_MARK) as mark:
+            with bounded.open_regular(self.folder(snapshot_id).pruned_mark) as mark:
                 return mark.read(500).decode("utf-8", "replace").strip() or "pruned"
         except OSError:
             return None
 
     def snapshot_path(self, snapshot_id: str) -> Path:
-        return self.folder(snapshot_id) / SNAPSHOT_FILE
-
-    def _file(self, snapshot_id: str, name: str) -> str:
-        """A file of the snapshot's folder, as a string: listing reads four of each snapshot,
-        and a string costs a tenth of the pathlib joins (``folder() / name``: three)."""
-        return f"{self.root}/snapshots/{snapshot_id}/{name}"
+        return self.folder(snapshot_id).snapshot_file
 
     def check(self) -> None:
         """Refuse a state folder (or snapshots folder) that another user can change."""
@@ -239,7 +222,7 @@ class Store(Struct, frozen=True):
         prefix = snap.prefix if isinstance(snap, SnapshotHead) else snap.target.prefix
         return self.prefix is None or os.path.realpath(prefix) == self.prefix
 
-    def new_folder(self) -> tuple[str, Path]:
+    def new_folder(self) -> SnapshotFolder:
         """Create the folder of the next snapshot, readable by the owner only."""
         self._create_root()
         try:
@@ -253,11 +236,11 @@ class Store(Struct, frozen=True):
             snapshot_id = f"{number:04d}"
             folder = self.folder(snapshot_id)
             try:
-                folder.mkdir(mode=0o700)
+                folder.path.mkdir(mode=0o700)
             except FileExistsError:
                 number += 1
                 continue
-            return snapshot_id, folder
+            return folder
 
     def resolve(self, text: str | None) -> Snapshot:
         """A user's snapshot reference (``7``, ``0007``, ``latest`` or None), loaded.
@@ -281,15 +264,16 @@ class Store(Struct, frozen=True):
             for existing in ids:
                 if int(existing) == wanted:
                     return self.load(existing)
-        raise SnapshotNotFound(
-            f"no snapshot {text!r} in {self.snapshots_dir} (have: {', '.join(ids[-5:]) or 'none'})"
-        )
+        have = ", ".join(ids[-5:]) or "none"
+        if len(ids) > 5:
+            have = f"the newest 5 of {len(ids)}: {have}; `snapshots` lists them all"
+        raise SnapshotNotFound(f"no snapshot {text!r} in {self.snapshots_dir} (have: {have})")
 
     def load(self, snapshot_id: str, *, keep_twin: bool = False) -> Snapshot:
         """The snapshot; ``keep_twin``: write its JSON twin when it had none that holds."""
         loaded = self._load_file(snapshot_id, keep_twin=keep_twin)
-        outcome = self._read_outcome(snapshot_id)
-        loaded = loaded.with_outcome(outcome) if outcome else loaded
+        note = self._read_outcome(snapshot_id)
+        loaded = loaded.with_outcome(note) if note is not None else loaded
         removed = self._read_removed(snapshot_id, loaded.removed)
         return loaded if removed is None else loaded.with_removed(removed)
 
@@ -332,17 +316,19 @@ class Store(Struct, frozen=True):
                 return
             twin = _Twin(key=key, snapshot=snap.to_dict())
             write_atomically(
-                self.folder(snap.id) / TWIN_FILE, msgspec.json.encode(twin), durable=False
+                self.folder(snap.id).twin_file, msgspec.json.encode(twin), durable=False
             )
 
     def _load_twin(self, snapshot_id: str) -> Snapshot | None:
         """The snapshot from its snapshot.json, when that is the twin of snapshot.toml as it is
         now (the same stat) and holds a valid snapshot; else None: the TOML is read. It is
         untrusted like the TOML: validated the same way (snapshot.from_data)."""
-        path = self.folder(snapshot_id) / TWIN_FILE
+        path = self.folder(snapshot_id).twin_file
         try:
             key = _file_key(self.snapshot_path(snapshot_id))
-            twin = msgspec.json.decode(bounded.read_bytes(path, _MAX_TWIN_BYTES), type=_Twin)
+            twin = msgspec.json.decode(
+                bounded.read_bytes(path, _MAX_TWIN_BYTES, follow_links=False), type=_Twin
+            )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
             return None
         if twin.key != key:
@@ -358,7 +344,7 @@ class Store(Struct, frozen=True):
         try:
             head = SnapshotHead.of(snap, _file_key(self.snapshot_path(snap.id)))
             write_atomically(
-                self.folder(snap.id) / HEAD_FILE, msgspec.json.encode(head), durable=False
+                self.folder(snap.id).head_file, msgspec.json.encode(head), durable=False
             )
         except OSError:
             return None
@@ -369,10 +355,11 @@ class Store(Struct, frozen=True):
         its snapshot.toml as it is, else from the TOML (and head.json written for the next
         time). Raises SnapshotInvalid as ``load`` does."""
         key = (0, 0, 0, 0, 0)
+        folder = self.folder(snapshot_id)
         try:
-            key = _file_key(self._file(snapshot_id, SNAPSHOT_FILE))
+            key = _file_key(folder.snapshot_file)
             stored = msgspec.json.decode(
-                bounded.read_bytes(self._file(snapshot_id, HEAD_FILE), _MAX_HEAD_BYTES),
+                bounded.read_bytes(folder.head_file, _MAX_HEAD_BYTES, follow_links=False),
                 type=SnapshotHead,
             )
         except (OSError, ValueError, msgspec.DecodeError, RecursionError):
@@ -380,31 +367,29 @@ class Store(Struct, frozen=True):
         if stored is None or stored.key != key or stored.id != snapshot_id:
             snap = self._load_file(snapshot_id)
             stored = self._save_head(snap) or SnapshotHead.of(snap, key)
-        outcome = self._read_outcome(snapshot_id)
-        stored = msgspec.structs.replace(stored, outcome=outcome) if outcome else stored
+        note = self._read_outcome(snapshot_id)
+        stored = msgspec.structs.replace(stored, outcome=note.id) if note is not None else stored
         removed = self._read_removed(snapshot_id, stored.removed)
         return stored if removed is None else msgspec.structs.replace(stored, removed=removed)
 
-    def set_outcome(self, snapshot_id: str, outcome: str) -> None:
+    def set_outcome(self, snapshot_id: str, note: Note) -> None:
         """What the operation ended as, kept beside snapshot.toml (a note: no fsync, and the
         snapshot file itself is never rewritten, so a crash here can't damage it)."""
         with contextlib.suppress(OSError):  # a full disk must not turn a result into an error
-            write_atomically(
-                self.folder(snapshot_id) / OUTCOME_FILE, outcome.encode(), durable=False
-            )
+            write_atomically(self.folder(snapshot_id).outcome_file, note.id.encode(), durable=False)
 
     def set_removed(self, snapshot_id: str, names: Sequence[str]) -> None:
         """What stayed removed, when it is less than the snapshot's ``removed`` (what the
         operation set out to remove: --keep-needed keeps some). A note, as the outcome is."""
         with contextlib.suppress(OSError):
             text = "".join(f"{name}\n" for name in names)
-            write_atomically(self.folder(snapshot_id) / REMOVED_FILE, text.encode(), durable=False)
+            write_atomically(self.folder(snapshot_id).removed_file, text.encode(), durable=False)
 
     def _read_removed(self, snapshot_id: str, planned: Sequence[str]) -> tuple[str, ...] | None:
         """The note of set_removed, trusted only as a part of ``planned`` (read bounded, a
         regular file only: it is on disk, so untrusted)."""
         try:
-            data = bounded.read_bytes(self._file(snapshot_id, REMOVED_FILE), _MAX_HEAD_BYTES)
+            data = bounded.read_bytes(self.folder(snapshot_id).removed_file, _MAX_HEAD_BYTES)
             names = data.decode("utf-8").split()
         except (OSError, ValueError):
             return None
@@ -412,13 +397,18 @@ class Store(Struct, frozen=True):
             return None
         return tuple(name for name in planned if name in names)
 
-    def _read_outcome(self, snapshot_id: str) -> str | None:
+    def _read_outcome(self, snapshot_id: str) -> Note | None:
+        """The outcome note (set_outcome), None while there is none; SnapshotInvalid when it
+        says what this tool never writes: whether its change was undone cannot be told."""
+        path = self.folder(snapshot_id).outcome_file
         try:
-            data = bounded.read_bytes(self._file(snapshot_id, OUTCOME_FILE), _MAX_HEAD_BYTES)
-            text = data.decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            data = bounded.read_bytes(path, _MAX_HEAD_BYTES)
+        except OSError:
             return None
-        return text if re.fullmatch(r"[a-z0-9-]{1,64}", text) else None
+        try:
+            return parse_note(data.decode("utf-8", "replace").strip())
+        except ValueError as err:
+            raise SnapshotInvalid(f"{path}: {err}") from None
 
     def iter_loadable(
         self, *, keep_twins: bool = False
@@ -440,7 +430,7 @@ class Store(Struct, frozen=True):
     def iter_heads(self) -> Iterator[tuple[str, SnapshotHead | SnapshotInvalid]]:
         """``iter_loadable``, with each snapshot's head instead of the whole of it."""
         for snapshot_id in reversed(self.ids()):
-            if not os.path.lexists(self._file(snapshot_id, SNAPSHOT_FILE)):
+            if not os.path.lexists(self.snapshot_path(snapshot_id)):
                 continue
             try:
                 head = self.head(snapshot_id)
@@ -471,7 +461,7 @@ class Store(Struct, frozen=True):
         for snapshot_id in ids:
             held = files.setdefault(snapshot_id, {})
             links_here: dict[stashindex.Inode, int] = {}
-            folder = f"{self.root}/snapshots/{snapshot_id}"
+            folder = str(self.folder(snapshot_id).path)
             listed = (
                 stashindex.walk(folder) if lister is None else lister.entries(snapshot_id, folder)
             )
@@ -506,12 +496,11 @@ class Store(Struct, frozen=True):
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while
         stashing). Only under the lock: then no live process is still filling one."""
-        import shutil  # here: listing snapshots needs neither it nor what it imports (bz2, lzma)
 
         removed = []
         for snapshot_id in self.ids():
             if not self.snapshot_path(snapshot_id).exists():
-                shutil.rmtree(self.folder(snapshot_id), ignore_errors=True)
+                shutil.rmtree(self.folder(snapshot_id).path, ignore_errors=True)
                 removed.append(snapshot_id)
         return removed
 

@@ -9,6 +9,7 @@ linked back of a distribution that the state a recover returns to does not have.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 from msgspec import Struct, field
 
 from safeuninstall.base.bounded import read_bytes
-from safeuninstall.base.errors import BackendError
+from safeuninstall.base.errors import BackendError, SnapshotInvalid
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     Source,
@@ -38,14 +39,16 @@ from safeuninstall.judgement.plan import (
     plan_restore,
 )
 from safeuninstall.session.context import Context
+from safeuninstall.state.layout import stash_folder_name
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import (
     FileId,
     check_stash,
     file_id,
     read_verified,
+    relative_to_root,
     restore_files,
-    stash_folder_name,
+    restore_leftovers,
 )
 from safeuninstall.state.store import Store
 
@@ -66,6 +69,8 @@ class RestoreReport(Struct):
     links: dict[str, str] = field(default_factory=dict)
     # lines put back into a .pth file: (pin, path relative to the environment, line)
     lines: list[tuple[str, str, str]] = field(default_factory=list)
+    # RECORD files of those restored from a stash that were already gone when it was taken
+    absent: set[str] = field(default_factory=set)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -87,6 +92,9 @@ class RestoreJob(Struct, frozen=True):
     # a removal). Like the preferred one, its stash holds bytes as they were installed there.
     current_snapshot: str | None = None
     offline: bool = False  # a reinstall uses no network
+    # Distributions whose files were replaced or written since the preferred snapshot: the
+    # current one's stash holds them as they are now, not as they were installed there.
+    rewritten: Collection[str] = ()
 
 
 def restore(
@@ -140,7 +148,10 @@ class _Restore:
         # Bytes modified locally are the installed ones only at the snapshot that stashed them:
         # the one being restored, or the one of the state being left (a distribution the
         # change keeps, stashed because it shares files with what is removed).
-        own = candidate.snapshot_id in (self.job.preferred_snapshot, self.job.current_snapshot)
+        own = candidate.snapshot_id == self.job.preferred_snapshot or (
+            candidate.snapshot_id == self.job.current_snapshot
+            and entry.name not in self.job.rewritten
+        )
         checked = check_stash(
             stash,
             folder,
@@ -158,7 +169,7 @@ class _Restore:
         try:
             restore_files(
                 stash,
-                snapshot_dir=folder,
+                snapshot=folder,
                 env_root=Path(self.ctx.interpreter.prefix),
                 displaced_dir=self.job.displaced_dir,
                 checked=checked,
@@ -172,6 +183,7 @@ class _Restore:
         report.accepted[entry.name] = checked.accepted
         report.links.update({f.path: f.link for f in stash.files if f.link is not None})
         report.lines.extend((entry.pin, pth.path, pth.line) for pth in stash.lines)
+        report.absent.update(stash.absent)
         report.from_stash.append(entry.pin)
         if checked.modified:
             report.notes.append(
@@ -196,6 +208,7 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
     owned = ownership(installed).owners
     env_root = os.path.normpath(interpreter.prefix)
     real_root = os.path.realpath(env_root)
+    roots = scheme_folders(interpreter)
     removed: list[str] = []
     for snapshot_id in store.ids():
         if store.of_another_environment(snapshot_id):
@@ -203,7 +216,7 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
         try:
             stashes = [
                 entry.path
-                for entry in os.scandir(store.folder(snapshot_id) / "stash")
+                for entry in os.scandir(store.folder(snapshot_id).stash_dir)
                 if entry.name not in complete and entry.is_dir(follow_symlinks=False)
             ]
         except OSError:
@@ -220,9 +233,40 @@ def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:
                         os.unlink(placed)
                     except OSError:  # left behind rather than stopping the recover half way
                         continue
-                    _remove_empty_parents(placed, env_root)
+                    _remove_empty_parents(placed, env_root, roots)
                     removed.append(rel.replace(os.sep, "/"))
     return removed
+
+
+def remove_restore_leftovers(
+    store: Store, snapshot: Snapshot, interpreter: Interpreter
+) -> list[str]:
+    """Delete the temp files a restore killed half way left in the environment (named as only
+    a restore names them, stash.restore_leftovers), and the folders it made for them once
+    empty; return their paths relative to the environment.
+
+    The restore an operation on ``snapshot`` runs brings back the distributions of
+    ``snapshot`` (the undo of a removal or a run, a recover) or of the one it returns to (a
+    rollback): their stashes name every file it can have been writing."""
+    snapshots = [snapshot]
+    if snapshot.returns_to:
+        with contextlib.suppress(SnapshotInvalid):  # a restore could not have used it either
+            snapshots.append(store.load(snapshot.returns_to))
+    env_root = os.path.normpath(interpreter.prefix)
+    roots = scheme_folders(interpreter)
+    removed = []
+    for snap in snapshots:
+        for entry in snap.packages:
+            if entry.stash is None:
+                continue
+            for tmp in restore_leftovers(entry.stash, Path(env_root)):
+                try:
+                    os.unlink(tmp)
+                except OSError:  # left behind rather than stopping the recover
+                    continue
+                _remove_empty_parents(str(tmp), env_root, roots)
+                removed.append(relative_to_root(tmp, env_root) or str(tmp))
+    return sorted(set(removed))
 
 
 def _linked_back(kept: str, placed: str, real_root: str) -> bool:
@@ -235,10 +279,32 @@ def _linked_back(kept: str, placed: str, real_root: str) -> bool:
     return same and (real_parent == real_root or real_parent.startswith(real_root + os.sep))
 
 
-def _remove_empty_parents(path: str, root: str) -> None:
-    """The folders a restore made for its files, once they are empty again."""
+def scheme_folders(interpreter: Interpreter) -> frozenset[str]:
+    """The install scheme's roots (site folders, scripts, headers, data: the environment's own
+    root) and every folder above them up to the environment's root: what no clean-up may
+    remove, empty or not (normalised paths)."""
+    root = os.path.normpath(interpreter.prefix)
+    major_minor = ".".join(interpreter.version.split(".")[:2])
+    roots = [
+        interpreter.purelib,
+        interpreter.platlib,
+        interpreter.scripts,
+        os.path.join(root, "include", "site", f"python{major_minor}"),
+    ]
+    kept = {root}
+    for scheme_root in roots:
+        folder = os.path.normpath(scheme_root)
+        while folder.startswith(root + os.sep) and folder not in kept:
+            kept.add(folder)
+            folder = os.path.dirname(folder)
+    return frozenset(kept)
+
+
+def _remove_empty_parents(path: str, root: str, kept: Collection[str]) -> None:
+    """The folders a restore made for its files, once they are empty again; never one of
+    ``kept`` (scheme_folders), nor any above it."""
     folder = os.path.dirname(path)
-    while folder != root and folder.startswith(root + os.sep):
+    while folder not in kept and folder.startswith(root + os.sep):
         try:
             os.rmdir(folder)
         except OSError:  # not empty: a folder that holds anything else stays
@@ -325,8 +391,10 @@ def verify(
 
     - The installed set equals the snapshot's, name, version and source.
     - Every file restored from a stash is back with the bytes it had (the stash's: its RECORD
-      hash, or the bytes as installed where they differed). Files the RECORD lists that were
-      already gone before the removal are not asked for.
+      hash, or the bytes as installed where they differed).
+    - Every distribution restored from a stash is whole: each file its RECORD lists is there
+      (but those already gone when the stash was taken), and one the stash did not hold is
+      hashed against the RECORD.
     - Every reinstalled distribution matches its RECORD.
     - ``intact``: distributions that share paths with what was removed still have every file.
     - A legacy install is back in its layout, and a line put back into easy-install.pth is
@@ -366,6 +434,13 @@ def verify(
                     mismatches.append(f"{pin}: {rel}")
             elif not _holds(env_root / rel, sha256, report.verified_files):
                 mismatches.append(f"{pin}: {rel}")
+    for name in report.accepted:
+        dist = installed.get(name)
+        if dist is None or dist.legacy:  # missing: said above; legacy: its lines and files
+            continue
+        bad, count = _check_restored(dist, env_root, report)
+        checked += count
+        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
     for pin, rel, line in report.lines:
         checked += 1
         if not _has_line(env_root / rel, line):
@@ -429,6 +504,43 @@ def _has_line(path: Path, line: str) -> bool:
         return has_line(read_bytes(path, MAX_PTH_BYTES), line)
     except OSError:  # gone, unreadable, not a regular file
         return False
+
+
+def _check_restored(
+    dist: InstalledDistribution, env_root: Path, report: RestoreReport
+) -> tuple[list[str], int]:
+    """``dist``, restored from a stash, against its RECORD: every file there but those gone
+    already when the stash was taken; one the stash did not give back (``report.accepted``
+    has those, checked by ``verify``) hashed against the RECORD. Paths out of the environment
+    are uv's to skip, and a stash's too."""
+    try:
+        entries = dist.record()
+    except OSError:
+        return ["RECORD unreadable"], 0
+    given = report.accepted[dist.key]
+    bad = []
+    checked = 0
+    for entry in entries:
+        path = dist.site_dir / entry.path
+        rel = relative_to_root(path, env_root)
+        if rel is None or rel in given or rel in report.links:
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:
+            if rel not in report.absent and not entry.path.endswith(".pyc"):
+                bad.append(f"{entry.path} (missing)")
+            continue
+        if entry.sha256 is None or not stat.S_ISREG(info.st_mode):
+            continue  # RECORD itself; a folder the RECORD lists, kept file by file
+        checked += 1
+        try:
+            matches = sha256_file(path, info) == entry.sha256
+        except OSError:
+            matches = False
+        if not matches:
+            bad.append(entry.path)
+    return bad, checked
 
 
 def _check_record(dist: InstalledDistribution, *, check_hashes: bool) -> tuple[list[str], int]:

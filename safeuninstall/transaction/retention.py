@@ -24,19 +24,19 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import TYPE_CHECKING
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from msgspec import Struct
 
 from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.sizes import size_text
-from safeuninstall.state.store import PRUNED_MARK, Store
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
-
-    from safeuninstall.environment.interpreter import Interpreter
-    from safeuninstall.state.stashindex import Holdings
+from safeuninstall.judgement.plan import build_stash_index, plan_prune
+from safeuninstall.state.layout import stash_folder_name
+from safeuninstall.state.stashindex import Holdings
+from safeuninstall.state.store import Store
 
 DEFAULT_KEEP = 10
 DEFAULT_MAX_SIZE = 2 * 1024**3
@@ -86,6 +86,9 @@ class Kept(Struct, frozen=True):
     # Bytes the stashes but the latest's hold beyond max-size, because protected ones stay.
     over_max_size: int = 0
     max_size: int | None = None
+    # How a command for this environment and state folder begins (Context.suggest()): what
+    # the report's `prune` suggestions start with.
+    command: str = "safe-uninstall"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -107,7 +110,6 @@ def alone(holdings: Holdings, snapshot_id: str) -> int:
 
 def installed_pins(interpreter: Interpreter) -> dict[str, str]:
     """{canonical name: version} of every distribution installed in the target now."""
-    from safeuninstall.environment.installed import installed_distributions
 
     return {key: dist.version for key, dist in installed_distributions(interpreter).items()}
 
@@ -121,14 +123,12 @@ def only_copies(
     keep, the newest that keeps it (the one a rollback tries first). A
     stash whose folders are all of installed distributions is not read (one listing each):
     parsing a 3000-package snapshot costs 0.1 s."""
-    from safeuninstall.judgement.plan import build_stash_index
-    from safeuninstall.state.stash import stash_folder_name
 
     here = {stash_folder_name(name, version) for name, version in installed.items()}
     newest_first = []
     for snapshot_id in reversed(ids):
         try:
-            folders = os.listdir(store.folder(snapshot_id) / "stash")
+            folders = os.listdir(store.folder(snapshot_id).stash_dir)
         except OSError:
             continue
         if here.issuperset(folders) or store.stash_pruned(snapshot_id) is not None:
@@ -152,16 +152,12 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     after every removal of an environment with one snapshot). Under
     the environment's lock, with no operation unfinished (the caller checks the journal: the
     snapshot an unfinished one names must not lose its stash)."""
-    # Not at the top: listing snapshots imports this module, and the plans' module imports
-    # the distribution model. A removal has it loaded (Context.load_what_a_restore_needs).
-    from safeuninstall.judgement.plan import plan_prune
-
     ids = [i for i, snap in store.iter_heads() if not isinstance(snap, SnapshotInvalid)]
     if not ids:
         return None
     ids.reverse()  # oldest first
     latest = ids[-1]
-    ids = [i for i in ids if (store.folder(i) / "stash").is_dir()]
+    ids = [i for i in ids if store.folder(i).stash_dir.is_dir()]
     protected = {latest, *ids[-1:]}
     # The protected stay anyway: none of them is named as kept for its only copies.
     copies = (
@@ -211,13 +207,12 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
 
 def _drop_stash(store: Store, snapshot_id: str, policy: Policy) -> None:
     """The mark first: a stash half deleted is never taken for a whole one."""
-    import shutil  # here: listing snapshots imports this module, and drops no stash
 
     folder = store.folder(snapshot_id)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    mark = folder / PRUNED_MARK
+    mark = folder.pruned_mark
     with open(mark.with_suffix(".part"), "w", encoding="utf-8") as out:
         out.write(f"pruned by the retention policy ({policy.describe()}) on {when}\n")
     os.replace(mark.with_suffix(".part"), mark)
-    shutil.rmtree(folder / "stash", ignore_errors=True)
-    (folder / "stash-verified.json").unlink(missing_ok=True)
+    shutil.rmtree(folder.stash_dir, ignore_errors=True)
+    folder.verified_file.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from msgspec import Struct
 from safeuninstall import __version__
 from safeuninstall.base import interrupts
 from safeuninstall.base.errors import BackendError, NotRestorable, SnapshotInvalid
+from safeuninstall.base.outcome import Outcome, Returned
 from safeuninstall.environment.deletion import Removed, plan_deletion
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -40,8 +41,10 @@ from safeuninstall.environment.installed import (
     installed_distributions,
 )
 from safeuninstall.environment.records import RecordEntry
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.libraries import ownership
 from safeuninstall.judgement.plan import (
+    RollbackPlan,
     StashCandidate,
     StashKey,
     build_stash_index,
@@ -51,16 +54,18 @@ from safeuninstall.judgement.plan import (
 from safeuninstall.session.analysis import sharing_files, snapshot_view
 from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry
+from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target
 from safeuninstall.state.stash import (
+    Identity,
     StashHasher,
     StashPlace,
     check_stash,
+    identity,
     read_verified,
     relative_to_root,
     stash_aside,
     stash_distribution,
-    stash_folder_name,
 )
 from safeuninstall.transaction.restore import (
     RestoreJob,
@@ -103,7 +108,7 @@ class Restored(Struct, frozen=True):
 def take_snapshot(
     ctx: Context,
     installed: Mapping[str, InstalledDistribution],
-    folder: tuple[str, Path],
+    folder: SnapshotFolder,
     spec: SnapshotSpec,
 ) -> Snapshot:
     """Write a snapshot of ``installed`` into ``folder``, stashing ``spec.stash`` first.
@@ -111,10 +116,10 @@ def take_snapshot(
     On any failure (disk full, Ctrl-C) the half-made folder is deleted and the error raised:
     nothing has been removed yet, so nothing is lost.
     """
-    snapshot_id, path = folder
+    snapshot_id = folder.id
     env_root = Path(ctx.interpreter.prefix)
     on_bytes = _stash_progress(ctx, installed, spec.stash)
-    place = StashPlace(env_root, path, spec.shared)
+    place = StashPlace(env_root, folder, spec.shared)
     try:
         # A legacy install's removal is uv's own (legacy.py), without the sweep of a RECORD's.
         records = {n: _record(installed[n]) for n in spec.removed if not installed[n].legacy}
@@ -132,7 +137,7 @@ def take_snapshot(
                 ctx.emit(
                     "snapshot",
                     f"kept aside: {dist_info.name}, a second dist-info folder of {name} "
-                    f"(in {path / aside})",
+                    f"(in {folder.holding(aside)})",
                 )
         stashes = {
             name: stash_distribution(
@@ -167,9 +172,10 @@ def take_snapshot(
         )
         ctx.store.save(snap)
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(folder.path, ignore_errors=True)
         raise
-    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({len(stashes)} distributions stashed)")
+    stashed = count_text(len(stashes), "distribution")
+    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({stashed} stashed)")
     return snap
 
 
@@ -231,7 +237,7 @@ class Transaction:
         self._operation = operation
         self._entry = recovering
         self._prefix = "recover:" if recovering is not None else ""
-        self._folder: tuple[str, Path] | None = None
+        self._folder: SnapshotFolder | None = None
         self._hasher: StashHasher | None = None
         self._changed = False  # the installer has run: giving up is no longer possible
         self._finished = False
@@ -279,15 +285,16 @@ class Transaction:
         ctx = self._ctx
         self._folder = ctx.store.new_folder()
         if self._entry is None:
-            self._entry = self._journal.begin(self._operation, self._folder[0], "stash")
+            self._entry = self._journal.begin(self._operation, self._folder.id, "stash")
         else:
             self._step("stash")
         self.snapshot = take_snapshot(ctx, installed, self._folder, spec)
         self._beside = frozenset(p.name for d in installed.values() for p in d.doubled)
         stashes = [e.stash for e in self.snapshot.packages if e.stash]
         # A restore then need not hash the stash, and a file changed locally before the
-        # removal is vouched for (its RECORD hash no longer is).
-        self._hasher = StashHasher(self._folder[1], stashes).start()
+        # removal is vouched for (its RECORD hash no longer is). Begun once the installer is
+        # done (``uninstall``), or when it is first waited for.
+        self._hasher = StashHasher(self._folder, stashes)
         return self.snapshot
 
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
@@ -311,6 +318,9 @@ class Transaction:
                 self._ctx.backend.uninstall(names)
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
+        finally:
+            if self._hasher is not None:
+                self._hasher.start()
         return None
 
     def changing(self, step: str) -> None:
@@ -350,6 +360,7 @@ class Transaction:
         *,
         offline: bool,
         beside: Collection[str] = (),
+        rewritten: Collection[str] = (),
     ) -> Restored:
         """Bring ``entries`` back in one batch and prove the environment equals ``wanted``, and
         that ``intact`` (distributions that share files with what was removed) are whole.
@@ -358,7 +369,8 @@ class Transaction:
         ``wanted``'s state had that are not to be taken as a difference (a recover's, kept
         aside by that snapshot); returning to this transaction's own snapshot, those there as
         it was taken: a change that left one alone (a removal of another name, a command that
-        installed another) did not make it, and its undo keeps it."""
+        installed another) did not make it, and its undo keeps it. ``rewritten``: those of
+        ``entries`` whose files were replaced or written since ``wanted`` (RestoreJob)."""
         ctx = self._ctx
         assert self.snapshot is not None
         pins = ", ".join(e.pin for e in entries)
@@ -373,10 +385,11 @@ class Transaction:
         job = RestoreJob(
             entries=entries,
             index=stash_index(ctx, entries, first),
-            displaced_dir=ctx.store.folder(self.snapshot.id) / "displaced",
+            displaced_dir=ctx.store.folder(self.snapshot.id).displaced_dir,
             preferred_snapshot=wanted.id,
             current_snapshot=self.snapshot.id,
             offline=offline,
+            rewritten=rewritten,
         )
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
@@ -391,7 +404,10 @@ class Transaction:
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
-        ctx.emit("restored", f"restored: {verification.files_checked} files checked, {done}")
+        ctx.emit(
+            "restored",
+            f"restored: {count_text(verification.files_checked, 'file')} checked, {done}",
+        )
         return Restored(report, verification, left=left)
 
     def return_to(
@@ -426,7 +442,7 @@ class Transaction:
             if cannot:
                 raise NotRestorable("; ".join(cannot))
         failed = self.uninstall(remove) if remove else None
-        return self.restore(wanted, entries, shared, offline=offline), failed
+        return self.restore(wanted, entries, shared, offline=offline, rewritten=again), failed
 
     def cannot_come_back(
         self, wanted: Snapshot, entries: Sequence[PackageEntry], *, offline: bool
@@ -439,9 +455,9 @@ class Transaction:
             self._hasher.wait()  # its record is what the stash is checked against
         return cannot_come_back(self._ctx, wanted, entries, offline=offline, leaving=self.snapshot)
 
-    def finish(self, outcome: str, *, keep_journal: bool = False) -> None:
-        """Write ``outcome`` as the snapshot's; remove the journal unless ``recover`` must
-        still finish the job."""
+    def finish(self, outcome: Outcome | Returned, *, keep_journal: bool = False) -> None:
+        """Write ``outcome`` as the snapshot's (a rollback that returned to a snapshot: which
+        one); remove the journal unless ``recover`` must still finish the job."""
         assert self.snapshot is not None
         with contextlib.suppress(OSError):
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
@@ -453,9 +469,9 @@ class Transaction:
         """Nothing was removed: undo the snapshot too, so no "pending" one is left behind.
         What could not be deleted is kept in ``left_behind`` (see ``unchanged``)."""
         if self._folder is not None:
-            shutil.rmtree(self._folder[1], ignore_errors=True)
-            if os.path.lexists(self._folder[1]):
-                self.left_behind.append(f"the snapshot folder {self._folder[1]}")
+            shutil.rmtree(self._folder.path, ignore_errors=True)
+            if os.path.lexists(self._folder.path):
+                self.left_behind.append(f"the snapshot folder {self._folder.path}")
         if self._prefix == "":
             try:
                 self._journal.finish()
@@ -500,12 +516,12 @@ def stash_index(
     newest first. Only snapshots whose stash folder has that distribution are read (a folder
     check each): parsing every 3000-package snapshot would cost 0.1 s apiece."""
     store = ctx.store
-    wanted = {stash_folder_name(e.name, e.version) for e in entries}
+    wanted = {(e.name, e.version) for e in entries}
     snapshots = list(first)
     loaded = {snap.id for snap in snapshots}
     for snapshot_id in reversed(store.ids()):
-        stash_dir = store.folder(snapshot_id) / "stash"
-        if snapshot_id in loaded or not any((stash_dir / d).is_dir() for d in wanted):
+        folder = store.folder(snapshot_id)
+        if snapshot_id in loaded or not any(folder.package_stash(*d).is_dir() for d in wanted):
             continue
         try:
             snapshots.append(store.load(snapshot_id))
@@ -575,3 +591,57 @@ def cannot_come_back(
             # Once, with the command line it ran: which index, offline or not.
             lines.append(f"the installer's check: {': '.join([err.message, *last])}")
     return lines
+
+
+def rewritten(
+    ctx: Context,
+    snap: Snapshot,
+    now: Mapping[str, InstalledDistribution],
+    change: RollbackPlan,
+) -> tuple[str, ...]:
+    """Distributions installed as the snapshot has them whose files changed all the same:
+    replaced (another inode: a reinstall, a command killed half way) or written in place
+    (another size, mtime or ctime than the stash hasher recorded before the change). An lstat per
+    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
+    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway."""
+    skip = {*change.remove, *(e.name for e in change.restore)}
+    root = Path(ctx.interpreter.prefix)
+    folder = ctx.store.folder(snap.id)
+    hashed = read_verified(folder)
+    found = []
+    for entry in snap.packages:
+        stash = entry.stash
+        if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
+            continue
+        if _changed_files(stash, folder, root, hashed):
+            found.append(entry.name)
+    return tuple(found)
+
+
+def _changed_files(
+    stash: PackageStash,
+    folder: SnapshotFolder,
+    root: Path,
+    hashed: Mapping[str, tuple[Identity, str]],
+) -> bool:
+    for kept in stash.files:
+        if kept.link is not None or kept.swept or "__pycache__" in kept.path:
+            continue  # bytecode is rewritten by any import, by rename
+        try:
+            placed = os.lstat(root / kept.path)
+        except OSError:
+            return True
+        recorded = hashed.get(f"{stash.folder}/{kept.path}")
+        if recorded is not None:
+            if identity(placed) != recorded[0]:
+                return True
+            continue
+        try:
+            stashed = os.lstat(folder.holding(f"{stash.folder}/{kept.path}"))
+        except OSError:
+            return False  # the stash cannot tell
+        if stashed.st_dev != placed.st_dev:
+            return False  # a copy on another filesystem: its inode tells nothing
+        if stashed.st_ino != placed.st_ino:
+            return True
+    return False
