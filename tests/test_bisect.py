@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import shlex
 from pathlib import Path
 
 import pytest
 
 from safeuninstall.judgement.culprits import find, units
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, run_tool
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -138,6 +139,36 @@ def test_one_culprit_among_eight_is_found_in_five_rounds_and_the_end_is_the_star
         in text.stdout
     )
     assert _at_start(venv) == start
+
+
+def test_the_command_printed_brings_back_the_culprit_in_the_same_state_folder(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Pasted as printed, the one command keeps the interpreter and --state-dir: it brings back
+    the culprit's good version and nothing else, and the default state folder is never made."""
+    house = tmp_path / "house"
+    _parts(house, {"part5"})
+    state = str(tmp_path / "state")
+    venv = make_venv()
+    venv.install(*(f"{n}==1.0" for n in NAMES), find_links=house)
+    good = venv.tool("--state-dir", state, "snapshot", "-q")
+    assert good.returncode == 0, good.stderr
+    venv.install(*(f"{n}==2.0" for n in NAMES), find_links=house)
+
+    done = venv.tool(
+        "--state-dir", state, "--json", "bisect", good.stdout.strip(), "--probe", PROBE
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    argv = shlex.split(str(done.json()["next_command"]))
+    assert argv[:3] == ["safe-uninstall", "--python", str(venv.python)]
+    assert argv[argv.index("--state-dir") + 1] == state
+
+    back = run_tool(*argv[1:], env={**venv.env(), "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(house)})
+
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert venv.installed() == {n: "1.0" if n == "part5" else "2.0" for n in NAMES}
+    assert venv.run_python(PROBE).returncode == 0
+    assert not venv.state.root.exists()
 
 
 def test_two_culprits_are_both_found(make_venv: MakeVenv, tmp_path: Path) -> None:
