@@ -30,6 +30,8 @@ COMMANDS = (
     "export",
     "run",
     "audit",
+    "diff",
+    "bisect",
 )
 
 # What ``export --format`` writes (operations/export.py), named here for the command line.
@@ -84,6 +86,13 @@ class RollbackOptions(Struct, frozen=True):
     dry_run: bool = False
     offline: bool = False
     allow_unmet: bool = False  # uninstall although a requirement is left unmet; the probe judges
+
+
+class BisectOptions(Struct, frozen=True):
+    """The snapshot where the probe passes, and whether a good version may come from an index."""
+
+    good: str
+    offline: bool = False
 
 
 class PruneOptions(Struct, frozen=True):

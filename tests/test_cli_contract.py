@@ -38,6 +38,8 @@ COMMANDS: list[tuple[str, ...]] = [
     ("prune", "--keep", "1"),
     ("export",),
     ("run", "--", "true"),
+    ("diff",),
+    ("bisect", "0001"),
 ]
 
 
@@ -116,6 +118,12 @@ OUTCOMES = {
     "run-error-restored-except-aside": 4,
     "run-concurrent-kept": 4,
     "run-not-undone": 4,
+    "bisected": 0,
+    "bisect-interrupted": 3,
+    "bisect-stopped": 3,
+    "bisect-refused": 1,
+    "bisect-concurrent-kept": 4,
+    "bisect-incomplete": 4,
     "passed": 0,
     "failed": 1,
 }

@@ -107,7 +107,11 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
     tool("uninstall", 1, "--json", *probe, "urllib3")  # refused: requests requires it
     tool("uninstall", 3, "uninstall", "--json", "--allow-unmet", *probe, "urllib3")
     tool("uninstall", 0, "--json", "--keep-needed", *probe, "urllib3", "leftpad")
-    tool("rollback", 0, "rollback", "--json")
+    good = outputs[-1][3].json()["snapshot"]  # leftpad still there
+    assert isinstance(good, str)
+    tool("diff", 0, "diff", "--json", good)
+    tool("bisect", 0, "bisect", "--json", good, "--probe", "import leftpad")
+    tool("rollback", 0, "rollback", "--json")  # the bisect's snapshot is now: back to ``good``
     tool("run", 0, "run", "--json", "--", "true")
     tool("snapshot", 0, "snapshot", "--json")
     tool("snapshots", 0, "snapshots", "--json")
@@ -140,6 +144,10 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
     # the paths that fill an operation's optional parts were taken
     removals = [done.json()["outcome"] for name, _, _, done in outputs if name == "uninstall"]
     assert removals == ["dry-run", "refused-unmet", "probe-failed-restored", "removed-kept-needed"]
+    (bisected,) = [done.json() for name, _, _, done in outputs if name == "bisect"]
+    assert bisected["bisect"]["culprits"][0]["names"] == ["leftpad"]  # type: ignore[index]
+    (rolled_back,) = [done.json() for name, _, _, done in outputs if name == "rollback"]
+    assert rolled_back["outcome"] == "rolled-back"
     assert {name for name, *_ in outputs} == set(SCHEMA["$defs"]) & {
         item["$ref"].rpartition("/")[2] for item in SCHEMA["anyOf"]
     }

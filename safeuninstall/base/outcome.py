@@ -30,6 +30,7 @@ class Operation(enum.Enum):
     ROLLBACK = "rollback"
     RECOVER = "recover"
     RUN = "run"
+    BISECT = "bisect"
 
 
 class Cause(enum.Enum):
@@ -58,6 +59,9 @@ class Ending(enum.Enum):
     RESTORED_EXCEPT_ASIDE = enum.auto()
     INCOMPLETE = enum.auto()  # undoing it (or finishing it) stopped short
     NOT_UNDONE = enum.auto()  # it had to be undone and cannot be now: left as it is
+    # bisect: back where it started, verified. Not undone: like a snapshot taken on request,
+    # its snapshot records the state it started from (a rollback may return there)
+    RETURNED = enum.auto()
 
 
 class Outcome(enum.Enum):
@@ -600,6 +604,59 @@ class Outcome(enum.Enum):
         Ending.NOT_UNDONE,
         None,
         Operation.RUN,
+    )
+    # -- bisect: it ends where it started, or says how to get there
+    BISECTED = (
+        "bisected",
+        "found what makes the probe fail; the environment is back where it started, verified",
+        EXIT_OK,
+        Ending.RETURNED,
+        None,
+        Operation.BISECT,
+    )
+    BISECT_INTERRUPTED = (
+        "bisect-interrupted",
+        "interrupted: the environment is back where it started, verified",
+        EXIT_RESTORED,
+        Ending.RETURNED,
+        Cause.INTERRUPTED,
+        Operation.BISECT,
+    )
+    BISECT_STOPPED = (
+        "bisect-stopped",
+        "a state to probe could not be reached: the environment is back where it started, verified",
+        EXIT_RESTORED,
+        Ending.RETURNED,
+        Cause.FAILED,
+        Operation.BISECT,
+    )
+    # The probe fails in the good snapshot too: nothing to bisect (the command fails with the
+    # probe's output; this is its snapshot's note).
+    BISECT_REFUSED = (
+        "bisect-refused",
+        "the probe fails in the good snapshot too: the environment is back where it started, "
+        "verified",
+        EXIT_UNCHANGED,
+        Ending.RETURNED,
+        Cause.PROBE_FAILED,
+        Operation.BISECT,
+    )
+    BISECT_CONCURRENT_KEPT = (
+        "bisect-concurrent-kept",
+        "another process changed the environment during the bisect: it was stopped, and left "
+        "as it is",
+        EXIT_INCOMPLETE,
+        Ending.KEPT,
+        Cause.CONCURRENT,
+        Operation.BISECT,
+    )
+    BISECT_INCOMPLETE = (
+        "bisect-incomplete",
+        "the environment is NOT back where the bisect started",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        None,
+        Operation.BISECT,
     )
     # -- probe
     PASSED = ("passed", "every probe passed", EXIT_OK, Ending.UNCHANGED)

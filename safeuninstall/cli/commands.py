@@ -30,10 +30,15 @@ from safeuninstall.cli import report
 from safeuninstall.environment.requirements import read_request
 from safeuninstall.judgement.audit import AuditReport
 from safeuninstall.judgement.doctor import DoctorReport
-from safeuninstall.judgement.probe import ProbeSettings, probes_from
+from safeuninstall.judgement.metric import Metric
+from safeuninstall.judgement.probe import ProbeSettings, metric_probe, probes_from
 from safeuninstall.operations.audit import audit
+from safeuninstall.operations.bisect import bisect
+from safeuninstall.operations.diff import diff
 from safeuninstall.operations.inspect import check, doctor, probe_now
 from safeuninstall.operations.results import (
+    BisectResult,
+    DiffResult,
     PruneResult,
     Result,
     ShownSnapshot,
@@ -171,6 +176,39 @@ def _probe_options(hidden: bool = False) -> list[click.Option]:
             help="Kill a probe (its whole process group) after this long. [default: 300]",
         ),
         click.Option(["--no-probe"], is_flag=True, hidden=hidden, help="Run no probe at all."),
+        click.Option(
+            ["--probe-metric"],
+            metavar="COMMAND",
+            hidden=hidden,
+            help="A command (no shell) run like --probe-cmd whose last line is a number, higher "
+            "is better: a change that makes its median worse than before by more than "
+            "--max-regression fails like a failing probe.",
+        ),
+        click.Option(
+            ["--lower-is-better"],
+            is_flag=True,
+            hidden=hidden,
+            help="The --probe-metric number is a cost (seconds, bytes): lower is better.",
+        ),
+        click.Option(
+            ["--metric-runs"],
+            type=click.IntRange(min=1, max=1000),
+            default=3,
+            show_default=True,
+            metavar="N",
+            hidden=hidden,
+            help="Runs of --probe-metric before and after the change; the median counts.",
+        ),
+        click.Option(
+            ["--max-regression"],
+            type=click.FloatRange(min=0, max=1e6),
+            callback=_finite,
+            default=10.0,
+            show_default=True,
+            metavar="PERCENT",
+            hidden=hidden,
+            help="How much worse than before the --probe-metric median may get.",
+        ),
     ]
 
 
@@ -421,6 +459,10 @@ class Common:
         self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
             self._no_probe = values.pop("no_probe")
+            self._metric: dict[str, Any] = {
+                key: values.pop(key)
+                for key in ("probe_metric", "metric_runs", "max_regression", "lower_is_better")
+            }
             self._typed |= {
                 "probe": values.pop("probes"),
                 "probe-cmd": values.pop("probe_cmds"),
@@ -477,7 +519,19 @@ class Common:
 
     def probes(self) -> ProbeSettings:
         assert self._no_probe is not None, "a command without probe options"
-        return probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
+        line = self._metric["probe_metric"]
+        if line is not None and self._no_probe:
+            raise UsageError("--probe-metric and --no-probe can't be given together")
+        settings = probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
+        if line is None:
+            return settings
+        metric = Metric(
+            runs=self._metric["metric_runs"],
+            max_regression=self._metric["max_regression"],
+            lower_is_better=self._metric["lower_is_better"],
+        )
+        probe = metric_probe(line, "--probe-metric", Path.cwd(), metric)
+        return msgspec.structs.replace(settings, probes=(*settings.probes, probe))
 
     def context(self) -> Context:
         """The target, opened on first use (``export`` of a snapshot file needs none)."""
@@ -535,11 +589,15 @@ def _command(
 Render = Callable[[Any, Output], str]
 
 
-def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
+def _run(
+    common: Common, call: Callable[[], Any], render: Render, *, operation: bool = False
+) -> NoReturn:
     """The one way a command runs: call the core, print its result (text or JSON) once, exit
-    with its code; an expected failure is one line (JSON on stdout with --json)."""
+    with its code; an expected failure is one line (JSON on stdout with --json). An operation
+    (rendered by ``_operation_text``, or ``operation``) says its steps as they happen."""
     output = common.output
-    if render is _operation_text:
+    operation = operation or render is _operation_text
+    if operation:
         common.live.speak()
     try:
         interrupts.release()  # one that came during start-up is raised here
@@ -561,7 +619,7 @@ def _run(common: Common, call: Callable[[], Any], render: Render) -> NoReturn:
     with interrupts.deferred(obey=False):
         if output.as_json:
             payload = result.to_dict()
-            if render is _operation_text:  # an operation's envelope: what happened, step by step
+            if operation:  # an operation's envelope: what happened, step by step
                 payload["events"] = [event.to_dict() for event in common.live.events]
             _print_json(payload)
         else:
@@ -862,6 +920,31 @@ def rollback_command(
     _run(common, call, _operation_text)
 
 
+@_command("bisect", probes=True, offline=True)
+@click.argument("good")
+def bisect_command(common: Common, good: str) -> None:
+    """Find which changes since snapshot GOOD make the probe fail (it passes in GOOD and fails
+    now), by probing states between the two; end where it started, verified, and print the
+    culprits and the one command that brings back their good versions.
+
+    The changes are grouped into units that can be applied apart (tied by a requirement or
+    sharing files); versions come from the stashes first, from the index only for what no
+    stash holds (refused with --offline). Interrupted, it returns to the start; killed,
+    `safe-uninstall recover` does.
+    """
+
+    def call() -> Result:
+        wanted = options.BisectOptions(good=good, offline=common.offline)
+        return common.settled(bisect(common.context(), common.probes(), wanted))
+
+    def render(result: BisectResult, output: Output) -> str:
+        paint = _painter(_use_color(sys.stdout))
+        text = report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
+        return text if output.quiet else "\n".join([*report.bisect_lines(result), text])
+
+    _run(common, call, render, operation=True)
+
+
 @_command("snapshot")
 @click.option(
     "--stash/--no-stash",
@@ -912,6 +995,29 @@ def show_command(common: Common, snapshot: str | None) -> None:
         return report.shown_snapshot(shown, quiet=output.quiet)
 
     _run(common, call, render)
+
+
+@_command("diff")
+@click.argument("first", required=False, metavar="[A]")
+@click.argument("second", required=False, metavar="[B]")
+def diff_command(common: Common, first: str | None, second: str | None) -> None:
+    """What changed from snapshot A to snapshot B: distributions added, removed, upgraded,
+    downgraded, and those of the same version whose files differ, with sizes.
+
+    No snapshot: the latest against now; one: that one against now. Either may be `now`.
+    Reads only: takes no lock, writes nothing.
+    """
+
+    common.read_only = True
+
+    def call() -> DiffResult:
+        return diff(common.context(), first, second)
+
+    _run(
+        common,
+        call,
+        lambda found, output: report.diff_report(found, quiet=output.quiet, verbose=output.verbose),
+    )
 
 
 @_command("probe", probes=True)

@@ -13,13 +13,21 @@ from collections.abc import Callable, Mapping, Sequence
 from safeuninstall.config import Settings
 from safeuninstall.environment.sizes import size_text
 from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+from safeuninstall.judgement.diff import ChangeKind
 from safeuninstall.judgement.doctor import DoctorReport
 from safeuninstall.judgement.impact import ImpactReport, SharedFile
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.libraries import LibraryChange
 from safeuninstall.judgement.needs import Cleanup
 from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
-from safeuninstall.operations.results import PruneResult, Result, ShownSnapshot, SnapshotList
+from safeuninstall.operations.results import (
+    BisectResult,
+    DiffResult,
+    PruneResult,
+    Result,
+    ShownSnapshot,
+    SnapshotList,
+)
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.retention import Kept
 from safeuninstall.transaction.transaction import Restored
@@ -187,7 +195,10 @@ def operation(
     lines += kept_lines(result.kept)
     lines.append(headline)
     if result.next_command:
-        lines.append(f"to finish the job, run: {result.next_command}")
+        said = "to finish the job, run"
+        if result.outcome.value == "bisected":
+            said = "to bring back the good versions of the culprits, keeping the rest"
+        lines.append(f"{said}: {result.next_command}")
     return "\n".join(lines)
 
 
@@ -354,6 +365,86 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
     return "\n".join(lines)
+
+
+_DIFF_MARKS = {
+    "added": "+",
+    "removed": "-",
+    "upgraded": "^",
+    "downgraded": "v",
+    "changed": "*",
+    "files-differ": "~",
+}
+_SHOWN_FILES = 5  # differing files listed per distribution without -v
+
+
+def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False) -> str:
+    """``diff``: a headline with the counts, then a line per changed distribution."""
+    d = found.diff
+    counts = [
+        f"{len(changes)} {kind.value.replace('-', ' ')}"
+        for kind in _diff_kinds()
+        if (changes := d.of_kind(kind))
+    ]
+    said = ", ".join(counts) if counts else "no change"
+    lines = [f"{found.before} -> {found.after}: {said}; {d.unchanged} unchanged"]
+    if quiet:
+        return lines[0]
+    for change in d.changes:
+        kind = change.kind.value
+        mark = _DIFF_MARKS[kind]
+        if change.before is None:
+            what = f"{change.name} {change.after}"
+        elif change.after is None or change.before == change.after:
+            what = f"{change.name} {change.before}"
+        else:
+            what = f"{change.name} {change.before} -> {change.after}"
+        sizes = _diff_sizes(change.size_before, change.size_after)
+        lines.append(f"  {mark} {what}  ({kind}{sizes})")
+        shown = change.files if verbose else change.files[:_SHOWN_FILES]
+        lines += [f"      {path}" for path in shown]
+        if len(shown) < len(change.files):
+            lines.append(f"      ... and {len(change.files) - len(shown)} more (-v lists them)")
+    if d.not_compared:
+        names = ", ".join(d.not_compared[:5]) + (" ..." if len(d.not_compared) > 5 else "")
+        lines.append(
+            f"files not compared for {_count(len(d.not_compared), 'distribution')} of the same "
+            f"version (a snapshot without their stash): {names}"
+        )
+    return "\n".join(lines)
+
+
+def _diff_kinds() -> list[ChangeKind]:
+    return list(ChangeKind)
+
+
+def _diff_sizes(before: int | None, after: int | None) -> str:
+    if before is not None and after is not None and before != after:
+        return f", {size_text(before)} -> {size_text(after)}"
+    size = after if after is not None else before
+    return "" if size is None else f", {size_text(size)}"
+
+
+def bisect_lines(result: BisectResult) -> list[str]:
+    """``bisect``: the units, each round, the culprits, and the failure they cause."""
+    units = result.units
+    lines = [
+        f"good: snapshot {result.good}; {_count(len(units), 'unit')} of change since "
+        f"({', '.join('+'.join(u) for u in units)})"
+    ]
+    for number, (bad, passed) in enumerate(result.rounds, 1):
+        left = ", ".join(bad) if bad else "none (as the good snapshot)"
+        lines.append(f"round {number}: as now: {left} -- {'passed' if passed else 'FAILED'}")
+    for culprit in result.culprits:
+        was = ", ".join(culprit.good) or "absent"
+        now = ", ".join(culprit.bad) or "absent"
+        lines.append(f"culprit: {'+'.join(culprit.names)}: good {was}; now {now}")
+    if result.culprits and result.failure:
+        lines.append("the probe, as the environment was:")
+        lines += ["    " + line for line in _tail(result.failure, 12)]
+    if result.culprits and result.confirmed:
+        lines.append("with only the culprits brought back, the probe passed")
+    return lines
 
 
 def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:

@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.judgement import importables
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
+from safeuninstall.judgement.metric import judged
 from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult, ProbeSettings, derived_code
 
 # torch's own check, plus the libraries a CUDA build loads lazily: without these a removal of
@@ -328,7 +329,11 @@ def to_the_end(settings: ProbeSettings) -> ProbeSettings:
 
 def against(before: ProbeResult, after: ProbeResult) -> ProbeResult:
     """A run after the change, judged: a derived probe passes when every candidate that passed
-    before passes now."""
+    before passes now; a metric probe when its median is not worse than the baseline's by
+    more than its limit."""
+    if after.probe.metric is not None and after.metric is not None:
+        runs = judged(after.probe.metric, before.metric, after.metric)
+        return msgspec.structs.replace(after, metric=runs, passed=after.passed and not runs.why)
     if after.probe.kind is not ProbeKind.DERIVED:
         return after
     passed_before = {c.candidate for c in before.candidates if c.passed}

@@ -12,6 +12,7 @@ class ProbeKind(enum.Enum):
     PYTHON = "python"  # Python code, run by the driver in the target interpreter
     COMMAND = "command"  # a command line as typed: split, never through a shell
     DERIVED = "derived"  # candidates, each tried on its own in one Python process
+    METRIC = "metric"  # a command line whose last line is a number, run several times
 
 
 class CandidateKind(enum.Enum):

@@ -32,6 +32,7 @@ from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
+from safeuninstall.judgement.metric import Metric, MetricRuns, measured, no_number_why, read_number
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -207,6 +208,7 @@ class Probe(Struct, frozen=True):
     code: str  # Python code, or the command line as typed; derived: its candidates, a line each
     origin: str  # "--probe", "pyproject.toml", "SAFE_UNINSTALL_PROBE", "derived"
     candidates: tuple[Candidate, ...] = ()
+    metric: Metric | None = None  # a metric probe's runs and limit
     # After a change: the candidates whose failure alone fails the verdict (those that passed
     # before it). The run stops at the first of them that fails; the rest are "skipped". Not
     # part of the key: it says how far to run, not what is tried.
@@ -217,12 +219,14 @@ class Probe(Struct, frozen=True):
         if self.kind is ProbeKind.DERIVED:
             count = len(self.candidates)
             return f"the derived probe ({count} candidate{'s' if count != 1 else ''})"
+        if self.kind is ProbeKind.METRIC:
+            return f"metric $ {self.code}"
         return self.code if self.kind is ProbeKind.PYTHON else f"$ {self.code}"
 
     @property
     def runs_python(self) -> bool:
         """Run by the driver in the target interpreter (so its loaded libraries are known)."""
-        return self.kind is not ProbeKind.COMMAND
+        return self.kind in (ProbeKind.PYTHON, ProbeKind.DERIVED)
 
     def key(self) -> list[object]:
         """What identifies the probe for the baseline cache."""
@@ -274,6 +278,7 @@ class ProbeResult(Struct, frozen=True):
     libraries: tuple[str, ...] | None = None
     cached: bool = False  # a baseline taken from the cache, not run now
     candidates: tuple[CandidateResult, ...] = ()  # the derived probe's, each on its own
+    metric: MetricRuns | None = None  # a metric probe's numbers, and how they were judged
 
     @property
     def judged(self) -> tuple[CandidateResult, ...]:
@@ -305,9 +310,13 @@ class ProbeResult(Struct, frozen=True):
             text = self._outcome()
         if self.probe.kind is ProbeKind.DERIVED:
             text += f"; {self._counts()}"
+        if self.metric is not None:
+            text += f"; {self.metric.summary()}"
         return text
 
     def _outcome(self) -> str:
+        if self.metric is not None and self.metric.why:
+            return f"FAILED: {self.metric.why}"
         if self.passed:
             return f"passed in {self.seconds:.2f} s"
         if self.probe.kind is ProbeKind.DERIVED and self.regressed:
@@ -341,6 +350,7 @@ class ProbeResult(Struct, frozen=True):
             "cached": self.cached,
             "output": self.output,
             "candidates": [c.to_dict() for c in self.candidates],
+            "metric": self.metric.to_dict() if self.metric is not None else None,
         }
 
 
@@ -399,6 +409,12 @@ def command_probe(line: str, origin: str, cwd: Path) -> Probe:
     return Probe(kind=ProbeKind.COMMAND, code=line, origin=origin)
 
 
+def metric_probe(line: str, origin: str, cwd: Path, metric: Metric) -> Probe:
+    """A metric probe: a command whose last line is a number, run ``metric.runs`` times."""
+    command = command_probe(line, origin, cwd)
+    return Probe(kind=ProbeKind.METRIC, code=command.code, origin=origin, metric=metric)
+
+
 def run_probe(
     probe: Probe,
     interpreter: Interpreter,
@@ -408,6 +424,39 @@ def run_probe(
 ) -> ProbeResult:
     """Run one probe; a probe that cannot even start (no working folder on a full disk, no
     such program) is a failed probe, never an exception: it may run after a change."""
+    if probe.metric is not None:
+        return _measure(probe, probe.metric, interpreter, settings, on_start)
+    return _run_once(probe, interpreter, settings, on_start)
+
+
+def _measure(
+    probe: Probe,
+    metric: Metric,
+    interpreter: Interpreter,
+    settings: RunSettings,
+    on_start: Callable[[Popen[bytes]], None] | None,
+) -> ProbeResult:
+    """A metric probe run ``metric.runs`` times; the first run that fails or prints no number
+    ends it, failed."""
+    values: list[float] = []
+    seconds = 0.0
+    for _ in range(metric.runs):
+        run = _run_once(probe, interpreter, settings, on_start)
+        seconds += run.seconds
+        assert run.metric is not None
+        if not run.passed:
+            metric_runs = MetricRuns((*values, *run.metric.values), None, why=run.metric.why)
+            return msgspec.structs.replace(run, seconds=seconds, metric=metric_runs)
+        values += run.metric.values
+    return msgspec.structs.replace(run, seconds=seconds, metric=measured(values, metric.runs))
+
+
+def _run_once(
+    probe: Probe,
+    interpreter: Interpreter,
+    settings: RunSettings,
+    on_start: Callable[[Popen[bytes]], None] | None,
+) -> ProbeResult:
     # An empty working folder, so a package in the user's current folder can't shadow one.
     try:
         with tempfile.TemporaryDirectory(
@@ -446,12 +495,30 @@ def _run_in(
         output=done.output(),
         libraries=_read_libraries(maps_out) if probe.runs_python else None,
     )
+    if probe.kind is ProbeKind.METRIC:
+        return _with_number(result, done.stdout)
     if probe.kind is not ProbeKind.DERIVED:
         return result
     candidates = _read_candidates(results_out, probe.candidates, result)
     return msgspec.structs.replace(
         result, candidates=candidates, passed=all(c.passed for c in candidates)
     )
+
+
+def _with_number(result: ProbeResult, stdout: str) -> ProbeResult:
+    """One metric run: the number its last line prints, or why it fails."""
+    if not result.passed:
+        why = (
+            "the metric command timed out"
+            if result.timed_out
+            else f"the metric command failed with exit code {result.returncode}"
+        )
+        return msgspec.structs.replace(result, metric=MetricRuns((), None, why=why))
+    value = read_number(stdout)
+    if value is None:
+        why = no_number_why(stdout)
+        return msgspec.structs.replace(result, passed=False, metric=MetricRuns((), None, why=why))
+    return msgspec.structs.replace(result, metric=MetricRuns((value,), value))
 
 
 _MAPS_FILE, _RESULTS_FILE = "maps.txt", "candidates.txt"  # in the probe's working folder
@@ -477,6 +544,7 @@ _ARGV: dict[ProbeKind, Callable[[Probe, Interpreter, Path], list[str]]] = {
     ProbeKind.PYTHON: _python_argv,
     ProbeKind.COMMAND: _command_argv,
     ProbeKind.DERIVED: _derived_argv,
+    ProbeKind.METRIC: _command_argv,  # a command, run ``metric.runs`` times
 }
 
 # How the derived probe's driver is told each kind of candidate (see _CANDIDATES_DRIVER).
@@ -499,6 +567,7 @@ def _not_started(probe: Probe, why: str) -> ProbeResult:
             CandidateResult(c, "not-run", "the probe process did not start")
             for c in probe.candidates
         ),
+        metric=MetricRuns((), None, why=why) if probe.metric is not None else None,
     )
 
 

@@ -10,6 +10,7 @@ import msgspec
 from msgspec import Struct, field
 
 from safeuninstall.base.outcome import Outcome
+from safeuninstall.judgement.diff import Diff
 from safeuninstall.judgement.doctor import Finding
 from safeuninstall.judgement.impact import ImpactReport, Unmet
 from safeuninstall.judgement.kinds import ProbeKind
@@ -347,4 +348,54 @@ class PruneResult(Struct, frozen=True):
             "only_copies": [{"id": i, "pins": list(pins)} for i, pins in self.only_copies],
             "over_max_size_bytes": self.over_max_size,
             "dry_run": self.dry_run,
+        }
+
+
+class DiffResult(Struct, frozen=True):
+    """``diff A B``: the two sides compared (a snapshot id, or ``now``) and what changed."""
+
+    before: str
+    after: str
+    diff: Diff
+
+    def to_dict(self) -> dict[str, object]:
+        return {"before": self.before, "after": self.after, **self.diff.to_dict()}
+
+
+class Culprit(Struct, frozen=True):
+    """One unit whose change makes the probe fail: its distributions as in the good snapshot
+    and as now (a name absent from one side is left out of it)."""
+
+    names: tuple[str, ...]
+    good: tuple[str, ...]  # name==version in the good snapshot
+    bad: tuple[str, ...]  # name==version now
+
+    def to_dict(self) -> dict[str, object]:
+        return {"names": list(self.names), "good": list(self.good), "bad": list(self.bad)}
+
+
+class BisectResult(Result, frozen=True, kw_only=True):
+    """``bisect GOOD``: the units the changes since GOOD form, each probe round (the units
+    left as they are now, and whether the probe passed), and the culprits."""
+
+    good: str = ""
+    units: tuple[tuple[str, ...], ...] = ()
+    rounds: tuple[tuple[tuple[str, ...], bool], ...] = ()
+    culprits: tuple[Culprit, ...] = ()
+    confirmed: bool = False  # a round with only the culprits brought back passed
+    failure: str = ""  # the probe's output where it fails (the environment as it was)
+    not_bisected: tuple[str, ...] = ()  # same version, other files: no stash tells them apart
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **super().to_dict(),
+            "bisect": {
+                "good": self.good,
+                "units": [list(u) for u in self.units],
+                "rounds": [{"bad": list(bad), "passed": passed} for bad, passed in self.rounds],
+                "culprits": [c.to_dict() for c in self.culprits],
+                "confirmed": self.confirmed,
+                "failure": self.failure,
+                "not_bisected": list(self.not_bisected),
+            },
         }

@@ -190,7 +190,8 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         entry = journal.step(entry, "recover")
         with ctx.installer_locked():
             leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
-            if entry.operation == "rollback":  # its restore may have begun what ``wanted`` lacks
+            # Their restores may have begun what ``wanted`` lacks.
+            if entry.operation in ("rollback", "bisect"):
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]

@@ -98,7 +98,10 @@ class BaselineCache:
         return data if isinstance(data, dict) else {}
 
     def get(self, settings: ProbeSettings, env_fingerprint: str) -> list[ProbeResult] | None:
-        """The cached passing results of exactly these probes in this environment, or None."""
+        """The cached passing results of exactly these probes in this environment, or None.
+        Never a metric's: its baseline is measured in the operation it judges."""
+        if any(p.metric is not None for p in settings.probes):
+            return None
         entry = self._read().get(_key(settings, env_fingerprint))
         if not isinstance(entry, dict):
             return None
@@ -158,6 +161,8 @@ class BaselineCache:
 
 
 def _cacheable(result: ProbeResult) -> bool:
+    if result.probe.metric is not None:
+        return False
     if result.probe.kind is not ProbeKind.DERIVED:
         return result.passed
     return bool(result.candidates) and all(c.status == "passed" for c in result.candidates)

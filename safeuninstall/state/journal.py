@@ -47,7 +47,7 @@ from safeuninstall.state.snapshot import FORMED_ID
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
 _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
 
-OPERATIONS = frozenset({"uninstall", "rollback", "run"})
+OPERATIONS = frozenset({"uninstall", "rollback", "run", "bisect"})
 # Every step an operation records (core.py, and transaction.restore's "restore-reinstall");
 # a recover that is itself interrupted records its own under "recover:".
 _RECOVERED_STEPS = ("stash", "uninstall", "restore", "restore-reinstall", "verify")
@@ -62,7 +62,7 @@ MAX_PATH = 4096  # PATH_MAX: the longest state folder a journal may name
 class Entry(Struct, frozen=True):
     """The operation in progress, as recorded in the journal."""
 
-    operation: str  # "uninstall", "rollback" or "run"
+    operation: str  # "uninstall", "rollback", "run" or "bisect"
     snapshot: str  # the snapshot that recover returns to
     step: str  # the step that was about to run, or the last one done
     pid: int

@@ -1,0 +1,443 @@
+"""``bisect GOOD``: which of the changes since snapshot GOOD make the probe fail.
+
+It snapshots the environment as it starts, stashing every distribution a state may uninstall
+(hard links: so the start can always come back, offline, and be proven by hashes), and keeps
+the journal on that snapshot throughout: a process killed at any point is brought back to the
+start by ``recover``.
+The changes since GOOD are grouped into units that can be applied apart (culprits.units), and
+culprits.find chooses the states to probe: each is reached like a rollback to a snapshot made
+of the start with some units as GOOD had them (Transaction.return_to: uninstall what it lacks,
+bring back what it has, from a stash first, verify). At the end, and on Ctrl-C or SIGTERM, the
+environment returns to the start and is verified.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+import msgspec
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.installed import (
+    census,
+    census_change,
+    installed_distributions,
+    read_requires,
+)
+from safeuninstall.judgement.culprits import Found, find, units
+from safeuninstall.judgement.derived import judged_after
+from safeuninstall.judgement.diff import ChangeKind, Diff, compare, snapshot_sides
+from safeuninstall.judgement.plan import plan_restore
+from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
+from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
+from safeuninstall.options import BisectOptions
+from safeuninstall.session.analysis import owned_files, sharing_files
+from safeuninstall.session.context import Context
+from safeuninstall.state.snapshot import PackageEntry, Snapshot
+from safeuninstall.transaction.transaction import (
+    Restored,
+    SnapshotSpec,
+    Transaction,
+    stash_index,
+)
+
+
+def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> BisectResult:
+    ctx.refuse_externally_managed()
+    if configured.disabled or not configured.probes:
+        raise InvalidInput(
+            "bisect needs a probe that passes in the good snapshot and fails now: --probe, "
+            "--probe-cmd or --probe-metric (or one configured); nothing was changed"
+        )
+    with ctx.locked():
+        ctx.refuse_if_unfinished()
+        good = ctx.store.resolve(options.good)
+        return _Bisect(ctx, configured, options, good).run()
+
+
+class _Concurrent(Exception):
+    """Another process changed the environment: a move or a return would undo its work."""
+
+
+class _MoveFailed(Exception):
+    """A state could not be reached and proven: the search stops, and the start comes back."""
+
+
+class _Bisect:
+    def __init__(
+        self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: Snapshot
+    ) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.options = options
+        self.good = good
+        self.units: dict[str, tuple[str, ...]] = {}
+        self.start: Snapshot | None = None
+        self.at: frozenset[str] = frozenset()  # the units as they are now, where it stands
+        self.census: frozenset[str] = frozenset()  # as the last state was reached
+        self.baseline: list[ProbeResult] | None = None  # a metric's: measured in GOOD's state
+        self.failure = ""  # the probe's output now
+        self.good_failure = ""  # the probe's output in GOOD's state, where it fails there
+        self.messages: list[str] = []
+        self.probes = ProbeRuns()
+        self.rounds: list[tuple[tuple[str, ...], bool]] = []  # as they ended, for an interrupt
+
+    def run(self) -> BisectResult:
+        ctx = self.ctx
+        self.census = census(ctx.interpreter)  # first: a change after it shows later
+        installed = installed_distributions(ctx.interpreter)
+        owned = owned_files(ctx, installed)
+        # What any state may uninstall: the changed distributions, and those that list a file
+        # one of them lists (a restore brings them back whole). The rest is never touched.
+        changed = [
+            name
+            for name, dist in installed.items()
+            if (entry := self.good.package(name)) is None or entry.version != dist.version
+        ]
+        stash = sorted({*changed, *sharing_files(owned, changed)})
+        txn = Transaction(ctx, "bisect")
+        with txn:
+            spec = SnapshotSpec(
+                operation="bisect", stash=stash, shared=owned.shared_paths(of=stash)
+            )
+            start = self.start = txn.snapshot_before(installed, spec)
+            diff = compare(snapshot_sides(self.good), snapshot_sides(start))
+            not_bisected = tuple(c.name for c in diff.of_kind(ChangeKind.FILES_DIFFER))
+            self.units = units(
+                [c.name for c in diff.changes if c.kind is not ChangeKind.FILES_DIFFER],
+                self._ties(diff),
+            )
+            if not self.units:
+                raise InvalidInput(
+                    txn.unchanged(
+                        f"no distribution changed its version, nor came or went, between "
+                        f"snapshot {self.good.id} and now"
+                    )
+                )
+            self.at = frozenset(self.units)
+            self._refuse_what_cannot_come_back(txn)
+            try:
+                found = self._search(txn)
+            except KeyboardInterrupt:
+                if not txn.changed:
+                    raise
+                return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
+            except _Concurrent as err:
+                return self._concurrent(txn, str(err), not_bisected)
+            except _MoveFailed as err:
+                self.messages.append(str(err))
+                return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+            except Exception as err:  # an error of ours, or the disk: the start comes back
+                if not txn.changed:
+                    raise
+                self.messages.append(f"the bisect stopped on an error: {err}")
+                return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+            if found.now_passes:
+                raise BaselineProbeFailed(
+                    txn.unchanged("the probe passes now: there is no failure to bisect"),
+                    detail=self.failure,
+                )
+            if found.good_fails:
+                restored = self._return(txn)
+                if restored is not None and not restored.ok:
+                    return self._incomplete(txn, found, not_bisected, restored)
+                txn.finish(Outcome.BISECT_REFUSED)
+                raise BaselineProbeFailed(
+                    f"the probe fails in snapshot {self.good.id} too: it cannot tell what "
+                    "changed since; the environment is back where it started, verified",
+                    detail=self.good_failure,
+                )
+            return self._back(txn, Outcome.BISECTED, found, not_bisected)
+
+    # -- the units -----------------------------------------------------------------------
+
+    def _ties(self, diff: Diff) -> dict[str, set[str]]:
+        """Changed names tied to others: a requirement either way (in GOOD or now), or a path
+        both list."""
+        assert self.start is not None
+        changed = {c.name for c in diff.changes}
+        ties: dict[str, set[str]] = {name: set() for name in changed}
+        for snap in (self.good, self.start):
+            sides = snapshot_sides(snap)
+            owners: dict[str, set[str]] = {}
+            for name in changed:
+                side = sides.get(name)
+                for path in side.files or () if side is not None else ():
+                    owners.setdefault(path, set()).add(name)
+                entry = snap.package(name)
+                for required in self._requires(snap, entry) if entry is not None else ():
+                    if required in changed:
+                        ties[name].add(required)
+                        ties[required].add(name)
+            for names in owners.values():
+                for name in names:
+                    ties[name] |= names
+        return ties
+
+    def _requires(self, snap: Snapshot, entry: PackageEntry) -> set[str]:
+        """The names ``entry`` requires, read from its stash (any marker or extra counts: a
+        tie too many only makes a unit larger)."""
+        if entry.stash is None or not entry.dist_info:
+            return set()
+        metadata = self.ctx.store.folder(snap.id).holding(
+            f"{entry.stash.folder}/{entry.dist_info}/METADATA"
+        )
+        try:
+            lines = read_requires(metadata)
+        except OSError:
+            return set()
+        names: set[str] = set()
+        for line in lines:
+            try:
+                names.add(canonicalize_name(Requirement(line).name))
+            except InvalidRequirement:
+                continue
+        return names
+
+    # -- the states ----------------------------------------------------------------------
+
+    def _state(self, bad: frozenset[str]) -> Snapshot:
+        """The start with every unit not in ``bad`` as GOOD had it. GOOD's entries come
+        without their stash: its own snapshot, found by the restore, vouches for it."""
+        assert self.start is not None
+        packages = {e.name: e for e in self.start.packages}
+        for key, names in self.units.items():
+            if key in bad:
+                continue
+            for name in names:
+                entry = self.good.package(name)
+                if entry is None:
+                    packages.pop(name, None)
+                else:
+                    packages[name] = msgspec.structs.replace(entry, stash=None)
+        return msgspec.structs.replace(
+            self.start, packages=tuple(sorted(packages.values(), key=lambda e: e.name))
+        )
+
+    def _refuse_what_cannot_come_back(self, txn: Transaction) -> None:
+        """Before any change: every version GOOD has must be able to come back (from a stash;
+        else from the index, unless --offline)."""
+        assert self.start is not None
+        wanted = self._state(frozenset())
+        entries = [
+            e for e in wanted.packages if self.start.package(e.name) != e and e.stash is None
+        ]
+        if self.options.offline:
+            index = stash_index(self.ctx, entries, [wanted])
+            unheld = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
+            if unheld:
+                raise NotRestorable(
+                    txn.unchanged(
+                        f"no stash holds {', '.join(e.pin for e in unheld)} of snapshot "
+                        f"{self.good.id}, and --offline forbids the index"
+                    )
+                )
+        cannot = txn.cannot_come_back(wanted, entries, offline=self.options.offline)
+        if cannot:
+            raise NotRestorable(
+                txn.unchanged(
+                    f"not every version of snapshot {self.good.id} can be brought back: "
+                    + "; ".join(cannot)
+                )
+            )
+
+    def _others(self) -> str:
+        """What another process changed since the last state was reached ("": nothing)."""
+        return census_change(self.census, census(self.ctx.interpreter))
+
+    def _move(self, txn: Transaction, bad: frozenset[str]) -> None:
+        if bad == self.at:
+            return
+        changed = self._others()
+        if changed:
+            raise _Concurrent(changed)
+        wanted = self._state(bad)
+        with txn.interrupts_deferred():
+            try:
+                restored, failed = txn.return_to(
+                    wanted, offline=self.options.offline, all_or_nothing=True
+                )
+            except NotRestorable as err:
+                raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
+            self.at = bad
+            self.census = restored.left
+        if failed is not None or not restored.ok:
+            why = failed or (restored.error or "the environment does not match it")
+            raise _MoveFailed(f"a state to probe could not be reached and proven: {why}")
+        if txn.interrupted:
+            raise KeyboardInterrupt
+
+    def _probe(self, txn: Transaction, bad: frozenset[str]) -> bool:
+        self._move(txn, bad)
+        ctx = self.ctx
+        left = ", ".join(sorted(bad)) or "none"
+        ctx.emit("probe", f"probe running, as now: {left}")
+        txn.probing()
+        ran = run_all(self.settings, ctx.interpreter, ctx.child_env())
+        results = judged_after(self.baseline, ran) if self.baseline is not None else ran
+        passed = all(r.passed for r in results)
+        self.rounds.append((tuple(u for u in self.units if u in bad), passed))
+        ctx.emit("probe", f"probe with {left} as now: {'passed' if passed else 'FAILED'}")
+        if not bad and not passed:
+            self.good_failure = _failure_text(results)
+        if bad == frozenset(self.units) and not passed:
+            self.failure = _failure_text(results)
+        return passed
+
+    def _search(self, txn: Transaction) -> Found:
+        if any(p.metric is not None for p in self.settings.probes):
+            # A metric is judged against GOOD's, measured first.
+            self._move(txn, frozenset())
+            self.ctx.emit("baseline", "baseline probe running, as snapshot " + self.good.id)
+            baseline = run_all(self.settings, self.ctx.interpreter, self.ctx.child_env())
+            self.probes = msgspec.structs.replace(self.probes, baseline=tuple(baseline))
+            if not all(r.passed for r in baseline):
+                self.good_failure = _failure_text(baseline)
+                return Found(good_fails=True)
+            self.baseline = baseline
+        order = list(self.units)
+        # The first state probed is the start itself: no move while nothing changed yet.
+        return find(order, lambda bad: self._probe(txn, bad))
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _back(
+        self,
+        txn: Transaction,
+        outcome: Outcome,
+        found: Found | None,
+        not_bisected: tuple[str, ...],
+    ) -> BisectResult:
+        """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
+        be proven: the journal stays, for ``recover``)."""
+        changed = self._others() if txn.changed else ""
+        if changed:
+            return self._concurrent(txn, changed, not_bisected)
+        restored = self._return(txn)
+        if restored is not None and not restored.ok:
+            return self._incomplete(txn, found, not_bisected, restored)
+        if txn.interrupted and outcome is Outcome.BISECTED:
+            outcome = Outcome.BISECT_INTERRUPTED
+        txn.finish(outcome)
+        return self._result(outcome, found, not_bisected, restored)
+
+    def _return(self, txn: Transaction) -> Restored | None:
+        """The start again, in one batch, proven (None: nothing was changed)."""
+        assert self.start is not None
+        if not txn.changed:
+            return None
+        with txn.interrupts_deferred():
+            restored, failed = txn.return_to(self.start, offline=self.options.offline)
+        if failed is not None:
+            self.messages.append(failed)
+        return restored
+
+    def _concurrent(
+        self, txn: Transaction, changed: str, not_bisected: tuple[str, ...]
+    ) -> BisectResult:
+        """Another process changed the environment: going on, or back, would undo its work.
+        The journal stays: ``recover`` returns to the start when the user says so."""
+        self.messages.append(
+            f"another process changed the environment during the bisect ({changed}); it is "
+            "left between the good snapshot and the start, and `recover` returns it to the "
+            "start (undoing that change too)"
+        )
+        txn.finish(Outcome.BISECT_CONCURRENT_KEPT, keep_journal=True)
+        return self._result(
+            Outcome.BISECT_CONCURRENT_KEPT,
+            None,
+            not_bisected,
+            None,
+            next_command=self.ctx.suggest("recover"),
+        )
+
+    def _incomplete(
+        self,
+        txn: Transaction,
+        found: Found | None,
+        not_bisected: tuple[str, ...],
+        restored: Restored,
+    ) -> BisectResult:
+        txn.finish(Outcome.BISECT_INCOMPLETE, keep_journal=True)
+        return self._result(
+            Outcome.BISECT_INCOMPLETE,
+            found,
+            not_bisected,
+            restored,
+            next_command=self.ctx.suggest("recover"),
+        )
+
+    def _result(
+        self,
+        outcome: Outcome,
+        found: Found | None,
+        not_bisected: tuple[str, ...],
+        restored: Restored | None,
+        next_command: str | None = None,
+    ) -> BisectResult:
+        assert self.start is not None
+        culprits: tuple[Culprit, ...] = ()
+        if found is not None and outcome is Outcome.BISECTED:
+            culprits = tuple(self._culprit(self.units[key]) for key in found.culprits)
+            next_command = self._bring_back(culprits)
+            if not found.final_passed:
+                self.messages.append(
+                    "no round had only the culprits brought back pass: the changes may act "
+                    "together, or the probe is not steady"
+                )
+        if not_bisected:
+            self.messages.append(
+                "same version, other files since the good snapshot (not bisected): "
+                + ", ".join(not_bisected)
+            )
+        return BisectResult(
+            command="bisect",
+            outcome=outcome,
+            python=str(self.ctx.python),
+            snapshot=self.start.id,
+            probes=self.probes,
+            restored=restored,
+            next_command=next_command,
+            messages=tuple(self.messages),
+            good=self.good.id,
+            units=tuple(self.units.values()),
+            rounds=tuple(self.rounds),
+            culprits=culprits,
+            confirmed=found.final_passed if found is not None else False,
+            failure=self.failure,
+            not_bisected=not_bisected,
+        )
+
+    def _culprit(self, names: Sequence[str]) -> Culprit:
+        assert self.start is not None
+        good = tuple(e.pin for n in names if (e := self.good.package(n)) is not None)
+        bad = tuple(e.pin for n in names if (e := self.start.package(n)) is not None)
+        return Culprit(tuple(names), good, bad)
+
+    def _bring_back(self, culprits: Sequence[Culprit]) -> str:
+        """The one command that keeps everything else and brings back GOOD's versions of the
+        culprits: guarded by ``run``, so a failure is undone too."""
+        pins = [pin for c in culprits for pin in c.good]
+        had = {pin.partition("==")[0] for pin in pins}
+        added = sorted(n for c in culprits for n in c.names if n not in had)  # since GOOD
+        install = ["uv", "pip", "install", "--no-deps", *pins]
+        if not added:
+            return self.ctx.suggest("run", "--", *install)
+        if not pins:
+            return self.ctx.suggest(*added)
+        script = shlex.join(["uv", "pip", "uninstall", *added]) + " && " + shlex.join(install)
+        return self.ctx.suggest("run", "--", "sh", "-c", script)
+
+
+def _failure_text(results: Sequence[ProbeResult]) -> str:
+    """Each failing probe: what it is and how it ended, then what it printed."""
+    lines = []
+    for r in results:
+        if not r.passed:
+            lines.append(f"{r.probe.label} -- {r.summary()}")
+            lines += [o for o in r.failure_outputs() if o]
+    return "\n".join(lines)

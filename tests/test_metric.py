@@ -1,0 +1,247 @@
+"""Metric probes: ``--probe-metric COMMAND`` judges a removal, a ``run`` or a rollback by a
+number the command prints, against the baseline measured in the same operation.
+
+The toy workload reports its own throughput, a number each version declares: the verdicts
+cannot depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from safeuninstall.judgement.metric import Metric, MetricRuns, judged, read_number, regression
+from tests.conftest import UV, MakeVenv, Venv
+from tests.wheels import build_wheel
+
+pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+
+# The story: about 20 thousand tokens per second, then 12.8 after the environment changed.
+# With fastpath importable the workload runs at its version's speed; without it, at 60 %.
+WORKLOAD = """
+try:
+    import fastpath
+    SPEED = 1.0
+except ImportError:
+    SPEED = 0.6
+def throughput():
+    return {tokens} * SPEED
+"""
+METRIC = "python -c 'import workload; print(\"warming up\"); print(workload.throughput())'"
+
+
+@pytest.fixture
+def workloads(tmp_path: Path) -> Path:
+    house = tmp_path / "workloads"
+    for version, tokens in (("1.0", 20000), ("1.1", 19000), ("2.0", 12800)):
+        build_wheel(
+            house, "workload", version, {"workload/__init__.py": WORKLOAD.format(tokens=tokens)}
+        )
+    build_wheel(
+        house, "workload", "3.0", {"workload/__init__.py": "def throughput(): return 'fast'\n"}
+    )
+    build_wheel(house, "fastpath", "1.0", {"fastpath.py": ""})
+    return house
+
+
+def _venv(make_venv: MakeVenv, workloads: Path, *pins: str) -> Venv:
+    venv = make_venv()
+    venv.install(*pins, find_links=workloads)
+    return venv
+
+
+def _install(venv: Venv, house: Path, *args: str) -> list[str]:
+    assert UV is not None
+    return [UV, "pip", "install", "--no-index", "--find-links", str(house), *args]
+
+
+# -- the pure part -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stdout", "number"),
+    [
+        ("12800.0\n", 12800.0),
+        ("warming up\n  20000 \n\n", 20000.0),
+        ("1e3", 1000.0),
+        ("-2.5\n", -2.5),
+        ("12800 tok/s\n", None),
+        ("", None),
+        ("nan\n", None),
+        ("inf\n", None),
+        ("20000\ndone\n", None),  # the last line counts
+    ],
+)
+def test_the_number_is_the_last_line(stdout: str, number: float | None) -> None:
+    assert read_number(stdout) == number
+
+
+@pytest.mark.parametrize(
+    ("lower", "before", "after", "worse"),
+    [
+        (False, 20000, 12800, 36.0),
+        (False, 100, 110, -10.0),
+        (True, 2.0, 2.5, 25.0),
+        (True, 2.0, 1.0, -50.0),
+        (False, -4.0, -5.0, 25.0),  # against the baseline's size, whatever its sign
+        (False, 0.0, 0.0, 0.0),
+    ],
+)
+def test_regression_is_percent_of_the_baseline_in_the_metric_s_direction(
+    lower: bool, before: float, after: float, worse: float
+) -> None:
+    assert regression(Metric(lower_is_better=lower), before, after) == pytest.approx(worse)
+
+
+@pytest.mark.parametrize(
+    ("limit", "after", "fails"),
+    [(10.0, 90.0, False), (10.0, 89.9, True), (0.0, 99.99, True), (50.0, 51.0, False)],
+)
+def test_beyond_the_limit_fails(limit: float, after: float, fails: bool) -> None:
+    before = MetricRuns((100.0,), 100.0)
+    runs = judged(Metric(max_regression=limit), before, MetricRuns((after,), after))
+    assert bool(runs.why) is fails
+    assert runs.baseline == 100.0
+
+
+# -- removal, run, rollback ----------------------------------------------------------------------
+
+
+def test_a_removal_that_slows_the_workload_is_restored(
+    make_venv: MakeVenv, workloads: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool("--json", "fastpath", "--probe-metric", METRIC)
+
+    data = done.json()
+    assert done.returncode == 3, data
+    assert data["outcome"] == "probe-failed-restored"
+    (baseline,) = data["probes"]["baseline"]  # type: ignore[index]
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert baseline["metric"]["values"] == [20000.0, 20000.0, 20000.0]
+    assert baseline["metric"]["median"] == 20000.0
+    assert after["metric"]["values"] == [12000.0, 12000.0, 12000.0]
+    assert after["metric"]["median"] == 12000.0
+    assert after["metric"]["baseline_median"] == 20000.0
+    assert after["metric"]["regression_percent"] == 40.0
+    assert after["passed"] is False
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+    text = venv.tool("fastpath", "--probe-metric", METRIC, "--metric-runs", "2")
+    assert text.returncode == 3
+    assert "(20000 -> 12000, higher is better; at most 10% allowed); runs: 12000, 12000" in (
+        text.stdout
+    )
+    assert "the metric regressed 40.0% against its baseline" in text.stdout
+
+
+def test_a_removal_within_the_limit_stands(make_venv: MakeVenv, workloads: Path) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    done = venv.tool("--json", "fastpath", "--probe-metric", METRIC, "--max-regression", "45")
+    assert done.returncode == 0, done.stdout
+    assert done.json()["outcome"] == "removed"
+    assert "fastpath" not in venv.installed()
+
+
+def test_lower_is_better_turns_the_verdict_round(make_venv: MakeVenv, workloads: Path) -> None:
+    """The same numbers as a cost: a removal that lowers it is no regression."""
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    done = venv.tool("--json", "fastpath", "--probe-metric", METRIC, "--lower-is-better")
+    assert done.returncode == 0, done.stdout
+    (after,) = done.json()["probes"]["after"]  # type: ignore[index]
+    assert after["metric"]["regression_percent"] == -40.0
+
+
+def test_run_undoes_an_upgrade_that_slows_the_workload(
+    make_venv: MakeVenv, workloads: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool(
+        "--json",
+        "run",
+        "--probe-metric",
+        METRIC,
+        "--",
+        *_install(venv, workloads, "workload==2.0"),
+    )
+
+    data = done.json()
+    assert done.returncode == 3, data
+    assert data["outcome"] == "run-probe-failed-restored"
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert (after["metric"]["baseline_median"], after["metric"]["median"]) == (20000.0, 12800.0)
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+    kept = venv.tool(
+        "run", "--probe-metric", METRIC, "--", *_install(venv, workloads, "workload==1.1")
+    )
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert venv.installed()["workload"] == "1.1"
+
+
+def test_rollback_to_a_slower_state_is_undone(make_venv: MakeVenv, workloads: Path) -> None:
+    venv = _venv(make_venv, workloads, "workload==2.0", "fastpath==1.0")
+    assert venv.tool("snapshot").returncode == 0
+    venv.install("workload==1.0", find_links=workloads)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool("--json", "rollback", "--probe-metric", METRIC)
+
+    data = done.json()
+    assert done.returncode == 3, data
+    assert data["outcome"] == "rollback-probe-failed-restored"
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert (after["metric"]["baseline_median"], after["metric"]["median"]) == (20000.0, 12800.0)
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_metric_that_prints_no_number_is_a_failing_probe(
+    make_venv: MakeVenv, workloads: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes = venv.file_hashes()
+
+    after = venv.tool(
+        "--json", "run", "--probe-metric", METRIC, "--", *_install(venv, workloads, "workload==3.0")
+    )
+    data = after.json()
+    assert after.returncode == 3, data
+    (run,) = data["probes"]["after"]  # type: ignore[index]
+    assert run["metric"]["why"] == "the metric's last line is not a number: 'fast'"
+    assert venv.file_hashes() == hashes
+
+    venv.install("workload==3.0", find_links=workloads)
+    before = venv.tool("fastpath", "--probe-metric", METRIC)
+    assert before.returncode == 1
+    assert "the probe already fails before any change" in before.stderr
+    assert "the metric's last line is not a number: 'fast'" in before.stderr
+    assert "fastpath" in venv.installed()
+
+
+def test_the_metric_baseline_is_never_cached(make_venv: MakeVenv, workloads: Path) -> None:
+    """A baseline taken in another operation would judge against another moment's machine."""
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    venv.install("leftpad", find_links=venv.wheelhouse)
+    first = venv.tool("--json", "leftpad", "--probe-metric", METRIC).json()
+    assert first["outcome"] == "removed"
+    venv.install("leftpad", find_links=venv.wheelhouse)
+    second = venv.tool("--json", "leftpad", "--probe-metric", METRIC).json()
+    (baseline,) = second["probes"]["baseline"]  # type: ignore[index]
+    assert baseline["cached"] is False
+    assert baseline["metric"]["values"] == [20000.0, 20000.0, 20000.0]
+
+
+def test_no_probe_and_a_metric_are_refused_together(make_venv: MakeVenv) -> None:
+    venv = make_venv("leftpad")
+    done = venv.tool("leftpad", "--no-probe", "--probe-metric", "true")
+    assert done.returncode == 2
+    assert "--probe-metric and --no-probe" in done.stderr
+    assert "leftpad" in venv.installed()
