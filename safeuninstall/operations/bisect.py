@@ -428,7 +428,7 @@ class _Bisect:
         if not added:
             return self.ctx.suggest("run", "--", *install)
         if not pins:
-            return self.ctx.suggest(*added)
+            return self.ctx.suggest("uninstall", *added)  # a name may be a subcommand's
         script = shlex.join(["uv", "pip", "uninstall", *added]) + " && " + shlex.join(install)
         return self.ctx.suggest("run", "--", "sh", "-c", script)
 
