@@ -132,6 +132,7 @@ def test_completion_of_commands_options_and_choices() -> None:
     assert complete("safe-uninstall --probe-") == [
         "--probe-cmd",
         "--probe-timeout",
+        "--probe-metric",
         "--probe-after-restore",
     ]
     assert complete("safe-uninstall --probe x --dr") == ["--dry-run"]
