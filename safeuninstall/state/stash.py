@@ -601,20 +601,28 @@ class StashHasher:
     """Hashes a snapshot's stash in a thread while the probes run (they take seconds, 1 GB
     takes about 0.5 s), and records each file's identity and sha256 in
     ``stash-verified.json``: a restore then links files back without reading them again, and
-    a file that was modified locally after its install is restored as it was, not refused."""
+    a file that was modified locally after its install is restored as it was, not refused.
+
+    The installer's removal unlinks the environment's links to the stashed files, which sets
+    their ctime: ``installer_runs`` and ``installer_done`` take each file's identity just
+    before and just after it, and a file whose identity was the one hashed until the
+    installer ran, and changed in nothing but its ctime while it ran, is recorded with its
+    identity after it. Any other change, before or after, leaves the record as hashed, and
+    the file is hashed again when it is restored."""
 
     def __init__(self, snapshot: SnapshotFolder, stashes: Sequence[PackageStash]) -> None:
         self._snapshot = snapshot
         self._stashes = stashes
         self._cancelled = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
+        self._lock = threading.Lock()
+        self._writing = threading.Lock()  # the last record written is made from the latest
+        self._hashed: dict[str, tuple[Identity, str]] | None = None  # once the thread is done
+        self._before: dict[str, Identity] | None = None  # just before the installer ran
+        self._after: dict[str, Identity] | None = None  # just after
 
     def start(self) -> StashHasher:
-        """Begin, once. A removal begins it after the installer has unlinked the environment's
-        links to the stashed files (which sets their ctime): the identities recorded are then
-        those a restore finds."""
-        if self._thread.ident is None:
-            self._thread.start()
+        self._thread.start()
         return self
 
     def __enter__(self) -> StashHasher:
@@ -629,8 +637,32 @@ class StashHasher:
         else:
             self.cancel()
 
+    def installer_runs(self) -> None:
+        """The installer is about to remove files whose stashed copies share their inodes."""
+        identities = self._identities()
+        with self._lock:
+            self._before = identities
+
+    def installer_done(self) -> None:
+        """The installer has finished: record what it changed, if the hashing is done."""
+        identities = self._identities()
+        with self._lock:
+            self._after = identities
+            hashed = self._hashed
+        if hashed is not None:
+            self._write(hashed)
+
+    def _identities(self) -> dict[str, Identity]:
+        found = {}
+        for stash in self._stashes:
+            for stashed in stash.files:
+                key = f"{stash.folder}/{stashed.path}"
+                with contextlib.suppress(OSError):
+                    found[key] = identity(self._snapshot.holding(key).lstat())
+        return found
+
     def _run(self) -> None:
-        verified: dict[str, list[object]] = {}
+        hashed: dict[str, tuple[Identity, str]] = {}
         for stash in self._stashes:
             for stashed in stash.files:
                 if self._cancelled.is_set():
@@ -643,26 +675,52 @@ class StashHasher:
                         continue  # never vouched for: check_stash refuses it
                     digest = sha256_file(kept, before, stop=self._cancelled.is_set)
                     if identity(kept.lstat()) == identity(before):
-                        verified[key] = [*identity(before), digest]
+                        hashed[key] = (identity(before), digest)
                 except OSError:
                     continue
         if self._cancelled.is_set():
             return
-        # Losing this file costs a re-hash, nothing else.
-        with contextlib.suppress(OSError):
-            write_atomically(
-                self._snapshot.verified_file, json.dumps(verified).encode("utf-8"), durable=False
-            )
+        with self._lock:
+            self._hashed = hashed
+        self._write(hashed)
+
+    def _write(self, hashed: Mapping[str, tuple[Identity, str]]) -> None:
+        with self._writing:
+            with self._lock:
+                before, after = self._before, self._after
+            verified = {}
+            for key, (recorded, digest) in hashed.items():
+                if before is not None and after is not None:
+                    recorded = _through_the_installer(recorded, before.get(key), after.get(key))
+                verified[key] = [*recorded, digest]
+            # Losing this file costs a re-hash, nothing else.
+            with contextlib.suppress(OSError):
+                write_atomically(
+                    self._snapshot.verified_file,
+                    json.dumps(verified).encode("utf-8"),
+                    durable=False,
+                )
 
     def wait(self) -> None:
-        self.start()
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
 
     def cancel(self) -> None:
         """Stop within a chunk of the file being hashed, write nothing."""
         self._cancelled.set()
         if self._thread.ident is not None:
             self._thread.join()
+
+
+def _through_the_installer(
+    hashed: Identity, before: Identity | None, after: Identity | None
+) -> Identity:
+    """The identity to record of a file hashed as ``hashed``: the one after the installer ran
+    where the file was that one until then and the installer changed nothing but its ctime
+    (the unlink of the environment's link to it)."""
+    if before == hashed and after is not None and after[:4] == hashed[:4]:
+        return after
+    return hashed
 
 
 def restore_files(

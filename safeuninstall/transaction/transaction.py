@@ -292,9 +292,8 @@ class Transaction:
         self._beside = frozenset(p.name for d in installed.values() for p in d.doubled)
         stashes = [e.stash for e in self.snapshot.packages if e.stash]
         # A restore then need not hash the stash, and a file changed locally before the
-        # removal is vouched for (its RECORD hash no longer is). Begun once the installer is
-        # done (``uninstall``), or when it is first waited for.
-        self._hasher = StashHasher(self._folder, stashes)
+        # removal is vouched for (its RECORD hash no longer is).
+        self._hasher = StashHasher(self._folder, stashes).start()
         return self.snapshot
 
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
@@ -312,15 +311,17 @@ class Transaction:
         self._step("uninstall")
         self._changed = True
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
+        hasher = self._hasher
         try:
             # Obeyed once uv is done: KeyboardInterrupt, or noted by a block around this one.
             with interrupts.deferred():
+                if hasher is not None:
+                    hasher.installer_runs()
                 self._ctx.backend.uninstall(names)
+                if hasher is not None:
+                    hasher.installer_done()
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
-        finally:
-            if self._hasher is not None:
-                self._hasher.start()
         return None
 
     def changing(self, step: str) -> None:
