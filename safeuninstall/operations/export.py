@@ -40,6 +40,7 @@ from safeuninstall.session.context import Context
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
+from safeuninstall.transaction.transaction import package_entry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -239,15 +240,8 @@ def _installed_now(ctx: Context) -> Snapshot:
             python=str(ctx.python), prefix=ctx.interpreter.prefix, version=ctx.interpreter.version
         ),
         packages=tuple(
-            PackageEntry(
-                name=name,
-                version=dist.version,
-                installer=dist.installer,
-                requested=dist.requested,
-                source=dist.source,
-                layout=dist.layout,
-            )
-            for name, dist in sorted(installed.items())
+            package_entry(dist, Path(ctx.interpreter.prefix))
+            for _, dist in sorted(installed.items())
         ),
     )
 

@@ -164,7 +164,7 @@ def take_snapshot(
                 version=ctx.interpreter.version,
             ),
             packages=tuple(
-                _entry(dist, env_root, stashes.get(name))
+                package_entry(dist, env_root, stashes.get(name))
                 for name, dist in sorted(installed.items())
             ),
             removed=tuple(spec.removed),
@@ -200,7 +200,10 @@ def _record(dist: InstalledDistribution) -> list[RecordEntry] | None:
         return None
 
 
-def _entry(dist: InstalledDistribution, env_root: Path, stash: PackageStash | None) -> PackageEntry:
+def package_entry(
+    dist: InstalledDistribution, env_root: Path, stash: PackageStash | None = None
+) -> PackageEntry:
+    """``dist`` as a snapshot records it (``stash``: the files kept of it, if any)."""
     return PackageEntry(
         name=dist.key,
         version=dist.version,
