@@ -64,32 +64,114 @@ def test_the_plan_proves_the_bound_for_larger_n(n: int) -> None:
     assert bound(n, 0) <= 2
 
 
+PASSED, PROVEN, UNPROVEN = 0, 1, 2
+
+
+@pytest.mark.parametrize(("proven", "spare"), [(True, 0), (False, 0), (False, 1), (False, 2)])
 @pytest.mark.parametrize("n", range(1, 21))
-def test_the_plan_bisects_to_the_best_size(n: int) -> None:
+def test_the_plan_bisects_to_the_best_size(n: int, proven: bool, spare: int) -> None:
     # The plan bisects for the best size (the module); trying every size finds the same.
     log = _log2(n)
+    cap = 2 if spare else 0
 
     @functools.cache
-    def worst(m: int, f: int, passed: bool, empty: bool) -> tuple[int, int]:
+    def worst(proof: int, count: int, m: int, f: int, passed: bool) -> tuple[int, int]:
         if m == 0:
-            return (0 if passed or empty else 1), 0
-        if f == 1:
-            return -log + worst(m - 1, 0, passed, empty)[0], 0
+            return (0 if passed else 1) if proof == PASSED else int(proof == UNPROVEN), 0
+        if f == 1:  # a needed one found
+            less = log + (spare if count == 1 else 0)
+            if proof != UNPROVEN:
+                return worst(proof, min(count + 1, cap), m - 1, 0, passed)[0] - less, 0
+            if count == 0:
+                return worst(UNPROVEN, 1, m - 1, 0, False)[0] - less, 0
+            return 1 + worst(PROVEN, cap, m - 1, 0, False)[0] - less, 0  # the start's run
         top = f - 1 if f else m
         cases = [
-            1 + max(worst(m - p, f - p if f else 0, True, False)[0], worst(m, p, False, empty)[0])
+            1
+            + max(
+                worst(PASSED, min(count, cap), m - p, f - p if f else 0, True)[0],
+                worst(proof, count, m, p, False)[0],
+            )
             for p in range(1, top + 1)
         ]
         best = min(cases)
         sizes = [p for p in range(1, top + 1) if cases[p - 1] == best]
         return best, sizes[0] if f else sizes[-1]
 
-    plan = bisection._plan(n)
-    assert plan.worst == worst(n, 0, True, True)[0]
-    for empty in (False, True):
+    plan = bisection._plan(n, proven, spare)
+    start = PROVEN if proven else UNPROVEN
+    assert plan.worst == worst(start, 0, n, 0, False)[0]
+    assert plan.worst_failing == worst(start, 0, n, n, False)[0]
+    for (proof, count), table in plan.sizes.items():
         for m in range(1, n + 1):
             for f in (0, *range(2, m + 1)):
-                assert plan.sizes[empty][m][f] == worst(m, f, False, empty)[1]
+                assert table[m][f] == worst(proof, count, m, f, False)[1]
+
+
+@pytest.mark.parametrize("n", range(1, 17))
+def test_starting_failing_with_the_start_unproven_every_needed_set_up_to_16(n: int) -> None:
+    # bisect's search: its first run (every candidate removed) failed, and nothing proved the
+    # start. One needed one costs at most 1 + log2 n runs; two or more at most
+    # 1 + k log2 n, and the plan's spare runs more where that is the price of the first.
+    names = NAMES[:n]
+    log = _log2(n)
+    top = n > 3 * 2**log // 4  # n in (3/4 * 2^L, 2^L]
+    spare = bisection._chosen(n, True, False).spare
+    assert spare == 0 or (top and n >= 4)
+    for k in range(1, n + 1):
+        for chosen in itertools.combinations(names, k):
+            seen: list[frozenset[str]] = []
+            found = search(names, _probe(set(chosen), seen), failing=True, proven=False)
+            assert found.needed == chosen and not found.start_failed
+            assert found.runs == len(seen) <= bound(n, k, failing=True, proven=False)
+            assert found.runs <= 1 + k * log + (spare if k > 1 else 0)
+            assert found.final_passed
+            assert frozenset(names) not in seen  # the caller's run is not made again
+    assert bound(n, 1, failing=True, proven=False) == 1 + log
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 16, 100, bisection.PLANNED + 1])
+def test_a_start_that_fails_is_said_by_the_second_needed_one(n: int) -> None:
+    seen: list[frozenset[str]] = []
+    found = search(
+        NAMES[:n] if n <= 16 else [f"p{i}" for i in range(n)],
+        lambda removed: seen.append(removed) or False,
+        failing=True,
+        proven=False,
+    )
+    assert found.start_failed and not found.needed and not found.final_passed
+    assert seen[-1] == frozenset()  # the start's own run
+    assert found.runs == len(seen) <= 2 * (_log2(n) + 1) + 1
+
+
+def test_four_candidates_need_one_run_more_whatever_the_strategy() -> None:
+    # Every adaptive strategy, against every set of needed ones among 4, starting failing with
+    # the start unproven: some set costs 2 + k log2 n runs, one more than elsewhere (so the
+    # plan's worst case is the best there is), and one needed one can cost 1 + log2 n only if
+    # two may cost one more.
+    units = range(4)
+    every = [frozenset(c) for k in range(1, 5) for c in itertools.combinations(units, k)]
+    tries = [frozenset(c) for k in range(5) for c in itertools.combinations(units, k)]
+
+    def best(spare: int) -> int:
+        @functools.cache
+        def worst(left: frozenset[frozenset[int]], last: frozenset[int] | None) -> int:
+            if len(left) == 1:
+                (needed,) = left
+                final = frozenset(units) - needed
+                closing = last != final if final else last is None
+                return closing - 2 * len(needed) - (spare if len(needed) > 1 else 0)
+            cases = []
+            for t in tries:
+                passing = frozenset(h for h in left if not h & t)
+                if passing and passing != left:
+                    cases.append(1 + max(worst(passing, t), worst(left - passing, None)))
+            return min(cases)
+
+        return worst(frozenset(every), None)
+
+    assert best(0) == 2 == bisection._plan(4, False, 0).worst_failing
+    assert best(1) == 1 == bisection._plan(4, False, 1).worst_failing
 
 
 def test_the_bound_for_one_needed_is_two_plus_log2_n() -> None:

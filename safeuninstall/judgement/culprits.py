@@ -4,17 +4,14 @@ and the search over them.
 ``find`` asks ``passes(bad)``: does the probe pass with the units in ``bad`` as they are now and
 every other unit as it was in the good state? (The caller puts the environment in that state.)
 It assumes what a bisection must: each unit breaks the probe on its own or not at all, so the
-probe passes exactly when ``bad`` holds no culprit. A passing run clears every unit it left bad;
-a failing one proves a culprit among them.
-
-The first run is the environment as it is (every unit bad), which must fail. Then halving: the
-set known to hold a culprit is split, the first half left bad (with what is cleared already);
-passing, it is cleared and
-the second half holds the culprit; failing, the first half does, and the second waits in a pool.
-A culprit found, the pool is tried whole: passing, the search is over, and that run was of
-exactly the state with only the culprits brought back. Runs: ``2 + ceil(log2 n)`` at most for one
-culprit among ``n`` units, ``1 + k * (ceil(log2 n) + 1)`` for ``k``; one more when no run has
-passed by the second culprit, to prove the good state passes at all.
+probe passes exactly when ``bad`` holds no culprit. The first run is the environment as it is
+(every unit bad), which must fail; then bisection.search, the search ``--keep-needed`` makes,
+narrows the culprits down: a unit left bad is a candidate removed, a culprit a needed one. The
+good state is probed only when no run has passed by the second culprit found, or at the end.
+Runs, the first counted: at most ``2 + k * ceil(log2 n)`` for ``k`` culprits among ``n`` units,
+one more when ``n`` is in ``(3/4 * 2^L, 2^L]``, ``L = ceil(log2 n)`` (no strategy does better
+there: see bisection). A caller that probed the good state first (a metric's baseline) says
+so, and no run of it is made here.
 """
 
 from __future__ import annotations
@@ -22,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from msgspec import Struct
+
+from safeuninstall.judgement.bisection import search
 
 
 class Found(Struct, frozen=True):
@@ -36,65 +35,28 @@ class Found(Struct, frozen=True):
     final_passed: bool = False
 
 
-class _Runs:
-    def __init__(self, order: Sequence[str], passes: Callable[[frozenset[str]], bool]) -> None:
-        self._order = order
-        self._passes = passes
-        self.made: list[tuple[tuple[str, ...], bool]] = []
+def find(
+    units: Sequence[str], passes: Callable[[frozenset[str]], bool], *, good_proven: bool = False
+) -> Found:
+    """The culprits among ``units`` (see the module). ``good_proven``: the caller probed the
+    good state, and it passed."""
+    made: list[tuple[tuple[str, ...], bool]] = []
 
-    def __call__(self, bad: Iterable[str]) -> bool:
-        chosen = frozenset(bad)
-        verdict = self._passes(chosen)
-        self.made.append((tuple(u for u in self._order if u in chosen), verdict))
+    def run(bad: frozenset[str]) -> bool:
+        verdict = passes(bad)
+        made.append((tuple(u for u in units if u in bad), verdict))
         return verdict
 
-    def found(self, **fields: object) -> Found:
-        return Found(runs=tuple(self.made), **fields)  # type: ignore[arg-type]
-
-
-def find(units: Sequence[str], passes: Callable[[frozenset[str]], bool]) -> Found:
-    """The culprits among ``units`` (see the module)."""
-    run = _Runs(units, passes)
-    if run(units):
-        return run.found(now_passes=True)
-    harmless: list[str] = []
-    culprits: list[str] = []
-    positive = list(units)  # holds a culprit
-    pool: list[str] = []  # not judged yet
-    proven_good = False  # a run passed: the good state passes too
-    while True:
-        while len(positive) > 1:
-            half = len(positive) // 2
-            first, second = positive[:half], positive[half:]
-            if run(harmless + first):
-                harmless += first
-                positive = second
-                proven_good = True
-            else:
-                pool = second + pool
-                positive = first
-        culprits.append(positive[0])
-        if not pool:
-            break
-        if run(harmless + pool):
-            harmless += pool
-            proven_good = True
-            break
-        if not proven_good:
-            if not run(()):
-                return run.found(good_fails=True)
-            proven_good = True
-        positive, pool = pool, []
-    # Every unit a culprit: the good state is the answer, and must pass.
-    if not harmless and not proven_good and not run(()):
-        return run.found(good_fails=True)
-    final = tuple(u for u in units if u in harmless)
-    if harmless and run.made[-1] != (final, True):
-        run(final)
-    return run.found(
-        culprits=tuple(u for u in units if u in culprits),
-        harmless=final,
-        final_passed=(final, True) in run.made,
+    if run(frozenset(units)):
+        return Found(runs=tuple(made), now_passes=True)
+    found = search(units, run, failing=True, proven=good_proven)
+    if found.start_failed:
+        return Found(runs=tuple(made), good_fails=True)
+    return Found(
+        culprits=found.needed,
+        harmless=found.removable,
+        runs=tuple(made),
+        final_passed=found.final_passed,
     )
 
 

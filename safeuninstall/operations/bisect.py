@@ -14,7 +14,7 @@ environment returns to the start and is verified.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.installed import (
+    InstalledDistribution,
     census,
     census_change,
     installed_distributions,
@@ -87,38 +88,12 @@ class _Bisect:
         self.rounds: list[tuple[tuple[str, ...], bool]] = []  # as they ended, for an interrupt
 
     def run(self) -> BisectResult:
-        ctx = self.ctx
-        self.census = census(ctx.interpreter)  # first: a change after it shows later
-        installed = installed_distributions(ctx.interpreter)
-        owned = owned_files(ctx, installed)
-        # What any state may uninstall: the changed distributions, and those that list a file
-        # one of them lists (a restore brings them back whole). The rest is never touched.
-        changed = [
-            name
-            for name, dist in installed.items()
-            if (entry := self.good.package(name)) is None or entry.version != dist.version
-        ]
-        stash = sorted({*changed, *sharing_files(owned, changed)})
-        txn = Transaction(ctx, "bisect")
+        self.census = census(self.ctx.interpreter)  # first: a change after it shows later
+        installed = installed_distributions(self.ctx.interpreter)
+        txn = Transaction(self.ctx, "bisect")
         with txn:
-            spec = SnapshotSpec(
-                operation="bisect", stash=stash, shared=owned.shared_paths(of=stash)
-            )
-            start = self.start = txn.snapshot_before(installed, spec)
-            diff = compare(snapshot_sides(self.good), snapshot_sides(start))
-            not_bisected = tuple(c.name for c in diff.of_kind(ChangeKind.FILES_DIFFER))
-            self.units = units(
-                [c.name for c in diff.changes if c.kind is not ChangeKind.FILES_DIFFER],
-                self._ties(diff),
-            )
-            if not self.units:
-                raise InvalidInput(
-                    txn.unchanged(
-                        f"no distribution changed its version, nor came or went, between "
-                        f"snapshot {self.good.id} and now"
-                    )
-                )
-            self.at = frozenset(self.units)
+            self.start = txn.snapshot_before(installed, self._spec(installed))
+            not_bisected = self._group(txn)
             self._refuse_what_cannot_come_back(txn)
             try:
                 found = self._search(txn)
@@ -136,22 +111,57 @@ class _Bisect:
                     raise
                 self.messages.append(f"the bisect stopped on an error: {err}")
                 return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
-            if found.now_passes:
-                raise BaselineProbeFailed(
-                    txn.unchanged("the probe passes now: there is no failure to bisect"),
-                    detail=self.failure,
+            return self._found(txn, found, not_bisected)
+
+    def _spec(self, installed: Mapping[str, InstalledDistribution]) -> SnapshotSpec:
+        """The start's snapshot stashes what any state may uninstall: the changed
+        distributions, and those that list a file one of them lists (a restore brings them
+        back whole). The rest is never touched."""
+        owned = owned_files(self.ctx, installed)
+        changed = [
+            name
+            for name, dist in installed.items()
+            if (entry := self.good.package(name)) is None or entry.version != dist.version
+        ]
+        stash = sorted({*changed, *sharing_files(owned, changed)})
+        return SnapshotSpec(operation="bisect", stash=stash, shared=owned.shared_paths(of=stash))
+
+    def _group(self, txn: Transaction) -> tuple[str, ...]:
+        """The changes since GOOD in units; the same-version ones whose files differ, which
+        are not bisected, returned. Refused when no unit is left."""
+        assert self.start is not None
+        diff = compare(snapshot_sides(self.good), snapshot_sides(self.start))
+        self.units = units(
+            [c.name for c in diff.changes if c.kind is not ChangeKind.FILES_DIFFER],
+            self._ties(diff),
+        )
+        if not self.units:
+            raise InvalidInput(
+                txn.unchanged(
+                    f"no distribution changed its version, nor came or went, between "
+                    f"snapshot {self.good.id} and now"
                 )
-            if found.good_fails:
-                restored = self._return(txn)
-                if restored is not None and not restored.ok:
-                    return self._incomplete(txn, found, not_bisected, restored)
-                txn.finish(Outcome.BISECT_REFUSED)
-                raise BaselineProbeFailed(
-                    f"the probe fails in snapshot {self.good.id} too: it cannot tell what "
-                    "changed since; the environment is back where it started, verified",
-                    detail=self.good_failure,
-                )
-            return self._back(txn, Outcome.BISECTED, found, not_bisected)
+            )
+        self.at = frozenset(self.units)
+        return tuple(c.name for c in diff.of_kind(ChangeKind.FILES_DIFFER))
+
+    def _found(self, txn: Transaction, found: Found, not_bisected: tuple[str, ...]) -> BisectResult:
+        if found.now_passes:
+            raise BaselineProbeFailed(
+                txn.unchanged("the probe passes now: there is no failure to bisect"),
+                detail=self.failure,
+            )
+        if found.good_fails:
+            restored = self._return(txn)
+            if restored is not None and not restored.ok:
+                return self._incomplete(txn, found, not_bisected, restored)
+            txn.finish(Outcome.BISECT_REFUSED)
+            raise BaselineProbeFailed(
+                f"the probe fails in snapshot {self.good.id} too: it cannot tell what "
+                "changed since; the environment is back where it started, verified",
+                detail=self.good_failure,
+            )
+        return self._back(txn, Outcome.BISECTED, found, not_bisected)
 
     # -- the units -----------------------------------------------------------------------
 
@@ -301,7 +311,7 @@ class _Bisect:
             self.baseline = baseline
         order = list(self.units)
         # The first state probed is the start itself: no move while nothing changed yet.
-        return find(order, lambda bad: self._probe(txn, bad))
+        return find(order, lambda bad: self._probe(txn, bad), good_proven=self.baseline is not None)
 
     # -- the end -------------------------------------------------------------------------
 
