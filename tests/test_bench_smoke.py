@@ -176,6 +176,9 @@ def test_the_torch_bisect_scenario_runs_and_yields_numbers(tmp_path: Path, stack
         for key in ("units", "rounds", "whole", "probe", "passing", "failing", "beyond", "move")
     }
     assert results.values["bisect.torch.units"] == 1 + smoke.bisect_harmless
+    # the rounds the command listed are those the in-process count gives (nccl sorts last)
+    units = 1 + smoke.bisect_harmless
+    assert results.values["bisect.torch.rounds"] == bisect_rounds.count_rounds(units, (units - 1,))
     (rounds,) = [t for t in report.evaluate(results) if t.name.startswith("torch: bisect")]
     assert rounds.passed is not None
 
