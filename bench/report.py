@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from . import bisect_rounds
 from .scenarios import ImportCost, Results, Row
 
 
@@ -165,6 +166,44 @@ def evaluate(results: Results) -> list[Target]:
             )
         )
     targets += _real_stack_targets(results)
+    targets += _bisect_targets(results)
+    return targets
+
+
+def _bisect_targets(results: Results) -> list[Target]:
+    """bisect's probe rounds, the most of each count and of the torch bisect, against the bound
+    ``2 + k * ceil(log2 n)``; only what was measured."""
+    v = results.values
+    targets = []
+    for n in results.config.bisect_sizes:
+        for k in bisect_rounds.CULPRITS:
+            most = v.get(bisect_rounds.rounds_key(n, k, "most"))
+            if most is None:
+                continue
+            limit = bisect_rounds.bound(n, k)
+            sets = int(v[bisect_rounds.rounds_key(n, k, "sets")])
+            targets.append(
+                Target(
+                    f"bisect rounds, {k} culprit{'s' if k > 1 else ''} among {n} units (the most)",
+                    f"<= {limit}",
+                    most,
+                    most <= limit,
+                    f"over {sets} culprit sets; mean "
+                    f"{v[bisect_rounds.rounds_key(n, k, 'mean')]:.2f}",
+                )
+            )
+    if "bisect.torch.rounds" in v:
+        units, most = int(v["bisect.torch.units"]), v["bisect.torch.rounds"]
+        limit = bisect_rounds.bound(units, 1)
+        targets.append(
+            Target(
+                f"torch: bisect rounds, nvidia-nccl-cu13 among {units} units",
+                f"<= {limit}",
+                most,
+                most <= limit,
+                "the most over the runs",
+            )
+        )
     return targets
 
 
@@ -333,6 +372,9 @@ def render(results: Results, header: Mapping[str, str]) -> str:
         "",
         imports_table(results.imports),
     ]
+    counted = bisect_rounds.rounds_table(cfg, dict(results.values))
+    if counted:
+        parts += ["", "## bisect: probe rounds of its search, against the bound", "", counted]
     if results.info:
         parts += ["", "## Set-up costs (one run each, not benchmark figures)", ""]
         parts += [f"- {key}: {value}" for key, value in results.info.items()]

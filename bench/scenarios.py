@@ -50,6 +50,11 @@ class Config:
     # the real stacks (tests/stacks/), and how many snapshots `snapshots` lists there
     stacks: tuple[str, ...] = ("torch", "ml")
     stack_snapshots: int = 50
+    # bisect: the units its search is counted over, how many culprit sets at most for each,
+    # and the harmless changes beside nvidia-nccl-cu13 in the torch bisect
+    bisect_sizes: tuple[int, ...] = (8, 32, 128)
+    bisect_sets: int = 10000
+    bisect_harmless: int = 5
 
 
 FULL = Config(label="full", runs=7)
@@ -60,6 +65,7 @@ QUICK = Config(
     probe_sleep=0.5,
     importtime_runs=3,
     impact_sizes=((50, 200), (200, 850)),
+    bisect_sets=200,
 )
 # For the smoke test: every code path once, at a size where time means nothing.
 SMOKE = Config(
@@ -75,6 +81,9 @@ SMOKE = Config(
     # the torch stack only: the test tier has it cached; the ML venv costs a minute to build
     stacks=("torch",),
     stack_snapshots=2,
+    bisect_sizes=(8,),
+    bisect_sets=10,
+    bisect_harmless=1,
 )
 
 
@@ -918,6 +927,20 @@ def real_stacks(ws: Workspace, cfg: Config, results: Results) -> None:
     realstacks.run(ws, cfg, results)
 
 
+def bisect_rounds(ws: Workspace, cfg: Config, results: Results) -> None:
+    """The probe rounds of bisect's search against the bound (bench/bisect_rounds.py)."""
+    from . import bisect_rounds  # it imports this module
+
+    bisect_rounds.rounds(cfg, results)
+
+
+def bisect_torch(ws: Workspace, cfg: Config, results: Results) -> None:
+    """A bisect of the CUDA torch venv: a round's cost beyond its probe (bench/bisect_rounds.py)."""
+    from . import bisect_rounds
+
+    bisect_rounds.torch(ws, cfg, results)
+
+
 SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
     startup,
     snapshot_scaling,
@@ -927,6 +950,8 @@ SCENARIOS: tuple[Callable[[Workspace, Config, Results], None], ...] = (
     large_environment,
     impact_scaling,
     real_stacks,
+    bisect_rounds,
+    bisect_torch,
 )
 
 

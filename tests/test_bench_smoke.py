@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import realstacks, report, scenarios
+from bench import bisect_rounds, realstacks, report, scenarios
 from bench.dists import big_dist, record_hash, small_dist, write_installed, zeros_record_hash
 from bench.envs import Workspace, bundled_pip_wheel
 from bench.inprocess import open_venv
@@ -66,7 +66,8 @@ def _run(ws: Workspace, names: list[str]) -> scenarios.Results:
     ran: list[str] = []
     for name in names:
         part = scenarios.run_all(ws, scenarios.SMOKE, progress=ran.append, only=[name])
-        assert any(row.runs is not None for row in part.rows), f"{name}: no figure"
+        figures = [row for row in part.rows if row.runs is not None]
+        assert figures or part.values, f"{name}: no figure"
         results.rows += part.rows
         results.values.update(part.values)
         results.imports += part.imports
@@ -110,7 +111,8 @@ def _check(
     assert verdicts == sum(t.passed is not None for t in targets if t.judged)
 
 
-SYNTHETIC = [s.__name__ for s in scenarios.SCENARIOS if s is not scenarios.real_stacks]
+REAL = (scenarios.real_stacks, scenarios.bisect_torch)
+SYNTHETIC = [s.__name__ for s in scenarios.SCENARIOS if s not in REAL]
 
 
 def test_every_synthetic_scenario_runs_and_yields_numbers(tmp_path: Path) -> None:
@@ -120,6 +122,11 @@ def test_every_synthetic_scenario_runs_and_yields_numbers(tmp_path: Path) -> Non
         expected_gaps = [("uninstall", "no bundled pip wheel")] * 2
     _check(results, expected_gaps)
     assert results.imports, "no -X importtime figures were parsed"
+    # bisect's rounds: every count of the smoke size, each named beside its bound
+    counted = [t for t in report.evaluate(results) if t.name.startswith("bisect rounds")]
+    assert len(counted) == len(scenarios.SMOKE.bisect_sizes) * len(bisect_rounds.CULPRITS)
+    text = report.render(results, {})
+    assert "| 8 | 1 | 8 (every one) |" in text
 
 
 def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: Stacks) -> None:
@@ -154,6 +161,26 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
         )
     }
     assert any(t.name.startswith("torch: ") for t in report.evaluate(results))
+
+
+def test_the_torch_bisect_scenario_runs_and_yields_numbers(tmp_path: Path, stacks: Stacks) -> None:
+    """One bisect of the torch stack from a GOOD snapshot with nvidia-nccl-cu13, among the
+    smoke size's harmless changes: its whole time, its rounds' probes and what a round costs
+    beyond its probe, each a number."""
+    smoke = scenarios.SMOKE
+    results = scenarios.Results(config=smoke)
+    bisect_rounds.torch(Workspace.create(tmp_path / "bench"), smoke, results, stacks)
+    _check(results, [], targets_of="torch: bisect")
+    assert {key for key in results.values if key.startswith("bisect.torch.")} == {
+        f"bisect.torch.{key}"
+        for key in ("units", "rounds", "whole", "probe", "passing", "failing", "beyond", "move")
+    }
+    assert results.values["bisect.torch.units"] == 1 + smoke.bisect_harmless
+    # the rounds the command listed are those the in-process count gives (nccl sorts last)
+    units = 1 + smoke.bisect_harmless
+    assert results.values["bisect.torch.rounds"] == bisect_rounds.count_rounds(units, (units - 1,))
+    (rounds,) = [t for t in report.evaluate(results) if t.name.startswith("torch: bisect")]
+    assert rounds.passed is not None
 
 
 def test_the_guarded_install_bench_yields_a_figure_per_command(tmp_path: Path) -> None:
