@@ -266,14 +266,51 @@ def test_refused_when_the_probe_passes_now_or_fails_in_good(
     assert not venv.journal.exists()
 
 
-def test_refused_without_a_probe(make_venv: MakeVenv, tmp_path: Path) -> None:
+def test_without_a_probe_the_one_derived_from_the_changes_finds_the_culprit(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
     house = tmp_path / "house"
     _parts(house, {"part5"})
     venv, good = _good_then_upgraded(make_venv, house)
+    start = _at_start(venv)
+
+    done = venv.tool("--json", "bisect", good)
+
+    data = done.json()
+    assert done.returncode == 0, data
+    assert data["outcome"] == "bisected"
+    assert [c["names"] for c in data["bisect"]["culprits"]] == [["part5"]]
+    assert any("derived" in note for note in data["probes"]["notes"])
+    # Its candidates are judged against their run in GOOD's state, made first.
+    assert len(data["probes"]["baseline"]) == 1 and data["probes"]["baseline"][0]["passed"]
+    assert len(data["bisect"]["rounds"]) <= 5
+    assert "broken in 2.0" in data["bisect"]["failure"]
+    assert _at_start(venv) == start
+    assert not venv.journal.exists()
+
+
+def test_refused_when_no_probe_is_given_nor_derivable(make_venv: MakeVenv, tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    _parts(house, set())
+    venv = make_venv()
+    venv.install(*(f"{n}==1.0" for n in NAMES), find_links=house)
+    good = venv.tool("snapshot", "-q").stdout.strip()
+    assert venv.tool("--no-probe", "-y", "part7").returncode == 0  # nothing requires it
     snapshots = sorted(venv.state.snapshots_dir.iterdir())
+    start = _at_start(venv)
+
     done = venv.tool("bisect", good)
-    assert done.returncode == 1
-    assert "bisect needs a probe" in done.stderr
+
+    assert done.returncode == 1, done.stdout
+    assert "none can be derived from the changes since snapshot" in done.stderr
+    assert "nothing was changed" in done.stderr
+    assert _at_start(venv) == start
+    assert sorted(venv.state.snapshots_dir.iterdir()) == snapshots
+    assert not venv.journal.exists()
+
+    no_probe = venv.tool("bisect", good, "--no-probe")
+    assert no_probe.returncode == 1
+    assert "--no-probe leaves it none" in no_probe.stderr
     assert sorted(venv.state.snapshots_dir.iterdir()) == snapshots
 
 

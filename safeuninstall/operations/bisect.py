@@ -28,10 +28,12 @@ from safeuninstall.environment.installed import (
     census_change,
     installed_distributions,
     read_requires,
+    requirement_index,
 )
 from safeuninstall.judgement.culprits import Found, find, units
-from safeuninstall.judgement.derived import judged_after
+from safeuninstall.judgement.derived import as_baseline, derive, judged_after
 from safeuninstall.judgement.diff import ChangeKind, Diff, compare, snapshot_sides
+from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.plan import plan_restore
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
@@ -49,10 +51,10 @@ from safeuninstall.transaction.transaction import (
 
 def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> BisectResult:
     ctx.refuse_externally_managed()
-    if configured.disabled or not configured.probes:
+    if configured.disabled:
         raise InvalidInput(
-            "bisect needs a probe that passes in the good snapshot and fails now: --probe, "
-            "--probe-cmd or --probe-metric (or one configured); nothing was changed"
+            "bisect needs a probe that passes in the good snapshot and fails now, and "
+            "--no-probe leaves it none; nothing was changed"
         )
     with ctx.locked():
         ctx.refuse_if_unfinished()
@@ -94,6 +96,8 @@ class _Bisect:
         with txn:
             self.start = txn.snapshot_before(installed, self._spec(installed))
             not_bisected = self._group(txn)
+            if not self.settings.probes:
+                self.settings = self._derived(txn, installed)
             self._refuse_what_cannot_come_back(txn)
             try:
                 found = self._search(txn)
@@ -298,12 +302,37 @@ class _Bisect:
             self.failure = _failure_text(results)
         return passed
 
+    def _derived(
+        self, txn: Transaction, installed: Mapping[str, InstalledDistribution]
+    ) -> ProbeSettings:
+        """No probe given nor configured: the one derived from the changes, as for a removal
+        of what GOOD had (derived.py): the changed distributions installed now, what requires
+        any changed one, and torch's own check where torch is installed. Refused when that is
+        nothing."""
+        changed = sorted({name for names in self.units.values() for name in names})
+        present = [name for name in changed if name in installed]
+        required_by = requirement_index(installed)
+        dependents = {d for name in changed for d, _ in required_by.get(name, ())}
+        probes, notes = derive(installed, sorted({*present, *dependents}), present)
+        if not probes:
+            raise InvalidInput(
+                txn.unchanged(
+                    "bisect needs a probe that passes in the good snapshot and fails now: none "
+                    "is given (--probe, --probe-cmd, --probe-metric) or configured, and none "
+                    f"can be derived from the changes since snapshot {self.good.id}: "
+                    + "; ".join(notes)
+                )
+            )
+        self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
+        return ProbeSettings(probes=probes, timeout=self.settings.timeout, notes=notes)
+
     def _search(self, txn: Transaction) -> Found:
-        if any(p.metric is not None for p in self.settings.probes):
-            # A metric is judged against GOOD's, measured first.
+        if any(p.metric is not None or p.kind is ProbeKind.DERIVED for p in self.settings.probes):
+            # A metric, or a derived probe's candidates, are judged against GOOD's run, first.
             self._move(txn, frozenset())
             self.ctx.emit("baseline", "baseline probe running, as snapshot " + self.good.id)
-            baseline = run_all(self.settings, self.ctx.interpreter, self.ctx.child_env())
+            ran = run_all(self.settings, self.ctx.interpreter, self.ctx.child_env())
+            baseline = [as_baseline(r) for r in ran]
             self.probes = msgspec.structs.replace(self.probes, baseline=tuple(baseline))
             if not all(r.passed for r in baseline):
                 self.good_failure = _failure_text(baseline)
