@@ -6,14 +6,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from tests.realstack import RealVenv
 from tests.wheels import build_wheel
 
 PROBE = "import torch; torch.cuda.device_count()"
 
 
+@pytest.mark.parametrize("probe", [("--probe", PROBE), ()], ids=["given", "derived"])
 def test_bisect_names_nvidia_nccl_among_harmless_changes_and_ends_where_it_started(
-    real_venv: RealVenv, tmp_path: Path
+    real_venv: RealVenv, tmp_path: Path, probe: tuple[str, ...]
 ) -> None:
     venv = real_venv("torch")
     good = venv.tool("snapshot", "-q")
@@ -26,7 +29,7 @@ def test_bisect_names_nvidia_nccl_among_harmless_changes_and_ends_where_it_start
     venv.uv("pip", "uninstall", "--python", str(venv.python), "nvidia-nccl-cu13")
     start = venv.installed(), venv.file_hashes()
 
-    done = venv.tool("--json", "bisect", good.stdout.strip(), "--probe", PROBE)
+    done = venv.tool("--json", "bisect", good.stdout.strip(), *probe)
 
     data = done.json()
     assert done.returncode == 0, data
@@ -35,6 +38,9 @@ def test_bisect_names_nvidia_nccl_among_harmless_changes_and_ends_where_it_start
         {"names": ["nvidia-nccl-cu13"], "good": ["nvidia-nccl-cu13==2.30.7"], "bad": []}
     ]
     assert len(found["rounds"]) <= 2 + math.ceil(math.log2(6))  # type: ignore[index]
+    if not probe:  # derived: torch's own check, judged against its run in GOOD's state
+        assert any("torch's CUDA" in n for n in data["probes"]["notes"])  # type: ignore[index]
+        assert data["probes"]["baseline"][0]["passed"]  # type: ignore[index]
     assert "libnccl.so.2" in found["failure"]  # type: ignore[index]
     assert data["next_command"].endswith(  # type: ignore[union-attr]
         "run -- uv pip install --no-deps nvidia-nccl-cu13==2.30.7"
