@@ -157,9 +157,13 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
             "passing_cached",
             "hand_failing",
             "hand_passing",
+            "hand_uninstall_probe",
             "check",
         )
     }
+    # The guard by hand is the probe, the uninstall and the probe: more than its last two steps.
+    values = results.values
+    assert values["real.torch.hand_passing"] > values["real.torch.hand_uninstall_probe"]
     assert any(t.name.startswith("torch: ") for t in report.evaluate(results))
 
 
