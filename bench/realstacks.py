@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from safeuninstall.session.baseline import PLANS_FILE
 from safeuninstall.state.stashindex import _SETTLED_NS
 from safeuninstall.state.store import Store
 from tests.realstack import Stacks, cache_root
@@ -149,10 +148,8 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         return done
 
     def failing(warmup: bool) -> None:
-        # The first time this removal is asked: without the probe derived for it last time
-        # (derived-plans.json), which lets a removal asked again start its baseline at once.
+        # The first time this removal is asked: no snapshot made before.
         venv.clear_history()
-        (venv.state_dir / PLANS_FILE).unlink(missing_ok=True)
         timed("failing", warmup, failing_removal())
         # Asked again in the installed set it restored (a nightly job's retry).
         timed("failing_again", warmup, failing_removal())
@@ -277,8 +274,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         f"{signed_ms(series['failing'].median - probe)} beyond one",
     )
     add(
-        "the same removal asked again in the environment it restored (its derived probe kept "
-        "in derived-plans.json: the baseline starts at once)",
+        "the same removal asked again in the environment it restored",
         "failing_again",
         f"{series['failing_again'].median / probe:.2f} probe runs; "
         f"{signed_ms(series['failing_again'].median - probe)} beyond one",

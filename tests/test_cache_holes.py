@@ -26,7 +26,7 @@ STATE_FILES = (
     "presence-cache.json",
     "elf-cache.json",
     "baseline-cache.json",
-    "derived-plans.json",
+    "derived-plans.json",  # written by earlier versions
     "stash-index.json",
 )
 # A snapshot folder's caches, named by the one owner of its layout.

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from safeuninstall.base.outcome import Outcome
@@ -30,7 +29,6 @@ from safeuninstall.judgement.probe import (
     ProbeSettings,
     RunSettings,
     _read_candidates,
-    derived_code,
     run_probe,
 )
 from safeuninstall.operations.results import ProbeRuns, Result
@@ -415,110 +413,6 @@ def test_torch_adds_its_check_and_of_its_own_modules_only_importers(tmp_path: Pa
     )
 
 
-# -- a plan read back from the state folder: only what the derivation could give --------------
-
-
-def _derivable_site(site: Path) -> dict[str, InstalledDistribution]:
-    return {
-        "google-api-core": make_dist(
-            site, "google-api-core", {"google/api_core/__init__.py": "X = 1\n"}
-        ),
-        "google-cloud-storage": make_dist(
-            site,
-            "google-cloud-storage",
-            {
-                "google/cloud/storage/__init__.py": "from google.cloud.storage.client import C\n",
-                "google/cloud/storage/client.py": "from google.api_core import X\nC = 1\n",
-                "google/cloud/storage/__main__.py": "X = 1\n",
-                "google/cloud/storage/tests/__init__.py": "X = 1\n",
-            },
-            requires=("google-api-core>=1",),
-            entry_points="[console_scripts]\ngcs = google.cloud.storage.client:C\n",
-        ),
-        "torch": make_dist(
-            site,
-            "torch",
-            {"torch/__init__.py": "X = 1\n", "torch/fx/shapes.py": "import sympy\n"},
-            requires=("sympy",),
-        ),
-        "sympy": make_dist(site, "sympy", {"sympy/__init__.py": "X = 1\n"}),
-    }
-
-
-def _as_plan(*candidates: Candidate) -> tuple[Probe]:
-    return (Probe(ProbeKind.DERIVED, derived_code(candidates), "derived", candidates=candidates),)
-
-
-def test_what_the_derivation_gives_is_taken_as_derived(tmp_path: Path) -> None:
-    installed = _derivable_site(tmp_path / "site")
-    for affected, removed in (
-        (["google-cloud-storage"], ["google-api-core"]),
-        (["torch"], ["sympy"]),
-        (None, []),
-    ):
-        probes, _ = derived.derive(installed, affected, removed)
-        assert probes
-        assert derived.as_derived(probes, installed), (affected, removed)
-
-
-GCS = "google-cloud-storage"
-
-
-@pytest.mark.parametrize(
-    "candidate",
-    [
-        pytest.param(Candidate(CandidateKind.MODULE, "antigravity", GCS), id="stdlib-antigravity"),
-        pytest.param(Candidate(CandidateKind.MODULE, "this", "torch"), id="stdlib-this"),
-        pytest.param(
-            Candidate(CandidateKind.MODULE, "torch", GCS), id="another-distributions-module"
-        ),
-        pytest.param(
-            Candidate(CandidateKind.MODULE, "google.cloud.storage", "numpy"), id="not-installed"
-        ),
-        pytest.param(
-            Candidate(CandidateKind.MODULE, "google.cloud.storage.__main__", GCS), id="main"
-        ),
-        pytest.param(
-            Candidate(CandidateKind.MODULE, "google.cloud.storage.tests", GCS), id="tests"
-        ),
-        pytest.param(
-            Candidate(CandidateKind.MODULE, "google.cloud.storage.blob", GCS), id="not-listed"
-        ),
-        pytest.param(
-            Candidate(CandidateKind.MODULE, "google.cloud", GCS), id="a-folder-not-a-file"
-        ),
-        pytest.param(
-            Candidate(
-                CandidateKind.ENTRY_POINT, "google.cloud.storage.client", GCS, attrs=("remove",)
-            ),
-            id="an-attribute-not-declared",
-        ),
-        pytest.param(
-            Candidate(CandidateKind.ENTRY_POINT, "os", GCS, attrs=("system",)), id="entry-os"
-        ),
-        pytest.param(
-            Candidate(CandidateKind.CODE, derived.TORCH_PROBE, GCS), id="torch-check-not-torch"
-        ),
-        pytest.param(Candidate(CandidateKind.CODE, "import this", "torch"), id="code"),
-    ],
-)
-def test_a_plan_the_derivation_could_not_give_here_is_refused(
-    tmp_path: Path, candidate: Candidate
-) -> None:
-    installed = _derivable_site(tmp_path / "site")
-    fine = Candidate(CandidateKind.MODULE, "google.cloud.storage", GCS)
-    assert derived.as_derived(_as_plan(fine), installed)
-    assert not derived.as_derived(_as_plan(fine, candidate), installed)
-
-
-def test_torch_s_check_needs_torch_installed(tmp_path: Path) -> None:
-    installed = _derivable_site(tmp_path / "site")
-    check = Candidate(CandidateKind.CODE, derived.TORCH_PROBE, "torch", why=derived.TORCH_WHY)
-    assert derived.as_derived(_as_plan(check), installed)
-    del installed["torch"]
-    assert not derived.as_derived(_as_plan(check), installed)
-
-
 @pytest.mark.parametrize(
     ("line", "module", "listed"),
     [
@@ -535,7 +429,7 @@ def test_torch_s_check_needs_torch_installed(tmp_path: Path) -> None:
         ("../pkg/mod.py,,", "pkg.mod", False),
     ],
 )
-def test_listed_modules_reads_a_record_as_the_derivation_does(
+def test_a_record_line_names_a_module_as_the_derivation_reads_it(
     tmp_path: Path, line: str, module: str, listed: bool
 ) -> None:
     record = ["other/a.py,,", line, "pkg/z.txt,,"]
@@ -543,7 +437,6 @@ def test_listed_modules_reads_a_record_as_the_derivation_does(
         dist = make_dist(
             tmp_path / str(len(lines)) / str(lines[-1].endswith("\r")), "d", {}, record=lines
         )
-        assert (module in importables.ListedModules(dist)) is listed, lines
         files = importables._module_files(dist) or []
         assert (tuple(module.split(".")) in {f.module for f in files}) is listed, lines
 
@@ -1048,6 +941,26 @@ def stop_wheels(house: Path, marker: Path) -> None:
     )
 
 
+def test_a_removal_asked_again_derives_its_probe_again(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """A derived probe comes from the impact report, so its baseline begins after it, asked
+    for the first time or again in the installed set the restore brought back; nothing of a
+    derivation is kept in the state folder to run before it."""
+    house, marker = tmp_path / "house", tmp_path / "imports"
+    stop_wheels(house, marker)
+    venv = make_venv()
+    venv.install("firstuser", "seconduser", find_links=house)
+    before = venv.file_hashes()
+    for _ in range(2):
+        run = venv.tool("--json", "--allow-unmet", "--fresh-baseline", "basepkg")
+        assert run.returncode == 3, run.stdout + run.stderr
+        events = run.json()["events"]
+        assert isinstance(events, list)
+        steps = [event["step"] for event in events]
+        assert steps.index("impact") < steps.index("baseline")
+        assert venv.file_hashes() == before
+    assert not (venv.root / ".safe-uninstall" / "derived-plans.json").exists()
+
+
 def test_a_failing_removal_stops_trying_candidates_once_one_fails(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:
@@ -1086,32 +999,3 @@ def test_a_failing_removal_stops_trying_candidates_once_one_fails(
     assert isinstance(probes, dict)
     assert [c["status"] for c in probes["after"][0]["candidates"]] == ["failed", "failed"]
     assert marker.read_text() == "xx"
-
-
-@pytest.mark.parametrize(
-    "planned",
-    [
-        pytest.param({"kind": "shell", "code": "touch RAN", "origin": "derived"}, id="probe"),
-        pytest.param(
-            {
-                "kind": "derived",
-                "code": "...",
-                "origin": "derived",
-                "candidates": [{"kind": "shell", "target": "touch RAN", "distribution": "d"}],
-            },
-            id="candidate",
-        ),
-    ],
-)
-def test_a_kind_this_tool_does_not_know_is_refused_naming_it_never_run(
-    tmp_path: Path, planned: dict[str, object]
-) -> None:
-    """A probe read back from the state folder (derived-plans.json) is decoded into its kinds:
-    one this tool does not know is an error that names it, and nothing of it runs (an unknown
-    probe kind ran as a command line)."""
-    ran = tmp_path / "RAN"
-    text = json.dumps(planned).replace("touch RAN", f"touch {ran}")
-    with pytest.raises(msgspec.ValidationError, match="Invalid enum value 'shell'"):
-        probe = msgspec.json.decode(text, type=Probe)
-        run_probe(probe, this_interpreter(), settings=RunSettings(timeout=20.0, env={}))
-    assert not ran.exists()

@@ -478,24 +478,6 @@ def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDist
     return found
 
 
-def distributions_named(
-    interpreter: Interpreter, names: Iterable[str]
-) -> dict[str, InstalledDistribution]:
-    """Of ``names`` (canonical), those installed, as ``installed_distributions`` gives them
-    (the first in sys.path order), reading only the entries whose own name may be one of them
-    (``name-1.0.dist-info``, ``name.egg-info``): a derived plan names a few distributions of
-    hundreds. An entry whose name does not say whose it is is not found."""
-    wanted = set(names)
-    found: dict[str, InstalledDistribution] = {}
-    for entry in _site_entries(interpreter):
-        if not _named_as(entry.name) & (wanted - found.keys()):
-            continue
-        dist = _read_entry(entry)
-        if dist is not None and dist.key in wanted and dist.key not in found:
-            found[dist.key] = dist
-    return found
-
-
 def _named_as(entry: str) -> set[str]:
     """The canonical names a site folder's entry may be installed as, by its own name: a
     dist-info folder's name is ``name-version``; an .egg-info's ``name-version-pyX.Y`` or

@@ -103,57 +103,6 @@ def derive(
     return (probe,), (head, *notes)
 
 
-def as_derived(probes: Sequence[Probe], installed: Mapping[str, InstalledDistribution]) -> bool:
-    """``probes`` could be what ``derive`` returns in this environment, as far as what they run
-    goes: one derived probe whose text is its candidates', each of them one the derivation
-    could name of the installed distribution it names (``installed`` holds at least those):
-    torch's check, torch being installed; a public module its RECORD lists; the module of one
-    of its entry points, with their attributes. A plan read back from the state folder
-    (baseline.DerivedPlans) is run before it is derived again: nothing else may be run that
-    way, not ``__main__``, tests, nor a module of the standard library (``antigravity`` opens
-    a web browser, ``this`` prints)."""
-    if len(probes) != 1:
-        return False
-    (probe,) = probes
-    if (probe.kind, probe.origin, probe.decisive) != (ProbeKind.DERIVED, "derived", ()):
-        return False
-    if not probe.candidates or probe.code != derived_code(probe.candidates):
-        return False
-    listed: dict[str, importables.ListedModules] = {}  # a RECORD read once for its modules
-    for candidate in probe.candidates:
-        dist = installed.get(candidate.distribution)
-        if dist is None:
-            return False
-        if dist.key not in listed:
-            listed[dist.key] = importables.ListedModules(dist)
-        if not _derivable(candidate, dist, listed[dist.key]):
-            return False
-    return True
-
-
-def _derivable(
-    candidate: Candidate, dist: InstalledDistribution, modules: importables.ListedModules
-) -> bool:
-    """A candidate the derivation could give for ``dist``, whose RECORD lists ``modules``."""
-    if candidate.kind is CandidateKind.CODE:
-        return (candidate.distribution, candidate.target, candidate.attrs) == (
-            "torch",
-            TORCH_PROBE,
-            (),
-        )
-    if candidate.kind is CandidateKind.MODULE:
-        # public (no __main__, tests, docs...), as top_modules and importers name them
-        module = candidate.target
-        return not candidate.attrs and importables.is_public(module) and module in modules
-    if candidate.kind is CandidateKind.ENTRY_POINT:
-        points = importables.entry_points(dist)[: importables.MAX_ENTRY_POINTS]
-        return any(
-            (c.target, c.attrs) == (candidate.target, candidate.attrs)
-            for c in _entry_point_candidates(dist.key, points)
-        )
-    return False
-
-
 def _requirements_first(
     groups: Mapping[str, Sequence[Candidate]], installed: Mapping[str, InstalledDistribution]
 ) -> list[str]:

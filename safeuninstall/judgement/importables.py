@@ -15,7 +15,6 @@ dotted identifiers are dropped (they become data passed to a probe process, neve
 from __future__ import annotations
 
 import ast
-import contextlib
 import keyword
 import re
 from collections.abc import Collection, Iterator, Sequence
@@ -26,7 +25,6 @@ from msgspec import Struct
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.legacy import EGG_LINK
-from safeuninstall.environment.records import MAX_RECORD_BYTES
 
 # Names that wheels ship by mistake or that are not for importing: importing them proves
 # nothing (tests, docs) or runs something (setup.py, a __main__).
@@ -128,42 +126,6 @@ def _module_files(dist: InstalledDistribution) -> list[_ModuleFile] | None:
         return None
     site_dir = dist.site_dir
     return [f for path in paths if (f := _module_file(site_dir, path)) is not None]
-
-
-class ListedModules:
-    """The modules a distribution's RECORD lists, as the derived probe reads a RECORD
-    (``_module_file``): ``a/b/c.py``, ``a/b/c/__init__.py``, an extension module. Asked one
-    module at a time, each answered from the lines that start with its path, found by a byte
-    search: a torch RECORD lists 12,000 files (1.3 MB: 1.8 ms a module, against 19 ms to read
-    every path). None for a legacy install (its modules are worked out otherwise) or a RECORD
-    that can't be read."""
-
-    def __init__(self, dist: InstalledDistribution) -> None:
-        self._site_dir = dist.site_dir
-        self._data = b""
-        if not dist.legacy:
-            with contextlib.suppress(OSError):
-                self._data = b"\n" + read_bytes(dist.dist_info / "RECORD", MAX_RECORD_BYTES)
-
-    def __contains__(self, module: str) -> bool:
-        if not is_dotted_name(module):
-            return False
-        data, wanted = self._data, tuple(module.split("."))
-        prefix = b"\n" + module.replace(".", "/").encode()
-        at = data.find(prefix)
-        while at >= 0:
-            begin, after = at + 1, at + len(prefix)
-            comma, newline = data.find(b",", after), data.find(b"\n", after)
-            if comma >= 0 and (newline < 0 or comma < newline):
-                rest = data[after:comma]  # after the module's path, in the line's path
-                # the module's own file, not one below it: ``.py``, ``.so``, ``/__init__.py``
-                if rest.startswith((b".", b"/__init__.")) and b"/" not in rest[1:]:
-                    path = data[begin:comma].decode("utf-8", "replace")
-                    found = _module_file(self._site_dir, path)
-                    if found is not None and found.module == wanted:
-                        return True
-            at = data.find(prefix, after)
-        return False
 
 
 def _read_text(path: Path, limit: int) -> str | None:

@@ -55,7 +55,6 @@ from safeuninstall.session.analysis import (
 from safeuninstall.session.baseline import (
     BaselineCache,
     Begun,
-    DerivedPlans,
     HeadStart,
     fingerprint,
 )
@@ -219,23 +218,15 @@ class Removal:
             + _removal_command(self.ctx, names, "--allow-unmet"),
         ]
 
-    def begin_derived(self, early: HeadStart | None, waited: bool) -> None:
-        """The derived probe is known from the impact report: its baseline begins now, unless
-        the head start began this very one (a plan of an earlier derivation, DerivedPlans)."""
+    def begin_derived(self) -> None:
+        """The derived probe is known from the impact report: its baseline begins now."""
         if self.begun is not None or not self.settings.probes:
-            if early is not None and early.baseline is not self.begun:
-                early.baseline.cancel()  # a plan, and nothing (or configured probes) now
             return
         ctx = self.ctx
         self.fingerprint = self.fingerprint or fingerprint(ctx.interpreter, ctx.environ)
-        self.begun = baseline.take_over(early, ctx, self.settings, self.fingerprint, waited)
-        if self.begun is not None:
-            return  # begun from the plan of this very probe: it is stored already
         self.begun = baseline.begin(
             self.settings, ctx, self.cache, self.fingerprint, fresh=self.options.fresh_baseline
         )
-        if any(p.kind is ProbeKind.DERIVED for p in self.settings.probes):
-            DerivedPlans(ctx.store.root).put(self.options, ctx.interpreter, self.settings)
 
     def stop_baseline(self) -> None:
         if self.begun is not None:

@@ -46,8 +46,8 @@ def uninstall(
 ) -> RemovalResult:
     """Remove ``options.names``, judged by the probes; restore everything if they fail.
 
-    ``early``: the baseline begun by ``baseline.head_start`` before the operations were
-    imported. It is taken over if it is the one this call would begin, else cancelled.
+    ``early``: the baseline begun by ``baseline.head_start`` before the environment was
+    read. It is taken over if it is the one this call would begin, else cancelled.
     """
     request = options.request or read_request(
         options.names, options.requirement_files, ctx.cwd, ctx.environ
@@ -93,7 +93,7 @@ def uninstall(
             stopped = removal.judge_before(configured)
             if stopped is not None:
                 return stopped
-            removal.begin_derived(early, waited)
+            removal.begin_derived()
             return removal.apply(keep_needed.KeepNeeded if removal.cleanup is not None else Attempt)
         finally:
             removal.stop_baseline()  # no probe outlives the removal, whatever way it ends

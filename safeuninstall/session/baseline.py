@@ -24,15 +24,13 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import msgspec
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.cachefile import read_cache
-from safeuninstall.environment.installed import distributions_named, required_elsewhere
+from safeuninstall.environment.installed import required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
-from safeuninstall.judgement.derived import as_derived
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import (
     CandidateResult,
@@ -48,8 +46,6 @@ from safeuninstall.session.context import Context
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment
 _MAX_CACHE_BYTES = 16 * 1024 * 1024  # 16 baselines, each with its probes' outputs
-PLANS_FILE = "derived-plans.json"
-_MAX_PLANS_BYTES = 4 * 1024 * 1024  # 16 plans of a few KB each; anything bigger is not ours
 
 
 # Variables that change from one shell to the next without changing what a probe does.
@@ -192,66 +188,6 @@ def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
     return hashlib.sha256(f"{_probes_key(settings)}\0{env_fingerprint}".encode()).hexdigest()
 
 
-class DerivedPlans:
-    """The probe derived for a removal, by what was asked and the installed set it was derived
-    in (the dist-info folders' names, not their mtimes: a retry after a failed removal finds
-    the restored environment with new ones). It lets the same removal asked again begin its
-    baseline before the impact report is made again, which a failing removal of the torch
-    venv's cu13 wheels waits 0.15-0.25 s for. Only a head start: the removal derives its probe
-    anyway and takes the head start over only if it derived the very same one, in an
-    environment with the same fingerprint (take_over); else it is cancelled and begun again.
-
-    A plan is run before it is checked against the derivation, so it is read as untrusted: it
-    is run only if it could be what ``derive`` gives in this environment (derived.as_derived:
-    torch's check, and imports of the modules and entry points of the installed distributions
-    it names, as their RECORDs and entry_points.txt list them; nothing else)."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / PLANS_FILE
-
-    def _read(self) -> dict[str, object]:
-        try:
-            data = json.loads(read_cache(self.path, _MAX_PLANS_BYTES))
-        except (OSError, ValueError, RecursionError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def get(self, options: UninstallOptions, interpreter: Interpreter) -> ProbeSettings | None:
-        entry = self._read().get(_plan_key(options, interpreter))
-        try:
-            planned = msgspec.convert(entry, ProbeSettings)
-        except (msgspec.ValidationError, RecursionError):
-            return None
-        named = {c.distribution for p in planned.probes for c in p.candidates}
-        installed = distributions_named(interpreter, named)
-        return planned if as_derived(planned.probes, installed) else None
-
-    def put(
-        self, options: UninstallOptions, interpreter: Interpreter, settings: ProbeSettings
-    ) -> None:
-        data = self._read()
-        key = _plan_key(options, interpreter)
-        data.pop(key, None)
-        data[key] = msgspec.to_builtins(settings)
-        while len(data) > _KEEP:
-            data.pop(next(iter(data)))  # oldest first
-        with contextlib.suppress(OSError):  # only time is lost without it
-            write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
-
-
-def _plan_key(options: UninstallOptions, interpreter: Interpreter) -> str:
-    digest = hashlib.sha256()
-    asked = [list(options.names), list(options.requirement_files), options.with_orphans]
-    digest.update(json.dumps([asked, options.keep_needed, interpreter.executable]).encode())
-    for site_dir in interpreter.site_dirs:
-        digest.update(os.fsencode(f"\0{site_dir}"))
-        with contextlib.suppress(OSError):
-            for name in sorted(os.listdir(site_dir)):
-                if name.endswith((".dist-info", ".egg-info", ".egg-link")):
-                    digest.update(os.fsencode(f"\0{name}"))
-    return digest.hexdigest()
-
-
 class Begun(Struct):
     """A baseline under way: a cached pass of these probes in this environment, or the probes
     running in a thread."""
@@ -305,7 +241,7 @@ def _announced(ctx: Context, begun: Begun) -> Begun:
 
 
 class HeadStart(Struct, frozen=True):
-    """The baseline of an uninstall, begun before the tool has finished starting up."""
+    """The baseline of an uninstall, begun before the removal reads the environment."""
 
     python: Path
     baseline: Begun
@@ -317,10 +253,9 @@ def head_start(
 ) -> HeadStart | None:
     """Begin the baseline before the removal reads the environment.
 
-    The configured probes; without them, the probe derived for this same removal asked before
-    in this same installed set (DerivedPlans), since the one derived now comes from the impact
-    report. The uninstall takes the baseline over only if, once it holds the lock, it would
-    begin the very same one: the same interpreter and probes, the same environment
+    The configured probes only: a derived probe comes from the impact report, so its baseline
+    begins after it. The uninstall takes the baseline over only if, once it holds the lock, it
+    would begin the very same one: the same interpreter and probes, the same environment
     fingerprint, no snapshot made since, and a lock it did not have to wait for. If another
     operation holds the environment, the uninstall cancels the baseline the moment it has to
     wait (some 10 ms after it began); in every other case it is cancelled and begun again, so a
@@ -332,18 +267,12 @@ def head_start(
     None when there is nothing to begin, and whenever anything fails: the operation then meets
     the same problem and reports it.
     """
-    if options.dry_run or options.strict or settings.disabled:
+    if options.dry_run or options.strict or settings.disabled or not settings.probes:
         return None
     try:
         wanted = (canonicalize_name(name) for name in options.names)
         if not options.allow_unmet and required_elsewhere(ctx.interpreter, wanted):
             return None
-        if not settings.probes:
-            planned = DerivedPlans(ctx.store.root).get(options, ctx.interpreter)
-            if planned is None:
-                return None
-            # the time limit is this command's, as the derivation will make it
-            settings = msgspec.structs.replace(planned, timeout=settings.timeout)
         latest = ctx.store.latest_id()
         cache = BaselineCache(ctx.store.root)
         if not options.fresh_baseline:
