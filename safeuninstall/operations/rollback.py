@@ -40,8 +40,9 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import after_settings, as_baseline, dropped_notes, judged_after
-from safeuninstall.judgement.impact import Unmet
+from safeuninstall.judgement.impact import Unmet, allowed_unmet
 from safeuninstall.judgement.libraries import Ownership
 from safeuninstall.judgement.plan import (
     RollbackPlan,
@@ -374,14 +375,8 @@ class _Rollback:
             self.messages += self._refused_unmet(unmet)
             return self._result(Outcome.REFUSED_UNMET)
         if unmet:
-            judged_by = (
-                "nothing judges the rollback (--no-probe)"
-                if self.settings.disabled
-                else "the probe judges the rollback"
-            )
-            self.messages.append(
-                f"--allow-unmet: {_requirements(len(unmet))} left unmet; {judged_by}"
-            )
+            no_probe = self.settings.disabled
+            self.messages.append(allowed_unmet(unmet, "the rollback", no_probe=no_probe))
         if self.options.dry_run:
             return self._result(Outcome.DRY_RUN)
         return None
@@ -487,8 +482,8 @@ class _Rollback:
         verdict = "--dry-run: the rollback would be refused" if self.options.dry_run else "refused"
         return [
             f"{verdict}: returning to snapshot {self.wanted.id} leaves "
-            f"{_requirements(len(unmet))} of {dependents} unmet (listed above); nothing was "
-            "changed",
+            f"{count_text(len(unmet), 'requirement')} of {dependents} unmet (listed above); "
+            "nothing was changed",
             "to return there anyway, the probe judging it: "
             + self.ctx.suggest("rollback", "--allow-unmet", self.wanted.id),
         ]
@@ -833,10 +828,6 @@ def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]
         parts += [f"{versions[n]} added" for n in plan.added]
         said.append(f"{label} ({'; '.join(parts) or 'no difference in the installed set'})")
     return said
-
-
-def _requirements(count: int) -> str:
-    return f"{count} requirement{'' if count == 1 else 's'}"
 
 
 def _satisfies(unmet: Unmet, version: str) -> bool:
