@@ -22,6 +22,7 @@ from safeuninstall.judgement.needs import Cleanup
 from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
 from safeuninstall.operations.results import (
     BisectResult,
+    Details,
     DiffResult,
     PruneResult,
     Result,
@@ -150,37 +151,10 @@ def operation(
     if summary is not None:
         return summary
     details, runs = result.details(), result.probes
-    lines = [f"environment: {result.environment or result.python}"]
-    if result.snapshot:
-        lines.append(f"snapshot: {result.snapshot}")
-    if details.choice is not None:
-        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
-        if details.choice.snapshot is not None:
-            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
-        else:
-            lines.append(details.choice.reason)
-    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
-    lines += [f"not installed, skipped: {name}" for name in details.absent]
-    if details.orphans:
-        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
-    plan = details.rollback_plan
-    if plan is not None:
-        lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
-        lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
-        lines += [f"missing, to restore: {name}" for name in plan.missing]
-    elif result.removed:
-        # Nothing is removed when the removal is only shown, checked or refused.
-        verb = "removing" if result.snapshot else "would remove"
-        lines.append(f"{verb}: {', '.join(result.removed)}")
+    lines = [f"environment: {result.environment or result.python}", *_plan_lines(result, details)]
     if details.impact is not None:
         lines += impact_lines(details.impact, verbose=verbose)
-    lines += [f"probe: {note}" for note in runs.notes]
-    for probe in runs.planned if result.command != "probe" or not runs.after else ():
-        if probe.kind is ProbeKind.DERIVED:  # the probe command lists them with their results
-            lines += derived_block(probe)
-    lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
-    after = "probe" if result.command == "probe" else "probe after the change"
-    lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
+    lines += _probes_around_the_change(result, verbose, paint)
     lines += [f"drift: {d.describe()}" for d in details.drift]
     lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
     lines += _restore_lines(result.restored, paint)
@@ -200,6 +174,45 @@ def operation(
             said = "to bring back the good versions of the culprits, keeping the rest"
         lines.append(f"{said}: {result.next_command}")
     return "\n".join(lines)
+
+
+def _plan_lines(result: Result, details: Details) -> list[str]:
+    """What the operation set out to change: the snapshot, the one a plain rollback chose and
+    those it passed over, what the names given matched, and what is removed or restored."""
+    lines = [f"snapshot: {result.snapshot}"] if result.snapshot else []
+    if details.choice is not None:
+        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
+        if details.choice.snapshot is not None:
+            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
+        else:
+            lines.append(details.choice.reason)
+    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
+    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    if details.orphans:
+        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
+    plan = details.rollback_plan
+    if plan is not None:
+        lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
+        lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
+        lines += [f"missing, to restore: {name}" for name in plan.missing]
+    elif result.removed:
+        # Nothing is removed when the removal is only shown, checked or refused.
+        verb = "removing" if result.snapshot else "would remove"
+        lines.append(f"{verb}: {', '.join(result.removed)}")
+    return lines
+
+
+def _probes_around_the_change(result: Result, verbose: bool, paint: Paint) -> list[str]:
+    """Why these probes, a derived probe's candidates, and the runs before and after."""
+    runs = result.probes
+    lines = [f"probe: {note}" for note in runs.notes]
+    for probe in runs.planned if result.command != "probe" or not runs.after else ():
+        if probe.kind is ProbeKind.DERIVED:  # the probe command lists them with their results
+            lines += derived_block(probe)
+    lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
+    after = "probe" if result.command == "probe" else "probe after the change"
+    lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
+    return lines
 
 
 def _plain_removal(result: Result, headline: str) -> str | None:
