@@ -663,34 +663,9 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
     ]
     if not quiet:
         base = found.site_dirs[0] if found.site_dirs else ""
-        width = max((len(size_text(d.bytes)) for d in dists), default=0)
-        for dist in dists:
-            lines.append(f"  {size_text(dist.bytes):>{width}}  {_dist_head(dist)}")
-            lines += [f"  {'':>{width}}    {text}" for text in _dist_lines(dist, base, verbose)]
-        elsewhere = sum(d.linked_elsewhere_bytes for d in dists)
-        if elsewhere:
-            lines.append(
-                f"{size_text(elsewhere)} of the distributions' own files are also linked from "
-                "outside the environment (a uv cache, a snapshot's stash): removing them does "
-                "not free that much"
-            )
+        lines += _distribution_table(dists, base, verbose)
         lines += _duplicate_lines(found.duplicates, base)
-        if found.unowned_files:
-            groups = ", ".join(
-                f"{_short_path(u.path, base)} {size_text(u.bytes)}" for u in found.unowned
-            )
-            lines.append(
-                f"files no distribution lists: {size_text(found.unowned_bytes)} in "
-                f"{_count(found.unowned_files, 'file')} (largest: {groups})"
-            )
-        if found.stashes:
-            each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
-            lines.append(
-                f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
-                f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
-            )
-        else:
-            lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+        lines += _unlisted_and_stashed(found, base)
         for run in found.probe or ():
             mapped = (
                 f"the process mapped {len(run.libraries)} shared objects"
@@ -713,6 +688,46 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             f"each is one you installed or a leftover): {', '.join(found.top_level)}"
         )
     return "\n".join(lines)
+
+
+def _distribution_table(dists: Sequence[DistributionAudit], base: str, verbose: bool) -> list[str]:
+    """Each distribution's own size and what is said of it; then how much of that removing
+    them would not free."""
+    lines = []
+    width = max((len(size_text(d.bytes)) for d in dists), default=0)
+    for dist in dists:
+        lines.append(f"  {size_text(dist.bytes):>{width}}  {_dist_head(dist)}")
+        lines += [f"  {'':>{width}}    {text}" for text in _dist_lines(dist, base, verbose)]
+    elsewhere = sum(d.linked_elsewhere_bytes for d in dists)
+    if elsewhere:
+        lines.append(
+            f"{size_text(elsewhere)} of the distributions' own files are also linked from "
+            "outside the environment (a uv cache, a snapshot's stash): removing them does "
+            "not free that much"
+        )
+    return lines
+
+
+def _unlisted_and_stashed(found: AuditReport, base: str) -> list[str]:
+    """The bytes no distribution's own: the files no RECORD lists, what the stashes hold."""
+    lines = []
+    if found.unowned_files:
+        groups = ", ".join(
+            f"{_short_path(u.path, base)} {size_text(u.bytes)}" for u in found.unowned
+        )
+        lines.append(
+            f"files no distribution lists: {size_text(found.unowned_bytes)} in "
+            f"{_count(found.unowned_files, 'file')} (largest: {groups})"
+        )
+    if found.stashes:
+        each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
+        lines.append(
+            f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
+            f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
+        )
+    else:
+        lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+    return lines
 
 
 def _dist_head(dist: DistributionAudit) -> str:
