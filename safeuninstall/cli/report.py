@@ -656,7 +656,7 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
     the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
     dists = found.distributions
     lines = [
-        f"audit of {found.python}: {_count(len(dists), 'distribution')}, "
+        f"audit of {found.environment or found.python}: {_count(len(dists), 'distribution')}, "
         f"{size_text(found.total_bytes)} "
         f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
         f"by several, {size_text(found.unowned_bytes)} listed by none)"

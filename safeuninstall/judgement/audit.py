@@ -175,6 +175,7 @@ class StashHolding(Struct, frozen=True):
 
 class AuditReport(Struct, frozen=True, kw_only=True):
     python: str
+    environment: str = ""  # as a person names it (Context.where): a --target folder, say
     site_dirs: tuple[str, ...]
     distributions: tuple[DistributionAudit, ...]  # largest first (bytes + shared_bytes)
     duplicates: tuple[DuplicateLibrary, ...]

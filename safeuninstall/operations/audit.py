@@ -60,6 +60,7 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
     holdings = ctx.store.holdings(ids)
     return replace(
         report,
+        environment=ctx.where,
         stash_bytes=holdings.held(ids),
         stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
         probe=tuple(runs) if runs is not None else None,
