@@ -27,7 +27,6 @@ from msgspec import Struct
 
 from safeuninstall.environment.installed import (
     InstalledDistribution,
-    RequirementIndex,
     requested,
     requirement_index,
 )
@@ -377,7 +376,6 @@ def audit_environment(
     prefix: str,
     site_dirs: Sequence[str],
     probe_paths: Collection[str] | None = None,
-    requirements: RequirementIndex | None = None,
     weighing: Weighing | None = None,
 ) -> AuditReport:
     """The audit of the installed set, its duplicated sonames and sizes (the snapshots' stashes
@@ -393,7 +391,7 @@ def audit_environment(
         raise ValueError("the weighing walks other folders than the site folders")
     if weighing is not None:
         weighing.send(owned.owners, list(owned.files), root)  # the child counts meanwhile
-    requirements = requirement_index(installed) if requirements is None else requirements
+    requirements = requirement_index(installed)
     required = requirers(installed, markers, requirements)
     unmet = unmet_now(requirements, installed, markers)
     loads = root_loads(index, owned, _requires(required), interpreter)

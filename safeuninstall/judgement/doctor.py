@@ -22,7 +22,6 @@ from safeuninstall.judgement.libraries import (
     MissingLibrary,
     Ownership,
     census,
-    hollow_distributions,
 )
 from safeuninstall.judgement.plan import Installed, plan_rollback
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
@@ -377,12 +376,12 @@ def examine(
     markers: Mapping[str, str],
     libraries: tuple[LibraryIndex, Ownership, str],
     snapshots: Sequence[Snapshot],
-    hollow: Sequence[str] | None = None,
+    hollow: Sequence[str],
 ) -> DoctorReport:
     """Everything broken at once: libraries a load can't find, unmet requirements, hollow
     installs, RECORDs that can't be read; and apart, the libraries that are not breakage.
     ``libraries``: (index, ownership, the interpreter's path); ``hollow``: the hollow
-    distributions (libraries.hollow_distributions), when the caller has them."""
+    distributions (libraries.hollow_distributions)."""
     index, owned, interpreter = libraries
     required = requirements(installed, markers)
     graph = {
@@ -393,7 +392,6 @@ def examine(
         _requirement_finding(dependent, requirement, snapshots)
         for dependent, requirement in unmet_requirements(installed, markers, required)
     ]
-    hollow = hollow_distributions(owned, installed) if hollow is None else hollow
     lost = {name: _lost_files(owned.files.get(name, ())) for name in hollow}
     missing, notes = _libraries_missing(found, installed, snapshots, unmet, lost)
     findings = [*missing, *unmet, *_hollow_findings(installed, snapshots, lost)]
