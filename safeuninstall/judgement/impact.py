@@ -162,6 +162,12 @@ class Unmet(Struct, frozen=True):
         behind an extra, those that request the extra."""
         return self.requested_by if self.extra is not None else (self.dependent,)
 
+    def met_by(self, version: str) -> bool:
+        """Whether ``version`` of the required distribution meets the requirement; a line or a
+        version that cannot be compared is taken as met (as unmet_requirements takes it)."""
+        requirement = _parsed(self.requirement)
+        return requirement is None or _satisfied_by(requirement, version)
+
     def describe(self) -> str:
         if self.extra is None:
             return f"{self.dependent} requires {self.needs}"

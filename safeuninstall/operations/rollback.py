@@ -20,9 +20,6 @@ from typing import Any
 
 import msgspec
 from msgspec import Struct
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier
-from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import (
@@ -471,7 +468,7 @@ class _Rollback:
         unmet = tuple(
             u
             for u in analysis.report.unmet
-            if u.required not in plan.changed or not _satisfies(u, versions[u.required])
+            if u.required not in plan.changed or not u.met_by(versions[u.required])
         )
         report = msgspec.structs.replace(analysis.report, unmet=unmet)
         return msgspec.structs.replace(analysis, report=report)
@@ -828,14 +825,3 @@ def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]
         parts += [f"{versions[n]} added" for n in plan.added]
         said.append(f"{label} ({'; '.join(parts) or 'no difference in the installed set'})")
     return said
-
-
-def _satisfies(unmet: Unmet, version: str) -> bool:
-    """Whether ``version`` of the required distribution meets the requirement; one that cannot
-    be compared is taken as met (as impact.unmet_requirements takes it)."""
-
-    try:
-        requirement = Requirement(unmet.requirement)
-        return requirement.specifier.contains(Version(version), prereleases=True)
-    except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
-        return True
