@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from safeuninstall.config import Settings
-from safeuninstall.environment.sizes import size_text
+from safeuninstall.environment.sizes import count_text, size_text
 from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
 from safeuninstall.judgement.diff import ChangeKind
 from safeuninstall.judgement.doctor import DoctorReport
@@ -111,8 +111,8 @@ def _candidate_results(r: ProbeResult, *, verbose: bool, every: bool, paint: Pai
 
 def derived_block(probe: Probe) -> list[str]:
     """What a derived probe contains: a candidate a line, with whose it is and why."""
-    count = len(probe.candidates)
-    lines = [f"derived probe, {count} candidate{'s' if count != 1 else ''}, each tried on its own:"]
+    count = count_text(len(probe.candidates), "candidate")
+    lines = [f"derived probe, {count}, each tried on its own:"]
     width = min(48, max(len(c.label) for c in probe.candidates))
     for c in probe.candidates:
         if c.kind is CandidateKind.CODE:
@@ -236,8 +236,7 @@ def _plain_removal(result: Result, headline: str) -> str | None:
         or (impact is not None and (impact.library_changes or impact.unmet))
     ):
         return None
-    count = len(result.removed)
-    lines = [f"Uninstalled {count} package{'' if count == 1 else 's'}"]
+    lines = [f"Uninstalled {count_text(len(result.removed), 'package')}"]
     lines += [f" - {pin}" for pin in result.removed]
     lines += [f"not installed, skipped: {name}" for name in details.absent]
     lines += [f"probe: {r.probe.label} -- {r.summary()}" for r in result.probes.after]
@@ -374,7 +373,7 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
             extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
         if entry.stash is not None:
             state = "stashed" if entry.stash.complete else "partly stashed"
-            extra.append(f"{state}, {_count(len(entry.stash.files), 'file')}")
+            extra.append(f"{state}, {count_text(len(entry.stash.files), 'file')}")
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
     return "\n".join(lines)
@@ -421,7 +420,7 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
     if d.not_compared:
         names = ", ".join(d.not_compared[:5]) + (" ..." if len(d.not_compared) > 5 else "")
         lines.append(
-            f"files not compared for {_count(len(d.not_compared), 'distribution')} of the same "
+            f"files not compared for {count_text(len(d.not_compared), 'distribution')} of the same "
             f"version (a snapshot without their stash): {names}"
         )
     return "\n".join(lines)
@@ -442,7 +441,7 @@ def bisect_lines(result: BisectResult) -> list[str]:
     """``bisect``: the units, each round, the culprits, and the failure they cause."""
     units = result.units
     lines = [
-        f"good: snapshot {result.good}; {_count(len(units), 'unit')} of change since "
+        f"good: snapshot {result.good}; {count_text(len(units), 'unit')} of change since "
         f"({', '.join('+'.join(u) for u in units)})"
     ]
     for number, (bad, passed) in enumerate(result.rounds, 1):
@@ -464,7 +463,7 @@ def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
     lines = [] if quiet else _prune_lines(result, verb)
     lines.append(
-        f"{verb} {_count(len(result.removed), 'snapshot')}, {size_text(result.freed)} freed; "
+        f"{verb} {count_text(len(result.removed), 'snapshot')}, {size_text(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
     return "\n".join(lines)
@@ -589,7 +588,7 @@ def doctor_report(report: DoctorReport, *, quiet: bool = False, verbose: bool = 
     if report.healthy:
         lines = ["doctor: no missing library, unmet requirement or hollow distribution found"]
     elif quiet:
-        lines = [f"doctor: {_count(len(report.findings), 'problem')} found"]
+        lines = [f"doctor: {count_text(len(report.findings), 'problem')} found"]
     else:
         lines = [f.describe() for f in report.findings]
     if report.healthy:
@@ -656,7 +655,7 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
     the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
     dists = found.distributions
     lines = [
-        f"audit of {found.environment or found.python}: {_count(len(dists), 'distribution')}, "
+        f"audit of {found.environment or found.python}: {count_text(len(dists), 'distribution')}, "
         f"{size_text(found.total_bytes)} "
         f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
         f"by several, {size_text(found.unowned_bytes)} listed by none)"
@@ -717,7 +716,7 @@ def _unlisted_and_stashed(found: AuditReport, base: str) -> list[str]:
         )
         lines.append(
             f"files no distribution lists: {size_text(found.unowned_bytes)} in "
-            f"{_count(found.unowned_files, 'file')} (largest: {groups})"
+            f"{count_text(found.unowned_files, 'file')} (largest: {groups})"
         )
     if found.stashes:
         each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
@@ -772,10 +771,10 @@ def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
     if dist.linked_elsewhere_bytes and verbose:
         said.append(f"{size_text(dist.linked_elsewhere_bytes)} of it also linked from outside")
     if dist.missing_files:
-        said.append(f"{_count(dist.missing_files, 'file')} its RECORD lists missing")
+        said.append(f"{count_text(dist.missing_files, 'file')} its RECORD lists missing")
     if dist.outside_files:
         said.append(
-            f"its RECORD lists {_count(dist.outside_files, 'path')} outside the environment "
+            f"its RECORD lists {count_text(dist.outside_files, 'path')} outside the environment "
             "(not counted)"
         )
     if dist.record_problem:
@@ -827,10 +826,6 @@ def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[
                 state += f"; the probe {'mapped' if copy.loaded_by_probe else 'did not map'} it"
             lines.append(f"    {_short_path(copy.path, base)} [{listed}{content}]: {state}")
     return lines
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _short_path(path: str, base: str) -> str:
