@@ -27,7 +27,7 @@ from safeuninstall.judgement.audit import AuditReport, DistributionAudit, audit_
 from safeuninstall.judgement.libraries import LibraryIndex, ownership
 from safeuninstall.state.locks import hold
 from safeuninstall.state.store import VENV_LOCK
-from tests.conftest import UV, MakeVenv, tagged_processes, tree, wait_for
+from tests.conftest import UV, MakeVenv, run_tool, tagged_processes, tree, wait_for
 from tests.wheels import compile_shared_library
 
 MARKERS = {
@@ -519,6 +519,22 @@ def test_audit_counts_what_only_the_stashes_hold(make_venv: MakeVenv) -> None:
     stashed = links[(info.st_dev, info.st_ino)]
     assert stashed[0].st_nlink > len(stashed)
     assert [s["snapshot"] for s in data["stashes"]] == ["0002", "0001"]
+
+
+@pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+def test_an_audit_of_a_target_folder_names_the_folder(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """The interpreter's venv holds other distributions than the --target folder: the audit's
+    first line names the folder it counted, as every other command names a --target."""
+    venv = make_venv("leftpad")
+    folder = tmp_path / "tgt"
+    house = str(venv.wheelhouse)
+    venv.uv("pip", "install", "--target", str(folder), "--no-index", "-f", house, "requests")
+
+    done = run_tool("--python", str(venv.root), "--target", str(folder), "audit")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"audit of {folder}: 2 distributions, "), first  # requests, urllib3
 
 
 @pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")

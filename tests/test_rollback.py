@@ -224,6 +224,7 @@ def test_a_rollback_that_removes_is_judged_like_a_removal(make_venv: MakeVenv) -
 
     assert run.returncode == 3, run.stdout + run.stderr
     lines = run.stdout.splitlines()
+    assert "--allow-unmet: 1 requirement left unmet; the probe judges the rollback" in lines
     assert "depend on it (Requires-Dist): requests" in lines
     assert any(line.strip().startswith("FAILED: import requests") for line in lines)
     assert "putting the environment back as it was before:" in lines

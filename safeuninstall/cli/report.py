@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from safeuninstall.config import Settings
-from safeuninstall.environment.sizes import size_text
+from safeuninstall.environment.sizes import count_text, size_text
 from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
 from safeuninstall.judgement.diff import ChangeKind
 from safeuninstall.judgement.doctor import DoctorReport
@@ -22,6 +22,7 @@ from safeuninstall.judgement.needs import Cleanup
 from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
 from safeuninstall.operations.results import (
     BisectResult,
+    Details,
     DiffResult,
     PruneResult,
     Result,
@@ -110,8 +111,8 @@ def _candidate_results(r: ProbeResult, *, verbose: bool, every: bool, paint: Pai
 
 def derived_block(probe: Probe) -> list[str]:
     """What a derived probe contains: a candidate a line, with whose it is and why."""
-    count = len(probe.candidates)
-    lines = [f"derived probe, {count} candidate{'s' if count != 1 else ''}, each tried on its own:"]
+    count = count_text(len(probe.candidates), "candidate")
+    lines = [f"derived probe, {count}, each tried on its own:"]
     width = min(48, max(len(c.label) for c in probe.candidates))
     for c in probe.candidates:
         if c.kind is CandidateKind.CODE:
@@ -150,37 +151,10 @@ def operation(
     if summary is not None:
         return summary
     details, runs = result.details(), result.probes
-    lines = [f"environment: {result.environment or result.python}"]
-    if result.snapshot:
-        lines.append(f"snapshot: {result.snapshot}")
-    if details.choice is not None:
-        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
-        if details.choice.snapshot is not None:
-            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
-        else:
-            lines.append(details.choice.reason)
-    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
-    lines += [f"not installed, skipped: {name}" for name in details.absent]
-    if details.orphans:
-        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
-    plan = details.rollback_plan
-    if plan is not None:
-        lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
-        lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
-        lines += [f"missing, to restore: {name}" for name in plan.missing]
-    elif result.removed:
-        # Nothing is removed when the removal is only shown, checked or refused.
-        verb = "removing" if result.snapshot else "would remove"
-        lines.append(f"{verb}: {', '.join(result.removed)}")
+    lines = [f"environment: {result.environment or result.python}", *_plan_lines(result, details)]
     if details.impact is not None:
         lines += impact_lines(details.impact, verbose=verbose)
-    lines += [f"probe: {note}" for note in runs.notes]
-    for probe in runs.planned if result.command != "probe" or not runs.after else ():
-        if probe.kind is ProbeKind.DERIVED:  # the probe command lists them with their results
-            lines += derived_block(probe)
-    lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
-    after = "probe" if result.command == "probe" else "probe after the change"
-    lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
+    lines += _probes_around_the_change(result, verbose, paint)
     lines += [f"drift: {d.describe()}" for d in details.drift]
     lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
     lines += _restore_lines(result.restored, paint)
@@ -200,6 +174,45 @@ def operation(
             said = "to bring back the good versions of the culprits, keeping the rest"
         lines.append(f"{said}: {result.next_command}")
     return "\n".join(lines)
+
+
+def _plan_lines(result: Result, details: Details) -> list[str]:
+    """What the operation set out to change: the snapshot, the one a plain rollback chose and
+    those it passed over, what the names given matched, and what is removed or restored."""
+    lines = [f"snapshot: {result.snapshot}"] if result.snapshot else []
+    if details.choice is not None:
+        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
+        if details.choice.snapshot is not None:
+            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
+        else:
+            lines.append(details.choice.reason)
+    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
+    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    if details.orphans:
+        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
+    plan = details.rollback_plan
+    if plan is not None:
+        lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
+        lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
+        lines += [f"missing, to restore: {name}" for name in plan.missing]
+    elif result.removed:
+        # Nothing is removed when the removal is only shown, checked or refused.
+        verb = "removing" if result.snapshot else "would remove"
+        lines.append(f"{verb}: {', '.join(result.removed)}")
+    return lines
+
+
+def _probes_around_the_change(result: Result, verbose: bool, paint: Paint) -> list[str]:
+    """Why these probes, a derived probe's candidates, and the runs before and after."""
+    runs = result.probes
+    lines = [f"probe: {note}" for note in runs.notes]
+    for probe in runs.planned if result.command != "probe" or not runs.after else ():
+        if probe.kind is ProbeKind.DERIVED:  # the probe command lists them with their results
+            lines += derived_block(probe)
+    lines += _probe_lines("baseline probe", runs.baseline, verbose, paint)
+    after = "probe" if result.command == "probe" else "probe after the change"
+    lines += _probe_lines(after, runs.after, verbose, paint, every=result.command == "probe")
+    return lines
 
 
 def _plain_removal(result: Result, headline: str) -> str | None:
@@ -223,8 +236,7 @@ def _plain_removal(result: Result, headline: str) -> str | None:
         or (impact is not None and (impact.library_changes or impact.unmet))
     ):
         return None
-    count = len(result.removed)
-    lines = [f"Uninstalled {count} package{'' if count == 1 else 's'}"]
+    lines = [f"Uninstalled {count_text(len(result.removed), 'package')}"]
     lines += [f" - {pin}" for pin in result.removed]
     lines += [f"not installed, skipped: {name}" for name in details.absent]
     lines += [f"probe: {r.probe.label} -- {r.summary()}" for r in result.probes.after]
@@ -361,7 +373,7 @@ def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
             extra.append(f"{entry.source.kind} {entry.source.url or ''}".strip())
         if entry.stash is not None:
             state = "stashed" if entry.stash.complete else "partly stashed"
-            extra.append(f"{state}, {_count(len(entry.stash.files), 'file')}")
+            extra.append(f"{state}, {count_text(len(entry.stash.files), 'file')}")
         suffix = f"  [{'; '.join(extra)}]" if extra else ""
         lines.append(f"  {entry.pin}{suffix}")
     return "\n".join(lines)
@@ -408,7 +420,7 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
     if d.not_compared:
         names = ", ".join(d.not_compared[:5]) + (" ..." if len(d.not_compared) > 5 else "")
         lines.append(
-            f"files not compared for {_count(len(d.not_compared), 'distribution')} of the same "
+            f"files not compared for {count_text(len(d.not_compared), 'distribution')} of the same "
             f"version (a snapshot without their stash): {names}"
         )
     return "\n".join(lines)
@@ -429,7 +441,7 @@ def bisect_lines(result: BisectResult) -> list[str]:
     """``bisect``: the units, each round, the culprits, and the failure they cause."""
     units = result.units
     lines = [
-        f"good: snapshot {result.good}; {_count(len(units), 'unit')} of change since "
+        f"good: snapshot {result.good}; {count_text(len(units), 'unit')} of change since "
         f"({', '.join('+'.join(u) for u in units)})"
     ]
     for number, (bad, passed) in enumerate(result.rounds, 1):
@@ -451,7 +463,7 @@ def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:
     verb = "would delete" if result.dry_run else "deleted"
     lines = [] if quiet else _prune_lines(result, verb)
     lines.append(
-        f"{verb} {_count(len(result.removed), 'snapshot')}, {size_text(result.freed)} freed; "
+        f"{verb} {count_text(len(result.removed), 'snapshot')}, {size_text(result.freed)} freed; "
         f"{len(result.kept)} kept (never deleted: {', '.join(result.protected) or '-'})"
     )
     return "\n".join(lines)
@@ -576,7 +588,7 @@ def doctor_report(report: DoctorReport, *, quiet: bool = False, verbose: bool = 
     if report.healthy:
         lines = ["doctor: no missing library, unmet requirement or hollow distribution found"]
     elif quiet:
-        lines = [f"doctor: {_count(len(report.findings), 'problem')} found"]
+        lines = [f"doctor: {count_text(len(report.findings), 'problem')} found"]
     else:
         lines = [f.describe() for f in report.findings]
     if report.healthy:
@@ -643,41 +655,16 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
     the files no distribution lists, the stashes, the orphans. -q: the summary and orphans."""
     dists = found.distributions
     lines = [
-        f"audit of {found.python}: {_count(len(dists), 'distribution')}, "
+        f"audit of {found.environment or found.python}: {count_text(len(dists), 'distribution')}, "
         f"{size_text(found.total_bytes)} "
         f"({size_text(found.owned_bytes)} their own, {size_text(found.shared_bytes)} shared "
         f"by several, {size_text(found.unowned_bytes)} listed by none)"
     ]
     if not quiet:
         base = found.site_dirs[0] if found.site_dirs else ""
-        width = max((len(size_text(d.bytes)) for d in dists), default=0)
-        for dist in dists:
-            lines.append(f"  {size_text(dist.bytes):>{width}}  {_dist_head(dist)}")
-            lines += [f"  {'':>{width}}    {text}" for text in _dist_lines(dist, base, verbose)]
-        elsewhere = sum(d.linked_elsewhere_bytes for d in dists)
-        if elsewhere:
-            lines.append(
-                f"{size_text(elsewhere)} of the distributions' own files are also linked from "
-                "outside the environment (a uv cache, a snapshot's stash): removing them does "
-                "not free that much"
-            )
+        lines += _distribution_table(dists, base, verbose)
         lines += _duplicate_lines(found.duplicates, base)
-        if found.unowned_files:
-            groups = ", ".join(
-                f"{_short_path(u.path, base)} {size_text(u.bytes)}" for u in found.unowned
-            )
-            lines.append(
-                f"files no distribution lists: {size_text(found.unowned_bytes)} in "
-                f"{_count(found.unowned_files, 'file')} (largest: {groups})"
-            )
-        if found.stashes:
-            each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
-            lines.append(
-                f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
-                f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
-            )
-        else:
-            lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+        lines += _unlisted_and_stashed(found, base)
         for run in found.probe or ():
             mapped = (
                 f"the process mapped {len(run.libraries)} shared objects"
@@ -700,6 +687,46 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
             f"each is one you installed or a leftover): {', '.join(found.top_level)}"
         )
     return "\n".join(lines)
+
+
+def _distribution_table(dists: Sequence[DistributionAudit], base: str, verbose: bool) -> list[str]:
+    """Each distribution's own size and what is said of it; then how much of that removing
+    them would not free."""
+    lines = []
+    width = max((len(size_text(d.bytes)) for d in dists), default=0)
+    for dist in dists:
+        lines.append(f"  {size_text(dist.bytes):>{width}}  {_dist_head(dist)}")
+        lines += [f"  {'':>{width}}    {text}" for text in _dist_lines(dist, base, verbose)]
+    elsewhere = sum(d.linked_elsewhere_bytes for d in dists)
+    if elsewhere:
+        lines.append(
+            f"{size_text(elsewhere)} of the distributions' own files are also linked from "
+            "outside the environment (a uv cache, a snapshot's stash): removing them does "
+            "not free that much"
+        )
+    return lines
+
+
+def _unlisted_and_stashed(found: AuditReport, base: str) -> list[str]:
+    """The bytes no distribution's own: the files no RECORD lists, what the stashes hold."""
+    lines = []
+    if found.unowned_files:
+        groups = ", ".join(
+            f"{_short_path(u.path, base)} {size_text(u.bytes)}" for u in found.unowned
+        )
+        lines.append(
+            f"files no distribution lists: {size_text(found.unowned_bytes)} in "
+            f"{count_text(found.unowned_files, 'file')} (largest: {groups})"
+        )
+    if found.stashes:
+        each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
+        lines.append(
+            f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
+            f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
+        )
+    else:
+        lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+    return lines
 
 
 def _dist_head(dist: DistributionAudit) -> str:
@@ -744,10 +771,10 @@ def _dist_lines(dist: DistributionAudit, base: str, verbose: bool) -> list[str]:
     if dist.linked_elsewhere_bytes and verbose:
         said.append(f"{size_text(dist.linked_elsewhere_bytes)} of it also linked from outside")
     if dist.missing_files:
-        said.append(f"{_count(dist.missing_files, 'file')} its RECORD lists missing")
+        said.append(f"{count_text(dist.missing_files, 'file')} its RECORD lists missing")
     if dist.outside_files:
         said.append(
-            f"its RECORD lists {_count(dist.outside_files, 'path')} outside the environment "
+            f"its RECORD lists {count_text(dist.outside_files, 'path')} outside the environment "
             "(not counted)"
         )
     if dist.record_problem:
@@ -799,10 +826,6 @@ def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[
                 state += f"; the probe {'mapped' if copy.loaded_by_probe else 'did not map'} it"
             lines.append(f"    {_short_path(copy.path, base)} [{listed}{content}]: {state}")
     return lines
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _short_path(path: str, base: str) -> str:

@@ -27,7 +27,6 @@ from msgspec import Struct
 
 from safeuninstall.environment.installed import (
     InstalledDistribution,
-    RequirementIndex,
     requested,
     requirement_index,
 )
@@ -175,6 +174,7 @@ class StashHolding(Struct, frozen=True):
 
 class AuditReport(Struct, frozen=True, kw_only=True):
     python: str
+    environment: str = ""  # as a person names it (Context.where): a --target folder, say
     site_dirs: tuple[str, ...]
     distributions: tuple[DistributionAudit, ...]  # largest first (bytes + shared_bytes)
     duplicates: tuple[DuplicateLibrary, ...]
@@ -376,7 +376,6 @@ def audit_environment(
     prefix: str,
     site_dirs: Sequence[str],
     probe_paths: Collection[str] | None = None,
-    requirements: RequirementIndex | None = None,
     weighing: Weighing | None = None,
 ) -> AuditReport:
     """The audit of the installed set, its duplicated sonames and sizes (the snapshots' stashes
@@ -392,21 +391,54 @@ def audit_environment(
         raise ValueError("the weighing walks other folders than the site folders")
     if weighing is not None:
         weighing.send(owned.owners, list(owned.files), root)  # the child counts meanwhile
-    requirements = requirement_index(installed) if requirements is None else requirements
+    requirements = requirement_index(installed)
     required = requirers(installed, markers, requirements)
     unmet = unmet_now(requirements, installed, markers)
-    graph = {name: [r.dependent for r in found if r.active] for name, found in required.items()}
-    requires: dict[str, list[str]] = {}
-    for name, dependents in graph.items():
-        for dependent in dependents:
-            requires.setdefault(dependent, []).append(name)
-    loads = root_loads(index, owned, requires, interpreter)
+    loads = root_loads(index, owned, _requires(required), interpreter)
     uses = _uses(loads, owned)
     probed = _probed(owned, probe_paths)
     if weighing is not None:
         sizes = _sizes(weighing.result())
     else:
         sizes = _sizes(count(walk(sites), owned.owners, list(owned.files), root, sites))
+    audits = _distribution_audits(installed, owned, sizes, required, unmet, uses, probed)
+    duplicates = _duplicates(loads, owned, installed, uses, probe_paths)
+    owned_bytes = sum(d.bytes for d in audits)
+    return AuditReport(
+        python=python,
+        site_dirs=tuple(site_dirs),
+        distributions=tuple(audits),
+        duplicates=tuple(duplicates),
+        total_bytes=owned_bytes + sizes.shared_total + sizes.unowned_total,
+        owned_bytes=owned_bytes,
+        shared_bytes=sizes.shared_total,
+        unowned_bytes=sizes.unowned_total,
+        unowned_files=sizes.unowned_files,
+        unowned=sizes.unowned,
+        # uv's REQUESTED files were disregarded (environment.requested)
+        notes=(_UV_REQUESTED,) if not all(d.requested_known for d in audits) else (),
+    )
+
+
+def _requires(required: Mapping[str, Sequence[Requirer]]) -> dict[str, list[str]]:
+    """dependent -> the names its requirement lines that hold name (``requirers`` turned round)."""
+    requires: dict[str, list[str]] = {}
+    for name, found in required.items():
+        for dependent in (r.dependent for r in found if r.active):
+            requires.setdefault(dependent, []).append(name)
+    return requires
+
+
+def _distribution_audits(
+    installed: Mapping[str, InstalledDistribution],
+    owned: Ownership,
+    sizes: _Sizes,
+    required: Mapping[str, Sequence[Requirer]],
+    unmet: Sequence[Unmet],
+    uses: _Uses,
+    probed: set[str] | None,
+) -> list[DistributionAudit]:
+    """Each installed distribution as the audit sees it, largest first (bytes + shared_bytes)."""
     wanted, disregarded = requested(installed)
     audits = []
     for name, dist in installed.items():
@@ -439,21 +471,7 @@ def audit_environment(
             )
         )
     audits.sort(key=lambda d: (-(d.bytes + d.shared_bytes), d.name))
-    duplicates = _duplicates(loads, owned, installed, uses, probe_paths)
-    owned_bytes = sum(d.bytes for d in audits)
-    return AuditReport(
-        python=python,
-        site_dirs=tuple(site_dirs),
-        distributions=tuple(audits),
-        duplicates=tuple(duplicates),
-        total_bytes=owned_bytes + sizes.shared_total + sizes.unowned_total,
-        owned_bytes=owned_bytes,
-        shared_bytes=sizes.shared_total,
-        unowned_bytes=sizes.unowned_total,
-        unowned_files=sizes.unowned_files,
-        unowned=sizes.unowned,
-        notes=(_UV_REQUESTED,) if disregarded else (),
-    )
+    return audits
 
 
 _UV_REQUESTED = (

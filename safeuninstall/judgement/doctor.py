@@ -17,11 +17,11 @@ from packaging.version import InvalidVersion, Version
 
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.judgement.libraries import (
+    Census,
     LibraryIndex,
     MissingLibrary,
     Ownership,
     census,
-    hollow_distributions,
 )
 from safeuninstall.judgement.plan import Installed, plan_rollback
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
@@ -376,14 +376,13 @@ def examine(
     markers: Mapping[str, str],
     libraries: tuple[LibraryIndex, Ownership, str],
     snapshots: Sequence[Snapshot],
-    hollow: Sequence[str] | None = None,
+    hollow: Sequence[str],
 ) -> DoctorReport:
     """Everything broken at once: libraries a load can't find, unmet requirements, hollow
     installs, RECORDs that can't be read; and apart, the libraries that are not breakage.
     ``libraries``: (index, ownership, the interpreter's path); ``hollow``: the hollow
-    distributions (libraries.hollow_distributions), when the caller has them."""
+    distributions (libraries.hollow_distributions)."""
     index, owned, interpreter = libraries
-    report = DoctorReport()
     required = requirements(installed, markers)
     graph = {
         key: [name for name, _ in wanted if name in installed] for key, wanted in required.items()
@@ -393,9 +392,28 @@ def examine(
         _requirement_finding(dependent, requirement, snapshots)
         for dependent, requirement in unmet_requirements(installed, markers, required)
     ]
-    coming = _pins_by_dependent(unmet)
-    hollow = hollow_distributions(owned, installed) if hollow is None else hollow
     lost = {name: _lost_files(owned.files.get(name, ())) for name in hollow}
+    missing, notes = _libraries_missing(found, installed, snapshots, unmet, lost)
+    findings = [*missing, *unmet, *_hollow_findings(installed, snapshots, lost)]
+    for name, reason in sorted(owned.unreadable.items()):
+        # No provider: a reinstall of the same version is what repairs it, and neither a
+        # rollback (it keeps an installed release as it is) nor a plain install would do one.
+        what = f"{name}=={installed[name].version}"
+        findings.append(Finding("record", what, "", detail=reason))
+    return DoctorReport(findings=findings, notes=notes)
+
+
+def _libraries_missing(
+    found: Census,
+    installed: Mapping[str, InstalledDistribution],
+    snapshots: Sequence[Snapshot],
+    unmet: Sequence[Finding],
+    lost: Mapping[str, list[str]],
+) -> tuple[list[Finding], list[Finding]]:
+    """The libraries a load can't find, as findings; and apart, as notes, those that are not
+    breakage: a driver's, and those loaded on demand that no removed distribution shipped.
+    ``lost``: each hollow distribution's files that are gone."""
+    coming = _pins_by_dependent(unmet)
     # The installed distribution whose RECORD lists a library that is gone: the one whose
     # reinstall brings it back (torch's pin of the nvidia wheel is met; its files are not).
     listed_by = {
@@ -403,24 +421,34 @@ def examine(
         for name, paths in lost.items()
         for path in paths
     }
-    for missing in found.missing:
-        report.findings.append(_library_finding(missing, snapshots, coming, listed_by))
-    gone = _gone_releases(snapshots, installed, hollow) if found.on_demand else set()
+    findings = [_library_finding(m, snapshots, coming, listed_by) for m in found.missing]
+    notes = []
+    gone = _gone_releases(snapshots, installed, lost) if found.on_demand else set()
     for missing in found.on_demand:
         # Loaded on demand if at all: breakage only where a snapshot shows a removed
         # distribution shipped it (a library a package loads itself, with ctypes). With
         # nothing removed, no stash is searched (a torch venv has nine such libraries).
-        pin, snap = _provider(snapshots, _ships_file(missing.soname)) if gone else (None, None)
+        pin, _ = _provider(snapshots, _ships_file(missing.soname)) if gone else (None, None)
         if pin is not None and pin in gone:
-            report.findings.append(_library_finding(missing, snapshots, coming, listed_by))
+            findings.append(_library_finding(missing, snapshots, coming, listed_by))
         else:
-            report.notes.append(_note("on-demand", missing))
-    report.notes += [_note("driver", missing) for missing in found.driver]
-    report.findings += unmet
-    for name in hollow:
+            notes.append(_note("on-demand", missing))
+    notes += [_note("driver", missing) for missing in found.driver]
+    return findings, notes
+
+
+def _hollow_findings(
+    installed: Mapping[str, InstalledDistribution],
+    snapshots: Sequence[Snapshot],
+    lost: Mapping[str, list[str]],
+) -> list[Finding]:
+    """A hollow distribution (``lost``: its files that are gone) comes back from a snapshot's
+    stash of the same release, else by a reinstall of it."""
+    findings = []
+    for name, files in lost.items():
         release = f"{name}=={installed[name].version}"
         pin, snap = _provider(snapshots, _is_release(name, installed[name].version))
-        report.findings.append(
+        findings.append(
             Finding(
                 "hollow",
                 release,
@@ -428,15 +456,10 @@ def examine(
                 pin or release,
                 snap,
                 reinstall=pin is None,
-                missing_files=len(lost[name]),
+                missing_files=len(files),
             )
         )
-    for name, reason in sorted(owned.unreadable.items()):
-        # No provider: a reinstall of the same version is what repairs it, and neither a
-        # rollback (it keeps an installed release as it is) nor a plain install would do one.
-        what = f"{name}=={installed[name].version}"
-        report.findings.append(Finding("record", what, "", detail=reason))
-    return report
+    return findings
 
 
 def _lost_files(paths: Iterable[str]) -> list[str]:

@@ -21,6 +21,7 @@ from safeuninstall.environment.installed import (
     requirement_index,
 )
 from safeuninstall.environment.paths import normalise
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.importables import top_level_modules
 from safeuninstall.judgement.libraries import (
     LibraryChange,
@@ -160,6 +161,12 @@ class Unmet(Struct, frozen=True):
         """Who must go as well for this line to stop counting: the dependent, or for a line
         behind an extra, those that request the extra."""
         return self.requested_by if self.extra is not None else (self.dependent,)
+
+    def met_by(self, version: str) -> bool:
+        """Whether ``version`` of the required distribution meets the requirement; a line or a
+        version that cannot be compared is taken as met (as unmet_requirements takes it)."""
+        requirement = _parsed(self.requirement)
+        return requirement is None or _satisfied_by(requirement, version)
 
     def describe(self) -> str:
         if self.extra is None:
@@ -340,6 +347,14 @@ def unmet_requirements(
     probe judges the removal as it judges any other.
     """
     return unmet_in(requirement_index(installed), installed, markers, removed)
+
+
+def allowed_unmet(unmet: Sequence[Unmet], change: str, *, no_probe: bool) -> str:
+    """What --allow-unmet lets ``change`` (``the removal``) leave unmet, and what judges it."""
+    judged_by = (
+        f"nothing judges {change} (--no-probe)" if no_probe else f"the probe judges {change}"
+    )
+    return f"--allow-unmet: {count_text(len(unmet), 'requirement')} left unmet; {judged_by}"
 
 
 def removal_closure(

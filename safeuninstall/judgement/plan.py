@@ -378,11 +378,8 @@ def choose_snapshot(
     equals that snapshot now; ``find(id)``: this environment's snapshot of that id, if readable.
 
     Newest first, a snapshot is passed over when
-    - a rollback or recover took it: returning there would redo what that rollback undid. When
-      the rollback ran to the end, the environment it left is its target's: if the environment
-      differs from that target now (changed since, outside the tool), the target is the state
-      before that change, and is chosen; else the rollback is the latest change, and the
-      snapshots it undid (newer than its target) are passed over too;
+    - a rollback or recover took it: returning there would redo what that rollback undid
+      (_past_return);
     - its operation was undone: a removal whose probe failed and that was restored
       (``*-restored``), one a recover returned to (``recovered``), a rollback undone;
     - the environment already matches it: its change is no longer in effect.
@@ -392,58 +389,69 @@ def choose_snapshot(
     skipped: list[Skipped] = []
     undone_after: int | None = None  # the target of a rollback whose state is still there
     undone_by = ""
-
-    def stop(reason: str) -> SnapshotChoice:
-        return SnapshotChoice(None, reason, tuple(skipped), blocked=True)
-
     for snapshot_id, snap in history:
         if isinstance(snap, str):
-            return stop(snap)
+            return SnapshotChoice(None, snap, tuple(skipped), blocked=True)
         op = snap.operation
         if undone_after is not None and int(snapshot_id) > undone_after:
             skipped.append(Skipped(snapshot_id, f"undone by {undone_by}"))
-            continue
-        if undone(snap):
+        elif undone(snap):
             skipped.append(Skipped(snapshot_id, f"its {op} was undone ({snap.outcome})"))
-            continue
-        if op in RETURNING:
-            target = returned_to(snap)
-            if target is None:
-                return stop(f"{op} {snapshot_id} does not say which snapshot it returned to")
-            back = find(target)
-            if back is None:
-                return stop(
-                    f"{op} {snapshot_id} returned to snapshot {target}, which is gone or "
-                    "cannot be read"
-                )
-            if not matches(back):
-                skipped.append(Skipped(snapshot_id, f"taken by a {op} (to {target})"))
-                return SnapshotChoice(
-                    target,
-                    f"the state {op} {snapshot_id} returned to; the environment changed since",
-                    tuple(skipped),
-                )
-            skipped.append(
-                Skipped(snapshot_id, f"taken by a {op} (to {target}), the latest change")
-            )
-            undone_after, undone_by = int(target), f"{op} {snapshot_id}"
-            continue
-        if matches(snap):
+        elif op in RETURNING:
+            choice = _past_return(snapshot_id, snap, matches, find, skipped)
+            if isinstance(choice, SnapshotChoice):
+                return choice
+            undone_after, undone_by = int(choice), f"{op} {snapshot_id}"
+        elif matches(snap):
             why = (
                 f"{undone_by} returned to it"
                 if undone_after is not None and int(snapshot_id) == undone_after
                 else "the environment already matches it"
             )
             skipped.append(Skipped(snapshot_id, why))
-            continue
-        return SnapshotChoice(
-            snapshot_id, f"the state before {_change_of(snap)}, still in effect", tuple(skipped)
-        )
+        else:
+            return SnapshotChoice(
+                snapshot_id, f"the state before {_change_of(snap)}, still in effect", tuple(skipped)
+            )
     return SnapshotChoice(
         None,
         "no change made since a snapshot of this environment is still in effect",
         tuple(skipped),
     )
+
+
+def _past_return(
+    snapshot_id: str,
+    snap: Snapshot,
+    matches: Callable[[Snapshot], bool],
+    find: Callable[[str], Snapshot | None],
+    skipped: list[Skipped],
+) -> SnapshotChoice | str:
+    """A snapshot a rollback or recover took, passed over (added to ``skipped``). When the
+    rollback ran to the end, the environment it left is its target's: if the environment
+    differs from that target now (changed since, outside the tool), the target is the state
+    before that change, and is chosen; else the rollback is the latest change, and its target
+    is returned: the snapshots it undid (newer than its target) are passed over too. A target
+    unknown or gone stops the walk (a choice that is ``blocked``)."""
+    op, target = snap.operation, returned_to(snap)
+    if target is None:
+        reason = f"{op} {snapshot_id} does not say which snapshot it returned to"
+        return SnapshotChoice(None, reason, tuple(skipped), blocked=True)
+    back = find(target)
+    if back is None:
+        reason = (
+            f"{op} {snapshot_id} returned to snapshot {target}, which is gone or cannot be read"
+        )
+        return SnapshotChoice(None, reason, tuple(skipped), blocked=True)
+    if not matches(back):
+        skipped.append(Skipped(snapshot_id, f"taken by a {op} (to {target})"))
+        return SnapshotChoice(
+            target,
+            f"the state {op} {snapshot_id} returned to; the environment changed since",
+            tuple(skipped),
+        )
+    skipped.append(Skipped(snapshot_id, f"taken by a {op} (to {target}), the latest change"))
+    return target
 
 
 class SetDifference(Struct, frozen=True):

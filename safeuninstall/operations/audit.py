@@ -6,11 +6,16 @@ child process before the rest of the tool is imported (sizes.py)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from msgspec.structs import replace
 
 from safeuninstall.base.errors import SnapshotInvalid
-from safeuninstall.environment.installed import census, installed_distributions
+from safeuninstall.environment.installed import (
+    InstalledDistribution,
+    census,
+    installed_distributions,
+)
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
 from safeuninstall.environment.sizes import Weighing, count_text
 from safeuninstall.judgement.audit import (
@@ -19,8 +24,8 @@ from safeuninstall.judgement.audit import (
     audit_environment,
     holders_of_libraries,
 )
-from safeuninstall.judgement.libraries import ownership
-from safeuninstall.judgement.probe import ProbeSettings, run_all
+from safeuninstall.judgement.libraries import LibraryIndex, Ownership, ownership
+from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.session.analysis import library_index, with_default
 from safeuninstall.session.context import Context
 from safeuninstall.transaction import retention
@@ -38,32 +43,9 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
         index = library_index(ctx)
         # the RECORD cache read, never written: audit writes nothing
         owned = ownership(installed, RecordCache(ctx.store.root / RECORD_CACHE_FILE))
-        notes: list[str] = []
-        probe_paths: set[str] | None = None
-        runs = None
-        if load:
-            holders = holders_of_libraries(index, owned)
-            settings = with_default(configured, installed, holders)
-            if configured.probes or configured.disabled:
-                notes += settings.notes
-            elif settings.probes:
-                notes.append(
-                    "--load: no probe is configured; the derived probe imports the modules and "
-                    f"entry points of the {count_text(len(holders), 'distribution')} that hold "
-                    "shared libraries"
-                    + (", and runs torch's CUDA check" if "torch" in installed else "")
-                )
-            # No bytecode written into the environment by what the probe imports.
-            env = {**ctx.child_env(), "PYTHONDONTWRITEBYTECODE": "1"}
-            runs = run_all(settings, ctx.interpreter, env)
-            maps = [r.libraries for r in runs if r.libraries is not None]
-            if maps:
-                probe_paths = {path for libraries in maps for path in libraries}
-            else:
-                notes.append(
-                    "--load: no probe process said what it mapped (no Python probe ran, or this "
-                    "system has no /proc/self/maps): the loaded copies are the library model's"
-                )
+        runs, probe_paths, notes = (
+            _load(ctx, configured, installed, index, owned) if load else (None, None, [])
+        )
         report = audit_environment(
             installed,
             ctx.interpreter.markers,
@@ -76,6 +58,55 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
         )
     ids = [i for i, snap in ctx.store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
     holdings = ctx.store.holdings(ids)
+    return replace(
+        report,
+        environment=ctx.where,
+        stash_bytes=holdings.held(ids),
+        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
+        probe=tuple(runs) if runs is not None else None,
+        mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
+        notes=(*report.notes, *notes, *_left_unread(ctx, installed)),
+    )
+
+
+def _load(
+    ctx: Context,
+    configured: ProbeSettings,
+    installed: Mapping[str, InstalledDistribution],
+    index: LibraryIndex,
+    owned: Ownership,
+) -> tuple[list[ProbeResult], set[str] | None, list[str]]:
+    """--load: the probe's runs (the configured probe, else the one derived from the
+    distributions that hold shared libraries), the real paths its processes mapped (None where
+    none said), and the notes on both."""
+    notes: list[str] = []
+    holders = holders_of_libraries(index, owned)
+    settings = with_default(configured, installed, holders)
+    if configured.probes or configured.disabled:
+        notes += settings.notes
+    elif settings.probes:
+        notes.append(
+            "--load: no probe is configured; the derived probe imports the modules and "
+            f"entry points of the {count_text(len(holders), 'distribution')} that hold "
+            "shared libraries" + (", and runs torch's CUDA check" if "torch" in installed else "")
+        )
+    # No bytecode written into the environment by what the probe imports.
+    env = {**ctx.child_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+    runs = run_all(settings, ctx.interpreter, env)
+    maps = [r.libraries for r in runs if r.libraries is not None]
+    if not maps:
+        notes.append(
+            "--load: no probe process said what it mapped (no Python probe ran, or this "
+            "system has no /proc/self/maps): the loaded copies are the library model's"
+        )
+        return runs, None, notes
+    return runs, {path for libraries in maps for path in libraries}, notes
+
+
+def _left_unread(ctx: Context, installed: Mapping[str, InstalledDistribution]) -> list[str]:
+    """What the audit could not read as it is: metadata folders that are no distribution, an
+    operation under way or interrupted."""
+    notes = []
     read = {str(p) for d in installed.values() for p in (d.dist_info, *d.shadowed)}
     unread = sorted(os.path.basename(p) for p in census(ctx.interpreter) - read)
     if unread:
@@ -89,11 +120,4 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
             f"audit read may be half-changed; `{ctx.suggest('recover')}` finishes an "
             "interrupted one"
         )
-    return replace(
-        report,
-        stash_bytes=holdings.held(ids),
-        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
-        probe=tuple(runs) if runs is not None else None,
-        mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
-        notes=(*report.notes, *notes),
-    )
+    return notes

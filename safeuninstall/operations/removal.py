@@ -33,7 +33,7 @@ from safeuninstall.judgement.derived import (
     to_the_end,
 )
 from safeuninstall.judgement.doctor import Finding, diagnose
-from safeuninstall.judgement.impact import removal_closure, unmet_in
+from safeuninstall.judgement.impact import allowed_unmet, removal_closure, unmet_in
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
 from safeuninstall.judgement.needs import Cleanup, orphans
@@ -185,14 +185,8 @@ class Removal:
             self.messages += self._refused_unmet()
             return self.result(Outcome.REFUSED_UNMET)
         if report.unmet:
-            judged_by = (
-                "nothing judges the removal (--no-probe)"
-                if self.settings.disabled
-                else "the probe judges the removal"
-            )
-            self.messages.append(
-                f"--allow-unmet: {_requirements(len(report.unmet))} left unmet; {judged_by}"
-            )
+            no_probe = self.settings.disabled
+            self.messages.append(allowed_unmet(report.unmet, "the removal", no_probe=no_probe))
         if self.options.dry_run:
             return self.result(Outcome.DRY_RUN)
         ensure_writable(self.ctx.interpreter)
@@ -209,8 +203,8 @@ class Removal:
         closure = removal_closure(self.installed, markers, names, self.requirements)
         verdict = "--dry-run: the removal would be refused" if self.options.dry_run else "refused"
         return [
-            f"{verdict}: it leaves {_requirements(len(unmet))} of {', '.join(dependents)} "
-            "unmet (listed above); nothing was removed",
+            f"{verdict}: it leaves {count_text(len(unmet), 'requirement')} of "
+            f"{', '.join(dependents)} unmet (listed above); nothing was removed",
             "to remove the dependents too: " + _removal_command(self.ctx, closure),
             "to remove only "
             + ", ".join(names)
@@ -334,10 +328,6 @@ def _record_stats(
         except OSError:
             found[name] = None
     return found
-
-
-def _requirements(count: int) -> str:
-    return f"{count} requirement{'' if count == 1 else 's'}"
 
 
 def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:

@@ -20,9 +20,6 @@ from typing import Any
 
 import msgspec
 from msgspec import Struct
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier
-from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import (
@@ -40,8 +37,9 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import after_settings, as_baseline, dropped_notes, judged_after
-from safeuninstall.judgement.impact import Unmet
+from safeuninstall.judgement.impact import Unmet, allowed_unmet
 from safeuninstall.judgement.libraries import Ownership
 from safeuninstall.judgement.plan import (
     RollbackPlan,
@@ -292,6 +290,27 @@ class _Rollback:
 
     def run(self) -> RollbackResult:
         """Make the installed set equal ``wanted``."""
+        plan = self._plan()
+        unmet = self._judged_before(plan)
+        self.messages += self._kept_aside_by(self.wanted)
+        stopped = self._stopped_before(plan, unmet)
+        if stopped is not None:
+            return stopped
+        self._refuse_before_change(plan)
+        spec, restore = self._spec(plan)
+        try:
+            if self.judged and self.settings.probes:
+                self.begun = self._begin_baseline()  # overlaps the restorable check
+            # Before anything is removed, whatever the path (recover too): every entry must
+            # come back, or nothing changes.
+            self._refuse_unrestorable(restore[0])
+            return self._apply(spec, restore)
+        finally:
+            if self.begun is not None:
+                self.begun.cancel()
+
+    def _plan(self) -> RollbackPlan:
+        """What makes the installed set ``wanted``'s: what to uninstall, what to bring back."""
         ctx, wanted, now = self.ctx, self.wanted, self.now
         if os.path.realpath(wanted.target.prefix) != os.path.realpath(ctx.interpreter.prefix):
             # A snapshot of another environment (a shared --state-dir) must not apply here.
@@ -316,7 +335,12 @@ class _Rollback:
             for p in d.doubled
             if p.name in before
         )
-        # Judged like a removal: what it uninstalls, unless it finishes a cut-short operation.
+        return plan
+
+    def _judged_before(self, plan: RollbackPlan) -> Sequence[Unmet]:
+        """The impact report and the probe (a rollback is judged like a removal of what it
+        uninstalls, unless it finishes a cut-short operation); what it leaves unmet."""
+        now = self.now
         self.judged = bool(plan.remove) and self.recovering is None
         analysis = self._analyse(plan) if self.judged else None
         affected = analysis.report.affected if analysis is not None else None
@@ -327,43 +351,51 @@ class _Rollback:
         self.base = RollbackResult(
             command=self.command,
             outcome=Outcome.ALREADY_MATCHES,
-            python=str(ctx.python),
-            environment=ctx.where,
-            snapshot=wanted.id,
+            python=str(self.ctx.python),
+            environment=self.ctx.where,
+            snapshot=self.wanted.id,
             choice=self.choice,
             rollback_plan=plan,
             removed=tuple(f"{n}=={now.installed[n].version}" for n in plan.remove),
             impact=analysis.report if analysis is not None else None,
             probes=ProbeRuns(notes=self.settings.notes, disabled=self.settings.disabled),
         )
-        self.messages += self._kept_aside_by(wanted)
+        return analysis.report.unmet if analysis is not None else ()
+
+    def _stopped_before(self, plan: RollbackPlan, unmet: Sequence[Unmet]) -> RollbackResult | None:
+        """The result when the rollback stops before any change: nothing to do, requirements
+        it would leave unmet (unless --allow-unmet), --dry-run; None when it goes ahead."""
         if plan.empty and self.recovering is None:
-            self.messages.append(f"the environment already matches snapshot {wanted.id}")
+            self.messages.append(f"the environment already matches snapshot {self.wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
-        unmet = analysis.report.unmet if analysis is not None else ()
         if unmet and not self.options.allow_unmet:
             self.messages += self._refused_unmet(unmet)
             return self._result(Outcome.REFUSED_UNMET)
         if unmet:
-            judged_by = (
-                "nothing judges the rollback (--no-probe)"
-                if self.settings.disabled
-                else "the probe judges the rollback"
-            )
-            self.messages.append(
-                f"--allow-unmet: {_requirements(len(unmet))} left unmet; {judged_by}"
-            )
+            no_probe = self.settings.disabled
+            self.messages.append(allowed_unmet(unmet, "the rollback", no_probe=no_probe))
         if self.options.dry_run:
             return self._result(Outcome.DRY_RUN)
+        return None
+
+    def _refuse_before_change(self, plan: RollbackPlan) -> None:
+        """The environment writable, the installer there, nothing to uninstall that the backend
+        cannot put back, and every path to restore inside the environment."""
+        ctx, wanted, installed = self.ctx, self.wanted, self.now.installed
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()
-        refused = [
-            r for n in plan.remove if (r := legacy_refusal(now.installed[n], ctx.backend.name))
-        ]
+        refused = [r for n in plan.remove if (r := legacy_refusal(installed[n], ctx.backend.name))]
         if refused:
             raise NotRestorable("; ".join(r.message for r in refused))
         prefix = Path(ctx.interpreter.prefix)
         check_restore_paths(wanted, plan.restore, prefix, ctx.store.snapshot_path(wanted.id))
+
+    def _spec(
+        self, plan: RollbackPlan
+    ) -> tuple[SnapshotSpec, tuple[Sequence[PackageEntry], Sequence[str]]]:
+        """The snapshot of the state it leaves, and what it brings back: the entries, and the
+        names that stay but are stashed and restored with them."""
+        now = self.now
         # Distributions that stay but share files with what the rollback removes (a cu12 and a
         # cu13 build of one library): the uninstall deletes those files, so they are stashed
         # with the rest and restored after it.
@@ -375,21 +407,12 @@ class _Rollback:
             stash=[*plan.remove, *kept_shared],
             removed=plan.remove,
             shared=now.owned.shared_paths(),
-            returns_to=wanted.id,
+            returns_to=self.wanted.id,
             doubled=doubled,
         )
-        wanted_by_name = {e.name: e for e in wanted.packages}
+        wanted_by_name = {e.name: e for e in self.wanted.packages}
         entries = [*plan.restore, *(wanted_by_name[n] for n in kept_shared if n in wanted_by_name)]
-        try:
-            if self.judged and self.settings.probes:
-                self.begun = self._begin_baseline()  # overlaps the restorable check
-            # Before anything is removed, whatever the path (recover too): every entry must
-            # come back, or nothing changes.
-            self._refuse_unrestorable(entries)
-            return self._apply(spec, (entries, kept_shared))
-        finally:
-            if self.begun is not None:
-                self.begun.cancel()
+        return spec, (entries, kept_shared)
 
     def _with_rewritten(self, plan: RollbackPlan) -> RollbackPlan:
         """A recover's plan, with the distributions installed as ``wanted`` has them whose
@@ -445,7 +468,7 @@ class _Rollback:
         unmet = tuple(
             u
             for u in analysis.report.unmet
-            if u.required not in plan.changed or not _satisfies(u, versions[u.required])
+            if u.required not in plan.changed or not u.met_by(versions[u.required])
         )
         report = msgspec.structs.replace(analysis.report, unmet=unmet)
         return msgspec.structs.replace(analysis, report=report)
@@ -456,8 +479,8 @@ class _Rollback:
         verdict = "--dry-run: the rollback would be refused" if self.options.dry_run else "refused"
         return [
             f"{verdict}: returning to snapshot {self.wanted.id} leaves "
-            f"{_requirements(len(unmet))} of {dependents} unmet (listed above); nothing was "
-            "changed",
+            f"{count_text(len(unmet), 'requirement')} of {dependents} unmet (listed above); "
+            "nothing was changed",
             "to return there anyway, the probe judging it: "
             + self.ctx.suggest("rollback", "--allow-unmet", self.wanted.id),
         ]
@@ -802,18 +825,3 @@ def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]
         parts += [f"{versions[n]} added" for n in plan.added]
         said.append(f"{label} ({'; '.join(parts) or 'no difference in the installed set'})")
     return said
-
-
-def _requirements(count: int) -> str:
-    return f"{count} requirement{'' if count == 1 else 's'}"
-
-
-def _satisfies(unmet: Unmet, version: str) -> bool:
-    """Whether ``version`` of the required distribution meets the requirement; one that cannot
-    be compared is taken as met (as impact.unmet_requirements takes it)."""
-
-    try:
-        requirement = Requirement(unmet.requirement)
-        return requirement.specifier.contains(Version(version), prereleases=True)
-    except (InvalidRequirement, InvalidSpecifier, InvalidVersion):
-        return True
