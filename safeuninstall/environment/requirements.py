@@ -30,7 +30,9 @@ from urllib.parse import unquote, urlparse
 
 from msgspec import Struct
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.bounded import Unusable, read_bytes, read_fd
 from safeuninstall.base.errors import InvalidInput, UsageError
@@ -458,3 +460,14 @@ def _shown(text: str) -> str:
     """For a message: quoted, and short (a file of one 10 MB line is no reason to print it)."""
     shown = repr(text)
     return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def satisfies(specifier: SpecifierSet | str, version: str) -> bool:
+    """Whether ``version`` is one ``specifier`` allows, pre-releases included. A version or
+    specifier that can't be compared is taken as allowed: a requirement names the
+    distribution, and a check must not cry wolf over what it can't judge."""
+    try:
+        wanted = SpecifierSet(specifier) if isinstance(specifier, str) else specifier
+        return wanted.contains(Version(version), prereleases=True)
+    except (InvalidVersion, InvalidSpecifier):
+        return True

@@ -11,11 +11,11 @@ import msgspec
 from msgspec import Struct, field
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.environment.requirements import satisfies
 from safeuninstall.judgement.libraries import (
     Census,
     LibraryIndex,
@@ -196,7 +196,7 @@ def _is_one_of(name: str, versions: Collection[str]) -> Callable[[PackageEntry],
 
 
 def _satisfying(name: str, specifier: SpecifierSet) -> Callable[[PackageEntry], bool]:
-    return lambda entry: entry.name == name and _satisfies(specifier, entry.version)
+    return lambda entry: entry.name == name and satisfies(specifier, entry.version)
 
 
 def _provider(
@@ -319,16 +319,9 @@ def unmet_requirements(
     for key, wanted in (required or requirements(installed, markers)).items():
         for name, requirement in wanted:
             present = installed.get(name)
-            if present is None or not _satisfies(requirement.specifier, present.version):
+            if present is None or not satisfies(requirement.specifier, present.version):
                 unmet.append((key, requirement))
     return unmet
-
-
-def _satisfies(specifier: SpecifierSet, version: str) -> bool:
-    try:
-        return specifier.contains(Version(version), prereleases=True)
-    except (InvalidVersion, InvalidSpecifier):
-        return True  # can't judge a non-standard version: don't cry wolf
 
 
 def _exact_pin(name: str, specifier: SpecifierSet) -> str | None:

@@ -11,9 +11,7 @@ import msgspec
 from msgspec import Struct
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -21,6 +19,7 @@ from safeuninstall.environment.installed import (
     requirement_index,
 )
 from safeuninstall.environment.paths import normalise
+from safeuninstall.environment.requirements import satisfies
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.importables import top_level_modules
 from safeuninstall.judgement.libraries import (
@@ -166,7 +165,7 @@ class Unmet(Struct, frozen=True):
         """Whether ``version`` of the required distribution meets the requirement; a line or a
         version that cannot be compared is taken as met (as unmet_requirements takes it)."""
         requirement = _parsed(self.requirement)
-        return requirement is None or _satisfied_by(requirement, version)
+        return requirement is None or satisfies(requirement.specifier, version)
 
     def describe(self) -> str:
         if self.extra is None:
@@ -197,17 +196,6 @@ def _holds(requirement: Requirement, markers: Mapping[str, str], extra: str) -> 
         return requirement.marker.evaluate({**markers, "extra": extra})
     except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
         return False
-
-
-def _satisfied_by(requirement: Requirement, version: str) -> bool:
-    """Whether ``version`` satisfies the requirement's specifier. A version or specifier that
-    can't be compared is taken as satisfying: the line names the distribution, and that is
-    what a removal takes away."""
-
-    try:
-        return requirement.specifier.contains(Version(version), prereleases=True)
-    except (InvalidVersion, InvalidSpecifier):
-        return True
 
 
 # (distribution, extra) -> the remaining distributions whose requirements request it
@@ -321,7 +309,7 @@ def unmet_in(
             requirement = _parsed(value)
             if requirement is None or canonicalize_name(requirement.name) != name:
                 continue  # no requirement the tool can judge (see unmet_requirements)
-            if not _satisfied_by(requirement, version):
+            if not satisfies(requirement.specifier, version):
                 continue  # unmet before the removal already
             on = gate.extras_on(requirement, dependent)
             if on is None:
@@ -635,7 +623,7 @@ def unmet_now(
             requirement = _parsed(value)
             if requirement is None or canonicalize_name(requirement.name) != name:
                 continue
-            if present is not None and _satisfied_by(requirement, present.version):
+            if present is not None and satisfies(requirement.specifier, present.version):
                 continue
             on = gate.extras_on(requirement, dependent)
             if on is None:

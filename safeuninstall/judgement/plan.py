@@ -12,12 +12,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from msgspec import Struct
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.legacy import DIST_INFO
-from safeuninstall.environment.requirements import Wanted, local_path
+from safeuninstall.environment.requirements import Wanted, local_path, satisfies
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stashindex import Holdings
 
@@ -82,7 +81,7 @@ def plan_removal(
             continue
         remove.setdefault(name, None)
         version = installed[name].version
-        if item.specifier and not _satisfies(version, item.specifier):
+        if item.specifier and not satisfies(item.specifier, version):
             notes.append(
                 f"{item.text}: {name} {version} is installed, and is removed all the same "
                 "(uv and pip remove by name, whatever the version)"
@@ -131,13 +130,6 @@ def _by_location(installed: Mapping[str, InstalledDistribution]) -> dict[str, st
         if source.vcs:
             found.setdefault(f"{source.vcs}+{source.url}", name)
     return found
-
-
-def _satisfies(version: str, specifier: str) -> bool:
-    try:
-        return SpecifierSet(specifier).contains(version, prereleases=True)
-    except InvalidSpecifier:  # pragma: no cover - parsed once already
-        return True
 
 
 def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) -> str | None:

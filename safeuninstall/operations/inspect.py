@@ -106,8 +106,6 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
 
 def doctor(ctx: Context) -> DoctorReport:
     """Everything broken in the environment at once, and the one command that repairs it."""
-    # Here, not at the top: it loads packaging.requirements, 40 ms that check and probe skip.
-
     installed = installed_distributions(ctx.interpreter)
     index = library_index(ctx)
     owned = owned_files(ctx, installed)
