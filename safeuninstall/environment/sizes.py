@@ -110,46 +110,8 @@ def count(
     (a hard link) adds nothing. ``owners``: normalised path -> who lists it; ``root``: the
     environment's real prefix (a listed path outside it is not counted). ``walked`` is taken
     apart: the listed paths are removed from it."""
-    inside = root.rstrip(os.sep) + os.sep
-    # inode -> [who lists it (repeats allowed), size, st_nlink, how many of the environment's
-    # paths lead to it]
-    inodes: dict[int, list[Any]] = {}
-    missing: dict[str, int] = {}
-    outside: dict[str, int] = {}
-    # Each listed path once, with all who list it: one pass, not one per distribution. What
-    # is left of ``walked`` is what no RECORD lists inside the environment.
-    take = walked.pop
-    for path, listed_by in owners.items():
-        if not path.startswith(inside):
-            for dist in set(listed_by):
-                outside[dist] = outside.get(dist, 0) + 1
-            continue
-        info = take(path, None) or lstat(path)
-        if info is None:
-            if not path.endswith(".pyc") and not os.path.isdir(path):
-                for dist in set(listed_by):
-                    missing[dist] = missing.get(dist, 0) + 1
-            continue
-        inode, size, links = info
-        entry = inodes.get(inode)
-        if entry is None:
-            inodes[inode] = [listed_by, size, links, 1]
-        else:
-            entry[0] = (*entry[0], *listed_by)
-            entry[3] += 1
-    unowned_by: dict[str, list[int]] = {}
-    unowned_total = unowned_files = 0
-    for path, (inode, size, links) in walked.items():
-        entry = inodes.get(inode)
-        if entry is not None:
-            entry[3] += 1  # an owned file's other link, or an unowned one met already
-            continue
-        inodes[inode] = [(), size, links, 1]
-        unowned_total += size
-        unowned_files += 1
-        counts = unowned_by.setdefault(_first_folder(path, site_dirs), [0, 0])
-        counts[0] += size
-        counts[1] += 1
+    inodes, missing, outside = _listed(walked, owners, root)
+    unowned_total, unowned_files, unowned_by = _unowned(walked, inodes, site_dirs)
     own: dict[str, list[int]] = {dist: [0, 0, 0] for dist in dists}
     shared: dict[str, tuple[int, set[str]]] = {}
     shared_total = 0
@@ -179,6 +141,62 @@ def count(
         unowned_files,
         tuple((group, c[0], c[1]) for group, c in top),
     )
+
+
+def _listed(
+    walked: dict[str, Stat], owners: Mapping[str, Sequence[str]], root: str
+) -> tuple[dict[int, list[Any]], dict[str, int], dict[str, int]]:
+    """The inodes of the listed paths inside the environment, each as [who lists it (repeats
+    allowed), size, st_nlink, how many of the environment's paths lead to it]; per distribution,
+    its paths missing and its paths out of the environment. Each listed path once, with all who
+    list it: one pass, not one per distribution. What is left of ``walked`` is what no RECORD
+    lists inside the environment."""
+    inside = root.rstrip(os.sep) + os.sep
+    inodes: dict[int, list[Any]] = {}
+    missing: dict[str, int] = {}
+    outside: dict[str, int] = {}
+    take = walked.pop
+    for path, listed_by in owners.items():
+        if not path.startswith(inside):
+            for dist in set(listed_by):
+                outside[dist] = outside.get(dist, 0) + 1
+            continue
+        info = take(path, None) or lstat(path)
+        if info is None:
+            if not path.endswith(".pyc") and not os.path.isdir(path):
+                for dist in set(listed_by):
+                    missing[dist] = missing.get(dist, 0) + 1
+            continue
+        inode, size, links = info
+        entry = inodes.get(inode)
+        if entry is None:
+            inodes[inode] = [listed_by, size, links, 1]
+        else:
+            entry[0] = (*entry[0], *listed_by)
+            entry[3] += 1
+    return inodes, missing, outside
+
+
+def _unowned(
+    walked: dict[str, Stat], inodes: dict[int, list[Any]], site_dirs: Sequence[str]
+) -> tuple[int, int, dict[str, list[int]]]:
+    """What no RECORD lists (``walked``, the listed paths taken out): the bytes and files of
+    the inodes not counted yet, in all and [bytes, files] per top folder. Each goes into
+    ``inodes`` as no one's; a path to an inode there adds one to its paths."""
+    unowned_by: dict[str, list[int]] = {}
+    unowned_total = unowned_files = 0
+    for path, (inode, size, links) in walked.items():
+        entry = inodes.get(inode)
+        if entry is not None:
+            entry[3] += 1  # an owned file's other link, or an unowned one met already
+            continue
+        inodes[inode] = [(), size, links, 1]
+        unowned_total += size
+        unowned_files += 1
+        counts = unowned_by.setdefault(_first_folder(path, site_dirs), [0, 0])
+        counts[0] += size
+        counts[1] += 1
+    return unowned_total, unowned_files, unowned_by
 
 
 def _first_folder(path: str, site_dirs: Sequence[str]) -> str:

@@ -132,30 +132,19 @@ def stash_distribution(
         if removed:
             raise StashError(legacy_failure(dist, legacy.refused))
         return PackageStash(folder=stash_of(dist.key, dist.version), files=(), complete=False)
+    if legacy is not None:
+        entries = list(legacy.files)
+    elif entries is None:
+        entries = _read_record(dist)
+    stasher = _Stasher(dist, place, removed, on_bytes, folder)
+    return stasher.keep_all(entries, swept, legacy.pth_line if legacy is not None else None)
+
+
+def _read_record(dist: InstalledDistribution) -> list[RecordEntry]:
     try:
-        if legacy is not None:
-            entries = list(legacy.files)
-        elif entries is None:
-            entries = dist.record()
+        return dist.record()
     except OSError as err:
         raise StashError(f"{dist.name} {dist.version}: cannot read its RECORD: {err}") from err
-    stasher = _Stasher(dist, place, removed, on_bytes, folder)
-    after_file = file_fault("stash-file")
-    for entry in entries:
-        if stasher.keep(entry) and after_file is not None:
-            after_file()
-    for folder in swept:
-        stasher.keep_folder(folder, swept=True)
-    lines: tuple[PthLine, ...] = ()
-    if legacy is not None and legacy.pth_line is not None:
-        lines = (stasher.keep_pth(legacy.pth_line),)
-    return PackageStash(
-        folder=stasher.folder,
-        files=tuple(stasher.files),
-        complete=stasher.complete,
-        lines=lines,
-        absent=tuple(stasher.absent),
-    )
 
 
 def stash_aside(
@@ -251,6 +240,26 @@ class _Stasher:
         self.inside: set[str] = set()  # folders of the environment known to resolve inside it
         self.kept: set[str] = set()  # paths kept (relative to the root): a file listed twice once
         self.absent: list[str] = []  # RECORD files already gone (relative to the root)
+
+    def keep_all(
+        self, entries: Iterable[RecordEntry], swept: Sequence[str], pth_line: str | None
+    ) -> PackageStash:
+        """Keep the files ``entries`` lists, then the ``swept`` folders, then the .pth file
+        whose ``pth_line`` the removal takes out; what the stash then holds."""
+        after_file = file_fault("stash-file")
+        for entry in entries:
+            if self.keep(entry) and after_file is not None:
+                after_file()
+        for folder in swept:
+            self.keep_folder(folder, swept=True)
+        lines = (self.keep_pth(pth_line),) if pth_line is not None else ()
+        return PackageStash(
+            folder=self.folder,
+            files=tuple(self.files),
+            complete=self.complete,
+            lines=lines,
+            absent=tuple(self.absent),
+        )
 
     def keep(self, entry: RecordEntry) -> bool:
         """Keep one RECORD file; False where there was nothing to keep (gone, or left out)."""
@@ -538,50 +547,47 @@ def check_stash(
         if on_bytes is not None:
             on_bytes(stashed.size)
         key = f"{stash.folder}/{stashed.path}"
-        kept = snapshot.holding(key)
-        try:
-            info = kept.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
-                problems.append(FileProblem(stashed.path, f"stashed copy is {kind}"))
-                continue
-            known = verified.get(key) if verified is not None else None
-            expected = known[1] if known is not None else stashed.sha256
-            if known is not None and known[0] == identity(info):
-                actual = expected
-            else:
-                actual = sha256_file(kept, info)
-        except OSError as err:
-            why = err.strerror or str(err)
-            problems.append(FileProblem(stashed.path, f"stashed copy unreadable: {why}"))
+        known = verified.get(key) if verified is not None else None
+        found = _check_copy(snapshot.holding(key), stashed.sha256, known, accept_modified)
+        if isinstance(found, str):
+            problems.append(FileProblem(stashed.path, found))
             continue
-        if actual != expected:
-            problems.append(
-                FileProblem(
-                    stashed.path,
-                    "stashed copy does not match its sha256: its bytes changed since the snapshot",
-                )
-            )
-        elif actual == stashed.sha256:
-            accepted[stashed.path] = actual
-            identities[stashed.path] = file_id(info)
-        elif accept_modified:
-            accepted[stashed.path] = actual
-            identities[stashed.path] = file_id(info)
+        identities[stashed.path], accepted[stashed.path] = found
+        if found[1] != stashed.sha256:
             modified.append(stashed.path)
-        else:
-            problems.append(
-                FileProblem(
-                    stashed.path,
-                    "stashed copy differs from its RECORD (modified locally before that "
-                    "snapshot): not the bytes of the snapshot being restored",
-                )
-            )
     for pth in stash.lines:
         problem = _pth_problem(snapshot.holding(f"{stash.folder}/{pth.path}"), pth)
         if problem is not None:
             problems.append(FileProblem(pth.path, problem))
     return StashCheck(problems, accepted, modified, identities)
+
+
+def _check_copy(
+    kept: Path, recorded: str, known: tuple[Identity, str] | None, accept_modified: bool
+) -> tuple[FileId, str] | str:
+    """The stashed copy ``kept`` as check_stash accepts it (the file checked, the sha256 of
+    its bytes), or why it does not: ``recorded`` is the sha256 its snapshot recorded,
+    ``known`` the stash hasher's record of it, if any (see check_stash)."""
+    try:
+        info = kept.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            return f"stashed copy is {kind}"
+        expected = known[1] if known is not None else recorded
+        if known is not None and known[0] == identity(info):
+            actual = expected
+        else:
+            actual = sha256_file(kept, info)
+    except OSError as err:
+        return f"stashed copy unreadable: {err.strerror or str(err)}"
+    if actual != expected:
+        return "stashed copy does not match its sha256: its bytes changed since the snapshot"
+    if actual != recorded and not accept_modified:
+        return (
+            "stashed copy differs from its RECORD (modified locally before that "
+            "snapshot): not the bytes of the snapshot being restored"
+        )
+    return file_id(info), actual
 
 
 def _pth_problem(kept: Path, pth: PthLine) -> str | None:
@@ -763,27 +769,36 @@ def restore_files(
             _restore_link(Path(dest), stashed.link, displaced_dir / stashed.path)
             continue
         kept_file = os.path.join(kept_root, stashed.path)
-        identity = checked.identities.get(stashed.path)
-        if identity is None:
-            raise OSError(errno.EPERM, f"{kept_file} was not checked; not linked back")
-        try:
-            there: os.stat_result | None = os.lstat(dest)
-        except FileNotFoundError:
-            there = None
-        if there is not None:
-            if file_id(there) == identity:
-                continue
-            _link_or_copy(dest, displaced_dir / stashed.path)
-        tmp = restore_temp(dest)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # left by a killed restore: never written through, never reused
-        _link_or_copy(kept_file, tmp, parent_exists=True)
-        if not _is_checked(Path(tmp), identity, checked.accepted[stashed.path]):
-            os.unlink(tmp)
-            raise OSError(errno.ESTALE, f"{kept_file} changed since its check; not linked back")
-        os.replace(tmp, dest)
-        if after_file is not None:
+        linked = _link_back(kept_file, dest, displaced_dir / stashed.path, checked, stashed.path)
+        if linked and after_file is not None:
             after_file()
+
+
+def _link_back(kept_file: str, dest: str, displaced: Path, checked: StashCheck, rel: str) -> bool:
+    """Link ``kept_file``, the stashed copy of ``rel`` that ``checked`` accepted, to ``dest``
+    through a temp file renamed into place; a different file at ``dest`` is first kept at
+    ``displaced``. False where ``dest`` is that very file already. Raises OSError where the
+    copy was not checked, or changed since."""
+    identity = checked.identities.get(rel)
+    if identity is None:
+        raise OSError(errno.EPERM, f"{kept_file} was not checked; not linked back")
+    try:
+        there: os.stat_result | None = os.lstat(dest)
+    except FileNotFoundError:
+        there = None
+    if there is not None:
+        if file_id(there) == identity:
+            return False
+        _link_or_copy(dest, displaced)
+    tmp = restore_temp(dest)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # left by a killed restore: never written through, never reused
+    _link_or_copy(kept_file, tmp, parent_exists=True)
+    if not _is_checked(Path(tmp), identity, checked.accepted[rel]):
+        os.unlink(tmp)
+        raise OSError(errno.ESTALE, f"{kept_file} changed since its check; not linked back")
+    os.replace(tmp, dest)
+    return True
 
 
 def restore_temp(dest: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from msgspec import Struct, field
@@ -408,7 +408,25 @@ def verify(
         {name: e.version for name, e in wanted.items()},
         {name: dist.version for name, dist in installed.items()},
     )
-    sources = tuple(
+    sources = _source_mismatches(wanted, installed)
+    mismatches, checked = _check_from_stash(report, wanted, installed, Path(interpreter.prefix))
+    for name in [*report.reinstalled_names, *intact]:
+        dist = installed.get(name)
+        if dist is None:
+            continue  # reported as missing above
+        bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
+        checked += count
+        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
+    extra = _extra(interpreter, beside)
+    return Verification(difference, tuple(mismatches), sources, checked, extra)
+
+
+def _source_mismatches(
+    wanted: Mapping[str, PackageEntry], installed: Mapping[str, InstalledDistribution]
+) -> tuple[str, ...]:
+    """The distributions installed at the version ``wanted`` has but from another source, or
+    in another layout."""
+    return tuple(
         f"{name}=={dist.version} (snapshot: {_source(wanted[name].source)}, "
         f"installed: {_source(dist.source)})"
         for name, dist in sorted(installed.items())
@@ -422,7 +440,17 @@ def verify(
         and wanted[name].version == dist.version
         and wanted[name].layout != dist.layout
     )
-    env_root = Path(interpreter.prefix)
+
+
+def _check_from_stash(
+    report: RestoreReport,
+    wanted: Mapping[str, PackageEntry],
+    installed: Mapping[str, InstalledDistribution],
+    env_root: Path,
+) -> tuple[list[str], int]:
+    """What ``report`` restored from a stash, against what it accepted: each file given back
+    holds its bytes (a link its target), each distribution is whole (``_check_restored``),
+    each line put back into a .pth file is there. The mismatches, and the files checked."""
     mismatches: list[str] = []
     checked = 0
     for name, files in report.accepted.items():
@@ -445,15 +473,7 @@ def verify(
         checked += 1
         if not _has_line(env_root / rel, line):
             mismatches.append(f"{pin}: {rel} (its line {line!r} is missing)")
-    for name in [*report.reinstalled_names, *intact]:
-        dist = installed.get(name)
-        if dist is None:
-            continue  # reported as missing above
-        bad, count = _check_record(dist, check_hashes=name in report.reinstalled_names)
-        checked += count
-        mismatches.extend(f"{dist.key}=={dist.version}: {path}" for path in bad)
-    extra = _extra(interpreter, beside)
-    return Verification(difference, tuple(mismatches), sources, checked, extra)
+    return mismatches, checked
 
 
 def _extra(interpreter: Interpreter, beside: Collection[str]) -> tuple[str, ...]:

@@ -131,14 +131,7 @@ def take_snapshot(
             ],
             str(env_root),
         )
-        for name in spec.doubled:
-            for dist_info in installed[name].doubled:
-                aside, _ = stash_aside(dist_info, place, removed=name in spec.removed)
-                ctx.emit(
-                    "snapshot",
-                    f"kept aside: {dist_info.name}, a second dist-info folder of {name} "
-                    f"(in {folder.holding(aside)})",
-                )
+        _keep_aside(ctx, installed, place, spec)
         stashes = {
             name: stash_distribution(
                 _one_of(installed[name], spec.doubled),
@@ -150,26 +143,7 @@ def take_snapshot(
             )
             for name in spec.stash
         }
-        snap = Snapshot(
-            id=snapshot_id,
-            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
-            tool_version=__version__,
-            command=tuple(ctx.command),
-            operation=spec.operation,
-            target=Target(
-                python=str(ctx.python),
-                # the real path: a snapshot taken through a symbolic link to the venv stays its
-                # snapshot once the link is gone (Store.belongs compares real paths)
-                prefix=os.path.realpath(ctx.interpreter.prefix),
-                version=ctx.interpreter.version,
-            ),
-            packages=tuple(
-                package_entry(dist, env_root, stashes.get(name))
-                for name, dist in sorted(installed.items())
-            ),
-            removed=tuple(spec.removed),
-            returns_to=spec.returns_to,
-        )
+        snap = _snapshot_of(ctx, snapshot_id, installed, stashes, spec)
         ctx.store.save(snap)
     except BaseException:
         shutil.rmtree(folder.path, ignore_errors=True)
@@ -177,6 +151,54 @@ def take_snapshot(
     stashed = count_text(len(stashes), "distribution")
     ctx.emit("snapshot", f"snapshot: {snapshot_id} ({stashed} stashed)")
     return snap
+
+
+def _keep_aside(
+    ctx: Context,
+    installed: Mapping[str, InstalledDistribution],
+    place: StashPlace,
+    spec: SnapshotSpec,
+) -> None:
+    """Stash the second dist-info folders of ``spec.doubled`` aside (stash.stash_aside)."""
+    for name in spec.doubled:
+        for dist_info in installed[name].doubled:
+            aside, _ = stash_aside(dist_info, place, removed=name in spec.removed)
+            ctx.emit(
+                "snapshot",
+                f"kept aside: {dist_info.name}, a second dist-info folder of {name} "
+                f"(in {place.snapshot.holding(aside)})",
+            )
+
+
+def _snapshot_of(
+    ctx: Context,
+    snapshot_id: str,
+    installed: Mapping[str, InstalledDistribution],
+    stashes: Mapping[str, PackageStash],
+    spec: SnapshotSpec,
+) -> Snapshot:
+    """The snapshot of ``installed``, with the ``stashes`` kept of it, taken now."""
+    env_root = Path(ctx.interpreter.prefix)
+    return Snapshot(
+        id=snapshot_id,
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
+        tool_version=__version__,
+        command=tuple(ctx.command),
+        operation=spec.operation,
+        target=Target(
+            python=str(ctx.python),
+            # the real path: a snapshot taken through a symbolic link to the venv stays its
+            # snapshot once the link is gone (Store.belongs compares real paths)
+            prefix=os.path.realpath(ctx.interpreter.prefix),
+            version=ctx.interpreter.version,
+        ),
+        packages=tuple(
+            package_entry(dist, env_root, stashes.get(name))
+            for name, dist in sorted(installed.items())
+        ),
+        removed=tuple(spec.removed),
+        returns_to=spec.returns_to,
+    )
 
 
 def _one_of(dist: InstalledDistribution, doubled: Collection[str]) -> InstalledDistribution:
