@@ -223,6 +223,27 @@ def test_pylock_round_trip_and_refusal(make_venv: MakeVenv, tmp_path: Path) -> N
 
 
 @needs_uv
+def test_pylock_of_a_folder_whose_name_holds_a_percent_sign(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A folder's path is its file: URL decoded once: the folder named ``dir%25pkg`` (in its
+    URL ``dir%2525pkg``), not ``dir%pkg``."""
+    venv = make_venv()
+    folder = source_tree(tmp_path / "dir%25pkg", "dirpkg", "0.2")
+    venv.uv("pip", "install", "--python", str(venv.python), "--offline", str(folder))
+    lock = tmp_path / "pylock.toml"
+
+    run = venv.tool("export", "--format", "pylock", "-o", str(lock))
+
+    assert run.returncode == 0, run.stderr
+    (package,) = Pylock.from_dict(tomllib.loads(lock.read_text())).packages
+    assert package.directory is not None and package.directory.path == str(folder)
+    fresh = make_venv()
+    fresh.uv("pip", "sync", "--python", str(fresh.python), "--offline", str(lock))
+    assert sources(fresh) == sources(venv)
+
+
+@needs_uv
 def test_export_to_stdout_by_path_and_as_json(make_venv: MakeVenv) -> None:
     venv = make_venv("leftpad")
     assert venv.tool("--no-probe", "leftpad").returncode == 0

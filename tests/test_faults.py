@@ -13,13 +13,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from safeuninstall.base import process
+from safeuninstall.state import stash
+from safeuninstall.state.layout import SnapshotFolder, stash_of
+from safeuninstall.state.snapshot import PackageStash, StashedFile
 from tests.conftest import UV, MakeVenv, Run, Venv, running, tagged_processes, wait_for
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -473,6 +480,68 @@ def test_ctrl_c_during_the_baseline_kills_its_probe(
     assert tagged_processes(process_tag) == [], "the baseline probe outlived the command"
 
 
+def test_ctrl_c_while_the_stash_hasher_starts_writes_nothing_into_the_given_up_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C can cut short ``Thread.start``'s wait for the hasher's thread, which then runs
+    anyway. The snapshot is given up (its folder deleted): the thread must write no record,
+    which would bring the folder back ("could not delete the snapshot folder")."""
+    snapshot = SnapshotFolder(tmp_path / "0001")
+    folder = snapshot.package_stash("pkg", "1.0")
+    folder.mkdir(parents=True)
+    (folder / "mod.py").write_text("x = 1\n")
+    digest = stash.sha256_file(folder / "mod.py")
+    kept = PackageStash(stash_of("pkg", "1.0"), (StashedFile("mod.py", digest, 6),), complete=True)
+    released = threading.Event()
+    sha256_file = stash.sha256_file
+
+    def still_hashing(path: Path, expected: object, *, stop: Callable[[], bool]) -> str:
+        while not (released.is_set() or stop()):
+            released.wait(0.01)
+        return sha256_file(path, expected, stop=stop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stash, "sha256_file", still_hashing)
+    hasher = stash.StashHasher(snapshot, [kept])
+    thread_start = hasher._thread.start
+
+    def start_cut_short() -> None:
+        thread_start()
+        raise KeyboardInterrupt  # as a Ctrl-C during its wait for the thread
+
+    monkeypatch.setattr(hasher._thread, "start", start_cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        hasher.start()
+    shutil.rmtree(snapshot.path)  # the give-up
+    released.set()
+    hasher._thread.join(timeout=60)
+    assert not hasher._thread.is_alive(), "the hasher never ended"
+    assert not snapshot.path.exists(), "the hasher wrote into the deleted snapshot folder"
+
+
+def test_ctrl_c_right_after_a_child_starts_leaves_it_not_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, process_tag: dict[str, str]
+) -> None:
+    """A probe (or uv) has started and the thread that reads its output is starting when
+    Ctrl-C comes: the child is killed as on a Ctrl-C during its wait, not left running."""
+    pump_start = process._Pump.start
+
+    def start_cut_short(pump: process._Pump) -> None:
+        pump_start(pump)
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C during its wait for the thread
+
+    monkeypatch.setattr(process._Pump, "start", start_cut_short)
+    children: list[subprocess.Popen[bytes]] = []
+    with pytest.raises(KeyboardInterrupt):
+        process.run(
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            env={**os.environ, **process_tag},
+            cwd=tmp_path,
+            watch=process.Watch(on_start=children.append),
+        )
+    assert tagged_processes(process_tag) == [], "the child outlived the interrupt"
+    assert children[0].wait(timeout=60) == -signal.SIGKILL
+
+
 def test_an_interrupted_no_probe_removal_restores_a_locally_changed_file(
     make_venv: MakeVenv,
 ) -> None:
@@ -612,7 +681,9 @@ def test_a_guard_killed_while_its_command_runs_is_recovered_and_the_command_stop
         "import os, subprocess, sys\n"
         f"subprocess.run({[*upgrade, '-U', 'urllib3']!r}, check=True)\n"
         "waiter = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'])\n"
-        f"open({str(ready)!r}, 'w').write(f'{{os.getpid()}} {{waiter.pid}}')\n"
+        # renamed into place once written: the test never reads it half written
+        f"open({str(ready)!r} + '.tmp', 'w').write(f'{{os.getpid()}} {{waiter.pid}}')\n"
+        f"os.replace({str(ready)!r} + '.tmp', {str(ready)!r})\n"
         "waiter.wait()\n"
     )
     env = {**venv.env(), "UV_OFFLINE": "1"}

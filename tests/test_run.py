@@ -324,13 +324,16 @@ def test_an_interrupt_is_passed_on_to_the_command_then_its_change_is_undone(
     venv = upgraded_venv(make_venv)
     hashes, installed = venv.file_hashes(), venv.installed()
     ready, got = tmp_path / "ready", tmp_path / "got"
+    # The signals are blocked before it says it is ready, then waited for: one that came
+    # between a handler's check and signal.pause() would be lost, and the command wait for ever.
     body = (
         "import signal, subprocess, sys\n"
-        f"def note(s, f):\n    open({str(got)!r}, 'w').write(str(s)); sys.exit(130)\n"
-        "signal.signal(signal.SIGINT, note); signal.signal(signal.SIGTERM, note)\n"
         f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
-        f"open({str(ready)!r}, 'w')\n"
-        "signal.pause()\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "signum = signal.sigwait({signal.SIGINT, signal.SIGTERM})\n"
+        f"open({str(got)!r}, 'w').write(str(int(signum)))\n"
+        "sys.exit(130)\n"
     )
     env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "cache")}
     tool = subprocess.Popen(

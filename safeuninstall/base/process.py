@@ -196,26 +196,31 @@ def run(
 
     started = time.monotonic()
     marker = _new_marker()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**env, marker: "1"},
-        cwd=cwd,
-        start_new_session=True,  # its own process group, so a timeout can kill all of it
-    )
-    if watch.on_start is not None:
-        watch.on_start(proc)
-    assert proc.stdout is not None and proc.stderr is not None
-    captures = (_Capture(watch.echo), _Capture(watch.echo))
-    pump = _Pump([(proc.stdout, captures[0]), (proc.stderr, captures[1])])
-    pump.start()
+    pump = None
+    # From the fork on: a Ctrl-C that comes before the wait must not leave the child running.
     try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**env, marker: "1"},
+            cwd=cwd,
+            start_new_session=True,  # its own process group, so a timeout can kill all of it
+        )
+        if watch.on_start is not None:
+            watch.on_start(proc)
+        assert proc.stdout is not None and proc.stderr is not None
+        captures = (_Capture(watch.echo), _Capture(watch.echo))
+        reader = _Pump([(proc.stdout, captures[0]), (proc.stderr, captures[1])])
+        with interrupts.deferred():  # started whole, or not at all: then it can be finished
+            reader.start()
+            pump = reader
         timed_out = _wait(proc, timeout)
     finally:
         kill_marked(marker)
-        pump.finish(_GRACE)
+        if pump is not None:
+            pump.finish(_GRACE)
     return Completed(
         argv=tuple(argv),
         returncode=proc.returncode,

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import tomli_w
@@ -99,7 +99,7 @@ def _local_path(url: str | None) -> str:
     parsed = urlparse(url or "")
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         raise _NotLockable("a folder that is not a local file: URL")
-    return url2pathname(unquote(parsed.path))
+    return url2pathname(parsed.path)  # which unquotes it
 
 
 def _package(entry: PackageEntry) -> dict[str, Any]:

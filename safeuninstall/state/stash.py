@@ -620,6 +620,7 @@ class StashHasher:
         self._snapshot = snapshot
         self._stashes = stashes
         self._cancelled = threading.Event()
+        self._began = threading.Event()  # the thread runs ``_run``: a join can wait for it
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
         self._lock = threading.Lock()
         self._writing = threading.Lock()  # the last record written is made from the latest
@@ -628,7 +629,13 @@ class StashHasher:
         self._after: dict[str, Identity] | None = None  # just after
 
     def start(self) -> StashHasher:
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            # Ctrl-C while start() waits for the thread, which may run anyway: its snapshot is
+            # being given up, and a record written now would bring the deleted folder back.
+            self.cancel()
+            raise
         return self
 
     def __enter__(self) -> StashHasher:
@@ -668,6 +675,7 @@ class StashHasher:
         return found
 
     def _run(self) -> None:
+        self._began.set()
         hashed: dict[str, tuple[Identity, str]] = {}
         for stash in self._stashes:
             for stashed in stash.files:
@@ -712,9 +720,10 @@ class StashHasher:
             self._thread.join()
 
     def cancel(self) -> None:
-        """Stop within a chunk of the file being hashed, write nothing."""
+        """Stop within a chunk of the file being hashed, write nothing. (A thread that has not
+        begun yet sees the cancel first thing.)"""
         self._cancelled.set()
-        if self._thread.ident is not None:
+        if self._began.is_set():
             self._thread.join()
 
 
