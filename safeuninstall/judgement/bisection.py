@@ -35,14 +35,17 @@ of the plan: a run passed; none did and the start is proven; none did, it is not
 one is found, or one. A caller that knows removing them all fails (``failing``: bisect's first
 run, the environment as it is) starts in the state where the whole line is the failing prefix.
 
-Runs (the caller's own not counted): ``bound(n, k)``, the plan's worst case, at most
-``2 + k * ceil(log2 n)`` for ``k`` needed among ``n`` when the start is proven, for every ``n``
-up to ``PLANNED`` (tests/test_bisection.py runs every needed set up to 16, and proves the plan
-optimal against trying every size). When ``n`` is in ``(3/4 * 2^L, 2^L]``, ``L = ceil(log2 n)``
-(e.g. 4, 7-8, 13-16, 25-32), one run more is needed for some needed set whatever the strategy
-(for ``n = 4`` proven by trying every adaptive strategy): there the plan starts with a part. No
-needed one costs one run, or two at those ``n``. Starting failing with the start unproven, the
-runs are at most ``1 + k * ceil(log2 n)``, two at those ``n``. One-by-one trying costs ``n``.
+Runs (the caller's own not counted): ``bound(n, k)``. With the start proven, at most
+``2 + k * ceil(log2 n)`` for ``k`` needed among ``n``, for every ``n`` up to ``PLANNED``
+(tests/test_bisection.py runs every needed set up to 16, and checks the plan against trying
+every size); no needed one costs one run, or two when ``n`` is in ``(3/4 * 2^L, 2^L]``,
+``L = ceil(log2 n)`` (e.g. 4, 7-8, 13-16, 25-32): there, starting with all of them would cost
+one run more than the bound for some needed set, so the plan starts with a part. Starting
+failing with the start unproven (bisect), one needed one costs at most ``1 + ceil(log2 n)``
+runs and ``k`` at most ``1 + k * ceil(log2 n)``, except at those ``n``: there no strategy meets
+both (for ``n = 4`` proven by trying every adaptive strategy), and the plan keeps the bound of
+one needed one by letting two or more cost up to ``spare`` runs more (1 or 2, ``_chosen``),
+its tables then also counting the needed ones found, up to two. One by one costs ``n``.
 
 Above ``PLANNED`` candidates (the plan costs ``O(n^2 log n)``), the search halves instead: all
 at once; failing, halve the failing set, the second half waits in a pool, and the pool is tried
@@ -60,7 +63,6 @@ from msgspec import Struct
 
 PLANNED = 256  # the most candidates the planned search takes; above it, halving
 _NEVER = 1 << 30  # worse than any worst case
-# The plan's tables (see the module): what has been proven decides how the search may end.
 _PASSED, _PROVEN, _UNPROVEN = 0, 1, 2  # what proves the start (see the module)
 
 
