@@ -28,7 +28,6 @@ from safeuninstall.environment.installed import (
     census_change,
     installed_distributions,
     read_requires,
-    requirement_index,
 )
 from safeuninstall.judgement.culprits import Found, find, units
 from safeuninstall.judgement.derived import as_baseline, derive, judged_after
@@ -38,7 +37,7 @@ from safeuninstall.judgement.plan import plan_restore
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
 from safeuninstall.options import BisectOptions
-from safeuninstall.session.analysis import owned_files, sharing_files
+from safeuninstall.session.analysis import owned_files, requirements_of, sharing_files
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.transaction.transaction import (
@@ -311,7 +310,7 @@ class _Bisect:
         nothing."""
         changed = sorted({name for names in self.units.values() for name in names})
         present = [name for name in changed if name in installed]
-        required_by = requirement_index(installed)
+        required_by = requirements_of(self.ctx, installed)
         dependents = {d for name in changed for d, _ in required_by.get(name, ())}
         probes, notes = derive(installed, sorted({*present, *dependents}), present)
         if not probes:
