@@ -27,7 +27,6 @@ class Found(Struct, frozen=True):
     """What ``find`` found, and each run it made (the units left bad, and whether it passed)."""
 
     culprits: tuple[str, ...] = ()
-    harmless: tuple[str, ...] = ()
     runs: tuple[tuple[tuple[str, ...], bool], ...] = ()
     now_passes: bool = False  # the first run passed: nothing to find
     good_fails: bool = False  # the good state itself fails: nothing to find
@@ -54,7 +53,6 @@ def find(
         return Found(runs=tuple(made), good_fails=True)
     return Found(
         culprits=found.needed,
-        harmless=found.removable,
         runs=tuple(made),
         final_passed=found.final_passed,
     )
