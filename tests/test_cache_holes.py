@@ -23,8 +23,8 @@ STATE_FILES = (
     "interpreter.json",
     "record-cache.json",
     "requires-cache.json",  # written by earlier versions
-    "presence-cache.json",
-    "elf-cache.json",
+    "presence-cache.json",  # written by earlier versions
+    "elf-cache.json",  # written by earlier versions
     "baseline-cache.json",
     "derived-plans.json",  # written by earlier versions
     "stash-index.json",

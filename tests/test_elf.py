@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import random
 import re
@@ -18,7 +17,7 @@ import msgspec
 import pytest
 
 from safeuninstall.environment.paths import normalise
-from safeuninstall.judgement import elf, libraries
+from safeuninstall.judgement import libraries
 from safeuninstall.judgement.elf import (
     EM_386,
     EM_AARCH64,
@@ -39,7 +38,6 @@ from safeuninstall.judgement.elf import (
     split_ld_library_path,
 )
 from safeuninstall.judgement.libraries import LibraryIndex
-from tests.conftest import returns_promptly
 from tests.ldd import disagreement
 from tests.ldd import ldd as ldd_view
 
@@ -1140,30 +1138,18 @@ class CountingReader:
         return read_elf(path)
 
 
-def test_elf_cache_round_trip(built: Built, tmp_path: Path) -> None:
+def test_elf_cache_reads_each_file_once_a_command(built: Built, tmp_path: Path) -> None:
     lib = tmp_path / "libfoo.so.1"
     shutil.copy(built.consumer, lib)
     script = tmp_path / "libc.so"
     script.write_text("GROUP ( libc.so.6 )\n")
-    first = ElfCache()
-    info = first.get(str(lib))
-    assert info == read_elf(lib)
-    assert first.get(str(script)) is None
-    cache_file = tmp_path / "cache/elf.json"
-    first.save(cache_file)
-    assert sorted(os.listdir(cache_file.parent)) == ["elf.json"]  # no temp file left behind
-
     reader = CountingReader()
-    second = ElfCache(reader)
-    second.load(cache_file)
-    assert len(second) == 2
-    assert second.get(str(lib)) == info
-    assert second.get(str(script)) is None
-    assert reader.calls == []
-    assert not second.changed  # nothing new: LibraryIndex.save leaves the file alone
-    (tmp_path / "libbar.so").write_bytes(b"not ELF")
-    assert second.get(str(tmp_path / "libbar.so")) is None
-    assert second.changed
+    cache = ElfCache(reader)
+    info = cache.get(str(lib))
+    assert info == read_elf(lib)
+    assert cache.get(str(script)) is None
+    assert (cache.get(str(lib)), cache.get(str(script))) == (info, None)
+    assert reader.calls == [str(lib), str(script)]
 
 
 def test_elf_cache_invalidates_on_mtime_and_size(built: Built, tmp_path: Path) -> None:
@@ -1214,149 +1200,4 @@ def test_elf_cache_accepts_a_stat_result(built: Built) -> None:
 def test_elf_cache_missing_file(tmp_path: Path) -> None:
     cache = ElfCache()
     assert cache.get(str(tmp_path / "gone.so")) is None
-    assert len(cache) == 0
-
-
-@pytest.mark.parametrize(
-    "content",
-    [
-        "{not json",
-        "[]",
-        json.dumps({"format": "other", "version": 1, "entries": {}}),
-        json.dumps({"format": "safeuninstall-elf-cache", "version": 99, "entries": {}}),
-        json.dumps(
-            {"format": "safeuninstall-elf-cache", "version": 2, "entries": {"/x.so": [1, 2]}}
-        ),
-        json.dumps(
-            {
-                "format": "safeuninstall-elf-cache",
-                "version": 2,
-                "entries": {"/x.so": [1, "2", None]},
-            }
-        ),
-        json.dumps(
-            {
-                "format": "safeuninstall-elf-cache",
-                "version": 2,
-                "entries": {"/x.so": [1, 2, [64, 62, None, "a", [], [], False, False]]},
-            }
-        ),
-        json.dumps(
-            {
-                "format": "safeuninstall-elf-cache",
-                "version": True,
-                "entries": {"/x.so": [1, 2, None]},
-            }
-        ),
-        json.dumps(
-            {
-                "format": "safeuninstall-elf-cache",
-                "version": 2,
-                "entries": {"/x.so": [1, 2, None, 3]},
-            }
-        ),
-        json.dumps(
-            {
-                "format": "safeuninstall-elf-cache",
-                "version": 2,
-                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], [], False, False, True]]},
-            }
-        ),
-        # The layout of version 1 (no program, python_extension): read again, not misread.
-        json.dumps(
-            {
-                "format": "safeuninstall-elf-cache",
-                "version": 1,
-                "entries": {"/x.so": [1, 2, [64, 62, None, [], [], []]]},
-            }
-        ),
-        '{"format": "safeuninstall-elf-cache", "version": 2, "x": ' + "[" * 100_000,
-        "[" * 100_000 + "]" * 100_000,
-    ],
-)
-def test_elf_cache_corrupt_file_starts_empty(built: Built, tmp_path: Path, content: str) -> None:
-    good = ElfCache()
-    good.get(str(built.libfoo))
-    cache_file = tmp_path / "elf.json"
-    cache_file.write_text(content)
-    good.load(cache_file)
-    assert len(good) == 0
-
-
-def test_elf_cache_load_missing_file_starts_empty(tmp_path: Path) -> None:
-    cache = ElfCache()
-    cache.load(tmp_path / "absent.json")
-    assert len(cache) == 0
-
-
-def test_elf_cache_file_layout(built: Built, tmp_path: Path) -> None:
-    """The file as the tool wrote it before it was read by typed decoding, byte for byte."""
-    lib, script = tmp_path / "libfoo.so.1", tmp_path / "libc.so"
-    shutil.copy(built.consumer, lib)
-    script.write_text("GROUP ( libc.so.6 )\n")
-    info = read_elf(lib)
-    assert info is not None
-    fields = [
-        info.elf_class,
-        info.machine,
-        info.soname,
-        *map(list, (info.needed, info.rpath, info.runpath)),
-        info.program,
-        info.python_extension,
-    ]
-    entries = {
-        str(lib): [lib.stat().st_size, lib.stat().st_mtime_ns, lib.stat().st_ctime_ns, fields],
-        str(script): [
-            script.stat().st_size,
-            script.stat().st_mtime_ns,
-            script.stat().st_ctime_ns,
-            None,
-        ],
-    }
-    written = json.dumps(
-        {"format": "safeuninstall-elf-cache", "version": 3, "entries": entries},
-        separators=(",", ":"),
-    )
-    cache_file = tmp_path / "elf.json"
-    cache_file.write_text(written)
-    reader = CountingReader()
-    cache = ElfCache(reader)
-    cache.load(cache_file)
-    assert (cache.get(str(lib)), cache.get(str(script))) == (info, None)
-    assert reader.calls == []
-    cache.save(cache_file)
-    assert cache_file.read_text() == written
-
-
-def test_elf_cache_keeps_names_that_are_not_utf8(built: Built, tmp_path: Path) -> None:
-    """os.fsdecode keeps such a name's bytes as lone surrogates, which msgspec's JSON refuses."""
-    lib = tmp_path / os.fsdecode(b"lib\xff.so.1")
-    shutil.copy(built.consumer, lib)
-    first = ElfCache()
-    info = first.get(str(lib))
-    cache_file = tmp_path / "elf.json"
-    first.save(cache_file)
-    reader = CountingReader()
-    second = ElfCache(reader)
-    second.load(cache_file)
-    assert second.get(str(lib)) == info
-    assert reader.calls == []
-
-
-def test_elf_cache_read_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(elf, "_MAX_CACHE_BYTES", 1 << 20)
-    cache_file = tmp_path / "elf.json"
-    entries = {"/x.so": [1, 2, 3, None]}
-    valid = {"format": "safeuninstall-elf-cache", "version": 3, "entries": entries}
-    cache_file.write_text(json.dumps(valid) + " " * (1 << 20))  # still valid JSON, too long
-    cache = ElfCache()
-    cache.load(cache_file)
-    assert len(cache) == 0
-
-
-def test_elf_cache_in_place_of_a_fifo_starts_empty_without_blocking(tmp_path: Path) -> None:
-    cache_file = tmp_path / "elf.json"
-    os.mkfifo(cache_file)
-    cache = ElfCache()
-    assert returns_promptly(lambda: cache.load(cache_file), cache_file)
     assert len(cache) == 0

@@ -180,8 +180,8 @@ def test_a_site_folder_made_a_symlink_after_caching_is_resolved(tmp_path: Path) 
 
 def _entry_of(cache_file: Path, name: str) -> tuple[dict[str, object], list[object]]:
     data = json.loads(cache_file.read_text())
-    key = next(k for k in data["entries"] if f"/{name}-1.0.dist-info/" in k)
-    return data, data["entries"][key]
+    key = next(k for k in data["data"] if f"/{name}-1.0.dist-info/" in k)
+    return data, data["data"][key]
 
 
 def _hostile(kind: str, cache_file: Path) -> None:

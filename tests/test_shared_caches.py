@@ -35,7 +35,7 @@ def _dist(site: Path, name: str) -> InstalledDistribution:
 
 
 def _sites_in(cache_file: Path) -> set[str]:
-    entries = json.loads(cache_file.read_text())["entries"]
+    entries = json.loads(cache_file.read_text())["data"]
     return {str(Path(key).parent.parent) for key in entries}
 
 

@@ -1,6 +1,7 @@
 """head.json (store.SnapshotHead): what `snapshots` and the retention policy read of each
-snapshot instead of parsing its TOML. It is used only while it is the head of snapshot.toml as
-that file is; a stale, corrupt or hostile one changes nothing that is listed or pruned."""
+snapshot instead of parsing its TOML. It is used only while it is the head of snapshot.toml's
+bytes (their sha256) and says what their header says; a stale, corrupt or hostile one changes
+nothing that is listed or pruned."""
 
 from __future__ import annotations
 
@@ -48,23 +49,39 @@ def test_the_listing_from_heads_is_the_listing_from_the_toml(venv: Venv) -> None
 
 def _forge(venv: Venv, snapshot_id: str, **changes: object) -> None:
     path = _folder(venv, snapshot_id).head_file
-    head = json.loads(path.read_text())
-    head.update(changes)
-    path.write_text(json.dumps(head))
+    stored = json.loads(path.read_text())
+    stored["data"].update(changes)
+    path.write_text(json.dumps(stored))
 
 
-def test_a_head_of_another_snapshot_toml_is_not_used(venv: Venv) -> None:
-    """snapshot.toml replaced (another inode, as a copy or a restore from a backup makes):
-    its old head lists what is no longer there. A head used by id alone would show it."""
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"operation": "forged"},
+        {"packages": 999},
+        {"prefix": "/elsewhere"},
+        {"removed": ["leftpad"]},
+        {"command": ["safe-uninstall", "forged"]},
+    ],
+)
+def test_a_head_that_says_what_its_toml_does_not_is_not_used(
+    venv: Venv, change: dict[str, object]
+) -> None:
+    """Keyed by the sha256 of the TOML as it is (no secret): what it says is checked against
+    the file's own header, so a forged head lists nothing the TOML does not."""
     expected = _listing(venv)
-    toml = _folder(venv, "0001").snapshot_file
-    _forge(venv, "0001", operation="forged", packages=999)
-    copy = toml.with_name("copy")
-    copy.write_bytes(toml.read_bytes())
-    info = toml.stat()
-    os.utime(copy, ns=(info.st_atime_ns, info.st_mtime_ns))
-    os.replace(copy, toml)
+    _forge(venv, "0001", **change)
     assert _listing(venv) == expected
+
+
+def test_a_head_of_other_bytes_is_not_used(venv: Venv) -> None:
+    """snapshot.toml changed (its mtime kept): its old head lists what is no longer there."""
+    toml = _folder(venv, "0001").snapshot_file
+    info = toml.stat()
+    toml.write_text(toml.read_text().replace('operation = "snapshot"', 'operation = "edited"'))
+    os.utime(toml, ns=(info.st_atime_ns, info.st_mtime_ns))
+    listed = {s["id"]: s for s in _listing(venv)}  # type: ignore[index]
+    assert listed["0001"]["operation"] == "edited"  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +96,7 @@ def test_a_corrupt_or_hostile_head_changes_nothing(venv: Venv, spoil: str) -> No
     elif spoil == "another id":
         _forge(venv, "0002", id="0001")
     elif spoil == "another environment":  # a key that matches no snapshot.toml here
-        _forge(venv, "0002", key=[1, 2, 3, 4, 5], prefix="/elsewhere")
+        _forge(venv, "0002", key="0" * 64, prefix="/elsewhere")
     elif spoil == "wrong types":
         _forge(venv, "0002", packages="many")
     else:

@@ -22,28 +22,18 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from safeuninstall.base.cachefile import RecordKeyed, Stored
+from safeuninstall.base.cachefile import CacheFile, FileStamp, RecordKeyed
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.paths import normalise, real_folder
 
 RECORD_CACHE_FILE = "record-cache.json"
-_FORMAT = "safeuninstall-record-cache"
-_VERSION = 1
-# A 235-distribution ML venv's cache is about 2 MB; more is not one of these files.
-_MAX_CACHE_BYTES = 256 * 1024 * 1024
-
-StatKey = tuple[int, int, int, int, int]  # dev, inode, size, mtime_ns, ctime_ns
-
-
-def stat_key(info: os.stat_result) -> StatKey:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 class _Entry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     """One RECORD's paths: ``folders`` (normalised lexically, not resolved: symlinks are
     resolved on use), and for each path in RECORD order its folder's index and its name."""
 
-    key: StatKey
+    key: FileStamp  # the RECORD's
     folders: list[str]
     index: list[int]
     names: list[str]
@@ -53,7 +43,7 @@ class RecordCache(RecordKeyed[_Entry]):
     """RECORD path -> the paths it lists, normalised (paths.normalise), by the RECORD's stat."""
 
     def __init__(self, cache_file: Path | None = None) -> None:
-        super().__init__(cache_file, Stored[_Entry], _FORMAT, _VERSION, _MAX_CACHE_BYTES)
+        super().__init__(None if cache_file is None else _file(cache_file))
 
     def files(self, dist: InstalledDistribution) -> tuple[str, ...]:
         """The normalised paths of ``dist.record()``, in its order; raises what it raises."""
@@ -68,8 +58,7 @@ class RecordCache(RecordKeyed[_Entry]):
         record = dist.dist_info / "RECORD"
         name = str(record)
         self._sites.add(str(dist.site_dir))
-        before = os.stat(record)
-        key = stat_key(before)
+        key = FileStamp.at(record)
         entry = self._stored.get(name)
         if entry is not None and entry.key == key and _well_formed(entry):
             self._used[name] = entry
@@ -79,10 +68,17 @@ class RecordCache(RecordKeyed[_Entry]):
         site = str(dist.site_dir)
         paths = _normalised(site, (e.path for e in entries))
         # Kept only if the RECORD did not change while it was read.
-        if stat_key(os.stat(record)) == key:
+        if FileStamp.at(record) == key:
             self._used[name] = _entry(key, site, [e.path for e in entries])
             self.changed = True
         return paths
+
+
+def _file(path: Path) -> CacheFile[dict[str, _Entry]]:
+    # A 235-distribution ML venv's is about 2 MB; more is not one of these files.
+    return CacheFile(
+        path, dict[str, _Entry], format="safeuninstall-record-cache", version=2, max_bytes=256 << 20
+    )
 
 
 def _well_formed(entry: _Entry) -> bool:
@@ -164,7 +160,7 @@ def _normalised(site: str, paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _entry(key: StatKey, site: str, paths: list[str]) -> _Entry:
+def _entry(key: FileStamp, site: str, paths: list[str]) -> _Entry:
     """What is stored: each path's folder normalised lexically (not resolved), its name."""
     folders: dict[str, int] = {}
     index, names = [], []

@@ -24,21 +24,17 @@ Simplifications relative to glibc's ``ld.so`` (all deliberate, see ``Loader``):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Literal
 
-import msgspec
 from msgspec import Struct
 
-from safeuninstall.base.atomicfile import write_atomically
-from safeuninstall.base.cachefile import read_cache
+from safeuninstall.base.cachefile import FileStamp
 
 __all__ = [
     "DEFAULT_LD_CACHE",
@@ -558,163 +554,42 @@ def is_elf_candidate(name: str) -> bool:
 
 
 # --------------------------------------------------------------------------
-# Persistent cache of read_elf results
-
-_CACHE_FORMAT: Final = "safeuninstall-elf-cache"
-# 3: with each file's ctime; an earlier version is not read (the files are re-read)
-_CACHE_VERSION: Final = 3
-_MAX_CACHE_BYTES: Final = 64 << 20  # some 400,000 files; a larger or endless file is not read
-
-
-class _CacheEntry(Struct, frozen=True):
-    """A file's ELF reading, valid while its size, mtime and ctime are unchanged (a file
-    written in place with its mtime set back has another ctime)."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    info: ElfInfo | None
+# read_elf results within one command
 
 
 class ElfCache:
-    """``read_elf`` results keyed by (path, size, mtime_ns, ctime_ns), storable as JSON.
+    """``read_elf`` results of one command, by path, while the file's stamp is the one it was
+    read with: a loader asks about the same library once for each object that needs it.
 
-    ``get`` is a drop-in ``reader`` for ``Loader``.  Results of None (non-ELF
-    files) are cached too, so unchanged non-ELF ``.so`` files are not reopened.
-    """
+    Nothing is kept between commands: what a file needs decides a verdict, and a stored answer
+    could only be trusted by reading the file again, which is what it would save. ``get`` is a
+    drop-in ``reader`` for ``Loader``. Results of None (non-ELF files) are kept too."""
 
     def __init__(self, reader: Callable[[str], ElfInfo | None] = read_elf) -> None:
         self._reader = reader
-        self._entries: dict[str, _CacheEntry] = {}
-        self.changed = False  # a file was read since load(): the stored cache is out of date
+        self._entries: dict[str, tuple[FileStamp, ElfInfo | None]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, path: str, stat: os.stat_result | None = None) -> ElfInfo | None:
-        """``read_elf(path)``, answered from the cache when size, mtime and ctime match.
+        """``read_elf(path)``, answered from what was read of the file as it is.
 
         Pass ``stat`` (e.g. from ``os.DirEntry.stat()``) to save a syscall.
-        Returns None without caching if the file cannot be stat'ed.
+        Returns None without keeping it if the file cannot be stat'ed.
         """
         if stat is None:
             try:
                 stat = os.stat(path)
             except OSError:
                 return None
+        stamp = FileStamp.of(stat)
         entry = self._entries.get(path)
-        if (
-            entry is not None
-            and entry.size == stat.st_size
-            and entry.mtime_ns == stat.st_mtime_ns
-            and entry.ctime_ns == stat.st_ctime_ns
-        ):
-            return entry.info
+        if entry is not None and entry[0] == stamp:
+            return entry[1]
         info = self._reader(path)
-        self._entries[path] = _CacheEntry(stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, info)
-        self.changed = True
+        self._entries[path] = (stamp, info)
         return info
-
-    def load(self, path: str | os.PathLike[str]) -> None:
-        """Replace the contents with the cache file; missing, corrupt or too large -> empty."""
-        self.changed = False
-        self._entries = {}
-        try:
-            stored = _decode(read_cache(path, _MAX_CACHE_BYTES))
-        except (OSError, ValueError, msgspec.DecodeError, RecursionError):
-            return  # msgspec.DecodeError: a ValueError only since msgspec 0.21
-        self._entries = {
-            name: _CacheEntry(entry.size, entry.mtime_ns, entry.ctime_ns, _info(name, entry.info))
-            for name, entry in stored.entries.items()
-        }
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write atomically (temp file in the same directory, os.replace) but without fsync:
-        a cache lost in a power cut costs only time."""
-        stored = _StoredCache(
-            _CACHE_FORMAT,
-            _CACHE_VERSION,
-            {name: _stored(entry) for name, entry in self._entries.items()},
-        )
-        try:
-            payload = msgspec.json.encode(stored)
-        except UnicodeEncodeError:
-            # A name that is not UTF-8 (os.fsdecode keeps its bytes as lone surrogates): json
-            # writes them as \udcxx escapes, and reads them back (see _decode); msgspec doesn't.
-            payload = json.dumps(msgspec.to_builtins(stored), separators=(",", ":")).encode()
-        write_atomically(Path(path), payload, mode=0o644, durable=False)
-
-
-# The file, decoded by type: {"format": "safeuninstall-elf-cache", "version": 3, "entries":
-# {path: [size, mtime_ns, ctime_ns, null or [elf_class, machine, soname, needed, rpath, runpath,
-# program, python_extension]]}}.
-
-
-class _StoredInfo(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
-    elf_class: int
-    machine: int
-    soname: str | None
-    needed: tuple[str, ...]
-    rpath: tuple[str, ...]
-    runpath: tuple[str, ...]
-    program: bool
-    python_extension: bool
-
-
-class _StoredEntry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    info: _StoredInfo | None
-
-
-class _StoredCache(Struct, frozen=True):
-    format: Literal["safeuninstall-elf-cache"]
-    version: Literal[3]
-    entries: dict[str, _StoredEntry]
-
-
-def _decode(data: bytes) -> _StoredCache:
-    try:
-        return msgspec.json.decode(data, type=_StoredCache)
-    except msgspec.ValidationError:
-        raise
-    except msgspec.DecodeError:
-        # Not JSON, or JSON with the \udcxx escapes of a name that is not UTF-8 (see save).
-        return msgspec.convert(json.loads(data), _StoredCache)
-
-
-def _info(path: str, stored: _StoredInfo | None) -> ElfInfo | None:
-    if stored is None:
-        return None
-    return ElfInfo(
-        path,
-        stored.elf_class,
-        stored.machine,
-        stored.soname,
-        stored.needed,
-        stored.rpath,
-        stored.runpath,
-        stored.program,
-        stored.python_extension,
-    )
-
-
-def _stored(entry: _CacheEntry) -> _StoredEntry:
-    info = entry.info
-    if info is None:
-        return _StoredEntry(entry.size, entry.mtime_ns, entry.ctime_ns, None)
-    fields = _StoredInfo(
-        info.elf_class,
-        info.machine,
-        info.soname,
-        info.needed,
-        info.rpath,
-        info.runpath,
-        info.program,
-        info.python_extension,
-    )
-    return _StoredEntry(entry.size, entry.mtime_ns, entry.ctime_ns, fields)
 
 
 # --------------------------------------------------------------------------

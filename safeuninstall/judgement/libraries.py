@@ -16,19 +16,17 @@ needs already) and what only a GPU driver provides are information, not breakage
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Final
 
 import msgspec
 from msgspec import Struct
 
+from safeuninstall.environment import presence
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.paths import normalise
-from safeuninstall.environment.presence import PresenceCache
 from safeuninstall.environment.recordcache import Listed, Listings, RecordCache
 from safeuninstall.judgement.elf import (
     ElfCache,
@@ -42,8 +40,6 @@ from safeuninstall.judgement.elf import (
     read_ld_cache,
     split_ld_library_path,
 )
-
-ELF_CACHE_FILE = "elf-cache.json"
 
 
 class Ownership(Struct, frozen=True):
@@ -194,13 +190,11 @@ class LibraryChange(Struct, frozen=True):
 
 
 class LibraryIndex:
-    """The ELF objects of an environment and a loader to resolve their needs, with a cache."""
+    """The ELF objects of an environment and a loader to resolve their needs; each file is
+    read once a command (ElfCache)."""
 
-    def __init__(self, environ: Mapping[str, str], cache_file: Path | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str]) -> None:
         self.cache = ElfCache()
-        self.cache_file = cache_file
-        if cache_file is not None:
-            self.cache.load(cache_file)
         self._ld_library_path = split_ld_library_path(environ.get("LD_LIBRARY_PATH"))
         self._ld_cache = _LazyLdCache()
 
@@ -243,13 +237,6 @@ class LibraryIndex:
                 if info is not None and info.program:
                     programs.append(info)
         return libraries, programs
-
-    def save(self) -> None:
-        """Store the ELF cache, if a file was read that it did not hold."""
-        if self.cache_file is not None and self.cache.changed:
-            # A cache that can't be written only costs time on the next run.
-            with contextlib.suppress(OSError):
-                self.cache.save(self.cache_file)
 
 
 def _is_metadata(folder: str) -> bool:
@@ -554,11 +541,7 @@ def drift(
 
 
 def hollow_distributions(
-    owned: Ownership,
-    installed: Mapping[str, InstalledDistribution],
-    cache: PresenceCache | None = None,
+    owned: Ownership, installed: Mapping[str, InstalledDistribution]
 ) -> list[str]:
-    """Installed distributions some of whose RECORD files are gone (compiled caches aside).
-    ``cache``: those found whole by an earlier command, where nothing changed since
-    (presence.py)."""
-    return (cache or PresenceCache()).hollow(owned.files, installed)
+    """Installed distributions some of whose RECORD files are gone (compiled caches aside)."""
+    return presence.hollow(owned.files, installed)

@@ -9,7 +9,6 @@ from msgspec.structs import replace
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import installed_distributions
-from safeuninstall.environment.presence import PRESENCE_CACHE_FILE, PresenceCache
 from safeuninstall.environment.requirements import collect
 from safeuninstall.judgement.derived import as_baseline, dropped_notes
 from safeuninstall.judgement.doctor import (
@@ -111,8 +110,7 @@ def doctor(ctx: Context) -> DoctorReport:
     owned = owned_files(ctx, installed)
     snapshots = loadable_snapshots(ctx)  # newest first
     libraries = (index, owned, ctx.interpreter.executable)
-    presence = PresenceCache(ctx.store.root / PRESENCE_CACHE_FILE)
-    hollow = hollow_distributions(owned, installed, presence)
+    hollow = hollow_distributions(owned, installed)
     report = examine(installed, ctx.interpreter.markers, libraries, snapshots, hollow)
     report.findings += [
         # Without a snapshot to return to, the installer's own removal, aimed at this
@@ -120,9 +118,6 @@ def doctor(ctx: Context) -> DoctorReport:
         f if f.snapshot else replace(f, command=shell_line(ctx.backend.uninstall_argv([f.what])))
         for f in doubled_findings(installed, snapshots)
     ]
-    index.save()
-    if not ctx.read_only:
-        presence.save()
     if _unfinished(ctx, report):
         return report
     if report.healthy:

@@ -50,7 +50,6 @@ def plan(removal: Removal) -> None:
         removal.requirements,
         (index, owned_files(ctx, removal.installed)),
     )
-    index.save()
     for needed in kept:
         ctx.emit("plan", f"kept, needed: {needed.name}: {needed.reason}")
     ctx.emit("plan", f"to try: {', '.join(tried) or 'nothing'}")

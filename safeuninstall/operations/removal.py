@@ -111,7 +111,6 @@ class Removal:
             (index, owned_files(ctx, self.installed)),
             spare=spare,
         )
-        index.save()
         ctx.emit("plan", f"orphans, removed too: {', '.join(found.found) or 'none'}")
         if found.spared:
             spared = (

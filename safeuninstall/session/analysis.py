@@ -24,7 +24,6 @@ from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import derive
 from safeuninstall.judgement.impact import ImpactReport, impact_report
 from safeuninstall.judgement.libraries import (
-    ELF_CACHE_FILE,
     Drift,
     LibraryIndex,
     Ownership,
@@ -67,12 +66,8 @@ class Analysis(Struct, frozen=True):
 
 
 def library_index(ctx: Context) -> LibraryIndex:
-    """The ELF objects, with their cache in the state folder (read, not written, by a read-only
-    command)."""
-    index = LibraryIndex(ctx.environ, cache_file=ctx.store.root / ELF_CACHE_FILE)
-    if ctx.read_only:
-        index.cache_file = None  # loaded already: nothing is saved
-    return index
+    """The ELF objects of the environment, as the process environment finds them."""
+    return LibraryIndex(ctx.environ)
 
 
 def owned_files(
@@ -110,7 +105,6 @@ def analyse(
         requirements = requirements_of(ctx, installed)
     markers = ctx.interpreter.markers
     report = impact_report(installed, markers, remove, index, owned, requirements)
-    index.save()
     ctx.emit(
         "impact", f"impact report: {count_text(len(report.affected), 'distribution')} affected"
     )

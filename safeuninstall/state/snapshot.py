@@ -350,6 +350,11 @@ def unsafe_relative_path(value: str) -> str | None:
 
 
 def load(path: Path) -> Snapshot:
+    return parse(read_raw(path), path)
+
+
+def read_raw(path: Path) -> bytes:
+    """The bytes of the snapshot file ``path``; SnapshotInvalid when it can't be one."""
     try:
         raw = _read(path)
     except FileNotFoundError:
@@ -360,6 +365,11 @@ def load(path: Path) -> Snapshot:
         raise SnapshotInvalid(f"{path}: not a regular file")
     if len(raw) > _MAX_BYTES:
         raise SnapshotInvalid(f"{path}: larger than {_MAX_BYTES >> 20} MiB: not a snapshot file")
+    return raw
+
+
+def parse(raw: bytes, path: Path) -> Snapshot:
+    """The snapshot the bytes ``raw`` of the file ``path`` hold; SnapshotInvalid if none."""
     try:
         data = tomlfile.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
@@ -379,6 +389,25 @@ def from_data(data: object, path: Path) -> Snapshot:
         raise SnapshotInvalid(f"{path}: {err}") from None
 
 
+_PACKAGE_TABLE = b"\n[[packages]]\n"  # each package's table starts so in a file save() wrote
+
+
+def header(raw: bytes) -> tuple[dict[str, Any], int] | None:
+    """What the snapshot file's bytes ``raw`` say before their first package, parsed, and how
+    many package tables they hold; None where that can't be told this way (a file this tool
+    did not write). Some 100 times faster than parsing the whole file, for a listing: it
+    does not validate what it does not read."""
+    first = raw.find(_PACKAGE_TABLE)
+    top = raw if first < 0 else raw[: first + 1]
+    try:
+        data = tomlfile.loads(top.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if "packages" in data:
+        return None
+    return data, raw.count(_PACKAGE_TABLE)
+
+
 def _read(path: Path) -> bytes | None:
     """Up to one byte more than the limit; None for a FIFO or a device."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
@@ -392,5 +421,8 @@ def dumps(snapshot: Snapshot) -> str:
     return tomli_w.dumps(snapshot.to_dict())
 
 
-def save(snapshot: Snapshot, path: Path) -> None:
-    write_atomically(path, dumps(snapshot).encode("utf-8"))
+def save(snapshot: Snapshot, path: Path) -> bytes:
+    """Write the snapshot file, durably; the bytes written."""
+    raw = dumps(snapshot).encode("utf-8")
+    write_atomically(path, raw)
+    return raw
