@@ -88,7 +88,7 @@ class Venv:
 
     def clear_history(self) -> None:
         """Forget every snapshot, stash and journal, but keep the caches the tool builds on its
-        first run (interpreter.json, elf-cache.json, baseline-cache.json): the run after this
+        first run (interpreter.json, record-cache.json, baseline-cache.json): the run after this
         is a user's next command, with an empty history."""
         shutil.rmtree(Store(self.state_dir).snapshots_dir, ignore_errors=True)
         (self.root / VENV_JOURNAL).unlink(missing_ok=True)

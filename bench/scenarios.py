@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from safeuninstall.judgement.libraries import ELF_CACHE_FILE
 from safeuninstall.state.store import Store
 
 from . import impact, inprocess
@@ -855,38 +854,25 @@ def impact_scaling(ws: Workspace, cfg: Config, results: Results) -> None:
 
 def _impact_one_size(ws: Workspace, cfg: Config, results: Results, venv: Venv, dists: int) -> None:
     ctx = inprocess.open_venv(venv)
-    cache_file = ctx.store.root / ELF_CACHE_FILE
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    cold, warm = Series(), Series()
+    series = Series()
     seen: list[impact.ImpactRun] = []
 
-    def run(is_cold: bool) -> Callable[[bool], None]:
-        def once(warmup: bool) -> None:
-            done = impact.report_once(ctx.interpreter, cache_file, ws.env, cold=is_cold)
-            if done.breaks == 0:
-                raise BenchError(f"the impact report found no broken library at {dists} dists")
-            seen.append(done)
-            if not warmup:
-                (cold if is_cold else warm).add(done.seconds)
+    def once(warmup: bool) -> None:
+        done = impact.report_once(ctx.interpreter, ws.env)
+        if done.breaks == 0:
+            raise BenchError(f"the impact report found no broken library at {dists} dists")
+        seen.append(done)
+        if not warmup:
+            series.add(done.seconds)
 
-        return once
-
-    # cold, then warm: each warm run reads the cache file the cold run before it wrote
-    timed_rounds(cfg, [run(True), run(False)])
+    timed_rounds(cfg, [once])
     shape = f"{seen[0].distributions} dists, {seen[0].elf_objects} ELF files"
-    section = "impact report"
     results.add(
-        section,
-        f"in-process impact report, {shape}, no ELF cache",
-        cold,
-        key=f"impact.cold.{dists}",
+        "impact report",
+        f"in-process impact report, {shape}",
+        series,
+        key=f"impact.{dists}",
         note=f"{seen[0].breaks} broken (object, library) links found",
-    )
-    results.add(
-        section,
-        f"  the same, ELF cache warm, {shape}",
-        warm,
-        key=f"impact.warm.{dists}",
     )
 
 
@@ -894,30 +880,22 @@ def _impact_check_command(
     ws: Workspace, cfg: Config, results: Results, venv: Venv, dists: int
 ) -> None:
     argv = [*tool_argv(), "-p", str(venv.root), "check", "--json", *impact.PROVIDERS]
-    cache_file = venv.state_dir / ELF_CACHE_FILE
-    cold, warm = Series(), Series()
+    series = Series()
 
-    def run(is_cold: bool) -> Callable[[bool], None]:
-        def once(warmup: bool) -> None:
-            if is_cold:
-                cache_file.unlink(missing_ok=True)
-            done = ws.run(argv)
-            if not json.loads(done.stdout)["impact"]["breaks"]:
-                raise BenchError(f"`check` found no broken library: {done.stdout[:2000]}")
-            if not warmup:
-                (cold if is_cold else warm).add_run(done)
+    def once(warmup: bool) -> None:
+        done = ws.run(argv)
+        if not json.loads(done.stdout)["impact"]["breaks"]:
+            raise BenchError(f"`check` found no broken library: {done.stdout[:2000]}")
+        if not warmup:
+            series.add_run(done)
 
-        return once
-
-    timed_rounds(cfg, [run(True), run(False)])
-    section = "impact report"
+    timed_rounds(cfg, [once])
     results.add(
-        section,
-        f"`safe-uninstall check` of the four, {dists} dists, no ELF cache (end to end)",
-        cold,
-        key="impact.check.cold",
+        "impact report",
+        f"`safe-uninstall check` of the four, {dists} dists (end to end)",
+        series,
+        key="impact.check",
     )
-    results.add(section, "  the same, ELF cache warm", warm, key="impact.check.warm")
 
 
 def real_stacks(ws: Workspace, cfg: Config, results: Results) -> None:
