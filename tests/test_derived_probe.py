@@ -523,6 +523,26 @@ def test_a_baseline_with_a_failing_candidate_is_not_cached(tmp_path: Path) -> No
     assert cache.get(settings, "env") is None
 
 
+@pytest.mark.parametrize("failing_first", [False, True])
+def test_a_baseline_is_cached_only_when_every_result_is(
+    tmp_path: Path, failing_first: bool
+) -> None:
+    """Two probes, one passing and one failing: nothing is kept. Were the passing one enough,
+    the failing one would come back from the cache as a pass (a cached result is one that
+    passed), and judge a removal against a baseline that never held."""
+    cache = BaselineCache(tmp_path)
+    plain = Probe(ProbeKind.PYTHON, "import a", "--probe")
+    failed = ProbeResult(plain, False, 1, False, 0.1, "boom")
+    passing = ran((A, "passed"), (B, "passed"), (C, "passed"))
+    probes, results = (PROBE, plain), [passing, failed]
+    if failing_first:
+        probes, results = probes[::-1], results[::-1]
+    settings = ProbeSettings(probes=probes)
+    cache.put(settings, "env", results)
+    assert cache.get(settings, "env") is None
+    assert not cache.path.exists()
+
+
 def test_a_run_that_did_not_finish_is_not_cached(tmp_path: Path) -> None:
     cache = BaselineCache(tmp_path)
     settings = ProbeSettings(probes=(PROBE,))
@@ -546,7 +566,7 @@ def test_an_edited_candidate_cache_entry_is_no_cache(tmp_path: Path, ends: objec
     settings = ProbeSettings(probes=(PROBE,))
     cache.put(settings, "env", [ran((A, "passed"), (B, "passed"), (C, "passed"))])
     data = json.loads(cache.path.read_text())
-    (entry,) = data.values()
+    (entry,) = data["data"].values()
     entry["candidates"] = [ends]
     cache.path.write_text(json.dumps(data))
     assert cache.get(settings, "env") is None

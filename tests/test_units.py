@@ -726,14 +726,24 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
         {"libraries": ["not a list"], "seconds": [0.5]},
     ],
 )
-def test_an_edited_baseline_cache_entry_is_no_cache(tmp_path: Path, entry: object) -> None:
+def test_an_edited_baseline_cache_entry_is_no_cache(
+    tmp_path: Path, entry: dict[str, object]
+) -> None:
     import json as json_module
 
     from safeuninstall.judgement.probe import Probe, ProbeSettings
     from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
 
     settings = ProbeSettings(probes=(Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),))
-    (tmp_path / CACHE_FILE).write_text(json_module.dumps({_key(settings, "env"): entry}))
+
+    def stored(fields: dict[str, object]) -> None:
+        data = {_key(settings, "env"): {"candidates": [[]], **fields}}
+        envelope = {"format": "safeuninstall-baseline-cache", "version": 2, "data": data}
+        (tmp_path / CACHE_FILE).write_text(json_module.dumps(envelope))
+
+    stored({"libraries": [None], "seconds": [0.5]})
+    assert BaselineCache(tmp_path).get(settings, "env") is not None  # as the tool writes it
+    stored(entry)
     assert BaselineCache(tmp_path).get(settings, "env") is None
 
 

@@ -23,18 +23,17 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from msgspec import Struct
 from packaging.utils import canonicalize_name
 
-from safeuninstall.base.atomicfile import write_atomically
-from safeuninstall.base.cachefile import read_cache
+from safeuninstall.base.cachefile import CacheFile
 from safeuninstall.environment.installed import required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import (
     CandidateResult,
-    Probe,
     ProbeResult,
     ProbeSettings,
     Running,
@@ -82,78 +81,88 @@ def _probes_key(settings: ProbeSettings) -> str:
     return json.dumps([p.key() for p in settings.probes])
 
 
-class BaselineCache:
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / CACHE_FILE
+class _Passed(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """A candidate's end as kept: only a pass is (one that failed before a removal is left
+    out of its judgement, so that is seen again, never read)."""
 
-    def _read(self) -> dict[str, dict[str, object]]:
-        try:
-            data = json.loads(read_cache(self.path, _MAX_CACHE_BYTES))
-        except (OSError, ValueError, RecursionError):
-            return {}
-        return data if isinstance(data, dict) else {}
+    status: Literal["passed"]
+    output: str
+
+
+class _Baseline(Struct, frozen=True, forbid_unknown_fields=True):
+    """One baseline: for each probe, the libraries it loaded, its seconds, its candidates."""
+
+    libraries: list[list[str] | None]
+    seconds: list[float]
+    candidates: list[list[_Passed]]
+
+
+class BaselineCache:
+    """Passing baselines by probes and environment fingerprint, the last ``_KEEP`` of them."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._file: CacheFile[dict[str, _Baseline]] = CacheFile(
+            state_dir / CACHE_FILE,
+            dict[str, _Baseline],
+            format="safeuninstall-baseline-cache",
+            version=2,
+            max_bytes=_MAX_CACHE_BYTES,
+        )
+        self.path = self._file.path
 
     def get(self, settings: ProbeSettings, env_fingerprint: str) -> list[ProbeResult] | None:
         """The cached passing results of exactly these probes in this environment, or None.
         Never a metric's: its baseline is measured in the operation it judges."""
         if any(p.metric is not None for p in settings.probes):
             return None
-        entry = self._read().get(_key(settings, env_fingerprint))
-        if not isinstance(entry, dict):
+        entry = (self._file.read() or {}).get(_key(settings, env_fingerprint))
+        probes = settings.probes
+        if entry is None or not (
+            len(entry.libraries) == len(entry.seconds) == len(entry.candidates) == len(probes)
+        ):
             return None
-        libraries, seconds = entry.get("libraries"), entry.get("seconds")
-        candidates = entry.get("candidates", [[] for _ in settings.probes])
-        if not isinstance(libraries, list) or not isinstance(seconds, list):
-            return None
-        if not isinstance(candidates, list):
-            return None
-        if not len(libraries) == len(seconds) == len(candidates) == len(settings.probes):
-            return None
-        # A file anyone in the state folder could have edited: each value of the type written.
-        if not all(type(took) in (int, float) for took in seconds):
-            return None
-        if not all(_strings_or_none(libs) for libs in libraries):
-            return None
-        ends = [_candidate_results(p, c) for p, c in zip(settings.probes, candidates, strict=True)]
-        if any(end is None for end in ends):
+        if any(len(p.candidates) != len(c) for p, c in zip(probes, entry.candidates, strict=True)):
             return None
         return [
             ProbeResult(
                 probe=probe,
-                passed=all(c.passed for c in end or ()),
+                passed=True,
                 returncode=0,
                 timed_out=False,
-                seconds=float(took),
+                seconds=took,
                 output="(cached: run in this same environment before)",
-                libraries=tuple(libs) if isinstance(libs, list) else None,
+                libraries=tuple(libs) if libs is not None else None,
                 cached=True,
-                candidates=end or (),
+                candidates=tuple(
+                    CandidateResult(c, end.status, end.output)
+                    for c, end in zip(probe.candidates, ends, strict=True)
+                ),
             )
-            for probe, libs, took, end in zip(
-                settings.probes, libraries, seconds, ends, strict=True
+            for probe, libs, took, ends in zip(
+                probes, entry.libraries, entry.seconds, entry.candidates, strict=True
             )
         ]
 
     def put(
         self, settings: ProbeSettings, env_fingerprint: str, results: Sequence[ProbeResult]
     ) -> None:
-        """Keep ``results`` as the baseline of these probes in this environment: probes that
-        passed, a derived probe every candidate of which passed (a failure is run again:
-        what fails before a removal is left out of its judgement, which no file decides)."""
+        """Keep ``results`` as the baseline of these probes in this environment, when every
+        one of them is cacheable: probes that passed, a derived probe every candidate of which
+        passed (a failure is run again: what fails before a removal is left out of its
+        judgement, which no file decides)."""
         if not results or not all(_cacheable(r) for r in results):
             return
-        data = self._read()
-        data.pop(_key(settings, env_fingerprint), None)
-        data[_key(settings, env_fingerprint)] = {
-            "libraries": [list(r.libraries) if r.libraries is not None else None for r in results],
-            "seconds": [r.seconds for r in results],
-            "candidates": [[[c.status, c.output] for c in r.candidates] for r in results],
-        }
+        data = self._file.read() or {}
+        key = _key(settings, env_fingerprint)
+        data.pop(key, None)
+        data[key] = _Baseline(
+            libraries=[list(r.libraries) if r.libraries is not None else None for r in results],
+            seconds=[r.seconds for r in results],
+            candidates=[[_Passed("passed", c.output) for c in r.candidates] for r in results],
+        )
         while len(data) > _KEEP:
             data.pop(next(iter(data)))  # oldest first: dicts keep insertion order
-        # Only time is lost when this cache can't be written.
-        with contextlib.suppress(OSError):
-            write_atomically(self.path, json.dumps(data).encode("utf-8"), durable=False)
+        self._file.write(data)
 
 
 def _cacheable(result: ProbeResult) -> bool:
@@ -162,26 +171,6 @@ def _cacheable(result: ProbeResult) -> bool:
     if result.probe.kind is not ProbeKind.DERIVED:
         return result.passed
     return bool(result.candidates) and all(c.status == "passed" for c in result.candidates)
-
-
-def _candidate_results(probe: Probe, cached: object) -> tuple[CandidateResult, ...] | None:
-    """A probe's candidates with their cached ends; None when the entry does not fit."""
-    if not isinstance(cached, list) or len(cached) != len(probe.candidates):
-        return None
-    ends = []
-    for candidate, end in zip(probe.candidates, cached, strict=True):
-        # Only a pass is taken from the file: a candidate that failed before the removal is
-        # left out of its judgement, so that is seen again, never read.
-        if not (isinstance(end, list) and len(end) == 2 and end[0] == "passed"):
-            return None
-        if not isinstance(end[1], str):
-            return None
-        ends.append(CandidateResult(candidate, end[0], end[1]))
-    return tuple(ends)
-
-
-def _strings_or_none(value: object) -> bool:
-    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
 
 
 def _key(settings: ProbeSettings, env_fingerprint: str) -> str:
