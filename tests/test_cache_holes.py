@@ -67,7 +67,7 @@ def test_a_forged_interpreter_answer_does_not_move_the_target(make_venv: MakeVen
     theirs = other.root / ".safe-uninstall" / "interpreter.json"
     if state.exists():  # my interpreter's key, the other venv's answer
         forged = json.loads(state.read_text())
-        forged["interpreter"] = json.loads(theirs.read_text())["interpreter"]
+        forged["data"]["interpreter"] = json.loads(theirs.read_text())["data"]["interpreter"]
         state.write_text(json.dumps(forged))
     run = mine.tool("--json", "--no-probe", "leftpad")
     assert run.returncode == 0, run.stderr

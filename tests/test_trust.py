@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.state import locks, stash
 from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder, stash_of
 from safeuninstall.state.store import Store
@@ -374,9 +375,8 @@ def test_stash_verified_record_does_not_vouch_for_a_symlink(tmp_path: Path) -> N
     (tmp_path / "theirs.py").write_text("good = True\n")
     digest = stash.sha256_file(tmp_path / "theirs.py")
     (folder / "mod.py").symlink_to(tmp_path / "theirs.py")
-    info = (folder / "mod.py").lstat()
-    identity = (info.st_ino, info.st_size, info.st_mtime_ns)
-    verified = {f"{stash_of('pkg', '1.0')}/mod.py": (identity, digest)}
+    stamp = FileStamp.of((folder / "mod.py").lstat())
+    verified = {f"{stash_of('pkg', '1.0')}/mod.py": (stamp, digest)}
     kept = PackageStash(stash_of("pkg", "1.0"), (StashedFile("mod.py", digest, 12),), complete=True)
     checked = stash.check_stash(kept, snapshot, verified)
     assert [p.problem for p in checked.problems] == ["stashed copy is a symbolic link"]

@@ -567,7 +567,7 @@ def test_stash_hashed_during_the_probe_is_trusted_only_while_unchanged(
     probe = "import time, requests; time.sleep(0.3)"
     assert venv.tool("--probe", probe, "leftpad").returncode == 0
     (folder,) = snapshot_dirs(venv)
-    verified = json.loads(folder.verified_file.read_text())
+    verified = json.loads(folder.verified_file.read_text())["data"]
     assert any(key.endswith("leftpad.py") for key in verified)
     # Rewrite the stashed copy in place (same inode, new mtime): it must be read again and
     # refused, and the reinstall must come from the wheelhouse instead.

@@ -8,7 +8,6 @@ name rules, RECORD and legacy layouts).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -21,9 +20,8 @@ from msgspec import Struct
 from uv import find_uv_bin
 
 from safeuninstall.base import process, trust
-from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.bounded import read_bytes
-from safeuninstall.base.cachefile import read_cache
+from safeuninstall.base.cachefile import CacheFile, FileStamp
 from safeuninstall.base.errors import EnvironmentNotFound
 
 _BIN = "Scripts" if sys.platform == "win32" else "bin"
@@ -240,9 +238,9 @@ def query_interpreter(
     """
     cache, stamp = _interpreter_cache(python)
     if cache is not None:
-        cached = _read_cached_interpreter(cache, stamp)
-        if cached is not None and _describes(cached, python):
-            return cached
+        cached = cache.read()
+        if cached is not None and cached.stamp == stamp and _describes(cached.interpreter, python):
+            return cached.interpreter
     try:
         done = process.run(
             [str(python), "-I", "-B", "-c", _QUERY], timeout=60, env=process.scrubbed(environ)
@@ -255,10 +253,8 @@ def query_interpreter(
         interpreter = msgspec.json.decode(done.stdout, type=Interpreter)
     except (msgspec.DecodeError, UnicodeEncodeError) as err:
         raise EnvironmentNotFound(f"{python}: unexpected answer to the interpreter query") from err
-    if write_cache and cache is not None and cache.parent.is_dir():
-        with contextlib.suppress(OSError):
-            payload = msgspec.json.encode(_Cached(stamp, interpreter))
-            write_atomically(cache, payload, durable=False)
+    if write_cache and cache is not None and stamp is not None:
+        cache.write(_Cached(stamp, interpreter))
     return interpreter
 
 
@@ -292,8 +288,12 @@ def _not_an_interpreter(python: Path, environ: Mapping[str, str], output: str) -
     )
 
 
-_MAX_CACHE_BYTES = 64 * 1024  # an answer is about 1 KB
-_Stamp = tuple[str, int, int, int, int, int, int, int, int, int, int]
+class _Stamp(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """The files an interpreter's answer was asked with."""
+
+    python: str
+    executable: FileStamp
+    pyvenv_cfg: FileStamp
 
 
 class _Cached(Struct, frozen=True, forbid_unknown_fields=True):
@@ -303,30 +303,26 @@ class _Cached(Struct, frozen=True, forbid_unknown_fields=True):
     interpreter: Interpreter
 
 
-def _interpreter_cache(python: Path) -> tuple[Path | None, _Stamp]:
+def _interpreter_cache(python: Path) -> tuple[CacheFile[_Cached] | None, _Stamp | None]:
+    """The venv's interpreter.json, where its state folder is one of this user's own, and
+    the stamp of the files an answer is asked with now (None: they can't be stat'ed)."""
     venv = python.parent.parent
     try:
-        exe = python.stat()
-        cfg = (venv / "pyvenv.cfg").stat()
+        stamp = _Stamp(str(python), FileStamp.at(python), FileStamp.at(venv / "pyvenv.cfg"))
     except OSError:
-        return None, ("", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    stamp: _Stamp = (
-        str(python),
-        *(exe.st_dev, exe.st_ino, exe.st_size, exe.st_mtime_ns, exe.st_ctime_ns),
-        *(cfg.st_dev, cfg.st_ino, cfg.st_size, cfg.st_mtime_ns, cfg.st_ctime_ns),
-    )
+        return None, None
     folder = venv / ".safe-uninstall"
     if trust.problem(folder, "state folder", link_allowed=True) is not None:
         return None, stamp  # missing, or another user could have written the answer: ask
-    return folder / "interpreter.json", stamp
-
-
-def _read_cached_interpreter(cache: Path, stamp: _Stamp) -> Interpreter | None:
-    try:
-        cached = msgspec.json.decode(read_cache(cache, _MAX_CACHE_BYTES), type=_Cached)
-    except (OSError, msgspec.DecodeError, RecursionError):
-        return None
-    return cached.interpreter if cached.stamp == stamp else None
+    # An answer is about 1 KB.
+    cache: CacheFile[_Cached] = CacheFile(
+        folder / "interpreter.json",
+        _Cached,
+        format="safeuninstall-interpreter",
+        version=2,
+        max_bytes=64 * 1024,
+    )
+    return cache, stamp
 
 
 def _describes(found: Interpreter, python: Path) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import shutil
 import stat
@@ -22,12 +21,12 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
-import msgspec
 from msgspec import Struct
+from msgspec.structs import replace
 
 from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.bounded import read_bytes
-from safeuninstall.base.cachefile import read_cache
+from safeuninstall.base.cachefile import CacheFile, FileStamp
 from safeuninstall.base.errors import SnapshotInvalid, StashError
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.legacy import (
@@ -459,26 +458,31 @@ class FileProblem(Struct, frozen=True):
 
 _MAX_VERIFIED_BYTES = 64 * 1024 * 1024  # some 400,000 files
 
-# (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) of a stashed file when its bytes were
-# hashed. The ctime too: an in-place write whose mtime was set back (os.utime) changes it.
-Identity = tuple[int, int, int, int, int]
-_Recorded = tuple[int, int, int, int, int, str]  # an Identity and the sha256, as stored
+
+class _Verified(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
+    """A stashed file whose bytes were hashed: its stamp then (the ctime too: an in-place write
+    whose mtime was set back with os.utime changes it), and the sha256 of its bytes."""
+
+    stamp: FileStamp
+    sha256: str
 
 
-def identity(info: os.stat_result) -> Identity:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+def _verified_file(snapshot: SnapshotFolder) -> CacheFile[dict[str, _Verified]]:
+    return CacheFile(
+        snapshot.verified_file,
+        dict[str, _Verified],
+        format="safeuninstall-stash-verified",
+        version=2,
+        max_bytes=_MAX_VERIFIED_BYTES,
+    )
 
 
-def read_verified(snapshot: SnapshotFolder) -> dict[str, tuple[Identity, str]]:
-    """Stashed files whose bytes were hashed (identity then, sha256 of the bytes as installed),
-    trusted as long as the identity is unchanged. A record that is not a regular file of its
+def read_verified(snapshot: SnapshotFolder) -> dict[str, tuple[FileStamp, str]]:
+    """Stashed files whose bytes were hashed (stamp then, sha256 of the bytes as installed),
+    trusted as long as the stamp is unchanged. A record that is not a regular file of its
     own, too large or not well formed is none: the stash is hashed again."""
-    try:
-        data = read_cache(snapshot.verified_file, _MAX_VERIFIED_BYTES)
-        stored = msgspec.json.decode(data, type=dict[str, _Recorded])
-    except (OSError, msgspec.DecodeError, RecursionError):
-        return {}
-    return {key: (value[:5], value[5]) for key, value in stored.items()}
+    stored = _verified_file(snapshot).read() or {}
+    return {key: (value.stamp, value.sha256) for key, value in stored.items()}
 
 
 # (st_dev, st_ino, st_size, st_mtime_ns): the file a check accepted. Size and mtime too, since
@@ -505,7 +509,7 @@ class StashCheck(Struct, frozen=True):
 def check_stash(
     stash: PackageStash,
     snapshot: SnapshotFolder,
-    verified: Mapping[str, tuple[Identity, str]] | None = None,
+    verified: Mapping[str, tuple[FileStamp, str]] | None = None,
     on_bytes: Callable[[int], None] | None = None,
     *,
     accept_modified: bool = True,
@@ -563,7 +567,7 @@ def check_stash(
 
 
 def _check_copy(
-    kept: Path, recorded: str, known: tuple[Identity, str] | None, accept_modified: bool
+    kept: Path, recorded: str, known: tuple[FileStamp, str] | None, accept_modified: bool
 ) -> tuple[FileId, str] | str:
     """The stashed copy ``kept`` as check_stash accepts it (the file checked, the sha256 of
     its bytes), or why it does not: ``recorded`` is the sha256 its snapshot recorded,
@@ -574,7 +578,7 @@ def _check_copy(
             kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
             return f"stashed copy is {kind}"
         expected = known[1] if known is not None else recorded
-        if known is not None and known[0] == identity(info):
+        if known is not None and known[0] == FileStamp.of(info):
             actual = expected
         else:
             actual = sha256_file(kept, info)
@@ -624,9 +628,9 @@ class StashHasher:
         self._thread = threading.Thread(target=self._run, name="stash-hasher", daemon=True)
         self._lock = threading.Lock()
         self._writing = threading.Lock()  # the last record written is made from the latest
-        self._hashed: dict[str, tuple[Identity, str]] | None = None  # once the thread is done
-        self._before: dict[str, Identity] | None = None  # just before the installer ran
-        self._after: dict[str, Identity] | None = None  # just after
+        self._hashed: dict[str, tuple[FileStamp, str]] | None = None  # once the thread is done
+        self._before: dict[str, FileStamp] | None = None  # just before the installer ran
+        self._after: dict[str, FileStamp] | None = None  # just after
 
     def start(self) -> StashHasher:
         try:
@@ -665,18 +669,18 @@ class StashHasher:
         if hashed is not None:
             self._write(hashed)
 
-    def _identities(self) -> dict[str, Identity]:
+    def _identities(self) -> dict[str, FileStamp]:
         found = {}
         for stash in self._stashes:
             for stashed in stash.files:
                 key = f"{stash.folder}/{stashed.path}"
                 with contextlib.suppress(OSError):
-                    found[key] = identity(self._snapshot.holding(key).lstat())
+                    found[key] = FileStamp.of(self._snapshot.holding(key).lstat())
         return found
 
     def _run(self) -> None:
         self._began.set()
-        hashed: dict[str, tuple[Identity, str]] = {}
+        hashed: dict[str, tuple[FileStamp, str]] = {}
         for stash in self._stashes:
             for stashed in stash.files:
                 if self._cancelled.is_set():
@@ -688,8 +692,8 @@ class StashHasher:
                     if not stat.S_ISREG(before.st_mode):
                         continue  # never vouched for: check_stash refuses it
                     digest = sha256_file(kept, before, stop=self._cancelled.is_set)
-                    if identity(kept.lstat()) == identity(before):
-                        hashed[key] = (identity(before), digest)
+                    if FileStamp.of(kept.lstat()) == FileStamp.of(before):
+                        hashed[key] = (FileStamp.of(before), digest)
                 except OSError:
                     continue
         if self._cancelled.is_set():
@@ -698,7 +702,7 @@ class StashHasher:
             self._hashed = hashed
         self._write(hashed)
 
-    def _write(self, hashed: Mapping[str, tuple[Identity, str]]) -> None:
+    def _write(self, hashed: Mapping[str, tuple[FileStamp, str]]) -> None:
         with self._writing:
             with self._lock:
                 before, after = self._before, self._after
@@ -706,14 +710,8 @@ class StashHasher:
             for key, (recorded, digest) in hashed.items():
                 if before is not None and after is not None:
                     recorded = _through_the_installer(recorded, before.get(key), after.get(key))
-                verified[key] = [*recorded, digest]
-            # Losing this file costs a re-hash, nothing else.
-            with contextlib.suppress(OSError):
-                write_atomically(
-                    self._snapshot.verified_file,
-                    json.dumps(verified).encode("utf-8"),
-                    durable=False,
-                )
+                verified[key] = _Verified(recorded, digest)
+            _verified_file(self._snapshot).write(verified)  # lost, it costs a re-hash
 
     def wait(self) -> None:
         if self._thread.ident is not None:
@@ -728,12 +726,16 @@ class StashHasher:
 
 
 def _through_the_installer(
-    hashed: Identity, before: Identity | None, after: Identity | None
-) -> Identity:
-    """The identity to record of a file hashed as ``hashed``: the one after the installer ran
+    hashed: FileStamp, before: FileStamp | None, after: FileStamp | None
+) -> FileStamp:
+    """The stamp to record of a file hashed as ``hashed``: the one after the installer ran
     where the file was that one until then and the installer changed nothing but its ctime
     (the unlink of the environment's link to it)."""
-    if before == hashed and after is not None and after[:4] == hashed[:4]:
+    if (
+        before == hashed
+        and after is not None
+        and replace(after, ctime_ns=hashed.ctime_ns) == hashed
+    ):
         return after
     return hashed
 

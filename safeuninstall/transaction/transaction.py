@@ -32,6 +32,7 @@ from msgspec import Struct
 
 from safeuninstall import __version__
 from safeuninstall.base import interrupts
+from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.base.errors import BackendError, NotRestorable, SnapshotInvalid
 from safeuninstall.base.outcome import Outcome, Returned
 from safeuninstall.environment.deletion import Removed, plan_deletion
@@ -57,11 +58,9 @@ from safeuninstall.state.journal import Entry
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target
 from safeuninstall.state.stash import (
-    Identity,
     StashHasher,
     StashPlace,
     check_stash,
-    identity,
     read_verified,
     relative_to_root,
     stash_aside,
@@ -648,7 +647,7 @@ def _changed_files(
     stash: PackageStash,
     folder: SnapshotFolder,
     root: Path,
-    hashed: Mapping[str, tuple[Identity, str]],
+    hashed: Mapping[str, tuple[FileStamp, str]],
 ) -> bool:
     for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
@@ -659,7 +658,7 @@ def _changed_files(
             return True
         recorded = hashed.get(f"{stash.folder}/{kept.path}")
         if recorded is not None:
-            if identity(placed) != recorded[0]:
+            if FileStamp.of(placed) != recorded[0]:
                 return True
             continue
         try:
