@@ -121,7 +121,7 @@ def test_a_forged_name_is_never_looked_up(venv: Venv, monkeypatch: pytest.Monkey
     _indexed(venv)
     path = _store(venv).root / stashindex.INDEX_FILE
     index = json.loads(path.read_text())
-    folder = index["snapshots"]["0001"][0]
+    folder = index["data"]["0001"][0]
     folder[2] = [["../../../../../../../../etc/passwd", 1]]
     path.write_text(json.dumps(index))
     expected = _counted(_store(venv).holdings(["0001"]))

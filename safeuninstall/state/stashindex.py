@@ -5,8 +5,8 @@ listing needs each stashed file's inode, size and link count. The link count cha
 the environment's copy of a file is removed or put back: it is read afresh every time, with one
 lstat per inode. What the index keeps is only what is in each folder of a stash (the names and
 their inodes): that changes only when an entry is added, removed or renamed, which sets the
-folder's mtime and ctime. A folder's record is used while the folder has the (device, inode,
-mtime, ctime) recorded; any difference, or a record that is not well formed, and the whole
+folder's mtime and ctime. A folder's record is used while the folder has the stamp recorded
+(base/cachefile.FileStamp); any difference, or a record that is not well formed, and the whole
 stash is walked again. A folder changed less than two seconds before it was walked is not
 recorded: a timestamp is coarse, and a second change in the same tick would leave it as it
 was. Symbolic links are looked at afresh each time (whether one is listed depends on its
@@ -17,22 +17,18 @@ The index is ``<state>/stash-index.json``, a cache: its loss costs a walk, nothi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-import msgspec
 from msgspec import Struct
 
-from safeuninstall.base.atomicfile import write_atomically
-from safeuninstall.base.cachefile import read_cache
+from safeuninstall.base.cachefile import CacheFile, FileStamp
 from safeuninstall.state.layout import STASH  # the folder of a snapshot that the index covers
 
 INDEX_FILE = "stash-index.json"
-_MAX_INDEX_BYTES = 64 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
 _NOT_NAMES = frozenset(("", ".", ".."))
 
@@ -44,7 +40,7 @@ class Folder(Struct, frozen=True, array_like=True):
     """One folder of a stash as it was walked."""
 
     path: str  # below the snapshot folder, "/"-separated: "stash", "stash/rich-14.0.0/rich"
-    key: tuple[int, int, int, int]  # (st_dev, st_ino, st_mtime_ns, st_ctime_ns)
+    key: FileStamp
     files: tuple[tuple[str, int], ...]  # (name, st_ino) of its entries that are files
     links: tuple[str, ...]  # its symbolic links
 
@@ -65,24 +61,24 @@ class Holdings(Struct, frozen=True):
         return sum(size for inode, size in union.items() if inode in self.only_in_snapshots)
 
 
-class _Index(Struct, frozen=True):
-    snapshots: dict[str, tuple[Folder, ...]]
+def _index_file(root: Path) -> CacheFile[dict[str, tuple[Folder, ...]]]:
+    return CacheFile(
+        root / INDEX_FILE,
+        dict[str, tuple[Folder, ...]],
+        format="safeuninstall-stash-index",
+        version=2,
+        max_bytes=64 * 1024 * 1024,
+    )
 
 
 def read_index(root: Path) -> dict[str, tuple[Folder, ...]]:
     """The index of the state folder ``root``: {snapshot id: its stash's folders}; empty when
     there is none or it can't be read."""
-    try:
-        data = read_cache(root / INDEX_FILE, _MAX_INDEX_BYTES)
-        return dict(msgspec.json.decode(data, type=_Index).snapshots)
-    except (OSError, ValueError, msgspec.DecodeError, RecursionError):
-        return {}
+    return _index_file(root).read() or {}
 
 
 def write_index(root: Path, snapshots: Mapping[str, tuple[Folder, ...]]) -> None:
-    with contextlib.suppress(OSError):
-        data = msgspec.json.encode(_Index(dict(snapshots)))
-        write_atomically(root / INDEX_FILE, data, durable=False)
+    _index_file(root).write(dict(snapshots))
 
 
 def walk(top: str) -> Iterator[Entry]:
@@ -143,8 +139,7 @@ class Lister:
                 info = os.lstat(path)
             except OSError:
                 return None
-            key = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
-            if not stat.S_ISDIR(info.st_mode) or key != record.key:
+            if not stat.S_ISDIR(info.st_mode) or FileStamp.of(info) != record.key:
                 return None
             for name, ino in record.files:
                 inode = (info.st_dev, ino)
@@ -208,8 +203,7 @@ def _walk(top: str, relative: str, *, record: bool) -> tuple[list[Entry], list[F
         if info.st_ctime_ns >= settled:  # set by every change of an entry (mtime can be set)
             folders = None
             continue
-        key = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
-        folders.append(Folder(name, key, tuple(files), tuple(links)))
+        folders.append(Folder(name, FileStamp.of(info), tuple(files), tuple(links)))
     return listed, folders
 
 
