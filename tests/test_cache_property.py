@@ -119,32 +119,21 @@ def _forged(venv: Venv) -> None:
             path.write_text(json.dumps(forge(data, venv)))
 
 
+def _data(data: dict[str, object]) -> dict[str, object]:
+    """The value a cache file holds (base/cachefile.py: format, version, data)."""
+    value = data["data"]
+    assert isinstance(value, dict)
+    return value
+
+
 def _forge_records(data: dict[str, object], venv: Venv) -> object:
-    entries = data["entries"]
-    assert isinstance(entries, dict)
-    for entry in entries.values():  # [key, folders, index, names]: lists nothing
+    for entry in _data(data).values():  # [key, folders, index, names]: lists nothing
         entry[2], entry[3] = [], []
     return data
 
 
-def _forge_elf(data: dict[str, object], venv: Venv) -> object:
-    entries = data["entries"]
-    assert isinstance(entries, dict)
-    for entry in entries.values():  # [size, mtime_ns, ctime_ns, info]: not an ELF file
-        entry[-1] = None
-    return data
-
-
-def _forge_presence(data: dict[str, object], venv: Venv) -> object:
-    entries = data["entries"]
-    assert isinstance(entries, dict)
-    for entry in entries.values():  # whole, without a folder to look at
-        entry["folders"] = {}
-    return data
-
-
 def _forge_interpreter(data: dict[str, object], venv: Venv) -> object:
-    interpreter = data["interpreter"]
+    interpreter = _data(data)["interpreter"]
     assert isinstance(interpreter, dict)
     elsewhere = str(venv.root.parent / "elsewhere")
     for key in ("prefix", "purelib", "platlib", "scripts"):
@@ -153,23 +142,37 @@ def _forge_interpreter(data: dict[str, object], venv: Venv) -> object:
 
 
 def _forge_baseline(data: dict[str, object], venv: Venv) -> object:
-    for entry in data.values():  # every candidate failed before: none would be judged
-        assert isinstance(entry, dict)
-        entry["candidates"] = [[["failed", "forged"] for _ in c] for c in entry["candidates"]]
+    for entry in _data(data).values():  # every candidate's output another, the probe slower
+        entry["seconds"] = [took * 100 for took in entry["seconds"]]
+        entry["candidates"] = [[["passed", "forged"] for _ in c] for c in entry["candidates"]]
     return data
 
 
 def _forge_verified(data: dict[str, object], venv: Venv) -> object:
-    return {key: [*value[:-1], "0" * 64] for key, value in data.items()}  # type: ignore[index]
+    for value in _data(data).values():  # [stamp, sha256]: another sha256
+        value[-1] = "0" * 64
+    return data
+
+
+def _forge_head(data: dict[str, object], venv: Venv) -> object:
+    _data(data).update(outcome="restored", removed=[], packages=1)  # its key kept
+    return data
+
+
+def _forge_twin(data: dict[str, object], venv: Venv) -> object:
+    table = _data(data)["snapshot"]  # without the distributions it stashed: its key kept
+    assert isinstance(table, dict)
+    table["packages"] = [p for p in table["packages"] if "stash" not in p]
+    return data
 
 
 _FORGERS: dict[str, Callable[[dict[str, object], Venv], object]] = {
     "record-cache.json": _forge_records,
-    "elf-cache.json": _forge_elf,
-    "presence-cache.json": _forge_presence,
     "interpreter.json": _forge_interpreter,
     "baseline-cache.json": _forge_baseline,
     "stash-verified.json": _forge_verified,
+    "head.json": _forge_head,
+    "snapshot.json": _forge_twin,
 }
 
 
@@ -209,6 +212,6 @@ def _verdicts(results: Result) -> Result:
 def test_forged_caches_change_no_verdict(torch_venv: Venv, intact: Result) -> None:
     _results(torch_venv)  # every cache written again
     written = {p.name for p in _caches(torch_venv)}
-    assert {"record-cache.json", "elf-cache.json", "interpreter.json"} <= written
+    assert {"record-cache.json", "interpreter.json", "head.json", "snapshot.json"} <= written
     _forged(torch_venv)
     _same_but_new_snapshots(_verdicts(_results(torch_venv)), _verdicts(intact))

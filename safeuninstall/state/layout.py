@@ -3,13 +3,13 @@
 A snapshot folder, ``<state>/snapshots/0007/``, holds::
 
     snapshot.toml          the snapshot itself (snapshot.py: its format), written once
-    snapshot.json          its JSON twin, a cache of the same table (store.py)
-    head.json              what a listing needs of it, a cache (store.py)
+    snapshot.json          its JSON twin, a cache of the same table, by its sha256 (store.py)
+    head.json              what a listing needs of it, a cache, by its sha256 (store.py)
     outcome                what the operation ended as, a note (Store.set_outcome)
     removed                what stayed removed, when less than planned (Store.set_removed)
     stash/<name>-<version>/<path relative to the environment root>
                            the files of each distribution it kept (stash.py)
-    stash-verified.json    the identity and sha256 of each stashed file hashed (stash.py)
+    stash-verified.json    the stamp and sha256 of each stashed file hashed (stash.py)
     stash-pruned           its stash was dropped by the retention policy, and why
     aside/<name>.dist-info/...
                            a second dist-info folder of a removed name, kept but never restored
