@@ -10,6 +10,7 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
+from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.environment import presence
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.judgement.doctor import _holds_without_extra
@@ -105,7 +106,7 @@ def test_a_folder_listed_for_one_distribution_is_listed_again_once_it_changed(
     looked_at = presence._folder_keys
     calls: list[int] = []
 
-    def keys_then_remove(folders: set[str]) -> dict[str, presence.FolderKey]:
+    def keys_then_remove(folders: set[str]) -> dict[str, FileStamp]:
         calls.append(1)
         if len(calls) == 2:  # between the first distribution's look and the second's
             (site / "second.py").unlink()

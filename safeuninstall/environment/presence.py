@@ -13,15 +13,10 @@ import os
 import time
 from collections.abc import Mapping
 
+from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.environment.installed import InstalledDistribution
 
 _SETTLED_NS = 2_000_000_000  # a folder changed in the last 2 s: its listing is not reused
-
-FolderKey = tuple[int, int, int, int]  # dev, inode, mtime_ns, ctime_ns
-
-
-def _folder_key(info: os.stat_result) -> FolderKey:
-    return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def hollow(
@@ -41,12 +36,12 @@ def hollow(
     return sorted(found)
 
 
-def _folder_keys(folders: set[str]) -> dict[str, FolderKey]:
+def _folder_keys(folders: set[str]) -> dict[str, FileStamp]:
     """Each folder's stat now, where it can be taken."""
-    keys: dict[str, FolderKey] = {}
+    keys: dict[str, FileStamp] = {}
     for folder in folders:
         try:
-            keys[folder] = _folder_key(os.stat(folder or "/"))
+            keys[folder] = FileStamp.of(os.stat(folder or "/"))
         except (OSError, ValueError):
             continue
     return keys
@@ -64,9 +59,9 @@ class _Listings:
     again."""
 
     def __init__(self) -> None:
-        self._names: dict[str, tuple[FolderKey | None, frozenset[str]]] = {}
+        self._names: dict[str, tuple[FileStamp | None, frozenset[str]]] = {}
 
-    def lexists(self, path: str, now: Mapping[str, FolderKey]) -> bool:
+    def lexists(self, path: str, now: Mapping[str, FileStamp]) -> bool:
         """``now``: the folders' stats the caller took before this look."""
         folder, _, name = path.rpartition("/")
         known = self._names.get(folder)
@@ -75,7 +70,7 @@ class _Listings:
         return name in known[1] or os.path.lexists(path)
 
 
-def _listing(folder: str) -> tuple[FolderKey | None, frozenset[str]]:
+def _listing(folder: str) -> tuple[FileStamp | None, frozenset[str]]:
     """The folder's names and its stat before them; no stat when it changed too recently to
     vouch that the names are still those (a change in the same clock tick keeps the stat)."""
     try:
@@ -86,4 +81,4 @@ def _listing(folder: str) -> tuple[FolderKey | None, frozenset[str]]:
     settled = time.time_ns() - _SETTLED_NS
     if info.st_mtime_ns > settled or info.st_ctime_ns > settled:
         return None, names
-    return _folder_key(info), names
+    return FileStamp.of(info), names
