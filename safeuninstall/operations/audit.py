@@ -56,7 +56,9 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
             probe_paths=probe_paths,
             weighing=weighing,
         )
-    ids = [i for i, snap in ctx.store.iter_loadable() if not isinstance(snap, SnapshotInvalid)]
+    # Which snapshots are this environment's, from their heads: nothing else of them is read.
+    heads = ctx.store.iter_heads(keep_heads=False)
+    ids = [i for i, snap in heads if not isinstance(snap, SnapshotInvalid)]
     holdings = ctx.store.holdings(ids)
     return replace(
         report,

@@ -352,17 +352,19 @@ class Store(Struct, frozen=True):
         _head_file(folder).write(SnapshotHead.of(snap, key))
         _twin_file(folder).write(_Twin(key, snap.to_dict()))
 
-    def head(self, snapshot_id: str) -> SnapshotHead:
+    def head(self, snapshot_id: str, *, keep: bool = True) -> SnapshotHead:
         """What a listing needs of the snapshot, from its head.json when that is the head of
         its snapshot.toml's bytes and says what they say (``_agrees``), else from the snapshot
-        (and head.json written for the next time). Raises SnapshotInvalid as ``load`` does."""
+        (and head.json written for the next time, with ``keep``). Raises SnapshotInvalid as
+        ``load`` does."""
         folder = self.folder(snapshot_id)
         raw = snapshot_file.read_raw(folder.snapshot_file)
         key = digest(raw)
         stored = _head_file(folder).read()
         if stored is None or stored.key != key or not _agrees(stored, raw, snapshot_id):
             stored = SnapshotHead.of(self._load_file(snapshot_id), key)
-            _head_file(folder).write(stored)
+            if keep:
+                _head_file(folder).write(stored)
         note = self._read_outcome(snapshot_id)
         stored = msgspec.structs.replace(stored, outcome=note.id) if note is not None else stored
         removed = self._read_removed(snapshot_id, stored.removed)
@@ -423,13 +425,16 @@ class Store(Struct, frozen=True):
             if self.is_ours(snap):
                 yield snapshot_id, snap
 
-    def iter_heads(self) -> Iterator[tuple[str, SnapshotHead | SnapshotInvalid]]:
-        """``iter_loadable``, with each snapshot's head instead of the whole of it."""
+    def iter_heads(
+        self, *, keep_heads: bool = True
+    ) -> Iterator[tuple[str, SnapshotHead | SnapshotInvalid]]:
+        """``iter_loadable``, with each snapshot's head instead of the whole of it.
+        ``keep_heads``: write the head.json of each that had none that holds (``head``)."""
         for snapshot_id in reversed(self.ids()):
             if not os.path.lexists(self.snapshot_path(snapshot_id)):
                 continue
             try:
-                head = self.head(snapshot_id)
+                head = self.head(snapshot_id, keep=keep_heads)
             except SnapshotInvalid as err:
                 yield snapshot_id, err
                 continue
