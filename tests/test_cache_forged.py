@@ -103,3 +103,20 @@ def test_a_forged_snapshot_twin_does_not_override_its_toml(make_venv: MakeVenv, 
     rollback = venv.tool_reinstalling("--json", "rollback", "1")
     assert rollback.returncode == 0, rollback.stdout + rollback.stderr
     assert "leftpad" in venv.installed()
+
+
+def test_a_forged_record_cache_hides_no_shared_file(make_venv: MakeVenv) -> None:
+    """sharedlib-cu12 and -cu13 install the same sharedlib/__init__.py: removing cu12 deletes
+    a file cu13 lists, and is undone. A record cache entry keyed by cu13's RECORD's stat as it
+    is now, saying it lists nothing, would hide that from the removal and from doctor."""
+    venv = make_venv("sharedlib-cu12", "sharedlib-cu13")
+    _state(venv).mkdir(mode=0o700)
+    record = next(venv.site_packages.glob("sharedlib_cu13-*.dist-info")) / "RECORD"
+    entry = [_stat_key(record), [], [], []]  # [key, folders, index, names]: lists nothing
+    forged = {"format": "safeuninstall-record-cache", "version": 1, "entries": {}}
+    forged["entries"] = {str(record): entry}
+    (_state(venv) / "record-cache.json").write_text(json.dumps(forged))
+    removal = venv.tool("--json", "--no-probe", "sharedlib-cu12")
+    assert removal.returncode == 3, removal.stdout + removal.stderr  # restored, as uncached
+    assert (venv.site_packages / "sharedlib" / "__init__.py").is_file()
+    assert "sharedlib-cu12" in venv.installed()

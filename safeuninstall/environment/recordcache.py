@@ -2,14 +2,14 @@
 
 What a removal needs from the distributions that stay (which files they share with it, which
 libraries they provide or need) is in their RECORDs, and reading and normalising every one of
-them on every command grows with the environment. A RECORD changes only when its distribution is
-reinstalled, so an entry is used while the RECORD's stat is the one it was read with: device,
-inode, size, mtime and ctime, all of them (uv writes a new RECORD, a new inode, on every
-install; ctime is set by the kernel on any change, and no one can set it back).
+them on every command grows with the environment. What a RECORD lists decides verdicts (which
+files a removal takes from another distribution), so an entry is keyed by the sha256 of the
+RECORD's bytes: each RECORD is read and hashed on every command (35 ms for the 235 RECORDs of an
+ML venv), and only parsing and normalising its paths (more than a second there) is saved.
 
 The cache file is untrusted input like every other file the tool reads: anything that is not
-a well-formed entry for the RECORD as it is now (corrupt, truncated, a FIFO, too large, from
-another environment, another inode, an index out of range) is ignored and the RECORD is read.
+a well-formed entry for the RECORD's bytes as they are now (corrupt, truncated, a FIFO, too
+large, from another environment, an index out of range) is ignored and the RECORD is parsed.
 It only ever answers "which paths does this RECORD list"; the stash reads the RECORD again
 itself, so what a removal keeps never comes from here.
 """
@@ -22,9 +22,10 @@ from pathlib import Path
 
 from msgspec import Struct
 
-from safeuninstall.base.cachefile import CacheFile, FileStamp, RecordKeyed
+from safeuninstall.base.cachefile import CacheFile, RecordKeyed, digest
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.paths import normalise, real_folder
+from safeuninstall.environment.records import paths_of, read_record_bytes
 
 RECORD_CACHE_FILE = "record-cache.json"
 
@@ -33,7 +34,7 @@ class _Entry(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     """One RECORD's paths: ``folders`` (normalised lexically, not resolved: symlinks are
     resolved on use), and for each path in RECORD order its folder's index and its name."""
 
-    key: FileStamp  # the RECORD's
+    key: str  # the sha256 of the RECORD's bytes
     folders: list[str]
     index: list[int]
     names: list[str]
@@ -58,26 +59,24 @@ class RecordCache(RecordKeyed[_Entry]):
         record = dist.dist_info / "RECORD"
         name = str(record)
         self._sites.add(str(dist.site_dir))
-        key = FileStamp.at(record)
+        raw = read_record_bytes(record)
+        key = digest(raw)
         entry = self._stored.get(name)
         if entry is not None and entry.key == key and _well_formed(entry):
             self._used[name] = entry
             self.hits += 1
             return entry
-        entries = dist.record()
+        listed = paths_of(raw, record)
         site = str(dist.site_dir)
-        paths = _normalised(site, (e.path for e in entries))
-        # Kept only if the RECORD did not change while it was read.
-        if FileStamp.at(record) == key:
-            self._used[name] = _entry(key, site, [e.path for e in entries])
-            self.changed = True
-        return paths
+        self._used[name] = _entry(key, site, listed)
+        self.changed = True
+        return _normalised(site, listed)
 
 
 def _file(path: Path) -> CacheFile[dict[str, _Entry]]:
     # A 235-distribution ML venv's is about 2 MB; more is not one of these files.
     return CacheFile(
-        path, dict[str, _Entry], format="safeuninstall-record-cache", version=2, max_bytes=256 << 20
+        path, dict[str, _Entry], format="safeuninstall-record-cache", version=3, max_bytes=256 << 20
     )
 
 
@@ -160,7 +159,7 @@ def _normalised(site: str, paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _entry(key: FileStamp, site: str, paths: list[str]) -> _Entry:
+def _entry(key: str, site: str, paths: list[str]) -> _Entry:
     """What is stored: each path's folder normalised lexically (not resolved), its name."""
     folders: dict[str, int] = {}
     index, names = [], []

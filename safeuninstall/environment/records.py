@@ -66,9 +66,22 @@ def record_paths(path: Path) -> list[str]:
     return [row[0] for row in _rows(path)]
 
 
+def read_record_bytes(path: Path) -> bytes:
+    """The bytes of a RECORD file, as ``read_record`` reads them (raising what it raises)."""
+    return read_bytes(path, MAX_RECORD_BYTES)
+
+
+def paths_of(raw: bytes, path: Path) -> list[str]:
+    """``record_paths`` of the RECORD file ``path`` whose bytes are ``raw``."""
+    return [row[0] for row in _parsed(raw, path)]
+
+
 def _rows(path: Path) -> list[list[str]]:
     """The rows of a RECORD that name a file, each checked as ``read_record`` says."""
-    raw = read_bytes(path, MAX_RECORD_BYTES)
+    return _parsed(read_record_bytes(path), path)
+
+
+def _parsed(raw: bytes, path: Path) -> list[list[str]]:
     try:
         rows = list(csv.reader(io.StringIO(raw.decode("utf-8"), newline="")))
     except UnicodeDecodeError as err:
