@@ -14,15 +14,12 @@ commands compared run round-robin, one of each per round, as everywhere in bench
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from safeuninstall.state.stashindex import _SETTLED_NS
 from safeuninstall.state.store import Store
 from tests.realstack import Stacks, cache_root
 
@@ -233,7 +230,6 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     timed_rounds(cfg, steps)
 
     history = _history(ws, venv, tool, put_back, cfg.stack_snapshots)
-    _settled(Store(venv.state_dir).snapshots_dir)
 
     def snapshots(warmup: bool) -> None:
         done = ws.run([*tool, "snapshots", "--json"])
@@ -318,7 +314,7 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         add("`audit`", "audit")
     else:
         results.not_measured(section, "`audit`", "no audit command in this build")
-    add(f"`snapshots` with {history} snapshots, made more than 2 s before", "snapshots")
+    add(f"`snapshots` with {history} snapshots", "snapshots")
 
 
 def _history(
@@ -342,22 +338,6 @@ def _history(
         copy.snapshot_file.unlink()
         copy.snapshot_file.write_text(text.replace('id = "0001"', f'id = "{number:04d}"', 1))
     return count
-
-
-def _settled(snapshots: Path) -> None:
-    """Wait until the snapshot folders just made are older than stash-index.json's 2 s
-    (stashindex.py: a folder changed more recently is walked, not recorded, since a coarse
-    clock could hide a second change in the same tick). The 50 snapshots stand for a history
-    of earlier removals; listed within 2 s of being made, every one of them is walked."""
-    newest = max(
-        (
-            os.lstat(os.path.join(folder, name)).st_ctime
-            for folder, names, files in os.walk(snapshots)
-            for name in (*names, *files)
-        ),
-        default=0.0,
-    )
-    time.sleep(max(0.0, newest + _SETTLED_NS / 1e9 + 0.1 - time.time()))
 
 
 def _link(source: str, dest: str) -> None:

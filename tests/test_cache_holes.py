@@ -27,7 +27,7 @@ STATE_FILES = (
     "elf-cache.json",  # written by earlier versions
     "baseline-cache.json",
     "derived-plans.json",  # written by earlier versions
-    "stash-index.json",
+    "stash-index.json",  # written by earlier versions
 )
 # A snapshot folder's caches, named by the one owner of its layout.
 _ANY = SnapshotFolder(Path("."))

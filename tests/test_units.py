@@ -547,7 +547,7 @@ def test_restore_links_metadata_last() -> None:
 
 def test_plan_prune_counts_files_shared_by_snapshots_once() -> None:
     from safeuninstall.judgement.plan import plan_prune
-    from safeuninstall.state.stashindex import Holdings
+    from safeuninstall.state.holdings import Holdings
 
     big, small, installed = (1, 1), (1, 2), (1, 3)
     holdings = Holdings(
@@ -1379,7 +1379,7 @@ def test_plan_prune_keeps_only_copies_outside_keep_and_inside_max_size(
     keep: int | None, max_size: int | None, expected: list[str]
 ) -> None:
     from safeuninstall.judgement.plan import plan_prune
-    from safeuninstall.state.stashindex import Holdings
+    from safeuninstall.state.holdings import Holdings
 
     only, small = (1, 1), (1, 2)
     holdings = Holdings(

@@ -17,8 +17,8 @@ from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.legacy import DIST_INFO
 from safeuninstall.environment.requirements import Wanted, local_path, satisfies
+from safeuninstall.state.holdings import Holdings
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
-from safeuninstall.state.stashindex import Holdings
 
 
 class RemovalPlan(Struct, frozen=True):

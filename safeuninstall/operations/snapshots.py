@@ -47,7 +47,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
     """Every snapshot of this environment, oldest first, with the bytes its stash alone keeps
     on disk (one lstat per stashed file)."""
     loaded = list(ctx.store.iter_heads())
-    holdings = ctx.store.holdings([snapshot_id for snapshot_id, _ in loaded], indexed=True)
+    holdings = ctx.store.holdings([snapshot_id for snapshot_id, _ in loaded])
     summaries = []
     for snapshot_id, snap in loaded:
         if isinstance(snap, SnapshotInvalid):
@@ -74,7 +74,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
 
 def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
     snap = ctx.store.resolve(reference)
-    holdings = ctx.store.holdings([snap.id], indexed=True)
+    holdings = ctx.store.holdings([snap.id])
     return ShownSnapshot(snap, retention.alone(holdings, snap.id), ctx.store.stash_pruned(snap.id))
 
 

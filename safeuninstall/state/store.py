@@ -43,8 +43,9 @@ from safeuninstall.base.cachefile import CacheFile, digest
 from safeuninstall.base.errors import SnapshotInvalid, SnapshotNotFound, StateDirError
 from safeuninstall.base.outcome import Note, parse_note
 from safeuninstall.environment.interpreter import Interpreter
-from safeuninstall.state import locks, stashindex
+from safeuninstall.state import locks
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.holdings import Holdings, Inode, walk
 from safeuninstall.state.layout import SNAPSHOTS, SnapshotFolder
 from safeuninstall.state.snapshot import Snapshot
 
@@ -449,24 +450,17 @@ class Store(Struct, frozen=True):
         except SnapshotInvalid:
             return False
 
-    def holdings(self, ids: Sequence[str], *, indexed: bool = False) -> stashindex.Holdings:
+    def holdings(self, ids: Sequence[str]) -> Holdings:
         """Every file of these snapshots by inode; an inode all of whose links are inside the
-        snapshot folders is one that deleting snapshots can free. ``indexed``: through the
-        stash index, kept up to date (stashindex.py); the same result, fewer system calls."""
-        index = stashindex.read_index(self.root) if indexed else {}
-        lister = stashindex.Lister(index) if indexed else None
-        files: dict[str, dict[stashindex.Inode, int]] = {}
-        links_seen: dict[stashindex.Inode, int] = {}
-        nlink: dict[stashindex.Inode, int] = {}
+        snapshot folders is one that deleting snapshots can free."""
+        files: dict[str, dict[Inode, int]] = {}
+        links_seen: dict[Inode, int] = {}
+        nlink: dict[Inode, int] = {}
         alone: dict[str, int] = {}
         for snapshot_id in ids:
             held = files.setdefault(snapshot_id, {})
-            links_here: dict[stashindex.Inode, int] = {}
-            folder = str(self.folder(snapshot_id).path)
-            listed = (
-                stashindex.walk(folder) if lister is None else lister.entries(snapshot_id, folder)
-            )
-            for inode, size, links in listed:
+            links_here: dict[Inode, int] = {}
+            for inode, size, links in walk(str(self.folder(snapshot_id).path)):
                 held[inode] = size
                 links_here[inode] = links_here.get(inode, 0) + 1
                 links_seen[inode] = links_seen.get(inode, 0) + 1
@@ -475,24 +469,7 @@ class Store(Struct, frozen=True):
                 held[inode] for inode, count in links_here.items() if nlink[inode] <= count
             )
         only = frozenset(i for i, count in links_seen.items() if nlink[i] <= count)
-        if lister is not None:
-            self._keep_index(index, ids, lister.recorded)
-        return stashindex.Holdings(files, only, alone)
-
-    def _keep_index(
-        self,
-        before: Mapping[str, tuple[stashindex.Folder, ...]],
-        listed: Sequence[str],
-        recorded: Mapping[str, tuple[stashindex.Folder, ...]],
-    ) -> None:
-        """The stash index with what a listing of ``listed`` recorded (a listed snapshot not
-        recorded is dropped: its record did not hold), and without the snapshots that are
-        gone; written only when that changes it."""
-        kept = set(self.ids()).difference(listed)
-        after = {i: f for i, f in before.items() if i in kept}
-        after |= recorded
-        if after != dict(before):
-            stashindex.write_index(self.root, after)
+        return Holdings(files, only, alone)
 
     def remove_unsaved(self) -> list[str]:
         """Delete snapshot folders whose snapshot.toml was never written (a process died while
