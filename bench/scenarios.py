@@ -322,7 +322,7 @@ def _uninstall_one(
             pristine.install_into(venv.site)
             venv.clear_history()
             # A user's next command keeps the caches the first one built (the interpreter
-            # query, the ELF cache); "tool_first" is the first command in this venv, with none.
+            # query, the record cache); "tool_first" is the first command in this venv, with none.
             if name == "tool_first":
                 with venv.first_command():
                     done = ws.run(commands[name])
@@ -345,7 +345,7 @@ def _uninstall_one(
     )
     results.add(
         section,
-        "  the same, first command in the venv (no interpreter or ELF cache yet)",
+        "  the same, first command in the venv (no interpreter or record cache yet)",
         series["tool_first"],
         key=f"uninstall.{case}.tool_first",
     )
@@ -836,8 +836,8 @@ def large_environment(ws: Workspace, cfg: Config, results: Results) -> None:
 def impact_scaling(ws: Workspace, cfg: Config, results: Results) -> None:
     """The impact report of removing the four provider distributions (bench/impact.py builds
     the environments: ~4 gcc-built ELF objects per distribution, one in ten needing the
-    providers' libraries through a torch-like RUNPATH), in this process at every size, cold (no
-    ELF cache file) and warm; and ``safe-uninstall check`` end to end at the target size."""
+    providers' libraries through a torch-like RUNPATH), in this process at every size; and
+    ``safe-uninstall check`` end to end at the target size."""
     if cfg.impact_target not in cfg.impact_sizes:
         raise BenchError(f"impact_target {cfg.impact_target} is not one of {cfg.impact_sizes}")
     for dists, elf_files in cfg.impact_sizes:
