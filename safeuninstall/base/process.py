@@ -197,6 +197,7 @@ def run(
     started = time.monotonic()
     marker = _new_marker()
     pump = None
+    proc = None
     # From the fork on: a Ctrl-C that comes before the wait must not leave the child running.
     try:
         proc = subprocess.Popen(
@@ -218,6 +219,12 @@ def run(
             pump = reader
         timed_out = _wait(proc, timeout)
     finally:
+        if proc is not None and proc.returncode is None:
+            # Left before its wait ended (an interrupt): its group is killed by its pid, known
+            # here. The marker alone could miss it: while it is still being exec'ed, its
+            # /proc/PID/environ reads empty.
+            kill(proc)
+            proc.wait()
         kill_marked(marker)
         if pump is not None:
             pump.finish(_GRACE)
