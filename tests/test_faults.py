@@ -11,8 +11,10 @@ were before the operation started.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -27,7 +29,16 @@ from safeuninstall.base import process
 from safeuninstall.state import stash
 from safeuninstall.state.layout import SnapshotFolder, stash_of
 from safeuninstall.state.snapshot import PackageStash, StashedFile
-from tests.conftest import UV, MakeVenv, Run, Venv, running, tagged_processes, wait_for
+from tests.conftest import (
+    UV,
+    MakeVenv,
+    Run,
+    Venv,
+    running,
+    stand_in_uv,
+    tagged_processes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -715,3 +726,124 @@ def test_a_guard_killed_while_its_command_runs_is_recovered_and_the_command_stop
     assert "stopped what the guarded command left running: 2 processes" in data["messages"]  # type: ignore[operator]
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+
+
+def _held_uv(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A uv that, asked to uninstall, says its pid (in the file returned second) and waits for a
+    byte on the FIFO returned third before it runs the real uv: a uv slow to start, the tool
+    killed while it runs."""
+    started, release = tmp_path / "uv-started", tmp_path / "uv-release"
+    os.mkfifo(release)
+    waits = (
+        # read and write: the open does not wait for a writer, the read waits for the byte
+        f"held = os.open({str(release)!r}, os.O_RDWR)\n"
+        f"open({str(started)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "os.read(held, 1)\n"
+    )
+    return stand_in_uv(tmp_path / "uv", waits), started, release
+
+
+def _release(fifo: Path) -> bool:
+    """Let a held uv go on; False when nobody waits on ``fifo`` any more (it was stopped)."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # no reader
+            return False
+        raise
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+    return True
+
+
+def _ended(pid: int) -> None:
+    """Until ``pid`` (not a child of this process) has ended."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], 120)  # a guard against a hang, not a wait
+        assert ready, f"process {pid} never ended"
+    finally:
+        os.close(fd)
+
+
+def test_recover_stops_the_uv_a_killed_removal_left_running_before_it_compares(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
+    """uv runs in a session of its own, so a SIGKILL of the tool leaves it running. recover
+    must stop it (it is in the journal) before it compares anything: else it finds the
+    environment as the snapshot has it, removes the journal, and uv, going on afterwards,
+    removes the package with nobody left to restore it."""
+    venv = make_venv("requests", "multipkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    uv, started, release = _held_uv(tmp_path)
+    env = {**venv.env(), "UV_OFFLINE": "1", "SAFE_UNINSTALL_UV": str(uv), **process_tag}
+    tool = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root)]
+    removal = subprocess.Popen(
+        [*tool, "--no-probe", "multipkg"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    wait_for(started)
+    held = int(started.read_text())
+    removal.kill()
+    removal.wait()
+    assert running(held)
+
+    recovered = venv.tool("--json", "recover", "--no-probe")  # with the real uv
+    released = _release(release)
+    _ended(held)  # had recover left it, it has now run the real uv
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert not released, "recover left the killed removal's uv running"
+    messages = data["messages"]
+    assert isinstance(messages, list)
+    assert any(f"(pid {held})" in m and m.startswith("stopped") for m in messages), messages
+    assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert tagged_processes(process_tag) == []
+
+
+def test_a_recorded_child_is_known_by_its_start_time_or_its_marker_never_by_its_pid_alone(
+    process_tag: dict[str, str],
+) -> None:
+    """recover stops what the journal records: the child whose pid started at the recorded
+    time, and whatever carries its marker. A process that has only the pid (given to it since
+    the child ended) is left alone."""
+    # Each says it runs (its environment is readable from then on), then waits.
+    pause = [sys.executable, "-c", "import signal; print(flush=True); signal.pause()"]
+    other = subprocess.Popen(pause, env={**os.environ, **process_tag}, stdout=subprocess.PIPE)
+    marker = process.new_marker()
+    marked = subprocess.Popen(
+        pause, env={**os.environ, **process_tag, marker: "1"}, stdout=subprocess.PIPE
+    )
+    try:
+        for child in (other, marked):
+            assert child.stdout is not None and child.stdout.readline() == b"\n"
+        ticks = process.start_ticks(other.pid)
+        assert ticks is not None
+
+        assert process.stop_left(process.new_marker(), other.pid, ticks + 1) == ([], [])
+        assert other.poll() is None, "a process that only had the recorded pid was killed"
+
+        stopped, running = process.stop_left(process.new_marker(), other.pid, ticks)
+        assert [s.endswith(f"(pid {other.pid})") for s in stopped] == [True], stopped
+        assert running == [] and other.wait() == -signal.SIGKILL
+
+        stopped, running = process.stop_left(marker)
+        assert [s.endswith(f"(pid {marked.pid})") for s in stopped] == [True], stopped
+        assert running == [] and marked.wait() == -signal.SIGKILL
+    finally:
+        for child in (other, marked):
+            child.kill()
+            child.wait()
+            assert child.stdout is not None
+            child.stdout.close()

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 import tomli_w
 
+from safeuninstall.base import process
 from safeuninstall.base.bounded import Unusable
 from safeuninstall.base.errors import JournalUnreadable, SnapshotInvalid
 from safeuninstall.environment.backend import PipBackend, UvBackend, requirement_for
@@ -629,6 +630,20 @@ def test_every_step_the_journal_writes_it_reads_back(
 ) -> None:
     book = journal.Journal(tmp_path / "journal.toml", tmp_path)
     entry = book.step(book.begin(operation, "0007", "stash"), step)
+    assert book.read() == entry
+
+
+def test_the_journal_records_the_children_of_a_step_until_the_next_step(tmp_path: Path) -> None:
+    book = journal.Journal(tmp_path / "journal.toml", tmp_path)
+    entry = book.begin("uninstall", "0007", "uninstall")
+    marker = process.new_marker()
+    entry = book.child(entry, journal.Child(marker))  # before it starts
+    assert book.read() == entry
+    entry = book.child(entry, journal.Child(marker, 4242, 17))  # started
+    assert entry.children == (journal.Child(marker, 4242, 17),)
+    assert book.read() == entry
+    entry = book.step(entry, "restore")
+    assert entry.children == ()
     assert book.read() == entry
 
 

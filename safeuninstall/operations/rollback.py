@@ -27,6 +27,7 @@ from safeuninstall.base.errors import (
     NotRestorable,
     SnapshotInvalid,
     SnapshotNotFound,
+    UnfinishedTransaction,
 )
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
 from safeuninstall.environment.installed import (
@@ -173,6 +174,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
             )
         journal.refuse_if_elsewhere(entry, ctx.suggest)
         found = f"found: {entry.describe()}"
+        stopped = _stop_left_running(ctx, entry)  # before anything is read
         ctx.store.remove_unsaved()
         if not entry.snapshot or not ctx.store.snapshot_path(entry.snapshot).is_file():
             return RollbackResult(
@@ -180,10 +182,9 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 outcome=Outcome.RECOVERED,
                 python=str(ctx.python),
                 environment=ctx.where,
-                messages=(found, _recover_without_snapshot(ctx, entry, journal)),
+                messages=(found, *stopped, _recover_without_snapshot(ctx, entry, journal)),
             )
         wanted = ctx.store.load(entry.snapshot)
-        stopped = _stop_guarded_command(ctx, entry)
         leftovers = _deleted(journal.leftovers())  # a journal write cut short
         entry = journal.step(entry, "recover")
         with ctx.installer_locked():
@@ -211,21 +212,37 @@ def _deleted(paths: Sequence[Path]) -> list[str]:
     return deleted
 
 
-def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
-    """A killed ``run`` may have left its command running (in a session of its own): it is
-    stopped, with all it started, before the environment is read, so nothing changes it
-    behind the recover's back."""
-    if entry.operation != "run":
-        return []
-    marker = process.guard_marker(ctx.interpreter.prefix, entry.snapshot)
-    left = process.marked_processes(marker)
-    if not left:
-        return []
-    process.kill_marked(marker)
-    return [
-        f"stopped what the guarded command left running: {len(left)} "
-        f"process{'es' if len(left) != 1 else ''}"
-    ]
+def _stop_left_running(ctx: Context, entry: Entry) -> list[str]:
+    """What the killed operation started runs in sessions of its own and outlives it: the
+    installer it was running (the journal names it), a ``run``'s command. Each is stopped,
+    with all it started, before the environment is read, so that nothing changes it behind
+    the recover's back (an uninstall going on after recover found the environment whole). One
+    that does not end when killed stops the recover before any change."""
+    said, running = [], []
+    for child in entry.children:
+        stopped, left = process.stop_left(child.marker, child.pid, child.started)
+        running += left
+        if stopped:
+            said.append(
+                f"stopped what the interrupted {entry.operation} left running: "
+                + ", ".join(stopped)
+            )
+    if entry.operation == "run":
+        marker = process.guard_marker(ctx.interpreter.prefix, entry.snapshot)
+        stopped, left = process.stop_left(marker)
+        running += left
+        if stopped:
+            said.append(
+                f"stopped what the guarded command left running: {len(stopped)} "
+                f"process{'es' if len(stopped) != 1 else ''}"
+            )
+    if running:
+        raise UnfinishedTransaction(
+            f"the interrupted {entry.operation} left processes running that did not end when "
+            f"killed (pid {', '.join(map(str, sorted(running)))}): nothing was changed; run "
+            f"`{ctx.suggest('recover')}` again once they have ended"
+        )
+    return said
 
 
 def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> str:
