@@ -847,3 +847,36 @@ def test_a_recorded_child_is_known_by_its_start_time_or_its_marker_never_by_its_
             child.wait()
             assert child.stdout is not None
             child.stdout.close()
+
+
+@pytest.mark.parametrize("killed_at", [None, "stash"])
+def test_recover_deletes_the_temp_file_of_a_journal_write_cut_short(
+    make_venv: MakeVenv, killed_at: str | None
+) -> None:
+    """A journal write killed between naming its temp file and renaming it leaves that file;
+    the first write of a removal leaves it and no journal at all (None), a removal killed as it
+    stashes leaves it beside a journal with no snapshot. recover deletes it either way, and
+    nothing else that only looks like one."""
+    venv = make_venv("leftpad")
+    hashes = venv.file_hashes()
+    if killed_at is not None:
+        killed = venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_FAULT=f"{killed_at}:KILL")
+        assert killed.returncode == -signal.SIGKILL
+    stray = venv.root / "..safe-uninstall.journal.toml.k3x_9abc.tmp"
+    others = [
+        venv.root / "..safe-uninstall.journal.toml.NOTOURS1.tmp",  # not mkstemp's characters
+        venv.root / "..safe-uninstall.journal.toml.k3x_9ab.tmp",  # seven of them
+        venv.root / ".safe-uninstall.journal.toml.k3x_9abc.tmp",  # not the journal's prefix
+    ]
+    for path in [stray, *others]:
+        path.write_text('operation = "uninstall"\n')
+
+    run = venv.tool("--json", "recover", "--no-probe")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert not stray.exists()
+    assert all(path.exists() for path in others)
+    assert any(stray.name in m for m in data["messages"]), data["messages"]  # type: ignore[union-attr]
+    assert not journal(venv).exists()
+    assert venv.file_hashes() == hashes

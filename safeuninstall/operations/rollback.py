@@ -164,28 +164,30 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
     with ctx.locked():
         journal = ctx.journal()
         entry = journal.read()
+        # A journal write cut short (the first one too, which leaves no journal): under the
+        # lock, nobody else writes one now.
+        leftovers = _deleted(journal.leftovers())
         if entry is None:
-            return RollbackResult(
-                command="recover",
-                outcome=Outcome.NOTHING_TO_RECOVER,
-                python=str(ctx.python),
-                environment=ctx.where,
-                messages=("no unfinished operation on this environment",),
+            return _recovered(
+                ctx,
+                Outcome.NOTHING_TO_RECOVER,
+                "no unfinished operation on this environment",
+                _deleted_note(leftovers, "a journal write cut short"),
             )
         journal.refuse_if_elsewhere(entry, ctx.suggest)
         found = f"found: {entry.describe()}"
         stopped = _stop_left_running(ctx, entry)  # before anything is read
         ctx.store.remove_unsaved()
         if not entry.snapshot or not ctx.store.snapshot_path(entry.snapshot).is_file():
-            return RollbackResult(
-                command="recover",
-                outcome=Outcome.RECOVERED,
-                python=str(ctx.python),
-                environment=ctx.where,
-                messages=(found, *stopped, _recover_without_snapshot(ctx, entry, journal)),
+            return _recovered(
+                ctx,
+                Outcome.RECOVERED,
+                found,
+                *stopped,
+                _recover_without_snapshot(ctx, entry, journal),
+                _deleted_note(leftovers, f"the interrupted {entry.operation}"),
             )
         wanted = ctx.store.load(entry.snapshot)
-        leftovers = _deleted(journal.leftovers())  # a journal write cut short
         entry = journal.step(entry, "recover")
         with ctx.installer_locked():
             leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
@@ -194,12 +196,26 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]
-        if leftovers:
-            rollback.messages.append(
-                f"deleted the temp files the interrupted {entry.operation} left: "
-                + ", ".join(leftovers)
-            )
+        rollback.messages += _deleted_note(leftovers, f"the interrupted {entry.operation}")
         return rollback.run()
+
+
+def _recovered(ctx: Context, outcome: Outcome, *messages: str | list[str]) -> RollbackResult:
+    """A recover that ends before it compares anything; ``messages``: lines, or lists of them."""
+    said = [line for m in messages for line in ([m] if isinstance(m, str) else m)]
+    return RollbackResult(
+        command="recover",
+        outcome=outcome,
+        python=str(ctx.python),
+        environment=ctx.where,
+        messages=tuple(said),
+    )
+
+
+def _deleted_note(names: Sequence[str], by: str) -> list[str]:
+    if not names:
+        return []
+    return [f"deleted the temp files {by} left: " + ", ".join(names)]
 
 
 def _deleted(paths: Sequence[Path]) -> list[str]:
