@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -880,3 +881,35 @@ def test_recover_deletes_the_temp_file_of_a_journal_write_cut_short(
     assert any(stray.name in m for m in data["messages"]), data["messages"]  # type: ignore[union-attr]
     assert not journal(venv).exists()
     assert venv.file_hashes() == hashes
+
+
+def test_recover_claims_what_it_checked_not_the_bytes_of_what_the_removal_never_touched(
+    make_venv: MakeVenv,
+) -> None:
+    """A removal of leftpad killed after its probe, then a file of requests (which the removal
+    never touched) replaced by other bytes: recover brings leftpad back and says what it
+    verified, the installed set and the files it restored, never that the environment
+    matches the snapshot."""
+    venv = make_venv("requests", "leftpad")
+    killed = venv.tool("--probe", "import requests", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL")
+    assert killed.returncode == -signal.SIGKILL
+    edited = venv.site_packages / "requests" / "api.py"
+    replacement = edited.with_suffix(".new")  # a new file: its inode may be uv's cache's
+    replacement.write_text("def get(): return 'edited'\n")
+    os.replace(replacement, edited)
+
+    run = venv.tool("recover", "--no-probe")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "the environment matches the snapshot" not in run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert re.search(
+        r"^verified: the installed set equals the snapshot; \d+ restored files? match",
+        run.stdout,
+        re.M,
+    ), run.stdout
+    assert lines[-1] == (
+        "recover: recovered; the installed set matches the snapshot, and each restored file its "
+        "hash"
+    )
+    assert venv.installed()["leftpad"] == "1.0"

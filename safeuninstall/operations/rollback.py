@@ -810,7 +810,7 @@ class _Rollback:
         return self._result(outcome, restored=forward, next_command=next_command)
 
     def _probe_after(self, txn: Transaction) -> RollbackResult:
-        """The environment matches the snapshot: does it work?"""
+        """The installed set matches the snapshot: does it work?"""
         ctx, settings = self.ctx, self.settings
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
@@ -818,9 +818,9 @@ class _Rollback:
             concurrent = self._changed_by_others(txn)
             if concurrent is not None:
                 return concurrent
-            # The environment already matches the snapshot; only the check is missing.
+            # The installed set already matches the snapshot; only the check is missing.
             self.messages.append(
-                "the probe after it was interrupted: the environment matches the snapshot, "
+                "the probe after it was interrupted: the installed set matches the snapshot, "
                 f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
             )
             return self._result(
