@@ -16,8 +16,8 @@ Three stretches must not be cut, and hold them back instead:
 - The end, from the moment the outcome is decided to the exit (``settle``): the report is
   printed whole and the exit code is the command's.
 
-A SIGKILL stops any of them; nothing in the environment is then left half done by them but, in the
-write test, one empty hidden file.
+A SIGKILL stops any of them; nothing in the environment is then left half done by them but,
+in the write test, one empty hidden file.
 """
 
 from __future__ import annotations
