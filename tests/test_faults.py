@@ -36,7 +36,6 @@ from tests.conftest import (
     Run,
     Venv,
     running,
-    stand_in_uv,
     tagged_processes,
     wait_for,
 )
@@ -729,20 +728,27 @@ def test_a_guard_killed_while_its_command_runs_is_recovered_and_the_command_stop
     assert venv.file_hashes() == hashes
 
 
-def _held_uv(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """A uv that, asked to uninstall, says its pid (in the file returned second) and waits for a
-    byte on the FIFO returned third before it runs the real uv: a uv slow to start, the tool
-    killed while it runs."""
+def _held_uv(tmp_path: Path, verb: str = "uninstall") -> tuple[Path, Path, Path]:
+    """A uv that, asked to ``pip VERB``, says its pid (in the file returned second) and waits
+    for a byte on the FIFO returned third before it runs the real uv: a uv slow to start, the
+    tool killed while it runs. Every other call (a dry run too) is the real uv at once."""
+    assert UV is not None
     started, release = tmp_path / "uv-started", tmp_path / "uv-release"
     os.mkfifo(release)
-    waits = (
+    uv = tmp_path / "uv"
+    uv.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"if sys.argv[1:3] == ['pip', {verb!r}] and '--dry-run' not in sys.argv:\n"
         # read and write: the open does not wait for a writer, the read waits for the byte
-        f"held = os.open({str(release)!r}, os.O_RDWR)\n"
-        f"open({str(started)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
-        f"os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
-        "os.read(held, 1)\n"
+        f"    held = os.open({str(release)!r}, os.O_RDWR)\n"
+        f"    open({str(started)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"    os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "    os.read(held, 1)\n"
+        f"os.execv({UV!r}, [{UV!r}, *sys.argv[1:]])\n"
     )
-    return stand_in_uv(tmp_path / "uv", waits), started, release
+    uv.chmod(0o755)
+    return uv, started, release
 
 
 def _release(fifo: Path) -> bool:
@@ -913,3 +919,51 @@ def test_recover_claims_what_it_checked_not_the_bytes_of_what_the_removal_never_
         "hash"
     )
     assert venv.installed()["leftpad"] == "1.0"
+
+
+def test_recover_stops_the_reinstall_a_killed_undo_left_running(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
+    """The same for the installer a restore runs: a guarded command writes into leftpad.py in
+    place (and so into its stash) and fails; the undo reinstalls leftpad by its pin, and the
+    tool is killed while that uv waits. recover stops it first, then brings leftpad back."""
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    target = venv.site_packages / "leftpad.py"
+    body = f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)\n"
+    uv, started, release = _held_uv(tmp_path, "install")
+    env = {
+        **venv.env(),
+        "UV_OFFLINE": "1",
+        "UV_NO_INDEX": "1",
+        "UV_FIND_LINKS": str(venv.wheelhouse),
+        "SAFE_UNINSTALL_UV": str(uv),
+        **process_tag,
+    }
+    tool = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root)]
+    guarded = subprocess.Popen(
+        [*tool, "run", "--no-probe", "--", sys.executable, "-c", body],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    wait_for(started)
+    held = int(started.read_text())
+    guarded.kill()
+    guarded.wait()
+    assert running(held)
+
+    recovered = venv.tool_reinstalling("--json", "recover", "--no-probe")  # the real uv
+    released = _release(release)
+    _ended(held)
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert not released, "recover left the killed undo's uv running"
+    messages = data["messages"]
+    assert isinstance(messages, list)
+    assert any(f"(pid {held})" in m and m.startswith("stopped") for m in messages), messages
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert tagged_processes(process_tag) == []
