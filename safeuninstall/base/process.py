@@ -353,10 +353,12 @@ def stop_left(marker: str, pid: int = 0, ticks: int = 0) -> tuple[list[str], lis
 def _opened_if_started(pid: int, ticks: int) -> int | None:
     """A pidfd of process ``pid`` if it is the one that started at ``ticks``: opened first and
     checked after, so that what it refers to cannot change in between. None where the kernel
-    has no pidfd (before Linux 5.3): the marker then finds the child."""
+    has no pidfd (before Linux 5.3, or not Linux): the marker then finds the child."""
+    if not hasattr(os, "pidfd_open"):
+        return None
     try:
         fd = os.pidfd_open(pid)
-    except OSError:  # gone, or no pidfd here
+    except OSError:  # gone, or no pidfd in this kernel
         return None
     if start_ticks(pid) == ticks:
         return fd
