@@ -487,6 +487,14 @@ HOSTILE_JOURNALS = {
     "unknown key": lambda sibling: _journal_text() + 'then = "rollback"\n',
     "state relative": lambda sibling: _journal_text(state="state"),
     "state missing": lambda sibling: _journal_text(state=None),
+    # recover kills what carries a child's marker: only a marker of the tool's own form
+    "child marker PATH": lambda sibling: _journal_text(
+        children=[{"marker": "PATH", "pid": 1, "started": 0}]
+    ),
+    "child pid a string": lambda sibling: _journal_text(
+        children=[{"marker": "_SAFE_UNINSTALL_RUN_0123456789abcdef", "pid": "1", "started": 0}]
+    ),
+    "children not a list": lambda sibling: _journal_text(children="uv"),
 }
 
 

@@ -11,8 +11,11 @@ were before the operation started.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
+import select
 import shutil
 import signal
 import subprocess
@@ -27,7 +30,15 @@ from safeuninstall.base import process
 from safeuninstall.state import stash
 from safeuninstall.state.layout import SnapshotFolder, stash_of
 from safeuninstall.state.snapshot import PackageStash, StashedFile
-from tests.conftest import UV, MakeVenv, Run, Venv, running, tagged_processes, wait_for
+from tests.conftest import (
+    UV,
+    MakeVenv,
+    Run,
+    Venv,
+    running,
+    tagged_processes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -715,3 +726,244 @@ def test_a_guard_killed_while_its_command_runs_is_recovered_and_the_command_stop
     assert "stopped what the guarded command left running: 2 processes" in data["messages"]  # type: ignore[operator]
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+
+
+def _held_uv(tmp_path: Path, verb: str = "uninstall") -> tuple[Path, Path, Path]:
+    """A uv that, asked to ``pip VERB``, says its pid (in the file returned second) and waits
+    for a byte on the FIFO returned third before it runs the real uv: a uv slow to start, the
+    tool killed while it runs. Every other call (a dry run too) is the real uv at once."""
+    assert UV is not None
+    started, release = tmp_path / "uv-started", tmp_path / "uv-release"
+    os.mkfifo(release)
+    uv = tmp_path / "uv"
+    uv.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"if sys.argv[1:3] == ['pip', {verb!r}] and '--dry-run' not in sys.argv:\n"
+        # read and write: the open does not wait for a writer, the read waits for the byte
+        f"    held = os.open({str(release)!r}, os.O_RDWR)\n"
+        f"    open({str(started)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"    os.replace({str(started)!r} + '.tmp', {str(started)!r})\n"
+        "    os.read(held, 1)\n"
+        f"os.execv({UV!r}, [{UV!r}, *sys.argv[1:]])\n"
+    )
+    uv.chmod(0o755)
+    return uv, started, release
+
+
+def _release(fifo: Path) -> bool:
+    """Let a held uv go on; False when nobody waits on ``fifo`` any more (it was stopped)."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # no reader
+            return False
+        raise
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+    return True
+
+
+def _ended(pid: int) -> None:
+    """Until ``pid`` (not a child of this process) has ended."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], 120)  # a guard against a hang, not a wait
+        assert ready, f"process {pid} never ended"
+    finally:
+        os.close(fd)
+
+
+def test_recover_stops_the_uv_a_killed_removal_left_running_before_it_compares(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
+    """uv runs in a session of its own, so a SIGKILL of the tool leaves it running. recover
+    must stop it (it is in the journal) before it compares anything: else it finds the
+    environment as the snapshot has it, removes the journal, and uv, going on afterwards,
+    removes the package with nobody left to restore it."""
+    venv = make_venv("requests", "multipkg")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    uv, started, release = _held_uv(tmp_path)
+    env = {**venv.env(), "UV_OFFLINE": "1", "SAFE_UNINSTALL_UV": str(uv), **process_tag}
+    tool = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root)]
+    removal = subprocess.Popen(
+        [*tool, "--no-probe", "multipkg"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    wait_for(started)
+    held = int(started.read_text())
+    removal.kill()
+    removal.wait()
+    assert running(held)
+
+    recovered = venv.tool("--json", "recover", "--no-probe")  # with the real uv
+    released = _release(release)
+    _ended(held)  # had recover left it, it has now run the real uv
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert not released, "recover left the killed removal's uv running"
+    messages = data["messages"]
+    assert isinstance(messages, list)
+    assert any(f"(pid {held})" in m and m.startswith("stopped") for m in messages), messages
+    assert not journal(venv).exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert tagged_processes(process_tag) == []
+
+
+def test_a_recorded_child_is_known_by_its_start_time_or_its_marker_never_by_its_pid_alone(
+    process_tag: dict[str, str],
+) -> None:
+    """recover stops what the journal records: the child whose pid started at the recorded
+    time, and whatever carries its marker. A process that has only the pid (given to it since
+    the child ended) is left alone."""
+    # Each says it runs (its environment is readable from then on), then waits.
+    pause = [sys.executable, "-c", "import signal; print(flush=True); signal.pause()"]
+    other = subprocess.Popen(pause, env={**os.environ, **process_tag}, stdout=subprocess.PIPE)
+    marker = process.new_marker()
+    marked = subprocess.Popen(
+        pause, env={**os.environ, **process_tag, marker: "1"}, stdout=subprocess.PIPE
+    )
+    try:
+        for child in (other, marked):
+            assert child.stdout is not None and child.stdout.readline() == b"\n"
+        ticks = process.start_ticks(other.pid)
+        assert ticks is not None
+
+        assert process.stop_left(process.new_marker(), other.pid, ticks + 1) == ([], [])
+        assert other.poll() is None, "a process that only had the recorded pid was killed"
+
+        stopped, running = process.stop_left(process.new_marker(), other.pid, ticks)
+        assert [s.endswith(f"(pid {other.pid})") for s in stopped] == [True], stopped
+        assert running == [] and other.wait() == -signal.SIGKILL
+
+        stopped, running = process.stop_left(marker)
+        assert [s.endswith(f"(pid {marked.pid})") for s in stopped] == [True], stopped
+        assert running == [] and marked.wait() == -signal.SIGKILL
+    finally:
+        for child in (other, marked):
+            child.kill()
+            child.wait()
+            assert child.stdout is not None
+            child.stdout.close()
+
+
+@pytest.mark.parametrize("killed_at", [None, "stash"])
+def test_recover_deletes_the_temp_file_of_a_journal_write_cut_short(
+    make_venv: MakeVenv, killed_at: str | None
+) -> None:
+    """A journal write killed between naming its temp file and renaming it leaves that file;
+    the first write of a removal leaves it and no journal at all (None), a removal killed as it
+    stashes leaves it beside a journal with no snapshot. recover deletes it either way, and
+    nothing else that only looks like one."""
+    venv = make_venv("leftpad")
+    hashes = venv.file_hashes()
+    if killed_at is not None:
+        killed = venv.tool("--no-probe", "leftpad", SAFE_UNINSTALL_FAULT=f"{killed_at}:KILL")
+        assert killed.returncode == -signal.SIGKILL
+    stray = venv.root / "..safe-uninstall.journal.toml.k3x_9abc.tmp"
+    others = [
+        venv.root / "..safe-uninstall.journal.toml.NOTOURS1.tmp",  # not mkstemp's characters
+        venv.root / "..safe-uninstall.journal.toml.k3x_9ab.tmp",  # seven of them
+        venv.root / ".safe-uninstall.journal.toml.k3x_9abc.tmp",  # not the journal's prefix
+    ]
+    for path in [stray, *others]:
+        path.write_text('operation = "uninstall"\n')
+
+    run = venv.tool("--json", "recover", "--no-probe")
+
+    data = run.json()
+    assert run.returncode == 0, data
+    assert not stray.exists()
+    assert all(path.exists() for path in others)
+    assert any(stray.name in m for m in data["messages"]), data["messages"]  # type: ignore[union-attr]
+    assert not journal(venv).exists()
+    assert venv.file_hashes() == hashes
+
+
+def test_recover_claims_what_it_checked_not_the_bytes_of_what_the_removal_never_touched(
+    make_venv: MakeVenv,
+) -> None:
+    """A removal of leftpad killed after its probe, then a file of requests (which the removal
+    never touched) replaced by other bytes: recover brings leftpad back and says what it
+    verified, the installed set and the files it restored, never that the environment
+    matches the snapshot."""
+    venv = make_venv("requests", "leftpad")
+    killed = venv.tool("--probe", "import requests", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL")
+    assert killed.returncode == -signal.SIGKILL
+    edited = venv.site_packages / "requests" / "api.py"
+    replacement = edited.with_suffix(".new")  # a new file: its inode may be uv's cache's
+    replacement.write_text("def get(): return 'edited'\n")
+    os.replace(replacement, edited)
+
+    run = venv.tool("recover", "--no-probe")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "the environment matches the snapshot" not in run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert re.search(
+        r"^verified: the installed set equals the snapshot; \d+ restored files? match",
+        run.stdout,
+        re.M,
+    ), run.stdout
+    assert lines[-1] == (
+        "recover: recovered; the installed set matches the snapshot, and each restored file its "
+        "hash"
+    )
+    assert venv.installed()["leftpad"] == "1.0"
+
+
+def test_recover_stops_the_reinstall_a_killed_undo_left_running(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
+    """The same for the installer a restore runs: a guarded command writes into leftpad.py in
+    place (and so into its stash) and fails; the undo reinstalls leftpad by its pin, and the
+    tool is killed while that uv waits. recover stops it first, then brings leftpad back."""
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    target = venv.site_packages / "leftpad.py"
+    body = f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)\n"
+    uv, started, release = _held_uv(tmp_path, "install")
+    env = {
+        **venv.env(),
+        "UV_OFFLINE": "1",
+        "UV_NO_INDEX": "1",
+        "UV_FIND_LINKS": str(venv.wheelhouse),
+        "SAFE_UNINSTALL_UV": str(uv),
+        **process_tag,
+    }
+    tool = [sys.executable, "-m", "safeuninstall", "-p", str(venv.root)]
+    guarded = subprocess.Popen(
+        [*tool, "run", "--no-probe", "--", sys.executable, "-c", body],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    wait_for(started)
+    held = int(started.read_text())
+    guarded.kill()
+    guarded.wait()
+    assert running(held)
+
+    recovered = venv.tool_reinstalling("--json", "recover", "--no-probe")  # the real uv
+    released = _release(release)
+    _ended(held)
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert not released, "recover left the killed undo's uv running"
+    messages = data["messages"]
+    assert isinstance(messages, list)
+    assert any(f"(pid {held})" in m and m.startswith("stopped") for m in messages), messages
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+    assert tagged_processes(process_tag) == []

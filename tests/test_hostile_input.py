@@ -348,6 +348,8 @@ def assert_interrupted_before_any_change(run: Run) -> None:
 
 
 START_UP_POINTS = [
+    "import:safeuninstall.base",  # the first of the tool's own modules the entry point imports
+    "import:safeuninstall.base.interrupts",  # the one that holds interrupts
     "import:safeuninstall.cli",  # the first thing main() does: most of start-up
     "import:click",
     "import:msgspec",
@@ -403,6 +405,55 @@ def test_an_interrupt_in_any_import_of_start_up_is_one_line(
             context
         )
         assert everything(venv, outside) == before, context
+
+
+# Once the outcome is decided: as the command leaves _run (its output printed) or _fail (its
+# error printed), and as the entry point flushes the streams before it exits.
+AFTER_THE_OUTCOME = [
+    ("c_call:_run:exit", ("--dry-run", "leftpad")),
+    ("c_call:main:flush", ("--dry-run", "--json", "leftpad")),
+    ("c_call:_fail:exit", ("rollback", "0042")),  # no such snapshot: an error, exit 1
+    ("c_call:main:flush", ("rollback", "--json", "0042")),
+]
+
+
+@pytest.mark.parametrize(("where", "args"), AFTER_THE_OUTCOME)
+def test_an_interrupt_after_the_outcome_changes_neither_the_exit_code_nor_the_output(
+    make_venv: MakeVenv,
+    interrupt_at: Callable[[str], dict[str, str]],
+    where: str,
+    args: tuple[str, ...],
+) -> None:
+    venv = make_venv("leftpad")
+    quiet = venv.tool(*args)
+
+    run = venv.tool(*args, **interrupt_at(where))
+
+    assert (run.returncode, run.stderr) == (quiet.returncode, quiet.stderr)
+    if "--json" in args:  # the same but for the events' times
+        assert _timeless(run.json()) == _timeless(quiet.json())
+    else:
+        assert run.stdout == quiet.stdout
+
+
+def _timeless(payload: dict[str, object]) -> dict[str, object]:
+    events = payload.get("events")
+    if isinstance(events, list):
+        payload["events"] = [{**event, "seconds": None} for event in events]
+    return payload
+
+
+def test_an_interrupt_after_a_removal_is_printed_keeps_its_exit_code(
+    make_venv: MakeVenv, interrupt_at: Callable[[str], dict[str, str]]
+) -> None:
+    venv = make_venv("leftpad", "multipkg")
+
+    run = venv.tool("--no-probe", "leftpad", **interrupt_at("c_call:_run:exit"))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and "interrupted" not in run.stdout + run.stderr
+    assert "leftpad" not in venv.installed()
+    assert not venv.journal.exists()
 
 
 def test_an_interrupt_during_the_write_test_leaves_nothing(

@@ -586,6 +586,61 @@ def test_a_write_in_place_with_nothing_to_reinstall_from_is_left_as_the_command_
     assert not venv.journal.exists()  # a known state: nothing for recover to finish
 
 
+# Writes one byte in place (the same inode, the same size), then sets the file's times back
+# as they were: only its ctime, which nobody can set, still tells.
+_WRITE_AND_HIDE = (
+    "import os\n"
+    "before = os.stat({path!r})\n"
+    "open({path!r}, 'r+b').write(b'#')\n"
+    "os.utime({path!r}, ns=(before.st_atime_ns, before.st_mtime_ns))\n"
+)
+
+
+def test_a_write_in_place_with_its_mtime_set_back_is_still_undone(make_venv: MakeVenv) -> None:
+    """The command's undo takes a file as unchanged only if its ctime is too."""
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
+    target = str(venv.site_packages / "leftpad.py")
+    command = script(venv, _WRITE_AND_HIDE.format(path=target) + "raise SystemExit(1)\n")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool_reinstalling("--json", "run", "--no-probe", "--", *command)
+
+    data = run.json()
+    assert run.returncode == 3, data
+    assert "the command replaced or rewrote files of leftpad==1.0" in data["messages"]  # type: ignore[operator]
+    assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_recover_after_a_write_in_place_with_its_mtime_set_back_brings_it_back(
+    make_venv: MakeVenv,
+) -> None:
+    """recover's "unchanged since the snapshot" takes the ctime into account too: a file
+    written in place whose mtime was set back is brought back, not called a match. (The
+    command installs toolpkg as well, so that the run goes on to its probe, where it is
+    killed, whatever it makes of leftpad.)"""
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
+    target = str(venv.site_packages / "leftpad.py")
+    install = f"import subprocess\nsubprocess.run({uv_install(venv, 'toolpkg')!r}, check=True)\n"
+    command = script(venv, _WRITE_AND_HIDE.format(path=target) + install)
+    hashes, installed = venv.file_hashes(), venv.installed()
+    killed = venv.tool(
+        "run", "--probe", "import leftpad", "--", *command, SAFE_UNINSTALL_FAULT="probe:KILL"
+    )
+    assert killed.returncode == -9
+
+    recovered = venv.tool_reinstalling("--json", "recover", "--no-probe")
+
+    data = recovered.json()
+    assert recovered.returncode == 0, data
+    assert data["restore"]["reinstalled"] == ["leftpad==1.0"]  # type: ignore[index]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
 @pytest.mark.parametrize("reinstall", [False, True])
 def test_recover_after_a_write_in_place_claims_no_match_it_did_not_hash(
     make_venv: MakeVenv, reinstall: bool

@@ -146,9 +146,15 @@ def test_no_interpreter_to_start_counts_here(env: Path, monkeypatch: pytest.Monk
 @pytest.fixture
 def sleeper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The child: it says its pid, then neither reads nor answers (a walk that takes long).
-    Yields the pid's file; a child the test failed to stop is killed afterwards."""
+    Yields the pid's file, which appears with the pid in it (written aside, then renamed: seen
+    as soon as it exists, an open() not yet written would read empty); a child the test failed
+    to stop is killed afterwards."""
     pid_file = tmp_path / "pid"
-    body = f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\nimport time\ntime.sleep(600)"
+    body = (
+        f"open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"os.replace({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
+        "import time\ntime.sleep(600)"
+    )
     monkeypatch.setattr(sys, "executable", _fake_interpreter(tmp_path, body))
     yield pid_file
     if pid_file.exists() and running(pid := int(pid_file.read_text())):

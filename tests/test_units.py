@@ -5,6 +5,10 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import signal
+import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +17,7 @@ import msgspec
 import pytest
 import tomli_w
 
+from safeuninstall.base import process
 from safeuninstall.base.bounded import Unusable
 from safeuninstall.base.errors import JournalUnreadable, SnapshotInvalid
 from safeuninstall.environment.backend import PipBackend, UvBackend, requirement_for
@@ -630,6 +635,62 @@ def test_every_step_the_journal_writes_it_reads_back(
     book = journal.Journal(tmp_path / "journal.toml", tmp_path)
     entry = book.step(book.begin(operation, "0007", "stash"), step)
     assert book.read() == entry
+
+
+def test_the_journal_records_the_children_of_a_step_until_the_next_step(tmp_path: Path) -> None:
+    book = journal.Journal(tmp_path / "journal.toml", tmp_path)
+    entry = book.begin("uninstall", "0007", "uninstall")
+    marker = process.new_marker()
+    entry = book.child(entry, journal.Child(marker))  # before it starts
+    assert book.read() == entry
+    entry = book.child(entry, journal.Child(marker, 4242, 17))  # started
+    assert entry.children == (journal.Child(marker, 4242, 17),)
+    assert book.read() == entry
+    entry = book.step(entry, "restore")
+    assert entry.children == ()
+    assert book.read() == entry
+
+
+def test_the_journal_is_fsynced_before_it_is_renamed_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renamed first, a power cut could leave a journal of no bytes, or of old ones, in place:
+    recover would then act on the wrong step, or refuse."""
+    calls: list[tuple[str, str]] = []
+    fsync, replace = os.fsync, os.replace
+
+    def fsynced(fd: int) -> None:
+        calls.append(("fsync", "folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
+        fsync(fd)
+
+    def replaced(source: str, target: str) -> None:
+        calls.append(("replace", os.path.basename(target)))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", fsynced)
+    monkeypatch.setattr(os, "replace", replaced)
+    book = journal.Journal(tmp_path / "journal.toml", tmp_path)
+    entry = book.begin("uninstall", "0007", "stash")
+    book.step(entry, "uninstall")
+    once = [("fsync", "file"), ("replace", "journal.toml"), ("fsync", "folder")]
+    assert calls == once * 2
+
+
+def test_an_atomic_write_killed_before_its_rename_leaves_no_temp_file(tmp_path: Path) -> None:
+    """Killed as it fsyncs the new bytes (the longest part of a write), nothing is left beside
+    the file: the bytes had no name yet."""
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from safeuninstall.base.atomicfile import write_atomically\n"
+        "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "write_atomically(Path(sys.argv[1]), b'new')\n"
+    )
+    (tmp_path / "journal.toml").write_bytes(b"old")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "journal.toml")])
+    assert done.returncode == -signal.SIGKILL
+    assert os.listdir(tmp_path) == ["journal.toml"]
+    assert (tmp_path / "journal.toml").read_bytes() == b"old"
 
 
 def test_the_journal_refuses_to_write_what_it_could_not_read_back(tmp_path: Path) -> None:

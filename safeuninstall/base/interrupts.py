@@ -3,26 +3,28 @@
 They all take one path: KeyboardInterrupt, which the core turns into a restore of whatever it
 changed, and the CLI into "interrupted before any change" (exit 1) when nothing was.
 
-Two stretches must not be cut in the middle, and hold them back instead:
+Three stretches must not be cut, and hold them back instead:
 
 - Start-up, from the entry point's first line to the moment the command's core begins
-  (``hold``, then ``release``): importing the tool and parsing the command line. An
-  interrupt there used to escape as a traceback from whatever import it hit. Nothing can
-  have changed yet, and these steps are short and never wait on anything, so it is noted and
-  raised once the CLI can say so in one line.
+  (``hold``, then ``release``): importing the tool and parsing the command line. Nothing can
+  have changed yet, and these steps are short and never wait on anything, so an interrupt
+  there is noted and raised once the CLI can say so in one line (not a traceback from
+  whatever import it hit).
 - A step that must not be cut in two (``deferred``): the write test creates a file in the
   environment and deletes it (an interrupt between the two left it there); uv's uninstall
   runs to its end before the restore starts; a restore finishes before the command exits.
+- The end, from the moment the outcome is decided to the exit (``settle``): the report is
+  printed whole and the exit code is the command's.
 
-A SIGKILL stops either; nothing in the environment is then left half done by them but, in the
-write test, one empty hidden file.
+A SIGKILL stops any of them; nothing in the environment is then left half done by them but,
+in the write test, one empty hidden file.
 """
 
 from __future__ import annotations
 
-# Imported by __main__ before it holds interrupts: nothing here but signal and what Python has
-# loaded anyway by the time a script runs (not typing, nor collections.abc: an interrupt in
-# their import would escape as a traceback). mypy reads the block below as typing's own.
+# Imported first by __main__, which holds interrupts by then with a handler of its own: so
+# little is imported here (not typing, nor collections.abc) because every command pays for it.
+# mypy reads the block below as typing's own.
 import contextlib
 import signal
 
@@ -44,13 +46,32 @@ def _note(signum: int, frame: FrameType | None) -> None:
     _noted.append(signum)
 
 
-def hold() -> None:
+def hold(noted: list[int] | None = None) -> None:
     """From here until ``release``, an interrupt is only noted. A signal the command was
     started with ignored (a hang-up under nohup, Ctrl-C for ``cmd &`` in a script) stays
-    ignored, as Python leaves an ignored SIGINT."""
+    ignored, as Python leaves an ignored SIGINT. ``noted``: what the handler in place noted
+    (the entry point's, set before this module could be imported), taken over once this one
+    is in place."""
     for signum in SIGNALS:
         if signum in _held or signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _note)
+            _held.add(signum)
+    if noted:
+        _noted.extend(noted)
+
+
+def _drop(signum: int, frame: FrameType | None) -> None:
+    pass
+
+
+def settle() -> None:
+    """The command's outcome is decided (its result returned, or its error raised): from here
+    to the exit an interrupt changes nothing. Its report is printed whole and its exit code
+    stands, instead of a traceback and the signal's status. A signal the command was started
+    with ignored stays ignored."""
+    for signum in SIGNALS:
+        if signum in _held or signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _drop)
             _held.add(signum)
 
 

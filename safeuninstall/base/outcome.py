@@ -386,7 +386,8 @@ class Outcome(enum.Enum):
     NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK, Ending.UNCHANGED)
     RECOVERED = (
         "recovered",
-        "recovered; the environment matches the snapshot",
+        # what the verification proved: not the bytes of what the operation never touched
+        "recovered; the installed set matches the snapshot, and each restored file its hash",
         EXIT_OK,
         Ending.STANDS,
     )

@@ -155,7 +155,7 @@ class _Pump(threading.Thread):
         os.close(self._wake_write)
 
 
-def _new_marker() -> str:
+def new_marker() -> str:
     """A marker of its own for one run: what secrets.token_hex(8) returns (os.urandom), without
     importing secrets (hmac, hashlib and OpenSSL) on every command."""
     return MARKER_PREFIX + os.urandom(8).hex()
@@ -173,9 +173,12 @@ class Watch(NamedTuple):
     on_start: Callable[[subprocess.Popen[bytes]], None] | None = None
     # receives its output (both streams) as it comes, besides the bounded capture
     echo: Callable[[str], None] | None = None
+    # the variable that marks the child and all it starts (new_marker), when the caller chose
+    # it, to find them later (a journal records it before the child starts); else one of its own
+    marker: str | None = None
 
 
-_UNWATCHED = Watch()
+UNWATCHED = Watch()
 
 
 def run(
@@ -184,7 +187,7 @@ def run(
     env: Mapping[str, str],
     timeout: float | None = None,
     cwd: Path | None = None,
-    watch: Watch = _UNWATCHED,
+    watch: Watch = UNWATCHED,
 ) -> Completed:
     """Run ``argv`` to completion. Raises FileNotFoundError/PermissionError if it can't start.
 
@@ -195,8 +198,9 @@ def run(
     """
 
     started = time.monotonic()
-    marker = _new_marker()
+    marker = watch.marker or new_marker()
     pump = None
+    proc = None
     # From the fork on: a Ctrl-C that comes before the wait must not leave the child running.
     try:
         proc = subprocess.Popen(
@@ -218,6 +222,12 @@ def run(
             pump = reader
         timed_out = _wait(proc, timeout)
     finally:
+        if proc is not None and proc.returncode is None:
+            # Left before its wait ended (an interrupt): its group is killed by its pid, known
+            # here. The marker alone could miss it: while it is still being exec'ed, its
+            # /proc/PID/environ reads empty.
+            kill(proc)
+            proc.wait()
         kill_marked(marker)
         if pump is not None:
             pump.finish(_GRACE)
@@ -302,6 +312,68 @@ def kill_marked(marker: str) -> None:
         time.sleep(0.005)  # SIGKILL is delivered asynchronously; look again shortly
 
 
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (/proc/PID/stat): with the pid,
+    what names one process, where the pid alone may have been given to another since. None when
+    there is no such process, or it has ended (a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()  # the name may hold anything
+        return None if fields[0] in (b"Z", b"X") else int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stop_left(marker: str, pid: int = 0, ticks: int = 0) -> tuple[list[str], list[int]]:
+    """Stop what a process that has died left running: the child it started with ``marker``
+    (``pid`` and ``ticks``: that child, when known) and all that child started. SIGKILL, then
+    a wait for them to end, of at most about ``_KILL_WAIT`` seconds. Only processes that carry
+    ``marker`` in their environment, and process ``pid`` if it started at ``ticks``, are
+    touched: a pid given to another process since is not. Returns those stopped (``uv (pid
+    4242)``), and the pids still running after the wait."""
+    found = {p: _name(p) for p in marked_processes(marker)}
+    leader = _opened_if_started(pid, ticks) if pid else None
+    try:
+        if leader is not None:
+            found.setdefault(pid, _name(pid))
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(leader, signal.SIGKILL)
+        kill_marked(marker)
+        if leader is not None:
+            select.select([leader], [], [], _KILL_WAIT)  # readable once it has ended
+    finally:
+        if leader is not None:
+            os.close(leader)
+    running = marked_processes(marker)
+    if pid and start_ticks(pid) == ticks and pid not in running:
+        running.append(pid)
+    return [f"{name} (pid {p})" for p, name in sorted(found.items())], running
+
+
+def _opened_if_started(pid: int, ticks: int) -> int | None:
+    """A pidfd of process ``pid`` if it is the one that started at ``ticks``: opened first and
+    checked after, so that what it refers to cannot change in between. None where the kernel
+    has no pidfd (before Linux 5.3, or not Linux): the marker then finds the child."""
+    if not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone, or no pidfd in this kernel
+        return None
+    if start_ticks(pid) == ticks:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip() or "process"
+    except OSError:
+        return "process"
+
+
 def guard_marker(prefix: str, snapshot_id: str) -> str:
     """The variable that marks the processes of a command guarded by ``run`` in the environment
     at ``prefix`` under snapshot ``snapshot_id``: a ``recover`` after the guard was killed finds
@@ -331,7 +403,7 @@ def run_command(
     Called from the main thread (signal handlers are set there).
     """
 
-    marker = marker or _new_marker()
+    marker = marker or new_marker()
     passed: list[int] = []
     started: list[subprocess.Popen[bytes]] = []
 

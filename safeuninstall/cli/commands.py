@@ -599,34 +599,39 @@ def _run(
     operation = operation or render is _operation_text
     if operation:
         common.live.speak()
+    result: Any = _NO_RESULT
     try:
         interrupts.release()  # one that came during start-up is raised here
         try:
             result = call()
         finally:
+            # The outcome is decided: an interrupt from here on changes neither the report
+            # nor the exit code (nor passes for one that came before any change).
+            interrupts.settle()
             common.live.stop()  # a spinner's line ends before anything else is printed
     except SafeUninstallError as err:
         _fail(err, output)
     except KeyboardInterrupt:
         # The core restores whatever it changed before letting an interrupt out; one that
-        # reaches here came before any change.
-        _fail(Interrupted("interrupted before any change"), output)
+        # reaches here came before any change, or after the core returned (before settle).
+        if result is _NO_RESULT:
+            _fail(Interrupted("interrupted before any change"), output)
     except OSError as err:
         # Likewise: the core turns errors after a change into a restore and a result.
         _fail(SafeUninstallError(str(err)), output)
-    # The operation is over: an interrupt now must not cut its report short (or pass for one
-    # that came before any change).
-    with interrupts.deferred(obey=False):
-        if output.as_json:
-            payload = result.to_dict()
-            if operation:  # an operation's envelope: what happened, step by step
-                payload["events"] = [event.to_dict() for event in common.live.events]
-            _print_json(payload)
-        else:
-            text = render(result, output)
-            if text:
-                click.echo(text, color=_use_color(sys.stdout))
+    if output.as_json:
+        payload = result.to_dict()
+        if operation:  # an operation's envelope: what happened, step by step
+            payload["events"] = [event.to_dict() for event in common.live.events]
+        _print_json(payload)
+    else:
+        text = render(result, output)
+        if text:
+            click.echo(text, color=_use_color(sys.stdout))
     sys.exit(getattr(result, "exit_code", 0))
+
+
+_NO_RESULT = object()  # _run's result before the core returned one
 
 
 # The version of the --json contract (docs/reference/json.md and json-schema.json beside it):
@@ -1147,9 +1152,9 @@ def prune_command(
 
 def run(argv: list[str] | None = None) -> int:
     """Run one command line (default: ``sys.argv``) and return its exit code."""
-    # Until the command's core begins (_run), an interrupt is held: parsing changes nothing,
-    # and an interrupt that escaped from it was a traceback. Then Ctrl-C, SIGTERM and a
-    # hang-up all take one path: an in-flight removal is restored before exit.
+    # Until the command's core begins (_run), an interrupt is held: parsing changes nothing.
+    # Then Ctrl-C, SIGTERM and a hang-up all take one path: an in-flight removal is restored
+    # before exit. Once the core has returned, they are dropped (interrupts.settle).
     interrupts.hold()
     args = sys.argv[1:] if argv is None else argv
     try:

@@ -63,9 +63,18 @@ class Backend(Protocol):
     def check_available(self) -> None:
         """Fail before any change when the installer cannot run."""
 
-    def uninstall(self, names: Sequence[str]) -> process.Completed: ...
+    def uninstall(
+        self, names: Sequence[str], *, watch: process.Watch = process.UNWATCHED
+    ) -> process.Completed:
+        """``watch``: who follows the installer's process (its ``echo`` is the backend's)."""
 
-    def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed: ...
+    def install(
+        self,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        watch: process.Watch = process.UNWATCHED,
+    ) -> process.Completed: ...
 
     def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
         """Raise BackendError unless ``install`` would find every one of ``entries``: the
@@ -98,11 +107,19 @@ class _Runner:
     ) -> list[str]:
         raise NotImplementedError
 
-    def uninstall(self, names: Sequence[str]) -> process.Completed:
-        return self._run(self.uninstall_argv(names))
+    def uninstall(
+        self, names: Sequence[str], *, watch: process.Watch = process.UNWATCHED
+    ) -> process.Completed:
+        return self._run(self.uninstall_argv(names), watch=watch)
 
-    def install(self, entries: Sequence[PackageEntry], *, offline: bool) -> process.Completed:
-        return self._run(self.install_argv(entries, offline=offline))
+    def install(
+        self,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        watch: process.Watch = process.UNWATCHED,
+    ) -> process.Completed:
+        return self._run(self.install_argv(entries, offline=offline), watch=watch)
 
     reinstall_flag = ""
 
@@ -112,10 +129,12 @@ class _Runner:
         # As a reinstall: one still installed at that version would pass without being found.
         self._run([*argv[: verb + 1], "--dry-run", self.reinstall_flag, *argv[verb + 1 :]])
 
-    def _run(self, argv: list[str], timeout: float = _TIMEOUT) -> process.Completed:
+    def _run(
+        self, argv: list[str], timeout: float = _TIMEOUT, watch: process.Watch = process.UNWATCHED
+    ) -> process.Completed:
         try:
             done = process.run(
-                argv, timeout=timeout, env=self.env, watch=process.Watch(echo=self.echo)
+                argv, timeout=timeout, env=self.env, watch=watch._replace(echo=self.echo)
             )
         except OSError as err:
             raise BackendError(f"cannot run {argv[0]}: {err.strerror}") from err

@@ -27,6 +27,7 @@ from safeuninstall.base.errors import (
     NotRestorable,
     SnapshotInvalid,
     SnapshotNotFound,
+    UnfinishedTransaction,
 )
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
 from safeuninstall.environment.installed import (
@@ -163,28 +164,30 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
     with ctx.locked():
         journal = ctx.journal()
         entry = journal.read()
+        # A journal write cut short (the first one too, which leaves no journal): under the
+        # lock, nobody else writes one now.
+        leftovers = _deleted(journal.leftovers())
         if entry is None:
-            return RollbackResult(
-                command="recover",
-                outcome=Outcome.NOTHING_TO_RECOVER,
-                python=str(ctx.python),
-                environment=ctx.where,
-                messages=("no unfinished operation on this environment",),
+            return _recovered(
+                ctx,
+                Outcome.NOTHING_TO_RECOVER,
+                "no unfinished operation on this environment",
+                _deleted_note(leftovers, "a journal write cut short"),
             )
         journal.refuse_if_elsewhere(entry, ctx.suggest)
         found = f"found: {entry.describe()}"
+        stopped = _stop_left_running(ctx, entry)  # before anything is read
         ctx.store.remove_unsaved()
         if not entry.snapshot or not ctx.store.snapshot_path(entry.snapshot).is_file():
-            return RollbackResult(
-                command="recover",
-                outcome=Outcome.RECOVERED,
-                python=str(ctx.python),
-                environment=ctx.where,
-                messages=(found, _recover_without_snapshot(ctx, entry, journal)),
+            return _recovered(
+                ctx,
+                Outcome.RECOVERED,
+                found,
+                *stopped,
+                _recover_without_snapshot(ctx, entry, journal),
+                _deleted_note(leftovers, f"the interrupted {entry.operation}"),
             )
         wanted = ctx.store.load(entry.snapshot)
-        stopped = _stop_guarded_command(ctx, entry)
-        leftovers = _deleted(journal.leftovers())  # a journal write cut short
         entry = journal.step(entry, "recover")
         with ctx.installer_locked():
             leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
@@ -193,12 +196,26 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]
-        if leftovers:
-            rollback.messages.append(
-                f"deleted the temp files the interrupted {entry.operation} left: "
-                + ", ".join(leftovers)
-            )
+        rollback.messages += _deleted_note(leftovers, f"the interrupted {entry.operation}")
         return rollback.run()
+
+
+def _recovered(ctx: Context, outcome: Outcome, *messages: str | list[str]) -> RollbackResult:
+    """A recover that ends before it compares anything; ``messages``: lines, or lists of them."""
+    said = [line for m in messages for line in ([m] if isinstance(m, str) else m)]
+    return RollbackResult(
+        command="recover",
+        outcome=outcome,
+        python=str(ctx.python),
+        environment=ctx.where,
+        messages=tuple(said),
+    )
+
+
+def _deleted_note(names: Sequence[str], by: str) -> list[str]:
+    if not names:
+        return []
+    return [f"deleted the temp files {by} left: " + ", ".join(names)]
 
 
 def _deleted(paths: Sequence[Path]) -> list[str]:
@@ -211,21 +228,37 @@ def _deleted(paths: Sequence[Path]) -> list[str]:
     return deleted
 
 
-def _stop_guarded_command(ctx: Context, entry: Entry) -> list[str]:
-    """A killed ``run`` may have left its command running (in a session of its own): it is
-    stopped, with all it started, before the environment is read, so nothing changes it
-    behind the recover's back."""
-    if entry.operation != "run":
-        return []
-    marker = process.guard_marker(ctx.interpreter.prefix, entry.snapshot)
-    left = process.marked_processes(marker)
-    if not left:
-        return []
-    process.kill_marked(marker)
-    return [
-        f"stopped what the guarded command left running: {len(left)} "
-        f"process{'es' if len(left) != 1 else ''}"
-    ]
+def _stop_left_running(ctx: Context, entry: Entry) -> list[str]:
+    """What the killed operation started runs in sessions of its own and outlives it: the
+    installer it was running (the journal names it), a ``run``'s command. Each is stopped,
+    with all it started, before the environment is read, so that nothing changes it behind
+    the recover's back (an uninstall going on after recover found the environment whole). One
+    that does not end when killed stops the recover before any change."""
+    said, running = [], []
+    for child in entry.children:
+        stopped, left = process.stop_left(child.marker, child.pid, child.started)
+        running += left
+        if stopped:
+            said.append(
+                f"stopped what the interrupted {entry.operation} left running: "
+                + ", ".join(stopped)
+            )
+    if entry.operation == "run":
+        marker = process.guard_marker(ctx.interpreter.prefix, entry.snapshot)
+        stopped, left = process.stop_left(marker)
+        running += left
+        if stopped:
+            said.append(
+                f"stopped what the guarded command left running: {len(stopped)} "
+                f"process{'es' if len(stopped) != 1 else ''}"
+            )
+    if running:
+        raise UnfinishedTransaction(
+            f"the interrupted {entry.operation} left processes running that did not end when "
+            f"killed (pid {', '.join(map(str, sorted(running)))}): nothing was changed; run "
+            f"`{ctx.suggest('recover')}` again once they have ended"
+        )
+    return said
 
 
 def _recover_without_snapshot(ctx: Context, entry: Entry, journal: Journal) -> str:
@@ -777,7 +810,7 @@ class _Rollback:
         return self._result(outcome, restored=forward, next_command=next_command)
 
     def _probe_after(self, txn: Transaction) -> RollbackResult:
-        """The environment matches the snapshot: does it work?"""
+        """The installed set matches the snapshot: does it work?"""
         ctx, settings = self.ctx, self.settings
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
@@ -785,9 +818,9 @@ class _Rollback:
             concurrent = self._changed_by_others(txn)
             if concurrent is not None:
                 return concurrent
-            # The environment already matches the snapshot; only the check is missing.
+            # The installed set already matches the snapshot; only the check is missing.
             self.messages.append(
-                "the probe after it was interrupted: the environment matches the snapshot, "
+                "the probe after it was interrupted: the installed set matches the snapshot, "
                 f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
             )
             return self._result(

@@ -9,9 +9,15 @@ outcome is verified. A journal found by the next call (under the lock, so its wr
 means that writer died half way; ``recover`` brings the environment back to the snapshot the
 journal names.
 
+It also names the child processes the step under way started (the installer): each one's
+marker (process.run), written before it starts, and its pid and start time once it has. The
+children run in sessions of their own and outlive a SIGKILL of the tool: ``recover`` stops
+them, and what they started, before it compares anything.
+
 A journal is read only if every field is one this tool writes: a known operation and step, a
 snapshot id of the form the store gives (``0007``), a pid, a start time, the absolute path of a
-state folder, and nothing else, in a regular file (not a symbolic link) of at most 64 KiB.
+state folder, at most a few children each with a marker of the form process.run gives, a pid
+and a start time, and nothing else, in a regular file (not a symbolic link) of at most 64 KiB.
 Anything else is an unreadable journal: ``recover`` then acts on nothing it names (a snapshot
 of ``"."`` or ``"/home"`` would be a folder to delete) and says how to go on by hand.
 
@@ -25,9 +31,11 @@ The variable is for tests; nothing else reads it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import os
+import re
 import shlex
 import signal
 import stat
@@ -42,6 +50,7 @@ from msgspec import Struct
 from safeuninstall.base import tomlfile
 from safeuninstall.base.atomicfile import leftover_temps, write_atomically
 from safeuninstall.base.errors import JournalUnreadable, UnfinishedTransaction
+from safeuninstall.base.process import MARKER_PREFIX
 from safeuninstall.state.snapshot import FORMED_ID
 
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
@@ -55,8 +64,18 @@ STEPS = frozenset(
     {"stash", "command", "uninstall", "probe", "restore", "restore-reinstall", "verify", "recover"}
     | {f"recover:{step}" for step in _RECOVERED_STEPS}
 )
-MAX_BYTES = 64 * 1024  # a journal holds six short fields; anything bigger is not one of ours
+MAX_BYTES = 64 * 1024  # a journal holds a few short fields; anything bigger is not one of ours
 MAX_PATH = 4096  # PATH_MAX: the longest state folder a journal may name
+MAX_CHILDREN = 8  # a step starts one installer at a time
+_MARKER = re.compile(re.escape(MARKER_PREFIX) + "[0-9a-f]{16}")  # process.new_marker's
+
+
+class Child(Struct, frozen=True):
+    """A process the step under way started (process.run), as the journal records it."""
+
+    marker: str  # the variable it and all it starts carry (process.new_marker)
+    pid: int = 0  # 0: about to start
+    started: int = 0  # its start time (process.start_ticks): a pid reused since is not it
 
 
 class Entry(Struct, frozen=True):
@@ -68,6 +87,7 @@ class Entry(Struct, frozen=True):
     pid: int
     started: str
     state: str  # the state folder that holds the snapshot (absolute)
+    children: tuple[Child, ...] = ()  # started by this step, and perhaps running still
 
     def describe(self) -> str:
         return (
@@ -107,7 +127,7 @@ class Journal:
         problem = _problem(data)
         if problem is not None:
             raise self._unreadable(problem)
-        return Entry(**data)
+        return msgspec.convert(data, Entry)
 
     def _read_bounded(self) -> bytes | None:
         """The file's bytes, if it is a regular file (not a link to one) of at most MAX_BYTES."""
@@ -195,20 +215,32 @@ class Journal:
     def step(
         self, entry: Entry, step: str, *, durable: bool = True, must_write: bool = True
     ) -> Entry:
-        """Record that ``step`` is about to run, then pass the fault-injection point.
+        """Record that ``step`` is about to run, then pass the fault-injection point. The
+        children of the step before have ended by then (process.run returns once they have).
 
         ``durable=False`` for a step that changes nothing (the probe): the note may be lost
         in a power cut, the previous durable step still tells ``recover`` what to do.
         ``must_write=False`` inside a restore: a full disk must not stop the restore itself;
         the journal then still names an earlier step, which ``recover`` handles the same way.
         """
-        updated = msgspec.structs.replace(entry, step=step)
+        updated = msgspec.structs.replace(entry, step=step, children=())
         try:
             self._write(updated, durable=durable)
         except OSError:
             if must_write:
                 raise
         checkpoint(step)
+        return updated
+
+    def child(self, entry: Entry, child: Child) -> Entry:
+        """Record a child of the step under way: its marker before it starts, then again with
+        its pid and start time. Not fsynced: a power cut ends it too, and a SIGKILL of this
+        process leaves what was written in the page cache. A write that fails (a full disk)
+        does not stop the step: ``recover`` then does not know of this child."""
+        children = [c for c in entry.children if c.marker != child.marker][-MAX_CHILDREN + 1 :]
+        updated = msgspec.structs.replace(entry, children=(*children, child))
+        with contextlib.suppress(OSError):
+            self._write(updated, durable=False)
         return updated
 
     def leftovers(self) -> list[Path]:
@@ -222,7 +254,9 @@ class Journal:
             return
 
     def _write(self, entry: Entry, *, durable: bool = True) -> None:
-        data = msgspec.structs.asdict(entry)
+        data = msgspec.to_builtins(entry)
+        if not data["children"]:
+            del data["children"]  # as a journal without any reads
         problem = _problem(data)
         if problem is not None:  # a step added to core.py but not to STEPS, say
             raise ValueError(f"refusing to write a journal that could not be read back: {problem}")
@@ -248,9 +282,12 @@ def _problem(data: Mapping[str, Any]) -> str | None:
         # bool is an int to isinstance; a TOML true is no pid
         if not isinstance(value, kind) or isinstance(value, bool):
             return f"{key}: {type(value).__name__} {_shown(value)}, not {kind.__name__}"
-    unknown = sorted(set(data) - set(_FIELDS))
+    unknown = sorted(set(data) - {*_FIELDS, "children"})
     if unknown:
         return f"{unknown[0]}: not a journal key"
+    children = _children_problem(data.get("children", []))
+    if children is not None:
+        return children
     if data["operation"] not in OPERATIONS:
         return f"operation: {_shown(data['operation'])} is not an operation this tool records"
     if data["step"] not in STEPS:
@@ -262,6 +299,28 @@ def _problem(data: Mapping[str, Any]) -> str | None:
     state = data["state"]
     if not os.path.isabs(state) or "\0" in state or len(state) > MAX_PATH:
         return f"state: {_shown(state)} is not the absolute path of a state folder"
+    return None
+
+
+_CHILD_FIELDS: dict[str, type] = {"marker": str, "pid": int, "started": int}
+
+
+def _children_problem(children: object) -> str | None:
+    """What makes ``children`` other than the children this tool records, or None."""
+    if not isinstance(children, (list, tuple)) or len(children) > MAX_CHILDREN:
+        return f"children: not a list of at most {MAX_CHILDREN} processes"
+    for i, child in enumerate(children):
+        where = f"children[{i}]"
+        if not isinstance(child, dict) or set(child) != set(_CHILD_FIELDS):
+            return f"{where}: not a table of {', '.join(_CHILD_FIELDS)}"
+        for key, kind in _CHILD_FIELDS.items():
+            value = child[key]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                return f"{where}.{key}: {type(value).__name__} {_shown(value)}, not {kind.__name__}"
+        if not _MARKER.fullmatch(child["marker"]):
+            return f"{where}.marker: {_shown(child['marker'])} is not a marker this tool gives"
+        if child["pid"] < 0 or child["started"] < 0:
+            return f"{where}: a negative pid or start time"
     return None
 
 

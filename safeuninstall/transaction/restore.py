@@ -17,6 +17,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
+from safeuninstall.base import process
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import BackendError, SnapshotInvalid
 from safeuninstall.environment.installed import (
@@ -98,11 +99,15 @@ class RestoreJob(Struct, frozen=True):
 
 
 def restore(
-    ctx: Context, job: RestoreJob, checkpoint: Callable[[str], object] = lambda step: None
+    ctx: Context,
+    job: RestoreJob,
+    checkpoint: Callable[[str], object] = lambda step: None,
+    follow: Callable[[], process.Watch] = process.Watch,
 ) -> RestoreReport:
-    """``checkpoint`` is called at the step boundary inside: before the reinstall.
+    """``checkpoint`` is called at the step boundary inside: before the reinstall; ``follow``
+    gives who follows the installer's process (Transaction: the journal records it).
     ``ctx.on_progress`` is told (step, bytes checked, bytes in all) while stashes are checked."""
-    return _Restore(ctx, job).run(checkpoint)
+    return _Restore(ctx, job).run(checkpoint, follow)
 
 
 class _Restore:
@@ -116,7 +121,9 @@ class _Restore:
             byte_counter(progress, "restore", _restore_total(self.plan)) if progress else None
         )
 
-    def run(self, checkpoint: Callable[[str], object]) -> RestoreReport:
+    def run(
+        self, checkpoint: Callable[[str], object], follow: Callable[[], process.Watch]
+    ) -> RestoreReport:
         report = self.report
         reinstall = list(self.plan.reinstall)
         if self.plan.from_stash:
@@ -130,7 +137,7 @@ class _Restore:
         checkpoint("restore-reinstall")
         if reinstall:
             try:
-                self.ctx.backend.install(reinstall, offline=self.job.offline)
+                self.ctx.backend.install(reinstall, offline=self.job.offline, watch=follow())
             except BackendError as err:
                 report.failed.extend(e.pin for e in reinstall)
                 report.notes.append(f"reinstall failed: {err.message}\n{err.detail}".strip())

@@ -23,6 +23,7 @@ import contextlib
 import datetime
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +32,7 @@ import msgspec
 from msgspec import Struct
 
 from safeuninstall import __version__
-from safeuninstall.base import interrupts
+from safeuninstall.base import interrupts, process
 from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.base.errors import BackendError, NotRestorable, SnapshotInvalid
 from safeuninstall.base.outcome import Outcome, Returned
@@ -54,7 +55,7 @@ from safeuninstall.judgement.plan import (
 )
 from safeuninstall.session.analysis import sharing_files, snapshot_view
 from safeuninstall.session.context import Context
-from safeuninstall.state.journal import Entry
+from safeuninstall.state.journal import Child, Entry
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target
 from safeuninstall.state.stash import (
@@ -341,12 +342,28 @@ class Transaction:
             with interrupts.deferred():
                 if hasher is not None:
                     hasher.installer_runs()
-                self._ctx.backend.uninstall(names)
+                self._ctx.backend.uninstall(names, watch=self._followed())
                 if hasher is not None:
                     hasher.installer_done()
         except BackendError as err:
             return f"{err.message}\n{err.detail}".strip()
         return None
+
+    def _followed(self) -> process.Watch:
+        """How the installer's process is followed: the journal records its marker before it
+        starts, its pid and start time once it has. It runs in a session of its own, so a
+        SIGKILL of this process leaves it running: ``recover`` stops it before it compares
+        anything, else it could go on changing the environment after recover's proof."""
+        marker = process.new_marker()
+        assert self._entry is not None
+        self._entry = self._journal.child(self._entry, Child(marker))
+
+        def started(proc: subprocess.Popen[bytes]) -> None:
+            assert self._entry is not None
+            ticks = process.start_ticks(proc.pid) or 0
+            self._entry = self._journal.child(self._entry, Child(marker, proc.pid, ticks))
+
+        return process.Watch(on_start=started, marker=marker)
 
     def changing(self, step: str) -> None:
         """A change of another kind than an uninstall (``run``'s command) is about to begin,
@@ -417,7 +434,9 @@ class Transaction:
             rewritten=rewritten,
         )
         try:
-            report = restore(ctx, job, lambda step: self._step(step, must_write=False))
+            report = restore(
+                ctx, job, lambda step: self._step(step, must_write=False), self._followed
+            )
             pruned = _pruned_note(ctx, wanted.id, report.reinstalled)
             if pruned:
                 report.notes.append(pruned)
