@@ -908,3 +908,57 @@ def test_more_uv_options(pair: Pair) -> None:
         "--directory=.",
     )
     pair.replay(lambda side: side.install("six", "rich"), *options, "six").same()
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["../../../bin/python", "../../../bin/python3", "../../../pyvenv.cfg", "../../../bin/"],
+)
+def test_more_record_lists_the_interpreter(pair: Pair, line: str) -> None:
+    """A RECORD line naming the environment's own interpreter, a link that leads to it, its
+    pyvenv.cfg or the folder that holds them: uv deletes it, and then nothing opens the
+    environment again (no rollback, recover or doctor). The tool refuses, naming the line."""
+
+    def setup(side: Side) -> None:
+        side.install("evilpkg")
+        side.add_to_record("evilpkg", f"{line},,")
+
+    replay = pair.replay(setup, "evilpkg").refused(f"RECORD line {line!r}")
+    assert "nothing was removed" in replay.tool.stderr
+
+
+def test_more_a_removal_that_hollows_another_is_restored(pair: Pair) -> None:
+    """Two builds of one library install the same file: uv removes one and leaves the other
+    hollow; the tool restores it all (exit 3), even with --no-probe."""
+
+    def setup(side: Side) -> None:
+        for flavour in ("cu12", "cu13"):
+            side.build(
+                f"sharedlib-{flavour}", "1.0", {"sharedlib/__init__.py": f"F = {flavour!r}\n"}
+            )
+        side.install("sharedlib-cu12", "sharedlib-cu13", find_links=side.wheels)
+
+    replay = pair.replay(setup, "sharedlib-cu12")
+    assert replay.uv.returncode == 0, replay.uv.stderr
+    assert not list(replay.uv_side.site.glob("sharedlib/__init__.py"))
+    assert replay.tool.returncode == 3, replay.tool.stdout + replay.tool.stderr
+    assert differences(replay.before, replay.tool_raw_after) == []
+
+
+def test_every_documented_difference_names_a_test_that_exists() -> None:
+    """The differences table in docs/usage.md: each row's test is one the suite has."""
+    docs = Path(__file__).parent.parent / "docs" / "usage.md"
+    text = docs.read_text().partition("### Differences from `uv pip uninstall`")[2]
+    rows = [line for line in text.split("\n\n")[2].splitlines() if line.startswith("| ")][2:]
+    assert rows
+    for row in rows:
+        named = row.rstrip(" |").rpartition("|")[2].strip()
+        if named == "every test":
+            continue
+        (test,) = re.findall(r"`([^`]+)`", named)
+        if test.endswith(".py"):  # a module's tests
+            assert (Path(__file__).parent.parent / test).is_file(), row
+            continue
+        module, _, func = test.rpartition("::")
+        source = Path(__file__).parent.parent / module if module else Path(__file__)
+        assert f"def {func}(" in source.read_text(), row

@@ -711,3 +711,28 @@ def test_an_uninstall_refused_on_a_second_dist_info_folder_points_to_doctor_and_
     assert venv.file_hashes() == hashes
     # What it points to holds: doctor names snapshot 0001, which keeps urllib3 2.2.1.
     assert venv.tool("doctor", "--json").json()["repair_command"].endswith("rollback 0001")
+
+
+def test_a_rollback_that_would_delete_the_interpreter_is_refused_unchanged(
+    make_venv: MakeVenv,
+) -> None:
+    """A distribution installed since the snapshot whose RECORD lists the venv's own
+    bin/python: the rollback's uninstall would delete it (uv does), leaving nothing to run
+    the next command with. Refused before any change, naming the line."""
+    venv = make_venv("leftpad")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    venv.install("toolpkg")
+    (record,) = venv.site_packages.glob("toolpkg-*.dist-info/RECORD")
+    text = record.read_text() + "../../../bin/python,,\n"
+    record.unlink()  # a hard link into the uv cache: replaced, never written in place
+    record.write_text(text)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("rollback", "--no-probe")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "its RECORD line '../../../bin/python' names" in run.stderr
+    assert "nothing was removed" in run.stderr
+    assert venv.python.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes

@@ -382,3 +382,26 @@ def _pyvenv_cfg(path: Path) -> dict[str, str]:
         if sep:
             found[key.strip().lower()] = value.strip()
     return found
+
+
+def vital_files(python: Path, interpreter: Interpreter) -> dict[str, str]:
+    """What the environment cannot be opened without, by normalised path, each with what it
+    is: its pyvenv.cfg (a venv), each name on the way from ``python`` to the interpreter's
+    file (a venv's bin/python is a link to its base interpreter), and each link of its scripts
+    folder that leads to that same file (bin/python3, bin/python3.12). Deleting one of them
+    leaves no interpreter to run a rollback, a recover or a doctor with."""
+    found: dict[str, str] = {}
+    if interpreter.is_venv:
+        found[os.path.normpath(os.path.join(interpreter.prefix, "pyvenv.cfg"))] = "its pyvenv.cfg"
+    path = os.path.normpath(os.path.abspath(python))
+    for _ in range(40):  # the kernel's own bound on links followed
+        found[path] = "its interpreter"
+        if not os.path.islink(path):
+            break
+        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+    real = os.path.realpath(python)
+    with contextlib.suppress(OSError), os.scandir(interpreter.scripts) as entries:
+        for entry in entries:
+            if entry.is_symlink() and os.path.realpath(entry.path) == real:
+                found.setdefault(os.path.normpath(entry.path), "a link to its interpreter")
+    return found

@@ -387,6 +387,7 @@ class _Rollback:
         refused = [r for n in plan.remove if (r := legacy_refusal(installed[n], ctx.backend.name))]
         if refused:
             raise NotRestorable("; ".join(r.message for r in refused))
+        ctx.refuse_deleting_the_interpreter([installed[n] for n in plan.remove])
         prefix = Path(ctx.interpreter.prefix)
         check_restore_paths(wanted, plan.restore, prefix, ctx.store.snapshot_path(wanted.id))
 

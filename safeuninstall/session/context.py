@@ -10,7 +10,7 @@ from __future__ import annotations
 import configparser
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,12 +21,14 @@ from safeuninstall.base import process
 from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun, LockBusy, NotRestorable
 from safeuninstall.base.events import Events
 from safeuninstall.environment.backend import Backend, backend_for, shell_line
+from safeuninstall.environment.deletion import vital_line
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.interpreter import (
     Interpreter,
     find_python,
     is_path_request,
     query_interpreter,
+    vital_files,
     with_layout,
 )
 from safeuninstall.judgement.needs import requirement_closure
@@ -140,6 +142,30 @@ class Context:
             + "; uv changes it only with --break-system-packages (nothing was changed). "
             "Consider a virtual environment (uv venv)."
         )
+
+    def refuse_deleting_the_interpreter(self, remove: Iterable[InstalledDistribution]) -> None:
+        """Before any change: a RECORD that lists the environment's interpreter, a link to it
+        or its pyvenv.cfg (or a folder holding one). uv deletes it, and then no rollback,
+        recover or doctor can open the environment to give anything back. Refused rather than
+        kept in place: a removal that leaves one of the distribution's files behind is not the
+        removal uv makes, and a refusal changes nothing at all."""
+        vital = vital_files(self.python, self.interpreter)
+        for dist in remove:
+            try:
+                paths = dist.record_paths()
+            except OSError:
+                continue  # no RECORD to read: the stash says so, before any change
+            found = vital_line(paths, str(dist.site_dir), self.interpreter.prefix, vital)
+            if found is None:
+                continue
+            line, path = found
+            what = vital.get(path, "a folder that holds its interpreter or pyvenv.cfg")
+            raise NotRestorable(
+                f"{dist.name} {dist.version}: its RECORD line {line!r} names {path}, {what} "
+                "of this environment: uv would delete it, and then no rollback, recover or "
+                "doctor could open the environment to undo the removal; nothing was removed. "
+                f"Correct the RECORD ({dist.dist_info / 'RECORD'}) before removing {dist.name}"
+            )
 
     def journal(self) -> Journal:
         """The environment's journal; the snapshot it names is in this command's state folder."""
