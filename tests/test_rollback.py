@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MakeVenv, Venv, stand_in_uv
+from tests.conftest import MakeVenv, Venv, installer_calls, logging_uv, stand_in_uv
 from tests.realstack import RealVenv, Stacks
 from tests.wheels import build_wheel
 
@@ -736,3 +736,31 @@ def test_a_rollback_that_would_delete_the_interpreter_is_refused_unchanged(
     assert venv.python.exists()
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+
+
+def test_what_no_stash_holds_comes_back_in_one_installer_call(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The promise: one uninstall for what is removed, and one reinstall for everything no
+    stash can give back, never one call per distribution (counted at the installer)."""
+    venv = make_venv("leftpad", "toolpkg", "urllib3==2.3.0")
+    log = tmp_path / "uv-calls.jsonl"
+    uv = str(logging_uv(tmp_path / "uv", log))
+    removed = venv.tool("--no-probe", "leftpad", "toolpkg", "urllib3", SAFE_UNINSTALL_UV=uv)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    (uninstall,) = installer_calls(log, "pip", "uninstall")
+    assert {"leftpad", "toolpkg", "urllib3"} <= set(uninstall)
+    shutil.rmtree(venv.snapshot("0001").stash_dir)
+
+    back = venv.tool(
+        "rollback",
+        "--no-probe",
+        SAFE_UNINSTALL_UV=uv,
+        UV_NO_INDEX="1",
+        UV_FIND_LINKS=str(venv.wheelhouse),
+    )
+
+    assert back.returncode == 0, back.stdout + back.stderr
+    (install,) = installer_calls(log, "pip", "install")
+    assert {"leftpad==1.0", "toolpkg==1.0", "urllib3==2.3.0"} <= set(install)
+    assert venv.installed().keys() >= {"leftpad", "toolpkg", "urllib3"}
