@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,10 +80,21 @@ class Side:
     def env(self) -> dict[str, str]:
         return {**os.environ, "UV_CACHE_DIR": str(self.cache)}
 
-    def uv(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def uv(
+        self,
+        *args: str,
+        check: bool = True,
+        extra: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         assert UV is not None
         return subprocess.run(
-            [UV, *args], env=self.env(), capture_output=True, text=True, check=check, cwd=self.root
+            [UV, *args],
+            env={**self.env(), **(extra or {})},
+            capture_output=True,
+            text=True,
+            check=check,
+            cwd=cwd or self.root,
         )
 
     def install(self, *requirements: str, find_links: Path | None = None) -> None:
@@ -124,13 +135,16 @@ class Side:
         text = record.read_text().rstrip("\n") + "\n" + "".join(f"{line}\n" for line in lines)
         self.write(str(record.relative_to(self.root)), text)
 
-    def tool(self, *args: str) -> Run:
+    def tool(
+        self, *args: str, extra: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> Run:
         env = {
             **os.environ,
             "UV_OFFLINE": "1",
             "UV_CACHE_DIR": str(self.root.parent / f"empty-uv-cache-{self.root.name}"),
+            **(extra or {}),
         }
-        return run_tool(*args, env=env, cwd=self.root)
+        return run_tool(*args, env=env, cwd=cwd or self.root)
 
 
 def record_line(site: Path, rel: str) -> str:
@@ -189,7 +203,9 @@ class Replay:
     tool_after: dict[str, str]
     tool_raw_after: dict[str, str]  # as compared with the tool's side before
     where: tuple[str, ...] = ()  # how both commands named the environment (for the rollback)
-    where: tuple[str, ...] = ()  # how both commands named the environment (for the rollback)
+    # what else named it: variables, the folder both ran in (for the rollback)
+    extra: Mapping[str, str] | None = None
+    cwd: Path | None = None
 
     def same(self) -> Replay:
         """The tool did what uv did: the same outcome, the same bytes; then rollback."""
@@ -213,7 +229,9 @@ class Replay:
     def rolled_back(self) -> Replay:
         """Where the tool changed anything, ``rollback`` gives back every byte of before."""
         if differences(self.before, self.tool_raw_after):
-            back = self.tool_side.tool("rollback", "--no-probe", *self.where)
+            back = self.tool_side.tool(
+                "rollback", "--no-probe", *self.where, extra=self.extra, cwd=self.cwd
+            )
             assert back.returncode == 0, back.stdout + back.stderr
             # Files and links; a folder left empty inside a folder a RECORD lists is not
             # brought back (a stash holds files).
@@ -237,17 +255,37 @@ class Pair:
         *args: str,
         where: tuple[str, ...] = ("--python", ".venv"),
         tool_only: tuple[str, ...] = (),
+        extra: Callable[[Side], Mapping[str, str]] | None = None,
+        cwd: Callable[[Side], Path] | None = None,
     ) -> Replay:
         """Set both sides up, then ``uv pip uninstall WHERE ARGS`` on one and
-        ``safe-uninstall --no-probe [TOOL_ONLY] WHERE ARGS`` on the other, in the side's folder."""
+        ``safe-uninstall --no-probe [TOOL_ONLY] WHERE ARGS`` on the other, in the side's folder
+        (or ``cwd``'s), each with the side's ``extra`` variables."""
         for side in (self.uv_side, self.tool_side):
             setup(side)
         before = state(self.tool_side)
         assert (
             differences(state(self.uv_side, across=True), state(self.tool_side, across=True)) == []
         )
-        uv = self.uv_side.uv("pip", "uninstall", *where, *args, check=False)
-        tool = self.tool_side.tool("--no-probe", *tool_only, *where, *args)
+        env = {side: extra(side) if extra else None for side in (self.uv_side, self.tool_side)}
+        at = {side: cwd(side) if cwd else None for side in (self.uv_side, self.tool_side)}
+        uv = self.uv_side.uv(
+            "pip",
+            "uninstall",
+            *where,
+            *args,
+            check=False,
+            extra=env[self.uv_side],
+            cwd=at[self.uv_side],
+        )
+        tool = self.tool_side.tool(
+            "--no-probe",
+            *tool_only,
+            *where,
+            *args,
+            extra=env[self.tool_side],
+            cwd=at[self.tool_side],
+        )
         return Replay(
             self.uv_side,
             self.tool_side,
@@ -258,6 +296,8 @@ class Pair:
             state(self.tool_side, across=True),
             state(self.tool_side),
             where,
+            env[self.tool_side],
+            at[self.tool_side],
         )
 
 
@@ -962,3 +1002,91 @@ def test_every_documented_difference_names_a_test_that_exists() -> None:
         module, _, func = test.rpartition("::")
         source = Path(__file__).parent.parent / module if module else Path(__file__)
         assert f"def {func}(" in source.read_text(), row
+
+
+# -- how uv finds the environment without -p ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("uv.toml", "[pip]\npython = '.venv'\n"),
+        (
+            "pyproject.toml",
+            "[project]\nname = 'proj'\nversion = '0'\n[tool.uv.pip]\npython = '.venv'\n",
+        ),
+    ],
+)
+def test_more_pip_python_of_uv_configuration(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, text: str
+) -> None:
+    """uv's configuration names the interpreter (``[pip] python``): it comes before an
+    active environment, here one that does not exist."""
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "nowhere"))
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write(name, text)
+
+    pair.replay(setup, "six", where=()).same()
+
+
+def test_more_an_explicit_python_comes_before_uv_configuration(pair: Pair, tmp_path: Path) -> None:
+    """-p wins over the configuration's ``[pip] python``, which names nothing here."""
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write("uv.toml", f"[pip]\npython = {str(tmp_path / 'nowhere')!r}\n")
+
+    pair.replay(setup, "six").same()
+
+
+@pytest.mark.parametrize("base", [False, True])
+def test_more_conda_prefix(pair: Pair, base: bool) -> None:
+    """An active conda environment ($CONDA_PREFIX) is the target when no virtual environment
+    is active; conda's base environment (CONDA_DEFAULT_ENV names another folder) only after
+    a .venv is looked for, and here only because it is a virtual environment (uv counts a
+    base that is not as a system interpreter, changed only when asked for)."""
+
+    def variables(side: Side) -> dict[str, str]:
+        named = {"CONDA_DEFAULT_ENV": "base"} if base else {}
+        return {"CONDA_PREFIX": str(side.venv), **named}
+
+    replay = pair.replay(
+        lambda side: side.install("six"),
+        "six",
+        where=(),
+        extra=variables,
+        cwd=lambda side: side.root.parent,
+    )
+    replay.same()
+    assert replay.tool.returncode == 0, replay.tool.stderr
+
+
+@pytest.mark.parametrize("value", ["1", "true"])
+def test_more_uv_system_python(tmp_path: Path, value: str) -> None:
+    """UV_SYSTEM_PYTHON is --system, for the tool as for uv: the first interpreter on PATH
+    (a dry run: a removal from the machine's own Python is not for a test); --no-system
+    overrides it."""
+    assert UV is not None
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "UV_SYSTEM_PYTHON": value}
+    argv = ("--dry-run", "no-such-package-here")
+    uv = subprocess.run(
+        [UV, "pip", "uninstall", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    tool = run_tool(*argv, env=env, cwd=tmp_path)
+    assert uv.returncode == tool.returncode == 0, uv.stderr + tool.stdout + tool.stderr
+    (root,) = re.findall(r"environment at: (\S+)", uv.stderr)
+    (python,) = re.findall(r"environment: (\S+)", tool.stdout)
+    assert Path(python).is_relative_to(root), (root, python)
+    assert not (tmp_path / "state").exists()
+    uv = subprocess.run(
+        [UV, "pip", "uninstall", "--no-system", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    tool = run_tool("--no-system", *argv, env=env, cwd=tmp_path)
+    assert uv.returncode != 0 and tool.returncode != 0, uv.stderr + tool.stdout + tool.stderr
+    assert "no target environment" in tool.stderr

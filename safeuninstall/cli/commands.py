@@ -83,7 +83,7 @@ def _target_options(hidden: bool = False) -> list[click.Option]:
         ),
         click.Option(
             ["--system/--no-system"],
-            default=False,
+            default=None,
             hidden=hidden,
             help="The first Python on PATH, as uv finds it (not a virtual environment).",
         ),
@@ -101,7 +101,7 @@ def _target_options(hidden: bool = False) -> list[click.Option]:
         ),
         click.Option(
             ["--break-system-packages/--no-break-system-packages"],
-            default=False,
+            default=None,
             hidden=hidden,
             help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
         ),
@@ -455,7 +455,7 @@ class Common:
         }
         self._python: str | None = values.pop("python", None)
         self._where = {key: values.pop(key, None) for key in ("system", "target", "prefix")}
-        self._break_system_packages = bool(values.pop("break_system_packages", False))
+        self._break_system_packages: bool | None = values.pop("break_system_packages", None)
         self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
             self._no_probe = values.pop("no_probe")
@@ -549,7 +549,7 @@ class Common:
                 on_installer_output=_echo_installer if self.output.verbose else None,
                 on_progress=_ProgressBar() if sys.stderr.isatty() else None,
                 read_only=self.read_only,
-                system=bool(self._where["system"]),
+                system=self._where["system"],
                 target=self._where["target"],
                 prefix=self._where["prefix"],
                 break_system_packages=self._break_system_packages,

@@ -120,10 +120,13 @@ def is_path_request(python: str) -> bool:
 def find_python(
     python: str | None, *, cwd: Path, environ: Mapping[str, str], system: bool = False
 ) -> Path:
-    """Resolve the target interpreter the way uv does: -p (else UV_PYTHON), else $VIRTUAL_ENV,
-    else .venv upwards. A -p that is no path (``3.11``, ``python3``, ``pypy``), and --system,
-    are resolved by asking uv itself (``uv python find``): one implementation of uv's rules."""
-    python = python or environ.get("UV_PYTHON") or None
+    """Resolve the target interpreter the way ``uv pip`` does: the request (-p, UV_PYTHON or
+    uv's configuration: see uvsettings.py), else $VIRTUAL_ENV, else an active conda environment
+    ($CONDA_PREFIX, not conda's base), else the virtual environment the current folder is in,
+    or a .venv in it or a parent, else conda's base environment where it is a virtual
+    environment (uv changes a system interpreter only when asked). A request that is no path
+    (``3.11``, ``python3``, ``pypy``), and --system, are resolved by asking uv itself (``uv
+    python find``): one implementation of uv's rules."""
     if (python and not is_path_request(python)) or system:
         return ask_uv(python, system=system, cwd=cwd, environ=environ)
     if python:
@@ -138,14 +141,45 @@ def find_python(
     virtual_env = environ.get("VIRTUAL_ENV")
     if virtual_env:
         return _venv_python(Path(virtual_env), origin=f"VIRTUAL_ENV={virtual_env}")
+    conda = _conda_environment(environ)
+    if conda is not None:
+        return _venv_python(conda, origin=f"CONDA_PREFIX={conda}")
     for folder in (cwd, *cwd.parents):
+        if (folder / "pyvenv.cfg").is_file():  # inside a virtual environment
+            return _venv_python(folder, origin=str(folder))
         venv = folder / ".venv"
         if (venv / "pyvenv.cfg").is_file():
             return _venv_python(venv, origin=str(venv))
+    base = environ.get("CONDA_PREFIX")
+    if base and (Path(base) / "pyvenv.cfg").is_file():  # uv takes a base that is a venv
+        return _venv_python(Path(base), origin=f"CONDA_PREFIX={base}")
     raise EnvironmentNotFound(
         "no target environment: pass --python, activate a virtualenv, "
         "or run inside a folder that has a .venv"
+        + (
+            f" (CONDA_PREFIX={base} is conda's base environment, a system interpreter, "
+            "which uv pip changes only when asked: --system, or its path with --python)"
+            if base
+            else ""
+        )
     )
+
+
+def _conda_environment(environ: Mapping[str, str]) -> Path | None:
+    """The conda environment $CONDA_PREFIX names, unless it is conda's base environment, which
+    uv counts as a system interpreter (uv-python's CondaEnvironmentKind::from_prefix_path)."""
+    prefix = environ.get("CONDA_PREFIX")
+    if not prefix:
+        return None
+    path = Path(prefix)
+    if (path / "conda-meta" / "pixi").is_file():
+        return path  # pixi makes no base environment
+    if environ.get("_CONDA_ROOT") == prefix:
+        return None
+    active = environ.get("CONDA_DEFAULT_ENV")
+    if active is None or active == prefix or path.name == active:
+        return path
+    return None  # named otherwise than its folder: the base environment
 
 
 def find_uv(environ: Mapping[str, str] | None = None) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -31,6 +32,7 @@ from safeuninstall.environment.interpreter import (
     vital_files,
     with_layout,
 )
+from safeuninstall.environment.uvsettings import pip_target
 from safeuninstall.judgement.needs import requirement_closure
 from safeuninstall.options import TargetOptions
 from safeuninstall.state import locks
@@ -68,7 +70,7 @@ class Context:
         self.command = target.command
         self.lock_timeout = target.lock_timeout
         self.read_only = target.read_only
-        self.break_system_packages = target.break_system_packages
+        self.break_system_packages = bool(target.break_system_packages)
         self.emit = events
         # told how far a long file step is: (step, bytes done, bytes in all)
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
@@ -82,7 +84,7 @@ class Context:
             target.environ,
             self.child_env(),
             target.on_installer_output,
-            extra=_installer_options(interpreter, target.break_system_packages),
+            extra=_installer_options(interpreter, self.break_system_packages),
         )
 
     def child_env(self) -> dict[str, str]:
@@ -276,8 +278,21 @@ class Context:
 
 
 def open_context(target: TargetOptions, events: Events | None = None) -> Context:
+    chosen = pip_target(
+        target.python,
+        target.system,
+        target.break_system_packages,
+        cwd=target.cwd,
+        environ=target.environ,
+    )
+    target = msgspec.structs.replace(
+        target,
+        python=chosen.python,
+        system=chosen.system,
+        break_system_packages=chosen.break_system_packages,
+    )
     python = find_python(
-        target.python, cwd=target.cwd, environ=target.environ, system=target.system
+        target.python, cwd=target.cwd, environ=target.environ, system=chosen.system
     )
     interpreter = query_interpreter(python, target.environ, write_cache=not target.read_only)
     _refuse_system_unless_asked(target, python, interpreter)
@@ -290,7 +305,7 @@ def open_context(target: TargetOptions, events: Events | None = None) -> Context
 def _refuse_system_unless_asked(target: TargetOptions, python: Path, found: Interpreter) -> None:
     """uv picks a system interpreter for ``uv pip`` only when asked for it: by its path, or
     with --system (-p 3.11 finds a virtual environment of 3.11, or nothing)."""
-    request = target.python or target.environ.get("UV_PYTHON")
+    request = target.python
     if target.system or not request or is_path_request(request) or found.is_venv:
         return
     raise EnvironmentNotFound(
