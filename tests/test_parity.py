@@ -18,6 +18,7 @@ the forms of the issue that no source test covers.
 from __future__ import annotations
 
 import base64
+import codecs
 import hashlib
 import json
 import os
@@ -699,6 +700,29 @@ def test_more_requirements_file_forms(pair: Pair) -> None:
     assert "'--index-url https://download.pytorch.org/whl/cu128' ignored" in replay.tool.stdout
 
 
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        lambda text: codecs.BOM_UTF8 + text.encode(),
+        lambda text: text.encode("utf-16"),  # a byte-order mark, then little-endian
+        lambda text: codecs.BOM_UTF16_BE + text.encode("utf-16-be"),
+    ],
+    ids=["utf-8-bom", "utf-16", "utf-16-be"],
+)
+def test_more_requirements_file_with_a_byte_order_mark(
+    pair: Pair, encoded: Callable[[str], bytes]
+) -> None:
+    """A Windows editor's file: UTF-8 with a byte-order mark, or UTF-16 ("Unicode"); uv reads
+    both, the mark no part of the first name, and so does the tool (nested files too)."""
+
+    def setup(side: Side) -> None:
+        side.install("rich", "six", "PyLogo")
+        side.write("reqs.txt", encoded("six\r\n-r more.txt\r\n"))
+        side.write("more.txt", encoded("rich\n"))
+
+    pair.replay(setup, "-r", "reqs.txt").same()
+
+
 def test_more_requirements_file_of_comments_only(pair: Pair) -> None:
     """A file that names no package: uv warns and uninstalls nothing, exit 0; so does the tool."""
 
@@ -1090,3 +1114,17 @@ def test_more_uv_system_python(tmp_path: Path, value: str) -> None:
     tool = run_tool("--no-system", *argv, env=env, cwd=tmp_path)
     assert uv.returncode != 0 and tool.returncode != 0, uv.stderr + tool.stdout + tool.stderr
     assert "no target environment" in tool.stderr
+
+
+@pytest.mark.parametrize("option", ["--target", "--prefix"])
+def test_more_target_that_does_not_exist(pair: Pair, option: str) -> None:
+    """A --target (or --prefix) folder that does not exist holds nothing to remove: uv says so
+    and exits 0 (leaving the folder made, with its lock file in it); so does the tool, which
+    makes nothing there."""
+    replay = pair.replay(
+        lambda side: side.install("six"), "six", where=("--python", ".venv", option, "nope")
+    )
+    assert replay.uv.returncode == 0, replay.uv.stderr
+    assert replay.tool.returncode == 0, replay.tool.stdout + replay.tool.stderr
+    assert "nothing to do" in replay.tool.stdout
+    assert differences(replay.before, replay.tool_raw_after) == []

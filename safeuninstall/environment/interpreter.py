@@ -228,9 +228,10 @@ def with_layout(interpreter: Interpreter, *, target: str | None, prefix: str | N
     if folder is None:
         return interpreter
     root = os.path.abspath(os.path.expanduser(folder))
-    if not os.path.isdir(root):
+    # A folder that does not exist holds no packages: nothing to remove there, as for uv.
+    if os.path.lexists(root) and not os.path.isdir(root):
         option = "--target" if target else "--prefix"
-        raise EnvironmentNotFound(f"{option} {folder}: no such folder")
+        raise EnvironmentNotFound(f"{option} {folder}: not a folder")
     if target:
         site = root
     else:
