@@ -72,6 +72,7 @@ from safeuninstall.transaction.restore import (
     RestoreReport,
     Verification,
     byte_counter,
+    reinstall_past_the_cache,
     restore,
     verify,
 )
@@ -427,6 +428,11 @@ class Transaction:
                 beside = self._beside
             left = census(ctx.interpreter)
             verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
+            if not verification.ok and reinstall_past_the_cache(
+                ctx, entries, report, verification, offline=offline
+            ):
+                left = census(ctx.interpreter)
+                verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
