@@ -634,9 +634,16 @@ def _run(
 JSON_VERSION = "1"
 
 
+# The schema of that contract, shipped in the package (a copy of docs/reference/json-schema.json,
+# see docs/gen_reference.py); every object names it.
+JSON_SCHEMA = Path(__file__).with_name("json-schema.json")
+
+
 def _print_json(payload: dict[str, object]) -> None:
-    """Print one --json object, the contract's version first: the one way any is printed."""
-    click.echo(json.dumps({"json_version": JSON_VERSION, **payload}, indent=2, default=list))
+    """Print one --json object, the contract's version first and where its schema is: the one
+    way any is printed."""
+    envelope = {"json_version": JSON_VERSION, "json_schema": str(JSON_SCHEMA)}
+    click.echo(json.dumps({**envelope, **payload}, indent=2, default=list))
 
 
 def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
