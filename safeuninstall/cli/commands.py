@@ -472,6 +472,11 @@ class Common:
         self._context: Context | None = None
         self.read_only = False  # a dry run: the target is opened to write nothing
 
+    @property
+    def target_given(self) -> bool:
+        """An option that names the environment was given (-p, --system, --target, --prefix)."""
+        return self._python is not None or any(v is not None for v in self._where.values())
+
     def settings(self) -> config.Settings:
         """Resolved once per command (the first call wins; every call passes the same)."""
         return _settings(self._typed)
@@ -1243,20 +1248,49 @@ def _painter(color: bool) -> report.Paint:
     return lambda text, tone: click.style(text, fg=_TONES[tone], bold=tone == "bad" or None)
 
 
-@_command("config", target=False)
+class _ConfigShown(Struct, frozen=True):
+    """What ``config`` shows: the settings, and with a target option the environment they
+    apply to and the state folder its commands use."""
+
+    settings: config.Settings
+    environment: str | None = None
+    state_dir: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.settings.to_dict(),
+            "environment": self.environment,
+            "state_dir": self.state_dir,
+        }
+
+
+@_command("config")
 def config_command(common: Common) -> None:
     """Show every setting's effective value and where it came from.
 
     Places, strongest first: the command line, SAFE_UNINSTALL_* environment variables,
     [tool.safe-uninstall] in the nearest pyproject.toml, the user's
     $XDG_CONFIG_HOME/safe-uninstall/config.toml; then the defaults. -q prints the effective
-    values as TOML (unset keys left out); -v also names the files consulted.
+    values as TOML (unset keys left out); -v also names the files consulted. With -p (or
+    --system, --target, --prefix), also the environment and the state folder its commands
+    use; nothing is written there.
     """
 
-    def render(settings: config.Settings, output: Output) -> str:
-        return report.settings(settings, verbose=output.verbose, quiet=output.quiet)
+    def call() -> _ConfigShown:
+        settings = common.settings()
+        if not common.target_given:
+            return _ConfigShown(settings)
+        common.read_only = True
+        ctx = common.context()
+        return _ConfigShown(settings, ctx.where, str(ctx.store.root))
 
-    _run(common, common.settings, render)
+    def render(shown: _ConfigShown, output: Output) -> str:
+        text = report.settings(shown.settings, verbose=output.verbose, quiet=output.quiet)
+        if shown.environment is None or output.quiet:
+            return text
+        return f"{text}\nenvironment: {shown.environment}\nstate folder: {shown.state_dir}"
+
+    _run(common, call, render)
 
 
 # -- export ------------------------------------------------------------------------------------
