@@ -77,8 +77,8 @@ class Kept(Struct, frozen=True):
     """What the snapshots hold on disk after an operation, and what the policy dropped."""
 
     snapshot: str  # the operation's snapshot
-    snapshot_bytes: int  # bytes that snapshot's stash alone holds
-    total_bytes: int  # bytes all of this environment's stashes hold
+    snapshot_bytes: int  # bytes that snapshot alone holds: its stash and its own files
+    total_bytes: int  # bytes all of this environment's snapshots hold, stashes and own files
     pruned: tuple[tuple[str, int], ...] = ()  # (snapshot id, bytes freed), by the policy
     policy: str = ""
     # Older stashes kept because each holds the only copy of a removal still in effect.
@@ -157,7 +157,8 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
         return None
     ids.reverse()  # oldest first
     latest = ids[-1]
-    ids = [i for i in ids if store.folder(i).stash_dir.is_dir()]
+    every = list(ids)  # measured whole: a snapshot's own files (snapshot.toml...) count too
+    ids = [i for i in ids if store.folder(i).stash_dir.is_dir()]  # what the policy may prune
     protected = {latest, *ids[-1:]}
     # The protected stay anyway: none of them is named as kept for its only copies.
     copies = (
@@ -165,7 +166,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
         if any(i not in protected for i in ids)
         else {}
     )
-    holdings = store.holdings(ids)
+    holdings = store.holdings(every)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:
         # The latest's stash, protected, is not counted against max-size: it always stays.
@@ -191,10 +192,12 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     over = 0
     if policy.max_size is not None and copies:
         over = max(holdings.held(i for i in current if i not in protected) - policy.max_size, 0)
+    if pruned:  # what the pruned snapshots still hold: their own files
+        holdings = store.holdings(every)
     return Kept(
         snapshot=latest,
         snapshot_bytes=alone(holdings, latest),
-        total_bytes=holdings.held(current),
+        total_bytes=holdings.held(every),
         pruned=tuple(pruned),
         policy=policy.describe(),
         protected=tuple(
