@@ -764,3 +764,25 @@ def test_what_no_stash_holds_comes_back_in_one_installer_call(
     (install,) = installer_calls(log, "pip", "install")
     assert {"leftpad==1.0", "toolpkg==1.0", "urllib3==2.3.0"} <= set(install)
     assert venv.installed().keys() >= {"leftpad", "toolpkg", "urllib3"}
+
+
+def test_a_copied_venv_says_whose_snapshots_its_state_folder_holds(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``cp -a venv copy``: the copy holds the original's state folder, whose snapshots would
+    restore the original. They are not listed there, and the copy says why, not just "no
+    snapshots"."""
+    venv = make_venv("leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001, of the original
+    copy = Venv(tmp_path / "copy", venv.uv_cache, venv.wheelhouse)
+    shutil.copytree(venv.root, copy.root, symlinks=True)
+
+    listed = copy.tool("snapshots")
+    data = copy.tool("snapshots", "--json").json()
+    back = copy.tool("rollback", "--dry-run")
+
+    why = f"the snapshots there were taken of another environment (1 of {venv.root})"
+    assert listed.returncode == 0 and why in listed.stdout, listed.stdout + listed.stderr
+    assert data["snapshots"] == [] and why in str(data["none_because"])
+    assert back.returncode == 1 and why in back.stderr, back.stdout + back.stderr
+    assert venv.tool("snapshots", "--json").json()["none_because"] is None

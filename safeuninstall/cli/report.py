@@ -320,7 +320,7 @@ def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
     if quiet:
         return "\n".join(s.id for s in summaries)
     if not summaries:
-        return "no snapshots"
+        return listed.none_because or "no snapshots"
     lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'kept':>10}  {'removed':<30} command"]
     for s in summaries:
         if s.error:

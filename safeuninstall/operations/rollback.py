@@ -153,7 +153,7 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
             f"past it: name the snapshot to return to (`{ctx.suggest('snapshots')}` lists them)"
         )
     if not loaded:
-        raise SnapshotNotFound(f"no snapshots of this environment in {ctx.store.snapshots_dir}")
+        raise SnapshotNotFound(ctx.store.why_none())
     return choice, loaded.get(choice.snapshot) if choice.snapshot else None
 
 
