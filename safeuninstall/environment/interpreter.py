@@ -75,6 +75,9 @@ class Interpreter(Struct, frozen=True):
     # "environment": the interpreter's own; "target" or "prefix": a folder given with
     # --target or --prefix, whose packages this interpreter runs (see with_layout)
     layout: str = "environment"
+    # With --target or --prefix: the interpreter's own site folders, which its imports search
+    # too (after the folder's, put first on PYTHONPATH)
+    own_site_dirs: tuple[str, ...] = ()
 
     @property
     def is_venv(self) -> bool:
@@ -244,6 +247,7 @@ def with_layout(interpreter: Interpreter, *, target: str | None, prefix: str | N
         platlib=site,
         scripts=os.path.join(root, _BIN),
         layout="target" if target else "prefix",
+        own_site_dirs=tuple(dict.fromkeys((interpreter.purelib, interpreter.platlib))),
     )
 
 
