@@ -78,14 +78,16 @@ def _target_options(hidden: bool = False) -> list[click.Option]:
             ["-p", "--python"],
             metavar="PYTHON",
             hidden=hidden,
-            help="Target interpreter or environment directory "
-            "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+            help="Target interpreter or environment directory (default: as uv pip finds "
+            "it: $UV_PYTHON, [pip] python of uv's configuration, $VIRTUAL_ENV, $CONDA_PREFIX, "
+            "else .venv in this or a parent folder).",
         ),
         click.Option(
             ["--system/--no-system"],
             default=None,
             hidden=hidden,
-            help="The first Python on PATH, as uv finds it (not a virtual environment).",
+            help="The first Python on PATH, as uv finds it (not a virtual environment). "
+            "[default: $UV_SYSTEM_PYTHON, else uv's configuration]",
         ),
         click.Option(
             ["-t", "--target"],
@@ -103,7 +105,8 @@ def _target_options(hidden: bool = False) -> list[click.Option]:
             ["--break-system-packages/--no-break-system-packages"],
             default=None,
             hidden=hidden,
-            help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
+            help="Change an interpreter its distributor manages (PEP 668), as uv allows with it. "
+            "[default: $UV_BREAK_SYSTEM_PACKAGES, else uv's configuration]",
         ),
         click.Option(
             ["--state-dir"],
