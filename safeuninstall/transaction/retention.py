@@ -149,16 +149,15 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     has none. The latest (the operation's own) is measured and never loses its stash, nor
     does the only copy of a distribution whose name is not in ``installed()`` (what is
     installed now: read only when a stash other than the protected ones could hold one, not
-    after every removal of an environment with one snapshot). Under
-    the environment's lock, with no operation unfinished (the caller checks the journal: the
-    snapshot an unfinished one names must not lose its stash)."""
+    after every removal of an environment with one snapshot). Under the environment's lock,
+    with no operation unfinished (the caller checks the journal: the snapshot an unfinished
+    one names must not lose its stash)."""
     ids = [i for i, snap in store.iter_heads() if not isinstance(snap, SnapshotInvalid)]
     if not ids:
         return None
-    ids.reverse()  # oldest first
-    latest = ids[-1]
-    every = list(ids)  # measured whole: a snapshot's own files (snapshot.toml...) count too
-    ids = [i for i in ids if store.folder(i).stash_dir.is_dir()]  # what the policy may prune
+    every = ids[::-1]  # oldest first, measured whole: their own files (snapshot.toml...) too
+    latest = every[-1]
+    ids = [i for i in every if store.folder(i).stash_dir.is_dir()]  # what may lose its stash
     protected = {latest, *ids[-1:]}
     # The protected stay anyway: none of them is named as kept for its only copies.
     copies = (
@@ -192,8 +191,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     over = 0
     if policy.max_size is not None and copies:
         over = max(holdings.held(i for i in current if i not in protected) - policy.max_size, 0)
-    if pruned:  # what the pruned snapshots still hold: their own files
-        holdings = store.holdings(every)
+    holdings = store.holdings(every) if pruned else holdings  # the pruned keep their own files
     return Kept(
         snapshot=latest,
         snapshot_bytes=alone(holdings, latest),
