@@ -37,6 +37,8 @@ class PipTarget(Struct, frozen=True):
     python: str | None
     system: bool
     break_system_packages: bool
+    # where ``python`` came from, when not from -p: "UV_PYTHON", or the configuration file
+    python_from: str | None = None
 
 
 def pip_target(
@@ -49,18 +51,21 @@ def pip_target(
 ) -> PipTarget:
     """Each of the three as uv settles it: the option given (None: not given), else its
     variable, else the configuration. The configuration is read only when needed."""
-    read: dict[str, Any] | None = None
+    read: dict[str, tuple[Any, Path]] | None = None
 
     def configured(key: str) -> Any:
         nonlocal read
         if read is None:
             read = _pip_configuration(cwd, environ)
-        return read.get(key)
+        return read.get(key, (None, None))[0]
 
-    if python is None:
-        python = environ.get("UV_PYTHON") or None
+    python_from = None
+    if python is None and environ.get("UV_PYTHON"):
+        python, python_from = environ["UV_PYTHON"], "UV_PYTHON"
     if python is None:
         python = _typed(configured("python"), str, "python")
+        if python is not None and read is not None:
+            python_from = f"[pip] python of {read['python'][1]}"
     if system is None:
         system = _boolish(environ, "UV_SYSTEM_PYTHON")
     if system is None:
@@ -70,7 +75,7 @@ def pip_target(
     if break_system_packages is None:
         value = configured("break-system-packages")
         break_system_packages = _typed(value, bool, "break-system-packages")
-    return PipTarget(python, bool(system), bool(break_system_packages))
+    return PipTarget(python, bool(system), bool(break_system_packages), python_from)
 
 
 def _boolish(environ: Mapping[str, str], name: str) -> bool | None:
@@ -92,17 +97,20 @@ def _typed(value: Any, kind: type, key: str) -> Any:
     raise InvalidInput(f"uv's configuration: [pip] {key} = {value!r} is not a {kind.__name__}")
 
 
-def _pip_configuration(cwd: Path, environ: Mapping[str, str]) -> dict[str, Any]:
-    """The ``[pip]`` keys of uv's configuration, the first file that sets one winning."""
+def _pip_configuration(cwd: Path, environ: Mapping[str, str]) -> dict[str, tuple[Any, Path]]:
+    """The ``[pip]`` keys of uv's configuration, each with the file that set it, the first
+    file that sets one winning."""
     chosen = environ.get("UV_CONFIG_FILE")
     if chosen:
-        return _pip_table(cwd / Path(chosen).expanduser(), pyproject=False) or {}
-    if (environ.get("UV_NO_CONFIG") or "").lower() in _TRUE:
-        return {}
-    found: dict[str, Any] = {}
-    for path, pyproject in _configuration_files(cwd, environ):
+        files = [(cwd / Path(chosen).expanduser(), False)]
+    elif (environ.get("UV_NO_CONFIG") or "").lower() in _TRUE:
+        files = []
+    else:
+        files = list(_configuration_files(cwd, environ))
+    found: dict[str, tuple[Any, Path]] = {}
+    for path, pyproject in files:
         for key, value in (_pip_table(path, pyproject=pyproject) or {}).items():
-            found.setdefault(key, value)
+            found.setdefault(key, (value, path))
     return found
 
 

@@ -291,9 +291,16 @@ def open_context(target: TargetOptions, events: Events | None = None) -> Context
         system=chosen.system,
         break_system_packages=chosen.break_system_packages,
     )
-    python = find_python(
-        target.python, cwd=target.cwd, environ=target.environ, system=chosen.system
-    )
+    try:
+        python = find_python(
+            target.python, cwd=target.cwd, environ=target.environ, system=chosen.system
+        )
+    except EnvironmentNotFound as err:
+        if chosen.python_from is None:
+            raise
+        raise EnvironmentNotFound(
+            f"{err.message} (the interpreter named by {chosen.python_from})", detail=err.detail
+        ) from None
     interpreter = query_interpreter(python, target.environ, write_cache=not target.read_only)
     _refuse_system_unless_asked(target, python, interpreter)
     interpreter = with_layout(interpreter, target=target.target, prefix=target.prefix)
