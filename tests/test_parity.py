@@ -976,12 +976,20 @@ def test_more_uv_options(pair: Pair) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["../../../bin/python", "../../../bin/python3", "../../../pyvenv.cfg", "../../../bin/"],
+    [
+        "../../../bin/python",
+        "../../../bin/python3",
+        "../../../pyvenv.cfg",
+        "../../../bin/",
+        "../../../.safe-uninstall",
+        "../../..",
+    ],
 )
 def test_more_record_lists_the_interpreter(pair: Pair, line: str) -> None:
     """A RECORD line naming the environment's own interpreter, a link that leads to it, its
-    pyvenv.cfg or the folder that holds them: uv deletes it, and then nothing opens the
-    environment again (no rollback, recover or doctor). The tool refuses, naming the line."""
+    pyvenv.cfg, the tool's state folder in it (where the stash goes) or a folder that holds
+    them: uv deletes it, and then nothing opens the environment again, or finds the snapshot
+    (no rollback, recover or doctor). The tool refuses, naming the line."""
 
     def setup(side: Side) -> None:
         side.install("evilpkg")

@@ -431,16 +431,21 @@ def vital_files(python: Path, interpreter: Interpreter) -> dict[str, str]:
     leaves no interpreter to run a rollback, a recover or a doctor with."""
     found: dict[str, str] = {}
     if interpreter.is_venv:
-        found[os.path.normpath(os.path.join(interpreter.prefix, "pyvenv.cfg"))] = "its pyvenv.cfg"
+        cfg = os.path.normpath(os.path.join(interpreter.prefix, "pyvenv.cfg"))
+        found[cfg] = "the environment's pyvenv.cfg"
     path = os.path.normpath(os.path.abspath(python))
     for _ in range(40):  # the kernel's own bound on links followed
-        found[path] = "its interpreter"
-        if not os.path.islink(path):
+        found[path] = "the environment's interpreter"
+        try:
+            link = os.readlink(path)
+        except OSError:  # not a link (or gone): the end of the way
             break
-        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+        path = os.path.normpath(os.path.join(os.path.dirname(path), link))
     real = os.path.realpath(python)
     with contextlib.suppress(OSError), os.scandir(interpreter.scripts) as entries:
         for entry in entries:
             if entry.is_symlink() and os.path.realpath(entry.path) == real:
-                found.setdefault(os.path.normpath(entry.path), "a link to its interpreter")
+                found.setdefault(
+                    os.path.normpath(entry.path), "a link to the environment's interpreter"
+                )
     return found

@@ -146,12 +146,18 @@ class Context:
         )
 
     def refuse_deleting_the_interpreter(self, remove: Iterable[InstalledDistribution]) -> None:
-        """Before any change: a RECORD that lists the environment's interpreter, a link to it
-        or its pyvenv.cfg (or a folder holding one). uv deletes it, and then no rollback,
-        recover or doctor can open the environment to give anything back. Refused rather than
+        """Before any change: a RECORD that lists the environment's interpreter, a link to it,
+        its pyvenv.cfg, or the tool's own state folder or journal in it (or a folder holding
+        one). uv deletes it, and then no rollback, recover or doctor can open the environment,
+        or find the snapshot, to give anything back. Refused rather than
         kept in place: a removal that leaves one of the distribution's files behind is not the
         removal uv makes, and a refusal changes nothing at all."""
         vital = vital_files(self.python, self.interpreter)
+        for own, what in (
+            (self.store.root, "the state folder that holds the snapshot undoing the removal"),
+            (self.own.journal, "the journal that recover reads"),
+        ):
+            vital[os.path.normpath(own)] = what
         for dist in remove:
             try:
                 paths = dist.record_paths()
@@ -161,12 +167,12 @@ class Context:
             if found is None:
                 continue
             line, path = found
-            what = vital.get(path, "a folder that holds its interpreter or pyvenv.cfg")
+            what = vital.get(path, "a folder that holds what a rollback needs")
             raise NotRestorable(
-                f"{dist.name} {dist.version}: its RECORD line {line!r} names {path}, {what} "
-                "of this environment: uv would delete it, and then no rollback, recover or "
-                "doctor could open the environment to undo the removal; nothing was removed. "
-                f"Correct the RECORD ({dist.dist_info / 'RECORD'}) before removing {dist.name}"
+                f"{dist.name} {dist.version}: its RECORD line {line!r} names {path}, {what}: "
+                "uv would delete it, and then nothing could undo the removal (rollback, recover "
+                "and doctor need it); nothing was removed. Correct the RECORD "
+                f"({dist.dist_info / 'RECORD'}) before removing {dist.name}"
             )
 
     def journal(self) -> Journal:
