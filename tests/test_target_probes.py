@@ -64,3 +64,22 @@ def test_a_probe_that_passes_on_the_interpreter_s_own_copy_says_so(
         f"interpreter's own site-packages, {own}: an import finds that copy" in run.stdout
     )
     assert not (folder / "leftpad.py").exists()
+
+
+def test_a_derived_probe_that_passes_on_the_interpreter_s_own_copy_says_so(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The derived probe imports what requires the removed distribution (requests); it passes
+    because urllib3 is also in the interpreter's own site-packages, and the report says so."""
+    venv = make_venv("urllib3==2.3.0")
+    folder = tmp_path / "tgt"
+    _in_target(venv, folder, "requests", "urllib3==2.3.0")
+
+    run = _remove(venv, folder, tmp_path, "--allow-unmet", "urllib3")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "import requests" in run.stdout  # the derived probe's candidate
+    assert (
+        f"the probe passed, but urllib3 (of urllib3, removed from {folder}) is also in the "
+        f"interpreter's own site-packages, {venv.site_packages / 'urllib3'}" in run.stdout
+    )
