@@ -1095,13 +1095,17 @@ def test_more_conda_prefix(pair: Pair, base: bool) -> None:
     assert replay.tool.returncode == 0, replay.tool.stderr
 
 
-@pytest.mark.parametrize("value", ["1", "true"])
-def test_more_uv_system_python(tmp_path: Path, value: str) -> None:
-    """UV_SYSTEM_PYTHON is --system, for the tool as for uv: the first interpreter on PATH
-    (a dry run: a removal from the machine's own Python is not for a test); --no-system
-    overrides it."""
+@pytest.mark.parametrize("how", ["UV_SYSTEM_PYTHON=1", "UV_SYSTEM_PYTHON=true", "uv.toml"])
+def test_more_uv_system_python(tmp_path: Path, how: str) -> None:
+    """UV_SYSTEM_PYTHON (or ``system = true`` in uv's configuration) is --system, for the
+    tool as for uv: the first interpreter on PATH (a dry run: a removal from the machine's own
+    Python is not for a test); --no-system overrides it."""
     assert UV is not None
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "UV_SYSTEM_PYTHON": value}
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    if how == "uv.toml":
+        (tmp_path / "uv.toml").write_text("[pip]\nsystem = true\n")
+    else:
+        env["UV_SYSTEM_PYTHON"] = how.partition("=")[2]
     argv = ("--dry-run", "no-such-package-here")
     uv = subprocess.run(
         [UV, "pip", "uninstall", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
@@ -1112,16 +1116,21 @@ def test_more_uv_system_python(tmp_path: Path, value: str) -> None:
     (python,) = re.findall(r"environment: (\S+)", tool.stdout)
     assert Path(python).is_relative_to(root), (root, python)
     assert not (tmp_path / "state").exists()
-    uv = subprocess.run(
-        [UV, "pip", "uninstall", "--no-system", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    # --no-system: the discovery of an environment (none here: no Python of a venv first on
+    # PATH). uv refuses --no-system beside UV_SYSTEM_PYTHON; the tool lets the option win.
+    env["PATH"] = "/usr/bin:/bin"
     tool = run_tool("--no-system", *argv, env=env, cwd=tmp_path)
-    assert uv.returncode != 0 and tool.returncode != 0, uv.stderr + tool.stdout + tool.stderr
+    assert tool.returncode == 1, tool.stdout + tool.stderr
     assert "no target environment" in tool.stderr
+    if how == "uv.toml":
+        uv = subprocess.run(
+            [UV, "pip", "uninstall", "--no-system", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert uv.returncode != 0, uv.stderr
 
 
 @pytest.mark.parametrize("option", ["--target", "--prefix"])
@@ -1136,3 +1145,24 @@ def test_more_target_that_does_not_exist(pair: Pair, option: str) -> None:
     assert replay.tool.returncode == 0, replay.tool.stdout + replay.tool.stderr
     assert "nothing to do" in replay.tool.stdout
     assert differences(replay.before, replay.tool_raw_after) == []
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_more_a_venv_first_on_path(pair: Pair, first: bool) -> None:
+    """No active environment, no .venv: uv takes the first Python on PATH when it is a
+    virtual environment's (a container's ``ENV PATH=/venv/bin:$PATH``), and nothing when the
+    first is a system one."""
+
+    def variables(side: Side) -> dict[str, str]:
+        folders = [str(side.venv / "bin"), "/usr/bin", "/bin"]
+        return {"PATH": os.pathsep.join(folders if first else folders[::-1])}
+
+    replay = pair.replay(
+        lambda side: side.install("six"),
+        "six",
+        where=(),
+        extra=variables,
+        cwd=lambda side: side.root.parent,
+    )
+    replay.same()
+    assert (replay.tool.returncode == 0) is first, replay.tool.stderr

@@ -126,10 +126,10 @@ def find_python(
     """Resolve the target interpreter the way ``uv pip`` does: the request (-p, UV_PYTHON or
     uv's configuration: see uvsettings.py), else $VIRTUAL_ENV, else an active conda environment
     ($CONDA_PREFIX, not conda's base), else the virtual environment the current folder is in,
-    or a .venv in it or a parent, else conda's base environment where it is a virtual
-    environment (uv changes a system interpreter only when asked). A request that is no path
-    (``3.11``, ``python3``, ``pypy``), and --system, are resolved by asking uv itself (``uv
-    python find``): one implementation of uv's rules."""
+    or a .venv in it or a parent, else conda's base environment or the first Python on PATH
+    where it is a virtual environment's (uv changes a system interpreter only when asked). A
+    request that is no path (``3.11``, ``python3``, ``pypy``), and --system, are resolved by
+    asking uv itself (``uv python find``): one implementation of uv's rules."""
     if (python and not is_path_request(python)) or system:
         return ask_uv(python, system=system, cwd=cwd, environ=environ)
     if python:
@@ -156,6 +156,9 @@ def find_python(
     base = environ.get("CONDA_PREFIX")
     if base and (Path(base) / "pyvenv.cfg").is_file():  # uv takes a base that is a venv
         return _venv_python(Path(base), origin=f"CONDA_PREFIX={base}")
+    on_path = _first_on_path(environ)
+    if on_path is not None and (on_path.parent.parent / "pyvenv.cfg").is_file():
+        return on_path.absolute()  # a venv's bin on PATH, not activated (a container's)
     raise EnvironmentNotFound(
         "no target environment: pass --python, activate a virtualenv, "
         "or run inside a folder that has a .venv"
@@ -166,6 +169,17 @@ def find_python(
             else ""
         )
     )
+
+
+def _first_on_path(environ: Mapping[str, str]) -> Path | None:
+    """The first Python on PATH (``python3``, else ``python``, in the first folder that has
+    one): uv's last resort, taken when it is a virtual environment's."""
+    for folder in (environ.get("PATH") or "").split(os.pathsep):
+        for name in ("python3", "python"):
+            found = Path(folder or ".", name)
+            if found.is_file() and os.access(found, os.X_OK):
+                return found
+    return None
 
 
 def _conda_environment(environ: Mapping[str, str]) -> Path | None:
