@@ -1166,3 +1166,44 @@ def test_more_a_venv_first_on_path(pair: Pair, first: bool) -> None:
     )
     replay.same()
     assert (replay.tool.returncode == 0) is first, replay.tool.stderr
+
+
+def _externally_managed_python() -> str | None:
+    """The machine's own Python where its distributor manages it (PEP 668), else None."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        return None
+    done = subprocess.run(
+        [python, "-I", "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+        capture_output=True,
+        text=True,
+    )
+    stdlib = done.stdout.strip()
+    return python if done.returncode == 0 and Path(stdlib, "EXTERNALLY-MANAGED").is_file() else None
+
+
+MANAGED = _externally_managed_python()
+
+
+@pytest.mark.skipif(MANAGED is None, reason="no externally managed Python on this machine")
+@pytest.mark.parametrize("how", ["UV_BREAK_SYSTEM_PACKAGES=1", "uv.toml", "neither"])
+def test_more_break_system_packages_without_the_option(tmp_path: Path, how: str) -> None:
+    """UV_BREAK_SYSTEM_PACKAGES (or ``break-system-packages = true`` in uv's configuration)
+    lets uv, and the tool, act on an externally managed interpreter; without either both
+    refuse. A dry run: the machine's own Python is not changed by a test."""
+    assert UV is not None and MANAGED is not None
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    if how == "uv.toml":
+        (tmp_path / "uv.toml").write_text("[pip]\nbreak-system-packages = true\n")
+    elif how != "neither":
+        env["UV_BREAK_SYSTEM_PACKAGES"] = "1"
+    argv = ("-p", MANAGED, "--dry-run", "no-such-package-here")
+    uv = subprocess.run(
+        [UV, "pip", "uninstall", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    tool = run_tool(*argv, env=env, cwd=tmp_path)
+    assert (uv.returncode == 0) is (how != "neither"), uv.stderr
+    assert (tool.returncode == 0) is (how != "neither"), tool.stdout + tool.stderr
+    if how == "neither":
+        assert "is externally managed" in tool.stderr and tool.returncode == 1
+    assert not (tmp_path / "state").exists()
