@@ -1008,7 +1008,9 @@ def test_more_a_removal_that_hollows_another_is_restored(pair: Pair) -> None:
             side.build(
                 f"sharedlib-{flavour}", "1.0", {"sharedlib/__init__.py": f"F = {flavour!r}\n"}
             )
-        side.install("sharedlib-cu12", "sharedlib-cu13", find_links=side.wheels)
+        # one after the other: installed together, which one's file wins is up to uv
+        side.install("sharedlib-cu12", find_links=side.wheels)
+        side.install("sharedlib-cu13", find_links=side.wheels)
 
     replay = pair.replay(setup, "sharedlib-cu12")
     assert replay.uv.returncode == 0, replay.uv.stderr
