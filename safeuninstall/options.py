@@ -53,10 +53,14 @@ class TargetOptions(Struct, frozen=True):
     on_progress: Callable[[str, int, int], None] | None = None
     # a dry run: nothing is written anywhere (no lock, no cache, no bytecode of the query)
     read_only: bool = False
-    system: bool = False  # --system: the first interpreter on PATH, as uv finds it
+    # --system: the first interpreter on PATH, as uv finds it; None: not given, and then
+    # UV_SYSTEM_PYTHON or uv's configuration decides, as for uv (environment/uvsettings.py)
+    system: bool | None = None
     target: str | None = None  # --target DIR: the packages in DIR, as uv removes them there
     prefix: str | None = None  # --prefix DIR
-    break_system_packages: bool = False  # uv may change an EXTERNALLY-MANAGED interpreter
+    # uv may change an EXTERNALLY-MANAGED interpreter; None: as UV_BREAK_SYSTEM_PACKAGES or
+    # uv's configuration says
+    break_system_packages: bool | None = None
 
 
 class UninstallOptions(Struct, frozen=True):

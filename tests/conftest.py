@@ -545,6 +545,28 @@ def stand_in_uv(path: Path, on_uninstall: str, imports: str = "") -> Path:
     return path
 
 
+def logging_uv(path: Path, log: Path) -> Path:
+    """Write at ``path`` a uv that appends its arguments to ``log`` (one JSON list a line),
+    then runs the real uv with them: what the tool asked of its installer, and how often."""
+    assert UV is not None
+    path.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        f"with open({str(log)!r}, 'a') as log:\n"
+        "    log.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"os.execv({UV!r}, [{UV!r}, *sys.argv[1:]])\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def installer_calls(log: Path, *verb: str) -> list[list[str]]:
+    """The calls ``logging_uv`` logged whose first arguments are ``verb`` (``pip``,
+    ``install``), a dry run left out."""
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [c for c in calls if c[: len(verb)] == list(verb) and "--dry-run" not in c]
+
+
 # -- the real-stack tier: environments from the package index (tests/realstack.py) ---------
 
 from tests.realstack import real_venv, stacks  # noqa: E402, F401 - fixtures for every test

@@ -453,6 +453,7 @@ def test_audit_of_a_venv_json_locks_nothing_and_writes_nothing(make_venv: MakeVe
     data: Any = done.json()
     assert set(data) == {
         "json_version",
+        "json_schema",
         "command",
         "outcome",
         "exit_code",

@@ -328,3 +328,28 @@ def _dry_run_line(result: dict[str, object]) -> str:
     error = result["error"]
     assert isinstance(error, str) and "--dry-run" in error
     return error
+
+
+def test_config_takes_the_target_options_and_names_that_environment(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``config -p ENV`` as every other command takes it: the settings, and the environment
+    and state folder its commands use; nothing written there."""
+    from tests.conftest import changed, tree
+    from tests.test_json_contract import problems
+
+    venv = make_venv()
+    before = tree(venv.root)
+
+    shown = run_tool("config", "-p", str(venv.root), cwd=tmp_path)
+    data = run_tool("config", "-p", str(venv.root), "--json", cwd=tmp_path)
+    plain = run_tool("config", "--json", cwd=tmp_path)
+
+    assert shown.returncode == data.returncode == plain.returncode == 0, shown.stderr
+    assert f"environment: {venv.python}" in shown.stdout.splitlines()
+    assert f"state folder: {venv.root / '.safe-uninstall'}" in shown.stdout.splitlines()
+    assert data.json()["environment"] == str(venv.python)
+    assert data.json()["state_dir"] == str(venv.root / ".safe-uninstall")
+    assert problems("config", data.json()) == []
+    assert plain.json()["environment"] is None
+    assert changed(before, tree(venv.root)) == []

@@ -36,6 +36,13 @@ def test_checked_in_reference_page_is_what_the_generator_writes(page: str) -> No
     )
 
 
+@pytest.mark.parametrize("copy", sorted(GENERATOR.SHIPPED), ids=lambda p: p.name)
+def test_a_file_the_package_ships_is_the_one_the_docs_keep(copy: Path) -> None:
+    assert copy.read_bytes() == GENERATOR.SHIPPED[copy].read_bytes(), (
+        f"{copy} is out of date: run python docs/gen_reference.py"
+    )
+
+
 def test_cli_reference_has_every_command_and_option() -> None:
     import click
 

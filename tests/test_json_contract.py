@@ -5,6 +5,7 @@ command on a real venv."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,14 @@ import click
 import pytest
 from jsonschema import Draft202012Validator
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+import safeuninstall
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.cli.commands import JSON_VERSION, cli
+from safeuninstall.cli.commands import JSON_SCHEMA, JSON_VERSION, cli
 from tests.conftest import MakeVenv, Run, run_tool
 
 SCHEMA_FILE = Path(__file__).parent.parent / "docs" / "reference" / "json-schema.json"
@@ -57,6 +64,21 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
 
 def test_the_schema_has_the_version_the_tool_prints() -> None:
     assert SCHEMA["$defs"]["json-version"]["const"] == JSON_VERSION
+
+
+def test_the_schema_s_id_names_the_version() -> None:
+    """A new version of the contract is a new schema: its $id changes with json_version."""
+    assert SCHEMA["$id"] == f"urn:safe-uninstall:json-schema:{JSON_VERSION}"
+
+
+def test_the_wheel_ships_the_schema_every_output_names() -> None:
+    """The schema is package data (the wheel holds the package alone), and it is the file
+    ``--json`` output names."""
+    pyproject = tomllib.loads((SCHEMA_FILE.parent.parent.parent / "pyproject.toml").read_text())
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["safeuninstall"]
+    package = Path(safeuninstall.__file__).parent
+    assert JSON_SCHEMA.relative_to(package).as_posix() in shipped
+    assert json.loads(JSON_SCHEMA.read_text()) == SCHEMA
 
 
 def test_every_command_has_its_object_in_the_schema() -> None:
@@ -135,6 +157,7 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
         assert done.returncode == exit_code, (where, done.stdout[-2000:], done.stderr[-2000:])
         data = done.json()
         assert next(iter(data)) == "json_version", where  # first, as pip's reports have it
+        assert data["json_schema"] == str(JSON_SCHEMA), where
         if found := problems(name, data):
             wrong[where] = found
         for key in required_keys(name):
@@ -158,4 +181,5 @@ def test_a_usage_error_carries_the_version_too(args: tuple[str, ...], tmp_path: 
     done = run_tool(*args, cwd=tmp_path)
     assert done.returncode == 2
     assert done.json()["json_version"] == JSON_VERSION
+    assert done.json()["json_schema"] == str(JSON_SCHEMA)
     assert problems("error", done.json()) == []

@@ -18,6 +18,7 @@ the forms of the issue that no source test covers.
 from __future__ import annotations
 
 import base64
+import codecs
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,10 +81,21 @@ class Side:
     def env(self) -> dict[str, str]:
         return {**os.environ, "UV_CACHE_DIR": str(self.cache)}
 
-    def uv(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def uv(
+        self,
+        *args: str,
+        check: bool = True,
+        extra: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         assert UV is not None
         return subprocess.run(
-            [UV, *args], env=self.env(), capture_output=True, text=True, check=check, cwd=self.root
+            [UV, *args],
+            env={**self.env(), **(extra or {})},
+            capture_output=True,
+            text=True,
+            check=check,
+            cwd=cwd or self.root,
         )
 
     def install(self, *requirements: str, find_links: Path | None = None) -> None:
@@ -124,13 +136,16 @@ class Side:
         text = record.read_text().rstrip("\n") + "\n" + "".join(f"{line}\n" for line in lines)
         self.write(str(record.relative_to(self.root)), text)
 
-    def tool(self, *args: str) -> Run:
+    def tool(
+        self, *args: str, extra: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> Run:
         env = {
             **os.environ,
             "UV_OFFLINE": "1",
             "UV_CACHE_DIR": str(self.root.parent / f"empty-uv-cache-{self.root.name}"),
+            **(extra or {}),
         }
-        return run_tool(*args, env=env, cwd=self.root)
+        return run_tool(*args, env=env, cwd=cwd or self.root)
 
 
 def record_line(site: Path, rel: str) -> str:
@@ -189,7 +204,9 @@ class Replay:
     tool_after: dict[str, str]
     tool_raw_after: dict[str, str]  # as compared with the tool's side before
     where: tuple[str, ...] = ()  # how both commands named the environment (for the rollback)
-    where: tuple[str, ...] = ()  # how both commands named the environment (for the rollback)
+    # what else named it: variables, the folder both ran in (for the rollback)
+    extra: Mapping[str, str] | None = None
+    cwd: Path | None = None
 
     def same(self) -> Replay:
         """The tool did what uv did: the same outcome, the same bytes; then rollback."""
@@ -213,7 +230,9 @@ class Replay:
     def rolled_back(self) -> Replay:
         """Where the tool changed anything, ``rollback`` gives back every byte of before."""
         if differences(self.before, self.tool_raw_after):
-            back = self.tool_side.tool("rollback", "--no-probe", *self.where)
+            back = self.tool_side.tool(
+                "rollback", "--no-probe", *self.where, extra=self.extra, cwd=self.cwd
+            )
             assert back.returncode == 0, back.stdout + back.stderr
             # Files and links; a folder left empty inside a folder a RECORD lists is not
             # brought back (a stash holds files).
@@ -237,17 +256,37 @@ class Pair:
         *args: str,
         where: tuple[str, ...] = ("--python", ".venv"),
         tool_only: tuple[str, ...] = (),
+        extra: Callable[[Side], Mapping[str, str]] | None = None,
+        cwd: Callable[[Side], Path] | None = None,
     ) -> Replay:
         """Set both sides up, then ``uv pip uninstall WHERE ARGS`` on one and
-        ``safe-uninstall --no-probe [TOOL_ONLY] WHERE ARGS`` on the other, in the side's folder."""
+        ``safe-uninstall --no-probe [TOOL_ONLY] WHERE ARGS`` on the other, in the side's folder
+        (or ``cwd``'s), each with the side's ``extra`` variables."""
         for side in (self.uv_side, self.tool_side):
             setup(side)
         before = state(self.tool_side)
         assert (
             differences(state(self.uv_side, across=True), state(self.tool_side, across=True)) == []
         )
-        uv = self.uv_side.uv("pip", "uninstall", *where, *args, check=False)
-        tool = self.tool_side.tool("--no-probe", *tool_only, *where, *args)
+        env = {side: extra(side) if extra else None for side in (self.uv_side, self.tool_side)}
+        at = {side: cwd(side) if cwd else None for side in (self.uv_side, self.tool_side)}
+        uv = self.uv_side.uv(
+            "pip",
+            "uninstall",
+            *where,
+            *args,
+            check=False,
+            extra=env[self.uv_side],
+            cwd=at[self.uv_side],
+        )
+        tool = self.tool_side.tool(
+            "--no-probe",
+            *tool_only,
+            *where,
+            *args,
+            extra=env[self.tool_side],
+            cwd=at[self.tool_side],
+        )
         return Replay(
             self.uv_side,
             self.tool_side,
@@ -258,6 +297,8 @@ class Pair:
             state(self.tool_side, across=True),
             state(self.tool_side),
             where,
+            env[self.tool_side],
+            at[self.tool_side],
         )
 
 
@@ -659,6 +700,29 @@ def test_more_requirements_file_forms(pair: Pair) -> None:
     assert "'--index-url https://download.pytorch.org/whl/cu128' ignored" in replay.tool.stdout
 
 
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        lambda text: codecs.BOM_UTF8 + text.encode(),
+        lambda text: text.encode("utf-16"),  # a byte-order mark, then little-endian
+        lambda text: codecs.BOM_UTF16_BE + text.encode("utf-16-be"),
+    ],
+    ids=["utf-8-bom", "utf-16", "utf-16-be"],
+)
+def test_more_requirements_file_with_a_byte_order_mark(
+    pair: Pair, encoded: Callable[[str], bytes]
+) -> None:
+    """A Windows editor's file: UTF-8 with a byte-order mark, or UTF-16 ("Unicode"); uv reads
+    both, the mark no part of the first name, and so does the tool (nested files too)."""
+
+    def setup(side: Side) -> None:
+        side.install("rich", "six", "PyLogo")
+        side.write("reqs.txt", encoded("six\r\n-r more.txt\r\n"))
+        side.write("more.txt", encoded("rich\n"))
+
+    pair.replay(setup, "-r", "reqs.txt").same()
+
+
 def test_more_requirements_file_of_comments_only(pair: Pair) -> None:
     """A file that names no package: uv warns and uninstalls nothing, exit 0; so does the tool."""
 
@@ -908,3 +972,240 @@ def test_more_uv_options(pair: Pair) -> None:
         "--directory=.",
     )
     pair.replay(lambda side: side.install("six", "rich"), *options, "six").same()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "../../../bin/python",
+        "../../../bin/python3",
+        "../../../pyvenv.cfg",
+        "../../../bin/",
+        "../../../.safe-uninstall",
+        "../../..",
+    ],
+)
+def test_more_record_lists_the_interpreter(pair: Pair, line: str) -> None:
+    """A RECORD line naming the environment's own interpreter, a link that leads to it, its
+    pyvenv.cfg, the tool's state folder in it (where the stash goes) or a folder that holds
+    them: uv deletes it, and then nothing opens the environment again, or finds the snapshot
+    (no rollback, recover or doctor). The tool refuses, naming the line."""
+
+    def setup(side: Side) -> None:
+        side.install("evilpkg")
+        side.add_to_record("evilpkg", f"{line},,")
+
+    replay = pair.replay(setup, "evilpkg").refused(f"RECORD line {line!r}")
+    assert "nothing was removed" in replay.tool.stderr
+
+
+def test_more_a_removal_that_hollows_another_is_restored(pair: Pair) -> None:
+    """Two builds of one library install the same file: uv removes one and leaves the other
+    hollow; the tool restores it all (exit 3), even with --no-probe."""
+
+    def setup(side: Side) -> None:
+        for flavour in ("cu12", "cu13"):
+            side.build(
+                f"sharedlib-{flavour}", "1.0", {"sharedlib/__init__.py": f"F = {flavour!r}\n"}
+            )
+        # one after the other: installed together, which one's file wins is up to uv
+        side.install("sharedlib-cu12", find_links=side.wheels)
+        side.install("sharedlib-cu13", find_links=side.wheels)
+
+    replay = pair.replay(setup, "sharedlib-cu12")
+    assert replay.uv.returncode == 0, replay.uv.stderr
+    assert not list(replay.uv_side.site.glob("sharedlib/__init__.py"))
+    assert replay.tool.returncode == 3, replay.tool.stdout + replay.tool.stderr
+    assert differences(replay.before, replay.tool_raw_after) == []
+
+
+def test_every_documented_difference_names_a_test_that_exists() -> None:
+    """The differences table in docs/usage.md: each row's test is one the suite has."""
+    docs = Path(__file__).parent.parent / "docs" / "usage.md"
+    text = docs.read_text().partition("### Differences from `uv pip uninstall`")[2]
+    rows = [line for line in text.split("\n\n")[2].splitlines() if line.startswith("| ")][2:]
+    assert rows
+    for row in rows:
+        named = row.rstrip(" |").rpartition("|")[2].strip()
+        if named == "every test":
+            continue
+        (test,) = re.findall(r"`([^`]+)`", named)
+        if test.endswith(".py"):  # a module's tests
+            assert (Path(__file__).parent.parent / test).is_file(), row
+            continue
+        module, _, func = test.rpartition("::")
+        source = Path(__file__).parent.parent / module if module else Path(__file__)
+        assert f"def {func}(" in source.read_text(), row
+
+
+# -- how uv finds the environment without -p ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("uv.toml", "[pip]\npython = '.venv'\n"),
+        (
+            "pyproject.toml",
+            "[project]\nname = 'proj'\nversion = '0'\n[tool.uv.pip]\npython = '.venv'\n",
+        ),
+    ],
+)
+def test_more_pip_python_of_uv_configuration(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, text: str
+) -> None:
+    """uv's configuration names the interpreter (``[pip] python``): it comes before an
+    active environment, here one that does not exist."""
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "nowhere"))
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write(name, text)
+
+    pair.replay(setup, "six", where=()).same()
+
+
+def test_more_an_explicit_python_comes_before_uv_configuration(pair: Pair, tmp_path: Path) -> None:
+    """-p wins over the configuration's ``[pip] python``, which names nothing here."""
+
+    def setup(side: Side) -> None:
+        side.install("six")
+        side.write("uv.toml", f"[pip]\npython = {str(tmp_path / 'nowhere')!r}\n")
+
+    pair.replay(setup, "six").same()
+
+
+@pytest.mark.parametrize("base", [False, True])
+def test_more_conda_prefix(pair: Pair, base: bool) -> None:
+    """An active conda environment ($CONDA_PREFIX) is the target when no virtual environment
+    is active; conda's base environment (CONDA_DEFAULT_ENV names another folder) only after
+    a .venv is looked for, and here only because it is a virtual environment (uv counts a
+    base that is not as a system interpreter, changed only when asked for)."""
+
+    def variables(side: Side) -> dict[str, str]:
+        named = {"CONDA_DEFAULT_ENV": "base"} if base else {}
+        return {"CONDA_PREFIX": str(side.venv), **named}
+
+    replay = pair.replay(
+        lambda side: side.install("six"),
+        "six",
+        where=(),
+        extra=variables,
+        cwd=lambda side: side.root.parent,
+    )
+    replay.same()
+    assert replay.tool.returncode == 0, replay.tool.stderr
+
+
+@pytest.mark.parametrize("how", ["UV_SYSTEM_PYTHON=1", "UV_SYSTEM_PYTHON=true", "uv.toml"])
+def test_more_uv_system_python(tmp_path: Path, how: str) -> None:
+    """UV_SYSTEM_PYTHON (or ``system = true`` in uv's configuration) is --system, for the
+    tool as for uv: the first interpreter on PATH (a dry run: a removal from the machine's own
+    Python is not for a test); --no-system overrides it."""
+    assert UV is not None
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    if how == "uv.toml":
+        (tmp_path / "uv.toml").write_text("[pip]\nsystem = true\n")
+    else:
+        env["UV_SYSTEM_PYTHON"] = how.partition("=")[2]
+    argv = ("--dry-run", "no-such-package-here")
+    uv = subprocess.run(
+        [UV, "pip", "uninstall", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    tool = run_tool(*argv, env=env, cwd=tmp_path)
+    assert uv.returncode == tool.returncode == 0, uv.stderr + tool.stdout + tool.stderr
+    (root,) = re.findall(r"environment at: (\S+)", uv.stderr)
+    (python,) = re.findall(r"environment: (\S+)", tool.stdout)
+    assert Path(python).is_relative_to(root), (root, python)
+    assert not (tmp_path / "state").exists()
+    # --no-system: the discovery of an environment (none here: no Python of a venv first on
+    # PATH). uv refuses --no-system beside UV_SYSTEM_PYTHON; the tool lets the option win.
+    env["PATH"] = "/usr/bin:/bin"
+    tool = run_tool("--no-system", *argv, env=env, cwd=tmp_path)
+    assert tool.returncode == 1, tool.stdout + tool.stderr
+    assert "no target environment" in tool.stderr
+    if how == "uv.toml":
+        uv = subprocess.run(
+            [UV, "pip", "uninstall", "--no-system", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert uv.returncode != 0, uv.stderr
+
+
+@pytest.mark.parametrize("option", ["--target", "--prefix"])
+def test_more_target_that_does_not_exist(pair: Pair, option: str) -> None:
+    """A --target (or --prefix) folder that does not exist holds nothing to remove: uv says so
+    and exits 0 (leaving the folder made, with its lock file in it); so does the tool, which
+    makes nothing there."""
+    replay = pair.replay(
+        lambda side: side.install("six"), "six", where=("--python", ".venv", option, "nope")
+    )
+    assert replay.uv.returncode == 0, replay.uv.stderr
+    assert replay.tool.returncode == 0, replay.tool.stdout + replay.tool.stderr
+    assert "nothing to do" in replay.tool.stdout
+    assert differences(replay.before, replay.tool_raw_after) == []
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_more_a_venv_first_on_path(pair: Pair, first: bool) -> None:
+    """No active environment, no .venv: uv takes the first Python on PATH when it is a
+    virtual environment's (a container's ``ENV PATH=/venv/bin:$PATH``), and nothing when the
+    first is a system one."""
+
+    def variables(side: Side) -> dict[str, str]:
+        folders = [str(side.venv / "bin"), "/usr/bin", "/bin"]
+        return {"PATH": os.pathsep.join(folders if first else folders[::-1])}
+
+    replay = pair.replay(
+        lambda side: side.install("six"),
+        "six",
+        where=(),
+        extra=variables,
+        cwd=lambda side: side.root.parent,
+    )
+    replay.same()
+    assert (replay.tool.returncode == 0) is first, replay.tool.stderr
+
+
+def _externally_managed_python() -> str | None:
+    """The machine's own Python where its distributor manages it (PEP 668), else None."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        return None
+    done = subprocess.run(
+        [python, "-I", "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+        capture_output=True,
+        text=True,
+    )
+    stdlib = done.stdout.strip()
+    return python if done.returncode == 0 and Path(stdlib, "EXTERNALLY-MANAGED").is_file() else None
+
+
+MANAGED = _externally_managed_python()
+
+
+@pytest.mark.skipif(MANAGED is None, reason="no externally managed Python on this machine")
+@pytest.mark.parametrize("how", ["UV_BREAK_SYSTEM_PACKAGES=1", "uv.toml", "neither"])
+def test_more_break_system_packages_without_the_option(tmp_path: Path, how: str) -> None:
+    """UV_BREAK_SYSTEM_PACKAGES (or ``break-system-packages = true`` in uv's configuration)
+    lets uv, and the tool, act on an externally managed interpreter; without either both
+    refuse. A dry run: the machine's own Python is not changed by a test."""
+    assert UV is not None and MANAGED is not None
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    if how == "uv.toml":
+        (tmp_path / "uv.toml").write_text("[pip]\nbreak-system-packages = true\n")
+    elif how != "neither":
+        env["UV_BREAK_SYSTEM_PACKAGES"] = "1"
+    argv = ("-p", MANAGED, "--dry-run", "no-such-package-here")
+    uv = subprocess.run(
+        [UV, "pip", "uninstall", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    tool = run_tool(*argv, env=env, cwd=tmp_path)
+    assert (uv.returncode == 0) is (how != "neither"), uv.stderr
+    assert (tool.returncode == 0) is (how != "neither"), tool.stdout + tool.stderr
+    if how == "neither":
+        assert "is externally managed" in tool.stderr and tool.returncode == 1
+    assert not (tmp_path / "state").exists()

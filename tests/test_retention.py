@@ -372,3 +372,22 @@ def test_prune_right_after_a_removal_names_no_only_copy_for_the_latest(
     assert data["only_copies"] == []
     assert data["over_max_size_bytes"] == 0
     assert folder(venv, "0001").path.is_dir()
+
+
+def test_what_a_removal_keeps_counts_every_snapshot_s_own_files(make_venv: MakeVenv) -> None:
+    """A rollback's snapshot keeps no stash, only its own files (snapshot.toml...): "all
+    snapshots" counts them too, as `snapshots` and `audit` do."""
+    venv = make_venv("leftpad", "toolpkg")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001: a stash
+    assert venv.tool("rollback", "--no-probe").returncode == 0  # 0002: no stash
+    assert not folder(venv, "0002").stash_dir.exists()
+
+    run = venv.tool("--no-probe", "toolpkg")  # 0003
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    held = sum(stash_bytes(venv, i) for i in ("0001", "0002", "0003"))
+    latest = stash_bytes(venv, "0003")
+    kept = f"kept for rollback: {latest / 1024:.1f} KiB (all snapshots: {held / 1024:.1f} KiB)"
+    assert kept in run.stdout
+    assert venv.tool("snapshots", "--json").json()["total_bytes"] == held
+    assert venv.tool("audit", "--json").json()["stash_bytes"] == held

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MakeVenv, Venv, stand_in_uv
+from tests.conftest import MakeVenv, Venv, installer_calls, logging_uv, stand_in_uv
 from tests.realstack import RealVenv, Stacks
 from tests.wheels import build_wheel
 
@@ -711,3 +711,78 @@ def test_an_uninstall_refused_on_a_second_dist_info_folder_points_to_doctor_and_
     assert venv.file_hashes() == hashes
     # What it points to holds: doctor names snapshot 0001, which keeps urllib3 2.2.1.
     assert venv.tool("doctor", "--json").json()["repair_command"].endswith("rollback 0001")
+
+
+def test_a_rollback_that_would_delete_the_interpreter_is_refused_unchanged(
+    make_venv: MakeVenv,
+) -> None:
+    """A distribution installed since the snapshot whose RECORD lists the venv's own
+    bin/python: the rollback's uninstall would delete it (uv does), leaving nothing to run
+    the next command with. Refused before any change, naming the line."""
+    venv = make_venv("leftpad")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    venv.install("toolpkg")
+    (record,) = venv.site_packages.glob("toolpkg-*.dist-info/RECORD")
+    text = record.read_text() + "../../../bin/python,,\n"
+    record.unlink()  # a hard link into the uv cache: replaced, never written in place
+    record.write_text(text)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    run = venv.tool("rollback", "--no-probe")
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "its RECORD line '../../../bin/python' names" in run.stderr
+    assert "nothing was removed" in run.stderr
+    assert venv.python.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_what_no_stash_holds_comes_back_in_one_installer_call(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The promise: one uninstall for what is removed, and one reinstall for everything no
+    stash can give back, never one call per distribution (counted at the installer)."""
+    venv = make_venv("leftpad", "toolpkg", "urllib3==2.3.0")
+    log = tmp_path / "uv-calls.jsonl"
+    uv = str(logging_uv(tmp_path / "uv", log))
+    removed = venv.tool("--no-probe", "leftpad", "toolpkg", "urllib3", SAFE_UNINSTALL_UV=uv)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    (uninstall,) = installer_calls(log, "pip", "uninstall")
+    assert {"leftpad", "toolpkg", "urllib3"} <= set(uninstall)
+    shutil.rmtree(venv.snapshot("0001").stash_dir)
+
+    back = venv.tool(
+        "rollback",
+        "--no-probe",
+        SAFE_UNINSTALL_UV=uv,
+        UV_NO_INDEX="1",
+        UV_FIND_LINKS=str(venv.wheelhouse),
+    )
+
+    assert back.returncode == 0, back.stdout + back.stderr
+    (install,) = installer_calls(log, "pip", "install")
+    assert {"leftpad==1.0", "toolpkg==1.0", "urllib3==2.3.0"} <= set(install)
+    assert venv.installed().keys() >= {"leftpad", "toolpkg", "urllib3"}
+
+
+def test_a_copied_venv_says_whose_snapshots_its_state_folder_holds(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``cp -a venv copy``: the copy holds the original's state folder, whose snapshots would
+    restore the original. They are not listed there, and the copy says why, not just "no
+    snapshots"."""
+    venv = make_venv("leftpad")
+    assert venv.tool("--no-probe", "leftpad").returncode == 0  # 0001, of the original
+    copy = Venv(tmp_path / "copy", venv.uv_cache, venv.wheelhouse)
+    shutil.copytree(venv.root, copy.root, symlinks=True)
+
+    listed = copy.tool("snapshots")
+    data = copy.tool("snapshots", "--json").json()
+    back = copy.tool("rollback", "--dry-run")
+
+    why = f"the snapshots there were taken of another environment (1 of {venv.root})"
+    assert listed.returncode == 0 and why in listed.stdout, listed.stdout + listed.stderr
+    assert data["snapshots"] == [] and why in str(data["none_because"])
+    assert back.returncode == 1 and why in back.stderr, back.stdout + back.stderr
+    assert venv.tool("snapshots", "--json").json()["none_because"] is None

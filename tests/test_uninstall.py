@@ -445,7 +445,9 @@ def test_target_from_virtual_env_and_dot_venv(make_venv: MakeVenv, tmp_path: Pat
     dry = run_tool("--dry-run", "leftpad", cwd=project / "deep")
     assert dry.returncode == 0, dry.stderr
     assert str(project / ".venv") in dry.stdout
-    nowhere = run_tool("--dry-run", "leftpad", cwd=tmp_path)
+    # no Python of a virtual environment first on PATH either (uv's last resort)
+    outside = {**os.environ, "PATH": "/usr/bin:/bin"}
+    nowhere = run_tool("--dry-run", "leftpad", cwd=tmp_path, env=outside)
     assert nowhere.returncode == 1
     assert "no target environment" in nowhere.stderr
 

@@ -78,14 +78,16 @@ def _target_options(hidden: bool = False) -> list[click.Option]:
             ["-p", "--python"],
             metavar="PYTHON",
             hidden=hidden,
-            help="Target interpreter or environment directory "
-            "(default: $VIRTUAL_ENV, else .venv in this or a parent folder).",
+            help="Target interpreter or environment directory (default: as uv pip finds "
+            "it: $UV_PYTHON, [pip] python of uv's configuration, $VIRTUAL_ENV, $CONDA_PREFIX, "
+            "else .venv in this or a parent folder).",
         ),
         click.Option(
             ["--system/--no-system"],
-            default=False,
+            default=None,
             hidden=hidden,
-            help="The first Python on PATH, as uv finds it (not a virtual environment).",
+            help="The first Python on PATH, as uv finds it (not a virtual environment). "
+            "[default: $UV_SYSTEM_PYTHON, else uv's configuration]",
         ),
         click.Option(
             ["-t", "--target"],
@@ -101,9 +103,10 @@ def _target_options(hidden: bool = False) -> list[click.Option]:
         ),
         click.Option(
             ["--break-system-packages/--no-break-system-packages"],
-            default=False,
+            default=None,
             hidden=hidden,
-            help="Change an interpreter its distributor manages (PEP 668), as uv allows with it.",
+            help="Change an interpreter its distributor manages (PEP 668), as uv allows with it. "
+            "[default: $UV_BREAK_SYSTEM_PACKAGES, else uv's configuration]",
         ),
         click.Option(
             ["--state-dir"],
@@ -455,7 +458,7 @@ class Common:
         }
         self._python: str | None = values.pop("python", None)
         self._where = {key: values.pop(key, None) for key in ("system", "target", "prefix")}
-        self._break_system_packages = bool(values.pop("break_system_packages", False))
+        self._break_system_packages: bool | None = values.pop("break_system_packages", None)
         self._no_probe: bool | None = None  # None: a command without probe options
         if "probes" in values:
             self._no_probe = values.pop("no_probe")
@@ -471,6 +474,11 @@ class Common:
         self.live = _Live(self.output)
         self._context: Context | None = None
         self.read_only = False  # a dry run: the target is opened to write nothing
+
+    @property
+    def target_given(self) -> bool:
+        """An option that names the environment was given (-p, --system, --target, --prefix)."""
+        return self._python is not None or any(v is not None for v in self._where.values())
 
     def settings(self) -> config.Settings:
         """Resolved once per command (the first call wins; every call passes the same)."""
@@ -549,7 +557,7 @@ class Common:
                 on_installer_output=_echo_installer if self.output.verbose else None,
                 on_progress=_ProgressBar() if sys.stderr.isatty() else None,
                 read_only=self.read_only,
-                system=bool(self._where["system"]),
+                system=self._where["system"],
                 target=self._where["target"],
                 prefix=self._where["prefix"],
                 break_system_packages=self._break_system_packages,
@@ -639,9 +647,16 @@ _NO_RESULT = object()  # _run's result before the core returned one
 JSON_VERSION = "1"
 
 
+# The schema of that contract, shipped in the package (a copy of docs/reference/json-schema.json,
+# see docs/gen_reference.py); every object names it.
+JSON_SCHEMA = Path(__file__).with_name("json-schema.json")
+
+
 def _print_json(payload: dict[str, object]) -> None:
-    """Print one --json object, the contract's version first: the one way any is printed."""
-    click.echo(json.dumps({"json_version": JSON_VERSION, **payload}, indent=2, default=list))
+    """Print one --json object, the contract's version first and where its schema is: the one
+    way any is printed."""
+    envelope = {"json_version": JSON_VERSION, "json_schema": str(JSON_SCHEMA)}
+    click.echo(json.dumps({**envelope, **payload}, indent=2, default=list))
 
 
 def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
@@ -1241,20 +1256,49 @@ def _painter(color: bool) -> report.Paint:
     return lambda text, tone: click.style(text, fg=_TONES[tone], bold=tone == "bad" or None)
 
 
-@_command("config", target=False)
+class _ConfigShown(Struct, frozen=True):
+    """What ``config`` shows: the settings, and with a target option the environment they
+    apply to and the state folder its commands use."""
+
+    settings: config.Settings
+    environment: str | None = None
+    state_dir: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            **self.settings.to_dict(),
+            "environment": self.environment,
+            "state_dir": self.state_dir,
+        }
+
+
+@_command("config")
 def config_command(common: Common) -> None:
     """Show every setting's effective value and where it came from.
 
     Places, strongest first: the command line, SAFE_UNINSTALL_* environment variables,
     [tool.safe-uninstall] in the nearest pyproject.toml, the user's
     $XDG_CONFIG_HOME/safe-uninstall/config.toml; then the defaults. -q prints the effective
-    values as TOML (unset keys left out); -v also names the files consulted.
+    values as TOML (unset keys left out); -v also names the files consulted. With -p (or
+    --system, --target, --prefix), also the environment and the state folder its commands
+    use; nothing is written there.
     """
 
-    def render(settings: config.Settings, output: Output) -> str:
-        return report.settings(settings, verbose=output.verbose, quiet=output.quiet)
+    def call() -> _ConfigShown:
+        settings = common.settings()
+        if not common.target_given:
+            return _ConfigShown(settings)
+        common.read_only = True
+        ctx = common.context()
+        return _ConfigShown(settings, ctx.where, str(ctx.store.root))
 
-    _run(common, common.settings, render)
+    def render(shown: _ConfigShown, output: Output) -> str:
+        text = report.settings(shown.settings, verbose=output.verbose, quiet=output.quiet)
+        if shown.environment is None or output.quiet:
+            return text
+        return f"{text}\nenvironment: {shown.environment}\nstate folder: {shown.state_dir}"
+
+    _run(common, call, render)
 
 
 # -- export ------------------------------------------------------------------------------------

@@ -320,7 +320,7 @@ def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
     if quiet:
         return "\n".join(s.id for s in summaries)
     if not summaries:
-        return "no snapshots"
+        return listed.none_because or "no snapshots"
     lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'kept':>10}  {'removed':<30} command"]
     for s in summaries:
         if s.error:
@@ -721,11 +721,11 @@ def _unlisted_and_stashed(found: AuditReport, base: str) -> list[str]:
     if found.stashes:
         each = ", ".join(f"{s.snapshot}: {size_text(s.bytes)}" for s in found.stashes[:5])
         lines.append(
-            f"snapshots' stashes hold {size_text(found.stash_bytes)} the environment does "
-            f"not ({each}{', ...' if len(found.stashes) > 5 else ''})"
+            f"snapshots hold {size_text(found.stash_bytes)} the environment does not, "
+            f"their stashes and their own files ({each}{', ...' if len(found.stashes) > 5 else ''})"
         )
     else:
-        lines.append("snapshots' stashes hold nothing (no snapshot of this environment)")
+        lines.append("snapshots hold nothing (no snapshot of this environment)")
     return lines
 
 

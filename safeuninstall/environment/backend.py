@@ -56,9 +56,16 @@ class Backend(Protocol):
     def uninstall_argv(self, names: Sequence[str]) -> list[str]: ...
 
     def install_argv(
-        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+        self,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        reinstall: bool = False,
+        fresh: bool = False,
     ) -> list[str]:
-        """``reinstall``: also those installed at that version already (a hollow one)."""
+        """``reinstall``: also those installed at that version already (a hollow one).
+        ``fresh``: reinstalled from the index or find-links, past the installer's cache (uv
+        links files from it: one written in place through such a link is wrong there too)."""
 
     def check_available(self) -> None:
         """Fail before any change when the installer cannot run."""
@@ -73,6 +80,7 @@ class Backend(Protocol):
         entries: Sequence[PackageEntry],
         *,
         offline: bool,
+        fresh: bool = False,
         watch: process.Watch = process.UNWATCHED,
     ) -> process.Completed: ...
 
@@ -103,7 +111,12 @@ class _Runner:
         raise NotImplementedError
 
     def install_argv(
-        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+        self,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        reinstall: bool = False,
+        fresh: bool = False,
     ) -> list[str]:
         raise NotImplementedError
 
@@ -117,11 +130,13 @@ class _Runner:
         entries: Sequence[PackageEntry],
         *,
         offline: bool,
+        fresh: bool = False,
         watch: process.Watch = process.UNWATCHED,
     ) -> process.Completed:
-        return self._run(self.install_argv(entries, offline=offline), watch=watch)
+        return self._run(self.install_argv(entries, offline=offline, fresh=fresh), watch=watch)
 
     reinstall_flag = ""
+    no_cache_flag = ""
 
     def check_installable(self, entries: Sequence[PackageEntry], *, offline: bool) -> None:
         argv = self.install_argv(entries, offline=offline)
@@ -155,6 +170,7 @@ class UvBackend(_Runner):
 
     name = "uv"
     reinstall_flag = "--reinstall"
+    no_cache_flag = "--no-cache"
 
     def __init__(
         self,
@@ -171,11 +187,18 @@ class UvBackend(_Runner):
         return [self.uv, "pip", "uninstall", "--python", str(self.python), *self.extra, *names]
 
     def install_argv(
-        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+        self,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        reinstall: bool = False,
+        fresh: bool = False,
     ) -> list[str]:
         argv = [self.uv, "pip", "install", "--python", str(self.python), *self.extra, "--no-deps"]
-        if reinstall:
+        if reinstall or fresh:
             argv.append(self.reinstall_flag)
+        if fresh:
+            argv.append(self.no_cache_flag)
         if offline:
             argv.append("--offline")
         return [*argv, *_requirements(entries)]
@@ -190,6 +213,7 @@ class PipBackend(_Runner):
 
     name = "pip"
     reinstall_flag = "--force-reinstall"
+    no_cache_flag = "--no-cache-dir"
 
     def _base(self, verb: str) -> list[str]:
         return [str(self.python), "-m", "pip", verb, "--disable-pip-version-check"]
@@ -199,11 +223,18 @@ class PipBackend(_Runner):
         return [*self._base("uninstall"), "--yes", *extra, *names]
 
     def install_argv(
-        self, entries: Sequence[PackageEntry], *, offline: bool, reinstall: bool = False
+        self,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        reinstall: bool = False,
+        fresh: bool = False,
     ) -> list[str]:
         argv = [*self._base("install"), *self.extra, "--no-deps"]
-        if reinstall:
+        if reinstall or fresh:
             argv.append(self.reinstall_flag)
+        if fresh:
+            argv.append(self.no_cache_flag)
         if offline:
             argv.append("--no-index")
         return [*argv, *_requirements(entries)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from msgspec import Struct
@@ -135,3 +135,26 @@ def plan_deletion(removed: Sequence[Removed], env_root: str, fs: FileSystem = DI
         swept={k: tuple(v) for k, v in swept.items()},
         outside={k: tuple(v) for k, v in outside.items()},
     )
+
+
+def vital_line(
+    record_paths: Iterable[str], site_dir: str, env_root: str, vital: Collection[str]
+) -> tuple[str, str] | None:
+    """The first RECORD line (as written, and the path it names) whose deletion takes one of
+    ``vital`` (normalised paths, see interpreter.vital_files): the path itself, or a folder
+    that holds it, which uv deletes whole. None when there is none. A line that leads out of
+    the environment is skipped, as uv skips it."""
+    root = os.path.normpath(env_root)
+    site = os.path.normpath(site_dir)
+    holding = {parent for path in vital for parent in _parents(path) if inside(parent, root)}
+    for line in record_paths:
+        path = os.path.normpath(os.path.join(site, line))
+        if inside(path, root) and (path in vital or path in holding):
+            return line, path
+    return None
+
+
+def _parents(path: str) -> Iterator[str]:
+    while (parent := os.path.dirname(path)) != path:
+        yield parent
+        path = parent

@@ -73,6 +73,9 @@ class Interpreter(Struct, frozen=True):
     # "environment": the interpreter's own; "target" or "prefix": a folder given with
     # --target or --prefix, whose packages this interpreter runs (see with_layout)
     layout: str = "environment"
+    # With --target or --prefix: the interpreter's own site folders, which its imports search
+    # too (after the folder's, put first on PYTHONPATH)
+    own_site_dirs: tuple[str, ...] = ()
 
     @property
     def is_venv(self) -> bool:
@@ -118,10 +121,13 @@ def is_path_request(python: str) -> bool:
 def find_python(
     python: str | None, *, cwd: Path, environ: Mapping[str, str], system: bool = False
 ) -> Path:
-    """Resolve the target interpreter the way uv does: -p (else UV_PYTHON), else $VIRTUAL_ENV,
-    else .venv upwards. A -p that is no path (``3.11``, ``python3``, ``pypy``), and --system,
-    are resolved by asking uv itself (``uv python find``): one implementation of uv's rules."""
-    python = python or environ.get("UV_PYTHON") or None
+    """Resolve the target interpreter the way ``uv pip`` does: the request (-p, UV_PYTHON or
+    uv's configuration: see uvsettings.py), else $VIRTUAL_ENV, else an active conda environment
+    ($CONDA_PREFIX, not conda's base), else the virtual environment the current folder is in,
+    or a .venv in it or a parent, else conda's base environment or the first Python on PATH
+    where it is a virtual environment's (uv changes a system interpreter only when asked). A
+    request that is no path (``3.11``, ``python3``, ``pypy``), and --system, are resolved by
+    asking uv itself (``uv python find``): one implementation of uv's rules."""
     if (python and not is_path_request(python)) or system:
         return ask_uv(python, system=system, cwd=cwd, environ=environ)
     if python:
@@ -136,14 +142,59 @@ def find_python(
     virtual_env = environ.get("VIRTUAL_ENV")
     if virtual_env:
         return _venv_python(Path(virtual_env), origin=f"VIRTUAL_ENV={virtual_env}")
+    conda = _conda_environment(environ)
+    if conda is not None:
+        return _venv_python(conda, origin=f"CONDA_PREFIX={conda}")
     for folder in (cwd, *cwd.parents):
+        if (folder / "pyvenv.cfg").is_file():  # inside a virtual environment
+            return _venv_python(folder, origin=str(folder))
         venv = folder / ".venv"
         if (venv / "pyvenv.cfg").is_file():
             return _venv_python(venv, origin=str(venv))
+    base = environ.get("CONDA_PREFIX")
+    if base and (Path(base) / "pyvenv.cfg").is_file():  # uv takes a base that is a venv
+        return _venv_python(Path(base), origin=f"CONDA_PREFIX={base}")
+    on_path = _first_on_path(environ)
+    if on_path is not None and (on_path.parent.parent / "pyvenv.cfg").is_file():
+        return on_path.absolute()  # a venv's bin on PATH, not activated (a container's)
     raise EnvironmentNotFound(
         "no target environment: pass --python, activate a virtualenv, "
         "or run inside a folder that has a .venv"
+        + (
+            f" (CONDA_PREFIX={base} is conda's base environment, a system interpreter, "
+            "which uv pip changes only when asked: --system, or its path with --python)"
+            if base
+            else ""
+        )
     )
+
+
+def _first_on_path(environ: Mapping[str, str]) -> Path | None:
+    """The first Python on PATH (``python3``, else ``python``, in the first folder that has
+    one): uv's last resort, taken when it is a virtual environment's."""
+    for folder in (environ.get("PATH") or "").split(os.pathsep):
+        for name in ("python3", "python"):
+            found = Path(folder or ".", name)
+            if found.is_file() and os.access(found, os.X_OK):
+                return found
+    return None
+
+
+def _conda_environment(environ: Mapping[str, str]) -> Path | None:
+    """The conda environment $CONDA_PREFIX names, unless it is conda's base environment, which
+    uv counts as a system interpreter (uv-python's CondaEnvironmentKind::from_prefix_path)."""
+    prefix = environ.get("CONDA_PREFIX")
+    if not prefix:
+        return None
+    path = Path(prefix)
+    if (path / "conda-meta" / "pixi").is_file():
+        return path  # pixi makes no base environment
+    if environ.get("_CONDA_ROOT") == prefix:
+        return None
+    active = environ.get("CONDA_DEFAULT_ENV")
+    if active is None or active == prefix or path.name == active:
+        return path
+    return None  # named otherwise than its folder: the base environment
 
 
 def find_uv(environ: Mapping[str, str] | None = None) -> str | None:
@@ -192,9 +243,10 @@ def with_layout(interpreter: Interpreter, *, target: str | None, prefix: str | N
     if folder is None:
         return interpreter
     root = os.path.abspath(os.path.expanduser(folder))
-    if not os.path.isdir(root):
+    # A folder that does not exist holds no packages: nothing to remove there, as for uv.
+    if os.path.lexists(root) and not os.path.isdir(root):
         option = "--target" if target else "--prefix"
-        raise EnvironmentNotFound(f"{option} {folder}: no such folder")
+        raise EnvironmentNotFound(f"{option} {folder}: not a folder")
     if target:
         site = root
     else:
@@ -207,6 +259,7 @@ def with_layout(interpreter: Interpreter, *, target: str | None, prefix: str | N
         platlib=site,
         scripts=os.path.join(root, _BIN),
         layout="target" if target else "prefix",
+        own_site_dirs=tuple(dict.fromkeys((interpreter.purelib, interpreter.platlib))),
     )
 
 
@@ -377,4 +430,32 @@ def _pyvenv_cfg(path: Path) -> dict[str, str]:
         key, sep, value = line.partition("=")
         if sep:
             found[key.strip().lower()] = value.strip()
+    return found
+
+
+def vital_files(python: Path, interpreter: Interpreter) -> dict[str, str]:
+    """What the environment cannot be opened without, by normalised path, each with what it
+    is: its pyvenv.cfg (a venv), each name on the way from ``python`` to the interpreter's
+    file (a venv's bin/python is a link to its base interpreter), and each link of its scripts
+    folder that leads to that same file (bin/python3, bin/python3.12). Deleting one of them
+    leaves no interpreter to run a rollback, a recover or a doctor with."""
+    found: dict[str, str] = {}
+    if interpreter.is_venv:
+        cfg = os.path.normpath(os.path.join(interpreter.prefix, "pyvenv.cfg"))
+        found[cfg] = "the environment's pyvenv.cfg"
+    path = os.path.normpath(os.path.abspath(python))
+    for _ in range(40):  # the kernel's own bound on links followed
+        found[path] = "the environment's interpreter"
+        try:
+            link = os.readlink(path)
+        except OSError:  # not a link (or gone): the end of the way
+            break
+        path = os.path.normpath(os.path.join(os.path.dirname(path), link))
+    real = os.path.realpath(python)
+    with contextlib.suppress(OSError), os.scandir(interpreter.scripts) as entries:
+        for entry in entries:
+            if entry.is_symlink() and os.path.realpath(entry.path) == real:
+                found.setdefault(
+                    os.path.normpath(entry.path), "a link to the environment's interpreter"
+                )
     return found

@@ -21,6 +21,7 @@ reads no requirement and removes nothing: they are refused, with what to pass in
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import sys
@@ -378,9 +379,19 @@ class _Reader:
         return [self.argument(item, f"{name}: {key}[{i}]") for i, item in enumerate(items)]
 
 
+def _decode(data: bytes) -> str:
+    """As uv reads a requirements file: a byte-order mark says UTF-8 or UTF-16 (and is no part
+    of the text), else it is UTF-8 (a Windows editor's "Unicode" is UTF-16 with a mark)."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[len(codecs.BOM_UTF8) :].decode("utf-8")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16")  # the mark says which order, and goes
+    return data.decode("utf-8")
+
+
 def _read_stdin() -> str:
     try:
-        return read_fd(0, MAX_FILE_BYTES, name="standard input").decode("utf-8")
+        return _decode(read_fd(0, MAX_FILE_BYTES, name="standard input"))
     except Unusable as err:
         raise InvalidInput(f"-r {err}: not a requirements file") from None
     except UnicodeDecodeError:
@@ -391,7 +402,7 @@ def _read_file(path: Path, name: str) -> str:
     """A pipe (``<(cmd)``) or a device is read like a file, up to the same limit: /dev/zero is
     refused after 16 MiB, a FIFO nobody writes to reads as empty instead of blocking."""
     try:
-        return read_bytes(path, MAX_FILE_BYTES, regular_only=False).decode("utf-8")
+        return _decode(read_bytes(path, MAX_FILE_BYTES, regular_only=False))
     except Unusable as err:
         raise InvalidInput(f"-r {err}: not a requirements file") from None
     except FileNotFoundError:

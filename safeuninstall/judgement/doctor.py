@@ -166,17 +166,46 @@ def _stash_basenames(entry: PackageEntry) -> set[str]:
 
 
 def _module_roots(entry: PackageEntry) -> set[str]:
-    """Top-level module names a stashed distribution provided (from its file paths)."""
+    """Top-level module names a stashed distribution provided (from its file paths: under
+    site-packages, or, in a --target folder, which is itself the site folder, from its
+    root, its scripts folder aside)."""
     roots: set[str] = set()
     if entry.stash is None:
         return roots
-    for stashed in entry.stash.files:
-        parts = stashed.path.split("/")
-        if "site-packages" in parts:
-            rest = parts[parts.index("site-packages") + 1 :]
-            if rest and not rest[0].endswith((".dist-info", ".data")):
-                roots.add(rest[0].split(".", 1)[0])
+    paths = [stashed.path.split("/") for stashed in entry.stash.files]
+    in_site = any("site-packages" in parts for parts in paths)
+    for parts in paths:
+        if in_site and "site-packages" not in parts:
+            continue
+        rest = parts[parts.index("site-packages") + 1 :] if in_site else parts
+        if len(rest) == 1 and not rest[0].endswith((".py", ".so", ".pyd")):
+            continue  # a file at the top that is no module (a .pth, a README)
+        if not rest or rest[0].endswith((".dist-info", ".data")):
+            continue
+        if in_site or rest[0] != "bin":  # a --target folder's scripts are in its bin
+            roots.add(rest[0].split(".", 1)[0])
     return roots
+
+
+def also_in(
+    snap: Snapshot, names: Iterable[str], folders: Sequence[str]
+) -> list[tuple[str, str, str]]:
+    """Of the modules the distributions ``names`` provided (by ``snap``'s stash), those that
+    ``folders`` (the interpreter's own site folders, beside a --target or --prefix folder)
+    hold too: (distribution, module, the path there). An import of one finds that copy."""
+    found = []
+    for name in names:
+        entry = snap.package(name)
+        if entry is None:
+            continue
+        for root in sorted(_module_roots(entry)):
+            for folder in folders:
+                there = [os.path.join(folder, root), os.path.join(folder, root + ".py")]
+                path = next((p for p in there if os.path.exists(p)), None)
+                if path is not None:
+                    found.append((entry.name, root, path))
+                    break
+    return found
 
 
 def _ships_file(name: str) -> Callable[[PackageEntry], bool]:

@@ -32,7 +32,7 @@ from safeuninstall.judgement.derived import (
     judged_after,
     to_the_end,
 )
-from safeuninstall.judgement.doctor import Finding, diagnose
+from safeuninstall.judgement.doctor import Finding, also_in, diagnose
 from safeuninstall.judgement.impact import allowed_unmet, removal_closure, unmet_in
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
@@ -464,6 +464,7 @@ class Attempt:
                 "--allow-drift accepts that"
             )
         else:
+            messages += self._passed_on_the_interpreter_s_own(after)
             removal.cache.put(removal.after, env_print, self.ran)
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
@@ -492,6 +493,21 @@ class Attempt:
         verdict = "passed" if all(r.passed for r in after) else "FAILED"
         ctx.emit("probe", f"probe after the removal: {verdict}")
         return after, env_print
+
+    def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
+        """With --target or --prefix: a module removed from the folder that the interpreter's
+        own site-packages holds too is imported from there, so a probe that passes says
+        nothing of the folder: said, module by module."""
+        own = self.ctx.interpreter.own_site_dirs
+        if not after or not own:
+            return []
+        where = self.ctx.interpreter.prefix
+        return [
+            f"the probe passed, but {module} (of {name}, removed from {where}) is also in the "
+            f"interpreter's own site-packages, {path}: an import finds that copy, so the pass "
+            "says nothing of the folder"
+            for name, module, path in also_in(self.snap, self.removal.plan.remove, own)
+        ]
 
     def _diagnose(self, after: Sequence[ProbeResult]) -> list[Finding]:
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())

@@ -281,11 +281,14 @@ class SnapshotList(Struct, frozen=True):
     snapshots: tuple[SnapshotSummary, ...]
     total_bytes: int = 0  # bytes all these stashes keep on disk (each file counted once)
     command: str = "safe-uninstall"  # how a command for this environment begins (Context.suggest())
+    # None of this environment's: why, when the state folder holds another's (Store.why_none)
+    none_because: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "snapshots": [s.to_dict() for s in self.snapshots],
             "total_bytes": self.total_bytes,
+            "none_because": self.none_because,
         }
 
 

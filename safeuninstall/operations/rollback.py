@@ -154,7 +154,7 @@ def _choose(ctx: Context, now: _Now) -> tuple[SnapshotChoice, Snapshot | None]:
             f"past it: name the snapshot to return to (`{ctx.suggest('snapshots')}` lists them)"
         )
     if not loaded:
-        raise SnapshotNotFound(f"no snapshots of this environment in {ctx.store.snapshots_dir}")
+        raise SnapshotNotFound(ctx.store.why_none())
     return choice, loaded.get(choice.snapshot) if choice.snapshot else None
 
 
@@ -420,6 +420,7 @@ class _Rollback:
         refused = [r for n in plan.remove if (r := legacy_refusal(installed[n], ctx.backend.name))]
         if refused:
             raise NotRestorable("; ".join(r.message for r in refused))
+        ctx.refuse_deleting_the_interpreter([installed[n] for n in plan.remove])
         prefix = Path(ctx.interpreter.prefix)
         check_restore_paths(wanted, plan.restore, prefix, ctx.store.snapshot_path(wanted.id))
 

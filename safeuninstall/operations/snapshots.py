@@ -69,7 +69,10 @@ def list_snapshots(ctx: Context) -> SnapshotList:
             )
         )
     total = holdings.held([snapshot_id for snapshot_id, _ in loaded])
-    return SnapshotList(tuple(summaries), total_bytes=total, command=ctx.suggest())
+    why = None if summaries or not ctx.store.other_environments() else ctx.store.why_none()
+    return SnapshotList(
+        tuple(summaries), total_bytes=total, command=ctx.suggest(), none_because=why
+    )
 
 
 def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:

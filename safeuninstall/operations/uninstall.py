@@ -81,6 +81,7 @@ def uninstall(
                     "nothing to try: every candidate is needed (kept, each with its reason)"
                 )
                 return removal.result(Outcome.NOTHING_TO_DO)
+        ctx.refuse_deleting_the_interpreter([installed[n] for n in removal.plan.remove])
         if not plan.remove:
             if not request.wanted:
                 removal.messages.append("nothing to do: no packages to uninstall")

@@ -10,10 +10,11 @@ from __future__ import annotations
 import configparser
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -21,14 +22,17 @@ from safeuninstall.base import process
 from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun, LockBusy, NotRestorable
 from safeuninstall.base.events import Events
 from safeuninstall.environment.backend import Backend, backend_for, shell_line
+from safeuninstall.environment.deletion import vital_line
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.interpreter import (
     Interpreter,
     find_python,
     is_path_request,
     query_interpreter,
+    vital_files,
     with_layout,
 )
+from safeuninstall.environment.uvsettings import pip_target
 from safeuninstall.judgement.needs import requirement_closure
 from safeuninstall.options import TargetOptions
 from safeuninstall.state import locks
@@ -66,7 +70,7 @@ class Context:
         self.command = target.command
         self.lock_timeout = target.lock_timeout
         self.read_only = target.read_only
-        self.break_system_packages = target.break_system_packages
+        self.break_system_packages = bool(target.break_system_packages)
         self.emit = events
         # told how far a long file step is: (step, bytes done, bytes in all)
         self.on_progress: Callable[[str, int, int], None] | None = target.on_progress
@@ -80,7 +84,7 @@ class Context:
             target.environ,
             self.child_env(),
             target.on_installer_output,
-            extra=_installer_options(interpreter, target.break_system_packages),
+            extra=_installer_options(interpreter, self.break_system_packages),
         )
 
     def child_env(self) -> dict[str, str]:
@@ -140,6 +144,36 @@ class Context:
             + "; uv changes it only with --break-system-packages (nothing was changed). "
             "Consider a virtual environment (uv venv)."
         )
+
+    def refuse_deleting_the_interpreter(self, remove: Iterable[InstalledDistribution]) -> None:
+        """Before any change: a RECORD that lists the environment's interpreter, a link to it,
+        its pyvenv.cfg, or the tool's own state folder or journal in it (or a folder holding
+        one). uv deletes it, and then no rollback, recover or doctor can open the environment,
+        or find the snapshot, to give anything back. Refused rather than
+        kept in place: a removal that leaves one of the distribution's files behind is not the
+        removal uv makes, and a refusal changes nothing at all."""
+        vital = vital_files(self.python, self.interpreter)
+        for own, what in (
+            (self.store.root, "the state folder that holds the snapshot undoing the removal"),
+            (self.own.journal, "the journal that recover reads"),
+        ):
+            vital[os.path.normpath(own)] = what
+        for dist in remove:
+            try:
+                paths = dist.record_paths()
+            except OSError:
+                continue  # no RECORD to read: the stash says so, before any change
+            found = vital_line(paths, str(dist.site_dir), self.interpreter.prefix, vital)
+            if found is None:
+                continue
+            line, path = found
+            what = vital.get(path, "a folder that holds what a rollback needs")
+            raise NotRestorable(
+                f"{dist.name} {dist.version}: its RECORD line {line!r} names {path}, {what}: "
+                "uv would delete it, and then nothing could undo the removal (rollback, recover "
+                "and doctor need it); nothing was removed. Correct the RECORD "
+                f"({dist.dist_info / 'RECORD'}) before removing {dist.name}"
+            )
 
     def journal(self) -> Journal:
         """The environment's journal; the snapshot it names is in this command's state folder."""
@@ -250,9 +284,29 @@ class Context:
 
 
 def open_context(target: TargetOptions, events: Events | None = None) -> Context:
-    python = find_python(
-        target.python, cwd=target.cwd, environ=target.environ, system=target.system
+    chosen = pip_target(
+        target.python,
+        target.system,
+        target.break_system_packages,
+        cwd=target.cwd,
+        environ=target.environ,
     )
+    target = msgspec.structs.replace(
+        target,
+        python=chosen.python,
+        system=chosen.system,
+        break_system_packages=chosen.break_system_packages,
+    )
+    try:
+        python = find_python(
+            target.python, cwd=target.cwd, environ=target.environ, system=chosen.system
+        )
+    except EnvironmentNotFound as err:
+        if chosen.python_from is None:
+            raise
+        raise EnvironmentNotFound(
+            f"{err.message} (the interpreter named by {chosen.python_from})", detail=err.detail
+        ) from None
     interpreter = query_interpreter(python, target.environ, write_cache=not target.read_only)
     _refuse_system_unless_asked(target, python, interpreter)
     interpreter = with_layout(interpreter, target=target.target, prefix=target.prefix)
@@ -264,7 +318,7 @@ def open_context(target: TargetOptions, events: Events | None = None) -> Context
 def _refuse_system_unless_asked(target: TargetOptions, python: Path, found: Interpreter) -> None:
     """uv picks a system interpreter for ``uv pip`` only when asked for it: by its path, or
     with --system (-p 3.11 finds a virtual environment of 3.11, or nothing)."""
-    request = target.python or target.environ.get("UV_PYTHON")
+    request = target.python
     if target.system or not request or is_path_request(request) or found.is_venv:
         return
     raise EnvironmentNotFound(

@@ -308,7 +308,7 @@ class Store(Struct, frozen=True):
                         "name the one to use instead (`safe-uninstall snapshots` lists them)"
                     )
                 return snap
-            raise SnapshotNotFound(f"no snapshots of this environment in {self.snapshots_dir}")
+            raise SnapshotNotFound(self.why_none())
         assert text is not None
         if _ID.fullmatch(text):
             wanted = int(text)
@@ -441,6 +441,40 @@ class Store(Struct, frozen=True):
                 continue
             if self.is_ours(head):
                 yield snapshot_id, head
+
+    def other_environments(self) -> dict[str, int]:
+        """The environments other than this one whose snapshots this folder holds (their
+        prefixes, each with its number of snapshots): a venv copied with its state folder
+        inside it (``cp -a``) finds the original's, which would roll the original back, not
+        it. Read when none is this environment's, to say why."""
+        found: dict[str, int] = {}
+        for snapshot_id in self.ids():
+            if not os.path.lexists(self.snapshot_path(snapshot_id)):
+                continue
+            try:
+                head = self.head(snapshot_id)
+            except SnapshotInvalid:
+                continue
+            if not self.is_ours(head):
+                found[head.prefix] = found.get(head.prefix, 0) + 1
+        return found
+
+    def why_none(self) -> str:
+        """Why this environment has no snapshot here: none was taken, or those here are
+        another environment's (this one a copy of it, or moved)."""
+        others = self.other_environments()
+        if not others:
+            return f"no snapshots of this environment in {self.snapshots_dir}"
+        listed = "; ".join(
+            f"{count} of {prefix}" + ("" if os.path.isdir(prefix) else " (no longer there)")
+            for prefix, count in sorted(others.items())
+        )
+        return (
+            f"no snapshots of this environment in {self.snapshots_dir}: the snapshots there "
+            f"were taken of another environment ({listed}), whose state folder this one "
+            "holds, as a copy (cp -a) or a move of it does; they restore that environment, not "
+            "this one, so they are not listed or used here"
+        )
 
     def of_another_environment(self, snapshot_id: str) -> bool:
         """Whether the snapshot is known to be another environment's (one that can't be read,

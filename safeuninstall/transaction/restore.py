@@ -20,13 +20,14 @@ from msgspec import Struct, field
 from safeuninstall.base import process
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import BackendError, SnapshotInvalid
+from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     Source,
     doubled_dist_info,
     installed_distributions,
 )
-from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.environment.interpreter import Interpreter, find_uv
 from safeuninstall.environment.legacy import MAX_PTH_BYTES, has_line
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import sha256_file
@@ -198,6 +199,60 @@ class _Restore:
                 f"(modified locally before the removal): {', '.join(checked.modified[:3])}"
             )
         return True
+
+
+def reinstall_past_the_cache(
+    ctx: Context,
+    entries: Sequence[PackageEntry],
+    report: RestoreReport,
+    verification: Verification,
+    *,
+    offline: bool,
+) -> bool:
+    """uv installs a wheel by hard-linking the files of its cache into the environment: a file
+    written in place there is written in uv's cache too (and in a stash that linked it), and
+    every reinstall links the same wrong bytes back. So the distributions that uv reinstalled
+    with files that fail their RECORD hash are installed once more past the cache
+    (``--reinstall --no-cache``: from the index or the find-links). Whether that ran; either
+    way a note says what happened and gives the ``uv cache clean`` line that drops the bad
+    bytes from the cache, the one way out when no index is at hand."""
+    bad: dict[str, list[str]] = {}
+    for mismatch in verification.hash_mismatches:
+        pin, _, path = mismatch.partition(": ")
+        if pin in report.reinstalled:
+            bad.setdefault(pin, []).append(path)
+    chosen = [e for e in entries if e.pin in bad]
+    if ctx.backend.name != "uv" or not chosen:
+        return False
+    what = "; ".join(f"{pin}: {', '.join(paths[:3])}" for pin, paths in bad.items())
+    clean = _cache_clean_line(ctx.environ, [e.name for e in chosen])
+    found = (
+        f"uv reinstalled {', '.join(bad)} with files that fail their RECORD hash ({what}): uv "
+        "links installed files from its cache, so a file written in place in an environment "
+        "is written in the cache too, and each reinstall brings it back"
+    )
+    try:
+        ctx.backend.install(chosen, offline=offline, fresh=True)
+    except BackendError as err:
+        report.notes.append(
+            f"{found}. Installing past the cache failed ({err.message}): `{clean}` drops those "
+            "bytes from uv's cache; then run this again where the index (or the find-links) "
+            "can be reached"
+        )
+        return False
+    report.notes.append(
+        f"{found}. Installed again past the cache (--reinstall --no-cache); uv's cache still "
+        f"holds those bytes, for any environment that installs them: `{clean}` drops them"
+    )
+    return True
+
+
+def _cache_clean_line(environ: Mapping[str, str], names: Sequence[str]) -> str:
+    """The ``uv cache clean NAME...`` a person runs, on the cache the tool's uv used."""
+    argv = [find_uv(environ) or "uv", "cache", "clean"]
+    if environ.get("UV_CACHE_DIR"):
+        argv += ["--cache-dir", environ["UV_CACHE_DIR"]]
+    return shell_line([*argv, *names])
 
 
 def remove_half_restored(store: Store, interpreter: Interpreter) -> list[str]:

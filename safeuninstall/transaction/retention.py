@@ -77,8 +77,8 @@ class Kept(Struct, frozen=True):
     """What the snapshots hold on disk after an operation, and what the policy dropped."""
 
     snapshot: str  # the operation's snapshot
-    snapshot_bytes: int  # bytes that snapshot's stash alone holds
-    total_bytes: int  # bytes all of this environment's stashes hold
+    snapshot_bytes: int  # bytes that snapshot alone holds: its stash and its own files
+    total_bytes: int  # bytes all of this environment's snapshots hold, stashes and own files
     pruned: tuple[tuple[str, int], ...] = ()  # (snapshot id, bytes freed), by the policy
     policy: str = ""
     # Older stashes kept because each holds the only copy of a removal still in effect.
@@ -149,15 +149,15 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     has none. The latest (the operation's own) is measured and never loses its stash, nor
     does the only copy of a distribution whose name is not in ``installed()`` (what is
     installed now: read only when a stash other than the protected ones could hold one, not
-    after every removal of an environment with one snapshot). Under
-    the environment's lock, with no operation unfinished (the caller checks the journal: the
-    snapshot an unfinished one names must not lose its stash)."""
+    after every removal of an environment with one snapshot). Under the environment's lock,
+    with no operation unfinished (the caller checks the journal: the snapshot an unfinished
+    one names must not lose its stash)."""
     ids = [i for i, snap in store.iter_heads() if not isinstance(snap, SnapshotInvalid)]
     if not ids:
         return None
-    ids.reverse()  # oldest first
-    latest = ids[-1]
-    ids = [i for i in ids if store.folder(i).stash_dir.is_dir()]
+    every = ids[::-1]  # oldest first, measured whole: their own files (snapshot.toml...) too
+    latest = every[-1]
+    ids = [i for i in every if store.folder(i).stash_dir.is_dir()]  # what may lose its stash
     protected = {latest, *ids[-1:]}
     # The protected stay anyway: none of them is named as kept for its only copies.
     copies = (
@@ -165,7 +165,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
         if any(i not in protected for i in ids)
         else {}
     )
-    holdings = store.holdings(ids)
+    holdings = store.holdings(every)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:
         # The latest's stash, protected, is not counted against max-size: it always stays.
@@ -191,10 +191,11 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     over = 0
     if policy.max_size is not None and copies:
         over = max(holdings.held(i for i in current if i not in protected) - policy.max_size, 0)
+    holdings = store.holdings(every) if pruned else holdings  # the pruned keep their own files
     return Kept(
         snapshot=latest,
         snapshot_bytes=alone(holdings, latest),
-        total_bytes=holdings.held(current),
+        total_bytes=holdings.held(every),
         pruned=tuple(pruned),
         policy=policy.describe(),
         protected=tuple(

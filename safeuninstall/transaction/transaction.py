@@ -72,6 +72,7 @@ from safeuninstall.transaction.restore import (
     RestoreReport,
     Verification,
     byte_counter,
+    reinstall_past_the_cache,
     restore,
     verify,
 )
@@ -443,8 +444,7 @@ class Transaction:
             self._step("verify", must_write=False)
             if wanted.id == self.snapshot.id:
                 beside = self._beside
-            left = census(ctx.interpreter)
-            verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
+            left, verification = _prove(ctx, wanted, entries, report, (intact, beside), offline)
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
@@ -689,3 +689,26 @@ def _changed_files(
         if stashed.st_ino != placed.st_ino:
             return True
     return False
+
+
+def _prove(
+    ctx: Context,
+    wanted: Snapshot,
+    entries: Sequence[PackageEntry],
+    report: RestoreReport,
+    spared: tuple[Sequence[str], Collection[str]],
+    offline: bool,
+) -> tuple[frozenset[str], Verification]:
+    """The census of what a restore left (taken first: a change after it shows in a later
+    one), and the proof that it is ``wanted``'s state (``spared``: the ``intact`` and
+    ``beside`` of ``verify``). What uv reinstalled with the bytes of a file written in place
+    through its cache is installed again past it, and proved again."""
+    intact, beside = spared
+    left = census(ctx.interpreter)
+    verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
+    if verification.ok or not reinstall_past_the_cache(
+        ctx, entries, report, verification, offline=offline
+    ):
+        return left, verification
+    left = census(ctx.interpreter)
+    return left, verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
