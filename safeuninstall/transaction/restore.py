@@ -208,6 +208,7 @@ def reinstall_past_the_cache(
     verification: Verification,
     *,
     offline: bool,
+    watch: process.Watch = process.UNWATCHED,
 ) -> bool:
     """uv installs a wheel by hard-linking the files of its cache into the environment: a file
     written in place there is written in uv's cache too (and in a stash that linked it), and
@@ -232,7 +233,7 @@ def reinstall_past_the_cache(
         "is written in the cache too, and each reinstall brings it back"
     )
     try:
-        ctx.backend.install(chosen, offline=offline, fresh=True)
+        ctx.backend.install(chosen, offline=offline, fresh=True, watch=watch)
     except BackendError as err:
         report.notes.append(
             f"{found}. Installing past the cache failed ({err.message}): `{clean}` drops those "

@@ -444,7 +444,9 @@ class Transaction:
             self._step("verify", must_write=False)
             if wanted.id == self.snapshot.id:
                 beside = self._beside
-            left, verification = _prove(ctx, wanted, entries, report, (intact, beside), offline)
+            left, verification = _prove(
+                ctx, wanted, entries, report, (intact, beside), offline, self._followed
+            )
         except Exception as err:
             return Restored(report, None, error=repr(err))
         done = "verified" if verification.ok else "NOT verified"
@@ -698,6 +700,7 @@ def _prove(
     report: RestoreReport,
     spared: tuple[Sequence[str], Collection[str]],
     offline: bool,
+    follow: Callable[[], process.Watch],
 ) -> tuple[frozenset[str], Verification]:
     """The census of what a restore left (taken first: a change after it shows in a later
     one), and the proof that it is ``wanted``'s state (``spared``: the ``intact`` and
@@ -707,7 +710,7 @@ def _prove(
     left = census(ctx.interpreter)
     verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
     if verification.ok or not reinstall_past_the_cache(
-        ctx, entries, report, verification, offline=offline
+        ctx, entries, report, verification, offline=offline, watch=follow()
     ):
         return left, verification
     left = census(ctx.interpreter)
