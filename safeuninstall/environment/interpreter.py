@@ -8,6 +8,7 @@ name rules, RECORD and legacy layouts).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
