@@ -28,6 +28,7 @@ from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstall
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
 from safeuninstall.environment.requirements import read_request
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.audit import AuditReport
 from safeuninstall.judgement.doctor import DoctorReport
 from safeuninstall.judgement.metric import Metric
@@ -965,7 +966,7 @@ def snapshot_command(common: Common, stash: bool) -> None:
         if output.quiet:
             return snap.id
         lines = [*taken.messages, *report.policy_lines(taken.kept)]
-        count = f"{len(snap.packages)} distribution{'' if len(snap.packages) == 1 else 's'}"
+        count = count_text(len(snap.packages), "distribution")
         return "\n".join([*lines, f"snapshot {snap.id}: {count}"])
 
     _run(common, call, render)
@@ -1294,5 +1295,5 @@ def _export_text(result: ExportResult, output: Output) -> str:
         return ""
     if output.quiet:
         return ""
-    count = f"{result.packages} distribution{'' if result.packages == 1 else 's'}"
+    count = count_text(result.packages, "distribution")
     return f"wrote {result.output}: {count} ({result.format})"

@@ -667,7 +667,7 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
         lines += _unlisted_and_stashed(found, base)
         for run in found.probe or ():
             mapped = (
-                f"the process mapped {len(run.libraries)} shared objects"
+                f"the process mapped {count_text(len(run.libraries), 'shared object')}"
                 if run.libraries is not None
                 else "what it mapped is unknown"
             )
@@ -796,7 +796,7 @@ def _uses_text(dist: DistributionAudit, base: str, verbose: bool) -> str:
         parts.append(f"{soname} by {', '.join(shown)}" + (f" (+{more})" if more else ""))
     text = "; ".join(parts)
     unlisted = dist.loaded_by_count - len({use.consumer for use in dist.loaded_by})
-    return text + (f"; and {unlisted} more objects" if unlisted > 0 else "")
+    return text + (f"; and {count_text(unlisted, 'more object')}" if unlisted > 0 else "")
 
 
 def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[str]:
