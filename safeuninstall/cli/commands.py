@@ -320,9 +320,34 @@ def _echo_installer(text: str) -> None:
     click.echo(text, err=True, nl=False)
 
 
+def _fit(text: str, tail: str = "") -> str:
+    """``text`` and then ``tail``, ``text`` cut so that both fit the terminal's width less one
+    column: a transient line that wrapped would leave its first rows behind when it is erased
+    (a carriage return goes back to the start of the last row only), and a line that fills
+    the last column wraps on some terminals."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        columns = 0
+    room = columns - 1 - len(tail)
+    if room < 8 or len(text) <= room:  # a width unknown (0) or too narrow to cut to
+        return text + tail
+    return text[: room - 3] + "..." + tail
+
+
+def _amounts(done: int, total: int) -> str:
+    """``12/340 MiB``, in the largest unit of which ``total`` holds one at least."""
+    unit, size = "B", 1
+    for name, scale in (("KiB", 1024), ("MiB", 1024 * 1024), ("GiB", 1024**3)):
+        if total >= scale:
+            unit, size = name, scale
+    return f"{done // size}/{total // size} {unit}"
+
+
 class _ProgressBar:
-    """A one-line bar on stderr for file steps that take more than a second (a copy to
-    another filesystem, hashing a large stash); nothing for the instant ones."""
+    """A transient bar on stderr for file steps that take more than a second (a copy to
+    another filesystem, hashing a large stash); nothing for the instant ones, nor for a step
+    with nothing to count. The bar is erased when its step ends."""
 
     _DELAY = 1.0
     _WIDTH = 30
@@ -335,13 +360,13 @@ class _ProgressBar:
         started = self._started.setdefault(step, now)
         if now - started < self._DELAY or total <= 0:
             return
+        if done >= total:
+            del self._started[step]  # the next run of that step starts its own clock
+            click.echo("\r\x1b[K", err=True, nl=False)
+            return
         filled = self._WIDTH * done // total
-        mib = 1024 * 1024
-        line = (
-            f"\r{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] "
-            f"{done // mib}/{total // mib} MiB"
-        )
-        click.echo(line, err=True, nl=done >= total)
+        line = f"{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] {_amounts(done, total)}"
+        click.echo(f"\r{_fit(line)}\x1b[K", err=True, nl=False)
 
 
 class Output(Struct, frozen=True):
@@ -418,10 +443,11 @@ class _Live:
         assert self._ongoing is not None
         line, began, ongoing = self._ongoing
         if not ongoing:
-            click.echo(f"\r{line}\x1b[K", err=True, nl=False)
+            click.echo(f"\r{_fit(line)}\x1b[K", err=True, nl=False)
             return
         spin = self._FRAMES[frame % len(self._FRAMES)]
-        click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
+        shown = _fit(line, f" {spin} {time.monotonic() - began:.1f} s")
+        click.echo(f"\r{shown}\x1b[K", err=True, nl=False)
 
     def _end_ongoing(self) -> None:
         """The live line ends: erased (the next step or the report takes its place), or with
