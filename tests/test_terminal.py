@@ -378,3 +378,39 @@ def test_a_bar_counts_in_a_unit_its_total_fills(
     err = capsys.readouterr().err
     assert "restore  [###############---------------] 300/600 KiB\r" in err
     assert " MiB" not in err
+
+
+@needs_tmux
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_snapshots_table_fits_the_terminal(
+    make_venv: MakeVenv, tmp_path: Path, columns: int
+) -> None:
+    """Long removed lists and commands are cut to the width; every column starts where its
+    heading does, apart from the one before by two spaces at least."""
+    venv = make_venv(*KEEP_NEEDED, "toolpkg", "requests")
+    assert venv.tool("--no-probe", *KEEP_NEEDED, "toolpkg").returncode == 0
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0
+
+    rows, lines = on_screen(venv, tmp_path, columns, "snapshots")
+
+    header, *table = rows[:3]
+    assert lines[:3] == rows[:3] and all(len(row) < columns for row in rows[:3]), rows
+    assert lines[3].startswith("the stashes keep "), rows  # a sentence, which may wrap
+    starts = [header.index(name) for name in ("created", "outcome", "removed", "command")]
+    kept = header.index("kept") + len("kept")  # sizes align right, under its end
+    for row in table:
+        for start in starts:
+            assert row[start - 2 : start] == "  " and row[start] != " ", (start, rows)
+        assert row[kept - 1] != " " and row[kept : kept + 2] == "  ", rows
+    assert "..." in table[-1]  # the longest removal is cut, not wrapped
+
+
+def test_the_snapshots_table_through_a_pipe_keeps_every_name(make_venv: MakeVenv) -> None:
+    venv = make_venv(*KEEP_NEEDED, "toolpkg")
+    assert venv.tool("--no-probe", *KEEP_NEEDED, "toolpkg").returncode == 0
+
+    header, row = venv.tool("snapshots").stdout.splitlines()[:2]
+
+    assert all(name in row for name in KEEP_NEEDED)
+    start = header.index("command")
+    assert row[start - 2 : start] == "  " and row[start:].startswith("safe-uninstall "), row

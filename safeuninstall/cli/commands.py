@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -1005,7 +1006,11 @@ def snapshots_command(common: Common) -> None:
     def call() -> SnapshotList:
         return list_snapshots(common.context())
 
-    _run(common, call, lambda listed, output: report.snapshots_table(listed, quiet=output.quiet))
+    def render(listed: SnapshotList, output: Output) -> str:
+        width = shutil.get_terminal_size((0, 0)).columns if sys.stdout.isatty() else 0
+        return report.snapshots_table(listed, quiet=output.quiet, width=width)
+
+    _run(common, call, render)
 
 
 @_command("show")
