@@ -11,7 +11,7 @@ from pathlib import Path
 def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
     """Temp file in the same folder, fsync, rename over ``path``, fsync the folder.
 
-    ``durable=False`` skips both fsyncs (about 2.5 ms each here): for caches and notes whose
+    ``durable=False`` skips both fsyncs (each a wait for the disk): for caches and notes whose
     loss after a power cut costs only time, never a package.
     """
 

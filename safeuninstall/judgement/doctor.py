@@ -291,8 +291,8 @@ _OR = re.compile(r"\bor\b")
 def _needs_an_extra(value: str) -> bool:
     """Whether the line applies only behind an extra, told without parsing it: a marker with
     an ``extra == "name"`` clause and no ``or`` is false without extras, whatever else it says.
-    (A torch venv's METADATA has 292 lines, most of them such; parsing and evaluating them
-    was most of `doctor`'s time.)"""
+    (Most of a torch venv's Requires-Dist lines are such; parsing and evaluating each would be
+    most of `doctor`'s time.)"""
     _, semicolon, marker = value.partition(";")
     return bool(semicolon) and _EXTRA_CLAUSE.search(marker) is not None and not _OR.search(marker)
 
@@ -314,8 +314,8 @@ def _applying(
 def _holds_without_extra(requirement: Requirement, markers: Mapping[str, str]) -> bool:
     """Whether the line applies on the target with no extra requested: what
     ``applies_on_target`` answers with (True, None), without going on to try each word of the
-    marker as an extra (a line behind an extra is no requirement here). On an ML venv, those
-    tries were three quarters of the markers evaluated."""
+    marker as an extra (a line behind an extra is no requirement here): on an ML venv, most of
+    the markers evaluated would be those tries."""
     if requirement.marker is None:
         return True
     try:

@@ -258,7 +258,8 @@ class Removal:
         if running is not None and not running.finished:  # said: the wait can be long
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
             # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
-            # and packaging's requirement parser, 15-80 ms between that probe and its restore.
+            # and packaging's requirement parser, which would stand between that probe and
+            # its restore.
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):

@@ -119,9 +119,10 @@ def own_files(interpreter: Interpreter, environ: Mapping[str, str]) -> OwnFiles:
 
 class SnapshotHead(Struct, frozen=True, forbid_unknown_fields=True):
     """What a listing needs of a snapshot, kept beside its snapshot.toml (``head.json``):
-    parsing the TOML took 26 ms for a torch venv's snapshot, so `snapshots` with 50 of them
-    1.3 s. Valid while snapshot.toml has the stat it was made from (device, inode, size, mtime,
-    ctime: the file is written once and never changed); anything else is read from the TOML."""
+    parsing the TOML of a torch venv's snapshot for each line would make `snapshots` with 50 of
+    them slow (docs/performance.md). Valid while snapshot.toml has the stat it was made from
+    (device, inode, size, mtime, ctime: the file is written once and never changed); anything
+    else is read from the TOML."""
 
     key: tuple[int, int, int, int, int]
     id: str
@@ -306,10 +307,10 @@ class Store(Struct, frozen=True):
         self, snap: Snapshot, parsed: tuple[int, int, int, int, int] | None = None
     ) -> None:
         """Its snapshot.json: the same table as snapshot.toml, which a command that reads every
-        snapshot decodes in a tenth of the time (TOML: 11 ms for a removal's snapshot of a
-        torch venv, 26 ms for one that stashed torch). Keyed by snapshot.toml's stat, as
-        head.json is; one that can't be written costs a TOML parse per read. ``parsed``: the
-        stat the file had when ``snap`` was parsed from it; no twin if it has changed since."""
+        snapshot decodes in a fraction of the TOML's time (docs/performance.md). Keyed by
+        snapshot.toml's stat, as head.json is; one that can't be written costs a TOML parse per
+        read. ``parsed``: the stat the file had when ``snap`` was parsed from it; no twin if it
+        has changed since."""
         with contextlib.suppress(OSError):
             key = _file_key(self.snapshot_path(snap.id))
             if parsed is not None and key != parsed:
