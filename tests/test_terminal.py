@@ -414,3 +414,24 @@ def test_the_snapshots_table_through_a_pipe_keeps_every_name(make_venv: MakeVenv
     assert all(name in row for name in KEEP_NEEDED)
     start = header.index("command")
     assert row[start - 2 : start] == "  " and row[start:].startswith("safe-uninstall "), row
+
+
+@needs_tmux
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_bisect_leaves_only_its_report_on_a_narrow_terminal(
+    make_venv: MakeVenv, tmp_path: Path, columns: int
+) -> None:
+    """Each round's switch and probe said on the live line, wider than the terminal: nothing
+    of them stays, and no progress bar."""
+    venv = make_venv(*KEEP_NEEDED, "toolpkg", "requests")
+    assert venv.tool("snapshot").returncode == 0  # GOOD: every file stashed
+    gone = ("nvfoo-cu13", "leftpad", "multipkg", "toolpkg", "requests", "urllib3")
+    venv.uv("pip", "uninstall", "--python", str(venv.python), *gone)
+
+    rows, lines = on_screen(venv, tmp_path, columns, "bisect", "1", "--probe", "import consumer")
+
+    assert [line for line in lines if line.startswith("safe-uninstall: ")] == [], rows
+    assert lines[0].startswith("good: snapshot 0001; "), rows
+    assert lines[-1].startswith("to bring back the good versions of the culprits"), rows
+    assert not [line for line in lines if " MiB" in line or "restore  [" in line], rows
+    assert len(rows) == sum(max(1, -(-len(line) // columns)) for line in lines), rows
