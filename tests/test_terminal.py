@@ -435,3 +435,20 @@ def test_a_bisect_leaves_only_its_report_on_a_narrow_terminal(
     assert lines[-1].startswith("to bring back the good versions of the culprits"), rows
     assert not [line for line in lines if " MiB" in line or "restore  [" in line], rows
     assert len(rows) == sum(max(1, -(-len(line) // columns)) for line in lines), rows
+
+
+def test_each_run_of_a_step_has_its_own_clock(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bisect restores many times, each quickly: a restore seconds after an earlier one
+    shows no bar, and a step that ends unseen erases nothing."""
+    from safeuninstall.cli import commands as cli
+
+    clock = iter([0.0, 0.1, 5.0, 5.1, 9.0, 9.5])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    bar = cli._ProgressBar()
+    mib = 1024 * 1024
+    for _ in range(3):
+        bar("restore", 0, 4 * mib)
+        bar("restore", 4 * mib, 4 * mib)
+    assert capsys.readouterr().err == ""

@@ -355,16 +355,20 @@ class _ProgressBar:
 
     def __init__(self) -> None:
         self._started: dict[str, float] = {}
+        self._shown: set[str] = set()
 
     def __call__(self, step: str, done: int, total: int) -> None:
         now = time.monotonic()
+        if done >= total:  # the step ends: the next run of it starts its own clock
+            self._started.pop(step, None)
+            if step in self._shown:
+                self._shown.discard(step)
+                click.echo("\r\x1b[K", err=True, nl=False)
+            return
         started = self._started.setdefault(step, now)
-        if now - started < self._DELAY or total <= 0:
+        if now - started < self._DELAY:
             return
-        if done >= total:
-            del self._started[step]  # the next run of that step starts its own clock
-            click.echo("\r\x1b[K", err=True, nl=False)
-            return
+        self._shown.add(step)
         filled = self._WIDTH * done // total
         line = f"{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] {_amounts(done, total)}"
         click.echo(f"\r{_fit(line)}\x1b[K", err=True, nl=False)
