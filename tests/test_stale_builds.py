@@ -158,3 +158,25 @@ def test_a_hollow_build_that_something_requires_is_reinstalled(
 
     assert [f["kind"] for f in data["findings"]] == ["hollow"]  # type: ignore[union-attr]
     assert "uninstall" not in str(data["repair_command"])
+
+
+def test_a_missing_twin_counts_only_for_a_library_a_load_cannot_find(
+    make_venv: MakeVenv, twins: Path
+) -> None:
+    """cu12 beside an app that requires cu13 (not installed): cu12 is dropped for cu13 only
+    when what it lost is a library the app cannot load; a file of its own lost is a hollow
+    cu12, reinstalled."""
+    venv = make_venv()
+    venv.install("twin-cu12", find_links=twins, copies=True)
+    venv.uv("pip", "install", "--python", str(venv.python), "--no-index", "--no-deps",
+            "--find-links", str(twins), "twinapp")  # fmt: skip
+    own = venv.site_packages / "twin" / "lib" / "libtwin_cu12_only.so.1"
+    own.rename(own.with_name("elsewhere"))
+
+    data = venv.tool("doctor", "--json").json()
+
+    kinds = sorted(f["kind"] for f in data["findings"])  # type: ignore[union-attr]
+    assert kinds == ["hollow", "requirement"], data
+    (venv.site_packages / "twin" / "lib" / "libtwin.so.1").unlink()
+
+    _doctor_repairs(venv, twins, "twin-cu12==1.0", "twin-cu13==1.0")

@@ -402,7 +402,8 @@ def examine(
         for dependent, requirement in unmet_requirements(installed, markers, required)
     ]
     lost = {name: _lost_files(owned.files.get(name, ())) for name in hollow}
-    stale = _stale_builds(installed, required, owned, lost, unmet)
+    sonames = {m.soname for m in (*found.missing, *found.on_demand)}
+    stale = _stale_builds(installed, (required, sonames), owned, lost, unmet)
     # A leftover build is dropped: it is no provider of what is missing, nor reinstalled.
     lost = {name: files for name, files in lost.items() if name not in stale}
     missing, notes = _libraries_missing(found, installed, snapshots, unmet, lost)
@@ -477,7 +478,7 @@ def _hollow_findings(
 
 def _stale_builds(
     installed: Mapping[str, InstalledDistribution],
-    required: Requirements,
+    needs: tuple[Requirements, Collection[str]],
     owned: Ownership,
     lost: Mapping[str, list[str]],
     unmet: Sequence[Finding],
@@ -485,9 +486,11 @@ def _stale_builds(
     """The hollow distributions that are another build's leftover, by name: nothing requires
     one, and another build of the same files is required (or whole): installed at the same
     paths (a shared library, or a name that differs only in its CUDA suffix), or missing as
-    an unmet requirement of the same name but for that suffix (a bare uninstall of the
-    nvidia-*-cu13 wheels leaves their cu12 twins hollow). Reinstalling the leftover would
-    overwrite the other build's files: it goes, and the other build is reinstalled."""
+    an unmet requirement of the same name but for that suffix, when a library it lost is one
+    a load can't find (a bare uninstall of the nvidia-*-cu13 wheels leaves their cu12 twins
+    hollow). Reinstalling the leftover would overwrite the other build's files: it goes, and
+    the other build is reinstalled. ``needs``: the requirements, and the sonames missing."""
+    required, sonames = needs
     requirers: dict[str, list[str]] = {}
     for key, wanted in required.items():
         for name, _ in wanted:
@@ -502,7 +505,7 @@ def _stale_builds(
         if other is not None:
             pin = f"{other}=={installed[other].version}"
             needers = ", ".join(sorted(requirers.get(other, ())))
-        else:
+        elif any(os.path.basename(path) in sonames for path in lost[name]):
             pin, needers = _missing_twin(name, unmet)
         if pin is not None:
             release = f"{name}=={installed[name].version}"
