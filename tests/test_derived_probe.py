@@ -916,7 +916,7 @@ def test_a_skipped_candidate_is_no_regression_and_is_counted_as_not_tried() -> N
     assert [c.candidate for c in after.regressed] == [A]
     assert [c.candidate for c in after.skipped] == [B, C]
     assert after.summary() == (
-        "FAILED in 1.00 s; 0 of 2 candidates pass, 1 fail, 1 not tried (the verdict was known "
+        "FAILED in 1.00 s; 0 of 2 candidates pass, 1 fails, 1 not tried (the verdict was known "
         "at the first failure); 1 not judged (they did not pass before the change)"
     )  # each of the three once: C, dropped, is not counted as not tried too
 
@@ -1006,7 +1006,7 @@ def test_a_failing_removal_stops_trying_candidates_once_one_fails(
     text = venv.tool("--allow-unmet", "basepkg")
     assert text.returncode == 3, text.stdout
     assert "FAILED: import firstuser  # firstuser: ModuleNotFoundError" in text.stdout
-    assert "0 of 2 candidates pass, 1 fail, 1 not tried (the verdict was known" in text.stdout
+    assert "0 of 2 candidates pass, 1 fails, 1 not tried (the verdict was known" in text.stdout
     assert text.stdout.splitlines()[-1] == (
         "uninstall: the derived probe failed (firstuser) after the removal: all was restored "
         "and verified"

@@ -87,6 +87,19 @@ def test_readme_links_lead_to_files_that_exist() -> None:
     assert missing == []
 
 
+def test_readme_and_home_page_lead_to_every_how_to_and_command() -> None:
+    """A how-to no one links to is not read: the README and the site's home page name each,
+    and the README names every command a user meets first."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    home = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    for page in sorted((ROOT / "docs" / "how-to").glob("*.md")):
+        assert f"(docs/how-to/{page.name})" in readme, page.name
+        assert f"(how-to/{page.name})" in home, page.name
+    for command in ("rollback", "doctor", "diff", "bisect", "run", "audit", "export"):
+        assert re.search(rf"(`|safe-uninstall ){command}\b", readme), command
+    assert 'pip install -e ".[test]"\npython -m pytest\n' in readme  # the set-up lines
+
+
 def test_generator_check_mode_agrees(capsys: pytest.CaptureFixture[str]) -> None:
     assert GENERATOR.main(["--check"]) == 0
     assert capsys.readouterr().out == ""

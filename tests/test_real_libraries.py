@@ -8,6 +8,10 @@
   nvidia-*-cu13 wheels it names the four libraries and the four requirements, and its one
   command (an install of the pins torch's Requires-Dist names) repairs it all; a requirement
   whose version only a snapshot recorded is pinned from there.
+- A cu12 build's dist-info left over at the paths of its cu13 twin (nothing requires it, torch
+  requires the twin): doctor drops it rather than reinstalls it, with the library folder
+  deleted under both, and under a bare uninstall of the cu13 wheels; its one line, pasted into
+  a shell, leaves doctor clean and torch importing.
 """
 
 from __future__ import annotations
@@ -295,3 +299,73 @@ def test_doctor_repairs_libraries_deleted_behind_their_metadata(
     assert after.returncode == 0, after.stdout
     assert venv.run_python(SMOKE[stack]).returncode == 0
     assert (venv.site_packages / folder).is_dir()
+
+
+def leftover_build(venv: Venv, of: str, name: str, version: str) -> None:
+    """A dist-info of ``name`` ``version`` whose RECORD lists the files of ``of``'s (installed):
+    another build of one library at the same paths, its own files long overwritten. Written
+    as new files: the stack cache's are hard links of the venv's."""
+    (source,) = venv.site_packages.glob(f"{of.replace('-', '_')}-*.dist-info")
+    folder = f"{name.replace('-', '_')}-{version}.dist-info"
+    target = venv.site_packages / folder
+    target.mkdir()
+    lines = [line.split(",")[0] for line in (source / "RECORD").read_text().splitlines()]
+    kept = [line for line in lines if line and not line.startswith(source.name + "/")]
+    (target / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (target / "INSTALLER").write_text("uv\n")
+    record = [f"{path},," for path in kept]
+    record += [f"{folder}/{f},," for f in ("METADATA", "INSTALLER", "RECORD")]
+    (target / "RECORD").write_text("\n".join(record) + "\n")
+
+
+def run_printed_line(command: str, stacks: Stacks, venv: Venv) -> subprocess.CompletedProcess[str]:
+    """A repair line of two commands (``a && b``), pasted into a shell as printed."""
+    env = {**venv.env(), **stacks.offline_env()}
+    return subprocess.run(command, shell=True, env=env, capture_output=True, text=True)
+
+
+def assert_drops_the_leftover(venv: Venv, stacks: Stacks, leftover: str, twin: str) -> None:
+    data = venv.tool("doctor", "--json").json()
+    stale = [(f["what"], f["provider"]) for f in data["findings"] if f["kind"] == "stale"]  # type: ignore[union-attr]
+    assert stale == [(leftover, twin)], data
+    command = str(data["repair_command"])
+    drop, _, install = command.partition(" && ")
+    assert shlex.split(drop)[-1] == leftover.partition("==")[0], command
+    assert twin in shlex.split(install) and "--reinstall" in shlex.split(install), command
+    assert leftover.partition("==")[0] not in install, command
+
+    repaired = run_printed_line(command, stacks, venv)
+
+    assert repaired.returncode == 0, repaired.stderr
+    after = venv.tool("doctor")
+    assert after.returncode == 0, after.stdout
+    assert leftover.partition("==")[0] not in venv.installed()
+    assert venv.run_python(SMOKE["torch"]).returncode == 0
+
+
+def test_doctor_drops_the_seeds_leftover_cu12_dist_info(
+    real_venv: RealVenv, stacks: Stacks
+) -> None:
+    """The seed's own state: nvidia-cudnn-cu12's dist-info listing nvidia/cudnn/lib, where
+    cu13's files are, and that folder deleted: both hollow, only cu13 required (by torch). A
+    reinstall of both would leave cu12's cuDNN, or cu13's, whichever came last."""
+    venv = real_venv("torch")
+    leftover_build(venv, "nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "9.10.2.21")
+    shutil.rmtree(venv.site_packages / "nvidia" / "cudnn" / "lib")
+
+    assert_drops_the_leftover(
+        venv, stacks, "nvidia-cudnn-cu12==9.10.2.21", "nvidia-cudnn-cu13==9.24.0.43"
+    )
+
+
+def test_doctor_drops_a_cu12_stray_under_a_bare_uninstall_of_the_cu13_wheels(
+    real_venv: RealVenv, stacks: Stacks
+) -> None:
+    """nvidia-nccl-cu12 at nccl-cu13's paths, then the four cu13 wheels removed behind the
+    tool's back: cu12 is hollow and torch's pins are unmet. One line drops cu12 and installs
+    the four pins."""
+    venv = real_venv("torch")
+    leftover_build(venv, "nvidia-nccl-cu13", "nvidia-nccl-cu12", "2.27.3")
+    venv.uv("pip", "uninstall", "--python", str(venv.python), *SEED_WHEELS)
+
+    assert_drops_the_leftover(venv, stacks, "nvidia-nccl-cu12==2.27.3", "nvidia-nccl-cu13==2.30.7")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -204,8 +205,10 @@ def test_progress_bar_shows_only_steps_longer_than_a_second(
     bar("restore", 100 * mib, 100 * mib)  # t=2.0: shown, and the line ends
     err = capsys.readouterr().err
     assert "20/100" not in err
+    assert "\n" not in err
     assert "restore  [###############---------------] 50/100 MiB" in err
-    assert err.endswith("100/100 MiB\n")
+    # transient: erased when the step ends (click drops the ESC[K through a pipe)
+    assert err.endswith("50/100 MiB\r")
 
 
 def test_verbose_streams_the_installers_output(make_venv: MakeVenv) -> None:
@@ -290,3 +293,162 @@ def test_a_plain_removal_in_a_terminal_reads_at_a_glance(make_venv: MakeVenv) ->
     verbose = screen(run_on_a_terminal(venv, "--color", "never", "-v", "toolpkg"))
     assert "safe-uninstall: snapshot: 0002 (1 distribution stashed)" in verbose, verbose
     assert "removing: toolpkg==1.0" in verbose
+
+
+# -- what stays on a real terminal of a given width (tmux) --------------------------------
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def on_screen(venv: Venv, tmp_path: Path, columns: int, *args: str) -> tuple[list[str], list[str]]:
+    """What a terminal ``columns`` wide shows once the tool has ended (tmux draws it: lines
+    wrap, a carriage return goes to the start of the row, ESC[K erases the row): its rows,
+    and its lines (the rows of a wrapped line joined)."""
+    socket = tmp_path / f"tmux-{columns}"
+    command = shlex.join(
+        [
+            sys.executable,
+            "-m",
+            "safeuninstall",
+            "--python",
+            str(venv.root),
+            "--color",
+            "never",
+            *args,
+        ]
+    )
+    tmux = ["tmux", "-S", str(socket), "-f", "/dev/null"]
+    # The pane stays open after the tool (read waits on it) until the test has read it.
+    shell = f"{command}; {shlex.join(tmux)} wait-for -S ended; read never"
+    env = {**os.environ, **venv.env(), "UV_OFFLINE": "1", "TERM": "xterm"}
+    env["UV_CACHE_DIR"] = str(venv.root.parent / f"empty-uv-cache-{venv.root.name}")
+    size = ["-x", str(columns), "-y", "100"]
+    subprocess.run([*tmux, "new-session", "-d", *size, "sh", "-c", shell], env=env, check=True)
+    try:
+        subprocess.run([*tmux, "wait-for", "ended"], check=True, timeout=300)
+        shown = [
+            subprocess.run(
+                [*tmux, "capture-pane", "-p", *join], check=True, capture_output=True, text=True
+            ).stdout.rstrip("\n")
+            for join in ((), ("-J",))
+        ]
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False)
+    rows, lines = ([line.rstrip() for line in text.splitlines()] for text in shown)
+    return rows, lines
+
+
+KEEP_NEEDED = ("nvfoo-cu13", "nvbar-cu13", "nvbaz-cu13", "consumer", "leftpad", "multipkg")
+
+
+@needs_tmux
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_search_leaves_only_its_report_on_a_narrow_terminal(
+    make_venv: MakeVenv, tmp_path: Path, columns: int
+) -> None:
+    """--keep-needed says each trial on one live line, wider than the terminal: it is cut to
+    the width, so erasing it leaves nothing; the screen holds the report alone (uv's own
+    lines aside), each row within the width."""
+    venv = make_venv(*KEEP_NEEDED, "toolpkg")
+    names = ("nv*", "leftpad", "multipkg", "toolpkg")
+    probe = "import consumer; import multipkg.a.mod1"
+
+    rows, lines = on_screen(venv, tmp_path, columns, "--keep-needed", "--probe", probe, *names)
+
+    assert [line for line in lines if line.startswith("safe-uninstall: ")] == [], rows
+    assert lines[0].startswith("environment: "), rows  # no rest of a wrapped live line above
+    assert lines[-1].startswith("uninstall: removed what nothing needs"), rows
+    assert sum(line.startswith("kept, needed: ") for line in lines) == 4, rows  # said once
+    # every row on the screen is one of the report's lines, wrapped
+    assert len(rows) == sum(max(1, -(-len(line) // columns)) for line in lines), rows
+
+
+def test_a_bar_counts_in_a_unit_its_total_fills(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from safeuninstall.cli import commands as cli
+
+    clock = iter([0.0, 1.5, 1.6, 1.7, 1.8])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    bar = cli._ProgressBar()
+    bar("restore", 0, 600 * 1024)  # t=0: starts the clock
+    bar("restore", 300 * 1024, 600 * 1024)  # t=1.5: shown
+    bar("restore", 600 * 1024, 600 * 1024)  # ends: erased
+    bar("restore", 0, 0)  # nothing to count: no bar
+    err = capsys.readouterr().err
+    assert "restore  [###############---------------] 300/600 KiB\r" in err
+    assert " MiB" not in err
+
+
+@needs_tmux
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_snapshots_table_fits_the_terminal(
+    make_venv: MakeVenv, tmp_path: Path, columns: int
+) -> None:
+    """Long removed lists and commands are cut to the width; every column starts where its
+    heading does, apart from the one before by two spaces at least."""
+    venv = make_venv(*KEEP_NEEDED, "toolpkg", "requests")
+    assert venv.tool("--no-probe", *KEEP_NEEDED, "toolpkg").returncode == 0
+    assert venv.tool("--no-probe", "--allow-unmet", "urllib3").returncode == 0
+
+    rows, lines = on_screen(venv, tmp_path, columns, "snapshots")
+
+    header, *table = rows[:3]
+    assert lines[:3] == rows[:3] and all(len(row) < columns for row in rows[:3]), rows
+    assert lines[3].startswith("the stashes keep "), rows  # a sentence, which may wrap
+    starts = [header.index(name) for name in ("created", "outcome", "removed", "command")]
+    kept = header.index("kept") + len("kept")  # sizes align right, under its end
+    for row in table:
+        for start in starts:
+            assert row[start - 2 : start] == "  " and row[start] != " ", (start, rows)
+        assert row[kept - 1] != " " and row[kept : kept + 2] == "  ", rows
+    assert "..." in table[-1]  # the longest removal is cut, not wrapped
+
+
+def test_the_snapshots_table_through_a_pipe_keeps_every_name(make_venv: MakeVenv) -> None:
+    venv = make_venv(*KEEP_NEEDED, "toolpkg")
+    assert venv.tool("--no-probe", *KEEP_NEEDED, "toolpkg").returncode == 0
+
+    header, row = venv.tool("snapshots").stdout.splitlines()[:2]
+
+    assert all(name in row for name in KEEP_NEEDED)
+    start = header.index("command")
+    assert row[start - 2 : start] == "  " and row[start:].startswith("safe-uninstall "), row
+
+
+@needs_tmux
+@pytest.mark.parametrize("columns", [80, 120])
+def test_a_bisect_leaves_only_its_report_on_a_narrow_terminal(
+    make_venv: MakeVenv, tmp_path: Path, columns: int
+) -> None:
+    """Each round's switch and probe said on the live line, wider than the terminal: nothing
+    of them stays, and no progress bar."""
+    venv = make_venv(*KEEP_NEEDED, "toolpkg", "requests")
+    assert venv.tool("snapshot").returncode == 0  # GOOD: every file stashed
+    gone = ("nvfoo-cu13", "leftpad", "multipkg", "toolpkg", "requests", "urllib3")
+    venv.uv("pip", "uninstall", "--python", str(venv.python), *gone)
+
+    rows, lines = on_screen(venv, tmp_path, columns, "bisect", "1", "--probe", "import consumer")
+
+    assert [line for line in lines if line.startswith("safe-uninstall: ")] == [], rows
+    assert lines[0].startswith("good: snapshot 0001; "), rows
+    assert lines[-1].startswith("to bring back the good versions of the culprits"), rows
+    assert not [line for line in lines if " MiB" in line or "restore  [" in line], rows
+    assert len(rows) == sum(max(1, -(-len(line) // columns)) for line in lines), rows
+
+
+def test_each_run_of_a_step_has_its_own_clock(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bisect restores many times, each quickly: a restore seconds after an earlier one
+    shows no bar, and a step that ends unseen erases nothing."""
+    from safeuninstall.cli import commands as cli
+
+    clock = iter([0.0, 0.1, 5.0, 5.1, 9.0, 9.5])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    bar = cli._ProgressBar()
+    mib = 1024 * 1024
+    for _ in range(3):
+        bar("restore", 0, 4 * mib)
+        bar("restore", 4 * mib, 4 * mib)
+    assert capsys.readouterr().err == ""

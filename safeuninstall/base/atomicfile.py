@@ -17,7 +17,7 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o600, durable: boo
     one only to be renamed: a process killed while it writes or fsyncs leaves nothing behind;
     only a kill between those two calls leaves a temp file (``leftover_temps``).
 
-    ``durable=False`` skips both fsyncs (about 2.5 ms each here): for caches and notes whose
+    ``durable=False`` skips both fsyncs (each a wait for the disk): for caches and notes whose
     loss after a power cut costs only time, never a package.
     """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstall
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
 from safeuninstall.environment.requirements import read_request
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.audit import AuditReport
 from safeuninstall.judgement.doctor import DoctorReport
 from safeuninstall.judgement.metric import Metric
@@ -322,28 +324,57 @@ def _echo_installer(text: str) -> None:
     click.echo(text, err=True, nl=False)
 
 
+def _fit(text: str, tail: str = "") -> str:
+    """``text`` and then ``tail``, ``text`` cut so that both fit the terminal's width less one
+    column: a transient line that wrapped would leave its first rows behind when it is erased
+    (a carriage return goes back to the start of the last row only), and a line that fills
+    the last column wraps on some terminals."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        columns = 0
+    room = columns - 1 - len(tail)
+    if room < 8 or len(text) <= room:  # a width unknown (0) or too narrow to cut to
+        return text + tail
+    return text[: room - 3] + "..." + tail
+
+
+def _amounts(done: int, total: int) -> str:
+    """``12/340 MiB``, in the largest unit of which ``total`` holds one at least."""
+    unit, size = "B", 1
+    for name, scale in (("KiB", 1024), ("MiB", 1024 * 1024), ("GiB", 1024**3)):
+        if total >= scale:
+            unit, size = name, scale
+    return f"{done // size}/{total // size} {unit}"
+
+
 class _ProgressBar:
-    """A one-line bar on stderr for file steps that take more than a second (a copy to
-    another filesystem, hashing a large stash); nothing for the instant ones."""
+    """A transient bar on stderr for file steps that take more than a second (a copy to
+    another filesystem, hashing a large stash); nothing for the instant ones, nor for a step
+    with nothing to count. The bar is erased when its step ends."""
 
     _DELAY = 1.0
     _WIDTH = 30
 
     def __init__(self) -> None:
         self._started: dict[str, float] = {}
+        self._shown: set[str] = set()
 
     def __call__(self, step: str, done: int, total: int) -> None:
         now = time.monotonic()
-        started = self._started.setdefault(step, now)
-        if now - started < self._DELAY or total <= 0:
+        if done >= total:  # the step ends: the next run of it starts its own clock
+            self._started.pop(step, None)
+            if step in self._shown:
+                self._shown.discard(step)
+                click.echo("\r\x1b[K", err=True, nl=False)
             return
+        started = self._started.setdefault(step, now)
+        if now - started < self._DELAY:
+            return
+        self._shown.add(step)
         filled = self._WIDTH * done // total
-        mib = 1024 * 1024
-        line = (
-            f"\r{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] "
-            f"{done // mib}/{total // mib} MiB"
-        )
-        click.echo(line, err=True, nl=done >= total)
+        line = f"{step:<8} [{'#' * filled}{'-' * (self._WIDTH - filled)}] {_amounts(done, total)}"
+        click.echo(f"\r{_fit(line)}\x1b[K", err=True, nl=False)
 
 
 class Output(Struct, frozen=True):
@@ -420,10 +451,11 @@ class _Live:
         assert self._ongoing is not None
         line, began, ongoing = self._ongoing
         if not ongoing:
-            click.echo(f"\r{line}\x1b[K", err=True, nl=False)
+            click.echo(f"\r{_fit(line)}\x1b[K", err=True, nl=False)
             return
         spin = self._FRAMES[frame % len(self._FRAMES)]
-        click.echo(f"\r{line} {spin} {time.monotonic() - began:.1f} s\x1b[K", err=True, nl=False)
+        shown = _fit(line, f" {spin} {time.monotonic() - began:.1f} s")
+        click.echo(f"\r{shown}\x1b[K", err=True, nl=False)
 
     def _end_ongoing(self) -> None:
         """The live line ends: erased (the next step or the report takes its place), or with
@@ -985,7 +1017,7 @@ def snapshot_command(common: Common, stash: bool) -> None:
         if output.quiet:
             return snap.id
         lines = [*taken.messages, *report.policy_lines(taken.kept)]
-        count = f"{len(snap.packages)} distribution{'' if len(snap.packages) == 1 else 's'}"
+        count = count_text(len(snap.packages), "distribution")
         return "\n".join([*lines, f"snapshot {snap.id}: {count}"])
 
     _run(common, call, render)
@@ -998,7 +1030,11 @@ def snapshots_command(common: Common) -> None:
     def call() -> SnapshotList:
         return list_snapshots(common.context())
 
-    _run(common, call, lambda listed, output: report.snapshots_table(listed, quiet=output.quiet))
+    def render(listed: SnapshotList, output: Output) -> str:
+        width = shutil.get_terminal_size((0, 0)).columns if sys.stdout.isatty() else 0
+        return report.snapshots_table(listed, quiet=output.quiet, width=width)
+
+    _run(common, call, render)
 
 
 @_command("show")
@@ -1343,5 +1379,5 @@ def _export_text(result: ExportResult, output: Output) -> str:
         return ""
     if output.quiet:
         return ""
-    count = f"{result.packages} distribution{'' if result.packages == 1 else 's'}"
+    count = count_text(result.packages, "distribution")
     return f"wrote {result.output}: {count} ({result.format})"

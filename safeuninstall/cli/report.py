@@ -28,6 +28,7 @@ from safeuninstall.operations.results import (
     Result,
     ShownSnapshot,
     SnapshotList,
+    SnapshotSummary,
 )
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.retention import Kept
@@ -315,27 +316,62 @@ def _restore_lines(restored: Restored | None, paint: Paint) -> list[str]:
     return lines
 
 
-def snapshots_table(listed: SnapshotList, *, quiet: bool = False) -> str:
+def snapshots_table(listed: SnapshotList, *, quiet: bool = False, width: int = 0) -> str:
+    """One row per snapshot, its columns apart by two spaces at least. ``width``: the
+    terminal's (0: unknown), which the rows fit, the removed list and the command cut."""
     summaries = listed.snapshots
     if quiet:
         return "\n".join(s.id for s in summaries)
     if not summaries:
         return listed.none_because or "no snapshots"
-    lines = [f"{'id':<6} {'created':<20} {'outcome':<24} {'kept':>10}  {'removed':<30} command"]
+    header = ("id", "created", "outcome", "kept", "removed", "command")
+    rows = {s.id: _snapshot_row(s) for s in summaries if not s.error}
+    cells = [header, *rows.values()]
+    widths = [max(len(row[i]) for row in cells) for i in range(4)]
+    removed, command = _last_columns([row[4:] for row in cells], widths, width)
+
+    def line(row: tuple[str, ...]) -> str:
+        first = "  ".join(f"{cell:<{w}}" for cell, w in zip(row[:3], widths, strict=False))
+        text = f"{first}  {row[3]:>{widths[3]}}  {_cut(row[4], command and removed):<{removed}}"
+        return f"{text}  {_cut(row[5], command)}".rstrip()
+
+    lines = [line(header)]
     for s in summaries:
-        if s.error:
-            lines.append(f"{s.id:<6} unreadable: {s.error}")
-            continue
-        removed = ", ".join(s.removed) or "-"
-        kept = "pruned" if s.stash_pruned else size_text(s.stash_bytes)
-        lines.append(
-            f"{s.id:<6} {s.created[:19]:<20} {s.outcome:<24} {kept:>10}  {removed:<30} {s.command}"
-        )
+        error = f"{s.id}  unreadable: {s.error}"
+        lines.append(line(rows[s.id]) if s.id in rows else _cut(error, width - 1))
     lines.append(
         f"the stashes keep {size_text(listed.total_bytes)} on disk in all (kept: what a "
         f"snapshot's stash alone holds); `{listed.command} prune --keep N` frees it"
     )
     return "\n".join(lines)
+
+
+def _snapshot_row(s: SnapshotSummary) -> tuple[str, ...]:
+    kept = "pruned" if s.stash_pruned else size_text(s.stash_bytes)
+    return (s.id, s.created[:19], s.outcome, kept, ", ".join(s.removed) or "-", s.command)
+
+
+def _last_columns(cells: list[tuple[str, ...]], widths: list[int], width: int) -> tuple[int, int]:
+    """The widths of the removed and command columns: in a terminal ``width`` wide, what is
+    left after the others, the removed list taking no more than it needs and at most half
+    when the command needs more; else (command 0) nothing is cut, each column as wide as
+    its longest cell."""
+    removed_needs = max(len(c[0]) for c in cells)
+    command_needs = max(len(c[1]) for c in cells)
+    if width <= 0:
+        return removed_needs, 0
+    room = width - 1 - sum(widths) - 2 * 5
+    if room < 20:  # too narrow to cut to anything readable
+        return removed_needs, 0
+    removed = min(removed_needs, max(room - command_needs, room // 2))
+    return removed, room - removed
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` columns at most (0: as it is), cut with "..."."""
+    if width <= 0 or len(text) <= width:
+        return text
+    return text[: max(width - 3, 0)] + "..."
 
 
 def shown_snapshot(shown: ShownSnapshot, *, quiet: bool = False) -> str:
@@ -667,7 +703,7 @@ def audit_report(found: AuditReport, *, quiet: bool = False, verbose: bool = Fal
         lines += _unlisted_and_stashed(found, base)
         for run in found.probe or ():
             mapped = (
-                f"the process mapped {len(run.libraries)} shared objects"
+                f"the process mapped {count_text(len(run.libraries), 'shared object')}"
                 if run.libraries is not None
                 else "what it mapped is unknown"
             )
@@ -796,7 +832,7 @@ def _uses_text(dist: DistributionAudit, base: str, verbose: bool) -> str:
         parts.append(f"{soname} by {', '.join(shown)}" + (f" (+{more})" if more else ""))
     text = "; ".join(parts)
     unlisted = dist.loaded_by_count - len({use.consumer for use in dist.loaded_by})
-    return text + (f"; and {unlisted} more objects" if unlisted > 0 else "")
+    return text + (f"; and {count_text(unlisted, 'more object')}" if unlisted > 0 else "")
 
 
 def _duplicate_lines(duplicates: Sequence[DuplicateLibrary], base: str) -> list[str]:

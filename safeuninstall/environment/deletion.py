@@ -88,7 +88,7 @@ def plan_deletion(removed: Sequence[Removed], env_root: str, fs: FileSystem = DI
         if path in gone:
             return True
         # A folder above it gone? By slicing the string: torch's 12,000 RECORD lines are
-        # looked up several times each, and os.path.dirname made it 0.9 s.
+        # looked up several times each, and os.path.dirname on each is the slow way.
         end = len(path)
         while gone_folders and (end := path.rfind(os.sep, 0, end)) > len(root):
             if path[:end] in gone_folders:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 
-TYPE_CHECKING = False  # typing is not imported by the child: 13 ms of its start
+TYPE_CHECKING = False  # typing is not imported by the child: a large part of its start
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from types import TracebackType

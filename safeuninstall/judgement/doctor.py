@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.requirements import satisfies
+from safeuninstall.judgement.elf import is_elf_candidate
 from safeuninstall.judgement.libraries import (
     Census,
     LibraryIndex,
@@ -23,7 +24,7 @@ from safeuninstall.judgement.libraries import (
     Ownership,
     census,
 )
-from safeuninstall.judgement.plan import Installed, plan_rollback
+from safeuninstall.judgement.plan import Installed, build_stem, plan_rollback
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 
 _MISSING_LIBRARY = re.compile(r"([\w.+-]+\.so(?:\.[\w.]+)?): cannot open shared object file")
@@ -34,8 +35,9 @@ class Finding(Struct, frozen=True):
     """One thing missing from the environment, and who needs it.
 
     Kinds: "library", "module", "requirement", "hollow", "record", "doubled" (two or more
-    dist-info folders of one name), "unfinished" (an operation's journal, the operation dead)
-    and "running" (an operation under way) are breakage; "on-demand"
+    dist-info folders of one name), "stale" (a hollow build that nothing requires, whose files
+    are another build's: dropped, not reinstalled), "unfinished" (an operation's journal, the
+    operation dead) and "running" (an operation under way) are breakage; "on-demand"
     (a library only objects that nothing loads at start need: plugins) and "driver" (a GPU
     driver's library) are notes.
     """
@@ -53,7 +55,7 @@ class Finding(Struct, frozen=True):
     # the provider is installed at that version without some of its files: only a reinstall
     # brings them back (an install of an installed version does nothing)
     reinstall: bool = False
-    missing_files: int = 0  # "hollow": how many of the files its RECORD lists are gone
+    missing_files: int = 0  # "hollow", "stale": how many of the files its RECORD lists are gone
     # "doubled" that no snapshot keeps: the installer's command that removes every folder, for
     # this environment (Context.backend)
     command: str = ""
@@ -89,19 +91,22 @@ class Finding(Struct, frozen=True):
                 "no extension module or program loads: a plugin, loaded on demand if at all"
             )
         if self.kind == "hollow":
-            name, _, version = self.what.partition("==")
-            files = "file is" if self.missing_files == 1 else "files are"
-            return (
-                f"{name} {version} is installed but {self.missing_files} of its {files} "
-                f"missing: {self._source()}"
-            )
+            return f"{self._hollow()}: {self._source()}"
+        if self.kind == "stale":
+            return _describe_stale(self)
         return f"missing {self.kind} {self.what}{where}: {self._source()}"
+
+    def _hollow(self) -> str:
+        name, _, version = self.what.partition("==")
+        verb = "is" if self.missing_files == 1 else "are"
+        return f"{name} {version} is installed but {self.missing_files} of its files {verb} missing"
 
     def _source(self) -> str:
         if self.provider and self.snapshot:
             return f"provided by {self.provider}, kept in snapshot {self.snapshot}"
         if self.provider and self.reinstall and self.kind == "hollow":
-            return f"a reinstall of {self.provider} brings them back"
+            them = "it" if self.missing_files == 1 else "them"
+            return f"a reinstall of {self.provider} brings {them} back"
         if self.provider and self.reinstall:
             return (
                 f"{self.provider} installed it, and is still installed without it: a "
@@ -158,6 +163,17 @@ def _describe_doubled(finding: Finding) -> str:
         f"{finding.what} is installed more than once: {finding.detail} (an uninstall or an "
         f"upgrade cut short left a second version): importlib sees {first}, uv lists and "
         f"removes them all, and no restore of it can be verified; {fix}"
+    )
+
+
+def _describe_stale(finding: Finding) -> str:
+    """A leftover build: why it goes rather than comes back."""
+    other = (finding.provider or "").partition("==")[0]
+    required = f" (required by {finding.detail})" if finding.detail else ""
+    return (
+        f"{finding._hollow()}, and nothing requires it: its files are those of {other}"
+        f"{required}, another build at the same paths, which a reinstall of it would "
+        f"overwrite: remove it, then reinstall {finding.provider}"
     )
 
 
@@ -304,8 +320,8 @@ _OR = re.compile(r"\bor\b")
 def _needs_an_extra(value: str) -> bool:
     """Whether the line applies only behind an extra, told without parsing it: a marker with
     an ``extra == "name"`` clause and no ``or`` is false without extras, whatever else it says.
-    (A torch venv's METADATA has 292 lines, most of them such; parsing and evaluating them
-    was most of `doctor`'s time.)"""
+    (Most of a torch venv's Requires-Dist lines are such; parsing and evaluating each would be
+    most of `doctor`'s time.)"""
     _, semicolon, marker = value.partition(";")
     return bool(semicolon) and _EXTRA_CLAUSE.search(marker) is not None and not _OR.search(marker)
 
@@ -327,8 +343,8 @@ def _applying(
 def _holds_without_extra(requirement: Requirement, markers: Mapping[str, str]) -> bool:
     """Whether the line applies on the target with no extra requested: what
     ``applies_on_target`` answers with (True, None), without going on to try each word of the
-    marker as an extra (a line behind an extra is no requirement here). On an ML venv, those
-    tries were three quarters of the markers evaluated."""
+    marker as an extra (a line behind an extra is no requirement here): on an ML venv, most of
+    the markers evaluated would be those tries."""
     if requirement.marker is None:
         return True
     try:
@@ -415,8 +431,13 @@ def examine(
         for dependent, requirement in unmet_requirements(installed, markers, required)
     ]
     lost = {name: _lost_files(owned.files.get(name, ())) for name in hollow}
+    sonames = {m.soname for m in (*found.missing, *found.on_demand)}
+    stale = _stale_builds(installed, (required, sonames), owned, lost, unmet)
+    # A leftover build is dropped: it is no provider of what is missing, nor reinstalled.
+    lost = {name: files for name, files in lost.items() if name not in stale}
     missing, notes = _libraries_missing(found, installed, snapshots, unmet, lost)
     findings = [*missing, *unmet, *_hollow_findings(installed, snapshots, lost)]
+    findings += stale.values()
     for name, reason in sorted(owned.unreadable.items()):
         # No provider: a reinstall of the same version is what repairs it, and neither a
         # rollback (it keeps an installed release as it is) nor a plain install would do one.
@@ -484,6 +505,74 @@ def _hollow_findings(
     return findings
 
 
+def _stale_builds(
+    installed: Mapping[str, InstalledDistribution],
+    needs: tuple[Requirements, Collection[str]],
+    owned: Ownership,
+    lost: Mapping[str, list[str]],
+    unmet: Sequence[Finding],
+) -> dict[str, Finding]:
+    """The hollow distributions that are another build's leftover, by name: nothing requires
+    one, and another build of the same files is required (or whole): installed at the same
+    paths (a shared library, or a name that differs only in its CUDA suffix), or missing as
+    an unmet requirement of the same name but for that suffix, when a library it lost is one
+    a load can't find (a bare uninstall of the nvidia-*-cu13 wheels leaves their cu12 twins
+    hollow). Reinstalling the leftover would overwrite the other build's files: it goes, and
+    the other build is reinstalled. ``needs``: the requirements, and the sonames missing."""
+    required, sonames = needs
+    requirers: dict[str, list[str]] = {}
+    for key, wanted in required.items():
+        for name, _ in wanted:
+            if name != key:
+                requirers.setdefault(name, []).append(key)
+    stale = {}
+    for name in sorted(lost):
+        if name in requirers:
+            continue
+        other = _installed_twin(name, owned, requirers, lost)
+        pin: str | None = None
+        if other is not None:
+            pin = f"{other}=={installed[other].version}"
+            needers = ", ".join(sorted(requirers.get(other, ())))
+        elif any(os.path.basename(path) in sonames for path in lost[name]):
+            pin, needers = _missing_twin(name, unmet)
+        if pin is not None:
+            release = f"{name}=={installed[name].version}"
+            count = len(lost[name])
+            stale[name] = Finding("stale", release, "", pin, detail=needers, missing_files=count)
+    return stale
+
+
+def _installed_twin(
+    name: str, owned: Ownership, requirers: Mapping[str, object], lost: Collection[str]
+) -> str | None:
+    """The installed distribution that lists files of ``name`` and is another build of them
+    (a shared library, or the same stem), required or whole; the required first."""
+    shared: dict[str, bool] = {}
+    for path in owned.files.get(name, ()):
+        for other in owned.owners.get(path, ()):
+            if other != name:
+                shared[other] = shared.get(other, False) or is_elf_candidate(path)
+    twins = [
+        other
+        for other, library in shared.items()
+        if (library or build_stem(other) == build_stem(name))
+        and (other in requirers or other not in lost)
+    ]
+    twins.sort(key=lambda other: (other not in requirers, other))
+    return twins[0] if twins else None
+
+
+def _missing_twin(name: str, unmet: Sequence[Finding]) -> tuple[str | None, str]:
+    """The pin of an unmet requirement on another build of ``name`` (same stem, another
+    name), and who requires it."""
+    for finding in unmet:
+        other = canonicalize_name((finding.provider or "").partition("==")[0])
+        if finding.provider and other != name and build_stem(other) == build_stem(name):
+            return finding.provider, finding.needed_by
+    return None, ""
+
+
 def _lost_files(paths: Iterable[str]) -> list[str]:
     """Of a hollow distribution's RECORD paths, those gone (compiled caches aside, as
     hollow_distributions counts them)."""
@@ -548,12 +637,14 @@ def _note(kind: str, missing: MissingLibrary) -> Finding:
 
 class Repair(Struct, frozen=True):
     """The one step that brings back every missing piece: a rollback to ``snapshot``, else an
-    install of ``install`` (pins, each with its recorded source where a snapshot has one)."""
+    install of ``install`` (pins, each with its recorded source where a snapshot has one),
+    after an uninstall of ``drop`` (leftover builds whose files ``install`` puts back)."""
 
     snapshot: str | None = None
     install: tuple[PackageEntry, ...] = ()
     also: tuple[str, ...] = ()  # what the rollback brings back besides
     reinstall: bool = False  # some of ``install`` is installed without its files
+    drop: tuple[str, ...] = ()  # names to uninstall first
 
 
 def plan_repair(
@@ -573,7 +664,9 @@ def plan_repair(
     # A rollback is the repair when it brings back every missing piece and takes nothing away
     # that is installed and intact now: first one whose stash holds them all, else one whose
     # stash holds some (the rest it reinstalls from the index, as an install would all).
-    plans = [(snap, plan_rollback(snap, view)) for snap in snapshots]
+    drop = tuple(sorted(f.what.partition("==")[0] for f in findings if f.kind == "stale"))
+    # A rollback brings a leftover build back with the rest: the install drops it first.
+    plans = [] if drop else [(snap, plan_rollback(snap, view)) for snap in snapshots]
     for whole in (True, False):
         for snap, plan in plans:
             restored = {e.pin: e for e in plan.restore}
@@ -586,9 +679,10 @@ def plan_repair(
                 continue
             # Said, not hidden: a rollback also brings back what was removed since on purpose.
             return Repair(snapshot=snap.id, also=tuple(sorted(set(restored) - wanted)))
-    reinstall = any(finding.reinstall for finding in findings)
+    # The uninstall of a leftover deletes the files it shares: those of a build installed now.
+    reinstall = bool(drop) or any(finding.reinstall for finding in findings)
     entries = tuple(_entry_for_pin(snapshots, pin) for pin in sorted(wanted))
-    return Repair(install=entries, reinstall=reinstall)
+    return Repair(install=entries, reinstall=reinstall, drop=drop)
 
 
 def _kept(entry: PackageEntry) -> bool:

@@ -246,7 +246,7 @@ def _is_metadata(folder: str) -> bool:
 
 class _LazyLdCache(Mapping[str, Sequence[str]]):
     """/etc/ld.so.cache, parsed the first time the loader model looks outside the environment:
-    a removal whose files no ELF object names never does (3 ms saved)."""
+    a removal whose files no ELF object names never does, and never pays for it."""
 
     def __init__(self) -> None:
         self._data: Mapping[str, Sequence[str]] | None = None

@@ -190,12 +190,21 @@ def _needed_by_shared_files(
                     shared.setdefault(other, []).append(path)
         if shared:
             texts = tuple(
-                f"{len(paths)} of its files are listed by {_stays(other, kept)} too (such as "
-                f"{paths[0]}): removing it would delete them and leave {other} hollow"
-                for other, paths in sorted(shared.items())
+                _shared_text(other, paths, kept) for other, paths in sorted(shared.items())
             )
             found[name] = Needed(name, texts[:_MAX_REASONS], "shared-file")
     return found
+
+
+def _shared_text(other: str, paths: Sequence[str], kept: Mapping[str, Needed]) -> str:
+    if len(paths) == 1:
+        listed, example, them = "1 of its files is", paths[0], "it"
+    else:
+        listed, example, them = f"{len(paths)} of its files are", f"such as {paths[0]}", "them"
+    return (
+        f"{listed} listed by {_stays(other, kept)} too ({example}): removing it would delete "
+        f"{them} and leave {other} hollow"
+    )
 
 
 def together(tried: Sequence[str], owned: Ownership) -> dict[str, tuple[str, ...]]:

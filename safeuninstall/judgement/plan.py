@@ -140,8 +140,8 @@ def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) 
             return f"the command `safe-uninstall {command}`"
     # The same name with its CUDA suffix dropped, added or changed is closer than an edit
     # inside the name: nvidia-cusparse-cu13 is nvidia-cusparse, not nvidia-cusparselt-cu13.
-    stem = _CUDA_SUFFIX.sub("", name)
-    same = [n for n in installed if n != name and _CUDA_SUFFIX.sub("", n) == stem]
+    stem = build_stem(name)
+    same = [n for n in installed if n != name and build_stem(n) == stem]
     if same:
         # A suffix changed before one dropped: cupy-cuda11x is cupy-cuda12x rather than cupy.
         suffixed = bool(_CUDA_SUFFIX.search(name))
@@ -153,6 +153,12 @@ def _did_you_mean(name: str, installed: Iterable[str], commands: Sequence[str]) 
 
 # The suffix of a CUDA build's wheel name: nvidia-cudnn-cu12, cupy-cuda12x, jax-cuda12-plugin.
 _CUDA_SUFFIX = re.compile(r"-cu(?:da)?1[0-9]x?$")
+
+
+def build_stem(name: str) -> str:
+    """The name without its CUDA suffix: two builds of one library (nvidia-nccl-cu12 and
+    nvidia-nccl-cu13) have the same stem."""
+    return _CUDA_SUFFIX.sub("", name)
 
 
 def one_edit(a: str, b: str) -> bool:

@@ -31,6 +31,7 @@ from safeuninstall.base import process
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.metric import Metric, MetricRuns, measured, no_number_why, read_number
 
@@ -217,8 +218,7 @@ class Probe(Struct, frozen=True):
     @property
     def label(self) -> str:
         if self.kind is ProbeKind.DERIVED:
-            count = len(self.candidates)
-            return f"the derived probe ({count} candidate{'s' if count != 1 else ''})"
+            return f"the derived probe ({count_text(len(self.candidates), 'candidate')})"
         if self.kind is ProbeKind.METRIC:
             return f"metric $ {self.code}"
         return self.code if self.kind is ProbeKind.PYTHON else f"$ {self.code}"
@@ -329,9 +329,11 @@ class ProbeResult(Struct, frozen=True):
         # A dropped candidate left untried is counted once, as not judged.
         judged, dropped = self.judged, len(self.dropped)
         skipped = sum(c.skipped for c in judged)
-        counts = f"{sum(c.passed for c in judged)} of {len(judged)} candidates pass"
-        if self.regressed:
-            counts += f", {len(self.regressed)} fail"
+        passed, failed = sum(c.passed for c in judged), len(self.regressed)
+        verb = "passes" if passed == 1 else "pass"
+        counts = f"{passed} of {count_text(len(judged), 'candidate')} {verb}"
+        if failed:
+            counts += f", {failed} {'fails' if failed == 1 else 'fail'}"
         if skipped:
             counts += f", {skipped} not tried (the verdict was known at the first failure)"
         if dropped:

@@ -1,10 +1,15 @@
-"""The operations, one module each. Every one takes an opened Context and a frozen options
-record and returns a result; none prints, exits or knows about click, and none imports
-another:
+"""The operations, one module per command (or family of commands). Every one takes an opened
+Context and a frozen options record and returns a result (results.py); none prints, exits or
+knows about click, and none imports another but the parts of a removal:
 
-- uninstall: remove, probe, restore on failure;
+- uninstall: ``safe-uninstall PACKAGE...``: plan, then hand over to removal (one removal:
+  remove, probe, restore on failure) or keep_needed (``--keep-needed``: its trials);
+- run: ``run -- COMMAND``, any change guarded like a removal;
 - rollback: ``rollback`` and ``recover``, back to a snapshot;
+- bisect: ``bisect GOOD``, which changes since a snapshot make the probe fail;
 - snapshots: ``snapshot``, ``snapshots``, ``show``, ``prune``;
+- diff: ``diff``, what changed between two snapshots, or since one;
+- export: ``export``, a snapshot's set as a requirements file or a pylock.toml;
 - inspect: ``check``, ``probe``, ``doctor``: judge, change nothing;
 - audit: ``audit``: the whole environment in one report, read only.
 """

@@ -133,6 +133,9 @@ def doctor(ctx: Context) -> DoctorReport:
     else:
         argv = ctx.backend.install_argv(repair.install, offline=False, reinstall=repair.reinstall)
         report.repair_command = shell_line(argv)
+        if repair.drop:  # one line, in that order: the uninstall deletes the shared files
+            drop = shell_line(ctx.backend.uninstall_argv(repair.drop))
+            report.repair_command = f"{drop} && {report.repair_command}"
     return report
 
 

@@ -195,15 +195,11 @@ class Removal:
     def _refused_unmet(self) -> list[str]:
         """Why the removal is refused, and the two commands that would go ahead."""
         assert self.analysis is not None
-        unmet = self.analysis.report.unmet
-        dependents = sorted({u.dependent for u in unmet})
         names = self.plan.remove
         markers = self.ctx.interpreter.markers
         closure = removal_closure(self.installed, markers, names, self.requirements)
-        verdict = "--dry-run: the removal would be refused" if self.options.dry_run else "refused"
+        # The refusal itself is the outcome's line (results.outcome_text): said once.
         return [
-            f"{verdict}: it leaves {count_text(len(unmet), 'requirement')} of "
-            f"{', '.join(dependents)} unmet (listed above); nothing was removed",
             "to remove the dependents too: " + _removal_command(self.ctx, closure),
             "to remove only "
             + ", ".join(names)
@@ -261,7 +257,8 @@ class Removal:
         if running is not None and not running.finished:  # said: the wait can be long
             self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
             # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
-            # and packaging's requirement parser, 15-80 ms between that probe and its restore.
+            # and packaging's requirement parser, which would stand between that probe and
+            # its restore.
         ran = self.begun.results() if self.begun is not None else []
         results = [as_baseline(r) for r in ran]
         if not all(r.passed for r in results):

@@ -10,6 +10,7 @@ import msgspec
 from msgspec import Struct, field
 
 from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.diff import Diff
 from safeuninstall.judgement.doctor import Finding
 from safeuninstall.judgement.impact import ImpactReport, Unmet
@@ -82,6 +83,9 @@ class Result(Struct, frozen=True, kw_only=True):
         derived = self.probes.derived_after
         if derived is not None:
             return self._derived_text(derived)
+        unmet = self._unmet_refused()
+        if unmet:
+            return f"refused: {unmet}; nothing was changed"
         if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
             why = "no probe (--no-probe)" if self.probes.disabled else "no probe applies"
             return f"removed what nothing needs, kept what is needed; {why}"
@@ -92,6 +96,16 @@ class Result(Struct, frozen=True, kw_only=True):
         if self.probes.disabled:
             return "removed without a probe (--no-probe)"
         return "removed; no probe applies"
+
+    def _unmet_refused(self) -> str:
+        """A refusal for unmet requirements, said once and exactly: how many, whose."""
+        impact = self.details().impact
+        if self.outcome is not Outcome.REFUSED_UNMET or impact is None or not impact.unmet:
+            return ""
+        dependents = ", ".join(sorted({u.dependent for u in impact.unmet}))
+        return (
+            f"it would leave {count_text(len(impact.unmet), 'requirement')} of {dependents} unmet"
+        )
 
     def _derived_text(self, run: ProbeResult) -> str:
         """The outcome said of the derived probe: that it was derived, how many candidates

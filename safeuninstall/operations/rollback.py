@@ -38,7 +38,6 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
-from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import after_settings, as_baseline, dropped_notes, judged_after
 from safeuninstall.judgement.impact import Unmet, allowed_unmet
 from safeuninstall.judgement.libraries import Ownership
@@ -402,7 +401,7 @@ class _Rollback:
             self.messages.append(f"the environment already matches snapshot {self.wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
         if unmet and not self.options.allow_unmet:
-            self.messages += self._refused_unmet(unmet)
+            self.messages += self._refused_unmet()
             return self._result(Outcome.REFUSED_UNMET)
         if unmet:
             no_probe = self.settings.disabled
@@ -507,15 +506,11 @@ class _Rollback:
         report = msgspec.structs.replace(analysis.report, unmet=unmet)
         return msgspec.structs.replace(analysis, report=report)
 
-    def _refused_unmet(self, unmet: Sequence[Unmet]) -> list[str]:
+    def _refused_unmet(self) -> list[str]:
         """Why the rollback is refused, and the command that goes ahead anyway."""
-        dependents = ", ".join(sorted({u.dependent for u in unmet}))
-        verdict = "--dry-run: the rollback would be refused" if self.options.dry_run else "refused"
+        # The refusal itself is the outcome's line (results.outcome_text): said once.
         return [
-            f"{verdict}: returning to snapshot {self.wanted.id} leaves "
-            f"{count_text(len(unmet), 'requirement')} of {dependents} unmet (listed above); "
-            "nothing was changed",
-            "to return there anyway, the probe judging it: "
+            f"to return to snapshot {self.wanted.id} anyway, the probe judging it: "
             + self.ctx.suggest("rollback", "--allow-unmet", self.wanted.id),
         ]
 

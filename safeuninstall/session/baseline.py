@@ -247,7 +247,7 @@ def head_start(
     would begin the very same one: the same interpreter and probes, the same environment
     fingerprint, no snapshot made since, and a lock it did not have to wait for. If another
     operation holds the environment, the uninstall cancels the baseline the moment it has to
-    wait (some 10 ms after it began); in every other case it is cancelled and begun again, so a
+    wait (just after it began); in every other case it is cancelled and begun again, so a
     head start never judges an environment other than the one the removal changes.
 
     Nor does it begin when another distribution's Requires-Dist names one to be removed (unless

@@ -763,8 +763,8 @@ def restore_files(
     for pth in stash.lines:  # before the .egg-link that makes the editable installed
         kept = snapshot.holding(f"{stash.folder}/{pth.path}")
         _put_line_back(pth, kept, env_root / pth.path, displaced_dir / pth.path, real_root)
-    # Path strings, one lstat of the place and one of the link made: pathlib and the
-    # exists()/is_symlink() pairs took three quarters of a restore of 176 files.
+    # Path strings, one lstat of the place and one of the link made: pathlib and
+    # exists()/is_symlink() pairs would be most of a restore's time.
     kept_root = str(snapshot.holding(stash.folder))
     env = os.fspath(env_root)
     for stashed in sorted(stash.files, key=_metadata_last):
