@@ -25,25 +25,27 @@ from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
-    census_change,
     installed_distributions,
     read_requires,
 )
+from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.culprits import Found, find, units
 from safeuninstall.judgement.derived import as_baseline, derive, judged_after
 from safeuninstall.judgement.diff import ChangeKind, Diff, compare, snapshot_sides
 from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.plan import plan_restore
+from safeuninstall.judgement.plan import RollbackPlan, plan_restore
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
 from safeuninstall.options import BisectOptions
 from safeuninstall.session.analysis import owned_files, requirements_of, sharing_files
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
     Transaction,
+    rewritten,
     stash_index,
 )
 
@@ -61,8 +63,8 @@ def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> B
         return _Bisect(ctx, configured, options, good).run()
 
 
-class _Concurrent(Exception):
-    """Another process changed the environment: a move or a return would undo its work."""
+# How a change by another process is said: it may be found at any switch, or at the end.
+_DURING = "during the bisect"
 
 
 class _MoveFailed(Exception):
@@ -80,7 +82,7 @@ class _Bisect:
         self.units: dict[str, tuple[str, ...]] = {}
         self.start: Snapshot | None = None
         self.at: frozenset[str] = frozenset()  # the units as they are now, where it stands
-        self.census: frozenset[str] = frozenset()  # as the last state was reached
+        self.switched: set[str] = set()  # the units some switch brought to GOOD's versions
         self.baseline: list[ProbeResult] | None = None  # a metric's: measured in GOOD's state
         self.failure = ""  # the probe's output now
         self.good_failure = ""  # the probe's output in GOOD's state, where it fails there
@@ -89,9 +91,10 @@ class _Bisect:
         self.rounds: list[tuple[tuple[str, ...], bool]] = []  # as they ended, for an interrupt
 
     def run(self) -> BisectResult:
-        self.census = census(self.ctx.interpreter)  # first: a change after it shows later
+        read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
         txn = Transaction(self.ctx, "bisect")
+        txn.expect(read)
         with txn:
             self.start = txn.snapshot_before(installed, self._spec(installed))
             not_bisected = self._group(txn)
@@ -99,22 +102,34 @@ class _Bisect:
                 self.settings = self._derived(txn, installed)
             self._refuse_what_cannot_come_back(txn)
             try:
-                found = self._search(txn)
-            except KeyboardInterrupt:
-                if not txn.changed:
-                    raise
-                return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
-            except _Concurrent as err:
-                return self._concurrent(txn, str(err), not_bisected)
-            except _MoveFailed as err:
-                self.messages.append(str(err))
-                return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
-            except Exception as err:  # an error of ours, or the disk: the start comes back
-                if not txn.changed:
-                    raise
-                self.messages.append(f"the bisect stopped on an error: {err}")
-                return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
-            return self._found(txn, found, not_bisected)
+                return self._searched(txn, not_bisected)
+            except ChangedByOthers as err:
+                if not txn.changed:  # given up with the transaction: nothing to keep
+                    raise ChangedByOthers(
+                        err.changes, during=_DURING, then="nothing was changed: run it again"
+                    ) from None
+                return self._concurrent(txn, err, not_bisected)
+
+    def _searched(self, txn: Transaction, not_bisected: tuple[str, ...]) -> BisectResult:
+        """The search, and the end it leads to. A change by another process, found at any
+        switch or at the return, is raised (ChangedByOthers): nothing of it is undone."""
+        try:
+            found = self._search(txn)
+        except KeyboardInterrupt:
+            if not txn.changed:
+                raise
+            return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
+        except ChangedByOthers:
+            raise
+        except _MoveFailed as err:
+            self.messages.append(str(err))
+            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+        except Exception as err:  # an error of ours, or the disk: the start comes back
+            if not txn.changed:
+                raise
+            self.messages.append(f"the bisect stopped on an error: {err}")
+            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+        return self._found(txn, found, not_bisected)
 
     def _spec(self, installed: Mapping[str, InstalledDistribution]) -> SnapshotSpec:
         """The start's snapshot stashes what any state may uninstall: the changed
@@ -150,21 +165,35 @@ class _Bisect:
 
     def _found(self, txn: Transaction, found: Found, not_bisected: tuple[str, ...]) -> BisectResult:
         if found.now_passes:
-            raise BaselineProbeFailed(
-                txn.unchanged("the probe passes now: there is no failure to bisect"),
-                detail=self.failure,
+            return self._refused(
+                txn, "the probe passes now: there is no failure to bisect", self.failure
             )
         if found.good_fails:
-            restored = self._return(txn)
-            if restored is not None and not restored.ok:
-                return self._incomplete(txn, found, not_bisected, restored)
-            txn.finish(Outcome.BISECT_REFUSED)
-            raise BaselineProbeFailed(
-                f"the probe fails in snapshot {self.good.id} too: it cannot tell what "
-                "changed since; the environment is back where it started, verified",
-                detail=self.good_failure,
+            return self._refused(
+                txn,
+                f"the probe fails in snapshot {self.good.id} too: it cannot tell what changed "
+                "since",
+                self.good_failure,
             )
         return self._back(txn, Outcome.BISECTED, found, not_bisected)
+
+    def _refused(self, txn: Transaction, why: str, detail: str) -> BisectResult:
+        """Nothing to bisect: raised (BaselineProbeFailed), leaving nothing behind. Before any
+        switch the transaction is given up; after one, the start comes back, proven, and then
+        the snapshot and the journal go (a start that could not be proven keeps them, for
+        ``recover``: BISECT_INCOMPLETE)."""
+        if not txn.changed:
+            raise BaselineProbeFailed(txn.unchanged(why), detail=detail)
+        restored = self._return(txn)
+        assert restored is not None
+        if not restored.ok:
+            return self._incomplete(txn, None, (), restored)
+        txn.discard()
+        raise BaselineProbeFailed(
+            f"{why}; to judge it, the bisect switched to the state of snapshot {self.good.id} "
+            f"and back: {_proven(restored)}; nothing is left behind (no snapshot, no journal)",
+            detail=detail,
+        )
 
     # -- the units -----------------------------------------------------------------------
 
@@ -258,16 +287,13 @@ class _Bisect:
                 )
             )
 
-    def _others(self) -> str:
-        """What another process changed since the last state was reached ("": nothing)."""
-        return census_change(self.census, census(self.ctx.interpreter))
-
     def _move(self, txn: Transaction, bad: frozenset[str]) -> None:
+        """Switch to the state with ``bad`` as now and the rest as GOOD had it, proven. A change
+        by another process, since the last switch or during this one, stops it there
+        (ChangedByOthers): a switch on would undo it, as would the return to the start."""
         if bad == self.at:
             return
-        changed = self._others()
-        if changed:
-            raise _Concurrent(changed)
+        txn.check_others(during=_DURING)
         wanted = self._state(bad)
         with txn.interrupts_deferred():
             try:
@@ -277,7 +303,9 @@ class _Bisect:
             except NotRestorable as err:
                 raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
             self.at = bad
-            self.census = restored.left
+            self.switched |= set(self.units) - bad
+        # First: a change by another process during the switch fails its proof too.
+        _check_after(txn, restored)
         if failed is not None or not restored.ok:
             why = failed or (restored.error or "the environment does not match it")
             raise _MoveFailed(f"a state to probe could not be reached and proven: {why}")
@@ -351,17 +379,39 @@ class _Bisect:
         not_bisected: tuple[str, ...],
     ) -> BisectResult:
         """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
-        be proven: the journal stays, for ``recover``)."""
-        changed = self._others() if txn.changed else ""
-        if changed:
-            return self._concurrent(txn, changed, not_bisected)
+        be proven: the journal stays, for ``recover``). A change by another process since the
+        last switch, or during the return, is raised (ChangedByOthers)."""
+        if txn.changed:
+            txn.check_others(during=_DURING)
         restored = self._return(txn)
         if restored is not None and not restored.ok:
             return self._incomplete(txn, found, not_bisected, restored)
         if txn.interrupted and outcome is Outcome.BISECTED:
             outcome = Outcome.BISECT_INTERRUPTED
+        if restored is not None:
+            self.messages.append(f"back at the start: {_proven(restored)}")
+        self.messages += self._written_in_place()
         txn.finish(outcome)
         return self._result(outcome, found, not_bisected, restored)
+
+    def _written_in_place(self) -> list[str]:
+        """The units no switch touched whose files were replaced or written in place since the
+        start (by the probe, say): the return did not touch them either, so they are not as
+        the start had them. Found by a stat of each file against the one the stash hasher
+        recorded (transaction.rewritten), not by their bytes."""
+        assert self.start is not None
+        never = {n for key, names in self.units.items() if key not in self.switched for n in names}
+        kept = tuple(e for e in self.start.packages if e.name in never)
+        if not kept:
+            return []
+        now = installed_distributions(self.ctx.interpreter)
+        snap = msgspec.structs.replace(self.start, packages=kept)
+        written = rewritten(self.ctx, snap, now, RollbackPlan((), (), (), (), ()))
+        return [
+            f"NOT as at the start: files of {name}=={now[name].version} were replaced or written "
+            "in place since the bisect began (no switch touched it, nor did the return)"
+            for name in written
+        ]
 
     def _return(self, txn: Transaction) -> Restored | None:
         """The start again, in one batch, proven (None: nothing was changed)."""
@@ -370,19 +420,20 @@ class _Bisect:
             return None
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(self.start, offline=self.options.offline)
+        _check_after(txn, restored)
         if failed is not None:
             self.messages.append(failed)
         return restored
 
     def _concurrent(
-        self, txn: Transaction, changed: str, not_bisected: tuple[str, ...]
+        self, txn: Transaction, changed: ChangedByOthers, not_bisected: tuple[str, ...]
     ) -> BisectResult:
         """Another process changed the environment: going on, or back, would undo its work.
         The journal stays: ``recover`` returns to the start when the user says so."""
         self.messages.append(
-            f"another process changed the environment during the bisect ({changed}); it is "
-            "left between the good snapshot and the start, and `recover` returns it to the "
-            "start (undoing that change too)"
+            f"{changed.message}: the bisect stopped there and undid nothing of it; the "
+            "environment is as the last switch and that process left it, and `recover` "
+            "returns it to the start (undoing that change too)"
         )
         txn.finish(Outcome.BISECT_CONCURRENT_KEPT, keep_journal=True)
         return self._result(
@@ -469,6 +520,21 @@ class _Bisect:
             return self.ctx.suggest("uninstall", *added)  # a name may be a subcommand's
         script = shlex.join(["uv", "pip", "uninstall", *added]) + " && " + shlex.join(install)
         return self.ctx.suggest("run", "--", "sh", "-c", script)
+
+
+def _proven(restored: Restored) -> str:
+    """What a verified return to the start proved: the installed set, and the files brought
+    back. (The files of distributions no switch touched are not hashed: a switch never wrote
+    them, and hashing them all would cost as much as reading the environment's every byte.)"""
+    assert restored.verification is not None
+    files = count_text(restored.verification.files_checked, "file")
+    return f"the installed set is the start's again, and the {files} brought back hash-checked"
+
+
+def _check_after(txn: Transaction, restored: Restored) -> None:
+    """After a switch: what another process changed, by the census the proof was made on (a
+    restore stopped by an error of ours made none: one is taken now)."""
+    txn.check_others(restored.left if restored.verification is not None else None, during=_DURING)
 
 
 def _failure_text(results: Sequence[ProbeResult]) -> str:

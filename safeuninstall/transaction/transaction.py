@@ -38,6 +38,7 @@ from safeuninstall.environment.deletion import Removed, plan_deletion
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
+    folders_of,
     installed_distributions,
 )
 from safeuninstall.environment.records import RecordEntry
@@ -67,6 +68,7 @@ from safeuninstall.state.stash import (
     stash_aside,
     stash_distribution,
 )
+from safeuninstall.transaction.others import ChangedByOthers, differences
 from safeuninstall.transaction.restore import (
     RestoreJob,
     RestoreReport,
@@ -271,6 +273,7 @@ class Transaction:
         self.snapshot: Snapshot | None = None
         # The second dist-info folders there as the snapshot was taken (see ``restore``)
         self._beside: frozenset[str] = frozenset()
+        self._expected: frozenset[str] | None = None  # the census it expects (``expect``)
 
     def __enter__(self) -> Transaction:
         return self
@@ -321,6 +324,43 @@ class Transaction:
         self._hasher = StashHasher(self._folder, stashes).start()
         return self.snapshot
 
+    def expect(self, read: frozenset[str]) -> None:
+        """The installed set (a census) the operation expects now: the one it read before it
+        began, or the one a step of its own left that the transaction did not make (``run``'s
+        command). The transaction's own uninstalls and restores keep it up to date from here;
+        ``check_others`` compares it with what is installed."""
+        self._expected = read
+
+    def others_changed(self, now: frozenset[str] | None = None) -> tuple[str, ...]:
+        """What another process changed: each difference between the installed set expected and
+        the census ``now`` (default: one taken now). None before ``expect``."""
+        if self._expected is None:
+            return ()
+        return differences(self._expected, census(self._ctx.interpreter) if now is None else now)
+
+    def check_others(
+        self,
+        now: frozenset[str] | None = None,
+        *,
+        during: str,
+        then: str = "",
+        more: Sequence[str] = (),
+    ) -> None:
+        """The one check that no other process changed the environment (others.py): raises
+        ChangedByOthers naming each difference (and ``more``: what else the caller found
+        changed by another process), said as ``during`` and ``then``."""
+        changes = (*self.others_changed(now), *more)
+        if changes:
+            raise ChangedByOthers(changes, during=during, then=then)
+
+    def _expect_of(self, names: Collection[str], now: frozenset[str] | None) -> None:
+        """After a step of its own on ``names``: they are expected as the census ``now`` shows
+        them (none of their folders when None: an uninstall that succeeded), the rest as
+        before. An install of another name meanwhile stays a difference."""
+        if self._expected is not None:
+            kept = self._expected - folders_of(self._expected, names)
+            self._expected = kept | (folders_of(now, names) if now is not None else frozenset())
+
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
         assert self._entry is not None
         self._entry = self._journal.step(
@@ -337,12 +377,18 @@ class Transaction:
         self._changed = True
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
         hasher = self._hasher
+        done = False
         try:
             # Obeyed once uv is done: KeyboardInterrupt, or noted by a block around this one.
             with interrupts.deferred():
                 if hasher is not None:
                     hasher.installer_runs()
-                self._ctx.backend.uninstall(names)
+                try:
+                    self._ctx.backend.uninstall(names)
+                    done = True
+                finally:
+                    # What uv left of them is its own: expected as it is, when it failed.
+                    self._expect_of(names, None if done else census(self._ctx.interpreter))
                 if hasher is not None:
                     hasher.installer_done()
         except BackendError as err:
@@ -417,6 +463,7 @@ class Transaction:
             offline=offline,
             rewritten=rewritten,
         )
+        left: frozenset[str] | None = None
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
             pruned = _pruned_note(ctx, wanted.id, report.reinstalled)
@@ -429,6 +476,13 @@ class Transaction:
             verification = verify(wanted, ctx.interpreter, report, intact=intact, beside=beside)
         except Exception as err:
             return Restored(report, None, error=repr(err))
+        finally:
+            # What it brought back is its own, as it is (the verification judges it); what
+            # another process did meanwhile to other names stays a difference.
+            with contextlib.suppress(OSError):
+                self._expect_of(
+                    [e.name for e in entries], census(ctx.interpreter) if left is None else left
+                )
         done = "verified" if verification.ok else "NOT verified"
         ctx.emit(
             "restored",
@@ -489,6 +543,17 @@ class Transaction:
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
         if not keep_journal:
             self._journal.finish()
+        self._finished = True
+
+    def discard(self) -> None:
+        """The change is undone and proven (the environment is its snapshot's again) and the
+        operation ends with nothing to keep (a refusal): the snapshot and the journal go, as
+        when it is given up before any change. What could not be deleted is in
+        ``left_behind``."""
+        if self._hasher is not None:
+            self._hasher.cancel()
+            self._hasher = None
+        self._give_up()
         self._finished = True
 
     def _give_up(self) -> None:
