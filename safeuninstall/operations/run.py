@@ -416,18 +416,26 @@ class _Attempt:
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced
         or removed: their dependents and library consumers (the impact report), and what it
-        added or changed itself."""
+        added or changed itself. And the distributions whose candidates failed before the
+        command: not judged, but tried again, so that a command that fixed them says so."""
         if self.guard.settings.disabled:
             return self.guard.settings
         assert self.change is not None
         change = self.change
         replaced = [*change.changed, *change.missing, *self.rewritten]
         report = analyse(self.ctx, self.guard.installed, replaced).report if replaced else None
+        failed_before = {
+            c.candidate.distribution
+            for r in self.guard.runs.baseline
+            for c in r.candidates
+            if c.status == "failed"  # not one that did not finish: it would cost its time limit
+        }
         affected = {
             *change.added,
             *change.changed,
             *self.rewritten,
             *(report.affected if report else ()),
+            *failed_before,
         }
         probes, notes = derive(now, sorted(n for n in affected if n in now), replaced)
         notes = tuple(_said_of_a_change(n, "what the change affects") for n in notes)
