@@ -16,17 +16,25 @@ PROBE = "import " + ", ".join(PARTS)
 
 
 def _upgraded(
-    make_venv: MakeVenv, house: Path, broken: set[str], *, copies: bool = False
+    make_venv: MakeVenv,
+    house: Path,
+    broken: set[str],
+    *,
+    copies: bool = False,
+    requires: dict[str, list[str]] | None = None,
+    stash: bool = True,
 ) -> tuple[Venv, str]:
-    """part0..part3 at 1.0 in snapshot GOOD, at 2.0 now (those in ``broken`` fail to import);
-    toolpkg and leftpad installed in both, untouched."""
+    """part0..part3 at 1.0 in snapshot GOOD, at 2.0 now (those in ``broken`` fail to import;
+    ``requires``: 2.0's requirements); toolpkg and leftpad installed in both, untouched."""
     for name in PARTS:
         build_wheel(house, name, "1.0", {f"{name}.py": "VERSION = '1.0'\n"})
         body = "raise ImportError('broken in 2.0')\n" if name in broken else "VERSION = '2.0'\n"
-        build_wheel(house, name, "2.0", {f"{name}.py": body})
+        build_wheel(
+            house, name, "2.0", {f"{name}.py": body}, requires=(requires or {}).get(name, ())
+        )
     venv = make_venv("toolpkg", "leftpad")
     venv.install(*(f"{n}==1.0" for n in PARTS), find_links=house, copies=copies)
-    good = venv.tool("snapshot", "-q")
+    good = venv.tool("snapshot", "-q", *(() if stash else ("--no-stash",)))
     assert good.returncode == 0, good.stderr
     venv.install(*(f"{n}==2.0" for n in PARTS), find_links=house, copies=copies)
     return venv, good.stdout.strip()
@@ -105,3 +113,51 @@ def test_a_file_of_a_unit_no_switch_touched_written_in_place_is_named(
     text = venv.tool("bisect", good, "--probe", PROBE)
     assert "environment is back where it started" not in text.stdout
     assert "the installed set is back where it started, verified" in text.stdout
+
+
+def test_the_rounds_name_the_units_as_the_header_does(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """part1 2.0 requires part3 2.0: one unit, part1+part3, in the header, every round that
+    has it, the events and the culprit."""
+    venv, good = _upgraded(
+        make_venv, tmp_path / "house", {"part3"}, requires={"part1": ["part3>=2"]}
+    )
+
+    done = venv.tool("bisect", good, "--probe", PROBE)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "(part0, part1+part3, part2)" in lines[0], lines[0]
+    rounds = [line.split(": as now: ")[1].split(" -- ")[0] for line in lines if "as now:" in line]
+    assert rounds and any("part1+part3" in r for r in rounds), rounds
+    named = {unit for r in rounds for unit in r.split(", ")}
+    assert named <= {"part0", "part1+part3", "part2", "none (as the good snapshot)"}, named
+    assert "culprit: part1+part3:" in done.stdout
+    assert "probe with part0, part1+part3, part2 as now: FAILED" in done.stderr
+
+
+@pytest.mark.parametrize("stash", [True, False], ids=["from-a-stash", "from-the-index"])
+def test_dry_run_prints_the_plan_and_changes_nothing(
+    make_venv: MakeVenv, tmp_path: Path, stash: bool
+) -> None:
+    venv, good = _upgraded(make_venv, tmp_path / "house", {"part2"}, stash=stash)
+    before = venv.installed(), venv.file_hashes()
+    snapshots = sorted(venv.state.snapshots_dir.iterdir())
+
+    done = venv.tool("bisect", good, "--probe", PROBE, "--dry-run")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert f"good: snapshot {good}; 4 units of change since (part0, part1, part2, part3)" in out
+    assert "--dry-run: would snapshot the start, stashing 4 distributions (hard links)" in out
+    where = f"from a stash (snapshot {good})" if stash else "from the index"
+    for name in PARTS:
+        assert f"{name}==1.0 {where}" in out
+    assert "at most 4 rounds for one culprit among 4 units, 7 for two" in out
+    assert "bisect: dry run: nothing was changed" in out
+    assert (venv.installed(), venv.file_hashes()) == before
+    assert sorted(venv.state.snapshots_dir.iterdir()) == snapshots
+    assert not venv.journal.exists()
+    data = venv.tool("--json", "bisect", good, "--probe", PROBE, "--dry-run").json()
+    assert data["outcome"] == "dry-run"
+    assert data["snapshot"] is None
+    assert data["bisect"]["units"] == [[n] for n in PARTS]  # type: ignore[index]

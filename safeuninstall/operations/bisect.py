@@ -14,7 +14,9 @@ environment returns to the start and is verified.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
@@ -29,22 +31,29 @@ from safeuninstall.environment.installed import (
     read_requires,
 )
 from safeuninstall.environment.sizes import count_text
+from safeuninstall.judgement.bisection import bound
 from safeuninstall.judgement.culprits import Found, find, units
 from safeuninstall.judgement.derived import as_baseline, derive, judged_after
-from safeuninstall.judgement.diff import ChangeKind, Diff, compare, snapshot_sides
+from safeuninstall.judgement.diff import ChangeKind, Diff, Side, compare, snapshot_sides
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.plan import RollbackPlan, plan_restore
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
 from safeuninstall.options import BisectOptions
-from safeuninstall.session.analysis import owned_files, requirements_of, sharing_files
+from safeuninstall.session.analysis import (
+    installed_sides,
+    owned_files,
+    requirements_of,
+    sharing_files,
+)
 from safeuninstall.session.context import Context
-from safeuninstall.state.snapshot import PackageEntry, Snapshot
+from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
     Transaction,
+    package_entry,
     rewritten,
     stash_index,
 )
@@ -60,11 +69,21 @@ def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> B
     with ctx.locked():
         ctx.refuse_if_unfinished()
         good = ctx.store.resolve(options.good)
+        if options.dry_run:
+            return _Bisect(ctx, configured, options, good).plan()
         return _Bisect(ctx, configured, options, good).run()
 
 
 # How a change by another process is said: it may be found at any switch, or at the end.
 _DURING = "during the bisect"
+
+
+class _Sides(NamedTuple):
+    """One side of the change, as the units are formed from it: each distribution's version
+    and files, and the names each requires."""
+
+    sides: Mapping[str, Side]
+    requires: Callable[[str], set[str]]
 
 
 class _MoveFailed(Exception):
@@ -97,9 +116,11 @@ class _Bisect:
         txn.expect(read)
         with txn:
             self.start = txn.snapshot_before(installed, self._spec(installed))
-            not_bisected = self._group(txn)
+            start = self.start
+            now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
+            not_bisected = self._group(txn.unchanged, now)
             if not self.settings.probes:
-                self.settings = self._derived(txn, installed)
+                self.settings = self._derived(txn.unchanged, installed)
             self._refuse_what_cannot_come_back(txn)
             try:
                 return self._searched(txn, not_bisected)
@@ -131,6 +152,68 @@ class _Bisect:
             return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
         return self._found(txn, found, not_bisected)
 
+    def plan(self) -> BisectResult:
+        """--dry-run: the units, where each version GOOD has would come from, the probe and the
+        bound on its rounds. Nothing is written: no snapshot, no journal, no stash."""
+        ctx = self.ctx
+        installed = installed_distributions(ctx.interpreter)
+        root = Path(ctx.interpreter.prefix)
+        self.start = msgspec.structs.replace(  # now, in memory only
+            self.good,
+            id="now",
+            packages=tuple(package_entry(d, root) for _, d in sorted(installed.items())),
+        )
+
+        def requires(name: str) -> set[str]:
+            dist = installed.get(name)
+            return set() if dist is None else _required_names(dist.dist_info / "METADATA")
+
+        said = _said_unchanged
+        not_bisected = self._group(said, _Sides(installed_sides(ctx, installed), requires))
+        if not self.settings.probes:
+            self.settings = self._derived(said, installed)
+        self.messages += self._plan_lines(installed)
+        result = self._result(Outcome.DRY_RUN, None, not_bisected, None)
+        return msgspec.structs.replace(result, snapshot=None)
+
+    def _plan_lines(self, installed: Mapping[str, InstalledDistribution]) -> list[str]:
+        assert self.start is not None
+        wanted = self._state(frozenset())
+        entries = [e for e in wanted.packages if self.start.package(e.name) != e]
+        restore = plan_restore(
+            entries, stash_index(self.ctx, entries, [wanted]), preferred_snapshot=wanted.id
+        )
+        stashed = count_text(len(self._spec(installed).stash), "distribution")
+        probes = ", ".join(p.label for p in self.settings.probes)
+        lines = [
+            f"--dry-run: would snapshot the start, stashing {stashed} (hard links), then probe "
+            f"states between snapshot {self.good.id} and now with {probes}",
+        ]
+        lines += [
+            f"{e.pin} from a stash (snapshot {candidates[0].snapshot_id})"
+            for e, candidates in restore.from_stash
+        ]
+        offline = " (refused with --offline)" if self.options.offline else ""
+        lines += [f"{e.pin} from the index{offline}" for e in restore.reinstall]
+        absent = [n for names in self.units.values() for n in names if not self.good.package(n)]
+        lines += [f"{n}: not in snapshot {self.good.id}, uninstalled for its state" for n in absent]
+        return [*lines, self._bound_line()]
+
+    def _bound_line(self) -> str:
+        """The most rounds the search takes (bisection.bound, and the first round: now)."""
+        n = len(self.units)
+        first = self._judged_against_good()
+        rounds = [1 + bound(n, k, failing=True, proven=first) for k in (1, 2) if k <= n]
+        line = f"at most {rounds[0]} rounds for one culprit among {count_text(n, 'unit')}"
+        if len(rounds) > 1:
+            line += f", {rounds[1]} for two"
+        if first:
+            line += (
+                f"; first, a run in the state of snapshot {self.good.id}, which the probe is "
+                "judged against"
+            )
+        return line
+
     def _spec(self, installed: Mapping[str, InstalledDistribution]) -> SnapshotSpec:
         """The start's snapshot stashes what any state may uninstall: the changed
         distributions, and those that list a file one of them lists (a restore brings them
@@ -144,18 +227,19 @@ class _Bisect:
         stash = sorted({*changed, *sharing_files(owned, changed)})
         return SnapshotSpec(operation="bisect", stash=stash, shared=owned.shared_paths(of=stash))
 
-    def _group(self, txn: Transaction) -> tuple[str, ...]:
+    def _group(self, unchanged: Callable[[str], str], now: _Sides) -> tuple[str, ...]:
         """The changes since GOOD in units; the same-version ones whose files differ, which
-        are not bisected, returned. Refused when no unit is left."""
-        assert self.start is not None
-        diff = compare(snapshot_sides(self.good), snapshot_sides(self.start))
+        are not bisected, returned. Refused when no unit is left (said by ``unchanged``)."""
+        good = self.good
+        then = _Sides(snapshot_sides(good), lambda name: self._stash_requires(good, name))
+        diff = compare(then.sides, now.sides)
         self.units = units(
             [c.name for c in diff.changes if c.kind is not ChangeKind.FILES_DIFFER],
-            self._ties(diff),
+            _ties(diff, (then, now)),
         )
         if not self.units:
             raise InvalidInput(
-                txn.unchanged(
+                unchanged(
                     f"no distribution changed its version, nor came or went, between "
                     f"snapshot {self.good.id} and now"
                 )
@@ -197,48 +281,17 @@ class _Bisect:
 
     # -- the units -----------------------------------------------------------------------
 
-    def _ties(self, diff: Diff) -> dict[str, set[str]]:
-        """Changed names tied to others: a requirement either way (in GOOD or now), or a path
-        both list."""
-        assert self.start is not None
-        changed = {c.name for c in diff.changes}
-        ties: dict[str, set[str]] = {name: set() for name in changed}
-        for snap in (self.good, self.start):
-            sides = snapshot_sides(snap)
-            owners: dict[str, set[str]] = {}
-            for name in changed:
-                side = sides.get(name)
-                for path in side.files or () if side is not None else ():
-                    owners.setdefault(path, set()).add(name)
-                entry = snap.package(name)
-                for required in self._requires(snap, entry) if entry is not None else ():
-                    if required in changed:
-                        ties[name].add(required)
-                        ties[required].add(name)
-            for names in owners.values():
-                for name in names:
-                    ties[name] |= names
-        return ties
-
-    def _requires(self, snap: Snapshot, entry: PackageEntry) -> set[str]:
-        """The names ``entry`` requires, read from its stash (any marker or extra counts: a
-        tie too many only makes a unit larger)."""
-        if entry.stash is None or not entry.dist_info:
+    def _stash_requires(self, snap: Snapshot, name: str) -> set[str]:
+        """The names ``name`` requires in ``snap``, read from its stash (any marker or extra
+        counts: a tie too many only makes a unit larger)."""
+        entry = snap.package(name)
+        if entry is None or entry.stash is None or not entry.dist_info:
             return set()
-        metadata = self.ctx.store.folder(snap.id).holding(
-            f"{entry.stash.folder}/{entry.dist_info}/METADATA"
+        return _required_names(
+            self.ctx.store.folder(snap.id).holding(
+                f"{entry.stash.folder}/{entry.dist_info}/METADATA"
+            )
         )
-        try:
-            lines = read_requires(metadata)
-        except OSError:
-            return set()
-        names: set[str] = set()
-        for line in lines:
-            try:
-                names.add(canonicalize_name(Requirement(line).name))
-            except InvalidRequirement:
-                continue
-        return names
 
     # -- the states ----------------------------------------------------------------------
 
@@ -315,13 +368,13 @@ class _Bisect:
     def _probe(self, txn: Transaction, bad: frozenset[str]) -> bool:
         self._move(txn, bad)
         ctx = self.ctx
-        left = ", ".join(sorted(bad)) or "none"
+        left = ", ".join(self._named(bad)) or "none"
         ctx.emit("probe", f"probe running, as now: {left}")
         txn.probing()
         ran = run_all(self.settings, ctx.interpreter, ctx.child_env())
         results = judged_after(self.baseline, ran) if self.baseline is not None else ran
         passed = all(r.passed for r in results)
-        self.rounds.append((tuple(u for u in self.units if u in bad), passed))
+        self.rounds.append((self._named(bad), passed))
         ctx.emit("probe", f"probe with {left} as now: {'passed' if passed else 'FAILED'}")
         if not bad and not passed:
             self.good_failure = _failure_text(results)
@@ -329,8 +382,12 @@ class _Bisect:
             self.failure = _failure_text(results)
         return passed
 
+    def _named(self, keys: frozenset[str]) -> tuple[str, ...]:
+        """The units ``keys`` as the header names them: each unit's names joined by "+"."""
+        return tuple("+".join(names) for key, names in self.units.items() if key in keys)
+
     def _derived(
-        self, txn: Transaction, installed: Mapping[str, InstalledDistribution]
+        self, unchanged: Callable[[str], str], installed: Mapping[str, InstalledDistribution]
     ) -> ProbeSettings:
         """No probe given nor configured: the one derived from the changes, as for a removal
         of what GOOD had (derived.py): the changed distributions installed now, what requires
@@ -343,7 +400,7 @@ class _Bisect:
         probes, notes = derive(installed, sorted({*present, *dependents}), present)
         if not probes:
             raise InvalidInput(
-                txn.unchanged(
+                unchanged(
                     "bisect needs a probe that passes in the good snapshot and fails now: none "
                     "is given (--probe, --probe-cmd, --probe-metric) or configured, and none "
                     f"can be derived from the changes since snapshot {self.good.id}: "
@@ -353,8 +410,15 @@ class _Bisect:
         self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
         return ProbeSettings(probes=probes, timeout=self.settings.timeout, notes=notes)
 
+    def _judged_against_good(self) -> bool:
+        """A metric, or a derived probe's candidates, are judged against a run in GOOD's state,
+        made before the search."""
+        return any(
+            p.metric is not None or p.kind is ProbeKind.DERIVED for p in self.settings.probes
+        )
+
     def _search(self, txn: Transaction) -> Found:
-        if any(p.metric is not None or p.kind is ProbeKind.DERIVED for p in self.settings.probes):
+        if self._judged_against_good():
             # A metric, or a derived probe's candidates, are judged against GOOD's run, first.
             self._move(txn, frozenset())
             self.ctx.emit("baseline", "baseline probe running, as snapshot " + self.good.id)
@@ -520,6 +584,46 @@ class _Bisect:
             return self.ctx.suggest("uninstall", *added)  # a name may be a subcommand's
         script = shlex.join(["uv", "pip", "uninstall", *added]) + " && " + shlex.join(install)
         return self.ctx.suggest("run", "--", "sh", "-c", script)
+
+
+def _said_unchanged(said: str) -> str:
+    return f"{said}; nothing was changed"
+
+
+def _ties(diff: Diff, sides: Sequence[_Sides]) -> dict[str, set[str]]:
+    """Changed names tied to others: a requirement either way (in GOOD or now), or a path
+    both list."""
+    changed = {c.name for c in diff.changes}
+    ties: dict[str, set[str]] = {name: set() for name in changed}
+    for side in sides:
+        owners: dict[str, set[str]] = {}
+        for name in changed:
+            one = side.sides.get(name)
+            for path in one.files or () if one is not None else ():
+                owners.setdefault(path, set()).add(name)
+            for required in side.requires(name):
+                if required in changed:
+                    ties[name].add(required)
+                    ties[required].add(name)
+        for names in owners.values():
+            for name in names:
+                ties[name] |= names
+    return ties
+
+
+def _required_names(metadata: Path) -> set[str]:
+    """The names a METADATA file's Requires-Dist lines name (none: it cannot be read)."""
+    try:
+        lines = read_requires(metadata)
+    except OSError:
+        return set()
+    names: set[str] = set()
+    for line in lines:
+        try:
+            names.add(canonicalize_name(Requirement(line).name))
+        except InvalidRequirement:
+            continue
+    return names
 
 
 def _proven(restored: Restored) -> str:
