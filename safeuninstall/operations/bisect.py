@@ -452,8 +452,6 @@ class _Bisect:
             return self._incomplete(txn, found, not_bisected, restored)
         if txn.interrupted and outcome is Outcome.BISECTED:
             outcome = Outcome.BISECT_INTERRUPTED
-        if restored is not None:
-            self.messages.append(f"back at the start: {_proven(restored)}")
         self.messages += self._written_in_place()
         txn.finish(outcome)
         return self._result(outcome, found, not_bisected, restored)
