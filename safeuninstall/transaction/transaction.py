@@ -10,6 +10,10 @@
    ``Restored`` says what was proven.
 4. ``finish``: the snapshot's outcome is written and the journal removed.
 
+Throughout, it keeps the installed set (a census) the operation expects, as its own uninstalls
+and restores change it; ``check_others`` is the one check that no other process changed the
+environment meanwhile (others.py says what finding one means).
+
 Leaving the ``with`` block on an exception before anything was removed gives the change up:
 the snapshot folder and the journal go, the environment is as it was. After a removal the
 journal stays until ``finish``: a process killed then is finished by ``recover``. Interrupts
@@ -333,7 +337,7 @@ class Transaction:
 
     def others_changed(self, now: frozenset[str] | None = None) -> tuple[str, ...]:
         """What another process changed: each difference between the installed set expected and
-        the census ``now`` (default: one taken now). None before ``expect``."""
+        the census ``now`` (default: one taken now); none before ``expect``."""
         if self._expected is None:
             return ()
         return differences(self._expected, census(self._ctx.interpreter) if now is None else now)
@@ -388,7 +392,8 @@ class Transaction:
                     done = True
                 finally:
                     # What uv left of them is its own: expected as it is, when it failed.
-                    self._expect_of(names, None if done else census(self._ctx.interpreter))
+                    with contextlib.suppress(OSError):
+                        self._expect_of(names, None if done else census(self._ctx.interpreter))
                 if hasher is not None:
                     hasher.installer_done()
         except BackendError as err:
