@@ -162,3 +162,24 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert data["outcome"] == "dry-run"
     assert data["snapshot"] is None
     assert data["bisect"]["units"] == [[n] for n in PARTS]  # type: ignore[index]
+
+
+def test_a_new_hard_link_to_a_file_of_a_unit_is_not_called_a_write(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A hard link made to part0's file (as uv links a cache's inodes into another venv) moves
+    its ctime only: nothing is named as written in place."""
+    venv, good = _upgraded(make_venv, tmp_path / "house", {"part2"}, copies=True)
+    target = venv.site_packages / "part0.py"
+    link = tmp_path / "another-venv-s-link"
+    probe = (
+        f"import os\nif not os.path.exists({str(link)!r}): "
+        f"os.link({str(target)!r}, {str(link)!r})\n"
+    )
+
+    done = venv.tool("--json", "bisect", good, "--probe", probe + PROBE)
+
+    data = done.json()
+    assert data["outcome"] == "bisected", data
+    assert link.exists()
+    assert "NOT as at the start" not in " ".join(map(str, data["messages"]))  # type: ignore[arg-type]

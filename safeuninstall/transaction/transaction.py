@@ -694,12 +694,17 @@ def rewritten(
     snap: Snapshot,
     now: Mapping[str, InstalledDistribution],
     change: RollbackPlan,
+    *,
+    ctime: bool = True,
 ) -> tuple[str, ...]:
     """Distributions installed as the snapshot has them whose files changed all the same:
     replaced (another inode: a reinstall, a command killed half way) or written in place
     (another size, mtime or ctime than the stash hasher recorded before the change). An lstat per
     file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
-    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway."""
+    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway.
+    ``ctime=False``: a ctime alone does not count. It also moves when another hard link to the
+    file is made or removed (uv links every install of a wheel to its cache's inodes), so a
+    report that names a write must not rest on it; an undo that may redo too much can."""
     skip = {*change.remove, *(e.name for e in change.restore)}
     root = Path(ctx.interpreter.prefix)
     folder = ctx.store.folder(snap.id)
@@ -709,7 +714,7 @@ def rewritten(
         stash = entry.stash
         if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
             continue
-        if _changed_files(stash, folder, root, hashed):
+        if _changed_files(stash, folder, root, hashed, ctime):
             found.append(entry.name)
     return tuple(found)
 
@@ -719,7 +724,9 @@ def _changed_files(
     folder: SnapshotFolder,
     root: Path,
     hashed: Mapping[str, tuple[Identity, str]],
+    ctime: bool,
 ) -> bool:
+    fields = slice(None) if ctime else slice(4)  # Identity: dev, ino, size, mtime, ctime
     for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
             continue  # bytecode is rewritten by any import, by rename
@@ -729,7 +736,7 @@ def _changed_files(
             return True
         recorded = hashed.get(f"{stash.folder}/{kept.path}")
         if recorded is not None:
-            if identity(placed) != recorded[0]:
+            if identity(placed)[fields] != recorded[0][fields]:
                 return True
             continue
         try:
