@@ -458,16 +458,7 @@ class Transaction:
         if self._hasher is not None:
             self._hasher.wait()  # usually done already: it ran while the probes did
         report = RestoreReport()
-        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
-        job = RestoreJob(
-            entries=entries,
-            index=stash_index(ctx, entries, first),
-            displaced_dir=ctx.store.folder(self.snapshot.id).displaced_dir,
-            preferred_snapshot=wanted.id,
-            current_snapshot=self.snapshot.id,
-            offline=offline,
-            rewritten=rewritten,
-        )
+        job = self._job(wanted, entries, offline=offline, rewritten=rewritten)
         left: frozenset[str] | None = None
         try:
             report = restore(ctx, job, lambda step: self._step(step, must_write=False))
@@ -494,6 +485,28 @@ class Transaction:
             f"restored: {count_text(verification.files_checked, 'file')} checked, {done}",
         )
         return Restored(report, verification, left=left)
+
+    def _job(
+        self,
+        wanted: Snapshot,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        rewritten: Collection[str],
+    ) -> RestoreJob:
+        """What ``restore`` brings back and from where: ``wanted``'s stashes first, then this
+        transaction's own, then any other snapshot's."""
+        assert self.snapshot is not None
+        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
+        return RestoreJob(
+            entries=entries,
+            index=stash_index(self._ctx, entries, first),
+            displaced_dir=self._ctx.store.folder(self.snapshot.id).displaced_dir,
+            preferred_snapshot=wanted.id,
+            current_snapshot=self.snapshot.id,
+            offline=offline,
+            rewritten=rewritten,
+        )
 
     def return_to(
         self,
