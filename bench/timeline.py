@@ -82,7 +82,7 @@ CLOCKED = [
     "environment.backend:_Runner.uninstall",
     "operations.removal:Attempt._judge",
     "operations.removal:Attempt._probe",
-    "operations.removal:Attempt._changed_by_others",
+    "transaction.transaction:Transaction.check_others",
     "operations.removal:Attempt._diagnose",
     "operations.removal:Attempt._restore",
     "operations.removal:Attempt._probe_after_restore",

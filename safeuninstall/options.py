@@ -97,6 +97,7 @@ class BisectOptions(Struct, frozen=True):
 
     good: str
     offline: bool = False
+    dry_run: bool = False  # print the plan: the units, where each version comes from, the bound
 
 
 class PruneOptions(Struct, frozen=True):

@@ -132,6 +132,7 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
     good = outputs[-1][3].json()["snapshot"]  # leftpad still there
     assert isinstance(good, str)
     tool("diff", 0, "diff", "--json", good)
+    tool("bisect", 0, "bisect", "--json", "--dry-run", good, "--probe", "import leftpad")
     tool("bisect", 0, "bisect", "--json", good, "--probe", "import leftpad")
     tool("rollback", 0, "rollback", "--json")  # the bisect's snapshot is now: back to ``good``
     tool("run", 0, "run", "--json", "--", "true")
@@ -167,7 +168,11 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
     # the paths that fill an operation's optional parts were taken
     removals = [done.json()["outcome"] for name, _, _, done in outputs if name == "uninstall"]
     assert removals == ["dry-run", "refused-unmet", "probe-failed-restored", "removed-kept-needed"]
-    (bisected,) = [done.json() for name, _, _, done in outputs if name == "bisect"]
+    (bisected,) = [
+        done.json()
+        for name, args, _, done in outputs
+        if name == "bisect" and "--dry-run" not in args
+    ]
     assert bisected["bisect"]["culprits"][0]["names"] == ["leftpad"]  # type: ignore[index]
     (rolled_back,) = [done.json() for name, _, _, done in outputs if name == "rollback"]
     assert rolled_back["outcome"] == "rolled-back"

@@ -111,10 +111,6 @@ class StashError(SafeUninstallError):
     """Files could not be preserved; raised before anything is removed."""
 
 
-class EnvironmentChanged(SafeUninstallError):
-    """Another process changed the environment while this operation prepared its change."""
-
-
 class NotRestorable(SafeUninstallError):
     """What the operation would remove could not be brought back: in no stash and not
     installable (a rollback), or with no RECORD to say which files to keep (a legacy install)."""

@@ -609,7 +609,7 @@ class Outcome(enum.Enum):
     # -- bisect: it ends where it started, or says how to get there
     BISECTED = (
         "bisected",
-        "found what makes the probe fail; the environment is back where it started, verified",
+        "found what makes the probe fail; the installed set is back where it started, verified",
         EXIT_OK,
         Ending.RETURNED,
         None,
@@ -617,7 +617,7 @@ class Outcome(enum.Enum):
     )
     BISECT_INTERRUPTED = (
         "bisect-interrupted",
-        "interrupted: the environment is back where it started, verified",
+        "interrupted: the installed set is back where it started, verified",
         EXIT_RESTORED,
         Ending.RETURNED,
         Cause.INTERRUPTED,
@@ -625,14 +625,15 @@ class Outcome(enum.Enum):
     )
     BISECT_STOPPED = (
         "bisect-stopped",
-        "a state to probe could not be reached: the environment is back where it started, verified",
+        "a state to probe could not be reached: the installed set is back where it started, "
+        "verified",
         EXIT_RESTORED,
         Ending.RETURNED,
         Cause.FAILED,
         Operation.BISECT,
     )
-    # The probe fails in the good snapshot too: nothing to bisect (the command fails with the
-    # probe's output; this is its snapshot's note).
+    # The probe fails in the good snapshot too: nothing to bisect. The command fails with the
+    # probe's output, and leaves no snapshot behind to carry this as its note.
     BISECT_REFUSED = (
         "bisect-refused",
         "the probe fails in the good snapshot too: the environment is back where it started, "

@@ -974,7 +974,13 @@ def rollback_command(
 
 @_command("bisect", probes=True, offline=True)
 @click.argument("good")
-def bisect_command(common: Common, good: str) -> None:
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan (the units, which versions come from a stash and which from the "
+    "index, the most rounds); change nothing.",
+)
+def bisect_command(common: Common, good: str, dry_run: bool) -> None:
     """Find which changes since snapshot GOOD make the probe fail (it passes in GOOD and fails
     now), by probing states between the two; end where it started, verified, and print the
     culprits and the one command that brings back their good versions.
@@ -985,8 +991,10 @@ def bisect_command(common: Common, good: str) -> None:
     `safe-uninstall recover` does.
     """
 
+    common.read_only = dry_run
+
     def call() -> Result:
-        wanted = options.BisectOptions(good=good, offline=common.offline)
+        wanted = options.BisectOptions(good=good, offline=common.offline, dry_run=dry_run)
         return common.settled(bisect(common.context(), common.probes(), wanted))
 
     def render(result: BisectResult, output: Output) -> str:

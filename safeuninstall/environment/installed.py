@@ -7,7 +7,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -454,6 +454,14 @@ def census_changes(before: frozenset[str], after: frozenset[str]) -> list[str]:
 def census_change(before: frozenset[str], after: frozenset[str]) -> str:
     """What changed between two censuses, in words ("" when nothing did)."""
     return "; ".join(census_changes(before, after))
+
+
+def folders_of(census: frozenset[str], names: Collection[str]) -> frozenset[str]:
+    """The entries of ``census`` that are installs of one of ``names`` (canonical), by their
+    folder names: what an uninstall of ``names`` takes away (uv removes every copy of a name),
+    what a restore of them puts back."""
+    wanted = set(names)
+    return frozenset(p for p in census if _named_as(os.path.basename(p)) & wanted)
 
 
 def installed_distributions(interpreter: Interpreter) -> dict[str, InstalledDistribution]:

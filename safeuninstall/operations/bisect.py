@@ -14,7 +14,9 @@ environment returns to the start and is verified.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
@@ -25,25 +27,34 @@ from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
-    census_change,
     installed_distributions,
     read_requires,
 )
+from safeuninstall.environment.sizes import count_text
+from safeuninstall.judgement.bisection import bound
 from safeuninstall.judgement.culprits import Found, find, units
 from safeuninstall.judgement.derived import as_baseline, derive, judged_after
-from safeuninstall.judgement.diff import ChangeKind, Diff, compare, snapshot_sides
+from safeuninstall.judgement.diff import ChangeKind, Diff, Side, compare, snapshot_sides
 from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.plan import plan_restore
+from safeuninstall.judgement.plan import RollbackPlan, plan_restore
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
 from safeuninstall.options import BisectOptions
-from safeuninstall.session.analysis import owned_files, requirements_of, sharing_files
+from safeuninstall.session.analysis import (
+    installed_sides,
+    owned_files,
+    requirements_of,
+    sharing_files,
+)
 from safeuninstall.session.context import Context
-from safeuninstall.state.snapshot import PackageEntry, Snapshot
+from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
     Transaction,
+    package_entry,
+    rewritten,
     stash_index,
 )
 
@@ -58,11 +69,21 @@ def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> B
     with ctx.locked():
         ctx.refuse_if_unfinished()
         good = ctx.store.resolve(options.good)
+        if options.dry_run:
+            return _Bisect(ctx, configured, options, good).plan()
         return _Bisect(ctx, configured, options, good).run()
 
 
-class _Concurrent(Exception):
-    """Another process changed the environment: a move or a return would undo its work."""
+# How a change by another process is said: it may be found at any switch, or at the end.
+_DURING = "during the bisect"
+
+
+class _Sides(NamedTuple):
+    """One side of the change, as the units are formed from it: each distribution's version
+    and files, and the names each requires."""
+
+    sides: Mapping[str, Side]
+    requires: Callable[[str], set[str]]
 
 
 class _MoveFailed(Exception):
@@ -80,7 +101,7 @@ class _Bisect:
         self.units: dict[str, tuple[str, ...]] = {}
         self.start: Snapshot | None = None
         self.at: frozenset[str] = frozenset()  # the units as they are now, where it stands
-        self.census: frozenset[str] = frozenset()  # as the last state was reached
+        self.switched: set[str] = set()  # the units some switch brought to GOOD's versions
         self.baseline: list[ProbeResult] | None = None  # a metric's: measured in GOOD's state
         self.failure = ""  # the probe's output now
         self.good_failure = ""  # the probe's output in GOOD's state, where it fails there
@@ -89,32 +110,109 @@ class _Bisect:
         self.rounds: list[tuple[tuple[str, ...], bool]] = []  # as they ended, for an interrupt
 
     def run(self) -> BisectResult:
-        self.census = census(self.ctx.interpreter)  # first: a change after it shows later
+        read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
         txn = Transaction(self.ctx, "bisect")
+        txn.expect(read)
         with txn:
             self.start = txn.snapshot_before(installed, self._spec(installed))
-            not_bisected = self._group(txn)
+            start = self.start
+            now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
+            not_bisected = self._group(txn.unchanged, now)
             if not self.settings.probes:
-                self.settings = self._derived(txn, installed)
+                self.settings = self._derived(txn.unchanged, installed)
             self._refuse_what_cannot_come_back(txn)
             try:
-                found = self._search(txn)
-            except KeyboardInterrupt:
-                if not txn.changed:
-                    raise
-                return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
-            except _Concurrent as err:
-                return self._concurrent(txn, str(err), not_bisected)
-            except _MoveFailed as err:
-                self.messages.append(str(err))
-                return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
-            except Exception as err:  # an error of ours, or the disk: the start comes back
-                if not txn.changed:
-                    raise
-                self.messages.append(f"the bisect stopped on an error: {err}")
-                return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
-            return self._found(txn, found, not_bisected)
+                return self._searched(txn, not_bisected)
+            except ChangedByOthers as err:
+                if not txn.changed:  # given up with the transaction: nothing to keep
+                    raise ChangedByOthers(
+                        err.changes, during=_DURING, then="nothing was changed: run it again"
+                    ) from None
+                return self._concurrent(txn, err, not_bisected)
+
+    def _searched(self, txn: Transaction, not_bisected: tuple[str, ...]) -> BisectResult:
+        """The search, and the end it leads to. A change by another process, found at any
+        switch or at the return, is raised (ChangedByOthers): nothing of it is undone."""
+        try:
+            found = self._search(txn)
+        except KeyboardInterrupt:
+            if not txn.changed:
+                raise
+            return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
+        except ChangedByOthers:
+            raise
+        except _MoveFailed as err:
+            self.messages.append(str(err))
+            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+        except Exception as err:  # an error of ours, or the disk: the start comes back
+            if not txn.changed:
+                raise
+            self.messages.append(f"the bisect stopped on an error: {err}")
+            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+        return self._found(txn, found, not_bisected)
+
+    def plan(self) -> BisectResult:
+        """--dry-run: the units, where each version GOOD has would come from, the probe and the
+        bound on its rounds. Nothing is written: no snapshot, no journal, no stash."""
+        ctx = self.ctx
+        installed = installed_distributions(ctx.interpreter)
+        root = Path(ctx.interpreter.prefix)
+        self.start = msgspec.structs.replace(  # now, in memory only
+            self.good,
+            id="now",
+            packages=tuple(package_entry(d, root) for _, d in sorted(installed.items())),
+        )
+
+        def requires(name: str) -> set[str]:
+            dist = installed.get(name)
+            return set() if dist is None else _required_names(dist.dist_info / "METADATA")
+
+        said = _said_unchanged
+        not_bisected = self._group(said, _Sides(installed_sides(ctx, installed), requires))
+        if not self.settings.probes:
+            self.settings = self._derived(said, installed)
+        self.messages += self._plan_lines(installed)
+        result = self._result(Outcome.DRY_RUN, None, not_bisected, None)
+        return msgspec.structs.replace(result, snapshot=None)
+
+    def _plan_lines(self, installed: Mapping[str, InstalledDistribution]) -> list[str]:
+        assert self.start is not None
+        wanted = self._state(frozenset())
+        entries = [e for e in wanted.packages if self.start.package(e.name) != e]
+        restore = plan_restore(
+            entries, stash_index(self.ctx, entries, [wanted]), preferred_snapshot=wanted.id
+        )
+        stashed = count_text(len(self._spec(installed).stash), "distribution")
+        probes = ", ".join(p.label for p in self.settings.probes)
+        lines = [
+            f"--dry-run: would snapshot the start, stashing {stashed} (hard links), then probe "
+            f"states between snapshot {self.good.id} and now with {probes}",
+        ]
+        lines += [
+            f"{e.pin} from a stash (snapshot {candidates[0].snapshot_id})"
+            for e, candidates in restore.from_stash
+        ]
+        offline = " (refused with --offline)" if self.options.offline else ""
+        lines += [f"{e.pin} from the index{offline}" for e in restore.reinstall]
+        absent = [n for names in self.units.values() for n in names if not self.good.package(n)]
+        lines += [f"{n}: not in snapshot {self.good.id}, uninstalled for its state" for n in absent]
+        return [*lines, self._bound_line()]
+
+    def _bound_line(self) -> str:
+        """The most rounds the search takes (bisection.bound, and the first round: now)."""
+        n = len(self.units)
+        first = self._judged_against_good()
+        rounds = [1 + bound(n, k, failing=True, proven=first) for k in (1, 2) if k <= n]
+        line = f"at most {rounds[0]} rounds for one culprit among {count_text(n, 'unit')}"
+        if len(rounds) > 1:
+            line += f", {rounds[1]} for two"
+        if first:
+            line += (
+                f"; first, a run in the state of snapshot {self.good.id}, which the probe is "
+                "judged against"
+            )
+        return line
 
     def _spec(self, installed: Mapping[str, InstalledDistribution]) -> SnapshotSpec:
         """The start's snapshot stashes what any state may uninstall: the changed
@@ -129,18 +227,19 @@ class _Bisect:
         stash = sorted({*changed, *sharing_files(owned, changed)})
         return SnapshotSpec(operation="bisect", stash=stash, shared=owned.shared_paths(of=stash))
 
-    def _group(self, txn: Transaction) -> tuple[str, ...]:
+    def _group(self, unchanged: Callable[[str], str], now: _Sides) -> tuple[str, ...]:
         """The changes since GOOD in units; the same-version ones whose files differ, which
-        are not bisected, returned. Refused when no unit is left."""
-        assert self.start is not None
-        diff = compare(snapshot_sides(self.good), snapshot_sides(self.start))
+        are not bisected, returned. Refused when no unit is left (said by ``unchanged``)."""
+        good = self.good
+        then = _Sides(snapshot_sides(good), lambda name: self._stash_requires(good, name))
+        diff = compare(then.sides, now.sides)
         self.units = units(
             [c.name for c in diff.changes if c.kind is not ChangeKind.FILES_DIFFER],
-            self._ties(diff),
+            _ties(diff, (then, now)),
         )
         if not self.units:
             raise InvalidInput(
-                txn.unchanged(
+                unchanged(
                     f"no distribution changed its version, nor came or went, between "
                     f"snapshot {self.good.id} and now"
                 )
@@ -150,66 +249,49 @@ class _Bisect:
 
     def _found(self, txn: Transaction, found: Found, not_bisected: tuple[str, ...]) -> BisectResult:
         if found.now_passes:
-            raise BaselineProbeFailed(
-                txn.unchanged("the probe passes now: there is no failure to bisect"),
-                detail=self.failure,
+            return self._refused(
+                txn, "the probe passes now: there is no failure to bisect", self.failure
             )
         if found.good_fails:
-            restored = self._return(txn)
-            if restored is not None and not restored.ok:
-                return self._incomplete(txn, found, not_bisected, restored)
-            txn.finish(Outcome.BISECT_REFUSED)
-            raise BaselineProbeFailed(
-                f"the probe fails in snapshot {self.good.id} too: it cannot tell what "
-                "changed since; the environment is back where it started, verified",
-                detail=self.good_failure,
+            return self._refused(
+                txn,
+                f"the probe fails in snapshot {self.good.id} too: it cannot tell what changed "
+                "since",
+                self.good_failure,
             )
         return self._back(txn, Outcome.BISECTED, found, not_bisected)
 
+    def _refused(self, txn: Transaction, why: str, detail: str) -> BisectResult:
+        """Nothing to bisect: raised (BaselineProbeFailed), leaving nothing behind. Before any
+        switch the transaction is given up; after one, the start comes back, proven, and then
+        the snapshot and the journal go (a start that could not be proven keeps them, for
+        ``recover``: BISECT_INCOMPLETE)."""
+        if not txn.changed:
+            raise BaselineProbeFailed(txn.unchanged(why), detail=detail)
+        restored = self._return(txn)
+        assert restored is not None
+        if not restored.ok:
+            return self._incomplete(txn, None, (), restored)
+        txn.discard()
+        raise BaselineProbeFailed(
+            f"{why}; to judge it, the bisect switched to the state of snapshot {self.good.id} "
+            f"and back: {_proven(restored)}; nothing is left behind (no snapshot, no journal)",
+            detail=detail,
+        )
+
     # -- the units -----------------------------------------------------------------------
 
-    def _ties(self, diff: Diff) -> dict[str, set[str]]:
-        """Changed names tied to others: a requirement either way (in GOOD or now), or a path
-        both list."""
-        assert self.start is not None
-        changed = {c.name for c in diff.changes}
-        ties: dict[str, set[str]] = {name: set() for name in changed}
-        for snap in (self.good, self.start):
-            sides = snapshot_sides(snap)
-            owners: dict[str, set[str]] = {}
-            for name in changed:
-                side = sides.get(name)
-                for path in side.files or () if side is not None else ():
-                    owners.setdefault(path, set()).add(name)
-                entry = snap.package(name)
-                for required in self._requires(snap, entry) if entry is not None else ():
-                    if required in changed:
-                        ties[name].add(required)
-                        ties[required].add(name)
-            for names in owners.values():
-                for name in names:
-                    ties[name] |= names
-        return ties
-
-    def _requires(self, snap: Snapshot, entry: PackageEntry) -> set[str]:
-        """The names ``entry`` requires, read from its stash (any marker or extra counts: a
-        tie too many only makes a unit larger)."""
-        if entry.stash is None or not entry.dist_info:
+    def _stash_requires(self, snap: Snapshot, name: str) -> set[str]:
+        """The names ``name`` requires in ``snap``, read from its stash (any marker or extra
+        counts: a tie too many only makes a unit larger)."""
+        entry = snap.package(name)
+        if entry is None or entry.stash is None or not entry.dist_info:
             return set()
-        metadata = self.ctx.store.folder(snap.id).holding(
-            f"{entry.stash.folder}/{entry.dist_info}/METADATA"
+        return _required_names(
+            self.ctx.store.folder(snap.id).holding(
+                f"{entry.stash.folder}/{entry.dist_info}/METADATA"
+            )
         )
-        try:
-            lines = read_requires(metadata)
-        except OSError:
-            return set()
-        names: set[str] = set()
-        for line in lines:
-            try:
-                names.add(canonicalize_name(Requirement(line).name))
-            except InvalidRequirement:
-                continue
-        return names
 
     # -- the states ----------------------------------------------------------------------
 
@@ -258,16 +340,13 @@ class _Bisect:
                 )
             )
 
-    def _others(self) -> str:
-        """What another process changed since the last state was reached ("": nothing)."""
-        return census_change(self.census, census(self.ctx.interpreter))
-
     def _move(self, txn: Transaction, bad: frozenset[str]) -> None:
+        """Switch to the state with ``bad`` as now and the rest as GOOD had it, proven. A change
+        by another process, since the last switch or during this one, stops it there
+        (ChangedByOthers): a switch on would undo it, as would the return to the start."""
         if bad == self.at:
             return
-        changed = self._others()
-        if changed:
-            raise _Concurrent(changed)
+        txn.check_others(during=_DURING)
         wanted = self._state(bad)
         with txn.interrupts_deferred():
             try:
@@ -277,7 +356,9 @@ class _Bisect:
             except NotRestorable as err:
                 raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
             self.at = bad
-            self.census = restored.left
+            self.switched |= set(self.units) - bad
+        # First: a change by another process during the switch fails its proof too.
+        _check_after(txn, restored)
         if failed is not None or not restored.ok:
             why = failed or (restored.error or "the environment does not match it")
             raise _MoveFailed(f"a state to probe could not be reached and proven: {why}")
@@ -287,13 +368,13 @@ class _Bisect:
     def _probe(self, txn: Transaction, bad: frozenset[str]) -> bool:
         self._move(txn, bad)
         ctx = self.ctx
-        left = ", ".join(sorted(bad)) or "none"
+        left = ", ".join(self._named(bad)) or "none"
         ctx.emit("probe", f"probe running, as now: {left}")
         txn.probing()
         ran = run_all(self.settings, ctx.interpreter, ctx.child_env())
         results = judged_after(self.baseline, ran) if self.baseline is not None else ran
         passed = all(r.passed for r in results)
-        self.rounds.append((tuple(u for u in self.units if u in bad), passed))
+        self.rounds.append((self._named(bad), passed))
         ctx.emit("probe", f"probe with {left} as now: {'passed' if passed else 'FAILED'}")
         if not bad and not passed:
             self.good_failure = _failure_text(results)
@@ -301,8 +382,12 @@ class _Bisect:
             self.failure = _failure_text(results)
         return passed
 
+    def _named(self, keys: frozenset[str]) -> tuple[str, ...]:
+        """The units ``keys`` as the header names them: each unit's names joined by "+"."""
+        return tuple("+".join(names) for key, names in self.units.items() if key in keys)
+
     def _derived(
-        self, txn: Transaction, installed: Mapping[str, InstalledDistribution]
+        self, unchanged: Callable[[str], str], installed: Mapping[str, InstalledDistribution]
     ) -> ProbeSettings:
         """No probe given nor configured: the one derived from the changes, as for a removal
         of what GOOD had (derived.py): the changed distributions installed now, what requires
@@ -315,7 +400,7 @@ class _Bisect:
         probes, notes = derive(installed, sorted({*present, *dependents}), present)
         if not probes:
             raise InvalidInput(
-                txn.unchanged(
+                unchanged(
                     "bisect needs a probe that passes in the good snapshot and fails now: none "
                     "is given (--probe, --probe-cmd, --probe-metric) or configured, and none "
                     f"can be derived from the changes since snapshot {self.good.id}: "
@@ -325,8 +410,15 @@ class _Bisect:
         self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
         return ProbeSettings(probes=probes, timeout=self.settings.timeout, notes=notes)
 
+    def _judged_against_good(self) -> bool:
+        """A metric, or a derived probe's candidates, are judged against a run in GOOD's state,
+        made before the search."""
+        return any(
+            p.metric is not None or p.kind is ProbeKind.DERIVED for p in self.settings.probes
+        )
+
     def _search(self, txn: Transaction) -> Found:
-        if any(p.metric is not None or p.kind is ProbeKind.DERIVED for p in self.settings.probes):
+        if self._judged_against_good():
             # A metric, or a derived probe's candidates, are judged against GOOD's run, first.
             self._move(txn, frozenset())
             self.ctx.emit("baseline", "baseline probe running, as snapshot " + self.good.id)
@@ -351,17 +443,37 @@ class _Bisect:
         not_bisected: tuple[str, ...],
     ) -> BisectResult:
         """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
-        be proven: the journal stays, for ``recover``)."""
-        changed = self._others() if txn.changed else ""
-        if changed:
-            return self._concurrent(txn, changed, not_bisected)
+        be proven: the journal stays, for ``recover``). A change by another process since the
+        last switch, or during the return, is raised (ChangedByOthers)."""
+        if txn.changed:
+            txn.check_others(during=_DURING)
         restored = self._return(txn)
         if restored is not None and not restored.ok:
             return self._incomplete(txn, found, not_bisected, restored)
         if txn.interrupted and outcome is Outcome.BISECTED:
             outcome = Outcome.BISECT_INTERRUPTED
+        self.messages += self._written_in_place()
         txn.finish(outcome)
         return self._result(outcome, found, not_bisected, restored)
+
+    def _written_in_place(self) -> list[str]:
+        """The units no switch touched whose files were replaced or written in place since the
+        start (by the probe, say): the return did not touch them either, so they are not as
+        the start had them. Found by a stat of each file against the one the stash hasher
+        recorded, its ctime aside (transaction.rewritten), not by their bytes."""
+        assert self.start is not None
+        never = {n for key, names in self.units.items() if key not in self.switched for n in names}
+        kept = tuple(e for e in self.start.packages if e.name in never)
+        if not kept:
+            return []
+        now = installed_distributions(self.ctx.interpreter)
+        snap = msgspec.structs.replace(self.start, packages=kept)
+        written = rewritten(self.ctx, snap, now, RollbackPlan((), (), (), (), ()), ctime=False)
+        return [
+            f"NOT as at the start: files of {name}=={now[name].version} were replaced or written "
+            "in place since the bisect began (no switch touched it, nor did the return)"
+            for name in written
+        ]
 
     def _return(self, txn: Transaction) -> Restored | None:
         """The start again, in one batch, proven (None: nothing was changed)."""
@@ -370,19 +482,20 @@ class _Bisect:
             return None
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(self.start, offline=self.options.offline)
+        _check_after(txn, restored)
         if failed is not None:
             self.messages.append(failed)
         return restored
 
     def _concurrent(
-        self, txn: Transaction, changed: str, not_bisected: tuple[str, ...]
+        self, txn: Transaction, changed: ChangedByOthers, not_bisected: tuple[str, ...]
     ) -> BisectResult:
         """Another process changed the environment: going on, or back, would undo its work.
         The journal stays: ``recover`` returns to the start when the user says so."""
         self.messages.append(
-            f"another process changed the environment during the bisect ({changed}); it is "
-            "left between the good snapshot and the start, and `recover` returns it to the "
-            "start (undoing that change too)"
+            f"{changed.message}: the bisect stopped there and undid nothing of it; the "
+            "environment is as the last switch and that process left it, and `recover` "
+            "returns it to the start (undoing that change too)"
         )
         txn.finish(Outcome.BISECT_CONCURRENT_KEPT, keep_journal=True)
         return self._result(
@@ -469,6 +582,61 @@ class _Bisect:
             return self.ctx.suggest("uninstall", *added)  # a name may be a subcommand's
         script = shlex.join(["uv", "pip", "uninstall", *added]) + " && " + shlex.join(install)
         return self.ctx.suggest("run", "--", "sh", "-c", script)
+
+
+def _said_unchanged(said: str) -> str:
+    return f"{said}; nothing was changed"
+
+
+def _ties(diff: Diff, sides: Sequence[_Sides]) -> dict[str, set[str]]:
+    """Changed names tied to others: a requirement either way (in GOOD or now), or a path
+    both list."""
+    changed = {c.name for c in diff.changes}
+    ties: dict[str, set[str]] = {name: set() for name in changed}
+    for side in sides:
+        owners: dict[str, set[str]] = {}
+        for name in changed:
+            one = side.sides.get(name)
+            for path in one.files or () if one is not None else ():
+                owners.setdefault(path, set()).add(name)
+            for required in side.requires(name):
+                if required in changed:
+                    ties[name].add(required)
+                    ties[required].add(name)
+        for names in owners.values():
+            for name in names:
+                ties[name] |= names
+    return ties
+
+
+def _required_names(metadata: Path) -> set[str]:
+    """The names a METADATA file's Requires-Dist lines name (none: it cannot be read)."""
+    try:
+        lines = read_requires(metadata)
+    except OSError:
+        return set()
+    names: set[str] = set()
+    for line in lines:
+        try:
+            names.add(canonicalize_name(Requirement(line).name))
+        except InvalidRequirement:
+            continue
+    return names
+
+
+def _proven(restored: Restored) -> str:
+    """What a verified return to the start proved: the installed set, and the files brought
+    back. (The files of distributions no switch touched are not hashed: a switch never wrote
+    them, and hashing them all would cost as much as reading the environment's every byte.)"""
+    assert restored.verification is not None
+    files = count_text(restored.verification.files_checked, "file")
+    return f"the installed set is the start's again, and the {files} brought back hash-checked"
+
+
+def _check_after(txn: Transaction, restored: Restored) -> None:
+    """After a switch: what another process changed, by the census the proof was made on (a
+    restore stopped by an error of ours made none: one is taken now)."""
+    txn.check_others(restored.left if restored.verification is not None else None, during=_DURING)
 
 
 def _failure_text(results: Sequence[ProbeResult]) -> str:

@@ -9,13 +9,10 @@ elsewhere, and the version already says what the metadata would.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from safeuninstall.environment.installed import InstalledDistribution, installed_distributions
-from safeuninstall.judgement.diff import UNKNOWN, Side, compare, compared, snapshot_sides
+from safeuninstall.judgement.diff import Side, compare, snapshot_sides
 from safeuninstall.operations.results import DiffResult
+from safeuninstall.session.analysis import installed_sides
 from safeuninstall.session.context import Context
-from safeuninstall.state.stash import relative_to_root
 
 NOW = "now"
 
@@ -35,31 +32,3 @@ def _side(ctx: Context, reference: str) -> tuple[str, dict[str, Side]]:
         return NOW, installed_sides(ctx)
     snap = ctx.store.resolve(reference)
     return snap.id, snapshot_sides(snap)
-
-
-def installed_sides(ctx: Context) -> dict[str, Side]:
-    """Each installed distribution, with its files as its RECORD lists them."""
-    root = Path(ctx.interpreter.prefix)
-    return {
-        name: _installed_side(dist, root)
-        for name, dist in installed_distributions(ctx.interpreter).items()
-    }
-
-
-def _installed_side(dist: InstalledDistribution, root: Path) -> Side:
-    if dist.legacy:
-        return Side(dist.version)
-    try:
-        record = dist.record()
-    except OSError:  # no RECORD, or not one to trust: its files are not known
-        return Side(dist.version)
-    files: dict[str, str] = {}
-    size = 0
-    for entry in record:
-        rel = relative_to_root(dist.site_dir / entry.path, root)
-        if rel is None:
-            continue  # outside the environment: no snapshot keeps it either
-        if compared(rel):
-            files[rel] = entry.sha256 or UNKNOWN
-            size += entry.size or 0
-    return Side(dist.version, files, size)

@@ -33,6 +33,7 @@ from safeuninstall.session.analysis import (
     requirements_of,
 )
 from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored, Transaction
 
 
@@ -58,8 +59,9 @@ def plan(removal: Removal) -> None:
 
 
 class _Stop(Exception):
-    """The search can't go on (the installer failed, another process changed the environment,
-    a partial restore was not verified): everything is restored, for ``cause``."""
+    """The search can't go on (the installer failed, a partial restore was not verified):
+    everything is restored, for ``cause``. (Another process's change is ChangedByOthers:
+    what the search removed is restored, nothing of that process's work is undone.)"""
 
     def __init__(self, cause: Cause, message: str) -> None:
         super().__init__(message)
@@ -270,6 +272,9 @@ class KeepNeeded(Attempt):
         except _Stop as stop:
             messages.append(stop.message)
             return self._restore(stop.cause)
+        except ChangedByOthers as err:
+            messages.append(err.message)
+            return self._restore(Cause.CONCURRENT)
         except KeyboardInterrupt:
             messages.append("interrupted during the search: restoring what was removed")
             return self._restore(Cause.INTERRUPTED)
@@ -360,9 +365,9 @@ class KeepNeeded(Attempt):
         """One probe run on the environment as it is: whether it passed, and why not (the
         probe's last line, or the drift)."""
         after, _ = self._probe()
-        changed = self._changed_by_others()
-        if changed is not None:
-            raise _Stop(Cause.CONCURRENT, changed + "; the probe judged another environment")
+        self.txn.check_others(
+            during="during the removal", then="the probe judged another environment"
+        )
         assert self.removal.analysis is not None
         drifted = self.removal.analysis.drift(self.runs.baseline, after)
         passed = all(r.passed for r in after) and not (

@@ -12,7 +12,6 @@ import msgspec
 
 from safeuninstall.base.errors import (
     BaselineProbeFailed,
-    EnvironmentChanged,
     Interrupted,
     InterruptedAfterChange,
 )
@@ -21,7 +20,6 @@ from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
     census,
-    census_change,
     ensure_writable,
 )
 from safeuninstall.environment.sizes import count_text
@@ -60,6 +58,7 @@ from safeuninstall.session.baseline import (
 )
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
 
 
@@ -221,11 +220,10 @@ class Removal:
         if self.begun is not None:
             self.begun.cancel()
 
-    def _refuse_changed_by_others(self) -> None:
+    def _refuse_changed_by_others(self, txn: Transaction) -> None:
         """The last look before anything is removed: the environment the snapshot holds and
         the baseline judged must still be the one there."""
         there = census(self.ctx.interpreter)
-        changes = [census_change(self.census, there)]
         now = _record_stats(self.installed, self.plan.remove)
         # A dist-info folder that went is the census's to say; one still there with another
         # RECORD is what the census can't see.
@@ -234,21 +232,12 @@ class Removal:
             for name, key in now.items()
             if key != self.records.get(name) and str(self.installed[name].dist_info) in there
         ]
-        if rewritten:
-            changes.append(f"RECORD rewritten: {', '.join(rewritten)}")
-        change = "; ".join(c for c in changes if c)
-        if change:
-            raise EnvironmentChanged(
-                "another process changed the environment while this removal prepared it "
-                f"({change}); nothing was removed: run it again"
-            )
-
-    def expected_after(self, removed: Sequence[str] | None = None) -> frozenset[str]:
-        """The census once the removal is done (of ``removed``, default the plan's): the same
-        less the removed dist-info folders."""
-        names = self.plan.remove if removed is None else removed
-        gone = {str(self.installed[name].dist_info) for name in names}
-        return self.census - gone
+        txn.check_others(
+            there,
+            during="while this removal prepared it",
+            then="nothing was removed: run it again",
+            more=[f"RECORD rewritten: {', '.join(rewritten)}"] if rewritten else (),
+        )
 
     def _baseline_results(self) -> list[ProbeResult]:
         """The baseline must pass: else the probe cannot judge this removal. (A derived probe
@@ -280,6 +269,7 @@ class Removal:
         """Snapshot, check the baseline, and make the change by ``attempt``."""
         assert self.analysis is not None
         txn = Transaction(self.ctx, "uninstall")
+        txn.expect(self.census)
         try:
             with txn:
                 spec = SnapshotSpec(
@@ -297,7 +287,7 @@ class Removal:
                 )
                 snap = txn.snapshot_before(self.installed, spec)
                 baseline_results = self._baseline_results()
-                self._refuse_changed_by_others()
+                self._refuse_changed_by_others(txn)
                 return attempt(self, txn, snap, baseline_results).run()
         except KeyboardInterrupt:
             if txn.changed:
@@ -358,17 +348,14 @@ class Attempt:
         messages = self.removal.messages
         try:
             failed = self.txn.uninstall(self.snap.removed)
-            changed = None
             if failed is None:  # the environment re-read once: what uv left, what others did
                 now = census(self.ctx.interpreter)
                 failed = self._still_installed(now)
-                changed = None if failed else self._changed_by_others(now)
+                if failed is None:
+                    self.txn.check_others(now, during="during the removal")
             if failed is not None:
                 messages.append(failed)
                 cause = Cause.FAILED
-            elif changed is not None:
-                messages.append(changed)
-                cause = Cause.CONCURRENT
             else:
                 judged = self._judge()
                 if judged is None:
@@ -376,6 +363,9 @@ class Attempt:
                 if isinstance(judged, Outcome):
                     return self._kept()
                 cause = judged
+        except ChangedByOthers as err:  # what the removal removed comes back; nothing else
+            messages.append(err.message)
+            cause = Cause.CONCURRENT
         except KeyboardInterrupt:
             messages.append("interrupted: restoring what was removed")
             cause = Cause.INTERRUPTED
@@ -415,19 +405,11 @@ class Attempt:
             "installed: nothing of it was removed"
         )
 
-    def _changed_by_others(self, now: frozenset[str] | None = None) -> str | None:
-        """What another process changed since the removal began (by the census ``now``, else
-        one taken now), or None: a probe's verdict on an environment that is not the one the
-        removal left judges nothing."""
-        now = census(self.ctx.interpreter) if now is None else now
-        change = census_change(self.removal.expected_after(self._gone()), now)
-        if not change:
-            return None
-        return f"another process changed the environment during the removal ({change})"
-
     def _judge(self) -> Cause | Outcome | None:
         """None when the removal stands; probe-failed-kept when it failed and stays on
-        request; else the cause to restore for: hollow, probe failed or drift."""
+        request; else the cause to restore for: hollow, probe failed or drift. A change by
+        another process while the probe ran is raised (ChangedByOthers): a probe's verdict on
+        an environment that is not the one the removal left judges nothing."""
         removal, messages = self.removal, self.removal.messages
         assert removal.analysis is not None
         self.txn.probing()
@@ -440,10 +422,9 @@ class Attempt:
             )
             return Cause.HOLLOW
         after, env_print = self._probe()
-        changed = self._changed_by_others()
-        if changed is not None:
-            messages.append(changed + "; the probe judged another environment")
-            return Cause.CONCURRENT
+        self.txn.check_others(
+            during="during the removal", then="the probe judged another environment"
+        )
         drifted = removal.analysis.drift(self.runs.baseline, after)
         self.drift = tuple(drifted)
         self.runs = msgspec.structs.replace(self.runs, after=tuple(after))

@@ -6,6 +6,8 @@ Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JS
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 from msgspec import Struct, field
 
@@ -116,6 +118,10 @@ class Result(Struct, frozen=True, kw_only=True):
             removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(
                 self.outcome, ""
             )
+            # Dropped after a change: failed before it. Passing now, the change fixed them.
+            fixed = [c.candidate.name for c in run.dropped if c.passed]
+            if fixed and self.outcome is Outcome.RAN:
+                return f"{removed}{_fixed_text(fixed, judged)}"
             if not judged:
                 return (
                     f"{removed}no probe applies: every candidate of the derived probe fails "
@@ -262,6 +268,16 @@ class RunResult(Result, frozen=True, kw_only=True):
                 ],
             },
         }
+
+
+def _fixed_text(fixed: Sequence[str], judged: int) -> str:
+    """A change that made failing candidates pass: the best news a guarded change gives."""
+    was, now = ("failed", "passes") if len(fixed) == 1 else ("all failed", "pass")
+    rest = f"; {count_text(judged, 'other candidate')} passed" if judged else ""
+    return (
+        f"it fixed what the probe found broken: {', '.join(fixed)} {was} before the change "
+        f"and {now} now{rest}"
+    )
 
 
 def _restored_dict(restored: Restored) -> dict[str, object]:

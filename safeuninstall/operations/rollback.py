@@ -23,7 +23,6 @@ from msgspec import Struct
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import (
-    EnvironmentChanged,
     NotRestorable,
     SnapshotInvalid,
     SnapshotNotFound,
@@ -33,8 +32,6 @@ from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, 
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
-    census_change,
-    census_changes,
     ensure_writable,
     installed_distributions,
 )
@@ -64,6 +61,7 @@ from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
     Restored,
@@ -575,14 +573,12 @@ class _Rollback:
     def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> None:
         """The state this operation leaves, snapshotted and stashed first (so it can be undone,
         and rolled back to); then the last look for another process's change."""
-        ctx = self.ctx
+        txn.expect(self.now.census)
         before = txn.snapshot_before(self.now.installed, spec)
-        change = census_change(self.now.census, census(ctx.interpreter))
-        if change:  # the last look before anything is removed
-            raise EnvironmentChanged(
-                f"another process changed the environment while this {self.command} prepared "
-                f"it ({change}); nothing was changed: run it again"
-            )
+        txn.check_others(  # the last look before anything is removed
+            during=f"while this {self.command} prepared it",
+            then="nothing was changed: run it again",
+        )
         self.messages.append(f"the state before this {self.command} is snapshot {before.id}")
 
     def _baseline_results(self) -> tuple[ProbeResult, ...]:
@@ -704,18 +700,25 @@ class _Rollback:
         process's work as if this operation had done it (as run-concurrent-kept)."""
         restored = self.base.restored
         assert restored is not None and restored.verification is not None
-        changes = census_changes(restored.left, census(self.ctx.interpreter))
-        if not changes:
-            return None
+        txn.expect(restored.left)  # the census the restore's proof was made on
+        try:
+            txn.check_others(during=f"during the {self.command}'s probe")
+        except ChangedByOthers as err:
+            return self._concurrent_kept(txn, restored, err)
+        return None
+
+    def _concurrent_kept(
+        self, txn: Transaction, restored: Restored, changed: ChangedByOthers
+    ) -> RollbackResult:
+        assert restored.verification is not None
         outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
         txn.finish(outcome)
         self.messages += [
-            f"another process changed the environment during the {self.command}'s probe "
-            f"({'; '.join(changes)}): the probe judged another environment",
+            f"{changed.message}: the probe judged another environment",
             f"nothing was undone: the environment is as the {self.command} and that process "
             f"left it; the rollback named below makes it match snapshot {self.wanted.id} again",
         ]
-        verification = msgspec.structs.replace(restored.verification, changed_after=tuple(changes))
+        verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)
         return self._result(
             outcome,
             restored=msgspec.structs.replace(restored, verification=verification),

@@ -28,7 +28,6 @@ from safeuninstall.base import process
 from safeuninstall.base.errors import (
     BaselineProbeFailed,
     CommandNotStarted,
-    EnvironmentChanged,
     Interrupted,
     InterruptedAfterChange,
     InvalidInput,
@@ -39,7 +38,6 @@ from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
-    census_change,
     ensure_writable,
     installed_distributions,
 )
@@ -64,6 +62,7 @@ from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import kept_aside, not_put_back
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction, rewritten
 
 
@@ -157,6 +156,7 @@ class _Guard:
     def run(self) -> RunResult:
         ctx = self.ctx
         txn = Transaction(ctx, "run")
+        txn.expect(self.census)
         try:
             with txn:
                 if self.settings.probes:  # overlaps the snapshot and the stash's hashing
@@ -198,11 +198,8 @@ class _Guard:
                 doubled=[n for n, d in self.installed.items() if d.doubled],
             )
             snap = txn.snapshot_before(self.installed, spec)
-            change = census_change(self.census, census(ctx.interpreter))
-        if change:
-            raise EnvironmentChanged(
-                "another process changed the environment while this run prepared it "
-                f"({change}); the command did not run: run it again"
+            txn.check_others(
+                during="while this run prepared it", then="the command did not run: run it again"
             )
         return snap
 
@@ -246,7 +243,6 @@ class _Attempt:
         self.change: RollbackPlan | None = None
         self.rewritten: tuple[str, ...] = ()
         self.unmet: tuple[Unmet, ...] = ()
-        self.seen: frozenset[str] = frozenset()  # the census the comparison was made on
 
     def _result(self, outcome: Outcome, **parts: object) -> RunResult:
         return self.guard.result(
@@ -307,7 +303,8 @@ class _Attempt:
         """The environment against the snapshot: distributions added, changed, removed, and
         those of the same version whose files were replaced."""
         ctx = self.ctx
-        self.seen = census(ctx.interpreter)  # first: a change after it shows in a later one
+        # First: a change after it shows in a later one. What it shows is the command's own.
+        self.txn.expect(census(ctx.interpreter))
         now = installed_distributions(ctx.interpreter)
         view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
         self.change = change = plan_rollback(self.snap, view)
@@ -368,13 +365,13 @@ class _Attempt:
                 return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
         passed = self._probe(now)
-        others = census_change(self.seen, census(self.ctx.interpreter))
-        if others:
+        try:
+            self.txn.check_others(during="while the probe ran")
+        except ChangedByOthers as err:
             # What changed since the comparison is not the command's: undoing it all would
             # undo that process's work as if the command had done it.
             messages += [
-                f"another process changed the environment while the probe ran ({others}): "
-                "the probe judged another environment",
+                f"{err.message}: the probe judged another environment",
                 "nothing was undone: the environment is as the command and that process left "
                 "it; the rollback named below returns it to the snapshot, undoing both",
             ]
@@ -419,18 +416,26 @@ class _Attempt:
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced
         or removed: their dependents and library consumers (the impact report), and what it
-        added or changed itself."""
+        added or changed itself. And the distributions whose candidates failed before the
+        command: not judged, but tried again, so that a command that fixed them says so."""
         if self.guard.settings.disabled:
             return self.guard.settings
         assert self.change is not None
         change = self.change
         replaced = [*change.changed, *change.missing, *self.rewritten]
         report = analyse(self.ctx, self.guard.installed, replaced).report if replaced else None
+        failed_before = {
+            c.candidate.distribution
+            for r in self.guard.runs.baseline
+            for c in r.candidates
+            if c.status == "failed"  # not one that did not finish: it would cost its time limit
+        }
         affected = {
             *change.added,
             *change.changed,
             *self.rewritten,
             *(report.affected if report else ()),
+            *failed_before,
         }
         probes, notes = derive(now, sorted(n for n in affected if n in now), replaced)
         notes = tuple(_said_of_a_change(n, "what the change affects") for n in notes)

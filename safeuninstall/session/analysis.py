@@ -17,11 +17,13 @@ from msgspec import Struct
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
+    installed_distributions,
     requirement_index,
 )
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import derive
+from safeuninstall.judgement.diff import UNKNOWN, Side, compared
 from safeuninstall.judgement.impact import ImpactReport, impact_report
 from safeuninstall.judgement.libraries import (
     Drift,
@@ -36,7 +38,7 @@ from safeuninstall.judgement.plan import Installed
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
-from safeuninstall.state.stash import in_place
+from safeuninstall.state.stash import in_place, relative_to_root
 
 
 class Analysis(Struct, frozen=True):
@@ -213,3 +215,34 @@ def loadable_snapshots(ctx: Context) -> list[Snapshot]:
             snap = msgspec.structs.replace(snap, packages=packages)
         found.append(snap)
     return found
+
+
+def installed_sides(
+    ctx: Context, installed: Mapping[str, InstalledDistribution] | None = None
+) -> dict[str, Side]:
+    """Each installed distribution (of ``installed``, default those read now), with its files
+    as its RECORD lists them: what ``diff`` compares a snapshot with, and ``bisect --dry-run``
+    its good snapshot."""
+    root = Path(ctx.interpreter.prefix)
+    if installed is None:
+        installed = installed_distributions(ctx.interpreter)
+    return {name: _installed_side(dist, root) for name, dist in installed.items()}
+
+
+def _installed_side(dist: InstalledDistribution, root: Path) -> Side:
+    if dist.legacy:
+        return Side(dist.version)
+    try:
+        record = dist.record()
+    except OSError:  # no RECORD, or not one to trust: its files are not known
+        return Side(dist.version)
+    files: dict[str, str] = {}
+    size = 0
+    for entry in record:
+        rel = relative_to_root(dist.site_dir / entry.path, root)
+        if rel is None:
+            continue  # outside the environment: no snapshot keeps it either
+        if compared(rel):
+            files[rel] = entry.sha256 or UNKNOWN
+            size += entry.size or 0
+    return Side(dist.version, files, size)

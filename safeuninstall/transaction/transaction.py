@@ -10,6 +10,10 @@
    ``Restored`` says what was proven.
 4. ``finish``: the snapshot's outcome is written and the journal removed.
 
+Throughout, it keeps the installed set (a census) the operation expects, as its own uninstalls
+and restores change it; ``check_others`` is the one check that no other process changed the
+environment meanwhile (others.py says what finding one means).
+
 Leaving the ``with`` block on an exception before anything was removed gives the change up:
 the snapshot folder and the journal go, the environment is as it was. After a removal the
 journal stays until ``finish``: a process killed then is finished by ``recover``. Interrupts
@@ -40,6 +44,7 @@ from safeuninstall.environment.deletion import Removed, plan_deletion
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
+    folders_of,
     installed_distributions,
 )
 from safeuninstall.environment.records import RecordEntry
@@ -67,6 +72,7 @@ from safeuninstall.state.stash import (
     stash_aside,
     stash_distribution,
 )
+from safeuninstall.transaction.others import ChangedByOthers, differences
 from safeuninstall.transaction.restore import (
     RestoreJob,
     RestoreReport,
@@ -272,6 +278,7 @@ class Transaction:
         self.snapshot: Snapshot | None = None
         # The second dist-info folders there as the snapshot was taken (see ``restore``)
         self._beside: frozenset[str] = frozenset()
+        self._expected: frozenset[str] | None = None  # the census it expects (``expect``)
 
     def __enter__(self) -> Transaction:
         return self
@@ -322,6 +329,43 @@ class Transaction:
         self._hasher = StashHasher(self._folder, stashes).start()
         return self.snapshot
 
+    def expect(self, read: frozenset[str]) -> None:
+        """The installed set (a census) the operation expects now: the one it read before it
+        began, or the one a step of its own left that the transaction did not make (``run``'s
+        command). The transaction's own uninstalls and restores keep it up to date from here;
+        ``check_others`` compares it with what is installed."""
+        self._expected = read
+
+    def others_changed(self, now: frozenset[str] | None = None) -> tuple[str, ...]:
+        """What another process changed: each difference between the installed set expected and
+        the census ``now`` (default: one taken now); none before ``expect``."""
+        if self._expected is None:
+            return ()
+        return differences(self._expected, census(self._ctx.interpreter) if now is None else now)
+
+    def check_others(
+        self,
+        now: frozenset[str] | None = None,
+        *,
+        during: str,
+        then: str = "",
+        more: Sequence[str] = (),
+    ) -> None:
+        """The one check that no other process changed the environment (others.py): raises
+        ChangedByOthers naming each difference (and ``more``: what else the caller found
+        changed by another process), said as ``during`` and ``then``."""
+        changes = (*self.others_changed(now), *more)
+        if changes:
+            raise ChangedByOthers(changes, during=during, then=then)
+
+    def _expect_of(self, names: Collection[str], now: frozenset[str] | None) -> None:
+        """After a step of its own on ``names``: they are expected as the census ``now`` shows
+        them (none of their folders when None: an uninstall that succeeded), the rest as
+        before. An install of another name meanwhile stays a difference."""
+        if self._expected is not None:
+            kept = self._expected - folders_of(self._expected, names)
+            self._expected = kept | (folders_of(now, names) if now is not None else frozenset())
+
     def _step(self, step: str, *, durable: bool = True, must_write: bool = True) -> None:
         assert self._entry is not None
         self._entry = self._journal.step(
@@ -338,12 +382,19 @@ class Transaction:
         self._changed = True
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
         hasher = self._hasher
+        done = False
         try:
             # Obeyed once uv is done: KeyboardInterrupt, or noted by a block around this one.
             with interrupts.deferred():
                 if hasher is not None:
                     hasher.installer_runs()
-                self._ctx.backend.uninstall(names, watch=self._followed())
+                try:
+                    self._ctx.backend.uninstall(names, watch=self._followed())
+                    done = True
+                finally:
+                    # What uv left of them is its own: expected as it is, when it failed.
+                    with contextlib.suppress(OSError):
+                        self._expect_of(names, None if done else census(self._ctx.interpreter))
                 if hasher is not None:
                     hasher.installer_done()
         except BackendError as err:
@@ -424,16 +475,8 @@ class Transaction:
         if self._hasher is not None:
             self._hasher.wait()  # usually done already: it ran while the probes did
         report = RestoreReport()
-        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
-        job = RestoreJob(
-            entries=entries,
-            index=stash_index(ctx, entries, first),
-            displaced_dir=ctx.store.folder(self.snapshot.id).displaced_dir,
-            preferred_snapshot=wanted.id,
-            current_snapshot=self.snapshot.id,
-            offline=offline,
-            rewritten=rewritten,
-        )
+        job = self._job(wanted, entries, offline=offline, rewritten=rewritten)
+        left: frozenset[str] | None = None
         try:
             report = restore(
                 ctx, job, lambda step: self._step(step, must_write=False), self._followed
@@ -449,12 +492,41 @@ class Transaction:
             )
         except Exception as err:
             return Restored(report, None, error=repr(err))
+        finally:
+            # What it brought back is its own, as it is (the verification judges it); what
+            # another process did meanwhile to other names stays a difference.
+            with contextlib.suppress(OSError):
+                self._expect_of(
+                    [e.name for e in entries], census(ctx.interpreter) if left is None else left
+                )
         done = "verified" if verification.ok else "NOT verified"
         ctx.emit(
             "restored",
             f"restored: {count_text(verification.files_checked, 'file')} checked, {done}",
         )
         return Restored(report, verification, left=left)
+
+    def _job(
+        self,
+        wanted: Snapshot,
+        entries: Sequence[PackageEntry],
+        *,
+        offline: bool,
+        rewritten: Collection[str],
+    ) -> RestoreJob:
+        """What ``restore`` brings back and from where: ``wanted``'s stashes first, then this
+        transaction's own, then any other snapshot's."""
+        assert self.snapshot is not None
+        first = [wanted] if wanted.id == self.snapshot.id else [wanted, self.snapshot]
+        return RestoreJob(
+            entries=entries,
+            index=stash_index(self._ctx, entries, first),
+            displaced_dir=self._ctx.store.folder(self.snapshot.id).displaced_dir,
+            preferred_snapshot=wanted.id,
+            current_snapshot=self.snapshot.id,
+            offline=offline,
+            rewritten=rewritten,
+        )
 
     def return_to(
         self,
@@ -509,6 +581,17 @@ class Transaction:
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
         if not keep_journal:
             self._journal.finish()
+        self._finished = True
+
+    def discard(self) -> None:
+        """The change is undone and proven (the environment is its snapshot's again) and the
+        operation ends with nothing to keep (a refusal): the snapshot and the journal go, as
+        when it is given up before any change. What could not be deleted is in
+        ``left_behind``."""
+        if self._hasher is not None:
+            self._hasher.cancel()
+            self._hasher = None
+        self._give_up()
         self._finished = True
 
     def _give_up(self) -> None:
@@ -644,12 +727,17 @@ def rewritten(
     snap: Snapshot,
     now: Mapping[str, InstalledDistribution],
     change: RollbackPlan,
+    *,
+    ctime: bool = True,
 ) -> tuple[str, ...]:
     """Distributions installed as the snapshot has them whose files changed all the same:
     replaced (another inode: a reinstall, a command killed half way) or written in place
     (another size, mtime or ctime than the stash hasher recorded before the change). An lstat per
     file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
-    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway."""
+    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway.
+    ``ctime=False``: a ctime alone does not count. It also moves when another hard link to the
+    file is made or removed (uv links every install of a wheel to its cache's inodes), so a
+    report that names a write must not rest on it; an undo that may redo too much can."""
     skip = {*change.remove, *(e.name for e in change.restore)}
     root = Path(ctx.interpreter.prefix)
     folder = ctx.store.folder(snap.id)
@@ -659,7 +747,7 @@ def rewritten(
         stash = entry.stash
         if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
             continue
-        if _changed_files(stash, folder, root, hashed):
+        if _changed_files(stash, folder, root, hashed, ctime):
             found.append(entry.name)
     return tuple(found)
 
@@ -669,6 +757,7 @@ def _changed_files(
     folder: SnapshotFolder,
     root: Path,
     hashed: Mapping[str, tuple[FileStamp, str]],
+    ctime: bool,
 ) -> bool:
     for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
@@ -679,7 +768,10 @@ def _changed_files(
             return True
         recorded = hashed.get(f"{stash.folder}/{kept.path}")
         if recorded is not None:
-            if FileStamp.of(placed) != recorded[0]:
+            stamp, was = FileStamp.of(placed), recorded[0]
+            if not ctime:
+                stamp = msgspec.structs.replace(stamp, ctime_ns=was.ctime_ns)
+            if stamp != was:
                 return True
             continue
         try:
