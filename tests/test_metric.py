@@ -7,11 +7,19 @@ cannot depend on the machine's load.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement.metric import Metric, MetricRuns, judged, read_number, regression
+from safeuninstall.judgement.metric import (
+    Metric,
+    Verdict,
+    judged,
+    measured,
+    read_number,
+    regression,
+)
 from tests.conftest import UV, MakeVenv, Venv
 from tests.wheels import build_wheel
 
@@ -99,10 +107,34 @@ def test_regression_is_percent_of_the_baseline_in_the_metric_s_direction(
     [(10.0, 90.0, False), (10.0, 89.9, True), (0.0, 99.99, True), (50.0, 51.0, False)],
 )
 def test_beyond_the_limit_fails(limit: float, after: float, fails: bool) -> None:
-    before = MetricRuns((100.0,), 100.0)
-    runs = judged(Metric(max_regression=limit), before, MetricRuns((after,), after))
+    # Steady runs (three a side, each the same number): their medians decide, no test needed.
+    before = measured([100.0] * 3, 3)
+    runs = judged(Metric(max_regression=limit), before, measured([after] * 3, 3))
     assert bool(runs.why) is fails
     assert runs.baseline == 100.0
+    assert runs.verdict is (Verdict.REGRESSED if fails else Verdict.WITHIN)
+
+
+def test_one_run_a_side_cannot_tell() -> None:
+    """A single run a side shows no spread, and no test can be made of it: inconclusive,
+    which is never a pass."""
+    runs = judged(Metric(), measured([100.0], 1), measured([99.0], 1))
+    assert runs.verdict is Verdict.INCONCLUSIVE
+    assert runs.why.startswith("INCONCLUSIVE")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ([1e308, 1e308], [1.0, 1.0]),  # the median of two 1e308 must not be inf
+        ([1.5e308, 1.6e308], [-1.5e308, -1.5e308]),  # the difference overflows
+    ],
+)
+def test_the_float_extremes_fail(before: list[float], after: list[float]) -> None:
+    runs = judged(Metric(), measured(before, 2), measured(after, 2))
+    assert runs.why, runs
+    assert runs.median is not None and runs.baseline is not None
+    assert all(math.isfinite(v) for v in (runs.median, runs.baseline))
 
 
 # -- removal, run, rollback ----------------------------------------------------------------------
