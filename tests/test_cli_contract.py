@@ -121,6 +121,7 @@ OUTCOMES = {
     "bisected": 0,
     "bisect-interrupted": 3,
     "bisect-stopped": 3,
+    "bisect-inconclusive": 6,
     "bisect-refused": 1,
     "bisect-concurrent-kept": 4,
     "bisect-incomplete": 4,

@@ -16,6 +16,7 @@ from msgspec import Struct
 
 from safeuninstall.base.errors import (
     EXIT_INCOMPLETE,
+    EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_PROBE_FAILS_AFTER_ROLLBACK,
     EXIT_RESTORED,
@@ -44,6 +45,7 @@ class Cause(enum.Enum):
     COMMAND_FAILED = enum.auto()  # run: the guarded command failed
     FAILED = enum.auto()  # the operation's own step failed (the uninstall, the rollback)
     CONCURRENT = enum.auto()  # another process changed the environment meanwhile
+    INCONCLUSIVE = enum.auto()  # a metric's runs could not tell, up to their cap
     INTERRUPTED = enum.auto()
     ERROR = enum.auto()  # an unexpected error of ours
 
@@ -628,6 +630,17 @@ class Outcome(enum.Enum):
         EXIT_RESTORED,
         Ending.RETURNED,
         Cause.FAILED,
+        Operation.BISECT,
+    )
+    # A metric's runs could not tell whether a round's state (or a culprit on its own) is worse
+    # than allowed: nothing is named, neither a culprit nor a pass.
+    BISECT_INCONCLUSIVE = (
+        "bisect-inconclusive",
+        "inconclusive: the metric could not tell a round apart; nothing is named, and the "
+        "environment is back where it started, verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RETURNED,
+        Cause.INCONCLUSIVE,
         Operation.BISECT,
     )
     # The probe fails in the good snapshot too: nothing to bisect (the command fails with the
