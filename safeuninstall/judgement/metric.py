@@ -233,9 +233,9 @@ def decide(metric: Metric, baseline: Sequence[float], after: Sequence[float]) ->
     sign = -1.0 if metric.lower_is_better else 1.0  # so that greater is better
     moved = [sign * v - limit / 100.0 * abs(before) for v in baseline]  # at the limit
     better = [sign * v for v in after]
-    if worse > limit and p_greater(moved, better) < SIGNIFICANCE:
+    if worse > limit and p_greater(moved, better) <= SIGNIFICANCE:
         verdict = Verdict.REGRESSED
-    elif worse <= limit and p_greater(better, moved) < WITHIN_LEVEL:
+    elif worse <= limit and p_greater(better, moved) <= WITHIN_LEVEL:
         verdict = Verdict.WITHIN
     else:
         verdict = Verdict.INCONCLUSIVE
