@@ -1,12 +1,13 @@
 """A metric bisect on a real, timed workload beside a busy loop: a check of the decision on a
 loaded machine, not a test (its numbers depend on the machine).
 
-    python -m bench.metric_bisect [--runs 10] [--budget 0.3] [--busy 1] [--root DIR]
+    python -m bench.metric_bisect [--runs 10] [--budget 0.3] [--busy 1] [--clock wall|cpu]
 
 A venv holds part0..part7 at 1.0; snapshot GOOD; all eight move to 2.0, where part4 makes
 each step of the workload do 1.5x the work (the seven others change nothing it runs). The
-workload counts steps of a pure-Python loop done in ``--budget`` seconds: real timing, so the
-machine's load is noise. ``--busy`` processes spin beside it the whole time. Then ``--runs``
+workload counts steps of a pure-Python loop done in ``--budget`` seconds of wall time (or of
+its own CPU time, ``--clock cpu``): real timing, so the machine's load is noise. ``--busy``
+processes spin beside it the whole time. Then ``--runs``
 times ``bisect GOOD --probe-metric WORKLOAD`` with the defaults, each timed whole.
 
 Printed: per bisect its outcome, what it named, its rounds and its runs; then the false
@@ -34,14 +35,14 @@ NAMES = [f"part{i}" for i in range(8)]
 CULPRIT = "part4"
 
 WORKLOAD = """
-import importlib, sys, time
-start = time.monotonic()
-work = [importlib.import_module(f"part{i}").WORK for i in range(8)]
-steps, end = 0, start + float(sys.argv[2])
-while time.monotonic() < end:
-    for repeat in work:
-        for _ in range(repeat):
-            sum(range(200))
+import importlib, math, sys, time
+clock = time.process_time if sys.argv[3] == "cpu" else time.monotonic
+start, began = time.monotonic(), clock()
+work = round(10 * math.prod(importlib.import_module(f"part{i}").WORK for i in range(8)))
+steps, end = 0, began + float(sys.argv[2])
+while clock() < end:
+    for _ in range(work):
+        sum(range(200))
     steps += 1
 with open(sys.argv[1], "a") as log:
     log.write(f"{start} {time.monotonic()}\\n")
@@ -53,8 +54,8 @@ BUSY = "while True: pass"
 def _venv(ws: Workspace, house: Path) -> tuple[Path, str]:
     """The venv at GOOD (1.0), its snapshot id, then moved to 2.0."""
     for name in NAMES:
-        build_wheel(house, name, "1.0", {f"{name}.py": "WORK = 2\n"})
-        work = "3" if name == CULPRIT else "2"  # 1.5x the work per step
+        build_wheel(house, name, "1.0", {f"{name}.py": "WORK = 1.0\n"})
+        work = "1.5" if name == CULPRIT else "1.0"  # 1.5x the work per step
         build_wheel(house, name, "2.0", {f"{name}.py": f"WORK = {work}\n"})
     venv = ws.make_venv("venv")
     links = ("--no-index", "--find-links", str(house))
@@ -76,6 +77,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--budget", type=float, default=0.3, help="seconds per workload run")
     parser.add_argument("--busy", type=int, default=1, help="busy loops beside it")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="the budget in wall time (as a timed benchmark), or in the process's CPU time",
+    )
     parser.add_argument("--root", type=Path, default=None)
     args = parser.parse_args()
     root = args.root or Path(tempfile.mkdtemp(prefix="metric-bisect-"))
@@ -88,7 +95,8 @@ def main() -> None:
     try:
         for run in range(args.runs):
             log = root / f"runs-{run}.log"
-            metric = f"{sys.executable} {script} {log} {args.budget}"
+            # "python": the target's, first on PATH in a probe
+            metric = f"python {script} {log} {args.budget} {args.clock}"
             argv = [*tool_argv(), "-p", str(python), "--json", "bisect", good]
             began = time.monotonic()
             done = ws.run([*argv, "--probe-metric", metric], check=False)

@@ -277,3 +277,34 @@ def test_no_probe_and_a_metric_are_refused_together(make_venv: MakeVenv) -> None
     assert done.returncode == 2
     assert "--probe-metric and --no-probe" in done.stderr
     assert "leftpad" in venv.installed()
+
+
+# A workload whose runs print, in turn, the numbers of a list (a counter file says which):
+# noisy, but the same noise every time the test runs.
+TURNS = "import pathlib, sys; c = pathlib.Path(sys.argv[1]); n = int(c.read_text() or 0) if c.exists() else 0; c.write_text(str(n + 1)); print(sys.argv[2].split(',')[n % len(sys.argv[2].split(','))])"  # noqa: E501
+
+
+def test_a_removal_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    """Baseline 20000, 23000, 17000; after 19000, 22000, 16500: 5% worse by the medians, but
+    three runs a side this far apart cannot show it within 10%: inconclusive, never a pass, so
+    the removal is put back and says why."""
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes = venv.file_hashes()
+    script = tmp_path / "turns.py"
+    script.write_text(TURNS)
+    numbers = "20000,23000,17000,19000,22000,16500"
+    metric = f"python {script} {tmp_path / 'counter'} {numbers}"
+
+    done = venv.tool("--json", "fastpath", "--probe-metric", metric)
+
+    data = done.json()
+    assert done.returncode == 3, data
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert after["metric"]["values"] == [19000.0, 22000.0, 16500.0]
+    assert after["metric"]["baseline_values"] == [20000.0, 23000.0, 17000.0]
+    assert after["metric"]["verdict"] == "inconclusive"
+    assert after["metric"]["why"].startswith("INCONCLUSIVE: the metric's runs cannot tell")
+    assert after["metric"]["p_value"] == pytest.approx(0.7, abs=0.01)
+    assert venv.file_hashes() == hashes

@@ -24,6 +24,8 @@ from safeuninstall.judgement.metric import (
     interleaved,
     measured,
     median,
+    noise_note,
+    spread,
 )
 from safeuninstall.judgement.significance import p_greater, p_two_sided, u_statistic
 
@@ -213,3 +215,13 @@ def test_a_failing_run_ends_the_comparison_on_its_side() -> None:
     assert compared.baseline_failed
     assert compared.runs.median is None
     assert compared.runs.why == "the metric command failed with exit code 1"
+
+
+def test_a_baseline_noisier_than_the_limit_is_said_with_what_to_do() -> None:
+    note = noise_note(Metric(max_regression=10), [1.02e7, 1.27e7, 1.15e7])
+    assert note.startswith("the baseline's own runs spread 21.7% (1.02e+07 to 1.27e+07)")
+    assert "wider than the 10% allowed" in note
+    for advice in ("--metric-runs", "--metric-max-runs", "--max-regression", "steadier workload"):
+        assert advice in note
+    assert noise_note(Metric(max_regression=25), [1.02e7, 1.27e7, 1.15e7]) == ""
+    assert spread([5.0]) is None
