@@ -305,6 +305,6 @@ def test_a_removal_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
     assert after["metric"]["values"] == [19000.0, 22000.0, 16500.0]
     assert after["metric"]["baseline_values"] == [20000.0, 23000.0, 17000.0]
     assert after["metric"]["verdict"] == "inconclusive"
-    assert after["metric"]["why"].startswith("INCONCLUSIVE: the metric's runs cannot tell")
+    assert after["metric"]["why"].startswith("INCONCLUSIVE: the metric's runs show neither")
     assert after["metric"]["p_value"] == pytest.approx(0.7, abs=0.01)
     assert venv.file_hashes() == hashes

@@ -266,8 +266,9 @@ def _decision(
         )
     elif verdict is Verdict.INCONCLUSIVE:
         why = (
-            f"INCONCLUSIVE: the metric's runs cannot tell at the {SIGNIFICANCE:.0%} level "
-            f"whether it is worse than the {limit:g}% allowed ({change_text(worse)}: {shown})"
+            f"INCONCLUSIVE: the metric's runs show neither a regression beyond the {limit:g}% "
+            f"allowed (at the {SIGNIFICANCE:.0%} level) nor a change within it (at the "
+            f"{WITHIN_LEVEL:.0%} level): {change_text(worse)} ({shown})"
         )
     else:
         why = ""
