@@ -161,6 +161,10 @@ def test_end_to_end_the_culprit_is_named_and_shown_with_its_numbers(
         found = data["bisect"]
         assert [c["names"] for c in found["culprits"]] == [["part4"]], found  # type: ignore[index]
         assert found["not_confirmed"] == []  # type: ignore[index]
+        # The failure shows what the workload printed as the environment was (part4 slow),
+        # never a run of the good state that the round interleaved with it.
+        printed = float(found["failure"].splitlines()[-1])  # type: ignore[index]
+        assert printed < 20000 / 1.5 * 1.1 + 1
         rounds = found["rounds"]  # type: ignore[index]
         assert rounds[-1]["bad"] == ["part4"] and rounds[-1]["confirms"] == "part4"
         for round_ in rounds:

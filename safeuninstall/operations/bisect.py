@@ -351,12 +351,12 @@ class _Bisect:
         (metric.interleaved): a switch between the two is a few links."""
         assert probe.metric is not None
         once = msgspec.structs.replace(probe, metric=msgspec.structs.replace(probe.metric, runs=1))
-        ran: list[ProbeResult] = []
+        ran: dict[bool, list[ProbeResult]] = {False: [], True: []}
 
         def sample(after: bool) -> float | str:
             self._move(txn, bad if after else frozenset())
             run = run_probe(once, self.ctx.interpreter, settings=how)
-            ran.append(run)
+            ran[after].append(run)
             assert run.metric is not None
             return run.metric.values[0] if run.passed else run.metric.why
 
@@ -367,11 +367,12 @@ class _Bisect:
                 f"{compared.runs.why}; no round can be judged"
             )
         self._note_noise(probe.metric, compared.runs.baseline_values)
+        last = (ran[True] or ran[False])[-1]  # its output is the round's state's, where it ran
         return msgspec.structs.replace(
-            ran[-1],
+            last,
             probe=probe,
             passed=not compared.runs.why,
-            seconds=sum(r.seconds for r in ran),
+            seconds=sum(r.seconds for r in (*ran[False], *ran[True])),
             metric=compared.runs,
         )
 
