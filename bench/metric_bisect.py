@@ -13,7 +13,9 @@ times ``bisect GOOD --probe-metric WORKLOAD`` with the defaults, each timed whol
 Printed: per bisect its outcome, what it named, its rounds and its runs; then the false
 culprits (a harmless part named), the inconclusive ones, and the wall time of a round beyond
 its probe runs: the whole bisect less the time the workload's runs took (each run logs its own
-start and end), per round.
+start and end), per round; and that less each run's interpreter start-up and imports too
+(measured beside), which leaves the switches between states, the snapshot, the return to the
+start and the tool's own work.
 """
 
 from __future__ import annotations
@@ -65,6 +67,18 @@ def _venv(ws: Workspace, house: Path) -> tuple[Path, str]:
     return venv.python, snap.stdout.strip()
 
 
+def _startup_seconds(python: Path) -> float:
+    """What a run costs before the workload's own clock starts: the interpreter's start-up
+    and the imports, measured beside (the median of five)."""
+    imports = "import importlib, math, sys, time"
+    took = []
+    for _ in range(5):
+        began = time.monotonic()
+        subprocess.run([str(python), "-c", imports], check=True)
+        took.append(time.monotonic() - began)
+    return statistics.median(took)
+
+
 def _probe_seconds(log: Path) -> float:
     if not log.exists():
         return 0.0
@@ -102,7 +116,7 @@ def main() -> None:
             done = ws.run([*argv, "--probe-metric", metric], check=False)
             wall = time.monotonic() - began
             data = json.loads(done.stdout)
-            rows.append(_row(data, wall, _probe_seconds(log)))
+            rows.append(_row(data, wall, _probe_seconds(log), _startup_seconds(python)))
             print(json.dumps(rows[-1]), flush=True)
     finally:
         for process in busy:
@@ -111,7 +125,7 @@ def main() -> None:
     _summary(rows)
 
 
-def _row(data: dict[str, object], wall: float, probing: float) -> dict[str, object]:
+def _row(data: dict[str, object], wall: float, probing: float, startup: float) -> dict[str, object]:
     found = data.get("bisect") or {}
     assert isinstance(found, dict)
     rounds = found.get("rounds", [])
@@ -130,6 +144,11 @@ def _row(data: dict[str, object], wall: float, probing: float) -> dict[str, obje
         "wall_s": round(wall, 2),
         "probe_s": round(probing, 2),
         "beyond_probe_per_round_s": round((wall - probing) / max(len(rounds), 1), 2),
+        "startup_s": round(startup, 3),
+        # less each run's start-up: the switches, the snapshot, the return, the tool itself
+        "beyond_runs_per_round_s": round(
+            (wall - probing - startup * runs) / max(len(rounds), 1), 2
+        ),
     }
 
 
@@ -146,7 +165,8 @@ def _summary(rows: list[dict[str, object]]) -> None:
         f" ({min(values('rounds')):g}-{max(values('rounds')):g}); workload runs median "
         f"{statistics.median(values('workload_runs'))}; wall median "
         f"{statistics.median(values('wall_s')):.1f} s; a round beyond its probe runs median "
-        f"{statistics.median(values('beyond_probe_per_round_s')):.2f} s"
+        f"{statistics.median(values('beyond_probe_per_round_s')):.2f} s (less the runs' "
+        f"start-up: {statistics.median(values('beyond_runs_per_round_s')):.2f} s)"
     )
 
 

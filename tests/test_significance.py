@@ -225,3 +225,8 @@ def test_a_baseline_noisier_than_the_limit_is_said_with_what_to_do() -> None:
         assert advice in note
     assert noise_note(Metric(max_regression=25), [1.02e7, 1.27e7, 1.15e7]) == ""
     assert spread([5.0]) is None
+
+
+def test_the_spread_of_the_runs_is_shown() -> None:
+    assert measured([10.0, 12.0, 11.0], 3).summary() == "median 11 (runs: 10, 12, 11; spread 18.2%)"
+    assert measured([10.0], 1).summary() == "median 10 (runs: 10)"

@@ -94,7 +94,9 @@ class MetricRuns(Struct, frozen=True):
         base = ", ".join(number_text(v) for v in self.baseline_values)
         if self.median is None or self.why:  # the why says the rest
             return f"runs: {runs}" + (f"; baseline runs: {base}" if base else "")
-        text = f"median {number_text(self.median)} (runs: {runs})"
+        wide = spread(self.values)
+        shown = f"; spread {wide:.1f}%" if wide is not None else ""
+        text = f"median {number_text(self.median)} (runs: {runs}{shown})"
         if self.baseline is not None and self.regression is not None:
             text += f"; baseline {number_text(self.baseline)}" + (
                 f" (runs: {base})" if base else ""
