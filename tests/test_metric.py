@@ -289,7 +289,7 @@ def test_a_removal_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
 ) -> None:
     """Baseline 20000, 23000, 17000; after 19000, 22000, 16500: 5% worse by the medians, but
     three runs a side this far apart cannot show it within 10%: inconclusive, never a pass, so
-    the removal is put back and says why."""
+    the removal is put back, with an outcome and an exit code of its own."""
     venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
     hashes = venv.file_hashes()
     script = tmp_path / "turns.py"
@@ -300,11 +300,53 @@ def test_a_removal_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
     done = venv.tool("--json", "fastpath", "--probe-metric", metric)
 
     data = done.json()
-    assert done.returncode == 3, data
+    assert done.returncode == 6, data
+    assert data["outcome"] == "inconclusive-restored"
+    assert "fastpath" in venv.installed()
     (after,) = data["probes"]["after"]  # type: ignore[index]
     assert after["metric"]["values"] == [19000.0, 22000.0, 16500.0]
     assert after["metric"]["baseline_values"] == [20000.0, 23000.0, 17000.0]
     assert after["metric"]["verdict"] == "inconclusive"
     assert after["metric"]["why"].startswith("INCONCLUSIVE: the metric's runs show neither")
     assert after["metric"]["p_value"] == pytest.approx(0.7, abs=0.01)
+    assert venv.file_hashes() == hashes
+
+
+def _turns(tmp_path: Path) -> str:
+    script = tmp_path / "turns.py"
+    script.write_text(TURNS)
+    return f"python {script} {tmp_path / 'counter'} 20000,23000,17000,19000,22000,16500"
+
+
+def test_a_run_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    upgrade = _install(venv, workloads, "workload==1.1")
+
+    done = venv.tool("--json", "run", "--probe-metric", _turns(tmp_path), "--", *upgrade)
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "run-inconclusive-restored"
+    assert "inconclusive is never a pass" in " ".join(data["messages"])  # type: ignore[arg-type]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_rollback_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.1", "fastpath==1.0")
+    assert venv.tool("snapshot").returncode == 0
+    venv.install("workload==1.0", find_links=workloads)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool("--json", "rollback", "--probe-metric", _turns(tmp_path))
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "rollback-inconclusive-restored"
+    assert venv.installed() == installed
     assert venv.file_hashes() == hashes

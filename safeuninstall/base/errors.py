@@ -13,7 +13,8 @@ code meaning
 4    restore incomplete: the environment differs from the snapshot
 5    a restore (rollback, recover, or after a failed removal) done and verified, but the
      probe fails in the restored state
-6    inconclusive: a metric's runs could not tell whether a state is worse than allowed
+6    inconclusive: a metric's runs could not tell whether a state is worse than allowed;
+     nothing named (bisect) or the change undone, verified
 ==== =====================================================================
 """
 
@@ -41,9 +42,9 @@ EXIT_CODES = {
     "the snapshot; the output names each difference and the one command that finishes the job",
     EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "
     "after a failed removal), but the probe fails in that state",
-    EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell, up to "
-    "`--metric-max-runs`, whether a state is worse than `--max-regression` allows, so nothing "
-    "is named (`bisect`); the environment is back where it started, verified",
+    EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
+    "is worse than `--max-regression` allows, so nothing is named (`bisect`) or the change was "
+    "undone (a removal, `run`, `rollback`); the environment is back where it started, verified",
 }
 
 

@@ -196,6 +196,35 @@ class Outcome(enum.Enum):
         Cause.HOLLOW,
         Operation.UNINSTALL,
     )
+    # A metric whose runs could not tell (judgement/metric.py): never a pass, so undone; its
+    # own outcomes, so that a script tells it from a regression.
+    INCONCLUSIVE_RESTORED = (
+        "inconclusive-restored",
+        "the metric's runs could not tell whether the removal made it worse (inconclusive): "
+        "all was restored and verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.UNINSTALL,
+    )
+    INCONCLUSIVE_INCOMPLETE = (
+        "inconclusive-incomplete",
+        "the metric's runs could not tell whether the removal made it worse, and the "
+        "restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        Cause.INCONCLUSIVE,
+        Operation.UNINSTALL,
+    )
+    INCONCLUSIVE_KEPT = (
+        "inconclusive-kept",
+        "the metric's runs could not tell whether the removal made it worse; not "
+        "restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+        Ending.KEPT,
+        Cause.INCONCLUSIVE,
+        Operation.UNINSTALL,
+    )
     INTERRUPTED_RESTORED = (
         "interrupted-restored",
         "interrupted: everything was restored and verified",
@@ -324,6 +353,34 @@ class Outcome(enum.Enum):
         EXIT_INCOMPLETE,
         Ending.INCOMPLETE,
         Cause.PROBE_FAILED,
+        Operation.ROLLBACK,
+    )
+    ROLLBACK_INCONCLUSIVE_RESTORED = (
+        "rollback-inconclusive-restored",
+        "the metric's runs could not tell whether the rollback made it worse "
+        "(inconclusive): the environment was put back as it was before it, verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.ROLLBACK,
+    )
+    ROLLBACK_INCONCLUSIVE_INCOMPLETE = (
+        "rollback-inconclusive-incomplete",
+        "the metric's runs could not tell whether the rollback made it worse, and "
+        "putting it back is INCOMPLETE",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        Cause.INCONCLUSIVE,
+        Operation.ROLLBACK,
+    )
+    ROLLBACK_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
+        "rollback-inconclusive-restored-except-aside",
+        "the metric's runs could not tell whether the rollback made it worse: the "
+        "environment was put back as its snapshot records it, verified, but NOT the "
+        "second dist-info folder it removed (kept aside)",
+        EXIT_INCOMPLETE,
+        Ending.RESTORED_EXCEPT_ASIDE,
+        Cause.INCONCLUSIVE,
         Operation.ROLLBACK,
     )
     ROLLBACK_FAILED_RESTORED = (
@@ -483,6 +540,43 @@ class Outcome(enum.Enum):
         EXIT_INCOMPLETE,
         Ending.KEPT,
         Cause.PROBE_FAILED,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_RESTORED = (
+        "run-inconclusive-restored",
+        "the metric's runs could not tell whether the command made it worse "
+        "(inconclusive): all was restored and verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_INCOMPLETE = (
+        "run-inconclusive-incomplete",
+        "the metric's runs could not tell whether the command made it worse, and the "
+        "restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_KEPT = (
+        "run-inconclusive-kept",
+        "the metric's runs could not tell whether the command made it worse; not "
+        "restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+        Ending.KEPT,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
+        "run-inconclusive-restored-except-aside",
+        "the metric's runs could not tell whether the command made it worse: all was "
+        "restored as the snapshot records it, verified, but NOT a second dist-info "
+        "folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+        Ending.RESTORED_EXCEPT_ASIDE,
+        Cause.INCONCLUSIVE,
         Operation.RUN,
     )
     RUN_UNMET_RESTORED = (
