@@ -220,3 +220,30 @@ def test_end_to_end_a_round_that_cannot_tell_is_inconclusive(
     assert "INCONCLUSIVE" in text.stdout
     assert "wider than the 10% allowed" in text.stdout  # the baseline's noise, and what to do
     assert _at_start(venv) == start
+
+
+@pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
+def test_end_to_end_culprits_that_fail_only_together_are_not_named(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The probe fails only with part1 and part2 both at 2.0: whatever the search ends on
+    passes on its own, so nothing is named: not confirmed, inconclusive (exit 6)."""
+    house = tmp_path / "house"
+    for name in UNITS:
+        for version in ("1.0", "2.0"):
+            build_wheel(house, name, version, {f"{name}.py": f"VERSION = {version!r}\n"})
+    venv, good = _good_then_upgraded(make_venv, house)
+    start = _at_start(venv)
+    probe = "import part1, part2; assert (part1.VERSION, part2.VERSION) != ('2.0', '2.0')"
+
+    done = venv.tool("--json", "bisect", good, "--probe", probe)
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "bisect-inconclusive"
+    found = data["bisect"]
+    assert found["culprits"] == []  # type: ignore[index]
+    assert found["not_confirmed"]  # type: ignore[index]
+    assert {n for c in found["not_confirmed"] for n in c["names"]} <= {"part1", "part2"}  # type: ignore[index]
+    assert any("not confirmed, not named" in m for m in data["messages"])  # type: ignore[union-attr]
+    assert _at_start(venv) == start

@@ -43,8 +43,9 @@ EXIT_CODES = {
     EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "
     "after a failed removal), but the probe fails in that state",
     EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
-    "is worse than `--max-regression` allows, so nothing is named (`bisect`) or the change was "
-    "undone (a removal, `run`, `rollback`); the environment is back where it started, verified",
+    "is worse than `--max-regression` allows, or no culprit `bisect` found fails on its own; so "
+    "nothing is named (`bisect`) or the change was undone (a removal, `run`, `rollback`); the "
+    "environment is back where it started, verified",
 }
 
 

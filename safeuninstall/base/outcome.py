@@ -726,12 +726,12 @@ class Outcome(enum.Enum):
         Cause.FAILED,
         Operation.BISECT,
     )
-    # A metric's runs could not tell whether a round's state (or a culprit on its own) is worse
-    # than allowed: nothing is named, neither a culprit nor a pass.
+    # A metric's runs could not tell whether a round's state is worse than allowed, or no
+    # culprit the search found fails on its own: nothing is named, neither a culprit nor a pass.
     BISECT_INCONCLUSIVE = (
         "bisect-inconclusive",
-        "inconclusive: the metric could not tell a round apart; nothing is named, and the "
-        "environment is back where it started, verified",
+        "inconclusive: nothing is named (a round the metric could not tell apart, or no culprit "
+        "that fails on its own); the environment is back where it started, verified",
         EXIT_INCONCLUSIVE,
         Ending.RETURNED,
         Cause.INCONCLUSIVE,
