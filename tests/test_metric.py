@@ -350,3 +350,17 @@ def test_a_rollback_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
     assert data["outcome"] == "rollback-inconclusive-restored"
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
+
+
+def test_keep_on_failure_keeps_an_inconclusive_removal_and_says_so(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+
+    done = venv.tool("--json", "fastpath", "--probe-metric", _turns(tmp_path), "--keep-on-failure")
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "inconclusive-kept"
+    assert "fastpath" not in venv.installed()
+    assert str(data["next_command"]).split()[-2] == "rollback"
