@@ -80,7 +80,7 @@ def count_rounds(n: int, culprits: tuple[int, ...]) -> int:
     found = find(order, passes)
     if set(found.culprits) != wanted:
         raise BenchError(f"the search named {found.culprits} among {n}, not {sorted(wanted)}")
-    return calls
+    return calls - found.alone_runs  # the search's; a culprit tried alone after it is not
 
 
 def rounds(cfg: Config, results: Results) -> None:
@@ -163,7 +163,9 @@ def torch(ws: Workspace, cfg: Config, results: Results, stacks: Stacks | None = 
             raise BenchError(f"bisect did not end where it started: {_installed(venv)}")
         figures = _figures(done.seconds, data["events"], len(found["rounds"]))
         shape["units"] = len(found["units"])
-        shape["rounds"] = max(shape.get("rounds", 0), figures["rounds"])
+        # The search's rounds, held to the bound; a culprit tried on its own after it is not.
+        searched = sum(1 for r in found["rounds"] if not r["confirms"])
+        shape["rounds"] = max(shape.get("rounds", 0), searched)
         if not warmup:
             for key in _FIGURES:
                 series[key].add(figures[key])  # no peak RSS: the tool's would be the probe's

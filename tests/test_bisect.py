@@ -28,7 +28,10 @@ def _searched(n: int, culprits: set[int]) -> tuple[set[str], int, bool]:
     order = [f"u{i:03d}" for i in range(n)]
     wanted = {order[i] for i in culprits}
     found = find(order, lambda bad: not (bad & wanted))
-    return set(found.culprits), len(found.runs), found.final_passed
+    # A culprit is tried on its own unless the search ran exactly that state: not the search's.
+    assert found.alone_runs <= len(found.culprits)
+    assert not found.not_confirmed
+    return set(found.culprits), len(found.runs) - found.alone_runs, found.final_passed
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 16, 32, 128])
@@ -133,7 +136,12 @@ def test_one_culprit_among_eight_is_found_in_five_rounds_and_the_end_is_the_star
         {"names": ["part5"], "good": ["part5==1.0"], "bad": ["part5==2.0"]}
     ]
     assert len(found["units"]) == 8
-    assert len(found["rounds"]) <= 5
+    # The search's rounds, then part5 on its own (GOOD's state but part5 as now), which fails.
+    *search, alone = found["rounds"]
+    assert len(search) <= 5
+    assert not any(r["confirms"] for r in search)
+    assert (alone["bad"], alone["verdict"], alone["confirms"]) == (["part5"], "failed", "part5")
+    assert found["not_confirmed"] == []
     assert found["confirmed"] is True
     assert "broken in 2.0" in found["failure"]
     assert data["verification"]["ok"] is True
@@ -193,7 +201,8 @@ def test_two_culprits_are_both_found(make_venv: MakeVenv, tmp_path: Path) -> Non
     assert data["exit_code"] == 0, data
     culprits = data["bisect"]["culprits"]  # type: ignore[index]
     assert [c["names"] for c in culprits] == [["part1"], ["part6"]]
-    assert len(data["bisect"]["rounds"]) <= 2 + 2 * (3 + 1)  # type: ignore[index]
+    rounds = data["bisect"]["rounds"]  # type: ignore[index]
+    assert len([r for r in rounds if not r["confirms"]]) <= 2 + 2 * (3 + 1)
     assert data["next_command"].endswith(  # type: ignore[union-attr]
         "uv pip install --no-deps part1==1.0 part6==1.0"
     )
@@ -283,7 +292,7 @@ def test_without_a_probe_the_one_derived_from_the_changes_finds_the_culprit(
     assert any("derived" in note for note in data["probes"]["notes"])
     # Its candidates are judged against their run in GOOD's state, made first.
     assert len(data["probes"]["baseline"]) == 1 and data["probes"]["baseline"][0]["passed"]
-    assert len(data["bisect"]["rounds"]) <= 5
+    assert len([r for r in data["bisect"]["rounds"] if not r["confirms"]]) <= 5
     assert "broken in 2.0" in data["bisect"]["failure"]
     assert _at_start(venv) == start
     assert not venv.journal.exists()

@@ -7,11 +7,19 @@ cannot depend on the machine's load.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement.metric import Metric, MetricRuns, judged, read_number, regression
+from safeuninstall.judgement.metric import (
+    Metric,
+    Verdict,
+    judged,
+    measured,
+    read_number,
+    regression,
+)
 from tests.conftest import UV, MakeVenv, Venv
 from tests.wheels import build_wheel
 
@@ -99,10 +107,34 @@ def test_regression_is_percent_of_the_baseline_in_the_metric_s_direction(
     [(10.0, 90.0, False), (10.0, 89.9, True), (0.0, 99.99, True), (50.0, 51.0, False)],
 )
 def test_beyond_the_limit_fails(limit: float, after: float, fails: bool) -> None:
-    before = MetricRuns((100.0,), 100.0)
-    runs = judged(Metric(max_regression=limit), before, MetricRuns((after,), after))
+    # Steady runs (three a side, each the same number): their medians decide, no test needed.
+    before = measured([100.0] * 3, 3)
+    runs = judged(Metric(max_regression=limit), before, measured([after] * 3, 3))
     assert bool(runs.why) is fails
     assert runs.baseline == 100.0
+    assert runs.verdict is (Verdict.REGRESSED if fails else Verdict.WITHIN)
+
+
+def test_one_run_a_side_cannot_tell() -> None:
+    """A single run a side shows no spread, and no test can be made of it: inconclusive,
+    which is never a pass."""
+    runs = judged(Metric(), measured([100.0], 1), measured([99.0], 1))
+    assert runs.verdict is Verdict.INCONCLUSIVE
+    assert runs.why.startswith("INCONCLUSIVE")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ([1e308, 1e308], [1.0, 1.0]),  # the median of two 1e308 must not be inf
+        ([1.5e308, 1.6e308], [-1.5e308, -1.5e308]),  # the difference overflows
+    ],
+)
+def test_the_float_extremes_fail(before: list[float], after: list[float]) -> None:
+    runs = judged(Metric(), measured(before, 2), measured(after, 2))
+    assert runs.why, runs
+    assert runs.median is not None and runs.baseline is not None
+    assert all(math.isfinite(v) for v in (runs.median, runs.baseline))
 
 
 # -- removal, run, rollback ----------------------------------------------------------------------
@@ -245,3 +277,90 @@ def test_no_probe_and_a_metric_are_refused_together(make_venv: MakeVenv) -> None
     assert done.returncode == 2
     assert "--probe-metric and --no-probe" in done.stderr
     assert "leftpad" in venv.installed()
+
+
+# A workload whose runs print, in turn, the numbers of a list (a counter file says which):
+# noisy, but the same noise every time the test runs.
+TURNS = "import pathlib, sys; c = pathlib.Path(sys.argv[1]); n = int(c.read_text() or 0) if c.exists() else 0; c.write_text(str(n + 1)); print(sys.argv[2].split(',')[n % len(sys.argv[2].split(','))])"  # noqa: E501
+
+
+def test_a_removal_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    """Baseline 20000, 23000, 17000; after 19000, 22000, 16500: 5% worse by the medians, but
+    three runs a side this far apart cannot show it within 10%: inconclusive, never a pass, so
+    the removal is put back, with an outcome and an exit code of its own."""
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes = venv.file_hashes()
+    script = tmp_path / "turns.py"
+    script.write_text(TURNS)
+    numbers = "20000,23000,17000,19000,22000,16500"
+    metric = f"python {script} {tmp_path / 'counter'} {numbers}"
+
+    done = venv.tool("--json", "fastpath", "--probe-metric", metric)
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "inconclusive-restored"
+    assert "fastpath" in venv.installed()
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert after["metric"]["values"] == [19000.0, 22000.0, 16500.0]
+    assert after["metric"]["baseline_values"] == [20000.0, 23000.0, 17000.0]
+    assert after["metric"]["verdict"] == "inconclusive"
+    assert after["metric"]["why"].startswith("INCONCLUSIVE: the metric's runs show neither")
+    assert after["metric"]["p_value"] == pytest.approx(0.7, abs=0.01)
+    assert venv.file_hashes() == hashes
+
+
+def _turns(tmp_path: Path) -> str:
+    script = tmp_path / "turns.py"
+    script.write_text(TURNS)
+    return f"python {script} {tmp_path / 'counter'} 20000,23000,17000,19000,22000,16500"
+
+
+def test_a_run_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    upgrade = _install(venv, workloads, "workload==1.1")
+
+    done = venv.tool("--json", "run", "--probe-metric", _turns(tmp_path), "--", *upgrade)
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "run-inconclusive-restored"
+    assert "inconclusive is never a pass" in " ".join(data["messages"])  # type: ignore[arg-type]
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_a_rollback_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.1", "fastpath==1.0")
+    assert venv.tool("snapshot").returncode == 0
+    venv.install("workload==1.0", find_links=workloads)
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool("--json", "rollback", "--probe-metric", _turns(tmp_path))
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "rollback-inconclusive-restored"
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+def test_keep_on_failure_keeps_an_inconclusive_removal_and_says_so(
+    make_venv: MakeVenv, workloads: Path, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, workloads, "workload==1.0", "fastpath==1.0")
+
+    done = venv.tool("--json", "fastpath", "--probe-metric", _turns(tmp_path), "--keep-on-failure")
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "inconclusive-kept"
+    assert "fastpath" not in venv.installed()
+    assert str(data["next_command"]).split()[-2] == "rollback"

@@ -13,6 +13,8 @@ code meaning
 4    restore incomplete: the environment differs from the snapshot
 5    a restore (rollback, recover, or after a failed removal) done and verified, but the
      probe fails in the restored state
+6    inconclusive: a metric's runs could not tell whether a state is worse than allowed;
+     nothing named (bisect) or the change undone, verified
 ==== =====================================================================
 """
 
@@ -24,6 +26,7 @@ EXIT_USAGE = 2
 EXIT_RESTORED = 3
 EXIT_INCOMPLETE = 4
 EXIT_PROBE_FAILS_AFTER_ROLLBACK = 5
+EXIT_INCONCLUSIVE = 6
 
 # What each code means, for the documentation (tests check README.md's table against it).
 EXIT_CODES = {
@@ -39,6 +42,10 @@ EXIT_CODES = {
     "the snapshot; the output names each difference and the one command that finishes the job",
     EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "
     "after a failed removal), but the probe fails in that state",
+    EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
+    "is worse than `--max-regression` allows, or no culprit `bisect` found fails on its own; so "
+    "nothing is named (`bisect`) or the change was undone (a removal, `run`, `rollback`); the "
+    "environment is back where it started, verified",
 }
 
 

@@ -16,6 +16,7 @@ from msgspec import Struct
 
 from safeuninstall.base.errors import (
     EXIT_INCOMPLETE,
+    EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_PROBE_FAILS_AFTER_ROLLBACK,
     EXIT_RESTORED,
@@ -44,6 +45,7 @@ class Cause(enum.Enum):
     COMMAND_FAILED = enum.auto()  # run: the guarded command failed
     FAILED = enum.auto()  # the operation's own step failed (the uninstall, the rollback)
     CONCURRENT = enum.auto()  # another process changed the environment meanwhile
+    INCONCLUSIVE = enum.auto()  # a metric's runs could not tell, up to their cap
     INTERRUPTED = enum.auto()
     ERROR = enum.auto()  # an unexpected error of ours
 
@@ -194,6 +196,35 @@ class Outcome(enum.Enum):
         Cause.HOLLOW,
         Operation.UNINSTALL,
     )
+    # A metric whose runs could not tell (judgement/metric.py): never a pass, so undone; its
+    # own outcomes, so that a script tells it from a regression.
+    INCONCLUSIVE_RESTORED = (
+        "inconclusive-restored",
+        "the metric's runs could not tell whether the removal made it worse (inconclusive): "
+        "all was restored and verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.UNINSTALL,
+    )
+    INCONCLUSIVE_INCOMPLETE = (
+        "inconclusive-incomplete",
+        "the metric's runs could not tell whether the removal made it worse, and the "
+        "restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        Cause.INCONCLUSIVE,
+        Operation.UNINSTALL,
+    )
+    INCONCLUSIVE_KEPT = (
+        "inconclusive-kept",
+        "the metric's runs could not tell whether the removal made it worse; not "
+        "restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+        Ending.KEPT,
+        Cause.INCONCLUSIVE,
+        Operation.UNINSTALL,
+    )
     INTERRUPTED_RESTORED = (
         "interrupted-restored",
         "interrupted: everything was restored and verified",
@@ -322,6 +353,34 @@ class Outcome(enum.Enum):
         EXIT_INCOMPLETE,
         Ending.INCOMPLETE,
         Cause.PROBE_FAILED,
+        Operation.ROLLBACK,
+    )
+    ROLLBACK_INCONCLUSIVE_RESTORED = (
+        "rollback-inconclusive-restored",
+        "the metric's runs could not tell whether the rollback made it worse "
+        "(inconclusive): the environment was put back as it was before it, verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.ROLLBACK,
+    )
+    ROLLBACK_INCONCLUSIVE_INCOMPLETE = (
+        "rollback-inconclusive-incomplete",
+        "the metric's runs could not tell whether the rollback made it worse, and "
+        "putting it back is INCOMPLETE",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        Cause.INCONCLUSIVE,
+        Operation.ROLLBACK,
+    )
+    ROLLBACK_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
+        "rollback-inconclusive-restored-except-aside",
+        "the metric's runs could not tell whether the rollback made it worse: the "
+        "environment was put back as its snapshot records it, verified, but NOT the "
+        "second dist-info folder it removed (kept aside)",
+        EXIT_INCOMPLETE,
+        Ending.RESTORED_EXCEPT_ASIDE,
+        Cause.INCONCLUSIVE,
         Operation.ROLLBACK,
     )
     ROLLBACK_FAILED_RESTORED = (
@@ -484,6 +543,43 @@ class Outcome(enum.Enum):
         Cause.PROBE_FAILED,
         Operation.RUN,
     )
+    RUN_INCONCLUSIVE_RESTORED = (
+        "run-inconclusive-restored",
+        "the metric's runs could not tell whether the command made it worse "
+        "(inconclusive): all was restored and verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_INCOMPLETE = (
+        "run-inconclusive-incomplete",
+        "the metric's runs could not tell whether the command made it worse, and the "
+        "restore is INCOMPLETE",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_KEPT = (
+        "run-inconclusive-kept",
+        "the metric's runs could not tell whether the command made it worse; not "
+        "restored (--keep-on-failure)",
+        EXIT_INCOMPLETE,
+        Ending.KEPT,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
+    RUN_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
+        "run-inconclusive-restored-except-aside",
+        "the metric's runs could not tell whether the command made it worse: all was "
+        "restored as the snapshot records it, verified, but NOT a second dist-info "
+        "folder the command removed (kept aside)",
+        EXIT_INCOMPLETE,
+        Ending.RESTORED_EXCEPT_ASIDE,
+        Cause.INCONCLUSIVE,
+        Operation.RUN,
+    )
     RUN_UNMET_RESTORED = (
         "run-unmet-restored",
         "the command left requirements unmet: all was restored and verified",
@@ -630,6 +726,17 @@ class Outcome(enum.Enum):
         EXIT_RESTORED,
         Ending.RETURNED,
         Cause.FAILED,
+        Operation.BISECT,
+    )
+    # A metric's runs could not tell whether a round's state is worse than allowed, or no
+    # culprit the search found fails on its own: nothing is named, neither a culprit nor a pass.
+    BISECT_INCONCLUSIVE = (
+        "bisect-inconclusive",
+        "inconclusive: nothing is named (a round the metric could not tell apart, or no culprit "
+        "that fails on its own); the installed set is back where it started, verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RETURNED,
+        Cause.INCONCLUSIVE,
         Operation.BISECT,
     )
     # The probe fails in the good snapshot too: nothing to bisect. The command fails with the

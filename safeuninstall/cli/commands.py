@@ -32,7 +32,7 @@ from safeuninstall.environment.requirements import read_request
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.audit import AuditReport
 from safeuninstall.judgement.doctor import DoctorReport
-from safeuninstall.judgement.metric import Metric
+from safeuninstall.judgement.metric import DEFAULT_MAX_RUNS, Metric
 from safeuninstall.judgement.probe import ProbeSettings, metric_probe, probes_from
 from safeuninstall.operations.audit import audit
 from safeuninstall.operations.bisect import bisect
@@ -187,7 +187,8 @@ def _probe_options(hidden: bool = False) -> list[click.Option]:
             hidden=hidden,
             help="A command (no shell) run like --probe-cmd whose last line is a number, higher "
             "is better: a change that makes its median worse than before by more than "
-            "--max-regression fails like a failing probe.",
+            "--max-regression, significantly (a Mann-Whitney U test at the 1% level), fails "
+            "like a failing probe; runs that cannot tell are inconclusive, never a pass.",
         ),
         click.Option(
             ["--lower-is-better"],
@@ -203,6 +204,17 @@ def _probe_options(hidden: bool = False) -> list[click.Option]:
             metavar="N",
             hidden=hidden,
             help="Runs of --probe-metric before and after the change; the median counts.",
+        ),
+        click.Option(
+            ["--metric-max-runs"],
+            type=click.IntRange(min=1, max=1000),
+            default=DEFAULT_MAX_RUNS,
+            show_default=True,
+            metavar="N",
+            hidden=hidden,
+            help="Where the two states can be switched (each bisect round), runs of each are "
+            "added, in turn, until the answer is decided, up to this many a side; undecided "
+            "then, it is inconclusive.",
         ),
         click.Option(
             ["--max-regression"],
@@ -496,7 +508,13 @@ class Common:
             self._no_probe = values.pop("no_probe")
             self._metric: dict[str, Any] = {
                 key: values.pop(key)
-                for key in ("probe_metric", "metric_runs", "max_regression", "lower_is_better")
+                for key in (
+                    "probe_metric",
+                    "metric_runs",
+                    "metric_max_runs",
+                    "max_regression",
+                    "lower_is_better",
+                )
             }
             self._typed |= {
                 "probe": values.pop("probes"),
@@ -567,6 +585,7 @@ class Common:
             return settings
         metric = Metric(
             runs=self._metric["metric_runs"],
+            max_runs=self._metric["metric_max_runs"],
             max_regression=self._metric["max_regression"],
             lower_is_better=self._metric["lower_is_better"],
         )

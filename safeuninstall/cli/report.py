@@ -18,6 +18,7 @@ from safeuninstall.judgement.doctor import DoctorReport
 from safeuninstall.judgement.impact import ImpactReport, SharedFile
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.libraries import LibraryChange
+from safeuninstall.judgement.metric import MetricRuns, change_text, number_text, ratio
 from safeuninstall.judgement.needs import Cleanup
 from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
 from safeuninstall.operations.results import (
@@ -480,9 +481,13 @@ def bisect_lines(result: BisectResult) -> list[str]:
         f"good: snapshot {result.good}; {count_text(len(units), 'unit')} of change since "
         f"({', '.join('+'.join(u) for u in units)})"
     ]
-    for number, (bad, passed) in enumerate(result.rounds, 1):
-        left = ", ".join(bad) if bad else "none (as the good snapshot)"
-        lines.append(f"round {number}: as now: {left} -- {'passed' if passed else 'FAILED'}")
+    for number, round_ in enumerate(result.rounds, 1):
+        left = ", ".join(round_.bad) if round_.bad else "none (as the good snapshot)"
+        verdict = "passed" if round_.passed else round_.verdict.upper()
+        said = f" (confirming {round_.confirms} on its own)" if round_.confirms else ""
+        lines.append(f"round {number}: as now: {left}{said} -- {verdict}")
+        if round_.metric is not None:
+            lines.append(f"    {_round_numbers(round_.metric)}")
     for culprit in result.culprits:
         was = ", ".join(culprit.good) or "absent"
         now = ", ".join(culprit.bad) or "absent"
@@ -493,6 +498,27 @@ def bisect_lines(result: BisectResult) -> list[str]:
     if result.culprits and result.confirmed:
         lines.append("with only the culprits brought back, the probe passed")
     return lines
+
+
+def _round_numbers(runs: MetricRuns) -> str:
+    """A bisect round's metric: each run of both states, the medians, the ratio, p, why."""
+    values = ", ".join(number_text(v) for v in runs.values) or "none"
+    text = f"runs as now: {values}"
+    if runs.baseline_values:
+        good = ", ".join(number_text(v) for v in runs.baseline_values)
+        text += f"; in the good state: {good}"
+    if runs.median is not None and runs.baseline is not None and runs.regression is not None:
+        text += f"; medians {number_text(runs.baseline)} -> {number_text(runs.median)}"
+        shown = ratio(runs.baseline, runs.median)
+        if shown is not None:
+            text += f" (x{shown:.3g}, {change_text(runs.regression)})"
+    if runs.p_value is not None:
+        text += f", p = {runs.p_value:.2g}"
+    if runs.warmup is not None:
+        text += f"; warm-up {number_text(runs.warmup)} not counted"
+    return text + (
+        f": {runs.why}" if runs.why else f": {runs.verdict.value}" if runs.verdict else ""
+    )
 
 
 def prune_summary(result: PruneResult, *, quiet: bool = False) -> str:

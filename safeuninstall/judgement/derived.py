@@ -299,6 +299,13 @@ def judged_after(
     return [against(b, a) for b, a in zip(baseline, after, strict=True)]
 
 
+def undecided(results: Sequence[ProbeResult]) -> bool:
+    """Every probe that did not pass is a metric whose runs could not tell (and there is
+    one): the verdict is inconclusive, not a failure, though never a pass."""
+    failing = [r for r in results if not r.passed]
+    return bool(failing) and all(r.metric is not None and r.metric.inconclusive for r in failing)
+
+
 def dropped_notes(results: Sequence[ProbeResult]) -> list[str]:
     """A line for each candidate a baseline dropped: which, and why."""
     return [

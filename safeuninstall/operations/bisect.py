@@ -33,12 +33,20 @@ from safeuninstall.environment.installed import (
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.bisection import bound
 from safeuninstall.judgement.culprits import Found, find, units
-from safeuninstall.judgement.derived import as_baseline, derive, judged_after
+from safeuninstall.judgement.derived import against, as_baseline, derive
 from safeuninstall.judgement.diff import ChangeKind, Diff, Side, compare, snapshot_sides
 from safeuninstall.judgement.kinds import ProbeKind
+from safeuninstall.judgement.metric import Metric, interleaved, noise_note
 from safeuninstall.judgement.plan import RollbackPlan, plan_restore
-from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
-from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns
+from safeuninstall.judgement.probe import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    RunSettings,
+    run_all,
+    run_probe,
+)
+from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns, Round
 from safeuninstall.options import BisectOptions
 from safeuninstall.session.analysis import (
     installed_sides,
@@ -90,6 +98,10 @@ class _MoveFailed(Exception):
     """A state could not be reached and proven: the search stops, and the start comes back."""
 
 
+class _Inconclusive(Exception):
+    """A metric's runs could not tell a round's state from GOOD's: nothing can be named."""
+
+
 class _Bisect:
     def __init__(
         self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: Snapshot
@@ -107,7 +119,9 @@ class _Bisect:
         self.good_failure = ""  # the probe's output in GOOD's state, where it fails there
         self.messages: list[str] = []
         self.probes = ProbeRuns()
-        self.rounds: list[tuple[tuple[str, ...], bool]] = []  # as they ended, for an interrupt
+        self.rounds: list[Round] = []  # as they ended, for an interrupt
+        self.not_confirmed: dict[str, str] = {}  # a culprit of the search: how it did alone
+        self.noise = ""  # what to do about a baseline noisier than the limit, said once
 
     def run(self) -> BisectResult:
         read = census(self.ctx.interpreter)  # first: a change after it shows later
@@ -145,6 +159,9 @@ class _Bisect:
         except _MoveFailed as err:
             self.messages.append(str(err))
             return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+        except _Inconclusive as err:
+            self.messages.append(str(err))
+            return self._back(txn, Outcome.BISECT_INCONCLUSIVE, None, not_bisected)
         except Exception as err:  # an error of ours, or the disk: the start comes back
             if not txn.changed:
                 raise
@@ -259,6 +276,8 @@ class _Bisect:
                 "since",
                 self.good_failure,
             )
+        if self.not_confirmed and not found.culprits:
+            return self._back(txn, Outcome.BISECT_INCONCLUSIVE, found, not_bisected)
         return self._back(txn, Outcome.BISECTED, found, not_bisected)
 
     def _refused(self, txn: Transaction, why: str, detail: str) -> BisectResult:
@@ -365,22 +384,96 @@ class _Bisect:
         if txn.interrupted:
             raise KeyboardInterrupt
 
-    def _probe(self, txn: Transaction, bad: frozenset[str]) -> bool:
+    def _probe(self, txn: Transaction, bad: frozenset[str], confirms: str = "") -> bool | None:
+        """The probe in the state with ``bad`` as now, judged: True when it passes, None when
+        a metric cannot tell the state from GOOD's. ``confirms``: the culprit it tries alone."""
         self._move(txn, bad)
         ctx = self.ctx
         left = ", ".join(self._named(bad)) or "none"
         ctx.emit("probe", f"probe running, as now: {left}")
         txn.probing()
-        ran = run_all(self.settings, ctx.interpreter, ctx.child_env())
-        results = judged_after(self.baseline, ran) if self.baseline is not None else ran
+        results = self._round(txn, bad)
+        metric = next((r.metric for r in results if r.metric is not None), None)
+        inconclusive = metric is not None and metric.inconclusive
         passed = all(r.passed for r in results)
-        self.rounds.append((self._named(bad), passed))
-        ctx.emit("probe", f"probe with {left} as now: {'passed' if passed else 'FAILED'}")
+        done = Round(self._named(bad), passed, inconclusive, metric, confirms)
+        self.rounds.append(done)
+        ctx.emit("probe", f"probe with {left} as now: {done.verdict.upper()}")
         if not bad and not passed:
             self.good_failure = _failure_text(results)
         if bad == frozenset(self.units) and not passed:
             self.failure = _failure_text(results)
-        return passed
+        return None if inconclusive else passed
+
+    def _round(self, txn: Transaction, bad: frozenset[str]) -> list[ProbeResult]:
+        """Each probe in the state with ``bad`` as now, judged against GOOD: the others first,
+        in that state; a metric, when they pass, by runs of both states interleaved."""
+        how = RunSettings(self.settings.timeout, self.ctx.child_env())
+        probes = self.settings.probes
+        results: list[ProbeResult | None] = [None] * len(probes)
+        for index, probe in enumerate(probes):
+            if probe.metric is None or self.baseline is None:
+                ran = run_probe(probe, self.ctx.interpreter, settings=how)
+                results[index] = (
+                    ran if self.baseline is None else against(self.baseline[index], ran)
+                )
+        if all(r.passed for r in results if r is not None):
+            for index, probe in enumerate(probes):
+                if results[index] is None:
+                    results[index] = self._compared(txn, bad, probe, how)
+        return [r for r in results if r is not None]
+
+    def _compared(
+        self, txn: Transaction, bad: frozenset[str], probe: Probe, how: RunSettings
+    ) -> ProbeResult:
+        """A metric in the state with ``bad`` as now against GOOD's, their runs interleaved
+        (metric.interleaved): a switch between the two is a few links."""
+        assert probe.metric is not None
+        once = msgspec.structs.replace(probe, metric=msgspec.structs.replace(probe.metric, runs=1))
+        ran: dict[bool, list[ProbeResult]] = {False: [], True: []}
+
+        def sample(after: bool) -> float | str:
+            self._move(txn, bad if after else frozenset())
+            run = run_probe(once, self.ctx.interpreter, settings=how)
+            ran[after].append(run)
+            assert run.metric is not None
+            return run.metric.values[0] if run.passed else run.metric.why
+
+        compared = interleaved(probe.metric, sample, after_first=self.at == bad)
+        if compared.baseline_failed:
+            raise _MoveFailed(
+                f"the metric failed in snapshot {self.good.id}'s state, where it passed before: "
+                f"{compared.runs.why}; no round can be judged"
+            )
+        self._note_noise(probe.metric, compared.runs.baseline_values)
+        last = (ran[True] or ran[False])[-1]  # its output is the round's state's, where it ran
+        return msgspec.structs.replace(
+            last,
+            probe=probe,
+            passed=not compared.runs.why,
+            seconds=sum(r.seconds for r in (*ran[False], *ran[True])),
+            metric=compared.runs,
+        )
+
+    def _note_noise(self, metric: Metric, baseline: Sequence[float]) -> None:
+        note = noise_note(metric, baseline)
+        if note and not self.noise:
+            self.noise = note
+            self.messages.append(note)
+
+    def _inconclusive_why(self) -> str:
+        """The last round could not tell: which, why, and what then."""
+        metric = next(p.metric for p in self.settings.probes if p.metric is not None)
+        number, last = len(self.rounds), self.rounds[-1]
+        runs, left = last.metric, ", ".join(last.bad) or "none"
+        assert runs is not None
+        return (
+            f"round {number} (as now: {left}) could not be told apart from snapshot "
+            f"{self.good.id} in {len(runs.values)} runs a side: {runs.why}. Nothing is named. "
+            f"What then: more runs (--metric-max-runs, {metric.max_runs} now), a wider limit "
+            f"(--max-regression, {metric.max_regression:g}% now) if a change that small does "
+            "not matter, or a steadier workload (longer runs, a quieter machine)"
+        )
 
     def _named(self, keys: frozenset[str]) -> tuple[str, ...]:
         """The units ``keys`` as the header names them: each unit's names joined by "+"."""
@@ -429,9 +522,25 @@ class _Bisect:
                 self.good_failure = _failure_text(baseline)
                 return Found(good_fails=True)
             self.baseline = baseline
+            for result in baseline:
+                if result.probe.metric is not None and result.metric is not None:
+                    self._note_noise(result.probe.metric, result.metric.values)
         order = list(self.units)
         # The first state probed is the start itself: no move while nothing changed yet.
-        return find(order, lambda bad: self._probe(txn, bad), good_proven=self.baseline is not None)
+        metric = any(p.metric is not None for p in self.settings.probes)
+        found = find(
+            order,
+            lambda bad: self._probe(txn, bad),
+            good_proven=self.baseline is not None,
+            steady=not metric,
+            alone=lambda key: self._probe(txn, frozenset({key}), confirms=key),
+        )
+        if found.inconclusive:
+            raise _Inconclusive(self._inconclusive_why())
+        self.not_confirmed = {
+            key: "passed" if verdict else "inconclusive" for key, verdict in found.not_confirmed
+        }
+        return found
 
     # -- the end -------------------------------------------------------------------------
 
@@ -540,6 +649,12 @@ class _Bisect:
                     "no round had only the culprits brought back pass: the changes may act "
                     "together, or the probe is not steady"
                 )
+        for key, verdict in self.not_confirmed.items():
+            self.messages.append(
+                f"{'+'.join(self.units[key])}: the search found it, but on its own (the good "
+                f"snapshot with only it as now) the probe {_ALONE[verdict]}: not confirmed, "
+                "not named"
+            )
         if not_bisected:
             self.messages.append(
                 "same version, other files since the good snapshot (not bisected): "
@@ -558,6 +673,7 @@ class _Bisect:
             units=tuple(self.units.values()),
             rounds=tuple(self.rounds),
             culprits=culprits,
+            not_confirmed=tuple(self._culprit(self.units[key]) for key in self.not_confirmed),
             confirmed=found.final_passed if found is not None else False,
             failure=self.failure,
             not_bisected=not_bisected,
@@ -637,6 +753,9 @@ def _check_after(txn: Transaction, restored: Restored) -> None:
     """After a switch: what another process changed, by the census the proof was made on (a
     restore stopped by an error of ours made none: one is taken now)."""
     txn.check_others(restored.left if restored.verification is not None else None, during=_DURING)
+
+
+_ALONE = {"passed": "passed", "inconclusive": "could not tell it from the good state"}
 
 
 def _failure_text(results: Sequence[ProbeResult]) -> str:

@@ -29,6 +29,7 @@ from safeuninstall.judgement.derived import (
     dropped_notes,
     judged_after,
     to_the_end,
+    undecided,
 )
 from safeuninstall.judgement.doctor import Finding, also_in, diagnose
 from safeuninstall.judgement.impact import allowed_unmet, removal_closure, unmet_in
@@ -361,7 +362,7 @@ class Attempt:
                 if judged is None:
                     return self._result(Outcome.REMOVED)
                 if isinstance(judged, Outcome):
-                    return self._kept()
+                    return self._kept(judged)
                 cause = judged
         except ChangedByOthers as err:  # what the removal removed comes back; nothing else
             messages.append(err.message)
@@ -448,6 +449,11 @@ class Attempt:
                 self.txn.stop_hashing()
             self.txn.finish(Outcome.REMOVED)
             return None
+        if not passed and undecided(after):
+            messages.append("the metric's runs could not tell: inconclusive is never a pass")
+            if removal.options.keep_on_failure:
+                return Outcome.INCONCLUSIVE_KEPT
+            return Cause.INCONCLUSIVE
         if removal.options.keep_on_failure:
             return Outcome.PROBE_FAILED_KEPT
         return Cause.PROBE_FAILED if not passed else Cause.DRIFT
@@ -491,11 +497,9 @@ class Attempt:
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
-    def _kept(self) -> RemovalResult:
-        self.txn.finish(Outcome.PROBE_FAILED_KEPT)
-        return self._result(
-            Outcome.PROBE_FAILED_KEPT, next_command=self.ctx.suggest("rollback", self.snap.id)
-        )
+    def _kept(self, outcome: Outcome) -> RemovalResult:
+        self.txn.finish(outcome)
+        return self._result(outcome, next_command=self.ctx.suggest("rollback", self.snap.id))
 
     def _restore(self, cause: Cause) -> RemovalResult:
         """Bring back everything the removal took in one batch, verify, probe again."""

@@ -18,6 +18,7 @@ from safeuninstall.judgement.doctor import Finding
 from safeuninstall.judgement.impact import ImpactReport, Unmet
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.libraries import Drift
+from safeuninstall.judgement.metric import MetricRuns
 from safeuninstall.judgement.needs import Cleanup
 from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
 from safeuninstall.judgement.probe import Probe, ProbeResult
@@ -407,14 +408,40 @@ class Culprit(Struct, frozen=True):
         return {"names": list(self.names), "good": list(self.good), "bad": list(self.bad)}
 
 
+class Round(Struct, frozen=True):
+    """One bisect round: the units left as they are now (every other one as GOOD had it), its
+    verdict, and a metric's runs of both states (the round's and GOOD's, interleaved)."""
+
+    bad: tuple[str, ...]
+    passed: bool
+    inconclusive: bool = False  # a metric's runs could not tell: neither passed nor failed
+    metric: MetricRuns | None = None
+    confirms: str = ""  # the culprit this round tries on its own, before it is named
+
+    @property
+    def verdict(self) -> str:
+        return "inconclusive" if self.inconclusive else "passed" if self.passed else "failed"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "bad": list(self.bad),
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "metric": self.metric.to_dict() if self.metric is not None else None,
+            "confirms": self.confirms or None,
+        }
+
+
 class BisectResult(Result, frozen=True, kw_only=True):
     """``bisect GOOD``: the units the changes since GOOD form, each probe round (the units
-    left as they are now, and whether the probe passed), and the culprits."""
+    left as they are now, and its verdict), the culprits, and those that did not reproduce on
+    their own."""
 
     good: str = ""
     units: tuple[tuple[str, ...], ...] = ()
-    rounds: tuple[tuple[tuple[str, ...], bool], ...] = ()
+    rounds: tuple[Round, ...] = ()
     culprits: tuple[Culprit, ...] = ()
+    not_confirmed: tuple[Culprit, ...] = ()  # found by the search, but not on their own
     confirmed: bool = False  # a round with only the culprits brought back passed
     failure: str = ""  # the probe's output where it fails (the environment as it was)
     not_bisected: tuple[str, ...] = ()  # same version, other files: no stash tells them apart
@@ -425,8 +452,9 @@ class BisectResult(Result, frozen=True, kw_only=True):
             "bisect": {
                 "good": self.good,
                 "units": [list(u) for u in self.units],
-                "rounds": [{"bad": list(bad), "passed": passed} for bad, passed in self.rounds],
+                "rounds": [r.to_dict() for r in self.rounds],
                 "culprits": [c.to_dict() for c in self.culprits],
+                "not_confirmed": [c.to_dict() for c in self.not_confirmed],
                 "confirmed": self.confirmed,
                 "failure": self.failure,
                 "not_bisected": list(self.not_bisected),

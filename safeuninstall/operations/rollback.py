@@ -35,7 +35,14 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
-from safeuninstall.judgement.derived import after_settings, as_baseline, dropped_notes, judged_after
+from safeuninstall.environment.sizes import count_text
+from safeuninstall.judgement.derived import (
+    after_settings,
+    as_baseline,
+    dropped_notes,
+    judged_after,
+    undecided,
+)
 from safeuninstall.judgement.impact import Unmet, allowed_unmet
 from safeuninstall.judgement.libraries import Ownership
 from safeuninstall.judgement.plan import (
@@ -685,8 +692,13 @@ class _Rollback:
                 f"the probe passed before the {self.command} and fails after it: "
                 + ", ".join(regressed)
             )
+            cause = Cause.INCONCLUSIVE if undecided(after) else Cause.PROBE_FAILED
+            if cause is Cause.INCONCLUSIVE:
+                self.messages.append(
+                    "the metric's runs could not tell: inconclusive is never a pass"
+                )
             with txn.interrupts_deferred():
-                return self._undo(txn, Cause.PROBE_FAILED, self.base.restored)
+                return self._undo(txn, cause, self.base.restored)
         self._finish(txn)
         if all(r.passed for r in after):
             return self._result(Outcome.ROLLED_BACK)

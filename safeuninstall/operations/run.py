@@ -49,6 +49,7 @@ from safeuninstall.judgement.derived import (
     judged_after,
     judged_change,
     stopping_after_change,
+    undecided,
 )
 from safeuninstall.judgement.impact import Unmet, unmet_after_change
 from safeuninstall.judgement.libraries import ownership
@@ -376,6 +377,9 @@ class _Attempt:
                 "it; the rollback named below returns it to the snapshot, undoing both",
             ]
             return Outcome.RUN_CONCURRENT_KEPT
+        if not passed and undecided(self.guard.runs.after):
+            messages.append("the metric's runs could not tell: inconclusive is never a pass")
+            return Outcome.RUN_INCONCLUSIVE_KEPT if options.keep_on_failure else Cause.INCONCLUSIVE
         if not passed:
             return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else Cause.PROBE_FAILED
         return None
