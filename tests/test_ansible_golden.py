@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import UV, MakeVenv, Venv
-from tests.test_ansible import ANSIBLE_PLAYBOOK
+from tests.test_ansible import ANSIBLE_PLAYBOOK, RECAP
 
 PLAYBOOK = Path(__file__).parent.parent / "examples" / "ansible" / "compare-to-golden.yml"
 
@@ -118,6 +118,12 @@ def test_ten_nodes_two_drift_one_unreachable(make_venv: MakeVenv, tmp_path: Path
     done, report = run_playbook(tmp_path, nodes, sets_dir="sets")
 
     assert done.returncode == 4, done.stdout + done.stderr  # ansible's "a host was unreachable"
+    recap = {
+        host: (int(changed), int(unreachable))
+        for host, _, changed, unreachable, _ in RECAP.findall(done.stdout)
+    }
+    assert recap.pop("node11") == (0, 1)
+    assert set(recap.values()) == {(0, 0)}, recap  # nothing changed on any node
     assert report["differ"] == ["node03", "node07"]
     assert report["no_answer"] == ["node11"]
     assert report["same"] == [f"node{n:02}" for n in (1, 2, 4, 5, 6, 8, 9, 10)]
