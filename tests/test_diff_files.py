@@ -208,6 +208,17 @@ HOSTILE: dict[str, tuple[str, str | bytes, str]] = {
     "empty": ("r.txt", "# nothing\n\n", "no `name==version` line"),
     "twice": ("r.txt", "a==1.0\nb==1\nA==2.0\n", "line 3: a is listed again (line 1)"),
     "bad-version": ("r.txt", "a===1.0/../x\n", "line 1: '1.0/../x' is not a version"),
+    "too-many": (
+        "r.txt",
+        "".join(f"p{n}==1.0\n" for n in range(described.MAX_PACKAGES + 1)),
+        f"line {described.MAX_PACKAGES + 1}: more than {described.MAX_PACKAGES} distributions",
+    ),
+    "too-many-locked": (
+        "pylock.toml",
+        'lock-version = "1.0"\ncreated-by = "x"\n'
+        + '[[packages]]\nname = "p"\n' * (described.MAX_PACKAGES + 1),
+        f"more than {described.MAX_PACKAGES} distributions",
+    ),
 }
 
 
@@ -314,6 +325,11 @@ def test_a_freeze_file_with_hashes_urls_markers_and_an_editable(tmp_path: Path) 
     linux = {"sys_platform": "linux", "python_version": "3.12"}
     assert "windows-only" not in state.select(linux)
     assert "windows-only" in state.select(None)  # no environment: markers not evaluated
+    # As a snapshot's entries: what has a version, sorted, with its source.
+    assert [(e.pin, e.source.kind) for e in state.entries(linux)] == [
+        ("alpha-pkg==1.0", "index"),
+        ("wheel-made==2.1", "url"),
+    ]
 
 
 def test_pylock_versions_hashes_and_sources(tmp_path: Path) -> None:

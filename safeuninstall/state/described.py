@@ -12,9 +12,10 @@ Three kinds of file say it, told apart by name and content:
 
 Each becomes one ``DescribedState``: per distribution its version, where it comes from and the
 hashes the file gives, and the marker under which it applies. ``select`` gives the set that
-applies to one environment (its marker values): what ``diff`` compares with another side, and
-what a command that brings those versions here installs (``DescribedPackage.from_index`` says
-whether an index can give a version at all).
+applies to one environment (its marker values): what ``diff`` compares with another side;
+``entries`` the same as a snapshot's entries, for a command that brings those versions here
+(from a stash that holds them, else an index: ``DescribedPackage.from_index`` says whether an
+index can give a version at all).
 
 The file is untrusted: it is read only if it is a regular file, up to a limit; a file of another
 kind, a syntax error, an unpinned line or a value that could act as something else (a path, a
@@ -47,12 +48,16 @@ from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.environment.installed import Source
 from safeuninstall.environment.names import unsafe_name, unsafe_version
 from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.snapshot import PackageEntry
 
-# A snapshot.toml may list every stashed file (snapshot.py allows as much); a requirements
-# file or a lock file is a line or a table per distribution.
-_MAX_SNAPSHOT_BYTES = 256 << 20
+# A snapshot.toml lists every stashed file: 64 MiB is some 400,000 files, where a 5 GB torch
+# environment has 22,000. A requirements file is a line per distribution.
+_MAX_TOML_BYTES = 64 << 20
 _MAX_BYTES = 16 << 20
 _SHOWN = 80  # characters of a refused line shown in a message
+# Far beyond any environment (a large ML one has a few hundred); what is more is refused
+# before it is validated entry by entry, which would take a minute for a million lines.
+MAX_PACKAGES = 20_000
 
 # Identifiers that name a snapshot of the environment, never a file (``./7`` is the file 7).
 _SNAPSHOT_REFERENCE = re.compile(r"[0-9]+|latest|now")
@@ -112,6 +117,18 @@ class DescribedState(Struct, frozen=True):
             chosen[package.name] = package
         return chosen
 
+    def entries(self, markers: Mapping[str, str] | None) -> tuple[PackageEntry, ...]:
+        """The distributions that apply, each as a snapshot lists one (name, version, source;
+        no stash), sorted by name: what an operation that brings these versions into an
+        environment takes (the stash index finds which stashes hold each pin; ``from_index``
+        says which others an index can give). Those without a version are left out: no pin
+        names them."""
+        return tuple(
+            PackageEntry(name=p.name, version=p.version, source=p.source)
+            for _, p in sorted(self.select(markers).items())
+            if p.version is not None
+        )
+
 
 def is_file_reference(reference: str) -> bool:
     """Whether a command's snapshot argument names a file: anything that is not a snapshot
@@ -123,7 +140,7 @@ def read(path: Path) -> DescribedState:
     """The state the file at ``path`` describes; InvalidInput, naming it, if it describes
     none."""
     toml = path.suffix == ".toml"
-    raw = _read_bounded(path, _MAX_SNAPSHOT_BYTES if toml else _MAX_BYTES)
+    raw = _read_bounded(path, _MAX_TOML_BYTES if toml else _MAX_BYTES)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -177,6 +194,9 @@ def _from_toml(path: Path, text: str) -> DescribedState:
         raise InvalidInput(f"{path}: not a valid TOML file: {err}") from None
     except RecursionError:  # the parser recurses into nested arrays and tables
         raise InvalidInput(f"{path}: not a valid TOML file: nested too deeply") from None
+    packages = data.get("packages")
+    if isinstance(packages, list) and len(packages) > MAX_PACKAGES:
+        raise InvalidInput(f"{path}: {_too_many()}")
     if "lock-version" in data:
         return _from_pylock(path, data)
     if "format" in data and "packages" in data:
@@ -185,6 +205,10 @@ def _from_toml(path: Path, text: str) -> DescribedState:
         f"{path}: a TOML file that is neither a snapshot (no `format`) nor a pylock.toml "
         "(no `lock-version`)"
     )
+
+
+def _too_many() -> str:
+    return f"more than {MAX_PACKAGES} distributions: not the set of one environment"
 
 
 def _from_snapshot(path: Path, data: dict[str, Any]) -> DescribedState:
@@ -312,6 +336,8 @@ def _from_requirements(path: Path, text: str) -> DescribedState:
                 f"{path}: {where}: {line[:_SHOWN]!r} is an option this tool does "
                 "not read in a pinned requirements file"
             )
+        elif len(packages) == MAX_PACKAGES:
+            raise InvalidInput(f"{path}: {where}: {_too_many()}")
         else:
             packages.append(_pinned(path, where, line))
     if not packages and not set_aside:
