@@ -206,7 +206,7 @@ HOSTILE: dict[str, tuple[str, str | bytes, str]] = {
     "option": ("r.txt", "--something\n", "line 1: '--something' is an option"),
     "not-a-requirement": ("r.txt", "a==1.0\n\n$(rm -rf /)\n", "line 3: '$(rm -rf /)' is not"),
     "empty": ("r.txt", "# nothing\n\n", "no `name==version` line"),
-    "twice": ("r.txt", "a==1.0\nb==1\nA==2.0\n", "line 3: a is listed again (line 1)"),
+    "twice": ("r.txt", "a==1.0\nb==1\nA==2.0\n", "line 3: a is listed again (line 1); both apply"),
     "bad-version": ("r.txt", "a===1.0/../x\n", "line 1: '1.0/../x' is not a version"),
     "too-many": (
         "r.txt",

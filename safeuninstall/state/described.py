@@ -110,9 +110,14 @@ class DescribedState(Struct, frozen=True):
             if markers is not None and not _applies(package, markers, self.path):
                 continue
             if (first := chosen.get(package.name)) is not None:
+                why = (
+                    "both apply to one environment"
+                    if markers is not None
+                    else "with no environment to evaluate their markers for, both count"
+                )
                 raise InvalidInput(
-                    f"{self.path}: {package.where}: {package.name} is listed again ({first.where}"
-                    "), and both apply to one environment"
+                    f"{self.path}: {package.where}: {package.name} is listed again "
+                    f"({first.where}); {why}"
                 )
             chosen[package.name] = package
         return chosen
