@@ -374,3 +374,22 @@ def test_a_version_a_file_does_not_give_is_not_compared(
 
     assert found["changes"] == []
     assert found["files_not_compared"] == ["leftpad"]
+
+
+def test_an_editable_line_is_set_aside_and_said(make_venv: MakeVenv, tmp_path: Path) -> None:
+    """``-e`` names no version: left out, said in the text and in ``set_aside``; the rest is
+    compared."""
+    venv = make_venv("leftpad==1.0", "urllib3==2.3.0")
+    frozen = _write(
+        tmp_path / "other.txt", "leftpad==1.0\n-e file:///src/project\nurllib3==2.2.1\n"
+    )
+
+    found = venv.tool("diff", str(frozen), "--json").json()
+    text = venv.tool("diff", str(frozen)).stdout.splitlines()
+
+    assert [(c["name"], c["change"]) for c in found["changes"]] == [  # type: ignore[attr-defined]
+        ("urllib3", "upgraded")
+    ]
+    said = "line 2: an editable install (-e file:///src/project) names no version: not compared"
+    assert found["set_aside"] == [said]
+    assert text[-1] == f"not compared: {said}"
