@@ -133,6 +133,9 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
     assert isinstance(good, str)
     tool("diff", 0, "diff", "--json", good)
     tool("bisect", 0, "bisect", "--json", "--dry-run", good, "--probe", "import leftpad")
+    described = tmp_path / "other-node.txt"  # another environment's set, as a file
+    described.write_text("requests==2.32.3\nurllib3==2.2.1\n-e file:///src/project\n")
+    tool("diff", 0, "diff", "--json", str(described))
     tool("bisect", 0, "bisect", "--json", good, "--probe", "import leftpad")
     tool("rollback", 0, "rollback", "--json")  # the bisect's snapshot is now: back to ``good``
     tool("run", 0, "run", "--json", "--", "true")

@@ -1088,13 +1088,17 @@ def diff_command(common: Common, first: str | None, second: str | None) -> None:
     downgraded, and those of the same version whose files differ, with sizes.
 
     No snapshot: the latest against now; one: that one against now. Either may be `now`.
+    A or B may also be a file that describes another environment: a snapshot.toml, a
+    pylock.toml, or a pinned requirements file (`uv pip freeze`, `safe-uninstall export`).
+    A snapshot is named by its number or `latest`; anything else is a file's path (`./7` for
+    a file named 7). A file gives versions only: files are not compared with it.
     Reads only: takes no lock, writes nothing.
     """
 
     common.read_only = True
 
     def call() -> DiffResult:
-        return diff(common.context(), first, second)
+        return diff(common.context, first, second)
 
     _run(
         common,

@@ -454,12 +454,21 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
         lines += [f"      {path}" for path in shown]
         if len(shown) < len(change.files):
             lines.append(f"      ... and {len(change.files) - len(shown)} more (-v lists them)")
-    if d.not_compared:
+    files = [
+        side
+        for side, kind in ((found.before, found.before_kind), (found.after, found.after_kind))
+        if kind == "file"
+    ]
+    if files:
+        verb = "give" if len(files) > 1 else "gives"
+        lines.append(f"files not compared: {' and '.join(files)} {verb} versions only")
+    elif d.not_compared:
         names = ", ".join(d.not_compared[:5]) + (" ..." if len(d.not_compared) > 5 else "")
         lines.append(
             f"files not compared for {count_text(len(d.not_compared), 'distribution')} of the same "
             f"version (a snapshot without their stash): {names}"
         )
+    lines += [f"not compared: {line}" for line in found.set_aside]
     return "\n".join(lines)
 
 

@@ -35,9 +35,10 @@ class ChangeKind(enum.Enum):
 class Side(Struct, frozen=True):
     """One distribution on one side: its version, and its files (path relative to the
     environment root: sha256, or ``UNKNOWN`` for a file listed without a hash) where they are
-    known; None where they are not (a snapshot that did not stash it)."""
+    known; None where they are not (a snapshot that did not stash it). ``version`` None: not
+    known either (a lock file's source tree names none): neither is compared."""
 
-    version: str
+    version: str | None
     files: Mapping[str, str] | None = None
     size: int | None = None  # bytes of the files compared (``compared``), where they are known
 
@@ -73,7 +74,8 @@ class Change(Struct, frozen=True):
 
 class Diff(Struct, frozen=True):
     """Every change from side A to side B, by name; how many stayed the same; and the names
-    whose files could not be compared (the same version, files unknown on a side)."""
+    whose files could not be compared (the same version, files unknown on a side; or a version
+    unknown on a side)."""
 
     changes: tuple[Change, ...]
     unchanged: int
@@ -104,9 +106,9 @@ def compare(before: Mapping[str, Side], after: Mapping[str, Side]) -> Diff:
             kind = ChangeKind.ADDED
         elif b is None:
             kind = ChangeKind.REMOVED
-        elif a.version != b.version:
+        elif a.version is not None and b.version is not None and a.version != b.version:
             kind = version_change(a.version, b.version)
-        elif a.files is None or b.files is None:
+        elif a.version is None or b.version is None or a.files is None or b.files is None:
             kind = None
             not_compared.append(name)
         else:

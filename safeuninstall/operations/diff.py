@@ -1,4 +1,8 @@
-"""``diff``: what changed between two snapshots, or between a snapshot and the environment now.
+"""``diff``: what changed between two snapshots, or between a snapshot and the environment now;
+either side may also be a file that describes another environment (state/described.py): a
+snapshot.toml from elsewhere, a pylock.toml, a pinned requirements file. A file gives versions,
+not files: with one on a side, distributions of the same version count as unchanged and are
+listed as not compared.
 
 A snapshot's files are known from its stash (each file's sha256 as kept); the environment's
 now from the installed RECORDs (the hashes each install wrote down), so nothing is hashed here.
@@ -9,26 +13,58 @@ elsewhere, and the version already says what the metadata would.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
 from safeuninstall.judgement.diff import Side, compare, snapshot_sides
-from safeuninstall.operations.results import DiffResult
+from safeuninstall.operations.results import DiffResult, SideKind
 from safeuninstall.session.analysis import installed_sides
 from safeuninstall.session.context import Context
+from safeuninstall.state import described
 
 NOW = "now"
 
 
-def diff(ctx: Context, first: str | None, second: str | None) -> DiffResult:
+def diff(target: Callable[[], Context], first: str | None, second: str | None) -> DiffResult:
     """No reference: the latest snapshot against now; one: that snapshot against now; two:
-    the first against the second (either may be ``now``)."""
+    the first against the second (either may be ``now``). A reference that is not a snapshot
+    number, ``latest`` or ``now`` is a file's path. ``target`` opens the environment, when a
+    side needs it: two files compare without one."""
     before_ref = first if first is not None else "latest"
     after_ref = second if second is not None else NOW
-    before_label, before = _side(ctx, before_ref)
-    after_label, after = _side(ctx, after_ref)
-    return DiffResult(before_label, after_label, compare(before, after))
+    files = {
+        ref: described.read(Path(ref))
+        for ref in (before_ref, after_ref)
+        if described.is_file_reference(ref)
+    }
+    context = functools.cache(target)
+    # A file's markers are evaluated for the environment compared with it, if there is one.
+    markers = context().interpreter.markers if len(files) < 2 else None
+    before_label, before_kind, before = _side(context, before_ref, files, markers)
+    after_label, after_kind, after = _side(context, after_ref, files, markers)
+    set_aside = tuple(line for state in files.values() for line in state.set_aside)
+    return DiffResult(
+        before_label,
+        after_label,
+        compare(before, after),
+        before_kind=before_kind,
+        after_kind=after_kind,
+        set_aside=set_aside,
+    )
 
 
-def _side(ctx: Context, reference: str) -> tuple[str, dict[str, Side]]:
+def _side(
+    context: Callable[[], Context],
+    reference: str,
+    files: dict[str, described.DescribedState],
+    markers: Mapping[str, str] | None,
+) -> tuple[str, SideKind, dict[str, Side]]:
+    if reference in files:
+        state = files[reference]
+        chosen = state.select(markers)
+        return state.path, "file", {name: Side(p.version) for name, p in chosen.items()}
     if reference == NOW:
-        return NOW, installed_sides(ctx)
-    snap = ctx.store.resolve(reference)
-    return snap.id, snapshot_sides(snap)
+        return NOW, "now", installed_sides(context())
+    snap = context().store.resolve(reference)
+    return snap.id, "snapshot", snapshot_sides(snap)

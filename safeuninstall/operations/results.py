@@ -7,6 +7,7 @@ Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JS
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 from msgspec import Struct, field
@@ -385,15 +386,31 @@ class PruneResult(Struct, frozen=True):
         }
 
 
+# What a side of ``diff`` is: what is installed, a snapshot of the environment, or a file
+# that describes an environment (a snapshot.toml from elsewhere, a pylock.toml, requirements).
+SideKind = Literal["now", "snapshot", "file"]
+
+
 class DiffResult(Struct, frozen=True):
-    """``diff A B``: the two sides compared (a snapshot id, or ``now``) and what changed."""
+    """``diff A B``: the two sides compared (a snapshot id, ``now``, or a file's path) and what
+    changed; what a file side said that was left out of the comparison."""
 
     before: str
     after: str
     diff: Diff
+    before_kind: SideKind = "snapshot"
+    after_kind: SideKind = "now"
+    set_aside: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        return {"before": self.before, "after": self.after, **self.diff.to_dict()}
+        return {
+            "before": self.before,
+            "after": self.after,
+            "before_kind": self.before_kind,
+            "after_kind": self.after_kind,
+            **self.diff.to_dict(),
+            "set_aside": list(self.set_aside),
+        }
 
 
 class Culprit(Struct, frozen=True):

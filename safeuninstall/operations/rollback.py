@@ -35,7 +35,6 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
-from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.derived import (
     after_settings,
     as_baseline,

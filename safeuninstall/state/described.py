@@ -1,0 +1,403 @@
+"""A described state: the distributions another environment has, as a file says them.
+
+Three kinds of file say it, told apart by name and content:
+
+- a snapshot.toml this tool wrote, here or on another machine (``format`` and ``packages``);
+- a PEP 751 lock file, ``pylock.toml`` or ``pylock.NAME.toml`` (``lock-version``): what
+  ``safe-uninstall export --format pylock`` or a locker writes, validated by
+  ``packaging.pylock``;
+- any other name: a pinned requirements file, ``name==version`` a line, as ``uv pip freeze``
+  and ``safe-uninstall export`` write it (comments, ``--hash`` options, ``name @ URL`` lines and
+  index options are read; ``-e`` lines, which name no version, are set aside with a note).
+
+Each becomes one ``DescribedState``: per distribution its version, where it comes from and the
+hashes the file gives, and the marker under which it applies. ``select`` gives the set that
+applies to one environment (its marker values): what ``diff`` compares with another side;
+``entries`` the same as a snapshot's entries, for a command that brings those versions here
+(from a stash that holds them, else an index: ``DescribedPackage.from_index`` says whether an
+index can give a version at all).
+
+The file is untrusted: it is read only if it is a regular file, up to a limit; a file of another
+kind, a syntax error, an unpinned line or a value that could act as something else (a path, a
+marker or URL in a name) is refused with an error naming the file and the line or key path.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from msgspec import Struct, field
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.pylock import Package, Pylock, PylockUnsupportedVersionError, PylockValidationError
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+
+from safeuninstall.base import tomlfile
+from safeuninstall.base.bounded import limit_text, read_bytes
+from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
+from safeuninstall.environment.installed import Source
+from safeuninstall.environment.names import unsafe_name, unsafe_version
+from safeuninstall.state import snapshot as snapshot_file
+from safeuninstall.state.snapshot import PackageEntry
+
+# A snapshot.toml lists every stashed file: 64 MiB is some 400,000 files, where a 5 GB torch
+# environment has 22,000. A requirements file is a line per distribution.
+_MAX_TOML_BYTES = 64 << 20
+_MAX_BYTES = 16 << 20
+_SHOWN = 80  # characters of a refused line shown in a message
+# Far beyond any environment (a large ML one has a few hundred); what is more is refused
+# before it is validated entry by entry, which would take a minute for a million lines.
+MAX_PACKAGES = 20_000
+
+# Identifiers that name a snapshot of the environment, never a file (``./7`` is the file 7).
+_SNAPSHOT_REFERENCE = re.compile(r"[0-9]+|latest|now")
+
+
+class DescribedFormat(enum.Enum):
+    SNAPSHOT = "snapshot"
+    PYLOCK = "pylock"
+    REQUIREMENTS = "requirements"
+
+
+class DescribedPackage(Struct, frozen=True):
+    """One distribution as the file describes it."""
+
+    name: str  # canonical
+    version: str | None  # None: the file gives none (a source tree, a URL without one)
+    where: str  # "line 4", "packages[2]": where the file says it, for messages
+    source: Source = field(default_factory=lambda: Source(kind="index"))
+    marker: str | None = None  # PEP 508: the environments it applies to; None: every one
+    hashes: tuple[str, ...] = ()  # "sha256:<hex>" of its files, where the file gives them
+
+    @property
+    def pin(self) -> str:
+        """``name==version``; the name alone where no version is known."""
+        return self.name if self.version is None else f"{self.name}=={self.version}"
+
+    @property
+    def from_index(self) -> bool:
+        """Whether a package index (or a ``--find-links`` folder) can supply it: a version
+        released under this name, not a URL, a folder or a checkout."""
+        return self.version is not None and self.source.kind == "index"
+
+
+class DescribedState(Struct, frozen=True):
+    """What a file says another environment has."""
+
+    path: str  # as given
+    format: DescribedFormat
+    packages: tuple[DescribedPackage, ...]
+    # What was read and left out, each a sentence naming its line: an editable install
+    set_aside: tuple[str, ...] = ()
+    python: str | None = None  # the Python version the file was made for, where it says
+
+    def select(self, markers: Mapping[str, str] | None) -> dict[str, DescribedPackage]:
+        """The distributions that apply to an environment with these marker values, by name;
+        ``markers`` None: every one, markers not evaluated. A name that applies twice is an
+        error: one environment has one version of it."""
+        chosen: dict[str, DescribedPackage] = {}
+        for package in self.packages:
+            if markers is not None and not _applies(package, markers, self.path):
+                continue
+            if (first := chosen.get(package.name)) is not None:
+                why = (
+                    "both apply to one environment"
+                    if markers is not None
+                    else "with no environment to evaluate their markers for, both count"
+                )
+                raise InvalidInput(
+                    f"{self.path}: {package.where}: {package.name} is listed again "
+                    f"({first.where}); {why}"
+                )
+            chosen[package.name] = package
+        return chosen
+
+    def entries(self, markers: Mapping[str, str] | None) -> tuple[PackageEntry, ...]:
+        """The distributions that apply, each as a snapshot lists one (name, version, source;
+        no stash), sorted by name: what an operation that brings these versions into an
+        environment takes (the stash index finds which stashes hold each pin; ``from_index``
+        says which others an index can give). Those without a version are left out: no pin
+        names them."""
+        return tuple(
+            PackageEntry(name=p.name, version=p.version, source=p.source)
+            for _, p in sorted(self.select(markers).items())
+            if p.version is not None
+        )
+
+
+def is_file_reference(reference: str) -> bool:
+    """Whether a command's snapshot argument names a file: anything that is not a snapshot
+    number, ``latest`` or ``now``."""
+    return not _SNAPSHOT_REFERENCE.fullmatch(reference)
+
+
+def read(path: Path) -> DescribedState:
+    """The state the file at ``path`` describes; InvalidInput, naming it, if it describes
+    none."""
+    toml = path.suffix == ".toml"
+    raw = _read_bounded(path, _MAX_TOML_BYTES if toml else _MAX_BYTES)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: not UTF-8 text") from None
+    if toml:
+        return _from_toml(path, text)
+    return _from_requirements(path, text)
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    if path.is_dir():
+        raise InvalidInput(f"{path}: a folder, not a file")
+    try:
+        return read_bytes(path, limit)
+    except FileNotFoundError:
+        raise InvalidInput(f"{path}: no such file") from None
+    except OSError as err:  # bounded.Unusable says it in full; others have a strerror
+        what = err.strerror or str(err).removeprefix(f"{path}: ")
+        if "over the limit" in what:
+            what = f"larger than {limit_text(limit)}: not a file that describes an environment"
+        raise InvalidInput(f"{path}: cannot read it: {what}") from None
+
+
+def _applies(package: DescribedPackage, markers: Mapping[str, str], path: str) -> bool:
+    if package.marker is None:
+        return True
+    try:
+        return Marker(package.marker).evaluate({**markers, "extra": ""})
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName) as err:
+        raise InvalidInput(f"{path}: {package.where}.marker: {err}") from None
+
+
+def _checked(path: Path, where: str, name: str, version: str | None) -> tuple[str, str | None]:
+    """The canonical name and the version, refused if either could act as something else."""
+    canonical = canonicalize_name(name)
+    problem = unsafe_name(canonical)
+    if problem:
+        raise InvalidInput(f"{path}: {where}: {name[:_SHOWN]!r} {problem}")
+    if version is not None and (problem := unsafe_version(version)):
+        raise InvalidInput(f"{path}: {where}: {version[:_SHOWN]!r} {problem}")
+    return canonical, version
+
+
+# -- TOML: a snapshot, a lock file ---------------------------------------------------------------
+
+
+def _from_toml(path: Path, text: str) -> DescribedState:
+    try:
+        data = tomlfile.loads(text)
+    except ValueError as err:
+        raise InvalidInput(f"{path}: not a valid TOML file: {err}") from None
+    except RecursionError:  # the parser recurses into nested arrays and tables
+        raise InvalidInput(f"{path}: not a valid TOML file: nested too deeply") from None
+    packages = data.get("packages")
+    if isinstance(packages, list) and len(packages) > MAX_PACKAGES:
+        raise InvalidInput(f"{path}: {_too_many()}")
+    if "lock-version" in data:
+        return _from_pylock(path, data)
+    if "format" in data and "packages" in data:
+        return _from_snapshot(path, data)
+    raise InvalidInput(
+        f"{path}: a TOML file that is neither a snapshot (no `format`) nor a pylock.toml "
+        "(no `lock-version`)"
+    )
+
+
+def _too_many() -> str:
+    return f"more than {MAX_PACKAGES} distributions: not the set of one environment"
+
+
+def _from_snapshot(path: Path, data: dict[str, Any]) -> DescribedState:
+    try:
+        snap = snapshot_file.from_data(data, path)
+    except SnapshotInvalid as err:
+        raise InvalidInput(err.message) from None
+    packages = tuple(
+        DescribedPackage(entry.name, entry.version, f"packages[{index}]", entry.source)
+        for index, entry in enumerate(snap.packages)
+    )
+    return DescribedState(str(path), DescribedFormat.SNAPSHOT, packages, (), snap.target.version)
+
+
+def _from_pylock(path: Path, data: dict[str, Any]) -> DescribedState:
+    try:
+        lock = Pylock.from_dict(data)
+    except (PylockValidationError, PylockUnsupportedVersionError) as err:
+        raise InvalidInput(f"{path}: not a valid pylock.toml: {err}") from None
+    packages = tuple(
+        _locked(path, f"packages[{index}]", package) for index, package in enumerate(lock.packages)
+    )
+    python = str(lock.requires_python) if lock.requires_python else None
+    return DescribedState(str(path), DescribedFormat.PYLOCK, packages, (), python)
+
+
+def _locked(path: Path, where: str, package: Package) -> DescribedPackage:
+    """A ``[[packages]]`` table; the version, where the table has none, from its wheels'
+    file names (PEP 751 leaves it out for a source tree: then it stays unknown)."""
+    version = str(package.version) if package.version is not None else None
+    hashes: list[str] = []
+    for wheel in package.wheels or ():
+        hashes += _hashes(wheel.hashes)
+        if version is None and wheel.filename:
+            version = str(parse_wheel_filename(wheel.filename)[1])
+    if package.sdist is not None:
+        hashes += _hashes(package.sdist.hashes)
+    name, version = _checked(path, where, str(package.name), version)
+    return DescribedPackage(
+        name,
+        version,
+        where,
+        _lock_source(package),
+        str(package.marker) if package.marker is not None else None,
+        tuple(dict.fromkeys(hashes)),
+    )
+
+
+def _hashes(hashes: Mapping[str, str]) -> list[str]:
+    return [f"{algorithm}:{value}" for algorithm, value in sorted(hashes.items())]
+
+
+def _lock_source(package: Package) -> Source:
+    if package.vcs is not None:
+        vcs = package.vcs
+        return Source(
+            kind="vcs",
+            url=vcs.url or vcs.path,
+            vcs=vcs.type,
+            commit=vcs.commit_id,
+            requested_revision=vcs.requested_revision,
+            subdirectory=vcs.subdirectory,
+        )
+    if package.directory is not None:
+        directory = package.directory
+        kind = "editable" if directory.editable else "directory"
+        return Source(kind=kind, url=directory.path, subdirectory=directory.subdirectory)
+    if package.archive is not None:
+        archive = package.archive
+        return Source(
+            kind="url", url=archive.url or archive.path, subdirectory=archive.subdirectory
+        )
+    return Source(kind="index", url=package.index)
+
+
+# -- a pinned requirements file --------------------------------------------------------------------
+
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_HASH = re.compile(r"\s--hash[=\s]\s*(\S+)")
+# Options that say where to install from: read past, they change no version.
+_INDEX_OPTIONS = re.compile(
+    r"(-i|--index-url|--extra-index-url|-f|--find-links|--no-index|--trusted-host|--pre"
+    r"|--prefer-binary|--only-binary|--no-binary|--require-hashes)(\s|=|$)"
+)
+_EDITABLE = re.compile(r"(-e|--editable)(\s|=)")
+_INCLUDE = re.compile(r"(-r|--requirement|-c|--constraint)(\s|=)")
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Each line with its number, comments gone, continuation lines (``\\``) joined."""
+    start, joined = 0, ""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = _COMMENT.sub("", line)
+        if not joined:
+            start = number
+        if line.endswith("\\"):
+            joined += line[:-1] + " "
+            continue
+        joined += line
+        if joined.strip():
+            yield start, joined.strip()
+        joined = ""
+    if joined.strip():
+        yield start, joined.strip()
+
+
+def _from_requirements(path: Path, text: str) -> DescribedState:
+    packages: list[DescribedPackage] = []
+    set_aside: list[str] = []
+    for number, line in _logical_lines(text):
+        where = f"line {number}"
+        if _EDITABLE.match(line):
+            set_aside.append(
+                f"{where}: an editable install ({line[:_SHOWN]}) names no version: not compared"
+            )
+        elif _INCLUDE.match(line):
+            raise InvalidInput(
+                f"{path}: {where}: {line[:_SHOWN]!r} includes another file; give a file that "
+                "pins every distribution itself (`uv pip freeze` writes one)"
+            )
+        elif _INDEX_OPTIONS.match(line):
+            continue
+        elif line.startswith("-"):
+            raise InvalidInput(
+                f"{path}: {where}: {line[:_SHOWN]!r} is an option this tool does "
+                "not read in a pinned requirements file"
+            )
+        elif len(packages) == MAX_PACKAGES:
+            raise InvalidInput(f"{path}: {where}: {_too_many()}")
+        else:
+            packages.append(_pinned(path, where, line))
+    if not packages and not set_aside:
+        raise InvalidInput(f"{path}: no `name==version` line: not a pinned requirements file")
+    return DescribedState(
+        str(path), DescribedFormat.REQUIREMENTS, tuple(packages), tuple(set_aside)
+    )
+
+
+def _pinned(path: Path, where: str, line: str) -> DescribedPackage:
+    hashes = tuple(_HASH.findall(f" {line}"))
+    bare = _HASH.sub("", f" {line}").strip()
+    try:
+        requirement = Requirement(bare)
+    except InvalidRequirement as err:
+        reason = str(err).splitlines()[0]
+        raise InvalidInput(
+            f"{path}: {where}: {bare[:_SHOWN]!r} is not a requirement ({reason})"
+        ) from None
+    marker = str(requirement.marker) if requirement.marker is not None else None
+    if requirement.url:
+        version = _version_in_url(requirement.url)
+        source = _url_source(requirement.url)
+    else:
+        version = _pinned_version(path, where, requirement)
+        source = Source(kind="index")
+    name, version = _checked(path, where, requirement.name, version)
+    return DescribedPackage(name, version, where, source, marker, hashes)
+
+
+def _pinned_version(path: Path, where: str, requirement: Requirement) -> str:
+    specifiers = list(requirement.specifier)
+    if (
+        len(specifiers) == 1
+        and specifiers[0].operator in ("==", "===")
+        and ("*" not in specifiers[0].version)
+    ):
+        return specifiers[0].version
+    raise InvalidInput(
+        f"{path}: {where}: {str(requirement)[:_SHOWN]!r} is not pinned to one version "
+        "(`name==version`, as `uv pip freeze` writes it)"
+    )
+
+
+def _version_in_url(url: str) -> str | None:
+    """The version a wheel's or an sdist's file name carries; None for anything else."""
+    filename = url.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    try:
+        if filename.endswith(".whl"):
+            return str(parse_wheel_filename(filename)[1])
+        return str(parse_sdist_filename(filename)[1])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+
+
+def _url_source(url: str) -> Source:
+    """A ``name @ URL`` line: installed from that URL (a VCS URL keeps its ``git+``)."""
+    return Source(kind="url", url=url)
