@@ -402,7 +402,7 @@ class _Rollback:
         """The result when the rollback stops before any change: nothing to do, requirements
         it would leave unmet (unless --allow-unmet), --dry-run; None when it goes ahead."""
         if plan.empty and self.recovering is None:
-            self.messages.append(f"the environment already matches snapshot {self.wanted.id}")
+            self.messages.append(f"the installed set already matches snapshot {self.wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
         if unmet and not self.options.allow_unmet:
             self.messages += self._refused_unmet()
@@ -671,8 +671,9 @@ class _Rollback:
                 return concurrent
             self._finish(txn)
             self.messages.append(
-                "the probe after it was interrupted: the environment matches the snapshot, "
-                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
+                "the probe after it was interrupted: the installed set matches the snapshot, "
+                "and each restored file its hash, but nothing proved it works; run "
+                f"`{self.ctx.suggest('probe')}`"
             )
             return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
         self.base = msgspec.structs.replace(
