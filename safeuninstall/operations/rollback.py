@@ -829,10 +829,11 @@ class _Rollback:
             concurrent = self._changed_by_others(txn)
             if concurrent is not None:
                 return concurrent
-            # The installed set already matches the snapshot; only the check is missing.
+            # The restore was verified; only the check is missing.
             self.messages.append(
                 "the probe after it was interrupted: the installed set matches the snapshot, "
-                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
+                "and each restored file its hash, but nothing proved it works; run "
+                f"`{self.ctx.suggest('probe')}`"
             )
             return self._result(
                 Outcome.RECOVERED_PROBE_INTERRUPTED
