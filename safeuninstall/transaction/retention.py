@@ -230,9 +230,9 @@ def _plan(
     doomed = plan_prune(
         counted, holdings, protected, keep=policy.keep, max_size=None, only_copies=copies
     )
-    apart = [i for i in ids if i in returned and i not in protected and i not in copies]
+    apart = [i for i in ids if i in returned and i not in copies]  # the latest counts among them
     if policy.keep is not None:
-        doomed += apart[: max(len(apart) - policy.keep, 0)]
+        doomed += [i for i in apart[: max(len(apart) - policy.keep, 0)] if i not in protected]
     rest = [i for i in ids if i not in doomed]
     doomed += plan_prune(
         rest,
