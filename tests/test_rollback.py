@@ -186,6 +186,10 @@ def test_a_rollback_whose_probe_fails_is_undone(make_venv: MakeVenv) -> None:
     assert data["verification"]["ok"]  # it did reach snapshot 0001 ...
     assert data["undo"]["verification"]["ok"]  # ... and was put back, verified
     assert data["undo"]["restored"] == ["toolpkg==1.0"]
+    assert (  # what its verification proved, not that the whole environment is back
+        "what the rollback changed is back as it was before it (snapshot 0002): the installed "
+        "set, and each restored file its hash"
+    ) in data["messages"]
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
     assert not venv.journal.exists()
@@ -675,7 +679,7 @@ def test_undoing_a_rollback_says_the_second_dist_info_folder_is_not_put_back(
     assert data["outcome"] == "rollback-probe-failed-restored-except-aside"
     kept = venv.snapshot("0002").aside_dir
     said = "\n".join(data["messages"])
-    assert "the environment is back as snapshot 0002 records the state before the rollback" in said
+    assert "what the rollback changed is back as snapshot 0002 records the state before it" in said
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
         f"put back (a snapshot brings back one version per name); its files are kept in "

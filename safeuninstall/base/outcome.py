@@ -746,8 +746,8 @@ class Outcome(enum.Enum):
     # probe's output, and leaves no snapshot behind to carry this as its note.
     BISECT_REFUSED = (
         "bisect-refused",
-        "the probe fails in the good snapshot too: the environment is back where it started, "
-        "verified",
+        "the probe fails in the good snapshot too: the installed set is back where it "
+        "started, verified",
         EXIT_UNCHANGED,
         Ending.RETURNED,
         Cause.PROBE_FAILED,

@@ -767,12 +767,13 @@ class _Rollback:
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
         txn.finish(outcome, keep_journal=not undone.ok)
         if undone.ok:
+            # What the verification proved: not the bytes of what the rollback never touched.
             self.messages.append(
-                f"the environment is back as snapshot {before.id} records the state before the "
-                f"{self.command}, except:"
+                f"what the {self.command} changed is back as snapshot {before.id} records the "
+                "state before it, except:"
                 if aside
-                else f"the environment is back as it was before the {self.command} (snapshot "
-                f"{before.id})"
+                else f"what the {self.command} changed is back as it was before it (snapshot "
+                f"{before.id}): the installed set, and each restored file its hash"
             )
             self.messages += aside
         return self._result(
