@@ -292,19 +292,21 @@ class Outcome(enum.Enum):
     # -- rollback and recover
     ALREADY_MATCHES = (
         "already-matches",
-        "the environment already matches the snapshot",
+        "the installed set already matches the snapshot",
         EXIT_OK,
         Ending.UNCHANGED,
     )
     ROLLED_BACK = (
         "rolled-back",
-        "rolled back; the environment matches the snapshot",
+        # what the verification proved: not the bytes of what the rollback never touched
+        "rolled back; the installed set matches the snapshot, and each restored file its hash",
         EXIT_OK,
         Ending.STANDS,
     )
     ROLLED_BACK_PROBE_FAILS = (
         "rolled-back-probe-fails",
-        "rolled back and verified, but the probe fails in that state",
+        "rolled back; the installed set matches the snapshot, and each restored file its hash, "
+        "but the probe fails in that state",
         EXIT_PROBE_FAILS_AFTER_ROLLBACK,
         Ending.STANDS,
     )
@@ -340,7 +342,7 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_PROBE_FAILED_RESTORED = (
         "rollback-probe-failed-restored",
-        "the probe failed after the rollback: the environment was put back as it was before "
+        "the probe failed after the rollback: what it changed was put back as it was before "
         "it, verified",
         EXIT_RESTORED,
         Ending.RESTORED,
@@ -358,7 +360,7 @@ class Outcome(enum.Enum):
     ROLLBACK_INCONCLUSIVE_RESTORED = (
         "rollback-inconclusive-restored",
         "the metric's runs could not tell whether the rollback made it worse "
-        "(inconclusive): the environment was put back as it was before it, verified",
+        "(inconclusive): what it changed was put back as it was before it, verified",
         EXIT_INCONCLUSIVE,
         Ending.RESTORED,
         Cause.INCONCLUSIVE,
@@ -375,8 +377,8 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
         "rollback-inconclusive-restored-except-aside",
-        "the metric's runs could not tell whether the rollback made it worse: the "
-        "environment was put back as its snapshot records it, verified, but NOT the "
+        "the metric's runs could not tell whether the rollback made it worse: what it "
+        "changed was put back as its snapshot records it, verified, but NOT the "
         "second dist-info folder it removed (kept aside)",
         EXIT_INCOMPLETE,
         Ending.RESTORED_EXCEPT_ASIDE,
@@ -385,7 +387,7 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_FAILED_RESTORED = (
         "rollback-failed-restored",
-        "the rollback could not complete: the environment was put back as it was before it, "
+        "the rollback could not complete: what it changed was put back as it was before it, "
         "verified",
         EXIT_RESTORED,
         Ending.RESTORED,
@@ -405,7 +407,7 @@ class Outcome(enum.Enum):
     # per name): not everything, so not exit 3.
     ROLLBACK_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
         "rollback-probe-failed-restored-except-aside",
-        "the probe failed after the rollback: the environment was put back as its snapshot "
+        "the probe failed after the rollback: what it changed was put back as its snapshot "
         "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
         EXIT_INCOMPLETE,
         Ending.RESTORED_EXCEPT_ASIDE,
@@ -414,7 +416,7 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_FAILED_RESTORED_EXCEPT_ASIDE = (
         "rollback-failed-restored-except-aside",
-        "the rollback could not complete: the environment was put back as its snapshot "
+        "the rollback could not complete: what it changed was put back as its snapshot "
         "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
         EXIT_INCOMPLETE,
         Ending.RESTORED_EXCEPT_ASIDE,
@@ -452,7 +454,8 @@ class Outcome(enum.Enum):
     )
     RECOVERED_PROBE_FAILS = (
         "recovered-probe-fails",
-        "recovered and verified, but the probe fails in that state",
+        "recovered; the installed set matches the snapshot, and each restored file its hash, "
+        "but the probe fails in that state",
         EXIT_PROBE_FAILS_AFTER_ROLLBACK,
         Ending.STANDS,
     )
@@ -743,8 +746,8 @@ class Outcome(enum.Enum):
     # probe's output, and leaves no snapshot behind to carry this as its note.
     BISECT_REFUSED = (
         "bisect-refused",
-        "the probe fails in the good snapshot too: the environment is back where it started, "
-        "verified",
+        "the probe fails in the good snapshot too: the installed set is back where it "
+        "started, verified",
         EXIT_UNCHANGED,
         Ending.RETURNED,
         Cause.PROBE_FAILED,
