@@ -45,7 +45,7 @@ EXIT_CODES = {
     EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
     "is worse than `--max-regression` allows, or no culprit `bisect` found fails on its own; so "
     "nothing is named (`bisect`) or the change was undone (a removal, `run`, `rollback`); the "
-    "environment is back where it started, verified",
+    "installed set is back where it started, verified",
 }
 
 

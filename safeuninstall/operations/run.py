@@ -477,9 +477,9 @@ class _Attempt:
             txn.finish(outcome, keep_journal=not restored.ok)
         if restored.ok:
             messages.append(
-                f"the environment is back as snapshot {self.snap.id} has it "
-                f"({restored.verification.files_checked if restored.verification else 0} "
-                "files hash-checked)" + (", except:" if aside else "")
+                f"the installed set is back as snapshot {self.snap.id} has it, and the "
+                f"{restored.verification.files_checked if restored.verification else 0} "
+                "files brought back match their hashes" + (", except:" if aside else "")
             )
             messages += aside
         if txn.interrupted:
