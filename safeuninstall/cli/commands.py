@@ -181,6 +181,12 @@ def _probe_options(hidden: bool = False) -> list[click.Option]:
             help="Kill a probe (its whole process group) after this long. [default: 300]",
         ),
         click.Option(["--no-probe"], is_flag=True, hidden=hidden, help="Run no probe at all."),
+        *_metric_options(hidden),
+    ]
+
+
+def _metric_options(hidden: bool) -> list[click.Option]:
+    return [
         click.Option(
             ["--probe-metric"],
             metavar="COMMAND",
