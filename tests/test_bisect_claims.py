@@ -96,7 +96,8 @@ def test_a_file_written_in_place_by_the_probe_is_not_claimed_back(
     confirmed on its own (part0 switched to GOOD's) and the start comes back, part0's bytes
     are not the start's: the stash's copy fails its hash and is not used. The end says so
     (NOT verified, part0 named, bisect-incomplete, exit 4), and never that the environment is
-    back where it started."""
+    back where it started. The return counts as proven only when it was verified: an end that
+    took it as proven unless the restore raised would say `bisected` here."""
     venv, good = _upgraded(make_venv, tmp_path / "house", {"part2"}, copies=True)
     target = venv.site_packages / "part0.py"
     probe = f"with open({str(target)!r}, 'a') as f: f.write('# touched\\n')\n" + PROBE
