@@ -4,12 +4,15 @@ started (every file hashed before and after), whatever the verdict."""
 
 from __future__ import annotations
 
+import json
+import signal
 from pathlib import Path
 
 import pytest
 
 from safeuninstall.base.errors import EXIT_BREAKS, EXIT_SLOWER
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
+from tests.test_faults import _probe_that_outlives, _tool_in_background, assert_recovered
 from tests.test_json_contract import problems
 from tests.test_run import uv_install
 from tests.wheels import build_wheel
@@ -184,3 +187,56 @@ def test_a_metric_verdict_is_the_outcome_with_its_numbers(
     assert metric["p_value"] is not None and metric["p_value"] < 0.01
     assert metric["ratio"] == pytest.approx(1 / 1.5 if code else 1.5, rel=0.15)
     _back_at(venv, start)
+
+
+def test_ctrl_c_during_the_probe_after_the_change_goes_back_to_the_start(
+    make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str]
+) -> None:
+    venv = make_venv("requests", "leftpad")
+    start = _start(venv)
+    started = tmp_path / "started"
+    probe = _probe_that_outlives(started, when_leftpad=False)  # runs on once leftpad is gone
+    proc = _tool_in_background(venv, "try", "--json", "--probe", probe, "leftpad", **process_tag)
+    wait_for(started)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+
+    data = json.loads(out)
+    assert proc.returncode == 3, err
+    assert data["outcome"] == "try-interrupted"
+    assert tagged_processes(process_tag) == [], "the probe outlived the command"
+    _back_at(venv, start)
+
+
+def test_a_try_killed_mid_way_is_taken_back_to_the_start_by_recover(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool(
+        "try", "--probe", "import requests", "leftpad", SAFE_UNINSTALL_FAULT="probe:KILL"
+    )
+
+    assert done.returncode < 0 or done.returncode == 137, done.stderr
+    assert venv.journal.exists()
+    assert_recovered(venv, hashes, installed)
+
+
+def test_a_return_that_falls_short_says_so_and_names_recover(make_venv: MakeVenv) -> None:
+    venv = make_venv("requests", "leftpad")
+    hashes, installed = venv.file_hashes(), venv.installed()
+
+    done = venv.tool(
+        "--json",
+        "try",
+        "--probe",
+        "import requests",
+        "leftpad",
+        SAFE_UNINSTALL_FAULT="verify:RAISE",
+    )
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "try-incomplete"
+    assert "recover" in str(data["next_command"])
+    assert problems("try", data) == []
+    assert_recovered(venv, hashes, installed)
