@@ -186,6 +186,8 @@ def test_a_metric_verdict_is_the_outcome_with_its_numbers(
     assert metric["verdict"] == ("regressed" if code else "within-limit")
     assert metric["p_value"] is not None and metric["p_value"] < 0.01
     assert metric["ratio"] == pytest.approx(1 / 1.5 if code else 1.5, rel=0.15)
+    (said,) = [m for m in data["messages"] if "what the change would do" in m]  # type: ignore[union-attr]
+    assert ", p = " in said and f", 8 runs a side: {metric['verdict']}" in said
     _back_at(venv, start)
 
 

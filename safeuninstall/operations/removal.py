@@ -39,7 +39,7 @@ from safeuninstall.judgement.needs import Cleanup, orphans
 from safeuninstall.judgement.plan import NEVER_MATCHED, RemovalPlan
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all, start
 from safeuninstall.operations.results import ProbeRuns, RemovalResult
-from safeuninstall.operations.trial import refused, tried
+from safeuninstall.operations.trial import metric_lines, refused, tried
 from safeuninstall.options import COMMANDS, UninstallOptions
 from safeuninstall.session import baseline
 from safeuninstall.session.analysis import (
@@ -541,6 +541,7 @@ class Attempt:
 
     def _ended(self, cause: Cause, ending: Ending) -> Outcome:
         if self.removal.options.always_undo:
+            self.removal.messages += metric_lines(self.runs.after)
             return tried(cause, ending, self.runs.after)
         return Outcome.ended(Operation.UNINSTALL, cause, ending)
 

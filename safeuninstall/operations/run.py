@@ -56,7 +56,7 @@ from safeuninstall.judgement.libraries import ownership
 from safeuninstall.judgement.plan import RollbackPlan, plan_rollback
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import ProbeRuns, RunResult
-from safeuninstall.operations.trial import tried
+from safeuninstall.operations.trial import metric_lines, tried
 from safeuninstall.options import RunOptions
 from safeuninstall.session import baseline
 from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
@@ -542,6 +542,7 @@ class _Attempt:
 
     def _ended(self, cause: Cause, ending: Ending) -> Outcome:
         if self.guard.options.always_undo:
+            self.guard.messages += metric_lines(self.guard.runs.after)
             return tried(cause, ending, self.guard.runs.after)
         if ending is Ending.NOT_UNDONE:
             return Outcome.RUN_NOT_UNDONE

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Sequence
 
 from safeuninstall.base.outcome import Cause, Ending, Outcome
-from safeuninstall.judgement.metric import SIGNIFICANCE, Verdict
+from safeuninstall.judgement.metric import SIGNIFICANCE, Verdict, change_text, number_text, ratio
 from safeuninstall.judgement.probe import ProbeResult
 
 
@@ -87,3 +87,27 @@ def refused(outcome: Outcome) -> Outcome:
     """A removal refused before any change because it would leave requirements unmet: for a
     try, that is its answer (the change breaks them), nothing having changed."""
     return Outcome.TRY_UNMET if outcome is Outcome.REFUSED_UNMET else outcome
+
+
+def metric_lines(after: Sequence[ProbeResult]) -> list[str]:
+    """What each metric says the change would do, in one line with its numbers: the medians,
+    their ratio, the change, the p-value, the runs a side."""
+    lines = []
+    for result in after:
+        runs = result.metric
+        if runs is None or runs.baseline is None or runs.median is None:
+            continue
+        shown = ratio(runs.baseline, runs.median)
+        line = (
+            f"{result.probe.label}, what the change would do: {number_text(runs.baseline)} -> "
+            f"{number_text(runs.median)}"
+            + (f" (x{shown:.3g}" if shown is not None else " (")
+            + f", {change_text(runs.regression or 0.0)})"
+        )
+        if runs.p_value is not None:
+            line += f", p = {runs.p_value:.2g}"
+        line += f", {len(runs.values)} runs a side"
+        if runs.verdict is not None:
+            line += f": {runs.verdict.value}"
+        lines.append(line)
+    return lines
