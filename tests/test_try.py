@@ -14,7 +14,7 @@ from safeuninstall.base.errors import EXIT_BREAKS, EXIT_SLOWER
 from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
 from tests.test_faults import _probe_that_outlives, _tool_in_background, assert_recovered
 from tests.test_json_contract import problems
-from tests.test_run import uv_install
+from tests.test_run import script, uv_install
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -242,3 +242,29 @@ def test_a_return_that_falls_short_says_so_and_names_recover(make_venv: MakeVenv
     assert "recover" in str(data["next_command"])
     assert problems("try", data) == []
     assert_recovered(venv, hashes, installed)
+
+
+def test_ctrl_c_while_the_command_runs_undoes_what_it_changed(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = make_venv("requests", "urllib3==2.2.1")
+    start = _start(venv)
+    ready = tmp_path / "ready"
+    body = (  # upgrades, then waits for the interrupt passed on to it (signals blocked first)
+        "import signal, subprocess, sys\n"
+        f"subprocess.run({uv_install(venv, '-U', 'urllib3')!r}, check=True)\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "signal.sigwait({signal.SIGINT})\n"
+        "sys.exit(130)\n"
+    )
+    proc = _tool_in_background(venv, "--json", "try", "--no-probe", "--", *script(venv, body))
+    wait_for(ready)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 3, out + err
+    data = json.loads(out)
+    assert data["outcome"] == "try-interrupted"
+    assert problems("try", data) == []
+    _back_at(venv, start)
