@@ -136,7 +136,8 @@ import speed
 counter = pathlib.Path(sys.argv[1])
 count = int(counter.read_text() or 0) if counter.exists() else 0
 counter.write_text(str(count + 1))
-noise = 0.1 * random.Random(f"{sys.argv[2]}:{count}").uniform(-1, 1)
+spread = float(sys.argv[3]) if len(sys.argv) > 3 else 0.1
+noise = spread * random.Random(f"{sys.argv[2]}:{count}").uniform(-1, 1)
 print(20000 * speed.SPEED * (1 + noise))
 """
 
@@ -145,6 +146,7 @@ def _speed_house(house: Path) -> None:
     build_wheel(house, "speed", "1.0", {"speed.py": "SPEED = 1.0\n"})
     build_wheel(house, "speed", "2.0", {"speed.py": f"SPEED = {1 / 1.5!r}\n"})  # 1.5x slower
     build_wheel(house, "speed", "3.0", {"speed.py": "SPEED = 1.5\n"})  # 1.5x faster
+    build_wheel(house, "speed", "1.1", {"speed.py": "SPEED = 1.0\n"})  # harmless
 
 
 def _metric(tmp_path: Path, seed: int) -> str:
@@ -267,4 +269,32 @@ def test_ctrl_c_while_the_command_runs_undoes_what_it_changed(
     data = json.loads(out)
     assert data["outcome"] == "try-interrupted"
     assert problems("try", data) == []
+    _back_at(venv, start)
+
+
+def test_runs_too_noisy_to_tell_are_inconclusive_exit_6(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """A harmless upgrade measured with 50 % noise, three runs a side: neither a regression nor
+    a change within the limit can be shown, and a try does not guess."""
+    house = tmp_path / "house"
+    _speed_house(house)
+    venv = make_venv()
+    venv.install("speed==1.0", find_links=house)
+    start = _start(venv)
+
+    done = venv.tool(
+        "--json",
+        "try",
+        "--probe-metric",
+        _metric(tmp_path, 11) + " 0.5",
+        "--",
+        *uv_install(venv, "speed==1.1", find_links=house),
+    )
+
+    data = done.json()
+    assert done.returncode == 6, data
+    assert data["outcome"] == "try-inconclusive"
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    assert after["metric"]["verdict"] == "inconclusive"
     _back_at(venv, start)
