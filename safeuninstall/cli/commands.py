@@ -911,19 +911,23 @@ def uninstall_command(
             offline=common.offline,
             **flags,
         )
-        configured = common.probes()
-        ctx = common.context()
-
-        early: HeadStart | None = None
-        try:
-            early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
-            removal = uninstall(ctx, configured, wanted, early)
-        finally:
-            if early is not None:
-                early.baseline.cancel()  # no probe outlives the command
-        return common.settled(removal)
+        return _removal(common, wanted)
 
     _run(common, call, _operation_text)
+
+
+def _removal(common: Common, wanted: options.UninstallOptions) -> Result:
+    """The removal of ``uninstall`` and ``try PACKAGE...``, its baseline begun at once."""
+    configured = common.probes()
+    ctx = common.context()
+    early: HeadStart | None = None
+    try:
+        early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
+        removal = uninstall(ctx, configured, wanted, early)
+    finally:
+        if early is not None:
+            early.baseline.cancel()  # no probe outlives the command
+    return common.settled(removal)
 
 
 # COMMAND's own options are its, not ours: nothing after COMMAND is parsed.
@@ -1000,7 +1004,6 @@ def try_command(
         _refuse_removal_options(targets, argv, requirement_files, flags)
 
     def call() -> Result:
-        ctx = common.context()
         if argv is not None:
             wanted = options.RunOptions(
                 argv=argv,
@@ -1011,7 +1014,7 @@ def try_command(
                 allow_unmet=flags["allow_unmet"],
                 always_undo=True,
             )
-            return common.settled(run_guarded(ctx, common.probes(), wanted))
+            return common.settled(run_guarded(common.context(), common.probes(), wanted))
         request = read_request(targets, requirement_files, Path.cwd(), os.environ)
         removal = options.UninstallOptions(
             names=targets,
@@ -1021,7 +1024,7 @@ def try_command(
             always_undo=True,
             **flags,
         )
-        return common.settled(uninstall(ctx, common.probes(), removal))
+        return _removal(common, removal)
 
     _run(common, call, _operation_text)
 
