@@ -15,11 +15,13 @@ import re
 from msgspec import Struct
 
 from safeuninstall.base.errors import (
+    EXIT_BREAKS,
     EXIT_INCOMPLETE,
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_PROBE_FAILS_AFTER_ROLLBACK,
     EXIT_RESTORED,
+    EXIT_SLOWER,
     EXIT_UNCHANGED,
 )
 
@@ -32,6 +34,7 @@ class Operation(enum.Enum):
     RECOVER = "recover"
     RUN = "run"
     BISECT = "bisect"
+    TRY = "try"
 
 
 class Cause(enum.Enum):
@@ -48,6 +51,7 @@ class Cause(enum.Enum):
     INCONCLUSIVE = enum.auto()  # a metric's runs could not tell, up to their cap
     INTERRUPTED = enum.auto()
     ERROR = enum.auto()  # an unexpected error of ours
+    TRIED = enum.auto()  # try: the change passed, and is undone all the same
 
 
 class Ending(enum.Enum):
@@ -769,6 +773,89 @@ class Outcome(enum.Enum):
         Ending.INCOMPLETE,
         None,
         Operation.BISECT,
+    )
+    # -- try: a removal or a run undone whatever its verdict; the verdict is the outcome
+    TRY_PASSES = (
+        "try-passes",
+        "the change would pass (every probe passed); it was undone: back where it started, "
+        "verified",
+        EXIT_OK,
+        Ending.RESTORED,
+        Cause.TRIED,
+        Operation.TRY,
+    )
+    TRY_FASTER = (
+        "try-faster",
+        "the change would make the metric better, significantly; it was undone: back where it "
+        "started, verified",
+        EXIT_OK,
+        Ending.RESTORED,
+    )
+    TRY_BREAKS = (
+        "try-breaks",
+        "the change would break the environment; it was undone: back where it started, verified",
+        EXIT_BREAKS,
+        Ending.RESTORED,
+        Cause.PROBE_FAILED,
+        Operation.TRY,
+    )
+    TRY_SLOWER = (
+        "try-slower",
+        "the change would make the metric worse than allowed, significantly; it was undone: "
+        "back where it started, verified",
+        EXIT_SLOWER,
+        Ending.RESTORED,
+    )
+    TRY_INCONCLUSIVE = (
+        "try-inconclusive",
+        "inconclusive: the metric's runs could not tell what the change would do; it was "
+        "undone: back where it started, verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.TRY,
+    )
+    # Refused before any change, as a removal is, because it would leave requirements unmet:
+    # that is what it would do.
+    TRY_UNMET = (
+        "try-unmet",
+        "the change would break the environment: it leaves requirements unmet; nothing was "
+        "changed (--allow-unmet lets the probe judge it)",
+        EXIT_BREAKS,
+        Ending.UNCHANGED,
+    )
+    TRY_INTERRUPTED = (
+        "try-interrupted",
+        "interrupted: the change was undone: back where it started, verified",
+        EXIT_RESTORED,
+        Ending.RESTORED,
+        Cause.INTERRUPTED,
+        Operation.TRY,
+    )
+    TRY_STOPPED = (
+        "try-stopped",
+        "the change could not be made or judged (the uninstall failed, another process changed "
+        "the environment, an error); it was undone: back where it started, verified",
+        EXIT_RESTORED,
+        Ending.RESTORED,
+        Cause.ERROR,
+        Operation.TRY,
+    )
+    TRY_INCOMPLETE = (
+        "try-incomplete",
+        "the return to where the try started is INCOMPLETE: the environment differs from it",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        None,
+        Operation.TRY,
+    )
+    TRY_NOT_RETURNED = (
+        "try-not-returned",
+        "the change cannot be undone: nothing was undone, the environment is as the change left it",
+        EXIT_INCOMPLETE,
+        Ending.NOT_UNDONE,
+        None,
+        Operation.TRY,
     )
     # -- probe
     PASSED = ("passed", "every probe passed", EXIT_OK, Ending.UNCHANGED)
