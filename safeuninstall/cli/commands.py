@@ -28,33 +28,28 @@ from safeuninstall.base import interrupts
 from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
-from safeuninstall.environment.requirements import read_request
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.audit import AuditReport
-from safeuninstall.judgement.doctor import DoctorReport
 from safeuninstall.judgement.metric import DEFAULT_MAX_RUNS, Metric
-from safeuninstall.judgement.probe import ProbeSettings, metric_probe, probes_from
-from safeuninstall.operations.audit import audit
-from safeuninstall.operations.bisect import bisect
-from safeuninstall.operations.diff import diff
-from safeuninstall.operations.inspect import check, doctor, probe_now
-from safeuninstall.operations.results import (
-    BisectResult,
-    DiffResult,
-    PruneResult,
-    Result,
-    ShownSnapshot,
-    SnapshotList,
-    SnapshotTaken,
-)
-from safeuninstall.operations.rollback import recover, rollback
-from safeuninstall.operations.run import run as run_guarded
-from safeuninstall.operations.snapshots import list_snapshots, prune, show_snapshot, snapshot_now
-from safeuninstall.operations.uninstall import uninstall
-from safeuninstall.session.baseline import HeadStart, head_start
-from safeuninstall.session.context import Context, open_context
-from safeuninstall.state.snapshot import dumps
-from safeuninstall.transaction.retention import Kept, Policy, installed_pins, settle
+
+# Each command imports the operation it runs, in its body: a read-only command loads no
+# restore machinery, and a change-making one loads it all with its operation's module,
+# before it changes anything (docs/performance.md, "What is deferred at start-up").
+if TYPE_CHECKING:
+    from safeuninstall.judgement.audit import AuditReport
+    from safeuninstall.judgement.doctor import DoctorReport
+    from safeuninstall.judgement.probe import ProbeSettings
+    from safeuninstall.operations.results import (
+        BisectResult,
+        DiffResult,
+        PruneResult,
+        Result,
+        ShownSnapshot,
+        SnapshotList,
+        SnapshotTaken,
+    )
+    from safeuninstall.session.baseline import HeadStart
+    from safeuninstall.session.context import Context
+    from safeuninstall.transaction.retention import Kept
 
 if TYPE_CHECKING:  # the module is imported by the export command alone (docs/performance.md)
     from safeuninstall.operations.export import ExportResult
@@ -569,6 +564,8 @@ class Common:
         try:
             ctx = self.context()
             settings = self.settings()
+            from safeuninstall.transaction.retention import Policy, installed_pins, settle
+
             policy = Policy(keep=settings.bound("keep"), max_size=settings.bound("max-size"))
             with ctx.locked(timeout=0):
                 if ctx.journal().read() is not None:
@@ -586,6 +583,8 @@ class Common:
         line = self._metric["probe_metric"]
         if line is not None and self._no_probe:
             raise UsageError("--probe-metric and --no-probe can't be given together")
+        from safeuninstall.judgement.probe import metric_probe, probes_from
+
         settings = probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
         if line is None:
             return settings
@@ -619,6 +618,8 @@ class Common:
                 prefix=self._where["prefix"],
                 break_system_packages=self._break_system_packages,
             )
+
+            from safeuninstall.session.context import open_context
 
             self._context = open_context(target, Events(self.live))
         return self._context
@@ -909,6 +910,8 @@ def uninstall_command(
 
     def call() -> Result:
         # Before the target is looked for: a bad argument is said first, whatever the target.
+        from safeuninstall.environment.requirements import read_request
+
         request = read_request(packages, requirement_files, Path.cwd(), os.environ)
         wanted = options.UninstallOptions(
             names=packages,
@@ -926,6 +929,9 @@ def _removal(common: Common, wanted: options.UninstallOptions) -> Result:
     """The removal of ``uninstall`` and ``try PACKAGE...``, its baseline begun at once."""
     configured = common.probes()
     ctx = common.context()
+    from safeuninstall.operations.uninstall import uninstall
+    from safeuninstall.session.baseline import head_start
+
     early: HeadStart | None = None
     try:
         early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
@@ -977,6 +983,8 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
             output_to_stderr=common.output.as_json,
             **flags,
         )
+        from safeuninstall.operations.run import run as run_guarded
+
         return common.settled(run_guarded(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
@@ -1020,7 +1028,11 @@ def try_command(
                 allow_unmet=flags["allow_unmet"],
                 always_undo=True,
             )
+            from safeuninstall.operations.run import run as run_guarded
+
             return common.settled(run_guarded(common.context(), common.probes(), wanted))
+        from safeuninstall.environment.requirements import read_request
+
         request = read_request(targets, requirement_files, Path.cwd(), os.environ)
         removal = options.UninstallOptions(
             names=targets,
@@ -1079,6 +1091,8 @@ def rollback_command(
         wanted = options.RollbackOptions(
             snapshot=snapshot, dry_run=dry_run, offline=common.offline, allow_unmet=allow_unmet
         )
+        from safeuninstall.operations.rollback import rollback
+
         return common.settled(rollback(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
@@ -1107,6 +1121,8 @@ def bisect_command(common: Common, good: str, dry_run: bool) -> None:
 
     def call() -> Result:
         wanted = options.BisectOptions(good=good, offline=common.offline, dry_run=dry_run)
+        from safeuninstall.operations.bisect import bisect
+
         return common.settled(bisect(common.context(), common.probes(), wanted))
 
     def render(result: BisectResult, output: Output) -> str:
@@ -1128,6 +1144,9 @@ def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
 
     def call() -> SnapshotTaken:
+        from safeuninstall.operations.results import SnapshotTaken
+        from safeuninstall.operations.snapshots import snapshot_now
+
         snap = snapshot_now(common.context(), stash=stash)
         kept, note = common.retain()
         return SnapshotTaken(snap, kept, (note,) if note else ())
@@ -1148,6 +1167,8 @@ def snapshots_command(common: Common) -> None:
     """List the snapshots of the environment, newest first."""
 
     def call() -> SnapshotList:
+        from safeuninstall.operations.snapshots import list_snapshots
+
         return list_snapshots(common.context())
 
     def render(listed: SnapshotList, output: Output) -> str:
@@ -1163,10 +1184,14 @@ def show_command(common: Common, snapshot: str | None) -> None:
     """Show one snapshot (default: the latest)."""
 
     def call() -> ShownSnapshot:
+        from safeuninstall.operations.snapshots import show_snapshot
+
         return show_snapshot(common.context(), snapshot)
 
     def render(shown: ShownSnapshot, output: Output) -> str:
         if output.verbose:
+            from safeuninstall.state.snapshot import dumps
+
             return dumps(shown.snapshot)
         return report.shown_snapshot(shown, quiet=output.quiet)
 
@@ -1191,6 +1216,8 @@ def diff_command(common: Common, first: str | None, second: str | None) -> None:
     common.read_only = True
 
     def call() -> DiffResult:
+        from safeuninstall.operations.diff import diff
+
         return diff(common.context, first, second)
 
     _run(
@@ -1212,6 +1239,8 @@ def probe_command(common: Common, packages: tuple[str, ...]) -> None:
     """
 
     def call() -> Result:
+        from safeuninstall.operations.inspect import probe_now
+
         return probe_now(common.context(), common.probes(), packages)
 
     _run(common, call, _operation_text)
@@ -1224,6 +1253,8 @@ def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> No
     """Report what removing PACKAGE... would break or change; change nothing."""
 
     def call() -> Result:
+        from safeuninstall.operations.inspect import check
+
         return check(common.context(), packages, strict=strict)
 
     _run(common, call, _operation_text)
@@ -1235,6 +1266,8 @@ def doctor_command(common: Common) -> None:
     and print the one command that repairs it."""
 
     def call() -> DoctorReport:
+        from safeuninstall.operations.inspect import doctor
+
         return doctor(common.context())
 
     _run(
@@ -1263,6 +1296,8 @@ def audit_command(common: Common, load: bool) -> None:
     common.read_only = True
 
     def call() -> AuditReport:
+        from safeuninstall.operations.audit import audit
+
         return audit(common.context(), common.probes(), load=load)
 
     _run(
@@ -1280,6 +1315,8 @@ def recover_command(common: Common) -> None:
 
     def call() -> Result:
         wanted = options.RollbackOptions(offline=common.offline)
+        from safeuninstall.operations.rollback import recover
+
         return common.settled(recover(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
@@ -1320,6 +1357,8 @@ def prune_command(
         wanted = options.PruneOptions(
             keep=keep, max_size=max_size, dry_run=dry_run, drop_only_copies=drop_only_copies
         )
+        from safeuninstall.operations.snapshots import prune
+
         return prune(common.context(), wanted)
 
     _run(common, call, lambda result, output: report.prune_summary(result, quiet=output.quiet))

@@ -9,31 +9,34 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from safeuninstall.config import Settings
 from safeuninstall.environment.sizes import count_text, size_text
-from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
 from safeuninstall.judgement.diff import ChangeKind
-from safeuninstall.judgement.doctor import DoctorReport
-from safeuninstall.judgement.impact import ImpactReport, SharedFile
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.judgement.libraries import LibraryChange
 from safeuninstall.judgement.metric import MetricRuns, change_text, number_text, ratio
-from safeuninstall.judgement.needs import Cleanup
-from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
-from safeuninstall.operations.results import (
-    BisectResult,
-    Details,
-    DiffResult,
-    PruneResult,
-    Result,
-    ShownSnapshot,
-    SnapshotList,
-    SnapshotSummary,
-)
-from safeuninstall.state.snapshot import Snapshot
-from safeuninstall.transaction.retention import Kept
-from safeuninstall.transaction.transaction import Restored
+
+if TYPE_CHECKING:  # annotations only: a command loads what it renders, no more
+    from safeuninstall.config import Settings
+    from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+    from safeuninstall.judgement.doctor import DoctorReport
+    from safeuninstall.judgement.impact import ImpactReport, SharedFile
+    from safeuninstall.judgement.libraries import LibraryChange
+    from safeuninstall.judgement.needs import Cleanup
+    from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
+    from safeuninstall.operations.results import (
+        BisectResult,
+        Details,
+        DiffResult,
+        PruneResult,
+        Result,
+        ShownSnapshot,
+        SnapshotList,
+        SnapshotSummary,
+    )
+    from safeuninstall.state.snapshot import Snapshot
+    from safeuninstall.transaction.retention import Kept
+    from safeuninstall.transaction.transaction import Restored
 
 # (text, tone) -> text; tones: "good", "warn", "bad"
 Paint = Callable[[str, str], str]

@@ -7,26 +7,30 @@ Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JS
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 from msgspec import Struct, field
 
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.diff import Diff
-from safeuninstall.judgement.doctor import Finding
-from safeuninstall.judgement.impact import ImpactReport, Unmet
 from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.libraries import Drift
-from safeuninstall.judgement.metric import MetricRuns
-from safeuninstall.judgement.needs import Cleanup
-from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
-from safeuninstall.judgement.probe import Probe, ProbeResult
-from safeuninstall.state.snapshot import Snapshot
-from safeuninstall.transaction.restore import RestoreReport, Verification
-from safeuninstall.transaction.retention import Kept
-from safeuninstall.transaction.transaction import Restored
+
+# Annotations only (results are encoded by hand, never decoded): a command that renders a
+# result loads none of the machinery that built another kind of result.
+if TYPE_CHECKING:
+    from safeuninstall.judgement.diff import Diff
+    from safeuninstall.judgement.doctor import Finding
+    from safeuninstall.judgement.impact import ImpactReport, Unmet
+    from safeuninstall.judgement.libraries import Drift
+    from safeuninstall.judgement.metric import MetricRuns
+    from safeuninstall.judgement.needs import Cleanup
+    from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
+    from safeuninstall.judgement.probe import Probe, ProbeResult
+    from safeuninstall.state.snapshot import Snapshot
+    from safeuninstall.transaction.restore import RestoreReport, Verification
+    from safeuninstall.transaction.retention import Kept
+    from safeuninstall.transaction.transaction import Restored
 
 
 class ProbeRuns(Struct, frozen=True):

@@ -23,14 +23,15 @@ from safeuninstall.operations.results import (
     SnapshotSummary,
 )
 from safeuninstall.options import PruneOptions
-from safeuninstall.session.analysis import owned_files
 from safeuninstall.session.context import Context
 from safeuninstall.state.snapshot import Snapshot
-from safeuninstall.transaction import retention
-from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
+    # Imported here: listing and showing snapshots load none of the transaction layer.
+    from safeuninstall.session.analysis import owned_files
+    from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
+
     with ctx.locked():
         installed = installed_distributions(ctx.interpreter)
         spec = SnapshotSpec(
@@ -64,7 +65,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
                 removed=snap.removed,
                 outcome=snap.outcome,
                 packages=snap.packages,
-                stash_bytes=retention.alone(holdings, snap.id),
+                stash_bytes=holdings.alone.get(snap.id, 0),
                 stash_pruned=ctx.store.stash_pruned(snap.id),
             )
         )
@@ -78,13 +79,15 @@ def list_snapshots(ctx: Context) -> SnapshotList:
 def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
     snap = ctx.store.resolve(reference)
     holdings = ctx.store.holdings([snap.id])
-    return ShownSnapshot(snap, retention.alone(holdings, snap.id), ctx.store.stash_pruned(snap.id))
+    alone = holdings.alone.get(snap.id, 0)  # the bytes only its stash keeps
+    return ShownSnapshot(snap, alone, ctx.store.stash_pruned(snap.id))
 
 
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:
+    from safeuninstall.transaction import retention  # see snapshot_now
+
     if options.keep is None and options.max_size is None:
         raise InvalidInput("prune needs --keep N and/or --max-size SIZE")
-
     with ctx.locked():
         entry = ctx.journal().read()
         if not options.dry_run and entry is None:

@@ -72,6 +72,10 @@ from safeuninstall.state.stash import (
     stash_aside,
     stash_distribution,
 )
+
+# The retention policy runs after every change (cli/commands.py, Common.retain): it is loaded
+# with the guard, before the change, which may take this package's own files away.
+from safeuninstall.transaction import retention  # noqa: F401
 from safeuninstall.transaction.others import ChangedByOthers, differences
 from safeuninstall.transaction.restore import (
     RestoreJob,

@@ -1,0 +1,48 @@
+"""A command imports what it runs: a read-only command loads none of the restore machinery
+(safeuninstall.transaction) nor the ELF reader, which only a change or a library check needs.
+That change-making commands load everything a restore needs before they change anything is
+tested by the tool removing itself (test_own_environment.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import MakeVenv, Run
+
+# Loaded by no read-only command below: the restore machinery, and the ELF reader.
+_NOT_FOR_READING = ("safeuninstall.transaction", "safeuninstall.judgement.elf")
+
+
+def _loaded(run: Run) -> list[str]:
+    """The tool's modules the command imported, from ``-X importtime`` on its stderr."""
+    names = [
+        line.rsplit("|", 1)[1].strip()
+        for line in run.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    ]
+    return [name for name in names if name.startswith("safeuninstall")]
+
+
+def _restore_machinery(loaded: list[str]) -> list[str]:
+    return [name for name in loaded if name.startswith(_NOT_FOR_READING)]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("--version",), id="version"),
+        pytest.param(("snapshots",), id="snapshots"),
+        pytest.param(("snapshots", "--json"), id="snapshots-json"),
+    ],
+)
+def test_a_read_only_command_loads_no_restore_machinery(
+    make_venv: MakeVenv, args: tuple[str, ...]
+) -> None:
+    venv = make_venv("leftpad")
+    taken = venv.tool("snapshot")
+    assert taken.returncode == 0, taken.stderr
+    done = venv.tool(*args, PYTHONPROFILEIMPORTTIME="1")
+    assert done.returncode == 0, done.stderr
+    loaded = _loaded(done)
+    assert "safeuninstall.cli.commands" in loaded, "no -X importtime lines were read"
+    assert _restore_machinery(loaded) == []
