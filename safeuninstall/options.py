@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from msgspec import Struct
 
-from safeuninstall.environment.requirements import Request
+if TYPE_CHECKING:  # an annotation only: the requirement parser is loaded by what reads one
+    from safeuninstall.environment.requirements import Request
 
 # The subcommands: a package named like one is removed with ``safe-uninstall uninstall NAME``
 # (the CLI's commands; a test keeps them equal).

@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from safeuninstall.environment.sizes import count_text, size_text
-from safeuninstall.judgement.diff import ChangeKind
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.metric import MetricRuns, change_text, number_text, ratio
 
 if TYPE_CHECKING:  # annotations only: a command loads what it renders, no more
     from safeuninstall.config import Settings
     from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
+    from safeuninstall.judgement.diff import ChangeKind
     from safeuninstall.judgement.doctor import DoctorReport
     from safeuninstall.judgement.impact import ImpactReport, SharedFile
     from safeuninstall.judgement.libraries import LibraryChange
@@ -476,6 +476,10 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
 
 
 def _diff_kinds() -> list[ChangeKind]:
+    # Imported here: the diff command has it loaded; every other command's start-up would
+    # load the snapshot file format and the installed-distribution reader with it.
+    from safeuninstall.judgement.diff import ChangeKind
+
     return list(ChangeKind)
 
 
