@@ -31,6 +31,7 @@ from safeuninstall.operations.results import (
     SnapshotList,
     SnapshotSummary,
 )
+from safeuninstall.state.described import is_file_reference
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.retention import Kept
 from safeuninstall.transaction.transaction import Restored
@@ -486,8 +487,10 @@ def _diff_sizes(before: int | None, after: int | None) -> str:
 def bisect_lines(result: BisectResult) -> list[str]:
     """``bisect``: the units, each round, the culprits, and the failure they cause."""
     units = result.units
+    kind = "the file" if is_file_reference(result.good) else "snapshot"
+    good = f"{kind} {result.good}"
     lines = [
-        f"good: snapshot {result.good}; {count_text(len(units), 'unit')} of change since "
+        f"good: {good}; {count_text(len(units), 'unit')} of change since "
         f"({', '.join('+'.join(u) for u in units)})"
     ]
     for number, round_ in enumerate(result.rounds, 1):
