@@ -14,6 +14,7 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
+from packaging.version import Version
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import BackendError
@@ -279,10 +280,10 @@ def backend_for(
     return PipBackend(python, env, echo, extra)
 
 
-def find_links_offer(folders: Sequence[str]) -> set[tuple[str, str]]:
-    """(canonical name, normalised version) of every wheel and sdist in ``folders``, by file
-    name (what an install could take from them; a wheel's tags are the installer's to judge)."""
-    offered: set[tuple[str, str]] = set()
+def find_links_offer(folders: Sequence[str]) -> set[tuple[str, Version]]:
+    """(canonical name, version) of every wheel and sdist in ``folders``, by file name (what
+    an install could take from them; a wheel's tags are the installer's to judge)."""
+    offered: set[tuple[str, Version]] = set()
     for folder in folders:
         try:
             names = os.listdir(folder)
@@ -296,7 +297,7 @@ def find_links_offer(folders: Sequence[str]) -> set[tuple[str, str]]:
                     name, version = parse_sdist_filename(filename)
             except (InvalidWheelFilename, InvalidSdistFilename):
                 continue
-            offered.add((str(name), str(version)))
+            offered.add((str(name), version))
     return offered
 
 

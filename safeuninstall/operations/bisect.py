@@ -59,7 +59,7 @@ from safeuninstall.session.analysis import (
 )
 from safeuninstall.session.context import Context
 from safeuninstall.state import described
-from safeuninstall.state.snapshot import Snapshot, Target
+from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
@@ -265,7 +265,7 @@ class _Bisect:
         ]
         offered = find_links_offer(self.options.find_links)
         for e in restore.reinstall:
-            if (e.name, _normal(e.version)) in offered:
+            if _offered(e, offered):
                 lines.append(f"{e.pin} from --find-links")
             else:
                 offline = " (refused with --offline)" if self.options.offline else ""
@@ -404,7 +404,7 @@ class _Bisect:
             index = stash_index(self.ctx, entries, [wanted])
             unheld = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
             offered = find_links_offer(self.options.find_links)
-            missing = [e for e in unheld if (e.name, _normal(e.version)) not in offered]
+            missing = [e for e in unheld if not _offered(e, offered)]
             if missing:
                 nor = ", nor does --find-links" if self.options.find_links else ""
                 raise NotRestorable(
@@ -762,12 +762,12 @@ class _Bisect:
         return self.ctx.suggest("run", "--", "sh", "-c", script)
 
 
-def _normal(version: str) -> str:
-    """A version as find_links_offer gives it: ``1.0`` and ``1.0.0`` are one."""
+def _offered(entry: PackageEntry, offered: set[tuple[str, Version]]) -> bool:
+    """Whether a --find-links folder has a file of ``entry``'s version (``1.0`` is ``1.0.0``)."""
     try:
-        return str(Version(version))
+        return (entry.name, Version(entry.version)) in offered
     except InvalidVersion:
-        return version
+        return False
 
 
 def _said_unchanged(said: str) -> str:
