@@ -128,7 +128,7 @@ def _probe_spans(events: list[dict[str, object]]) -> list[tuple[float, float, bo
         if text.startswith("probe running"):
             began = at
         elif text.startswith("probe with") and began is not None:
-            spans.append((began, at, text.endswith("passed")))
+            spans.append((began, at, text.lower().endswith("passed")))
             began = None
     return spans
 

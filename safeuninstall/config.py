@@ -123,7 +123,8 @@ KEYS: tuple[Key, ...] = (
         "from the index, and says so). The latest snapshot's stash always stays, and so does "
         "one that holds the only copy of a distribution whose name is not installed now (a "
         "removal still in effect; an upgrade's old version is none), which is not counted among "
-        "the newest `keep`.",
+        "the newest `keep`. A bisect's own snapshots are not counted among them either: the "
+        "newest `keep` of those are kept apart.",
         command_line="none (`prune --keep N` deletes whole snapshots once)",
     ),
     Key(

@@ -32,6 +32,7 @@ COMMANDS = (
     "audit",
     "diff",
     "bisect",
+    "try",
 )
 
 # What ``export --format`` writes (operations/export.py), named here for the command line.
@@ -81,6 +82,7 @@ class UninstallOptions(Struct, frozen=True):
     allow_unmet: bool = False  # go ahead although a requirement is left unmet; the probe judges
     keep_needed: bool = False  # remove only the named ones nothing needs (needs.py, bisection.py)
     with_orphans: bool = False  # also the dependencies that the removal leaves unrequired
+    always_undo: bool = False  # try: undone whatever the verdict, which is the outcome
 
 
 class RollbackOptions(Struct, frozen=True):
@@ -123,3 +125,4 @@ class RunOptions(Struct, frozen=True):
     fresh_baseline: bool = False
     allow_unmet: bool = False  # a change that leaves requirements unmet is judged by the probe
     output_to_stderr: bool = False  # the command's standard output goes to stderr (--json)
+    always_undo: bool = False  # try: undone whatever the verdict, which is the outcome

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ def run_playbook(
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
     home = tmp_path / "ansible-home"
     home.mkdir(exist_ok=True)
+    control_dir = tempfile.mkdtemp(prefix="su-ssh-")
     env = {
         **os.environ,
         "PWD": str(tmp_path),
@@ -60,10 +62,24 @@ def run_playbook(
         "ANSIBLE_REMOTE_TEMP": str(home / "remote-tmp"),
         "ANSIBLE_STDOUT_CALLBACK": "default",
         "ANSIBLE_FORKS": "5",
+        # ssh refuses a ControlPath of 108 bytes or more, which a deep pytest folder reaches
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir,
     }
     env.pop("ANSIBLE_CONFIG", None)
     assert ANSIBLE_PLAYBOOK is not None
-    done = subprocess.run(
+    try:
+        done = _ansible(env, tmp_path, extra_vars)
+    finally:
+        shutil.rmtree(control_dir, ignore_errors=True)
+    report = tmp_path / "drift.json"
+    return done, json.loads(report.read_text()) if report.exists() else {}
+
+
+def _ansible(
+    env: dict[str, str], tmp_path: Path, extra_vars: dict[str, object]
+) -> subprocess.CompletedProcess[str]:
+    assert ANSIBLE_PLAYBOOK is not None
+    return subprocess.run(
         [
             ANSIBLE_PLAYBOOK,
             "-i",
@@ -78,8 +94,6 @@ def run_playbook(
         cwd=tmp_path,
         timeout=600,
     )
-    report = tmp_path / "drift.json"
-    return done, json.loads(report.read_text()) if report.exists() else {}
 
 
 def _copies(base: Venv, count: int) -> list[Venv]:

@@ -39,7 +39,7 @@ def test_a_forged_requires_cache_does_not_skip_the_unmet_requirement_refusal(
 ) -> None:
     venv = make_venv("requests")
     refused = venv.tool("--no-probe", "urllib3")
-    assert refused.returncode == 1 and "requirements unmet" in refused.stdout
+    assert refused.returncode == 1 and "unmet" in refused.stdout and "refused" in refused.stdout
     # A requirement cache entry for requests' METADATA, as the file is now, forged to say
     # "requires nothing".
     metadata = next(venv.site_packages.glob("requests-*.dist-info")) / "METADATA"
@@ -53,7 +53,7 @@ def test_a_forged_requires_cache_does_not_skip_the_unmet_requirement_refusal(
     (venv.root / ".safe-uninstall" / "requires-cache.json").write_text(json.dumps(forged))
     again = venv.tool("--no-probe", "urllib3")
     assert again.returncode == 1, again.stdout + again.stderr
-    assert "requirements unmet" in again.stdout
+    assert "unmet" in again.stdout and "refused" in again.stdout
     assert "urllib3" in venv.installed()
 
 

@@ -40,6 +40,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("run", "--", "true"),
     ("diff",),
     ("bisect", "0001"),
+    ("try", "leftpad"),
 ]
 
 
@@ -135,6 +136,16 @@ OUTCOMES = {
     "bisect-refused": 1,
     "bisect-concurrent-kept": 4,
     "bisect-incomplete": 4,
+    "try-passes": 0,
+    "try-faster": 0,
+    "try-breaks": 7,
+    "try-slower": 8,
+    "try-inconclusive": 6,
+    "try-unmet": 7,
+    "try-interrupted": 3,
+    "try-stopped": 3,
+    "try-incomplete": 4,
+    "try-not-returned": 4,
     "passed": 0,
     "failed": 1,
 }
@@ -250,6 +261,18 @@ CHANGED_NOTHING = {
     "run-command-failed-unchanged",
     "passed",
     "failed",
+    "try-unmet",
+}
+
+# A try's change undone, verified, whatever its verdict: the verdict is in the id.
+TRIED_AND_UNDONE = {
+    "try-passes",
+    "try-faster",
+    "try-breaks",
+    "try-slower",
+    "try-inconclusive",
+    "try-interrupted",
+    "try-stopped",
 }
 
 
@@ -259,9 +282,10 @@ def test_what_an_outcome_says_of_the_environment(outcome: Outcome) -> None:
     back and verified (what a plain rollback passes over)."""
     assert outcome.changed_nothing == (outcome.id in CHANGED_NOTHING)
     undone = outcome.id.endswith(("-restored", "-restored-except-aside"))
+    undone = undone or outcome.id in TRIED_AND_UNDONE
     assert outcome.undone == (undone or outcome is Outcome.RESTORED_PROBE_FAILS)
-    if outcome.changed_nothing:
-        assert outcome.exit_code in (0, 1)
+    if outcome.changed_nothing:  # a try says what the change would do: it breaks, exit 7
+        assert outcome.exit_code in (0, 1) or outcome is Outcome.TRY_UNMET
     if outcome.undone:
         assert outcome.exit_code != 5 or outcome is Outcome.RESTORED_PROBE_FAILS
     assert outcome.returned_to is None

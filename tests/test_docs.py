@@ -95,7 +95,7 @@ def test_readme_and_home_page_lead_to_every_how_to_and_command() -> None:
     for page in sorted((ROOT / "docs" / "how-to").glob("*.md")):
         assert f"(docs/how-to/{page.name})" in readme, page.name
         assert f"(how-to/{page.name})" in home, page.name
-    for command in ("rollback", "doctor", "diff", "bisect", "run", "audit", "export"):
+    for command in ("rollback", "doctor", "diff", "bisect", "run", "audit", "export", "try"):
         assert re.search(rf"(`|safe-uninstall ){command}\b", readme), command
     assert 'pip install -e ".[test]"\npython -m pytest\n' in readme  # the set-up lines
 

@@ -139,6 +139,8 @@ def test_every_command_s_real_output_is_what_the_schema_describes(
     tool("bisect", 0, "bisect", "--json", good, "--probe", "import leftpad")
     tool("rollback", 0, "rollback", "--json")  # the bisect's snapshot is now: back to ``good``
     tool("run", 0, "run", "--json", "--", "true")
+    tool("try", 7, "try", "--json", "--allow-unmet", *probe, "urllib3")  # breaks, undone
+    tool("try", 0, "try", "--json", *probe, "--", "true")
     tool("snapshot", 0, "snapshot", "--json")
     tool("snapshots", 0, "snapshots", "--json")
     tool("show", 0, "show", "--json")

@@ -13,6 +13,7 @@ from safeuninstall import config
 from safeuninstall.base.errors import UsageError
 from safeuninstall.state.layout import SnapshotFolder
 from tests.conftest import UV, MakeVenv, Run, Venv, returns_promptly, tree
+from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -391,3 +392,35 @@ def test_what_a_removal_keeps_counts_every_snapshot_s_own_files(make_venv: MakeV
     assert kept in run.stdout
     assert venv.tool("snapshots", "--json").json()["total_bytes"] == held
     assert venv.tool("audit", "--json").json()["stash_bytes"] == held
+
+
+def test_bisects_one_after_another_never_push_out_the_good_snapshot(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Each bisect ends back where it started, with a snapshot of its own: those are not
+    counted against ``keep`` of the others (only among themselves), so the good snapshot every
+    bisect switches to keeps its stash and the next bisect needs no index (here: none at
+    all)."""
+    house = tmp_path / "house"
+    for version, body in (("1.0", "OK = True\n"), ("2.0", "raise ImportError('broken')\n")):
+        build_wheel(house, "part", version, {"part.py": body})
+    venv = make_venv()
+    venv.install("part==1.0", find_links=house)
+    good = venv.tool("snapshot", "-q").stdout.strip()
+    venv.install("part==2.0", find_links=house)  # by hand: only the good stash holds 1.0
+
+    runs = [
+        venv.tool("--json", "bisect", good, "--probe", "import part", SAFE_UNINSTALL_KEEP="2")
+        for _ in range(3)
+    ]
+
+    for run in runs:
+        data = run.json()
+        assert run.returncode == 0, data
+        assert [c["names"] for c in data["bisect"]["culprits"]] == [["part"]]  # type: ignore[index]
+    assert not folder(venv, good).pruned_mark.exists()
+    assert folder(venv, good).stash_dir.is_dir()
+    # the bisects' own snapshots are bounded apart: the newest 2 of them keep their stash
+    kept = runs[-1].json()["kept"]
+    assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
+    assert venv.installed()["part"] == "2.0"

@@ -186,6 +186,10 @@ def test_a_rollback_whose_probe_fails_is_undone(make_venv: MakeVenv) -> None:
     assert data["verification"]["ok"]  # it did reach snapshot 0001 ...
     assert data["undo"]["verification"]["ok"]  # ... and was put back, verified
     assert data["undo"]["restored"] == ["toolpkg==1.0"]
+    assert (  # what its verification proved, not that the whole environment is back
+        "what the rollback changed is back as it was before it (snapshot 0002): the installed "
+        "set, and each restored file its hash"
+    ) in data["messages"]
     assert venv.installed() == installed
     assert venv.file_hashes() == hashes
     assert not venv.journal.exists()
@@ -675,7 +679,7 @@ def test_undoing_a_rollback_says_the_second_dist_info_folder_is_not_put_back(
     assert data["outcome"] == "rollback-probe-failed-restored-except-aside"
     kept = venv.snapshot("0002").aside_dir
     said = "\n".join(data["messages"])
-    assert "the environment is back as snapshot 0002 records the state before the rollback" in said
+    assert "what the rollback changed is back as snapshot 0002 records the state before it" in said
     assert (
         "urllib3-2.3.0.dist-info, a second dist-info folder when snapshot 0002 was taken, is not "
         f"put back (a snapshot brings back one version per name); its files are kept in "
@@ -785,3 +789,30 @@ def test_a_copied_venv_says_whose_snapshots_its_state_folder_holds(
     assert data["snapshots"] == [] and why in str(data["none_because"])
     assert back.returncode == 1 and why in back.stderr, back.stdout + back.stderr
     assert venv.tool("snapshots", "--json").json()["none_because"] is None
+
+
+def test_a_rollback_claims_what_it_checked_not_the_bytes_of_what_it_never_touched(
+    make_venv: MakeVenv,
+) -> None:
+    """After the snapshot, leftpad is removed and a file of requests (which neither the removal
+    nor the rollback touches) is written in place: the rollback brings leftpad back and says
+    what its verification proved, the installed set and each file it restored, never that the
+    environment matches the snapshot."""
+    venv = make_venv("leftpad")
+    venv.install("requests", copies=True)  # copies: the test writes into one in place
+    assert venv.tool("snapshot", "-q").returncode == 0
+    assert venv.tool("--no-probe", "leftpad").returncode == 0
+    edited = venv.site_packages / "requests" / "api.py"
+    with open(edited, "a", encoding="utf-8") as out:
+        out.write("# edited in place\n")
+
+    run = venv.tool("rollback", "0001", "--no-probe")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "environment matches the snapshot" not in run.stdout + run.stderr
+    assert run.stdout.splitlines()[-1] == (
+        "rollback: rolled back; the installed set matches the snapshot, and each restored file "
+        "its hash"
+    )
+    assert venv.installed()["leftpad"] == "1.0"
+    assert edited.read_text().endswith("# edited in place\n")  # not checked, not claimed

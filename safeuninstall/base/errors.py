@@ -15,6 +15,8 @@ code meaning
      probe fails in the restored state
 6    inconclusive: a metric's runs could not tell whether a state is worse than allowed;
      nothing named (bisect) or the change undone, verified
+7    ``try``: the change breaks (a probe fails, a requirement is left unmet); undone, verified
+8    ``try``: the change makes the metric worse than allowed; undone, verified
 ==== =====================================================================
 """
 
@@ -27,6 +29,8 @@ EXIT_RESTORED = 3
 EXIT_INCOMPLETE = 4
 EXIT_PROBE_FAILS_AFTER_ROLLBACK = 5
 EXIT_INCONCLUSIVE = 6
+EXIT_BREAKS = 7
+EXIT_SLOWER = 8
 
 # What each code means, for the documentation (tests check README.md's table against it).
 EXIT_CODES = {
@@ -45,7 +49,12 @@ EXIT_CODES = {
     EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
     "is worse than `--max-regression` allows, or no culprit `bisect` found fails on its own; so "
     "nothing is named (`bisect`) or the change was undone (a removal, `run`, `rollback`); the "
-    "environment is back where it started, verified",
+    "installed set is back where it started, verified",
+    EXIT_BREAKS: "`try`: the change would break the environment (a probe fails, the command "
+    "fails, a requirement is left unmet); the installed set is back where it started, verified "
+    "(or, for a requirement left unmet without `--allow-unmet`, was not changed)",
+    EXIT_SLOWER: "`try`: the change would make the `--probe-metric` worse than "
+    "`--max-regression` allows, significantly; it was undone, back where it started, verified",
 }
 
 

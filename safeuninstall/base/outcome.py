@@ -15,11 +15,13 @@ import re
 from msgspec import Struct
 
 from safeuninstall.base.errors import (
+    EXIT_BREAKS,
     EXIT_INCOMPLETE,
     EXIT_INCONCLUSIVE,
     EXIT_OK,
     EXIT_PROBE_FAILS_AFTER_ROLLBACK,
     EXIT_RESTORED,
+    EXIT_SLOWER,
     EXIT_UNCHANGED,
 )
 
@@ -32,6 +34,7 @@ class Operation(enum.Enum):
     RECOVER = "recover"
     RUN = "run"
     BISECT = "bisect"
+    TRY = "try"
 
 
 class Cause(enum.Enum):
@@ -48,6 +51,7 @@ class Cause(enum.Enum):
     INCONCLUSIVE = enum.auto()  # a metric's runs could not tell, up to their cap
     INTERRUPTED = enum.auto()
     ERROR = enum.auto()  # an unexpected error of ours
+    TRIED = enum.auto()  # try: the change passed, and is undone all the same
 
 
 class Ending(enum.Enum):
@@ -292,19 +296,21 @@ class Outcome(enum.Enum):
     # -- rollback and recover
     ALREADY_MATCHES = (
         "already-matches",
-        "the environment already matches the snapshot",
+        "the installed set already matches the snapshot",
         EXIT_OK,
         Ending.UNCHANGED,
     )
     ROLLED_BACK = (
         "rolled-back",
-        "rolled back; the environment matches the snapshot",
+        # what the verification proved: not the bytes of what the rollback never touched
+        "rolled back; the installed set matches the snapshot, and each restored file its hash",
         EXIT_OK,
         Ending.STANDS,
     )
     ROLLED_BACK_PROBE_FAILS = (
         "rolled-back-probe-fails",
-        "rolled back and verified, but the probe fails in that state",
+        "rolled back; the installed set matches the snapshot, and each restored file its hash, "
+        "but the probe fails in that state",
         EXIT_PROBE_FAILS_AFTER_ROLLBACK,
         Ending.STANDS,
     )
@@ -340,7 +346,7 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_PROBE_FAILED_RESTORED = (
         "rollback-probe-failed-restored",
-        "the probe failed after the rollback: the environment was put back as it was before "
+        "the probe failed after the rollback: what it changed was put back as it was before "
         "it, verified",
         EXIT_RESTORED,
         Ending.RESTORED,
@@ -358,7 +364,7 @@ class Outcome(enum.Enum):
     ROLLBACK_INCONCLUSIVE_RESTORED = (
         "rollback-inconclusive-restored",
         "the metric's runs could not tell whether the rollback made it worse "
-        "(inconclusive): the environment was put back as it was before it, verified",
+        "(inconclusive): what it changed was put back as it was before it, verified",
         EXIT_INCONCLUSIVE,
         Ending.RESTORED,
         Cause.INCONCLUSIVE,
@@ -375,8 +381,8 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
         "rollback-inconclusive-restored-except-aside",
-        "the metric's runs could not tell whether the rollback made it worse: the "
-        "environment was put back as its snapshot records it, verified, but NOT the "
+        "the metric's runs could not tell whether the rollback made it worse: what it "
+        "changed was put back as its snapshot records it, verified, but NOT the "
         "second dist-info folder it removed (kept aside)",
         EXIT_INCOMPLETE,
         Ending.RESTORED_EXCEPT_ASIDE,
@@ -385,7 +391,7 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_FAILED_RESTORED = (
         "rollback-failed-restored",
-        "the rollback could not complete: the environment was put back as it was before it, "
+        "the rollback could not complete: what it changed was put back as it was before it, "
         "verified",
         EXIT_RESTORED,
         Ending.RESTORED,
@@ -405,7 +411,7 @@ class Outcome(enum.Enum):
     # per name): not everything, so not exit 3.
     ROLLBACK_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
         "rollback-probe-failed-restored-except-aside",
-        "the probe failed after the rollback: the environment was put back as its snapshot "
+        "the probe failed after the rollback: what it changed was put back as its snapshot "
         "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
         EXIT_INCOMPLETE,
         Ending.RESTORED_EXCEPT_ASIDE,
@@ -414,7 +420,7 @@ class Outcome(enum.Enum):
     )
     ROLLBACK_FAILED_RESTORED_EXCEPT_ASIDE = (
         "rollback-failed-restored-except-aside",
-        "the rollback could not complete: the environment was put back as its snapshot "
+        "the rollback could not complete: what it changed was put back as its snapshot "
         "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
         EXIT_INCOMPLETE,
         Ending.RESTORED_EXCEPT_ASIDE,
@@ -452,7 +458,8 @@ class Outcome(enum.Enum):
     )
     RECOVERED_PROBE_FAILS = (
         "recovered-probe-fails",
-        "recovered and verified, but the probe fails in that state",
+        "recovered; the installed set matches the snapshot, and each restored file its hash, "
+        "but the probe fails in that state",
         EXIT_PROBE_FAILS_AFTER_ROLLBACK,
         Ending.STANDS,
     )
@@ -743,8 +750,8 @@ class Outcome(enum.Enum):
     # probe's output, and leaves no snapshot behind to carry this as its note.
     BISECT_REFUSED = (
         "bisect-refused",
-        "the probe fails in the good snapshot too: the environment is back where it started, "
-        "verified",
+        "the probe fails in the good snapshot too: the installed set is back where it "
+        "started, verified",
         EXIT_UNCHANGED,
         Ending.RETURNED,
         Cause.PROBE_FAILED,
@@ -766,6 +773,89 @@ class Outcome(enum.Enum):
         Ending.INCOMPLETE,
         None,
         Operation.BISECT,
+    )
+    # -- try: a removal or a run undone whatever its verdict; the verdict is the outcome
+    TRY_PASSES = (
+        "try-passes",
+        "the change would pass (every probe passed); it was undone: back where it started, "
+        "verified",
+        EXIT_OK,
+        Ending.RESTORED,
+        Cause.TRIED,
+        Operation.TRY,
+    )
+    TRY_FASTER = (
+        "try-faster",
+        "the change would make the metric better, significantly; it was undone: back where it "
+        "started, verified",
+        EXIT_OK,
+        Ending.RESTORED,
+    )
+    TRY_BREAKS = (
+        "try-breaks",
+        "the change would break the environment; it was undone: back where it started, verified",
+        EXIT_BREAKS,
+        Ending.RESTORED,
+        Cause.PROBE_FAILED,
+        Operation.TRY,
+    )
+    TRY_SLOWER = (
+        "try-slower",
+        "the change would make the metric worse than allowed, significantly; it was undone: "
+        "back where it started, verified",
+        EXIT_SLOWER,
+        Ending.RESTORED,
+    )
+    TRY_INCONCLUSIVE = (
+        "try-inconclusive",
+        "inconclusive: the metric's runs could not tell what the change would do; it was "
+        "undone: back where it started, verified",
+        EXIT_INCONCLUSIVE,
+        Ending.RESTORED,
+        Cause.INCONCLUSIVE,
+        Operation.TRY,
+    )
+    # Refused before any change, as a removal is, because it would leave requirements unmet:
+    # that is what it would do.
+    TRY_UNMET = (
+        "try-unmet",
+        "the change would break the environment: it leaves requirements unmet; nothing was "
+        "changed (--allow-unmet lets the probe judge it)",
+        EXIT_BREAKS,
+        Ending.UNCHANGED,
+    )
+    TRY_INTERRUPTED = (
+        "try-interrupted",
+        "interrupted: the change was undone: back where it started, verified",
+        EXIT_RESTORED,
+        Ending.RESTORED,
+        Cause.INTERRUPTED,
+        Operation.TRY,
+    )
+    TRY_STOPPED = (
+        "try-stopped",
+        "the change could not be made or judged (the uninstall failed, another process changed "
+        "the environment, an error); it was undone: back where it started, verified",
+        EXIT_RESTORED,
+        Ending.RESTORED,
+        Cause.ERROR,
+        Operation.TRY,
+    )
+    TRY_INCOMPLETE = (
+        "try-incomplete",
+        "the return to where the try started is INCOMPLETE: the environment differs from it",
+        EXIT_INCOMPLETE,
+        Ending.INCOMPLETE,
+        None,
+        Operation.TRY,
+    )
+    TRY_NOT_RETURNED = (
+        "try-not-returned",
+        "the change cannot be undone: nothing was undone, the environment is as the change left it",
+        EXIT_INCOMPLETE,
+        Ending.NOT_UNDONE,
+        None,
+        Operation.TRY,
     )
     # -- probe
     PASSED = ("passed", "every probe passed", EXIT_OK, Ending.UNCHANGED)

@@ -181,6 +181,12 @@ def _probe_options(hidden: bool = False) -> list[click.Option]:
             help="Kill a probe (its whole process group) after this long. [default: 300]",
         ),
         click.Option(["--no-probe"], is_flag=True, hidden=hidden, help="Run no probe at all."),
+        *_metric_options(hidden),
+    ]
+
+
+def _metric_options(hidden: bool) -> list[click.Option]:
+    return [
         click.Option(
             ["--probe-metric"],
             metavar="COMMAND",
@@ -545,7 +551,7 @@ class Common:
 
         The operation is over and its report must be printed whatever happens here: a busy
         lock, a full disk or an interrupt only skips the policy, and says so."""
-        if result.snapshot is None or result.exit_code not in (0, 3, 5):
+        if result.snapshot is None or result.exit_code not in (0, 3, 5, 7, 8):
             return result
         if result.outcome.changed_nothing:  # nothing new for the retention policy to weigh
             return result
@@ -749,6 +755,8 @@ class _DefaultToUninstall(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args[0] == "try" and "--" in args:  # the command form: what follows is COMMAND's
+            ctx.meta[_TRY_ARGV] = tuple(args[args.index("--") + 1 :])
         if args[0] in self.commands:
             return super().resolve_command(ctx, args)
         return "uninstall", self._uninstall(), args
@@ -909,19 +917,23 @@ def uninstall_command(
             offline=common.offline,
             **flags,
         )
-        configured = common.probes()
-        ctx = common.context()
-
-        early: HeadStart | None = None
-        try:
-            early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
-            removal = uninstall(ctx, configured, wanted, early)
-        finally:
-            if early is not None:
-                early.baseline.cancel()  # no probe outlives the command
-        return common.settled(removal)
+        return _removal(common, wanted)
 
     _run(common, call, _operation_text)
+
+
+def _removal(common: Common, wanted: options.UninstallOptions) -> Result:
+    """The removal of ``uninstall`` and ``try PACKAGE...``, its baseline begun at once."""
+    configured = common.probes()
+    ctx = common.context()
+    early: HeadStart | None = None
+    try:
+        early = head_start(ctx, configured, wanted)  # the baseline probe, in a thread
+        removal = uninstall(ctx, configured, wanted, early)
+    finally:
+        if early is not None:
+            early.baseline.cancel()  # no probe outlives the command
+    return common.settled(removal)
 
 
 # COMMAND's own options are its, not ours: nothing after COMMAND is parsed.
@@ -968,6 +980,87 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
         return common.settled(run_guarded(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
+
+
+_TRY_ARGV = "safe_uninstall.try_argv"  # try -- COMMAND: the command, as typed after ``--``
+# What try never takes: it always goes back (--keep-on-failure), and judges the change it is
+# given (--keep-needed would choose one).
+_NOT_TRIED = ("keep_on_failure", "keep_needed", "_yes", "_pip_check")
+# What only a removal takes, refused with a command.
+_REMOVAL_ONLY = ("strict", "probe_after_restore", "allow_drift", "with_orphans")
+
+
+@_command("try", probes=True, offline=True)
+@click.argument("targets", nargs=-1, type=click.UNPROCESSED, metavar="PACKAGE... | -- COMMAND")
+def try_command(
+    common: Common, targets: tuple[str, ...], requirement_files: tuple[str, ...], **flags: bool
+) -> None:
+    """Try a change and go back: remove PACKAGE... (as `uninstall` does, with its options) or
+    run `-- COMMAND` (as `run` does), judge it (probes, `--probe-metric`), then ALWAYS put
+    everything back, verified, and say what the change would do: passes (exit 0), faster
+    (0), breaks (7), slower (8), inconclusive (6).
+
+    `safe-uninstall try --probe 'import torch' numexpr`,
+    `safe-uninstall try --probe-metric 'python bench.py' -- uv pip install -U numpy`.
+    """
+
+    argv: tuple[str, ...] | None = click.get_current_context().meta.get(_TRY_ARGV)
+    common.read_only = flags["dry_run"]
+    if argv is not None:
+        _refuse_removal_options(targets, argv, requirement_files, flags)
+
+    def call() -> Result:
+        if argv is not None:
+            wanted = options.RunOptions(
+                argv=argv,
+                offline=common.offline,
+                output_to_stderr=common.output.as_json,
+                dry_run=flags["dry_run"],
+                fresh_baseline=flags["fresh_baseline"],
+                allow_unmet=flags["allow_unmet"],
+                always_undo=True,
+            )
+            return common.settled(run_guarded(common.context(), common.probes(), wanted))
+        request = read_request(targets, requirement_files, Path.cwd(), os.environ)
+        removal = options.UninstallOptions(
+            names=targets,
+            requirement_files=requirement_files,
+            request=request,
+            offline=common.offline,
+            always_undo=True,
+            **flags,
+        )
+        return _removal(common, removal)
+
+    _run(common, call, _operation_text)
+
+
+def _refuse_removal_options(
+    targets: tuple[str, ...],
+    argv: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    flags: dict[str, bool],
+) -> None:
+    """try -- COMMAND takes what run takes: a package named too, or a removal's option, is a
+    mistake said before anything is read."""
+    if targets != argv or requirement_files:
+        raise click.UsageError("try takes PACKAGE... or -- COMMAND, not both")
+    given = [name for name in _REMOVAL_ONLY if flags[name]]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise click.UsageError(f"{shown}: only for try PACKAGE..., not for try -- COMMAND")
+
+
+def _with_the_removal_s_options(command: click.Command) -> None:
+    """try PACKAGE... takes a removal's own options (defined once, on uninstall), after its
+    arguments, but those it never takes."""
+    have = {p.name for p in command.params} | {"packages", *_NOT_TRIED}
+    own = [p for p in uninstall_command.params if p.name not in have]
+    at = [p.name for p in command.params].index("targets") + 1
+    command.params[at:at] = own
+
+
+_with_the_removal_s_options(try_command)
 
 
 @_command("rollback", probes=True, offline=True)

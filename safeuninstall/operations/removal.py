@@ -39,6 +39,7 @@ from safeuninstall.judgement.needs import Cleanup, orphans
 from safeuninstall.judgement.plan import NEVER_MATCHED, RemovalPlan
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all, start
 from safeuninstall.operations.results import ProbeRuns, RemovalResult
+from safeuninstall.operations.trial import metric_lines, refused, tried
 from safeuninstall.options import COMMANDS, UninstallOptions
 from safeuninstall.session import baseline
 from safeuninstall.session.analysis import (
@@ -125,8 +126,10 @@ class Removal:
         self.records.update(_record_stats(self.installed, found.found))
 
     def result(self, outcome: Outcome) -> RemovalResult:
+        if self.options.always_undo:  # try: a refusal for unmet requirements is its verdict
+            outcome = refused(outcome)
         return RemovalResult(
-            command="uninstall",
+            command="try" if self.options.always_undo else "uninstall",
             outcome=outcome,
             python=str(self.ctx.python),
             environment=self.ctx.where,
@@ -199,12 +202,14 @@ class Removal:
         markers = self.ctx.interpreter.markers
         closure = removal_closure(self.installed, markers, names, self.requirements)
         # The refusal itself is the outcome's line (results.outcome_text): said once.
+        verb = "try" if self.options.always_undo else ""
         return [
-            "to remove the dependents too: " + _removal_command(self.ctx, closure),
-            "to remove only "
+            f"to {verb or 'remove'} the dependents too: "
+            + _removal_command(self.ctx, closure, verb=verb),
+            f"to {verb or 'remove'} only "
             + ", ".join(names)
             + ", the probe judging it: "
-            + _removal_command(self.ctx, names, "--allow-unmet"),
+            + _removal_command(self.ctx, names, "--allow-unmet", verb=verb),
         ]
 
     def begin_derived(self) -> None:
@@ -317,10 +322,10 @@ def _record_stats(
     return found
 
 
-def _removal_command(ctx: Context, names: Sequence[str], *flags: str) -> str:
-    """The command that removes ``names``; a name that is also a subcommand's needs
-    ``uninstall`` named first."""
-    command = ("uninstall",) if any(name in COMMANDS for name in names) else ()
+def _removal_command(ctx: Context, names: Sequence[str], *flags: str, verb: str = "") -> str:
+    """The command that removes ``names`` (or ``verb``s it: ``try``); a name that is also a
+    subcommand's needs ``uninstall`` named first."""
+    command = (verb,) if verb else ("uninstall",) if any(n in COMMANDS for n in names) else ()
     return ctx.suggest(*command, *flags, *names)
 
 
@@ -445,6 +450,8 @@ class Attempt:
         else:
             messages += self._passed_on_the_interpreter_s_own(after)
             removal.cache.put(removal.after, env_print, self.ran)
+            if removal.options.always_undo:  # try: it passes, and is undone all the same
+                return Cause.TRIED
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
             self.txn.finish(Outcome.REMOVED)
@@ -512,12 +519,12 @@ class Attempt:
             )
             next_command: str | None = self._recover()
             if restored.verification is None:  # an error of ours stopped it half way
-                outcome = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
+                outcome = self._ended(cause, Ending.INCOMPLETE)
                 removal.messages.append(_stopped(restored))
             else:
                 self.runs = self._probe_after_restore(restored)
                 ended = Ending.RESTORED if restored.ok else Ending.INCOMPLETE
-                outcome = Outcome.ended(Operation.UNINSTALL, cause, ended)
+                outcome = self._ended(cause, ended)
                 next_command = None if restored.ok else next_command
                 if restored.ok and not all(r.passed for r in self.runs.after_restore):
                     # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
@@ -531,6 +538,12 @@ class Attempt:
         if txn.interrupted:
             removal.messages.append("an interrupt arrived during the restore; it finished first")
         return self._result(outcome, restored=restored, next_command=next_command)
+
+    def _ended(self, cause: Cause, ending: Ending) -> Outcome:
+        if self.removal.options.always_undo:
+            self.removal.messages += metric_lines(self.runs.after)
+            return tried(cause, ending, self.runs.after)
+        return Outcome.ended(Operation.UNINSTALL, cause, ending)
 
     def _recover(self) -> str:
         return self.ctx.suggest("recover")

@@ -88,8 +88,16 @@ class Result(Struct, frozen=True, kw_only=True):
         if derived is not None:
             return self._derived_text(derived)
         unmet = self._unmet_refused()
+        if unmet and self.outcome is Outcome.TRY_UNMET:
+            return f"the change would break the environment: {unmet}; nothing was changed"
         if unmet:
             return f"refused: {unmet}; nothing was changed"
+        if self.outcome is Outcome.TRY_PASSES and not self.probes.after:
+            why = "--no-probe" if self.probes.disabled else "no probe applies"
+            return (
+                f"no probe judged the change ({why}); it was undone: back where it started, "
+                "verified"
+            )
         if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
             why = "no probe (--no-probe)" if self.probes.disabled else "no probe applies"
             return f"removed what nothing needs, kept what is needed; {why}"
@@ -104,7 +112,8 @@ class Result(Struct, frozen=True, kw_only=True):
     def _unmet_refused(self) -> str:
         """A refusal for unmet requirements, said once and exactly: how many, whose."""
         impact = self.details().impact
-        if self.outcome is not Outcome.REFUSED_UNMET or impact is None or not impact.unmet:
+        refusals = (Outcome.REFUSED_UNMET, Outcome.TRY_UNMET)
+        if self.outcome not in refusals or impact is None or not impact.unmet:
             return ""
         dependents = ", ".join(sorted({u.dependent for u in impact.unmet}))
         return (

@@ -402,7 +402,7 @@ class _Rollback:
         """The result when the rollback stops before any change: nothing to do, requirements
         it would leave unmet (unless --allow-unmet), --dry-run; None when it goes ahead."""
         if plan.empty and self.recovering is None:
-            self.messages.append(f"the environment already matches snapshot {self.wanted.id}")
+            self.messages.append(f"the installed set already matches snapshot {self.wanted.id}")
             return self._result(Outcome.ALREADY_MATCHES)
         if unmet and not self.options.allow_unmet:
             self.messages += self._refused_unmet()
@@ -671,8 +671,9 @@ class _Rollback:
                 return concurrent
             self._finish(txn)
             self.messages.append(
-                "the probe after it was interrupted: the environment matches the snapshot, "
-                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
+                "the probe after it was interrupted: the installed set matches the snapshot, "
+                "and each restored file its hash, but nothing proved it works; run "
+                f"`{self.ctx.suggest('probe')}`"
             )
             return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
         self.base = msgspec.structs.replace(
@@ -766,12 +767,13 @@ class _Rollback:
         # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
         txn.finish(outcome, keep_journal=not undone.ok)
         if undone.ok:
+            # What the verification proved: not the bytes of what the rollback never touched.
             self.messages.append(
-                f"the environment is back as snapshot {before.id} records the state before the "
-                f"{self.command}, except:"
+                f"what the {self.command} changed is back as snapshot {before.id} records the "
+                "state before it, except:"
                 if aside
-                else f"the environment is back as it was before the {self.command} (snapshot "
-                f"{before.id})"
+                else f"what the {self.command} changed is back as it was before it (snapshot "
+                f"{before.id}): the installed set, and each restored file its hash"
             )
             self.messages += aside
         return self._result(
@@ -828,10 +830,11 @@ class _Rollback:
             concurrent = self._changed_by_others(txn)
             if concurrent is not None:
                 return concurrent
-            # The installed set already matches the snapshot; only the check is missing.
+            # The restore was verified; only the check is missing.
             self.messages.append(
                 "the probe after it was interrupted: the installed set matches the snapshot, "
-                f"but nothing proved it works; run `{self.ctx.suggest('probe')}`"
+                "and each restored file its hash, but nothing proved it works; run "
+                f"`{self.ctx.suggest('probe')}`"
             )
             return self._result(
                 Outcome.RECOVERED_PROBE_INTERRUPTED

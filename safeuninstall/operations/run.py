@@ -56,6 +56,7 @@ from safeuninstall.judgement.libraries import ownership
 from safeuninstall.judgement.plan import RollbackPlan, plan_rollback
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.operations.results import ProbeRuns, RunResult
+from safeuninstall.operations.trial import metric_lines, tried
 from safeuninstall.options import RunOptions
 from safeuninstall.session import baseline
 from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
@@ -128,7 +129,7 @@ class _Guard:
 
     def result(self, outcome: Outcome, **parts: object) -> RunResult:
         result = RunResult(
-            command="run",
+            command="try" if self.options.always_undo else "run",
             outcome=outcome,
             python=str(self.ctx.python),
             environment=self.ctx.where,
@@ -261,6 +262,8 @@ class _Attempt:
             passed_on = self._command()
             now = self._compare()
             judged = self._judge(passed_on, now)
+            if judged is None and self.guard.options.always_undo:
+                judged = Cause.TRIED  # try: it passes, and is undone all the same
             if judged is None:
                 self.txn.finish(Outcome.RAN)
                 return self._result(Outcome.RAN)
@@ -470,16 +473,14 @@ class _Attempt:
                 messages.append(_stopped(restored))
             aside = self._second_folders_gone() if restored.ok else []
             ended = Ending.RESTORED_EXCEPT_ASIDE if aside else Ending.RESTORED
-            outcome = Outcome.ended(
-                Operation.RUN, cause, ended if restored.ok else Ending.INCOMPLETE
-            )
+            outcome = self._ended(cause, ended if restored.ok else Ending.INCOMPLETE)
             # Unverified, the journal stays: other commands are refused until ``recover``.
             txn.finish(outcome, keep_journal=not restored.ok)
         if restored.ok:
             messages.append(
-                f"the environment is back as snapshot {self.snap.id} has it "
-                f"({restored.verification.files_checked if restored.verification else 0} "
-                "files hash-checked)" + (", except:" if aside else "")
+                f"the installed set is back as snapshot {self.snap.id} has it, and the "
+                f"{restored.verification.files_checked if restored.verification else 0} "
+                "files brought back match their hashes" + (", except:" if aside else "")
             )
             messages += aside
         if txn.interrupted:
@@ -532,11 +533,20 @@ class _Attempt:
             "listed above)",
         ]
         # The environment is in a known state, the command's: no journal for ``recover``.
-        self.txn.finish(Outcome.RUN_NOT_UNDONE)
+        outcome = self._ended(Cause.ERROR, Ending.NOT_UNDONE)
+        self.txn.finish(outcome)
         return self._result(
-            Outcome.RUN_NOT_UNDONE,
+            outcome,
             next_command=None if gone else ctx.suggest("rollback", self.snap.id),
         )
+
+    def _ended(self, cause: Cause, ending: Ending) -> Outcome:
+        if self.guard.options.always_undo:
+            self.guard.messages += metric_lines(self.guard.runs.after)
+            return tried(cause, ending, self.guard.runs.after)
+        if ending is Ending.NOT_UNDONE:
+            return Outcome.RUN_NOT_UNDONE
+        return Outcome.ended(Operation.RUN, cause, ending)
 
     def _rewritten_now(self) -> Sequence[str]:
         """The distributions whose files the command replaced, also when the comparison did

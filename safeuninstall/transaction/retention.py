@@ -16,6 +16,11 @@ policy never drops, and ``keep`` and ``max-size`` would bound nothing). The stas
 an only copy are not counted against ``keep``; they are counted against ``max-size``, and when
 they alone keep the stashes above it the result says so.
 
+A bisect's own snapshot (its outcome: back where it started) records a state it only passed
+through on its way back: it is not counted against ``keep`` of the others, so that bisects run
+one after another never push out the good snapshot they all switch to (nor the states before).
+The newest ``keep`` of them keep their stash, counted apart.
+
 ``prune`` is the explicit command: it deletes whole snapshots, and one whose stash is such an
 only copy only when asked (``--drop-only-copies``).
 """
@@ -30,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from msgspec import Struct
 
 from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.base.outcome import Ending, Outcome, parse_note
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.sizes import size_text
@@ -152,9 +158,11 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     after every removal of an environment with one snapshot). Under the environment's lock,
     with no operation unfinished (the caller checks the journal: the snapshot an unfinished
     one names must not lose its stash)."""
-    ids = [i for i, snap in store.iter_heads() if not isinstance(snap, SnapshotInvalid)]
-    if not ids:
+    heads = [(i, h) for i, h in store.iter_heads() if not isinstance(h, SnapshotInvalid)]
+    if not heads:
         return None
+    ids = [i for i, _ in heads]
+    returned = {i for i, head in heads if _returned(head.outcome)}
     every = ids[::-1]  # oldest first, measured whole: their own files (snapshot.toml...) too
     latest = every[-1]
     ids = [i for i in every if store.folder(i).stash_dir.is_dir()]  # what may lose its stash
@@ -168,16 +176,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     holdings = store.holdings(every)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:
-        # The latest's stash, protected, is not counted against max-size: it always stays.
-        return plan_prune(
-            ids,
-            holdings,
-            protected,
-            keep=policy.keep,
-            max_size=policy.max_size,
-            count_protected=False,
-            only_copies=only,
-        )
+        return _plan(ids, returned, holdings, protected, policy, set(only))
 
     doomed_ids = plan_keeping(copies)
     unguarded = plan_keeping(())  # what the bounds alone would drop: did a copy's guard count?
@@ -204,6 +203,47 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
         over_max_size=over,
         max_size=policy.max_size,
     )
+
+
+def _returned(outcome: str) -> bool:
+    """Whether a snapshot's note says its operation ended back where it started (a bisect)."""
+    try:
+        note = parse_note(outcome)
+    except ValueError:
+        return False
+    return isinstance(note, Outcome) and note.ending is Ending.RETURNED
+
+
+def _plan(
+    ids: Sequence[str],
+    returned: set[str],
+    holdings: Holdings,
+    protected: set[str],
+    policy: Policy,
+    copies: set[str],
+) -> list[str]:
+    """The stashes to drop, oldest first: beyond the newest ``keep`` of the snapshots but the
+    ``returned`` ones, and of the ``returned`` ones apart; then the oldest until the rest hold
+    at most ``max-size``. The latest's stash, protected, is not counted against max-size: it
+    always stays."""
+    counted = [i for i in ids if i not in returned]
+    doomed = plan_prune(
+        counted, holdings, protected, keep=policy.keep, max_size=None, only_copies=copies
+    )
+    apart = [i for i in ids if i in returned and i not in copies]  # the latest counts among them
+    if policy.keep is not None:
+        doomed += [i for i in apart[: max(len(apart) - policy.keep, 0)] if i not in protected]
+    rest = [i for i in ids if i not in doomed]
+    doomed += plan_prune(
+        rest,
+        holdings,
+        protected,
+        keep=None,
+        max_size=policy.max_size,
+        count_protected=False,
+        only_copies=copies,
+    )
+    return sorted(doomed, key=ids.index)
 
 
 def _drop_stash(store: Store, snapshot_id: str, policy: Policy) -> None:
