@@ -97,14 +97,23 @@ def test_an_override_for_a_combination_with_no_text_fails_when_built() -> None:
         )
 
 
-def test_ended_finds_every_combination_of_every_grid() -> None:
+def test_a_combination_named_besides_the_grid_must_have_its_text() -> None:
+    with pytest.raises(OutcomeTableError, match="run: no outcome for concurrent/kept"):
+        _Endings(
+            Operation.RUN,
+            "run-",
+            grid=((Cause.UNMET,), (Ending.RESTORED,)),
+            also=((Cause.CONCURRENT, Ending.KEPT),),
+            texts={(Cause.UNMET, Ending.RESTORED): "unmet, restored"},
+        )
+
+
+def test_ended_finds_every_combination_each_table_says_it_is_asked_for() -> None:
     for table in _TABLES:
-        causes, endings = table.grid
-        for cause in causes:
-            for ending in endings:
-                outcome = Outcome.ended(table.operation, cause, ending)
-                assert (outcome.operation, outcome.cause, outcome.ending) == (
-                    table.operation,
-                    cause,
-                    ending,
-                )
+        for cause, ending in table.reached:
+            outcome = Outcome.ended(table.operation, cause, ending)
+            assert (outcome.operation, outcome.cause, outcome.ending) == (
+                table.operation,
+                cause,
+                ending,
+            )

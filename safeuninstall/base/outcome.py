@@ -88,8 +88,9 @@ class _Endings:
     operation's prefix, then the cause's phrase and the ending's (``run-unmet-kept``), where
     ``words`` may rename a phrase ("" drops it) and ``ids`` gives the few irregular ones whole.
     An exit code follows from the ending (and an inconclusive metric), unless ``exit_codes``
-    says otherwise. ``grid`` is every cause and ending ``Outcome.ended`` is asked for: each
-    combination of them must have its text, or building the table fails."""
+    says otherwise. ``grid`` is the causes and endings ``Outcome.ended`` is asked for, each
+    with each, and ``also`` the single combinations it is asked for besides: each must have
+    its text, or building the table fails."""
 
     def __init__(
         self,
@@ -97,20 +98,21 @@ class _Endings:
         prefix: str,
         *,
         grid: tuple[tuple[Cause, ...], tuple[Ending, ...]],
+        also: tuple[Key, ...] = (),
         texts: dict[Key, str],
         words: dict[Cause | Ending, str] | None = None,
         ids: dict[Key, str] | None = None,
         exit_codes: dict[Key, int] | None = None,
     ) -> None:
         self.operation = operation
-        self.grid = grid
         self.texts = texts
         self._prefix = prefix
         self._words = words or {}
         self._ids = ids or {}
         self._exit_codes = exit_codes or {}
         causes, endings = grid
-        missing = [(c, e) for c in causes for e in endings if (c, e) not in texts]
+        self.reached = [(c, e) for c in causes for e in endings] + list(also)
+        missing = [key for key in self.reached if key not in texts]
         stray = [key for key in (*self._ids, *self._exit_codes) if key not in texts]
         if missing or stray:
             named = ", ".join(f"{_phrase(c)}/{_phrase(e)}" for c, e in missing + stray)
@@ -226,6 +228,7 @@ _ROLLBACK = _Endings(
         (Cause.PROBE_FAILED, Cause.INCONCLUSIVE, Cause.FAILED),
         (Ending.RESTORED, Ending.INCOMPLETE, Ending.RESTORED_EXCEPT_ASIDE),
     ),
+    also=((Cause.ERROR, Ending.INCOMPLETE), (Cause.CONCURRENT, Ending.KEPT)),
     texts={
         (Cause.ERROR, Ending.INCOMPLETE): "the rollback stopped on an error and is INCOMPLETE",
         (Cause.PROBE_FAILED, Ending.RESTORED): (
@@ -281,6 +284,7 @@ _RECOVER = _Endings(
     Operation.RECOVER,
     "recover-",
     grid=((Cause.FAILED, Cause.ERROR), (Ending.INCOMPLETE,)),
+    also=((Cause.CONCURRENT, Ending.KEPT),),
     texts={
         (Cause.FAILED, Ending.INCOMPLETE): (
             "the recover could not make the environment match the snapshot: INCOMPLETE"
@@ -776,7 +780,7 @@ class Outcome(enum.Enum):
     def ended(cls, operation: Operation, cause: Cause, ending: Ending) -> Outcome:
         """The outcome of ``operation`` ended by ``cause`` as ``ending``
         (``probe-failed-restored``): there is one for each combination in the operation's
-        grid (checked when its table is built)."""
+        grid and its ``also`` (checked when its table is built)."""
         return _BY_CAUSE[operation, cause, ending]
 
 
