@@ -5,6 +5,10 @@ outcome note records; the text is what a person reads; the exit code says what s
 environment is in (errors.EXIT_CODES). What a caller asks of one is an attribute: whether it
 changed nothing, whether its change was undone, and which snapshot a rollback returned to
 (``Note``). The ids are a contract: scripts read them, and snapshot folders keep them.
+
+An outcome that ends a change for a cause comes from its operation's table (``_Endings``): a
+text per (cause, ending), the id and exit code formed from them, checked when the table is
+built, so that ``Outcome.ended`` has a member for every combination an operation asks for.
 """
 
 from __future__ import annotations
@@ -476,7 +480,8 @@ _TRY = _Endings(
 
 class Outcome(enum.Enum):
     """Each member: its id, text, exit code, ending, and for one that ends a change for a
-    cause, that cause and the operation (``Outcome.ended`` finds it by them)."""
+    cause, that cause and the operation (``Outcome.ended`` finds it by them; such a member
+    is its operation's table's row)."""
 
     text: str
     exit_code: int
