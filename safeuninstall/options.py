@@ -97,10 +97,12 @@ class RollbackOptions(Struct, frozen=True):
 
 
 class BisectOptions(Struct, frozen=True):
-    """The snapshot where the probe passes, and whether a good version may come from an index."""
+    """The state where the probe passes (a snapshot, or a file that describes one), and where
+    a good version no stash holds may come from."""
 
     good: str
     offline: bool = False
+    find_links: tuple[str, ...] = ()  # folders of wheels the installs also look in
     dry_run: bool = False  # print the plan: the units, where each version comes from, the bound
 
 

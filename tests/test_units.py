@@ -16,11 +16,17 @@ from pathlib import Path
 import msgspec
 import pytest
 import tomli_w
+from packaging.version import Version
 
 from safeuninstall.base import process
 from safeuninstall.base.bounded import Unusable
 from safeuninstall.base.errors import JournalUnreadable, SnapshotInvalid
-from safeuninstall.environment.backend import PipBackend, UvBackend, requirement_for
+from safeuninstall.environment.backend import (
+    PipBackend,
+    UvBackend,
+    find_links_offer,
+    requirement_for,
+)
 from safeuninstall.environment.installed import InstalledDistribution, Source, read_distribution
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
@@ -253,6 +259,36 @@ def test_install_command_is_one_pinned_no_deps_call() -> None:
         "a",
         "b",
     ]
+
+
+def test_find_links_folders_go_to_every_install_and_no_uninstall() -> None:
+    uv = UvBackend(Path("/v/bin/python"), "/bin/uv", env={})
+    pip = PipBackend(Path("/v/bin/python"), env={})
+    entries = [PackageEntry(name="a", version="1")]
+    for backend, offline_flag in ((uv, "--offline"), (pip, "--no-index")):
+        backend.find_links = ["/w/one", "/w/two"]
+        argv = backend.install_argv(entries, offline=True)
+        assert argv[-6:] == [
+            offline_flag,
+            "--find-links",
+            "/w/one",
+            "--find-links",
+            "/w/two",
+            "a==1",
+        ]
+        assert "--find-links" not in backend.uninstall_argv(["a"])
+
+
+def test_find_links_offer_reads_wheel_and_sdist_names(tmp_path: Path) -> None:
+    for name in (
+        "Foo_Bar-1.0.0-py3-none-any.whl",
+        "baz-2.1.tar.gz",
+        "not-a-wheel.whl",
+        "notes.txt",
+    ):
+        (tmp_path / name).write_bytes(b"")
+    offered = find_links_offer([str(tmp_path), str(tmp_path / "missing")])
+    assert offered == {("foo-bar", Version("1.0")), ("baz", Version("2.1"))}
 
 
 def test_pip_fallback_commands() -> None:

@@ -5,6 +5,10 @@ outcome note records; the text is what a person reads; the exit code says what s
 environment is in (errors.EXIT_CODES). What a caller asks of one is an attribute: whether it
 changed nothing, whether its change was undone, and which snapshot a rollback returned to
 (``Note``). The ids are a contract: scripts read them, and snapshot folders keep them.
+
+An outcome that ends a change for a cause comes from its operation's table (``_Endings``): a
+text per (cause, ending), the id and exit code formed from them, checked when the table is
+built, so that ``Outcome.ended`` has a member for every combination an operation asks for.
 """
 
 from __future__ import annotations
@@ -70,9 +74,414 @@ class Ending(enum.Enum):
     RETURNED = enum.auto()
 
 
+class OutcomeTableError(Exception):
+    """An operation's table of endings is inconsistent: raised when the table is built (at
+    import), so that no operation can reach an ending the table has no outcome for."""
+
+
+# What names an operation's outcome: why it ended, and where the change stands.
+Key = tuple[Cause, Ending]
+
+
+def _phrase(word: Cause | Ending) -> str:
+    return word.name.lower().replace("_", "-")
+
+
+class _Endings:
+    """One operation's endings for a cause: their texts, by (cause, ending). An id is the
+    operation's prefix, then the cause's phrase and the ending's (``run-unmet-kept``), where
+    ``words`` may rename a phrase ("" drops it) and ``ids`` gives the few irregular ones whole.
+    An exit code follows from the ending (and an inconclusive metric), unless ``exit_codes``
+    says otherwise. ``grid`` is the causes and endings ``Outcome.ended`` is asked for, each
+    with each, and ``also`` the single combinations it is asked for besides: each must have
+    its text, or building the table fails."""
+
+    def __init__(
+        self,
+        operation: Operation,
+        prefix: str,
+        *,
+        grid: tuple[tuple[Cause, ...], tuple[Ending, ...]],
+        also: tuple[Key, ...] = (),
+        texts: dict[Key, str],
+        words: dict[Cause | Ending, str] | None = None,
+        ids: dict[Key, str] | None = None,
+        exit_codes: dict[Key, int] | None = None,
+    ) -> None:
+        self.operation = operation
+        self.texts = texts
+        self._prefix = prefix
+        self._words = words or {}
+        self._ids = ids or {}
+        self._exit_codes = exit_codes or {}
+        causes, endings = grid
+        self.reached = [(c, e) for c in causes for e in endings] + list(also)
+        missing = [key for key in self.reached if key not in texts]
+        stray = [key for key in (*self._ids, *self._exit_codes) if key not in texts]
+        if missing or stray:
+            named = ", ".join(f"{_phrase(c)}/{_phrase(e)}" for c, e in missing + stray)
+            raise OutcomeTableError(f"{operation.value}: no outcome for {named}")
+
+    def __getitem__(self, key: Key) -> tuple[str, str, int, Ending, Cause, Operation]:
+        """A member's value: its id, text, exit code, ending, cause and operation."""
+        cause, ending = key
+        if key not in self.texts:
+            raise OutcomeTableError(
+                f"{self.operation.value}: no outcome for {_phrase(cause)}/{_phrase(ending)}"
+            )
+        phrases = (self._words.get(cause, _phrase(cause)), self._words.get(ending, _phrase(ending)))
+        id = self._ids.get(key) or self._prefix + "-".join(p for p in phrases if p)
+        exit_code = self._exit_codes.get(key, _exit_code(cause, ending))
+        return (id, self.texts[key], exit_code, ending, cause, self.operation)
+
+
+def _exit_code(cause: Cause, ending: Ending) -> int:
+    if ending in (Ending.RESTORED, Ending.RETURNED):
+        return EXIT_INCONCLUSIVE if cause is Cause.INCONCLUSIVE else EXIT_RESTORED
+    return EXIT_UNCHANGED if ending is Ending.UNCHANGED else EXIT_INCOMPLETE
+
+
+_UNINSTALL = _Endings(
+    Operation.UNINSTALL,
+    "",
+    grid=(
+        (
+            Cause.NEEDED,
+            Cause.PROBE_FAILED,
+            Cause.DRIFT,
+            Cause.HOLLOW,
+            Cause.INCONCLUSIVE,
+            Cause.INTERRUPTED,
+            Cause.FAILED,
+            Cause.CONCURRENT,
+            Cause.ERROR,
+        ),
+        (Ending.RESTORED, Ending.INCOMPLETE),
+    ),
+    texts={
+        (Cause.NEEDED, Ending.RESTORED): (
+            "every candidate tried is needed: all was restored and verified"
+        ),
+        (Cause.NEEDED, Ending.INCOMPLETE): (
+            "every candidate tried is needed, and the restore is INCOMPLETE"
+        ),
+        (Cause.PROBE_FAILED, Ending.KEPT): (
+            "the probe failed after the removal; not restored (--keep-on-failure)"
+        ),
+        (Cause.PROBE_FAILED, Ending.RESTORED): (
+            "the probe failed after the removal: all was restored and verified"
+        ),
+        (Cause.PROBE_FAILED, Ending.INCOMPLETE): (
+            "the probe failed after the removal and the restore is INCOMPLETE"
+        ),
+        (Cause.DRIFT, Ending.RESTORED): (
+            "the probe passed only on other copies of libraries: all was restored"
+        ),
+        (Cause.DRIFT, Ending.INCOMPLETE): (
+            "drift found after the removal and the restore is INCOMPLETE"
+        ),
+        (Cause.HOLLOW, Ending.RESTORED): (
+            "the removal left another distribution hollow: all was restored"
+        ),
+        (Cause.HOLLOW, Ending.INCOMPLETE): (
+            "the removal left another distribution hollow; restore INCOMPLETE"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RESTORED): (
+            "the metric's runs could not tell whether the removal made it worse "
+            "(inconclusive): all was restored and verified"
+        ),
+        (Cause.INCONCLUSIVE, Ending.INCOMPLETE): (
+            "the metric's runs could not tell whether the removal made it worse, and the "
+            "restore is INCOMPLETE"
+        ),
+        (Cause.INCONCLUSIVE, Ending.KEPT): (
+            "the metric's runs could not tell whether the removal made it worse; not "
+            "restored (--keep-on-failure)"
+        ),
+        (Cause.INTERRUPTED, Ending.RESTORED): "interrupted: everything was restored and verified",
+        (Cause.INTERRUPTED, Ending.INCOMPLETE): "interrupted and the restore is INCOMPLETE",
+        (Cause.FAILED, Ending.RESTORED): (
+            "the uninstall failed: everything was restored and verified"
+        ),
+        (Cause.FAILED, Ending.INCOMPLETE): "the uninstall failed and the restore is INCOMPLETE",
+        (Cause.CONCURRENT, Ending.RESTORED): (
+            "another process changed the environment during the removal: all was restored"
+        ),
+        (Cause.CONCURRENT, Ending.INCOMPLETE): (
+            "another process changed the environment during the removal; restore INCOMPLETE"
+        ),
+        (Cause.ERROR, Ending.RESTORED): (
+            "an error after the uninstall started: all was restored and verified"
+        ),
+        (Cause.ERROR, Ending.INCOMPLETE): (
+            "an error after the uninstall started, and the restore is INCOMPLETE"
+        ),
+    },
+    words={Cause.FAILED: "uninstall-failed"},
+    exit_codes={
+        (Cause.NEEDED, Ending.RESTORED): EXIT_OK,
+        # proven to be as before: nothing changed
+        (Cause.FAILED, Ending.RESTORED): EXIT_UNCHANGED,
+        (Cause.ERROR, Ending.RESTORED): EXIT_UNCHANGED,
+    },
+)
+_ROLLBACK = _Endings(
+    Operation.ROLLBACK,
+    "rollback-",
+    grid=(
+        (Cause.PROBE_FAILED, Cause.INCONCLUSIVE, Cause.FAILED),
+        (Ending.RESTORED, Ending.INCOMPLETE, Ending.RESTORED_EXCEPT_ASIDE),
+    ),
+    also=((Cause.ERROR, Ending.INCOMPLETE), (Cause.CONCURRENT, Ending.KEPT)),
+    texts={
+        (Cause.ERROR, Ending.INCOMPLETE): "the rollback stopped on an error and is INCOMPLETE",
+        (Cause.PROBE_FAILED, Ending.RESTORED): (
+            "the probe failed after the rollback: what it changed was put back as it was "
+            "before it, verified"
+        ),
+        (Cause.PROBE_FAILED, Ending.INCOMPLETE): (
+            "the probe failed after the rollback, and putting it back is INCOMPLETE"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RESTORED): (
+            "the metric's runs could not tell whether the rollback made it worse "
+            "(inconclusive): what it changed was put back as it was before it, verified"
+        ),
+        (Cause.INCONCLUSIVE, Ending.INCOMPLETE): (
+            "the metric's runs could not tell whether the rollback made it worse, and "
+            "putting it back is INCOMPLETE"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the metric's runs could not tell whether the rollback made it worse: what it"
+            " changed was put back as its snapshot records it, verified, but NOT the "
+            "second dist-info folder it removed (kept aside)"
+        ),
+        (Cause.FAILED, Ending.RESTORED): (
+            "the rollback could not complete: what it changed was put back as it was "
+            "before it, verified"
+        ),
+        (Cause.FAILED, Ending.INCOMPLETE): (
+            "the rollback could not complete, and putting it back is INCOMPLETE"
+        ),
+        (Cause.PROBE_FAILED, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the probe failed after the rollback: what it changed was put back as its "
+            "snapshot records it, verified, but NOT the second dist-info folder it "
+            "removed (kept aside)"
+        ),
+        (Cause.FAILED, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the rollback could not complete: what it changed was put back as its "
+            "snapshot records it, verified, but NOT the second dist-info folder it "
+            "removed (kept aside)"
+        ),
+        (Cause.FAILED, Ending.NOT_UNDONE): (
+            "the rollback could not complete, and what it removed cannot come back now: "
+            "nothing was undone, the environment matches neither the snapshot nor the "
+            "state before it"
+        ),
+        (Cause.CONCURRENT, Ending.KEPT): (
+            "another process changed the environment during the rollback's probe: it no "
+            "longer matches the snapshot, and nothing was undone"
+        ),
+    },
+    ids={(Cause.ERROR, Ending.INCOMPLETE): "rollback-incomplete"},
+)
+_RECOVER = _Endings(
+    Operation.RECOVER,
+    "recover-",
+    grid=((Cause.FAILED, Cause.ERROR), (Ending.INCOMPLETE,)),
+    also=((Cause.CONCURRENT, Ending.KEPT),),
+    texts={
+        (Cause.FAILED, Ending.INCOMPLETE): (
+            "the recover could not make the environment match the snapshot: INCOMPLETE"
+        ),
+        (Cause.ERROR, Ending.INCOMPLETE): "the recover stopped on an error and is INCOMPLETE",
+        (Cause.CONCURRENT, Ending.KEPT): (
+            "another process changed the environment during the recover's probe: it no "
+            "longer matches the snapshot, and nothing was undone"
+        ),
+    },
+    ids={
+        (Cause.FAILED, Ending.INCOMPLETE): "incomplete",
+        (Cause.ERROR, Ending.INCOMPLETE): "recover-incomplete",
+    },
+)
+_RUN = _Endings(
+    Operation.RUN,
+    "run-",
+    grid=(
+        (
+            Cause.COMMAND_FAILED,
+            Cause.PROBE_FAILED,
+            Cause.INCONCLUSIVE,
+            Cause.UNMET,
+            Cause.INTERRUPTED,
+            Cause.ERROR,
+        ),
+        (Ending.RESTORED, Ending.INCOMPLETE, Ending.RESTORED_EXCEPT_ASIDE),
+    ),
+    texts={
+        (Cause.COMMAND_FAILED, Ending.UNCHANGED): "the command failed, and changed no distribution",
+        (Cause.COMMAND_FAILED, Ending.RESTORED): (
+            "the command failed: its change was undone, all was restored and verified"
+        ),
+        (Cause.COMMAND_FAILED, Ending.INCOMPLETE): (
+            "the command failed, and undoing its change is INCOMPLETE"
+        ),
+        (Cause.COMMAND_FAILED, Ending.KEPT): (
+            "the command failed; its change was kept (--keep-on-failure)"
+        ),
+        (Cause.PROBE_FAILED, Ending.RESTORED): (
+            "the probe failed after the command: all was restored and verified"
+        ),
+        (Cause.PROBE_FAILED, Ending.INCOMPLETE): (
+            "the probe failed after the command, and the restore is INCOMPLETE"
+        ),
+        (Cause.PROBE_FAILED, Ending.KEPT): (
+            "the probe failed after the command; not restored (--keep-on-failure)"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RESTORED): (
+            "the metric's runs could not tell whether the command made it worse "
+            "(inconclusive): all was restored and verified"
+        ),
+        (Cause.INCONCLUSIVE, Ending.INCOMPLETE): (
+            "the metric's runs could not tell whether the command made it worse, and the "
+            "restore is INCOMPLETE"
+        ),
+        (Cause.INCONCLUSIVE, Ending.KEPT): (
+            "the metric's runs could not tell whether the command made it worse; not "
+            "restored (--keep-on-failure)"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the metric's runs could not tell whether the command made it worse: all was "
+            "restored as the snapshot records it, verified, but NOT a second dist-info "
+            "folder the command removed (kept aside)"
+        ),
+        (Cause.UNMET, Ending.RESTORED): (
+            "the command left requirements unmet: all was restored and verified"
+        ),
+        (Cause.UNMET, Ending.INCOMPLETE): (
+            "the command left requirements unmet, and the restore is INCOMPLETE"
+        ),
+        (Cause.UNMET, Ending.KEPT): (
+            "the command left requirements unmet; not restored (--keep-on-failure)"
+        ),
+        (Cause.INTERRUPTED, Ending.RESTORED): (
+            "interrupted: the command's change was undone, all was restored and verified"
+        ),
+        (Cause.INTERRUPTED, Ending.INCOMPLETE): (
+            "interrupted, and undoing the command's change is INCOMPLETE"
+        ),
+        (Cause.ERROR, Ending.RESTORED): (
+            "an error after the command started: all was restored and verified"
+        ),
+        (Cause.ERROR, Ending.INCOMPLETE): (
+            "an error after the command started, and the restore is INCOMPLETE"
+        ),
+        (Cause.COMMAND_FAILED, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the command failed: its change was undone as the snapshot records it, "
+            "verified, but NOT a second dist-info folder the command removed (kept aside)"
+        ),
+        (Cause.PROBE_FAILED, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the probe failed after the command: all was restored as the snapshot records"
+            " it, verified, but NOT a second dist-info folder the command removed (kept "
+            "aside)"
+        ),
+        (Cause.UNMET, Ending.RESTORED_EXCEPT_ASIDE): (
+            "the command left requirements unmet: all was restored as the snapshot "
+            "records it, verified, but NOT a second dist-info folder the command removed "
+            "(kept aside)"
+        ),
+        (Cause.INTERRUPTED, Ending.RESTORED_EXCEPT_ASIDE): (
+            "interrupted: the command's change was undone as the snapshot records it, "
+            "verified, but NOT a second dist-info folder the command removed (kept aside)"
+        ),
+        (Cause.ERROR, Ending.RESTORED_EXCEPT_ASIDE): (
+            "an error after the command started: all was restored as the snapshot records"
+            " it, verified, but NOT a second dist-info folder the command removed (kept "
+            "aside)"
+        ),
+        (Cause.CONCURRENT, Ending.KEPT): (
+            "another process changed the environment while the probe ran: the change was "
+            "not judged, and nothing was undone"
+        ),
+    },
+)
+_BISECT = _Endings(
+    Operation.BISECT,
+    "bisect-",
+    grid=(
+        (Cause.INTERRUPTED, Cause.FAILED, Cause.INCONCLUSIVE, Cause.PROBE_FAILED),
+        (Ending.RETURNED,),
+    ),
+    texts={
+        (Cause.INTERRUPTED, Ending.RETURNED): (
+            "interrupted: the installed set is back where it started, verified"
+        ),
+        (Cause.FAILED, Ending.RETURNED): (
+            "a state to probe could not be reached: the installed set is back where it "
+            "started, verified"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RETURNED): (
+            "inconclusive: nothing is named (a round the metric could not tell apart, or "
+            "no culprit that fails on its own); the installed set is back where it "
+            "started, verified"
+        ),
+        (Cause.PROBE_FAILED, Ending.RETURNED): (
+            "the probe fails in the good snapshot too: the installed set is back where it"
+            " started, verified"
+        ),
+        (Cause.CONCURRENT, Ending.KEPT): (
+            "another process changed the environment during the bisect: it was stopped, "
+            "and left as it is"
+        ),
+    },
+    words={Ending.RETURNED: "", Cause.FAILED: "stopped", Cause.PROBE_FAILED: "refused"},
+    exit_codes={(Cause.PROBE_FAILED, Ending.RETURNED): EXIT_UNCHANGED},
+)
+_TRY = _Endings(
+    Operation.TRY,
+    "try-",
+    grid=(
+        (Cause.TRIED, Cause.PROBE_FAILED, Cause.INCONCLUSIVE, Cause.INTERRUPTED, Cause.ERROR),
+        (Ending.RESTORED,),
+    ),
+    texts={
+        (Cause.TRIED, Ending.RESTORED): (
+            "the change would pass (every probe passed); it was undone: back where it "
+            "started, verified"
+        ),
+        (Cause.PROBE_FAILED, Ending.RESTORED): (
+            "the change would break the environment; it was undone: back where it started, verified"
+        ),
+        (Cause.INCONCLUSIVE, Ending.RESTORED): (
+            "inconclusive: the metric's runs could not tell what the change would do; it "
+            "was undone: back where it started, verified"
+        ),
+        (Cause.INTERRUPTED, Ending.RESTORED): (
+            "interrupted: the change was undone: back where it started, verified"
+        ),
+        (Cause.ERROR, Ending.RESTORED): (
+            "the change could not be made or judged (the uninstall failed, another "
+            "process changed the environment, an error); it was undone: back where it "
+            "started, verified"
+        ),
+    },
+    words={
+        Ending.RESTORED: "",
+        Cause.TRIED: "passes",
+        Cause.PROBE_FAILED: "breaks",
+        Cause.ERROR: "stopped",
+    },
+    exit_codes={
+        (Cause.TRIED, Ending.RESTORED): EXIT_OK,
+        (Cause.PROBE_FAILED, Ending.RESTORED): EXIT_BREAKS,
+    },
+)
+
+
 class Outcome(enum.Enum):
     """Each member: its id, text, exit code, ending, and for one that ends a change for a
-    cause, that cause and the operation (``Outcome.ended`` finds it by them)."""
+    cause, that cause and the operation (``Outcome.ended`` finds it by them; such a member
+    is its operation's table's row)."""
 
     text: str
     exit_code: int
@@ -121,46 +530,11 @@ class Outcome(enum.Enum):
         EXIT_OK,
         Ending.STANDS,
     )
-    NEEDED_RESTORED = (
-        "needed-restored",
-        "every candidate tried is needed: all was restored and verified",
-        EXIT_OK,
-        Ending.RESTORED,
-        Cause.NEEDED,
-        Operation.UNINSTALL,
-    )
-    NEEDED_INCOMPLETE = (
-        "needed-incomplete",
-        "every candidate tried is needed, and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.NEEDED,
-        Operation.UNINSTALL,
-    )
-    PROBE_FAILED_KEPT = (
-        "probe-failed-kept",
-        "the probe failed after the removal; not restored (--keep-on-failure)",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.PROBE_FAILED,
-        Operation.UNINSTALL,
-    )
-    PROBE_FAILED_RESTORED = (
-        "probe-failed-restored",
-        "the probe failed after the removal: all was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.PROBE_FAILED,
-        Operation.UNINSTALL,
-    )
-    PROBE_FAILED_INCOMPLETE = (
-        "probe-failed-incomplete",
-        "the probe failed after the removal and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.PROBE_FAILED,
-        Operation.UNINSTALL,
-    )
+    NEEDED_RESTORED = _UNINSTALL[Cause.NEEDED, Ending.RESTORED]
+    NEEDED_INCOMPLETE = _UNINSTALL[Cause.NEEDED, Ending.INCOMPLETE]
+    PROBE_FAILED_KEPT = _UNINSTALL[Cause.PROBE_FAILED, Ending.KEPT]
+    PROBE_FAILED_RESTORED = _UNINSTALL[Cause.PROBE_FAILED, Ending.RESTORED]
+    PROBE_FAILED_INCOMPLETE = _UNINSTALL[Cause.PROBE_FAILED, Ending.INCOMPLETE]
     RESTORED_PROBE_FAILS = (
         "restored-probe-fails",
         "the probe failed after the removal; all was restored and verified, but the probe "
@@ -168,131 +542,23 @@ class Outcome(enum.Enum):
         EXIT_PROBE_FAILS_AFTER_ROLLBACK,
         Ending.RESTORED,
     )
-    DRIFT_RESTORED = (
-        "drift-restored",
-        "the probe passed only on other copies of libraries: all was restored",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.DRIFT,
-        Operation.UNINSTALL,
-    )
-    DRIFT_INCOMPLETE = (
-        "drift-incomplete",
-        "drift found after the removal and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.DRIFT,
-        Operation.UNINSTALL,
-    )
-    HOLLOW_RESTORED = (
-        "hollow-restored",
-        "the removal left another distribution hollow: all was restored",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.HOLLOW,
-        Operation.UNINSTALL,
-    )
-    HOLLOW_INCOMPLETE = (
-        "hollow-incomplete",
-        "the removal left another distribution hollow; restore INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.HOLLOW,
-        Operation.UNINSTALL,
-    )
+    DRIFT_RESTORED = _UNINSTALL[Cause.DRIFT, Ending.RESTORED]
+    DRIFT_INCOMPLETE = _UNINSTALL[Cause.DRIFT, Ending.INCOMPLETE]
+    HOLLOW_RESTORED = _UNINSTALL[Cause.HOLLOW, Ending.RESTORED]
+    HOLLOW_INCOMPLETE = _UNINSTALL[Cause.HOLLOW, Ending.INCOMPLETE]
     # A metric whose runs could not tell (judgement/metric.py): never a pass, so undone; its
     # own outcomes, so that a script tells it from a regression.
-    INCONCLUSIVE_RESTORED = (
-        "inconclusive-restored",
-        "the metric's runs could not tell whether the removal made it worse (inconclusive): "
-        "all was restored and verified",
-        EXIT_INCONCLUSIVE,
-        Ending.RESTORED,
-        Cause.INCONCLUSIVE,
-        Operation.UNINSTALL,
-    )
-    INCONCLUSIVE_INCOMPLETE = (
-        "inconclusive-incomplete",
-        "the metric's runs could not tell whether the removal made it worse, and the "
-        "restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.INCONCLUSIVE,
-        Operation.UNINSTALL,
-    )
-    INCONCLUSIVE_KEPT = (
-        "inconclusive-kept",
-        "the metric's runs could not tell whether the removal made it worse; not "
-        "restored (--keep-on-failure)",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.INCONCLUSIVE,
-        Operation.UNINSTALL,
-    )
-    INTERRUPTED_RESTORED = (
-        "interrupted-restored",
-        "interrupted: everything was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.INTERRUPTED,
-        Operation.UNINSTALL,
-    )
-    INTERRUPTED_INCOMPLETE = (
-        "interrupted-incomplete",
-        "interrupted and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.INTERRUPTED,
-        Operation.UNINSTALL,
-    )
-    UNINSTALL_FAILED_RESTORED = (
-        "uninstall-failed-restored",
-        "the uninstall failed: everything was restored and verified",
-        EXIT_UNCHANGED,
-        Ending.RESTORED,
-        Cause.FAILED,
-        Operation.UNINSTALL,  # proven to be as before: nothing changed
-    )
-    UNINSTALL_FAILED_INCOMPLETE = (
-        "uninstall-failed-incomplete",
-        "the uninstall failed and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.FAILED,
-        Operation.UNINSTALL,
-    )
-    CONCURRENT_RESTORED = (
-        "concurrent-restored",
-        "another process changed the environment during the removal: all was restored",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.CONCURRENT,
-        Operation.UNINSTALL,
-    )
-    CONCURRENT_INCOMPLETE = (
-        "concurrent-incomplete",
-        "another process changed the environment during the removal; restore INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.CONCURRENT,
-        Operation.UNINSTALL,
-    )
-    ERROR_RESTORED = (
-        "error-restored",
-        "an error after the uninstall started: all was restored and verified",
-        EXIT_UNCHANGED,
-        Ending.RESTORED,
-        Cause.ERROR,
-        Operation.UNINSTALL,
-    )
-    ERROR_INCOMPLETE = (
-        "error-incomplete",
-        "an error after the uninstall started, and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.ERROR,
-        Operation.UNINSTALL,
-    )
+    INCONCLUSIVE_RESTORED = _UNINSTALL[Cause.INCONCLUSIVE, Ending.RESTORED]
+    INCONCLUSIVE_INCOMPLETE = _UNINSTALL[Cause.INCONCLUSIVE, Ending.INCOMPLETE]
+    INCONCLUSIVE_KEPT = _UNINSTALL[Cause.INCONCLUSIVE, Ending.KEPT]
+    INTERRUPTED_RESTORED = _UNINSTALL[Cause.INTERRUPTED, Ending.RESTORED]
+    INTERRUPTED_INCOMPLETE = _UNINSTALL[Cause.INTERRUPTED, Ending.INCOMPLETE]
+    UNINSTALL_FAILED_RESTORED = _UNINSTALL[Cause.FAILED, Ending.RESTORED]
+    UNINSTALL_FAILED_INCOMPLETE = _UNINSTALL[Cause.FAILED, Ending.INCOMPLETE]
+    CONCURRENT_RESTORED = _UNINSTALL[Cause.CONCURRENT, Ending.RESTORED]
+    CONCURRENT_INCOMPLETE = _UNINSTALL[Cause.CONCURRENT, Ending.INCOMPLETE]
+    ERROR_RESTORED = _UNINSTALL[Cause.ERROR, Ending.RESTORED]
+    ERROR_INCOMPLETE = _UNINSTALL[Cause.ERROR, Ending.INCOMPLETE]
     # -- rollback and recover
     ALREADY_MATCHES = (
         "already-matches",
@@ -322,132 +588,35 @@ class Outcome(enum.Enum):
     )
     # A recover that could not make the environment match the snapshot: its journal stays,
     # and it is run again.
-    RECOVER_FELL_SHORT = (
-        "incomplete",
-        "the recover could not make the environment match the snapshot: INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.FAILED,
-        Operation.RECOVER,
-    )
-    ROLLBACK_INCOMPLETE = (
-        "rollback-incomplete",
-        "the rollback stopped on an error and is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.ERROR,
-        Operation.ROLLBACK,
-    )
+    RECOVER_FELL_SHORT = _RECOVER[Cause.FAILED, Ending.INCOMPLETE]
+    ROLLBACK_INCOMPLETE = _ROLLBACK[Cause.ERROR, Ending.INCOMPLETE]
     NOTHING_TO_ROLL_BACK = (
         "nothing-to-roll-back",
         "nothing to roll back: no change since a snapshot is still in effect",
         EXIT_OK,
         Ending.UNCHANGED,
     )
-    ROLLBACK_PROBE_FAILED_RESTORED = (
-        "rollback-probe-failed-restored",
-        "the probe failed after the rollback: what it changed was put back as it was before "
-        "it, verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.PROBE_FAILED,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_PROBE_FAILED_INCOMPLETE = (
-        "rollback-probe-failed-incomplete",
-        "the probe failed after the rollback, and putting it back is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.PROBE_FAILED,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_INCONCLUSIVE_RESTORED = (
-        "rollback-inconclusive-restored",
-        "the metric's runs could not tell whether the rollback made it worse "
-        "(inconclusive): what it changed was put back as it was before it, verified",
-        EXIT_INCONCLUSIVE,
-        Ending.RESTORED,
-        Cause.INCONCLUSIVE,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_INCONCLUSIVE_INCOMPLETE = (
-        "rollback-inconclusive-incomplete",
-        "the metric's runs could not tell whether the rollback made it worse, and "
-        "putting it back is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.INCONCLUSIVE,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
-        "rollback-inconclusive-restored-except-aside",
-        "the metric's runs could not tell whether the rollback made it worse: what it "
-        "changed was put back as its snapshot records it, verified, but NOT the "
-        "second dist-info folder it removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.INCONCLUSIVE,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_FAILED_RESTORED = (
-        "rollback-failed-restored",
-        "the rollback could not complete: what it changed was put back as it was before it, "
-        "verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.FAILED,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_FAILED_INCOMPLETE = (
-        "rollback-failed-incomplete",
-        "the rollback could not complete, and putting it back is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.FAILED,
-        Operation.ROLLBACK,
-    )
+    ROLLBACK_PROBE_FAILED_RESTORED = _ROLLBACK[Cause.PROBE_FAILED, Ending.RESTORED]
+    ROLLBACK_PROBE_FAILED_INCOMPLETE = _ROLLBACK[Cause.PROBE_FAILED, Ending.INCOMPLETE]
+    ROLLBACK_INCONCLUSIVE_RESTORED = _ROLLBACK[Cause.INCONCLUSIVE, Ending.RESTORED]
+    ROLLBACK_INCONCLUSIVE_INCOMPLETE = _ROLLBACK[Cause.INCONCLUSIVE, Ending.INCOMPLETE]
+    ROLLBACK_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = _ROLLBACK[
+        Cause.INCONCLUSIVE, Ending.RESTORED_EXCEPT_ASIDE
+    ]
+    ROLLBACK_FAILED_RESTORED = _ROLLBACK[Cause.FAILED, Ending.RESTORED]
+    ROLLBACK_FAILED_INCOMPLETE = _ROLLBACK[Cause.FAILED, Ending.INCOMPLETE]
     # Put back as the rollback's own snapshot records the state before it, but a second
     # dist-info folder the rollback removed is only kept aside (a snapshot holds one version
     # per name): not everything, so not exit 3.
-    ROLLBACK_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
-        "rollback-probe-failed-restored-except-aside",
-        "the probe failed after the rollback: what it changed was put back as its snapshot "
-        "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.PROBE_FAILED,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_FAILED_RESTORED_EXCEPT_ASIDE = (
-        "rollback-failed-restored-except-aside",
-        "the rollback could not complete: what it changed was put back as its snapshot "
-        "records it, verified, but NOT the second dist-info folder it removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.FAILED,
-        Operation.ROLLBACK,
-    )
-    ROLLBACK_FAILED_NOT_UNDONE = (
-        "rollback-failed-not-undone",
-        "the rollback could not complete, and what it removed cannot come back now: nothing "
-        "was undone, the environment matches neither the snapshot nor the state before it",
-        EXIT_INCOMPLETE,
-        Ending.NOT_UNDONE,
-        Cause.FAILED,
-        Operation.ROLLBACK,
-    )
+    ROLLBACK_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = _ROLLBACK[
+        Cause.PROBE_FAILED, Ending.RESTORED_EXCEPT_ASIDE
+    ]
+    ROLLBACK_FAILED_RESTORED_EXCEPT_ASIDE = _ROLLBACK[Cause.FAILED, Ending.RESTORED_EXCEPT_ASIDE]
+    ROLLBACK_FAILED_NOT_UNDONE = _ROLLBACK[Cause.FAILED, Ending.NOT_UNDONE]
     # Restored and verified, then another process changed the environment while the probe
     # ran: it matches the snapshot no more, and the probe judged another environment. Nothing
     # is undone (an undo would undo that process's work too), as run-concurrent-kept.
-    ROLLBACK_CONCURRENT_KEPT = (
-        "rollback-concurrent-kept",
-        "another process changed the environment during the rollback's probe: it no longer "
-        "matches the snapshot, and nothing was undone",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.CONCURRENT,
-        Operation.ROLLBACK,
-    )
+    ROLLBACK_CONCURRENT_KEPT = _ROLLBACK[Cause.CONCURRENT, Ending.KEPT]
     NOTHING_TO_RECOVER = ("nothing-to-recover", "nothing to recover", EXIT_OK, Ending.UNCHANGED)
     RECOVERED = (
         "recovered",
@@ -469,23 +638,8 @@ class Outcome(enum.Enum):
         EXIT_PROBE_FAILS_AFTER_ROLLBACK,
         Ending.STANDS,
     )
-    RECOVER_INCOMPLETE = (
-        "recover-incomplete",
-        "the recover stopped on an error and is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.ERROR,
-        Operation.RECOVER,
-    )
-    RECOVER_CONCURRENT_KEPT = (
-        "recover-concurrent-kept",
-        "another process changed the environment during the recover's probe: it no longer "
-        "matches the snapshot, and nothing was undone",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.CONCURRENT,
-        Operation.RECOVER,
-    )
+    RECOVER_INCOMPLETE = _RECOVER[Cause.ERROR, Ending.INCOMPLETE]
+    RECOVER_CONCURRENT_KEPT = _RECOVER[Cause.CONCURRENT, Ending.KEPT]
     # -- run: a command guarded like a removal (operations/run.py)
     RAN = ("ran", "the command ran; every probe passed after its change", EXIT_OK, Ending.STANDS)
     RAN_NO_CHANGE = (
@@ -494,212 +648,35 @@ class Outcome(enum.Enum):
         EXIT_OK,
         Ending.UNCHANGED,
     )
-    RUN_COMMAND_FAILED_UNCHANGED = (
-        "run-command-failed-unchanged",
-        "the command failed, and changed no distribution",
-        EXIT_UNCHANGED,
-        Ending.UNCHANGED,
-        Cause.COMMAND_FAILED,
-        Operation.RUN,
-    )
-    RUN_COMMAND_FAILED_RESTORED = (
-        "run-command-failed-restored",
-        "the command failed: its change was undone, all was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.COMMAND_FAILED,
-        Operation.RUN,
-    )
-    RUN_COMMAND_FAILED_INCOMPLETE = (
-        "run-command-failed-incomplete",
-        "the command failed, and undoing its change is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.COMMAND_FAILED,
-        Operation.RUN,
-    )
-    RUN_COMMAND_FAILED_KEPT = (
-        "run-command-failed-kept",
-        "the command failed; its change was kept (--keep-on-failure)",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.COMMAND_FAILED,
-        Operation.RUN,
-    )
-    RUN_PROBE_FAILED_RESTORED = (
-        "run-probe-failed-restored",
-        "the probe failed after the command: all was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.PROBE_FAILED,
-        Operation.RUN,
-    )
-    RUN_PROBE_FAILED_INCOMPLETE = (
-        "run-probe-failed-incomplete",
-        "the probe failed after the command, and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.PROBE_FAILED,
-        Operation.RUN,
-    )
-    RUN_PROBE_FAILED_KEPT = (
-        "run-probe-failed-kept",
-        "the probe failed after the command; not restored (--keep-on-failure)",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.PROBE_FAILED,
-        Operation.RUN,
-    )
-    RUN_INCONCLUSIVE_RESTORED = (
-        "run-inconclusive-restored",
-        "the metric's runs could not tell whether the command made it worse "
-        "(inconclusive): all was restored and verified",
-        EXIT_INCONCLUSIVE,
-        Ending.RESTORED,
-        Cause.INCONCLUSIVE,
-        Operation.RUN,
-    )
-    RUN_INCONCLUSIVE_INCOMPLETE = (
-        "run-inconclusive-incomplete",
-        "the metric's runs could not tell whether the command made it worse, and the "
-        "restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.INCONCLUSIVE,
-        Operation.RUN,
-    )
-    RUN_INCONCLUSIVE_KEPT = (
-        "run-inconclusive-kept",
-        "the metric's runs could not tell whether the command made it worse; not "
-        "restored (--keep-on-failure)",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.INCONCLUSIVE,
-        Operation.RUN,
-    )
-    RUN_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = (
-        "run-inconclusive-restored-except-aside",
-        "the metric's runs could not tell whether the command made it worse: all was "
-        "restored as the snapshot records it, verified, but NOT a second dist-info "
-        "folder the command removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.INCONCLUSIVE,
-        Operation.RUN,
-    )
-    RUN_UNMET_RESTORED = (
-        "run-unmet-restored",
-        "the command left requirements unmet: all was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.UNMET,
-        Operation.RUN,
-    )
-    RUN_UNMET_INCOMPLETE = (
-        "run-unmet-incomplete",
-        "the command left requirements unmet, and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.UNMET,
-        Operation.RUN,
-    )
-    RUN_UNMET_KEPT = (
-        "run-unmet-kept",
-        "the command left requirements unmet; not restored (--keep-on-failure)",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.UNMET,
-        Operation.RUN,
-    )
-    RUN_INTERRUPTED_RESTORED = (
-        "run-interrupted-restored",
-        "interrupted: the command's change was undone, all was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.INTERRUPTED,
-        Operation.RUN,
-    )
-    RUN_INTERRUPTED_INCOMPLETE = (
-        "run-interrupted-incomplete",
-        "interrupted, and undoing the command's change is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.INTERRUPTED,
-        Operation.RUN,
-    )
-    RUN_ERROR_RESTORED = (
-        "run-error-restored",
-        "an error after the command started: all was restored and verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.ERROR,
-        Operation.RUN,
-    )
-    RUN_ERROR_INCOMPLETE = (
-        "run-error-incomplete",
-        "an error after the command started, and the restore is INCOMPLETE",
-        EXIT_INCOMPLETE,
-        Ending.INCOMPLETE,
-        Cause.ERROR,
-        Operation.RUN,
-    )
+    RUN_COMMAND_FAILED_UNCHANGED = _RUN[Cause.COMMAND_FAILED, Ending.UNCHANGED]
+    RUN_COMMAND_FAILED_RESTORED = _RUN[Cause.COMMAND_FAILED, Ending.RESTORED]
+    RUN_COMMAND_FAILED_INCOMPLETE = _RUN[Cause.COMMAND_FAILED, Ending.INCOMPLETE]
+    RUN_COMMAND_FAILED_KEPT = _RUN[Cause.COMMAND_FAILED, Ending.KEPT]
+    RUN_PROBE_FAILED_RESTORED = _RUN[Cause.PROBE_FAILED, Ending.RESTORED]
+    RUN_PROBE_FAILED_INCOMPLETE = _RUN[Cause.PROBE_FAILED, Ending.INCOMPLETE]
+    RUN_PROBE_FAILED_KEPT = _RUN[Cause.PROBE_FAILED, Ending.KEPT]
+    RUN_INCONCLUSIVE_RESTORED = _RUN[Cause.INCONCLUSIVE, Ending.RESTORED]
+    RUN_INCONCLUSIVE_INCOMPLETE = _RUN[Cause.INCONCLUSIVE, Ending.INCOMPLETE]
+    RUN_INCONCLUSIVE_KEPT = _RUN[Cause.INCONCLUSIVE, Ending.KEPT]
+    RUN_INCONCLUSIVE_RESTORED_EXCEPT_ASIDE = _RUN[Cause.INCONCLUSIVE, Ending.RESTORED_EXCEPT_ASIDE]
+    RUN_UNMET_RESTORED = _RUN[Cause.UNMET, Ending.RESTORED]
+    RUN_UNMET_INCOMPLETE = _RUN[Cause.UNMET, Ending.INCOMPLETE]
+    RUN_UNMET_KEPT = _RUN[Cause.UNMET, Ending.KEPT]
+    RUN_INTERRUPTED_RESTORED = _RUN[Cause.INTERRUPTED, Ending.RESTORED]
+    RUN_INTERRUPTED_INCOMPLETE = _RUN[Cause.INTERRUPTED, Ending.INCOMPLETE]
+    RUN_ERROR_RESTORED = _RUN[Cause.ERROR, Ending.RESTORED]
+    RUN_ERROR_INCOMPLETE = _RUN[Cause.ERROR, Ending.INCOMPLETE]
     # Undone as the run's snapshot records the state before it, but a second dist-info folder
     # the command removed is only kept aside (a snapshot holds one version per name): not
     # everything, so not exit 3. One per reason, as run-*-restored.
-    RUN_COMMAND_FAILED_RESTORED_EXCEPT_ASIDE = (
-        "run-command-failed-restored-except-aside",
-        "the command failed: its change was undone as the snapshot records it, verified, but "
-        "NOT a second dist-info folder the command removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.COMMAND_FAILED,
-        Operation.RUN,
-    )
-    RUN_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = (
-        "run-probe-failed-restored-except-aside",
-        "the probe failed after the command: all was restored as the snapshot records it, "
-        "verified, but NOT a second dist-info folder the command removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.PROBE_FAILED,
-        Operation.RUN,
-    )
-    RUN_UNMET_RESTORED_EXCEPT_ASIDE = (
-        "run-unmet-restored-except-aside",
-        "the command left requirements unmet: all was restored as the snapshot records it, "
-        "verified, but NOT a second dist-info folder the command removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.UNMET,
-        Operation.RUN,
-    )
-    RUN_INTERRUPTED_RESTORED_EXCEPT_ASIDE = (
-        "run-interrupted-restored-except-aside",
-        "interrupted: the command's change was undone as the snapshot records it, verified, "
-        "but NOT a second dist-info folder the command removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.INTERRUPTED,
-        Operation.RUN,
-    )
-    RUN_ERROR_RESTORED_EXCEPT_ASIDE = (
-        "run-error-restored-except-aside",
-        "an error after the command started: all was restored as the snapshot records it, "
-        "verified, but NOT a second dist-info folder the command removed (kept aside)",
-        EXIT_INCOMPLETE,
-        Ending.RESTORED_EXCEPT_ASIDE,
-        Cause.ERROR,
-        Operation.RUN,
-    )
-    RUN_CONCURRENT_KEPT = (
-        "run-concurrent-kept",
-        "another process changed the environment while the probe ran: the change was not "
-        "judged, and nothing was undone",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.CONCURRENT,
-        Operation.RUN,
-    )
+    RUN_COMMAND_FAILED_RESTORED_EXCEPT_ASIDE = _RUN[
+        Cause.COMMAND_FAILED, Ending.RESTORED_EXCEPT_ASIDE
+    ]
+    RUN_PROBE_FAILED_RESTORED_EXCEPT_ASIDE = _RUN[Cause.PROBE_FAILED, Ending.RESTORED_EXCEPT_ASIDE]
+    RUN_UNMET_RESTORED_EXCEPT_ASIDE = _RUN[Cause.UNMET, Ending.RESTORED_EXCEPT_ASIDE]
+    RUN_INTERRUPTED_RESTORED_EXCEPT_ASIDE = _RUN[Cause.INTERRUPTED, Ending.RESTORED_EXCEPT_ASIDE]
+    RUN_ERROR_RESTORED_EXCEPT_ASIDE = _RUN[Cause.ERROR, Ending.RESTORED_EXCEPT_ASIDE]
+    RUN_CONCURRENT_KEPT = _RUN[Cause.CONCURRENT, Ending.KEPT]
     RUN_NOT_UNDONE = (
         "run-not-undone",
         "the command's change had to be undone but cannot be: nothing was undone, the "
@@ -718,54 +695,15 @@ class Outcome(enum.Enum):
         None,
         Operation.BISECT,
     )
-    BISECT_INTERRUPTED = (
-        "bisect-interrupted",
-        "interrupted: the installed set is back where it started, verified",
-        EXIT_RESTORED,
-        Ending.RETURNED,
-        Cause.INTERRUPTED,
-        Operation.BISECT,
-    )
-    BISECT_STOPPED = (
-        "bisect-stopped",
-        "a state to probe could not be reached: the installed set is back where it started, "
-        "verified",
-        EXIT_RESTORED,
-        Ending.RETURNED,
-        Cause.FAILED,
-        Operation.BISECT,
-    )
+    BISECT_INTERRUPTED = _BISECT[Cause.INTERRUPTED, Ending.RETURNED]
+    BISECT_STOPPED = _BISECT[Cause.FAILED, Ending.RETURNED]
     # A metric's runs could not tell whether a round's state is worse than allowed, or no
     # culprit the search found fails on its own: nothing is named, neither a culprit nor a pass.
-    BISECT_INCONCLUSIVE = (
-        "bisect-inconclusive",
-        "inconclusive: nothing is named (a round the metric could not tell apart, or no culprit "
-        "that fails on its own); the installed set is back where it started, verified",
-        EXIT_INCONCLUSIVE,
-        Ending.RETURNED,
-        Cause.INCONCLUSIVE,
-        Operation.BISECT,
-    )
+    BISECT_INCONCLUSIVE = _BISECT[Cause.INCONCLUSIVE, Ending.RETURNED]
     # The probe fails in the good snapshot too: nothing to bisect. The command fails with the
     # probe's output, and leaves no snapshot behind to carry this as its note.
-    BISECT_REFUSED = (
-        "bisect-refused",
-        "the probe fails in the good snapshot too: the installed set is back where it "
-        "started, verified",
-        EXIT_UNCHANGED,
-        Ending.RETURNED,
-        Cause.PROBE_FAILED,
-        Operation.BISECT,
-    )
-    BISECT_CONCURRENT_KEPT = (
-        "bisect-concurrent-kept",
-        "another process changed the environment during the bisect: it was stopped, and left "
-        "as it is",
-        EXIT_INCOMPLETE,
-        Ending.KEPT,
-        Cause.CONCURRENT,
-        Operation.BISECT,
-    )
+    BISECT_REFUSED = _BISECT[Cause.PROBE_FAILED, Ending.RETURNED]
+    BISECT_CONCURRENT_KEPT = _BISECT[Cause.CONCURRENT, Ending.KEPT]
     BISECT_INCOMPLETE = (
         "bisect-incomplete",
         "the environment is NOT back where the bisect started",
@@ -775,15 +713,7 @@ class Outcome(enum.Enum):
         Operation.BISECT,
     )
     # -- try: a removal or a run undone whatever its verdict; the verdict is the outcome
-    TRY_PASSES = (
-        "try-passes",
-        "the change would pass (every probe passed); it was undone: back where it started, "
-        "verified",
-        EXIT_OK,
-        Ending.RESTORED,
-        Cause.TRIED,
-        Operation.TRY,
-    )
+    TRY_PASSES = _TRY[Cause.TRIED, Ending.RESTORED]
     TRY_FASTER = (
         "try-faster",
         "the change would make the metric better, significantly; it was undone: back where it "
@@ -791,14 +721,7 @@ class Outcome(enum.Enum):
         EXIT_OK,
         Ending.RESTORED,
     )
-    TRY_BREAKS = (
-        "try-breaks",
-        "the change would break the environment; it was undone: back where it started, verified",
-        EXIT_BREAKS,
-        Ending.RESTORED,
-        Cause.PROBE_FAILED,
-        Operation.TRY,
-    )
+    TRY_BREAKS = _TRY[Cause.PROBE_FAILED, Ending.RESTORED]
     TRY_SLOWER = (
         "try-slower",
         "the change would make the metric worse than allowed, significantly; it was undone: "
@@ -806,15 +729,7 @@ class Outcome(enum.Enum):
         EXIT_SLOWER,
         Ending.RESTORED,
     )
-    TRY_INCONCLUSIVE = (
-        "try-inconclusive",
-        "inconclusive: the metric's runs could not tell what the change would do; it was "
-        "undone: back where it started, verified",
-        EXIT_INCONCLUSIVE,
-        Ending.RESTORED,
-        Cause.INCONCLUSIVE,
-        Operation.TRY,
-    )
+    TRY_INCONCLUSIVE = _TRY[Cause.INCONCLUSIVE, Ending.RESTORED]
     # Refused before any change, as a removal is, because it would leave requirements unmet:
     # that is what it would do.
     TRY_UNMET = (
@@ -824,23 +739,8 @@ class Outcome(enum.Enum):
         EXIT_BREAKS,
         Ending.UNCHANGED,
     )
-    TRY_INTERRUPTED = (
-        "try-interrupted",
-        "interrupted: the change was undone: back where it started, verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.INTERRUPTED,
-        Operation.TRY,
-    )
-    TRY_STOPPED = (
-        "try-stopped",
-        "the change could not be made or judged (the uninstall failed, another process changed "
-        "the environment, an error); it was undone: back where it started, verified",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.ERROR,
-        Operation.TRY,
-    )
+    TRY_INTERRUPTED = _TRY[Cause.INTERRUPTED, Ending.RESTORED]
+    TRY_STOPPED = _TRY[Cause.ERROR, Ending.RESTORED]
     TRY_INCOMPLETE = (
         "try-incomplete",
         "the return to where the try started is INCOMPLETE: the environment differs from it",
@@ -884,16 +784,35 @@ class Outcome(enum.Enum):
     @classmethod
     def ended(cls, operation: Operation, cause: Cause, ending: Ending) -> Outcome:
         """The outcome of ``operation`` ended by ``cause`` as ``ending``
-        (``probe-failed-restored``); KeyError if there is none, a mistake of the caller's."""
+        (``probe-failed-restored``): there is one for each combination in the operation's
+        grid and its ``also`` (checked when its table is built)."""
         return _BY_CAUSE[operation, cause, ending]
 
 
+_TABLES = (_UNINSTALL, _ROLLBACK, _RECOVER, _RUN, _BISECT, _TRY)
 _BY_ID = {member.id: member for member in Outcome}
 _BY_CAUSE = {
     (member.operation, member.cause, member.ending): member
     for member in Outcome
     if member.operation is not None and member.cause is not None
 }
+
+
+def _check_members(
+    tables: tuple[_Endings, ...], members: dict[tuple[Operation, Cause, Ending], Outcome]
+) -> None:
+    """Each table's every row is one member: no text without its outcome, no id twice."""
+    unclaimed = [
+        f"{table.operation.value}: {_phrase(cause)}/{_phrase(ending)}"
+        for table in tables
+        for cause, ending in table.texts
+        if (table.operation, cause, ending) not in members
+    ]
+    if unclaimed or len(Outcome.__members__) != len(Outcome):
+        raise OutcomeTableError(f"no member for {', '.join(unclaimed) or 'a repeated id'}")
+
+
+_check_members(_TABLES, _BY_CAUSE)
 
 
 class Mark(enum.Enum):

@@ -1098,29 +1098,46 @@ def rollback_command(
     _run(common, call, _operation_text)
 
 
+_FIND_LINKS_OPTION = click.option(
+    "--find-links",
+    "find_links",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    metavar="DIR",
+    help="A folder of wheels (a wheelhouse copied from another node) the installs also look "
+    "in, offline too. Repeatable.",
+)
+
+
 @_command("bisect", probes=True, offline=True)
 @click.argument("good")
+@_FIND_LINKS_OPTION
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Print the plan (the units, which versions come from a stash and which from the "
-    "index, the most rounds); change nothing.",
+    "index or --find-links, the most rounds); change nothing.",
 )
-def bisect_command(common: Common, good: str, dry_run: bool) -> None:
-    """Find which changes since snapshot GOOD make the probe fail (it passes in GOOD and fails
-    now), by probing states between the two; end where it started, verified, and print the
-    culprits and the one command that brings back their good versions.
+def bisect_command(common: Common, good: str, find_links: tuple[str, ...], dry_run: bool) -> None:
+    """Find which changes since GOOD make the probe fail (it passes in GOOD and fails now), by
+    probing states between the two; end where it started, verified, and print the culprits
+    and the one command that brings back their good versions.
 
-    The changes are grouped into units that can be applied apart (tied by a requirement or
-    sharing files); versions come from the stashes first, from the index only for what no
-    stash holds (refused with --offline). Interrupted, it returns to the start; killed,
-    `safe-uninstall recover` does.
+    GOOD is a snapshot (a number, `latest`) or a file that describes another environment: a
+    snapshot.toml the tool wrote (`export`, another machine), a pylock.toml, or a pinned
+    requirements file (`uv pip freeze`). The changes are grouped into units that can be
+    applied apart (tied by a requirement or sharing files); versions come from the stashes
+    first, else from the index or --find-links (with --offline, from --find-links only:
+    what none of them holds is refused before any change). Interrupted, it returns to the
+    start; killed, `safe-uninstall recover` does.
     """
 
     common.read_only = dry_run
 
     def call() -> Result:
-        wanted = options.BisectOptions(good=good, offline=common.offline, dry_run=dry_run)
+        wanted = options.BisectOptions(
+            good=good, offline=common.offline, find_links=find_links, dry_run=dry_run
+        )
         from safeuninstall.operations.bisect import bisect
 
         return common.settled(bisect(common.context(), common.probes(), wanted))

@@ -492,9 +492,14 @@ def _diff_sizes(before: int | None, after: int | None) -> str:
 
 def bisect_lines(result: BisectResult) -> list[str]:
     """``bisect``: the units, each round, the culprits, and the failure they cause."""
+    # Imported here, as _diff_kinds does: bisect has it loaded, other commands need not.
+    from safeuninstall.state.described import is_file_reference
+
     units = result.units
+    kind = "the file" if is_file_reference(result.good) else "snapshot"
+    good = f"{kind} {result.good}"
     lines = [
-        f"good: snapshot {result.good}; {count_text(len(units), 'unit')} of change since "
+        f"good: {good}; {count_text(len(units), 'unit')} of change since "
         f"({', '.join('+'.join(u) for u in units)})"
     ]
     for number, round_ in enumerate(result.rounds, 1):

@@ -8,6 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
 from safeuninstall.base import process
 from safeuninstall.base.errors import BackendError
 from safeuninstall.environment.installed import Source
@@ -52,6 +60,7 @@ class Backend(Protocol):
     """The installer that removes and reinstalls in one environment."""
 
     name: str
+    find_links: list[str]  # folders of wheels an install also looks in, offline too
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]: ...
 
@@ -106,6 +115,7 @@ class _Runner:
         self.env = env
         self.echo = echo  # the installer's output, live (-v)
         self.extra = list(extra)  # --target DIR, --prefix DIR, --break-system-packages
+        self.find_links: list[str] = []  # folders an install also looks in (--find-links)
 
     def uninstall_argv(self, names: Sequence[str]) -> list[str]:
         raise NotImplementedError
@@ -201,7 +211,8 @@ class UvBackend(_Runner):
             argv.append(self.no_cache_flag)
         if offline:
             argv.append("--offline")
-        return [*argv, *_requirements(entries)]
+        links = [arg for folder in self.find_links for arg in ("--find-links", folder)]
+        return [*argv, *links, *_requirements(entries)]
 
     def check_available(self) -> None:
         if not os.access(self.uv, os.X_OK):
@@ -237,7 +248,8 @@ class PipBackend(_Runner):
             argv.append(self.no_cache_flag)
         if offline:
             argv.append("--no-index")
-        return [*argv, *_requirements(entries)]
+        links = [arg for folder in self.find_links for arg in ("--find-links", folder)]
+        return [*argv, *links, *_requirements(entries)]
 
     def check_available(self) -> None:
         if any(arg in ("--target", "--prefix") for arg in self.extra):
@@ -266,6 +278,27 @@ def backend_for(
     if uv:
         return UvBackend(python, uv, env, echo, extra)
     return PipBackend(python, env, echo, extra)
+
+
+def find_links_offer(folders: Sequence[str]) -> set[tuple[str, Version]]:
+    """(canonical name, version) of every wheel and sdist in ``folders``, by file name (what
+    an install could take from them; a wheel's tags are the installer's to judge)."""
+    offered: set[tuple[str, Version]] = set()
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for filename in names:
+            try:
+                if filename.endswith(".whl"):
+                    name, version, *_ = parse_wheel_filename(filename)
+                else:
+                    name, version = parse_sdist_filename(filename)
+            except (InvalidWheelFilename, InvalidSdistFilename):
+                continue
+            offered.add((str(name), version))
+    return offered
 
 
 def shell_line(argv: Sequence[str]) -> str:

@@ -21,11 +21,14 @@ from typing import NamedTuple
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
 from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.backend import find_links_offer
 from safeuninstall.environment.installed import (
     InstalledDistribution,
+    Source,
     census,
     installed_distributions,
     read_requires,
@@ -55,7 +58,8 @@ from safeuninstall.session.analysis import (
     sharing_files,
 )
 from safeuninstall.session.context import Context
-from safeuninstall.state.snapshot import Snapshot
+from safeuninstall.state import described
+from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
@@ -74,12 +78,58 @@ def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> B
             "bisect needs a probe that passes in the good snapshot and fails now, and "
             "--no-probe leaves it none; nothing was changed"
         )
+    ctx.backend.find_links = [*options.find_links]
     with ctx.locked():
         ctx.refuse_if_unfinished()
-        good = ctx.store.resolve(options.good)
+        good = _Good.of(ctx, options.good)
         if options.dry_run:
             return _Bisect(ctx, configured, options, good).plan()
         return _Bisect(ctx, configured, options, good).run()
+
+
+class _Good(NamedTuple):
+    """The state the probe passes in: a snapshot of this environment, or one a file describes
+    (state/described.py), held in memory as a snapshot of its versions with no stash of its
+    own: what a stash of this environment holds comes from it, the rest from the index or the
+    --find-links folders."""
+
+    snapshot: Snapshot
+    named: str  # "snapshot 3", "the file A.txt": how messages say it
+    unversioned: frozenset[str] = frozenset()  # names the file gives no version of: kept
+    notes: tuple[str, ...] = ()  # what the file set aside
+
+    @classmethod
+    def of(cls, ctx: Context, reference: str) -> _Good:
+        if not described.is_file_reference(reference):
+            snap = ctx.store.resolve(reference)
+            return cls(snap, f"snapshot {snap.id}")
+        state = described.read(Path(reference))
+        markers = ctx.interpreter.markers
+        chosen = state.select(markers)
+        unversioned = frozenset(n for n, p in chosen.items() if p.version is None)
+        # An index source is matched by version alone: a lock file may name the index URL.
+        packages = tuple(
+            msgspec.structs.replace(e, source=Source(kind="index"))
+            if e.source.kind == "index"
+            else e
+            for e in state.entries(markers)
+        )
+        interpreter = ctx.interpreter
+        snap = Snapshot(
+            id=state.path,
+            created="",
+            tool_version="",
+            command=(),
+            operation="file",
+            target=Target(str(ctx.python), interpreter.prefix, state.python or ""),
+            packages=packages,
+        )
+        notes = [f"{state.path}: {line}" for line in state.set_aside]
+        notes += [
+            f"{name}: {state.path} gives no version of it: kept as it is, not bisected"
+            for name in sorted(unversioned)
+        ]
+        return cls(snap, f"the file {state.path}", unversioned, tuple(notes))
 
 
 # How a change by another process is said: it may be found at any switch, or at the end.
@@ -104,12 +154,14 @@ class _Inconclusive(Exception):
 
 class _Bisect:
     def __init__(
-        self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: Snapshot
+        self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: _Good
     ) -> None:
         self.ctx = ctx
         self.settings = settings
         self.options = options
-        self.good = good
+        self.good = good.snapshot
+        self.named = good.named
+        self.unversioned = good.unversioned
         self.units: dict[str, tuple[str, ...]] = {}
         self.start: Snapshot | None = None
         self.at: frozenset[str] = frozenset()  # the units as they are now, where it stands
@@ -122,6 +174,7 @@ class _Bisect:
         self.rounds: list[Round] = []  # as they ended, for an interrupt
         self.not_confirmed: dict[str, str] = {}  # a culprit of the search: how it did alone
         self.noise = ""  # what to do about a baseline noisier than the limit, said once
+        self.messages += good.notes
 
     def run(self) -> BisectResult:
         read = census(self.ctx.interpreter)  # first: a change after it shows later
@@ -204,16 +257,21 @@ class _Bisect:
         probes = ", ".join(p.label for p in self.settings.probes)
         lines = [
             f"--dry-run: would snapshot the start, stashing {stashed} (hard links), then probe "
-            f"states between snapshot {self.good.id} and now with {probes}",
+            f"states between {self.named} and now with {probes}",
         ]
         lines += [
             f"{e.pin} from a stash (snapshot {candidates[0].snapshot_id})"
             for e, candidates in restore.from_stash
         ]
-        offline = " (refused with --offline)" if self.options.offline else ""
-        lines += [f"{e.pin} from the index{offline}" for e in restore.reinstall]
+        offered = find_links_offer(self.options.find_links)
+        for e in restore.reinstall:
+            if _offered(e, offered):
+                lines.append(f"{e.pin} from --find-links")
+            else:
+                offline = " (refused with --offline)" if self.options.offline else ""
+                lines.append(f"{e.pin} from the index{offline}")
         absent = [n for names in self.units.values() for n in names if not self.good.package(n)]
-        lines += [f"{n}: not in snapshot {self.good.id}, uninstalled for its state" for n in absent]
+        lines += [f"{n}: not in {self.named}, uninstalled for its state" for n in absent]
         return [*lines, self._bound_line()]
 
     def _bound_line(self) -> str:
@@ -226,8 +284,7 @@ class _Bisect:
             line += f", {rounds[1]} for two"
         if first:
             line += (
-                f"; first, a run in the state of snapshot {self.good.id}, which the probe is "
-                "judged against"
+                f"; first, a run in the state of {self.named}, which the probe is judged against"
             )
         return line
 
@@ -251,14 +308,18 @@ class _Bisect:
         then = _Sides(snapshot_sides(good), lambda name: self._stash_requires(good, name))
         diff = compare(then.sides, now.sides)
         self.units = units(
-            [c.name for c in diff.changes if c.kind is not ChangeKind.FILES_DIFFER],
+            [
+                c.name
+                for c in diff.changes
+                if c.kind is not ChangeKind.FILES_DIFFER and c.name not in self.unversioned
+            ],
             _ties(diff, (then, now)),
         )
         if not self.units:
             raise InvalidInput(
                 unchanged(
                     f"no distribution changed its version, nor came or went, between "
-                    f"snapshot {self.good.id} and now"
+                    f"{self.named} and now"
                 )
             )
         self.at = frozenset(self.units)
@@ -272,8 +333,7 @@ class _Bisect:
         if found.good_fails:
             return self._refused(
                 txn,
-                f"the probe fails in snapshot {self.good.id} too: it cannot tell what changed "
-                "since",
+                f"the probe fails in {self.named} too: it cannot tell what changed since",
                 self.good_failure,
             )
         if self.not_confirmed and not found.culprits:
@@ -293,7 +353,7 @@ class _Bisect:
             return self._incomplete(txn, None, (), restored)
         txn.discard()
         raise BaselineProbeFailed(
-            f"{why}; to judge it, the bisect switched to the state of snapshot {self.good.id} "
+            f"{why}; to judge it, the bisect switched to the state of {self.named} "
             f"and back: {_proven(restored)}; nothing is left behind (no snapshot, no journal)",
             detail=detail,
         )
@@ -343,19 +403,21 @@ class _Bisect:
         if self.options.offline:
             index = stash_index(self.ctx, entries, [wanted])
             unheld = plan_restore(entries, index, preferred_snapshot=wanted.id).reinstall
-            if unheld:
+            offered = find_links_offer(self.options.find_links)
+            missing = [e for e in unheld if not _offered(e, offered)]
+            if missing:
+                nor = ", nor does --find-links" if self.options.find_links else ""
                 raise NotRestorable(
                     txn.unchanged(
-                        f"no stash holds {', '.join(e.pin for e in unheld)} of snapshot "
-                        f"{self.good.id}, and --offline forbids the index"
+                        f"no stash holds {', '.join(e.pin for e in missing)} of "
+                        f"{self.named}{nor}, and --offline forbids the index"
                     )
                 )
         cannot = txn.cannot_come_back(wanted, entries, offline=self.options.offline)
         if cannot:
             raise NotRestorable(
                 txn.unchanged(
-                    f"not every version of snapshot {self.good.id} can be brought back: "
-                    + "; ".join(cannot)
+                    f"not every version of {self.named} can be brought back: " + "; ".join(cannot)
                 )
             )
 
@@ -442,7 +504,7 @@ class _Bisect:
         compared = interleaved(probe.metric, sample, after_first=self.at == bad)
         if compared.baseline_failed:
             raise _MoveFailed(
-                f"the metric failed in snapshot {self.good.id}'s state, where it passed before: "
+                f"the metric failed in {self.named}'s state, where it passed before: "
                 f"{compared.runs.why}; no round can be judged"
             )
         self._note_noise(probe.metric, compared.runs.baseline_values)
@@ -468,8 +530,8 @@ class _Bisect:
         runs, left = last.metric, ", ".join(last.bad) or "none"
         assert runs is not None
         return (
-            f"round {number} (as now: {left}) could not be told apart from snapshot "
-            f"{self.good.id} in {len(runs.values)} runs a side: {runs.why}. Nothing is named. "
+            f"round {number} (as now: {left}) could not be told apart from "
+            f"{self.named} in {len(runs.values)} runs a side: {runs.why}. Nothing is named. "
             f"What then: more runs (--metric-max-runs, {metric.max_runs} now), a wider limit "
             f"(--max-regression, {metric.max_regression:g}% now) if a change that small does "
             "not matter, or a steadier workload (longer runs, a quieter machine)"
@@ -496,8 +558,7 @@ class _Bisect:
                 unchanged(
                     "bisect needs a probe that passes in the good snapshot and fails now: none "
                     "is given (--probe, --probe-cmd, --probe-metric) or configured, and none "
-                    f"can be derived from the changes since snapshot {self.good.id}: "
-                    + "; ".join(notes)
+                    f"can be derived from the changes since {self.named}: " + "; ".join(notes)
                 )
             )
         self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
@@ -514,7 +575,7 @@ class _Bisect:
         if self._judged_against_good():
             # A metric, or a derived probe's candidates, are judged against GOOD's run, first.
             self._move(txn, frozenset())
-            self.ctx.emit("baseline", "baseline probe running, as snapshot " + self.good.id)
+            self.ctx.emit("baseline", "baseline probe running, as " + self.named)
             ran = run_all(self.settings, self.ctx.interpreter, self.ctx.child_env())
             baseline = [as_baseline(r) for r in ran]
             self.probes = msgspec.structs.replace(self.probes, baseline=tuple(baseline))
@@ -691,13 +752,22 @@ class _Bisect:
         pins = [pin for c in culprits for pin in c.good]
         had = {pin.partition("==")[0] for pin in pins}
         added = sorted(n for c in culprits for n in c.names if n not in had)  # since GOOD
-        install = ["uv", "pip", "install", "--no-deps", *pins]
+        links = [arg for folder in self.options.find_links for arg in ("--find-links", folder)]
+        install = ["uv", "pip", "install", "--no-deps", *links, *pins]
         if not added:
             return self.ctx.suggest("run", "--", *install)
         if not pins:
             return self.ctx.suggest("uninstall", *added)  # a name may be a subcommand's
         script = shlex.join(["uv", "pip", "uninstall", *added]) + " && " + shlex.join(install)
         return self.ctx.suggest("run", "--", "sh", "-c", script)
+
+
+def _offered(entry: PackageEntry, offered: set[tuple[str, Version]]) -> bool:
+    """Whether a --find-links folder has a file of ``entry``'s version (``1.0`` is ``1.0.0``)."""
+    try:
+        return (entry.name, Version(entry.version)) in offered
+    except InvalidVersion:
+        return False
 
 
 def _said_unchanged(said: str) -> str:
