@@ -46,3 +46,28 @@ def test_a_read_only_command_loads_no_restore_machinery(
     loaded = _loaded(done)
     assert "safeuninstall.cli.commands" in loaded, "no -X importtime lines were read"
     assert _restore_machinery(loaded) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "operation"),
+    [
+        pytest.param(("audit",), "audit", id="audit"),
+        pytest.param(("export", "latest", "-o", "-"), "export", id="export"),
+        pytest.param(("diff", "latest"), "diff", id="diff"),
+        pytest.param(("doctor",), "inspect", id="doctor"),
+        pytest.param(("check", "leftpad"), "inspect", id="check"),
+    ],
+)
+def test_a_read_only_command_that_reads_libraries_loads_no_restore_machinery(
+    make_venv: MakeVenv, args: tuple[str, ...], operation: str
+) -> None:
+    """These look at libraries (the ELF reader is theirs), but change nothing: none of the
+    restore machinery is loaded."""
+    venv = make_venv("leftpad")
+    taken = venv.tool("snapshot")
+    assert taken.returncode == 0, taken.stderr
+    done = venv.tool(*args, PYTHONPROFILEIMPORTTIME="1")
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    loaded = _loaded(done)
+    assert f"safeuninstall.operations.{operation}" in loaded, "no -X importtime lines were read"
+    assert [name for name in loaded if name.startswith("safeuninstall.transaction")] == []

@@ -28,7 +28,6 @@ from safeuninstall.judgement.libraries import LibraryIndex, Ownership, ownership
 from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
 from safeuninstall.session.analysis import library_index, with_default
 from safeuninstall.session.context import Context
-from safeuninstall.transaction import retention
 
 
 def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport:
@@ -64,7 +63,7 @@ def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport
         report,
         environment=ctx.where,
         stash_bytes=holdings.held(ids),
-        stashes=tuple(StashHolding(i, retention.alone(holdings, i)) for i in ids),  # newest first
+        stashes=tuple(StashHolding(i, holdings.alone.get(i, 0)) for i in ids),  # newest first
         probe=tuple(runs) if runs is not None else None,
         mapped=None if probe_paths is None else tuple(sorted(probe_paths)),
         notes=(*report.notes, *notes, *_left_unread(ctx, installed)),

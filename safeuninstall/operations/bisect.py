@@ -60,12 +60,12 @@ from safeuninstall.session.analysis import (
 from safeuninstall.session.context import Context
 from safeuninstall.state import described
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
+from safeuninstall.state.stash import package_entry
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
     SnapshotSpec,
     Transaction,
-    package_entry,
     rewritten,
     stash_index,
 )

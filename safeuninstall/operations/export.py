@@ -40,7 +40,7 @@ from safeuninstall.session.context import Context
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
-from safeuninstall.transaction.transaction import package_entry
+from safeuninstall.state.stash import package_entry
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -58,6 +58,22 @@ def relative_to_root(path: Path | str, root: Path | str) -> str | None:
     return rel.replace(os.sep, "/")
 
 
+def package_entry(
+    dist: InstalledDistribution, env_root: Path, stash: PackageStash | None = None
+) -> PackageEntry:
+    """``dist`` as a snapshot records it (``stash``: the files kept of it, if any)."""
+    return PackageEntry(
+        name=dist.key,
+        version=dist.version,
+        installer=dist.installer,
+        requested=dist.requested,
+        source=dist.source,
+        dist_info=relative_to_root(dist.dist_info, env_root) or "",
+        stash=stash,
+        layout=dist.layout,
+    )
+
+
 def link_entry(rel: str, target: str, *, swept: bool = False) -> StashedFile:
     """A symbolic link, kept as its target: the sha256 and size are those of the target's text."""
 

@@ -108,12 +108,6 @@ class Kept(Struct, frozen=True):
         }
 
 
-def alone(holdings: Holdings, snapshot_id: str) -> int:
-    """Bytes only this snapshot's stash keeps: linked from nowhere else (neither the
-    environment nor another snapshot)."""
-    return holdings.alone.get(snapshot_id, 0)
-
-
 def installed_pins(interpreter: Interpreter) -> dict[str, str]:
     """{canonical name: version} of every distribution installed in the target now."""
 
@@ -193,7 +187,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     holdings = store.holdings(every) if pruned else holdings  # the pruned keep their own files
     return Kept(
         snapshot=latest,
-        snapshot_bytes=alone(holdings, latest),
+        snapshot_bytes=holdings.alone.get(latest, 0),
         total_bytes=holdings.held(every),
         pruned=tuple(pruned),
         policy=policy.describe(),

@@ -67,8 +67,8 @@ from safeuninstall.state.stash import (
     StashHasher,
     StashPlace,
     check_stash,
+    package_entry,
     read_verified,
-    relative_to_root,
     stash_aside,
     stash_distribution,
 )
@@ -231,22 +231,6 @@ def _record(dist: InstalledDistribution) -> list[RecordEntry] | None:
         return dist.record()
     except OSError:
         return None
-
-
-def package_entry(
-    dist: InstalledDistribution, env_root: Path, stash: PackageStash | None = None
-) -> PackageEntry:
-    """``dist`` as a snapshot records it (``stash``: the files kept of it, if any)."""
-    return PackageEntry(
-        name=dist.key,
-        version=dist.version,
-        installer=dist.installer,
-        requested=dist.requested,
-        source=dist.source,
-        dist_info=relative_to_root(dist.dist_info, env_root) or "",
-        stash=stash,
-        layout=dist.layout,
-    )
 
 
 def _stash_progress(
