@@ -325,7 +325,7 @@ class _Reader:
         self, text: str, name: str, chain: tuple[str, ...], folder: Path | None = None
     ) -> list[Wanted]:
         wanted: list[Wanted] = []
-        for number, line in _logical_lines(text):
+        for number, line in logical_lines(text):
             origin = f"{name}:{number}"
             option = _LINE_OPTION.match(line)
             if option is None and line.startswith("-"):
@@ -436,7 +436,7 @@ def _script_metadata(text: str) -> str | None:
     return None
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+def logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """(first line number, line) with comments gone and ``\\`` continuations joined."""
     pending = ""
     start = 0

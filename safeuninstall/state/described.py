@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from safeuninstall.base.bounded import limit_text, read_bytes
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.environment.installed import Source
 from safeuninstall.environment.names import unsafe_name, unsafe_version
+from safeuninstall.environment.requirements import logical_lines
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.snapshot import PackageEntry
 
@@ -291,7 +292,6 @@ def _lock_source(package: Package) -> Source:
 
 # -- a pinned requirements file --------------------------------------------------------------------
 
-_COMMENT = re.compile(r"(^|\s+)#.*$")
 _HASH = re.compile(r"\s--hash[=\s]\s*(\S+)")
 # Options that say where to install from: read past, they change no version.
 _INDEX_OPTIONS = re.compile(
@@ -302,28 +302,10 @@ _EDITABLE = re.compile(r"(-e|--editable)(\s|=)")
 _INCLUDE = re.compile(r"(-r|--requirement|-c|--constraint)(\s|=)")
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Each line with its number, comments gone, continuation lines (``\\``) joined."""
-    start, joined = 0, ""
-    for number, line in enumerate(text.splitlines(), 1):
-        line = _COMMENT.sub("", line)
-        if not joined:
-            start = number
-        if line.endswith("\\"):
-            joined += line[:-1] + " "
-            continue
-        joined += line
-        if joined.strip():
-            yield start, joined.strip()
-        joined = ""
-    if joined.strip():
-        yield start, joined.strip()
-
-
 def _from_requirements(path: Path, text: str) -> DescribedState:
     packages: list[DescribedPackage] = []
     set_aside: list[str] = []
-    for number, line in _logical_lines(text):
+    for number, line in logical_lines(text):
         where = f"line {number}"
         if _EDITABLE.match(line):
             set_aside.append(
