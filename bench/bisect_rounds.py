@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from safeuninstall.judgement.culprits import find
+from safeuninstall.plans.culprits import find
 from tests.wheels import build_wheel
 
 from .envs import Venv, Workspace, tool_argv

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.interpreter import Interpreter
-from safeuninstall.judgement.impact import impact_report
-from safeuninstall.judgement.libraries import LibraryIndex, ownership
+from safeuninstall.libraries.index import LibraryIndex, ownership
+from safeuninstall.reports.impact import impact_report
 
 # The distributions the measured removal takes away: they provide the libraries one in ten of
 # the other objects needs, as the nvidia wheels do for torch's.

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
+from safeuninstall.context.context import Context, open_context
 from safeuninstall.environment.installed import installed_distributions
-from safeuninstall.judgement.plan import build_stash_index
 from safeuninstall.options import TargetOptions
-from safeuninstall.session.context import Context, open_context
+from safeuninstall.plans.changes import build_stash_index
 from safeuninstall.state.stash import (
     StashHasher,
     check_stash,
@@ -146,7 +146,7 @@ def forget_proof(ctx: Context, snapshot_id: str) -> bool:
 def probe_argv(python: str, planned: dict[str, Any], workdir: Path) -> list[str]:
     """What the tool runs for one planned probe (``--json``'s ``probes.planned[i]``): the
     probe driver in the target interpreter, as probe._run_in starts it."""
-    from safeuninstall.judgement import probe
+    from safeuninstall.probe import runner as probe
 
     workdir.mkdir(parents=True, exist_ok=True)
     maps, results = str(workdir / "maps.txt"), str(workdir / "candidates.txt")

@@ -30,7 +30,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 from safeuninstall.environment.interpreter import find_uv  # noqa: E402 - needs the path set above
-from safeuninstall.judgement.bisection import bound, search  # noqa: E402
+from safeuninstall.plans.bisection import bound, search  # noqa: E402
 from tests.wheels import build_wheel  # noqa: E402
 
 N = 16

@@ -47,7 +47,7 @@ def _clocked(key: str, func: Callable[..., Any], timings: dict[str, float]) -> C
 def main(argv: list[str]) -> None:
     out = Path(argv[0])
     from safeuninstall.cli import commands as cli
-    from safeuninstall.operations import removal
+    from safeuninstall.operations.uninstall import removal
     from safeuninstall.state import stash
     from safeuninstall.transaction import transaction
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from safeuninstall.judgement.elf import LoadMap
+from safeuninstall.libraries.loader import LoadMap
 
 LDD = shutil.which("ldd")
 

@@ -23,8 +23,8 @@ import pytest
 from safeuninstall.cli.report import audit_report
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.sizes import Weighing
-from safeuninstall.judgement.audit import AuditReport, DistributionAudit, audit_environment
-from safeuninstall.judgement.libraries import LibraryIndex, ownership
+from safeuninstall.libraries.index import LibraryIndex, ownership
+from safeuninstall.reports.audit import AuditReport, DistributionAudit, audit_environment
 from safeuninstall.state.locks import hold
 from safeuninstall.state.store import VENV_LOCK
 from tests.conftest import UV, MakeVenv, run_tool, tagged_processes, tree, wait_for

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement import bisection
-from safeuninstall.judgement.culprits import find, units
+from safeuninstall.plans import bisection
+from safeuninstall.plans.culprits import find, units
 from tests.conftest import UV, MakeVenv, Venv, run_tool
 from tests.wheels import build_wheel
 

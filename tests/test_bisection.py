@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from safeuninstall.judgement import bisection
-from safeuninstall.judgement.bisection import bound, search
+from safeuninstall.plans import bisection
+from safeuninstall.plans.bisection import bound, search
 
 NAMES = tuple(f"pkg{i:02d}" for i in range(16))
 

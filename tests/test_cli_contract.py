@@ -17,9 +17,9 @@ import pytest
 from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
 from safeuninstall.cli import report
-from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.probe import Probe, ProbeResult
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
+from safeuninstall.probe.kinds import ProbeKind
+from safeuninstall.probe.runner import Probe, ProbeResult
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -556,7 +556,7 @@ def test_children_get_the_targets_environment_scrubbed(
     """From the options' environ, not os.environ; less what points at another environment."""
     from safeuninstall import options
     from safeuninstall.base.process import SCRUBBED_VARIABLES
-    from safeuninstall.session.context import open_context
+    from safeuninstall.context.context import open_context
 
     venv = venv_with_requests
     environ = {"PATH": "/usr/bin", "MARKER": "from the options", "VIRTUAL_ENV": "/elsewhere"}

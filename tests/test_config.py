@@ -15,7 +15,7 @@ from safeuninstall import config
 from safeuninstall import options as core_options
 from safeuninstall.base.errors import UsageError
 from safeuninstall.cli.commands import cli
-from safeuninstall.judgement.probe import DEFAULT_TIMEOUT, ProbeSettings, probes_from
+from safeuninstall.probe.runner import DEFAULT_TIMEOUT, ProbeSettings, probes_from
 from safeuninstall.state.store import Store
 from tests.conftest import UV, MakeVenv, run_tool
 from tests.test_uninstall import corrupt_stash

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from safeuninstall.cli.report import _uses_text
-from safeuninstall.judgement.audit import DistributionAudit, LibraryUse
-from safeuninstall.judgement.doctor import Finding
-from safeuninstall.judgement.libraries import Ownership
-from safeuninstall.judgement.needs import _needed_by_shared_files
-from safeuninstall.judgement.probe import Probe
+from safeuninstall.libraries.index import Ownership
+from safeuninstall.probe.runner import Probe
+from safeuninstall.reports.audit import DistributionAudit, LibraryUse
+from safeuninstall.reports.doctor import Finding
+from safeuninstall.reports.needs import _needed_by_shared_files
 from tests.test_derived_probe import PROBE, A, B, C, ran
 
 

@@ -17,11 +17,13 @@ import pytest
 
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.cli.report import operation
+from safeuninstall.context.baseline import BaselineCache
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.interpreter import Interpreter
-from safeuninstall.judgement import derived, importables
-from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.judgement.probe import (
+from safeuninstall.operations.results import ProbeRuns, Result
+from safeuninstall.probe import derived, importables
+from safeuninstall.probe.kinds import CandidateKind, ProbeKind
+from safeuninstall.probe.runner import (
     Candidate,
     CandidateResult,
     Probe,
@@ -31,8 +33,6 @@ from safeuninstall.judgement.probe import (
     _read_candidates,
     run_probe,
 )
-from safeuninstall.operations.results import ProbeRuns, Result
-from safeuninstall.session.baseline import BaselineCache
 from tests.conftest import MakeVenv
 from tests.wheels import build_wheel
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement.diff import UNKNOWN, ChangeKind, Side, compare, differing_files
+from safeuninstall.plans.diff import UNKNOWN, ChangeKind, Side, compare, differing_files
 from tests.conftest import MakeVenv, Venv
 from tests.wheels import build_wheel
 

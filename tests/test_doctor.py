@@ -13,9 +13,9 @@ from packaging.requirements import Requirement
 from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.environment import presence
 from safeuninstall.environment.installed import InstalledDistribution
-from safeuninstall.judgement.doctor import _holds_without_extra
-from safeuninstall.judgement.impact import applies_on_target
-from safeuninstall.judgement.libraries import Ownership, hollow_distributions, ownership
+from safeuninstall.libraries.index import Ownership, hollow_distributions, ownership
+from safeuninstall.reports.doctor import _holds_without_extra
+from safeuninstall.reports.impact import applies_on_target
 from tests.test_audit import install
 
 

@@ -17,27 +17,31 @@ import msgspec
 import pytest
 
 from safeuninstall.environment.paths import normalise
-from safeuninstall.judgement import libraries
-from safeuninstall.judgement.elf import (
+from safeuninstall.libraries import index as libraries
+from safeuninstall.libraries.elf import (
     EM_386,
     EM_AARCH64,
     EM_X86_64,
     ElfCache,
     ElfInfo,
+    is_elf_candidate,
+    read_elf,
+)
+from safeuninstall.libraries.index import LibraryIndex
+from safeuninstall.libraries.ldcache import (
     LdCacheEntry,
+    ld_cache_flags,
+    read_ld_cache,
+    read_ld_cache_entries,
+)
+from safeuninstall.libraries.loader import (
     Loader,
     LoadMap,
     Resolved,
     default_library_dirs,
     expand_origin,
-    is_elf_candidate,
-    ld_cache_flags,
-    read_elf,
-    read_ld_cache,
-    read_ld_cache_entries,
     split_ld_library_path,
 )
-from safeuninstall.judgement.libraries import LibraryIndex
 from tests.ldd import disagreement
 from tests.ldd import ldd as ldd_view
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from safeuninstall import config, options
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.judgement.probe import probes_from
+from safeuninstall.context import baseline
+from safeuninstall.context.context import Context, open_context
 from safeuninstall.operations.results import RemovalResult
-from safeuninstall.operations.uninstall import uninstall
-from safeuninstall.session import baseline
-from safeuninstall.session.context import Context, open_context
+from safeuninstall.operations.uninstall.command import uninstall
+from safeuninstall.probe.runner import probes_from
 from tests.conftest import MakeVenv, Venv, running, tagged_processes, wait_for
 
 

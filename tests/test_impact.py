@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.cli.report import impact_lines
-from safeuninstall.judgement.impact import ImpactReport, SharedFile
-from safeuninstall.judgement.libraries import LibraryChange
+from safeuninstall.libraries.index import LibraryChange
+from safeuninstall.reports.impact import ImpactReport, SharedFile
 from tests.conftest import SYSTEM_FOO, UV, MakeVenv, Venv
 from tests.wheels import build_wheel, compile_shared_library
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement.bisection import bound
+from safeuninstall.plans.bisection import bound
 from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel, compile_shared_library
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement.metric import (
+from safeuninstall.probe.metric import (
     Metric,
     Verdict,
     judged,

@@ -152,7 +152,7 @@ def test_the_tool_knows_its_own_requirements_from_its_metadata() -> None:
     """What the running tool needs, read from its own installed metadata: what `runs_on`
     adds where the target's metadata does not say it (the tool's requirements in the base
     of a --system-site-packages venv it runs from)."""
-    from safeuninstall.session.context import _own_closure
+    from safeuninstall.context.context import _own_closure
 
     assert {"safe-uninstall", "click", "packaging", "filelock", "tomli-w", "msgspec", "uv"} <= (
         _own_closure()

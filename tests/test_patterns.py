@@ -10,7 +10,7 @@ import pytest
 
 from safeuninstall.base.errors import EXIT_USAGE, InvalidInput, UsageError
 from safeuninstall.environment.requirements import Wanted, collect
-from safeuninstall.judgement.plan import plan_removal
+from safeuninstall.plans.changes import plan_removal
 from tests.conftest import MakeVenv, error_line, run_tool
 from tests.test_units import installed_dist
 

@@ -26,8 +26,9 @@ import pytest
 
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.interpreter import query_interpreter
-from safeuninstall.judgement.elf import ElfInfo, read_elf, read_ld_cache
-from safeuninstall.judgement.libraries import LibraryIndex, ownership
+from safeuninstall.libraries.elf import ElfInfo, read_elf
+from safeuninstall.libraries.index import LibraryIndex, ownership
+from safeuninstall.libraries.ldcache import read_ld_cache
 from tests.conftest import Venv
 from tests.ldd import LDD, disagreement, ldd
 from tests.realstack import SMOKE, RealVenv, Stacks
@@ -238,7 +239,7 @@ def test_a_removals_ownership_answers_as_the_whole_one(real_venv: RealVenv) -> N
     ownership a removal works out where it asks (libraries.ownership_on_demand) answers every
     path as the whole ownership does, the RECORD cache cold and warm, and finds the twins."""
     from safeuninstall.environment.recordcache import RecordCache
-    from safeuninstall.judgement.libraries import ownership_on_demand
+    from safeuninstall.libraries.index import ownership_on_demand
 
     venv = real_venv("torchdup")
     installed = installed_distributions(query_interpreter(venv.python, os.environ))

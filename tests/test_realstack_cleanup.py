@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from safeuninstall.judgement.bisection import bound
-from safeuninstall.judgement.derived import TORCH_PROBE
+from safeuninstall.plans.bisection import bound
+from safeuninstall.probe.derived import TORCH_PROBE
 from tests.realstack import RealVenv
 
 LOAD_MAP = """

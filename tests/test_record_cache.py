@@ -15,7 +15,7 @@ import pytest
 from safeuninstall.environment import paths
 from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.recordcache import RecordCache
-from safeuninstall.judgement.libraries import Ownership, ownership, ownership_on_demand
+from safeuninstall.libraries.index import Ownership, ownership, ownership_on_demand
 from tests.conftest import UV, MakeVenv, once_the_snapshot_exists
 from tests.wheels import build_wheel
 

@@ -11,10 +11,10 @@ import msgspec
 import pytest
 
 from safeuninstall.base.errors import InvalidInput, NotRestorable
+from safeuninstall.context.context import Context
 from safeuninstall.environment.interpreter import Interpreter, with_layout
 from safeuninstall.environment.requirements import Wanted, collect
-from safeuninstall.judgement.plan import one_edit, plan_removal
-from safeuninstall.session.context import Context
+from safeuninstall.plans.changes import one_edit, plan_removal
 from tests.conftest import MakeVenv, run_tool
 from tests.test_units import installed_dist
 

@@ -13,7 +13,7 @@ import pytest
 
 from safeuninstall.environment.installed import InstalledDistribution, Source
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
-from safeuninstall.judgement.libraries import ownership
+from safeuninstall.libraries.index import ownership
 from tests.conftest import UV, MakeVenv
 
 

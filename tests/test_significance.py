@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from safeuninstall.judgement.metric import (
+from safeuninstall.probe.metric import (
     Metric,
     Sample,
     Verdict,
@@ -27,7 +27,7 @@ from safeuninstall.judgement.metric import (
     noise_note,
     spread,
 )
-from safeuninstall.judgement.significance import p_greater, p_two_sided, u_statistic
+from safeuninstall.probe.significance import p_greater, p_two_sided, u_statistic
 
 SEPARATED = ([5.0, 6.0, 7.0, 8.0], [1.0, 2.0, 3.0, 4.0])
 MIXED = ([1.1, 2.4, 3.3, 0.7, 5.0], [0.5, 1.9, 2.2, 0.1, 3.0, 0.8])

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.judgement.culprits import Verdict, find
-from safeuninstall.judgement.metric import Metric, interleaved
-from safeuninstall.judgement.metric import Verdict as MetricVerdict
+from safeuninstall.plans.culprits import Verdict, find
+from safeuninstall.probe.metric import Metric, interleaved
+from safeuninstall.probe.metric import Verdict as MetricVerdict
 from tests.conftest import UV, MakeVenv
 from tests.test_bisect import _at_start, _good_then_upgraded
 from tests.test_json_contract import problems

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import MakeVenv, Run
 
 # Loaded by no read-only command below: the restore machinery, and the ELF reader.
-_NOT_FOR_READING = ("safeuninstall.transaction", "safeuninstall.judgement.elf")
+_NOT_FOR_READING = ("safeuninstall.transaction", "safeuninstall.libraries.elf")
 
 
 def _loaded(run: Run) -> list[str]:

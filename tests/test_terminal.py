@@ -222,8 +222,8 @@ def test_verbose_streams_the_installers_output(make_venv: MakeVenv) -> None:
 
 def test_the_snapshot_reports_stash_progress(make_venv: MakeVenv) -> None:
     from safeuninstall import options
+    from safeuninstall.context.context import open_context
     from safeuninstall.environment.installed import installed_distributions
-    from safeuninstall.session.context import open_context
     from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
     venv = make_venv("leftpad")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.outcome import Cause, Ending, Outcome
-from safeuninstall.judgement.metric import Metric, MetricRuns, Verdict
-from safeuninstall.judgement.probe import ProbeResult, metric_probe, python_probe
 from safeuninstall.operations.trial import tried
+from safeuninstall.probe.metric import Metric, MetricRuns, Verdict
+from safeuninstall.probe.runner import ProbeResult, metric_probe, python_probe
 
 
 def _metric(verdict: Verdict, regression: float, p_value: float | None) -> ProbeResult:

@@ -30,9 +30,7 @@ from safeuninstall.environment.backend import (
 from safeuninstall.environment.installed import InstalledDistribution, Source, read_distribution
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
-from safeuninstall.judgement.impact import Dependency, dependents_of
-from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.plan import (
+from safeuninstall.plans.changes import (
     Installed,
     build_stash_index,
     choose_snapshot,
@@ -41,6 +39,8 @@ from safeuninstall.judgement.plan import (
     plan_restore,
     plan_rollback,
 )
+from safeuninstall.probe.kinds import ProbeKind
+from safeuninstall.reports.impact import Dependency, dependents_of
 from safeuninstall.state import journal
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.layout import SnapshotFolder, stash_of
@@ -587,7 +587,7 @@ def test_restore_links_metadata_last() -> None:
 
 
 def test_plan_prune_counts_files_shared_by_snapshots_once() -> None:
-    from safeuninstall.judgement.plan import plan_prune
+    from safeuninstall.plans.changes import plan_prune
     from safeuninstall.state.holdings import Holdings
 
     big, small, installed = (1, 1), (1, 2), (1, 3)
@@ -800,7 +800,7 @@ def test_a_probe_without_a_working_folder_is_a_failed_probe(
     import tempfile
 
     from safeuninstall.environment.interpreter import Interpreter
-    from safeuninstall.judgement.probe import Probe, RunSettings, run_probe
+    from safeuninstall.probe.runner import Probe, RunSettings, run_probe
 
     def no_room(*args: object, **kwargs: object) -> object:
         raise OSError(28, "No space left on device")
@@ -828,8 +828,8 @@ def test_an_edited_baseline_cache_entry_is_no_cache(
 ) -> None:
     import json as json_module
 
-    from safeuninstall.judgement.probe import Probe, ProbeSettings
-    from safeuninstall.session.baseline import CACHE_FILE, BaselineCache, _key
+    from safeuninstall.context.baseline import CACHE_FILE, BaselineCache, _key
+    from safeuninstall.probe.runner import Probe, ProbeSettings
 
     settings = ProbeSettings(probes=(Probe(kind=ProbeKind.PYTHON, code="pass", origin="--probe"),))
 
@@ -1044,8 +1044,8 @@ def test_restore_links_a_legacy_installs_metadata_last() -> None:
 def test_the_baseline_fingerprint_sees_legacy_installs(tmp_path: Path, made: str) -> None:
     """A cached baseline is for the installed set it ran in: a legacy install (or a .pth line
     that puts an editable on the path) added or removed is another one."""
+    from safeuninstall.context.baseline import fingerprint
     from safeuninstall.environment.interpreter import Interpreter
-    from safeuninstall.session.baseline import fingerprint
 
     site = str(tmp_path)
     interpreter = Interpreter("/v/bin/python", "/v", "/usr", "3.11.7", site, site, "/v/bin", {})
@@ -1292,14 +1292,14 @@ def test_doctor_finds_where_a_missing_requirement_comes_back_from(
 ) -> None:
     from packaging.requirements import Requirement
 
-    from safeuninstall.judgement.doctor import _requirement_finding
+    from safeuninstall.reports.doctor import _requirement_finding
 
     found = _requirement_finding("dependent", Requirement(requirement), snapshots)
     assert (found.provider, found.snapshot, found.recorded_in, found.pinned) == expected
 
 
 def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() -> None:
-    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
+    from safeuninstall.reports.doctor import Finding, Repair, plan_repair
 
     installed = {"requests": Installed("requests", "2.34.2", Source(kind="index"))}
     kept = make_snapshot("0001", (stashed("requests", "2.34.2"), stashed("idna", "3.20")))
@@ -1315,7 +1315,7 @@ def test_doctor_repairs_with_a_rollback_only_where_a_stash_holds_everything() ->
 def test_doctor_repairs_from_a_stash_first_and_the_index_for_the_rest() -> None:
     """One rollback: what its stash holds comes from there, what it only recorded is
     reinstalled; an install of everything from the index only where no snapshot has them."""
-    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
+    from safeuninstall.reports.doctor import Finding, Repair, plan_repair
 
     installed = {
         "a": Installed("a", "1", Source(kind="index"), intact=False),
@@ -1334,7 +1334,7 @@ def test_doctor_repairs_from_a_stash_first_and_the_index_for_the_rest() -> None:
 
 
 def test_doctor_expects_a_library_back_with_its_consumers_missing_requirements() -> None:
-    from safeuninstall.judgement.doctor import Finding, Repair, plan_repair
+    from safeuninstall.reports.doctor import Finding, Repair, plan_repair
 
     pins = ("nvidia-cudnn-cu13==9.24.0.43", "nvidia-nccl-cu13==2.30.7")
     findings = [
@@ -1395,7 +1395,7 @@ def test_doctor_skips_only_lines_that_need_an_extra(line: str) -> None:
     marker without extras says, or nothing: it never skips a line that applies."""
     from packaging.requirements import Requirement
 
-    from safeuninstall.judgement.doctor import _needs_an_extra
+    from safeuninstall.reports.doctor import _needs_an_extra
 
     requirement = Requirement(line) if "extraneous" not in line else None
     if _needs_an_extra(line):
@@ -1443,8 +1443,8 @@ def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
     own environment (the restore's modules are loaded first), though the prefixes differ."""
     import sys
 
+    from safeuninstall.context.context import Context
     from safeuninstall.environment.interpreter import Interpreter
-    from safeuninstall.session.context import Context
 
     site = tmp_path / "base" / "lib" / "site-packages"
     site.mkdir(parents=True)
@@ -1475,7 +1475,7 @@ def test_a_target_whose_site_folder_is_on_the_tools_path_is_the_tools_own(
 def test_plan_prune_keeps_only_copies_outside_keep_and_inside_max_size(
     keep: int | None, max_size: int | None, expected: list[str]
 ) -> None:
-    from safeuninstall.judgement.plan import plan_prune
+    from safeuninstall.plans.changes import plan_prune
     from safeuninstall.state.holdings import Holdings
 
     only, small = (1, 1), (1, 2)

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
-from safeuninstall.judgement.impact import Unmet, removal_closure, unmet_requirements
+from safeuninstall.reports.impact import Unmet, removal_closure, unmet_requirements
 from tests.conftest import UV, MakeVenv, Run, Venv
 from tests.realstack import RealVenv
 from tests.wheels import build_wheel

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.errors import InvalidInput
+from safeuninstall.context.context import open_context
 from safeuninstall.environment.interpreter import find_python
 from safeuninstall.environment.uvsettings import PipTarget, pip_target
 from safeuninstall.options import TargetOptions
-from safeuninstall.session.context import open_context
 from tests.conftest import MakeVenv, run_tool
 
 

@@ -546,7 +546,7 @@ class Outcome(enum.Enum):
     DRIFT_INCOMPLETE = _UNINSTALL[Cause.DRIFT, Ending.INCOMPLETE]
     HOLLOW_RESTORED = _UNINSTALL[Cause.HOLLOW, Ending.RESTORED]
     HOLLOW_INCOMPLETE = _UNINSTALL[Cause.HOLLOW, Ending.INCOMPLETE]
-    # A metric whose runs could not tell (judgement/metric.py): never a pass, so undone; its
+    # A metric whose runs could not tell (probe/metric.py): never a pass, so undone; its
     # own outcomes, so that a script tells it from a regression.
     INCONCLUSIVE_RESTORED = _UNINSTALL[Cause.INCONCLUSIVE, Ending.RESTORED]
     INCONCLUSIVE_INCOMPLETE = _UNINSTALL[Cause.INCONCLUSIVE, Ending.INCOMPLETE]

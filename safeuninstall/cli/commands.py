@@ -29,15 +29,14 @@ from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstall
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.metric import DEFAULT_MAX_RUNS, Metric
+from safeuninstall.probe.metric import DEFAULT_MAX_RUNS, Metric
 
 # Each command imports the operation it runs, in its body: a read-only command loads no
 # restore machinery, and a change-making one loads it all with its operation's module,
 # before it changes anything (docs/performance.md, "What is deferred at start-up").
 if TYPE_CHECKING:
-    from safeuninstall.judgement.audit import AuditReport
-    from safeuninstall.judgement.doctor import DoctorReport
-    from safeuninstall.judgement.probe import ProbeSettings
+    from safeuninstall.context.baseline import HeadStart
+    from safeuninstall.context.context import Context
     from safeuninstall.operations.results import (
         BisectResult,
         DiffResult,
@@ -47,8 +46,9 @@ if TYPE_CHECKING:
         SnapshotList,
         SnapshotTaken,
     )
-    from safeuninstall.session.baseline import HeadStart
-    from safeuninstall.session.context import Context
+    from safeuninstall.probe.runner import ProbeSettings
+    from safeuninstall.reports.audit import AuditReport
+    from safeuninstall.reports.doctor import DoctorReport
     from safeuninstall.transaction.retention import Kept
 
 if TYPE_CHECKING:  # the module is imported by the export command alone (docs/performance.md)
@@ -583,7 +583,7 @@ class Common:
         line = self._metric["probe_metric"]
         if line is not None and self._no_probe:
             raise UsageError("--probe-metric and --no-probe can't be given together")
-        from safeuninstall.judgement.probe import metric_probe, probes_from
+        from safeuninstall.probe.runner import metric_probe, probes_from
 
         settings = probes_from(self.settings(), disabled=self._no_probe, cwd=Path.cwd())
         if line is None:
@@ -619,7 +619,7 @@ class Common:
                 break_system_packages=self._break_system_packages,
             )
 
-            from safeuninstall.session.context import open_context
+            from safeuninstall.context.context import open_context
 
             self._context = open_context(target, Events(self.live))
         return self._context
@@ -929,8 +929,8 @@ def _removal(common: Common, wanted: options.UninstallOptions) -> Result:
     """The removal of ``uninstall`` and ``try PACKAGE...``, its baseline begun at once."""
     configured = common.probes()
     ctx = common.context()
-    from safeuninstall.operations.uninstall import uninstall
-    from safeuninstall.session.baseline import head_start
+    from safeuninstall.context.baseline import head_start
+    from safeuninstall.operations.uninstall.command import uninstall
 
     early: HeadStart | None = None
     try:

@@ -12,18 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from safeuninstall.environment.sizes import count_text, size_text
-from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.judgement.metric import MetricRuns, change_text, number_text, ratio
+from safeuninstall.probe.kinds import CandidateKind, ProbeKind
+from safeuninstall.probe.metric import MetricRuns, change_text, number_text, ratio
 
 if TYPE_CHECKING:  # annotations only: a command loads what it renders, no more
     from safeuninstall.config import Settings
-    from safeuninstall.judgement.audit import AuditReport, DistributionAudit, DuplicateLibrary
-    from safeuninstall.judgement.diff import ChangeKind
-    from safeuninstall.judgement.doctor import DoctorReport
-    from safeuninstall.judgement.impact import ImpactReport, SharedFile
-    from safeuninstall.judgement.libraries import LibraryChange
-    from safeuninstall.judgement.needs import Cleanup
-    from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult
+    from safeuninstall.libraries.index import LibraryChange
     from safeuninstall.operations.results import (
         BisectResult,
         Details,
@@ -34,6 +28,12 @@ if TYPE_CHECKING:  # annotations only: a command loads what it renders, no more
         SnapshotList,
         SnapshotSummary,
     )
+    from safeuninstall.plans.diff import ChangeKind
+    from safeuninstall.probe.runner import Candidate, Probe, ProbeResult
+    from safeuninstall.reports.audit import AuditReport, DistributionAudit, DuplicateLibrary
+    from safeuninstall.reports.doctor import DoctorReport
+    from safeuninstall.reports.impact import ImpactReport, SharedFile
+    from safeuninstall.reports.needs import Cleanup
     from safeuninstall.state.snapshot import Snapshot
     from safeuninstall.transaction.retention import Kept
     from safeuninstall.transaction.transaction import Restored
@@ -478,7 +478,7 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
 def _diff_kinds() -> list[ChangeKind]:
     # Imported here: the diff command has it loaded; every other command's start-up would
     # load the snapshot file format and the installed-distribution reader with it.
-    from safeuninstall.judgement.diff import ChangeKind
+    from safeuninstall.plans.diff import ChangeKind
 
     return list(ChangeKind)
 

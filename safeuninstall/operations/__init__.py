@@ -1,9 +1,9 @@
 """The operations, one module per command (or family of commands). Every one takes an opened
 Context and a frozen options record and returns a result (results.py); none prints, exits or
-knows about click, and none imports another but the parts of a removal:
+knows about click, and none imports another (they share results.py and trial.py):
 
-- uninstall: ``safe-uninstall PACKAGE...``: plan, then hand over to removal (one removal:
-  remove, probe, restore on failure) or keep_needed (``--keep-needed``: its trials);
+- uninstall (a package): ``safe-uninstall PACKAGE...``: plan, then hand over to removal (one
+  removal: remove, probe, restore on failure) or keep_needed (``--keep-needed``: its trials);
 - run: ``run -- COMMAND``, any change guarded like a removal;
 - rollback: ``rollback`` and ``recover``, back to a snapshot;
 - bisect: ``bisect GOOD``, which changes since a snapshot make the probe fail;

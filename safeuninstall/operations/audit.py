@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from msgspec.structs import replace
 
 from safeuninstall.base.errors import SnapshotInvalid
+from safeuninstall.context.analysis import library_index, with_default
+from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
@@ -18,16 +20,14 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
 from safeuninstall.environment.sizes import Weighing, count_text
-from safeuninstall.judgement.audit import (
+from safeuninstall.libraries.index import LibraryIndex, Ownership, ownership
+from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all
+from safeuninstall.reports.audit import (
     AuditReport,
     StashHolding,
     audit_environment,
     holders_of_libraries,
 )
-from safeuninstall.judgement.libraries import LibraryIndex, Ownership, ownership
-from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
-from safeuninstall.session.analysis import library_index, with_default
-from safeuninstall.session.context import Context
 
 
 def audit(ctx: Context, configured: ProbeSettings, *, load: bool) -> AuditReport:

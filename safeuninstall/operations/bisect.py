@@ -25,6 +25,13 @@ from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
 from safeuninstall.base.outcome import Outcome
+from safeuninstall.context.analysis import (
+    installed_sides,
+    owned_files,
+    requirements_of,
+    sharing_files,
+)
+from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import find_links_offer
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -34,14 +41,16 @@ from safeuninstall.environment.installed import (
     read_requires,
 )
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.bisection import bound
-from safeuninstall.judgement.culprits import Found, find, units
-from safeuninstall.judgement.derived import against, as_baseline, derive
-from safeuninstall.judgement.diff import ChangeKind, Diff, Side, compare, snapshot_sides
-from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.metric import Metric, interleaved, noise_note
-from safeuninstall.judgement.plan import RollbackPlan, plan_restore
-from safeuninstall.judgement.probe import (
+from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns, Round
+from safeuninstall.options import BisectOptions
+from safeuninstall.plans.bisection import bound
+from safeuninstall.plans.changes import RollbackPlan, plan_restore
+from safeuninstall.plans.culprits import Found, find, units
+from safeuninstall.plans.diff import ChangeKind, Diff, Side, compare, snapshot_sides
+from safeuninstall.probe.derived import against, as_baseline, derive
+from safeuninstall.probe.kinds import ProbeKind
+from safeuninstall.probe.metric import Metric, interleaved, noise_note
+from safeuninstall.probe.runner import (
     Probe,
     ProbeResult,
     ProbeSettings,
@@ -49,15 +58,6 @@ from safeuninstall.judgement.probe import (
     run_all,
     run_probe,
 )
-from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns, Round
-from safeuninstall.options import BisectOptions
-from safeuninstall.session.analysis import (
-    installed_sides,
-    owned_files,
-    requirements_of,
-    sharing_files,
-)
-from safeuninstall.session.context import Context
 from safeuninstall.state import described
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from safeuninstall.state.stash import package_entry

@@ -17,10 +17,10 @@ import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from safeuninstall.judgement.diff import Side, compare, snapshot_sides
+from safeuninstall.context.analysis import installed_sides
+from safeuninstall.context.context import Context
 from safeuninstall.operations.results import DiffResult, SideKind
-from safeuninstall.session.analysis import installed_sides
-from safeuninstall.session.context import Context
+from safeuninstall.plans.diff import Side, compare, snapshot_sides
 from safeuninstall.state import described
 
 NOW = "now"

@@ -33,10 +33,10 @@ from packaging.version import InvalidVersion, Version
 from safeuninstall import __version__
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SafeUninstallError
+from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import requirement_for
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.options import EXPORT_FORMATS
-from safeuninstall.session.context import Context
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target

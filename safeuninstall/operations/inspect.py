@@ -7,22 +7,7 @@ from collections.abc import Sequence
 from msgspec.structs import replace
 
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.environment.backend import shell_line
-from safeuninstall.environment.installed import installed_distributions
-from safeuninstall.environment.requirements import collect
-from safeuninstall.judgement.derived import as_baseline, dropped_notes
-from safeuninstall.judgement.doctor import (
-    DoctorReport,
-    Finding,
-    doubled_findings,
-    examine,
-    plan_repair,
-)
-from safeuninstall.judgement.libraries import hollow_distributions
-from safeuninstall.judgement.plan import plan_removal
-from safeuninstall.judgement.probe import ProbeSettings, run_all
-from safeuninstall.operations.results import ProbeRuns, RemovalResult, Result
-from safeuninstall.session.analysis import (
+from safeuninstall.context.analysis import (
     analyse,
     installed_view,
     library_index,
@@ -30,7 +15,22 @@ from safeuninstall.session.analysis import (
     owned_files,
     with_default,
 )
-from safeuninstall.session.context import Context
+from safeuninstall.context.context import Context
+from safeuninstall.environment.backend import shell_line
+from safeuninstall.environment.installed import installed_distributions
+from safeuninstall.environment.requirements import collect
+from safeuninstall.libraries.index import hollow_distributions
+from safeuninstall.operations.results import ProbeRuns, RemovalResult, Result
+from safeuninstall.plans.changes import plan_removal
+from safeuninstall.probe.derived import as_baseline, dropped_notes
+from safeuninstall.probe.runner import ProbeSettings, run_all
+from safeuninstall.reports.doctor import (
+    DoctorReport,
+    Finding,
+    doubled_findings,
+    examine,
+    plan_repair,
+)
 
 
 def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:

@@ -14,19 +14,19 @@ from msgspec import Struct, field
 
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.kinds import ProbeKind
+from safeuninstall.probe.kinds import ProbeKind
 
 # Annotations only (results are encoded by hand, never decoded): a command that renders a
 # result loads none of the machinery that built another kind of result.
 if TYPE_CHECKING:
-    from safeuninstall.judgement.diff import Diff
-    from safeuninstall.judgement.doctor import Finding
-    from safeuninstall.judgement.impact import ImpactReport, Unmet
-    from safeuninstall.judgement.libraries import Drift
-    from safeuninstall.judgement.metric import MetricRuns
-    from safeuninstall.judgement.needs import Cleanup
-    from safeuninstall.judgement.plan import RollbackPlan, SnapshotChoice
-    from safeuninstall.judgement.probe import Probe, ProbeResult
+    from safeuninstall.libraries.index import Drift
+    from safeuninstall.plans.changes import RollbackPlan, SnapshotChoice
+    from safeuninstall.plans.diff import Diff
+    from safeuninstall.probe.metric import MetricRuns
+    from safeuninstall.probe.runner import Probe, ProbeResult
+    from safeuninstall.reports.doctor import Finding
+    from safeuninstall.reports.impact import ImpactReport, Unmet
+    from safeuninstall.reports.needs import Cleanup
     from safeuninstall.state.snapshot import Snapshot
     from safeuninstall.transaction.restore import RestoreReport, Verification
     from safeuninstall.transaction.retention import Kept

@@ -29,32 +29,8 @@ from safeuninstall.base.errors import (
     UnfinishedTransaction,
 )
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
-from safeuninstall.environment.installed import (
-    InstalledDistribution,
-    census,
-    ensure_writable,
-    installed_distributions,
-)
-from safeuninstall.judgement.derived import (
-    after_settings,
-    as_baseline,
-    dropped_notes,
-    judged_after,
-    undecided,
-)
-from safeuninstall.judgement.impact import Unmet, allowed_unmet
-from safeuninstall.judgement.libraries import Ownership
-from safeuninstall.judgement.plan import (
-    RollbackPlan,
-    SnapshotChoice,
-    choose_snapshot,
-    plan_rollback,
-)
-from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
-from safeuninstall.operations.results import ProbeRuns, RollbackResult
-from safeuninstall.options import RollbackOptions
-from safeuninstall.session import baseline
-from safeuninstall.session.analysis import (
+from safeuninstall.context import baseline
+from safeuninstall.context.analysis import (
     Analysis,
     analyse,
     owned_files,
@@ -62,8 +38,32 @@ from safeuninstall.session.analysis import (
     snapshot_view,
     with_default,
 )
-from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
-from safeuninstall.session.context import Context
+from safeuninstall.context.baseline import BaselineCache, Begun, fingerprint
+from safeuninstall.context.context import Context
+from safeuninstall.environment.installed import (
+    InstalledDistribution,
+    census,
+    ensure_writable,
+    installed_distributions,
+)
+from safeuninstall.libraries.index import Ownership
+from safeuninstall.operations.results import ProbeRuns, RollbackResult
+from safeuninstall.options import RollbackOptions
+from safeuninstall.plans.changes import (
+    RollbackPlan,
+    SnapshotChoice,
+    choose_snapshot,
+    plan_rollback,
+)
+from safeuninstall.probe.derived import (
+    after_settings,
+    as_baseline,
+    dropped_notes,
+    judged_after,
+    undecided,
+)
+from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all
+from safeuninstall.reports.impact import Unmet, allowed_unmet
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back

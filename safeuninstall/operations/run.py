@@ -34,6 +34,10 @@ from safeuninstall.base.errors import (
     NotRestorable,
 )
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.context import baseline
+from safeuninstall.context.analysis import analyse, failure_text, snapshot_view, with_default
+from safeuninstall.context.baseline import BaselineCache, Begun, fingerprint
+from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -42,7 +46,12 @@ from safeuninstall.environment.installed import (
     installed_distributions,
 )
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.derived import (
+from safeuninstall.libraries.index import ownership
+from safeuninstall.operations.results import ProbeRuns, RunResult
+from safeuninstall.operations.trial import metric_lines, tried
+from safeuninstall.options import RunOptions
+from safeuninstall.plans.changes import RollbackPlan, plan_rollback
+from safeuninstall.probe.derived import (
     as_baseline,
     derive,
     dropped_notes,
@@ -51,17 +60,8 @@ from safeuninstall.judgement.derived import (
     stopping_after_change,
     undecided,
 )
-from safeuninstall.judgement.impact import Unmet, unmet_after_change
-from safeuninstall.judgement.libraries import ownership
-from safeuninstall.judgement.plan import RollbackPlan, plan_rollback
-from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all
-from safeuninstall.operations.results import ProbeRuns, RunResult
-from safeuninstall.operations.trial import metric_lines, tried
-from safeuninstall.options import RunOptions
-from safeuninstall.session import baseline
-from safeuninstall.session.analysis import analyse, failure_text, snapshot_view, with_default
-from safeuninstall.session.baseline import BaselineCache, Begun, fingerprint
-from safeuninstall.session.context import Context
+from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all
+from safeuninstall.reports.impact import Unmet, unmet_after_change
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import kept_aside, not_put_back
 from safeuninstall.transaction.others import ChangedByOthers

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.base.outcome import Mark
+from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import installed_distributions
-from safeuninstall.judgement.plan import plan_prune
 from safeuninstall.operations.results import (
     PruneResult,
     ShownSnapshot,
@@ -23,13 +23,13 @@ from safeuninstall.operations.results import (
     SnapshotSummary,
 )
 from safeuninstall.options import PruneOptions
-from safeuninstall.session.context import Context
+from safeuninstall.plans.changes import plan_prune
 from safeuninstall.state.snapshot import Snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
     # Imported here: listing and showing snapshots load none of the transaction layer.
-    from safeuninstall.session.analysis import owned_files
+    from safeuninstall.context.analysis import owned_files
     from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
     with ctx.locked():

@@ -11,8 +11,8 @@ import enum
 from collections.abc import Sequence
 
 from safeuninstall.base.outcome import Cause, Ending, Outcome
-from safeuninstall.judgement.metric import SIGNIFICANCE, Verdict, change_text, number_text, ratio
-from safeuninstall.judgement.probe import ProbeResult
+from safeuninstall.probe.metric import SIGNIFICANCE, Verdict, change_text, number_text, ratio
+from safeuninstall.probe.runner import ProbeResult
 
 
 class Would(enum.Enum):

@@ -20,6 +20,7 @@ from msgspec import Struct, field
 from safeuninstall.base import process
 from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import BackendError, SnapshotInvalid
+from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -31,8 +32,8 @@ from safeuninstall.environment.interpreter import Interpreter, find_uv
 from safeuninstall.environment.legacy import MAX_PTH_BYTES, has_line
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import sha256_file
-from safeuninstall.judgement.libraries import ownership
-from safeuninstall.judgement.plan import (
+from safeuninstall.libraries.index import ownership
+from safeuninstall.plans.changes import (
     RestorePlan,
     SetDifference,
     StashCandidate,
@@ -40,7 +41,6 @@ from safeuninstall.judgement.plan import (
     compare_sets,
     plan_restore,
 )
-from safeuninstall.session.context import Context
 from safeuninstall.state.layout import stash_folder_name
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import (

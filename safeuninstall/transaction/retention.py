@@ -39,7 +39,7 @@ from safeuninstall.base.outcome import Ending, Outcome, parse_note
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.sizes import size_text
-from safeuninstall.judgement.plan import build_stash_index, plan_prune
+from safeuninstall.plans.changes import build_stash_index, plan_prune
 from safeuninstall.state.holdings import Holdings
 from safeuninstall.state.layout import stash_folder_name
 from safeuninstall.state.store import Store

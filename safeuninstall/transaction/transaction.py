@@ -40,6 +40,8 @@ from safeuninstall.base import interrupts, process
 from safeuninstall.base.cachefile import FileStamp
 from safeuninstall.base.errors import BackendError, NotRestorable, SnapshotInvalid
 from safeuninstall.base.outcome import Outcome, Returned
+from safeuninstall.context.analysis import sharing_files, snapshot_view
+from safeuninstall.context.context import Context
 from safeuninstall.environment.deletion import Removed, plan_deletion
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -49,8 +51,8 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.records import RecordEntry
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.libraries import ownership
-from safeuninstall.judgement.plan import (
+from safeuninstall.libraries.index import ownership
+from safeuninstall.plans.changes import (
     RollbackPlan,
     StashCandidate,
     StashKey,
@@ -58,8 +60,6 @@ from safeuninstall.judgement.plan import (
     plan_restore,
     plan_rollback,
 )
-from safeuninstall.session.analysis import sharing_files, snapshot_view
-from safeuninstall.session.context import Context
 from safeuninstall.state.journal import Child, Entry
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.snapshot import PackageEntry, PackageStash, Snapshot, Target

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 from msgspec import Struct
 
-from safeuninstall.judgement.significance import p_greater, p_two_sided
+from safeuninstall.probe.significance import p_greater, p_two_sided
 
 DEFAULT_RUNS = 3
 DEFAULT_MAX_RUNS = 15  # a side, when runs are added until the answer is decided

@@ -27,10 +27,10 @@ import msgspec
 from packaging.utils import canonicalize_name
 
 from safeuninstall.environment.installed import InstalledDistribution
-from safeuninstall.judgement import importables
-from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.judgement.metric import judged
-from safeuninstall.judgement.probe import Candidate, Probe, ProbeResult, ProbeSettings, derived_code
+from safeuninstall.probe import importables
+from safeuninstall.probe.kinds import CandidateKind, ProbeKind
+from safeuninstall.probe.metric import judged
+from safeuninstall.probe.runner import Candidate, Probe, ProbeResult, ProbeSettings, derived_code
 
 # torch's own check, plus the libraries a CUDA build loads lazily: without these a removal of
 # cuDNN or NCCL passes `import torch` and fails at the first real call (see FACTS.md).

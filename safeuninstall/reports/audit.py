@@ -33,9 +33,9 @@ from safeuninstall.environment.installed import (
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.records import read_record
 from safeuninstall.environment.sizes import Counted, Weighing, count, lstat, walk
-from safeuninstall.judgement.impact import Requirer, Unmet, requirers, unmet_now
-from safeuninstall.judgement.libraries import LibraryIndex, Ownership, RootLoads, root_loads
-from safeuninstall.judgement.probe import ProbeResult
+from safeuninstall.libraries.index import LibraryIndex, Ownership, RootLoads, root_loads
+from safeuninstall.probe.runner import ProbeResult
+from safeuninstall.reports.impact import Requirer, Unmet, requirers, unmet_now
 
 _USES_KEPT = 50  # objects named per distribution in loaded_by (the count is exact)
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from msgspec import Struct
 
-from safeuninstall.judgement.bisection import search
+from safeuninstall.plans.bisection import search
 
 # A round's verdict: the probe passed, failed, or (a metric) could not tell: None.
 Verdict = bool | None

@@ -16,15 +16,15 @@ from packaging.utils import canonicalize_name
 
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.requirements import satisfies
-from safeuninstall.judgement.elf import is_elf_candidate
-from safeuninstall.judgement.libraries import (
+from safeuninstall.libraries.elf import is_elf_candidate
+from safeuninstall.libraries.index import (
     Census,
     LibraryIndex,
     MissingLibrary,
     Ownership,
     census,
 )
-from safeuninstall.judgement.plan import Installed, build_stem, plan_rollback
+from safeuninstall.plans.changes import Installed, build_stem, plan_rollback
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 
 _MISSING_LIBRARY = re.compile(r"([\w.+-]+\.so(?:\.[\w.]+)?): cannot open shared object file")

@@ -21,13 +21,13 @@ from safeuninstall.environment.installed import (
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.requirements import satisfies
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.importables import top_level_modules
-from safeuninstall.judgement.libraries import (
+from safeuninstall.libraries.index import (
     LibraryChange,
     LibraryIndex,
     Ownership,
     library_changes,
 )
+from safeuninstall.probe.importables import top_level_modules
 
 
 class Dependency(Struct, frozen=True):

@@ -32,8 +32,8 @@ from safeuninstall.base.bounded import read_bytes
 from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
-from safeuninstall.judgement.metric import Metric, MetricRuns, measured, no_number_why, read_number
+from safeuninstall.probe.kinds import CandidateKind, ProbeKind
+from safeuninstall.probe.metric import Metric, MetricRuns, measured, no_number_why, read_number
 
 DEFAULT_TIMEOUT = 300.0
 

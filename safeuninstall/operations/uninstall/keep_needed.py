@@ -1,7 +1,7 @@
 """``--keep-needed``: remove what is not needed of the candidates, keep the rest, each with its
 reason. First what the metadata and the library model show (``plan``), then, after the
-removal's snapshot, a search by probe runs (``KeepNeeded``): judgement/needs.py weighs the
-evidence, judgement/bisection.py chooses the runs.
+removal's snapshot, a search by probe runs (``KeepNeeded``): reports/needs.py weighs the
+evidence, plans/bisection.py chooses the runs.
 """
 
 from __future__ import annotations
@@ -12,9 +12,18 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from safeuninstall.base.outcome import Cause, Outcome
+from safeuninstall.context.analysis import (
+    failure_text,
+    library_index,
+    owned_files,
+    requirements_of,
+)
 from safeuninstall.environment.installed import census
-from safeuninstall.judgement.bisection import bound, search
-from safeuninstall.judgement.needs import (
+from safeuninstall.operations.results import RemovalResult
+from safeuninstall.operations.uninstall.removal import Attempt, Removal
+from safeuninstall.plans.bisection import bound, search
+from safeuninstall.probe.runner import ProbeResult
+from safeuninstall.reports.needs import (
     Cleanup,
     Needed,
     Trial,
@@ -22,15 +31,6 @@ from safeuninstall.judgement.needs import (
     loaded_by_probe,
     required,
     together,
-)
-from safeuninstall.judgement.probe import ProbeResult
-from safeuninstall.operations.removal import Attempt, Removal
-from safeuninstall.operations.results import RemovalResult
-from safeuninstall.session.analysis import (
-    failure_text,
-    library_index,
-    owned_files,
-    requirements_of,
 )
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.others import ChangedByOthers

@@ -30,13 +30,13 @@ from packaging.utils import canonicalize_name
 
 from safeuninstall.environment.installed import InstalledDistribution, RequirementIndex, requested
 from safeuninstall.environment.paths import normalise
-from safeuninstall.judgement.impact import applies_on_target, unmet_in
-from safeuninstall.judgement.libraries import (
+from safeuninstall.libraries.index import (
     LibraryChange,
     LibraryIndex,
     Ownership,
     library_changes,
 )
+from safeuninstall.reports.impact import applies_on_target, unmet_in
 
 
 class Needed(Struct, frozen=True):

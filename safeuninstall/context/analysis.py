@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 from msgspec import Struct
 
+from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     RequirementIndex,
@@ -22,10 +23,7 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.derived import derive
-from safeuninstall.judgement.diff import UNKNOWN, Side, compared
-from safeuninstall.judgement.impact import ImpactReport, impact_report
-from safeuninstall.judgement.libraries import (
+from safeuninstall.libraries.index import (
     Drift,
     LibraryIndex,
     Ownership,
@@ -34,9 +32,11 @@ from safeuninstall.judgement.libraries import (
     ownership,
     ownership_on_demand,
 )
-from safeuninstall.judgement.plan import Installed
-from safeuninstall.judgement.probe import ProbeResult, ProbeSettings
-from safeuninstall.session.context import Context
+from safeuninstall.plans.changes import Installed
+from safeuninstall.plans.diff import UNKNOWN, Side, compared
+from safeuninstall.probe.derived import derive
+from safeuninstall.probe.runner import ProbeResult, ProbeSettings
+from safeuninstall.reports.impact import ImpactReport, impact_report
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import in_place, relative_to_root
 

@@ -18,6 +18,8 @@ import msgspec
 
 from safeuninstall.base.errors import InvalidInput, NotRestorable
 from safeuninstall.base.outcome import Outcome
+from safeuninstall.context.baseline import HeadStart
+from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import (
     InstalledDistribution,
     census,
@@ -27,14 +29,12 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.legacy import DESCRIBED
 from safeuninstall.environment.requirements import read_request
-from safeuninstall.judgement.plan import RemovalPlan, plan_removal
-from safeuninstall.judgement.probe import ProbeSettings
-from safeuninstall.operations import keep_needed
-from safeuninstall.operations.removal import Attempt, Removal
 from safeuninstall.operations.results import RemovalResult
+from safeuninstall.operations.uninstall import keep_needed
+from safeuninstall.operations.uninstall.removal import Attempt, Removal
 from safeuninstall.options import COMMANDS, UninstallOptions
-from safeuninstall.session.baseline import HeadStart
-from safeuninstall.session.context import Context
+from safeuninstall.plans.changes import RemovalPlan, plan_removal
+from safeuninstall.probe.runner import ProbeSettings
 from safeuninstall.state.stash import legacy_refusal
 
 

@@ -1,11 +1,13 @@
-"""Fast ELF dynamic-section reader and a glibc-style shared library resolver.
+"""A fast reader of an ELF object's dynamic section (what it needs, where it searches, its
+soname), for the loader model (loader.py).
 
 Only what is needed to answer "which DT_NEEDED entry would stop resolving if
 these files disappeared?" is read: the ELF header, the program headers, the
 PT_DYNAMIC segment and the few strings it references.  Everything is bounded,
 so a 500 MB library costs a handful of small ``pread`` calls.
 
-Simplifications relative to glibc's ``ld.so`` (all deliberate, see ``Loader``):
+The loader model's simplifications relative to glibc's ``ld.so`` (all deliberate, see
+``loader.Loader``):
 
 * Only the object's own DT_RPATH is searched, not the RPATHs of the loading
   chain (the objects that loaded it, up to the executable).
@@ -18,7 +20,7 @@ Simplifications relative to glibc's ``ld.so`` (all deliberate, see ``Loader``):
   the "already loaded under this soname" shortcut are not modelled.
 * In the ld.so.cache step the entries for a soname are tried in cache order
   until one exists and matches; glibc tries only its single best entry whose
-  flags match (pass a flags-filtered mapping, see ``read_ld_cache``, to get
+  flags match (pass a flags-filtered mapping, see ``ldcache.read_ld_cache``, to get
   the same answer except for duplicate same-arch entries).
 """
 
@@ -27,17 +29,15 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections import deque
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Final
 
 from msgspec import Struct
 
 from safeuninstall.base.cachefile import FileStamp
 
 __all__ = [
-    "DEFAULT_LD_CACHE",
     "EM_386",
     "EM_AARCH64",
     "EM_ARM",
@@ -48,19 +48,9 @@ __all__ = [
     "EM_X86_64",
     "ElfCache",
     "ElfInfo",
-    "LdCacheEntry",
-    "Loader",
-    "default_library_dirs",
-    "expand_origin",
     "is_elf_candidate",
-    "ld_cache_flags",
     "read_elf",
-    "read_ld_cache",
-    "read_ld_cache_entries",
-    "split_ld_library_path",
 ]
-
-DEFAULT_LD_CACHE: Final = "/etc/ld.so.cache"
 
 # e_machine values used by the tables below.
 EM_386: Final = 3
@@ -590,441 +580,3 @@ class ElfCache:
         info = self._reader(path)
         self._entries[path] = (stamp, info)
         return info
-
-
-# --------------------------------------------------------------------------
-# ld.so.cache
-
-_OLD_MAGIC: Final = b"ld.so-1.7.0"
-_NEW_MAGIC: Final = b"glibc-ld.so.cache"
-_NEW_VERSION: Final = b"1.1"
-_OLD_HEADER_SIZE: Final = 16  # magic[11], pad, uint32 nlibs
-_OLD_ENTRY: Final = struct.Struct("=iII")  # flags, key, value
-_NEW_HEADER_SIZE: Final = 48
-_MAX_LD_CACHE_BYTES: Final = 64 << 20
-
-# Flag values glibc's _dl_cache_check_flags accepts, by (ELF class, e_machine).
-_LD_CACHE_FLAGS: Final[Mapping[tuple[int, int], frozenset[int]]] = MappingProxyType(
-    {
-        (64, EM_X86_64): frozenset({0x0303}),
-        (32, EM_X86_64): frozenset({0x0803}),  # x32
-        (32, EM_386): frozenset({0x0001, 0x0003}),
-        (64, EM_AARCH64): frozenset({0x0A03}),
-        (32, EM_ARM): frozenset({0x0001, 0x0003, 0x0903, 0x0B03}),
-        (64, EM_PPC64): frozenset({0x0503}),
-        (64, EM_S390): frozenset({0x0403}),
-        (64, EM_RISCV): frozenset({0x0F03, 0x1003}),
-        (64, EM_LOONGARCH): frozenset({0x1103, 0x1203}),
-    }
-)
-
-
-class LdCacheEntry(Struct, frozen=True):
-    """One ld.so.cache record; ``flags`` e.g. 0x0303 = ``(libc6,x86-64)``."""
-
-    soname: str
-    path: str
-    flags: int
-    hwcap: int
-
-
-def ld_cache_flags(elf_class: int, machine: int) -> frozenset[int] | None:
-    """Cache flags glibc accepts for objects of this kind; None if unknown."""
-    return _LD_CACHE_FLAGS.get((elf_class, machine))
-
-
-def read_ld_cache_entries(path: str | os.PathLike[str] = DEFAULT_LD_CACHE) -> list[LdCacheEntry]:
-    """All entries of an ld.so.cache in file order; [] if missing or corrupt.
-
-    Reads the new format (``glibc-ld.so.cache1.1``), also when it follows an
-    old ``ld.so-1.7.0`` section (glibc < 2.32 "compat" files), and old-only
-    files.
-    """
-    try:
-        with open(path, "rb") as stream:
-            data = stream.read(_MAX_LD_CACHE_BYTES + 1)
-    except OSError:
-        return []
-    if len(data) > _MAX_LD_CACHE_BYTES:
-        return []
-    try:
-        return _parse_ld_cache(data)
-    except (ValueError, struct.error):
-        return []
-
-
-def read_ld_cache(
-    path: str | os.PathLike[str] = DEFAULT_LD_CACHE,
-    *,
-    flags: Container[int] | None = None,
-) -> dict[str, list[str]]:
-    """Map soname -> paths in cache order; {} if the file is missing or corrupt.
-
-    ``flags`` keeps only entries with those flag values, e.g.
-    ``ld_cache_flags(64, EM_X86_64)``; None keeps every entry.
-    """
-    result: dict[str, list[str]] = {}
-    for entry in read_ld_cache_entries(path):
-        if flags is None or entry.flags in flags:
-            result.setdefault(entry.soname, []).append(entry.path)
-    return result
-
-
-def _parse_ld_cache(data: bytes) -> list[LdCacheEntry]:
-    if data.startswith(_NEW_MAGIC):
-        return _parse_new_cache(data, 0)
-    if not data.startswith(_OLD_MAGIC):
-        raise ValueError("not an ld.so.cache")
-    (nlibs,) = struct.unpack_from("=I", data, 12)
-    old_end = _OLD_HEADER_SIZE + nlibs * _OLD_ENTRY.size
-    if old_end > len(data):
-        raise ValueError("truncated old cache")
-    # The new section is aligned to alignof(struct cache_file_new): 8, or 4 on
-    # ABIs where uint64_t is 4-aligned (i386).
-    for align in (8, 4):
-        start = -(-old_end // align) * align
-        if data.startswith(_NEW_MAGIC, start):
-            return _parse_new_cache(data, start)
-    return _parse_old_cache(data, old_end)
-
-
-def _parse_new_cache(data: bytes, base: int) -> list[LdCacheEntry]:
-    if len(data) < base + _NEW_HEADER_SIZE:
-        raise ValueError("truncated header")
-    if data[base + 17 : base + 20] != _NEW_VERSION:
-        raise ValueError("unsupported cache version")
-    order = {0: "=", 2: "<", 3: ">"}.get(data[base + 28] & 3)
-    if order is None:
-        raise ValueError("invalid endianness flag")
-    (nlibs,) = struct.unpack_from(order + "I", data, base + 20)
-    record = struct.Struct(order + "iIIIQ")  # flags, key, value, osversion, hwcap
-    first = base + _NEW_HEADER_SIZE
-    if first + nlibs * record.size > len(data):
-        raise ValueError("truncated entries")
-    entries = []
-    for flags, key, value, _osversion, hwcap in record.iter_unpack(
-        data[first : first + nlibs * record.size]
-    ):
-        # String offsets are relative to the start of the new-format header.
-        entries.append(
-            LdCacheEntry(_cstring(data, base + key), _cstring(data, base + value), flags, hwcap)
-        )
-    return entries
-
-
-def _parse_old_cache(data: bytes, strings: int) -> list[LdCacheEntry]:
-    entries = []
-    for flags, key, value in _OLD_ENTRY.iter_unpack(data[_OLD_HEADER_SIZE:strings]):
-        # Old-format offsets are relative to the end of the entry array.
-        entries.append(
-            LdCacheEntry(_cstring(data, strings + key), _cstring(data, strings + value), flags, 0)
-        )
-    return entries
-
-
-def _cstring(data: bytes, offset: int) -> str:
-    end = data.find(b"\0", offset)
-    if offset >= len(data) or end == -1:
-        raise ValueError("bad string offset")
-    return os.fsdecode(data[offset:end])
-
-
-# --------------------------------------------------------------------------
-# Resolution
-
-# (ELF class, e_machine) -> (Debian multiarch triplet, non-multiarch lib dir name)
-_LIBDIR_LAYOUT: Final[Mapping[tuple[int, int], tuple[str, str]]] = MappingProxyType(
-    {
-        (64, EM_X86_64): ("x86_64-linux-gnu", "lib64"),
-        (32, EM_X86_64): ("x86_64-linux-gnux32", "libx32"),
-        (32, EM_386): ("i386-linux-gnu", "lib"),
-        (64, EM_AARCH64): ("aarch64-linux-gnu", "lib64"),
-        (32, EM_ARM): ("arm-linux-gnueabihf", "lib"),
-        (64, EM_PPC64): ("powerpc64le-linux-gnu", "lib64"),
-        (64, EM_S390): ("s390x-linux-gnu", "lib64"),
-        (64, EM_RISCV): ("riscv64-linux-gnu", "lib64"),
-        (64, EM_LOONGARCH): ("loongarch64-linux-gnu", "lib64"),
-    }
-)
-
-
-def default_library_dirs(
-    elf_class: int, machine: int, *, multiarch: bool | None = None
-) -> tuple[str, ...]:
-    """glibc's built-in trusted directories for objects of this kind.
-
-    Debian/Ubuntu (multiarch, detected by ``/usr/lib/<triplet>`` existing when
-    ``multiarch`` is None) search ``/lib/<triplet>``, ``/usr/lib/<triplet>``,
-    ``/lib``, ``/usr/lib`` (as ``ld.so --help`` reports; no ``/lib64``).
-    Otherwise upstream glibc's ``/lib64``+``/usr/lib64`` (or ``/lib``+``/usr/lib``
-    for 32-bit) are used.
-    """
-    triplet, libdir = _LIBDIR_LAYOUT.get(
-        (elf_class, machine), ("", "lib64" if elf_class == 64 else "lib")
-    )
-    if multiarch is None:
-        multiarch = bool(triplet) and os.path.isdir("/usr/lib/" + triplet)
-    if multiarch and triplet:
-        return (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
-    return (f"/{libdir}", f"/usr/{libdir}")
-
-
-def split_ld_library_path(value: str | None) -> tuple[str, ...]:
-    """Split LD_LIBRARY_PATH like glibc (':' and ';'), dropping empty entries."""
-    if not value:
-        return ()
-    return tuple(entry for entry in re.split("[:;]", value) if entry)
-
-
-# Same rules as glibc's is_dst(): "$NAME" must not be followed by [A-Za-z0-9_].
-_DST_RE: Final = re.compile(
-    r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))"
-)
-
-
-def expand_origin(entry: str, origin: str) -> str | None:
-    """Expand ``$ORIGIN``/``${ORIGIN}``; None if ``$LIB``/``$PLATFORM`` is used."""
-    if "$" not in entry:
-        return entry
-    for match in _DST_RE.finditer(entry):
-        if (match.group(1) or match.group(2)) != "ORIGIN":
-            return None
-    return _DST_RE.sub(lambda _match: origin, entry)
-
-
-def _origin_of(path: str) -> str:
-    # glibc's l_origin for a shared object: the directory part of the path it
-    # was found at, made absolute with the cwd; no symlink resolution, no
-    # '..' folding (checked against ld.so of glibc 2.36).
-    if not path.startswith("/"):
-        path = os.getcwd().rstrip("/") + "/" + path
-    directory = path.rpartition("/")[0]
-    return directory or "/"
-
-
-def _join(directory: str, name: str) -> str:
-    return directory.rstrip("/") + "/" + name
-
-
-_FOUND: Final = "found"
-_SKIP: Final = "skip"
-_FATAL: Final = "fatal"
-
-
-class Resolved(Struct, frozen=True):
-    """One DT_NEEDED entry as one load met it: ``consumer`` needs ``soname``, and gets the
-    object at ``path`` (spelled as ld.so spells it), or nothing."""
-
-    consumer: str
-    soname: str
-    path: str | None
-    loaded: bool = False  # an object already in the process answered to the name: no search
-
-
-class LoadMap(Struct, frozen=True):
-    """What loading ``root`` into a process brings in, as ld.so does it (breadth first)."""
-
-    root: str
-    objects: tuple[ElfInfo, ...]  # the objects this load added, root first, in load order
-    needed: tuple[Resolved, ...]  # every DT_NEEDED entry met, in the order ld.so meets them
-    names: Mapping[str, str]  # every name an object of the process answers to -> its path
-
-    @property
-    def missing(self) -> tuple[Resolved, ...]:
-        return tuple(entry for entry in self.needed if entry.path is None)
-
-
-class _Object(Struct, frozen=True):
-    """A loaded object, with the DT_RPATH directories of the objects that loaded it (glibc's
-    ``l_loader`` chain), nearest first, already expanded."""
-
-    info: ElfInfo
-    inherited: tuple[str, ...]
-
-    def own_rpath(self) -> tuple[str, ...]:
-        # glibc drops DT_RPATH when DT_RUNPATH is there, for the object and for the chain.
-        if self.info.runpath:
-            return ()
-        return tuple(_expand_all(self.info.rpath, _origin_of(self.info.path)))
-
-
-class Loader:
-    """Resolve DT_NEEDED sonames in glibc ``ld.so`` search order.
-
-    For a soname without '/': the DT_RPATH of the object and of the objects that loaded it, up
-    to the program (only if the object has no DT_RUNPATH; an object of the chain that has a
-    DT_RUNPATH adds nothing), LD_LIBRARY_PATH, the object's own DT_RUNPATH, the ld.so.cache,
-    then the default directories. ``load`` walks a whole load breadth first, where a name
-    that an object already loaded answers to (its DT_SONAME, the name it was loaded by, its
-    path) is satisfied without a search.
-
-    ``exists`` and ``reader`` are injectable so a removal can be simulated:
-    ``exists`` says whether a candidate file is present, ``reader`` (e.g.
-    ``ElfCache.get``) gives its ElfInfo.  As in glibc, a candidate of another
-    ELF class or machine is skipped, while a candidate that exists but is not a
-    readable dynamic ELF ends the search (ld.so fails with "invalid ELF
-    header"/"file too short"). Both are asked once per path: a Loader is for one state of
-    the files.
-
-    Returned paths are spelled the way ld.so would spell them, e.g.
-    ``/x/lib/../foo/libfoo.so.1``; normalise them before comparing.
-    See the module docstring for the simplifications.
-    """
-
-    def __init__(
-        self,
-        ld_library_path: Sequence[str],
-        ld_cache: Mapping[str, Sequence[str]],
-        default_dirs: Sequence[str] | None = None,
-        *,
-        exists: Callable[[str], bool] = os.path.isfile,
-        reader: Callable[[str], ElfInfo | None] = read_elf,
-    ) -> None:
-        self._ld_library_path = tuple(entry for entry in ld_library_path if entry)
-        self._ld_cache = ld_cache
-        self._default_dirs = None if default_dirs is None else tuple(default_dirs)
-        self._exists = exists
-        self._reader = reader
-        self._default_dirs_by_kind: dict[tuple[int, int], tuple[str, ...]] = {}
-        self._files: dict[str, ElfInfo | Literal[False] | None] = {}  # see _look
-        self._searches: dict[tuple[object, ...], str | None] = {}
-        self._identities: dict[str, tuple[int, int] | str] = {}
-
-    def resolve(self, obj: ElfInfo, soname: str, inherited: Sequence[str] = ()) -> str | None:
-        """Path ld.so would load for ``soname`` needed by ``obj``, or None. ``inherited``:
-        the expanded DT_RPATH directories of the objects that loaded ``obj``, nearest first."""
-        if "/" in soname:
-            path = expand_origin(soname, _origin_of(obj.path))
-            return path if path is not None and self._check(obj, path) == _FOUND else None
-        origin = _origin_of(obj.path)
-        rpath: tuple[str, ...] = ()
-        if not obj.runpath:
-            rpath = (*_expand_all(obj.rpath, origin), *inherited)
-        runpath = tuple(_expand_all(obj.runpath, origin))
-        key = (obj.elf_class, obj.machine, soname, rpath, runpath)
-        if key in self._searches:
-            return self._searches[key]
-        found = None
-        for candidate in self._candidates(obj, soname, rpath, runpath):
-            verdict = self._check(obj, candidate)
-            if verdict == _FOUND:
-                found = candidate
-                break
-            if verdict == _FATAL:
-                break
-        self._searches[key] = found
-        return found
-
-    def load(
-        self,
-        root: ElfInfo,
-        *,
-        loaded: Mapping[str, str] | None = None,
-        chain: Sequence[ElfInfo] = (),
-    ) -> LoadMap:
-        """Load ``root`` and everything it needs, breadth first, as ld.so does.
-
-        ``loaded``: the names the objects already in the process answer to (``LoadMap.names``
-        of an earlier load), each -> its path: such a name is satisfied without a search.
-        ``chain``: the objects that load ``root``, nearest first, up to the program (for a
-        Python extension module: the interpreter); their DT_RPATH is searched after the
-        root's. Without either, this is what ``ldd root`` prints.
-        """
-        names = dict(loaded or {})
-        files = {self._identity(path): path for path in set(names.values())}
-        inherited = tuple(d for link in chain for d in _Object(link, ()).own_rpath())
-        queue = deque([_Object(root, inherited)])
-        objects = [root]
-        needed: list[Resolved] = []
-        self._answer_to(names, root, root.path)
-        files.setdefault(self._identity(root.path), root.path)
-        while queue:
-            obj = queue.popleft()
-            below = (*obj.own_rpath(), *obj.inherited)
-            for soname in obj.info.needed:
-                present = names.get(soname)
-                if present is not None:
-                    needed.append(Resolved(obj.info.path, soname, present, loaded=True))
-                    continue
-                path = self.resolve(obj.info, soname, obj.inherited)
-                if path is not None:
-                    same = files.get(self._identity(path))
-                    if same is not None:  # the same file under another name: not loaded twice
-                        names[soname] = path = same
-                    else:
-                        info = self._look(path)
-                        assert info  # resolve() found it: a dynamic ELF
-                        files[self._identity(path)] = path
-                        names[soname] = path
-                        self._answer_to(names, info, path)
-                        objects.append(info)
-                        queue.append(_Object(info, below))
-                needed.append(Resolved(obj.info.path, soname, path))
-        return LoadMap(root.path, tuple(objects), tuple(needed), names)
-
-    def _identity(self, path: str) -> tuple[int, int] | str:
-        """Which file a path is: its (device, inode), as ld.so compares them."""
-        found = self._identities.get(path)
-        if found is None:
-            try:
-                stat = os.stat(path)
-                found = (stat.st_dev, stat.st_ino)
-            except OSError:  # a file the simulation keeps (``exists``) but the disk lost
-                found = path
-            self._identities[path] = found
-        return found
-
-    @staticmethod
-    def _answer_to(names: dict[str, str], info: ElfInfo, path: str) -> None:
-        names.setdefault(path, path)
-        if info.soname:
-            names.setdefault(info.soname, path)
-
-    def _candidates(
-        self, obj: ElfInfo, soname: str, rpath: Sequence[str], runpath: Sequence[str]
-    ) -> Iterator[str]:
-        yield from self._in_dirs(rpath, soname)
-        # $ORIGIN in LD_LIBRARY_PATH refers to the executable, unknown here.
-        yield from self._in_dirs((d for d in self._ld_library_path if "$" not in d), soname)
-        yield from self._in_dirs(runpath, soname)
-        yield from self._ld_cache.get(soname, ())
-        yield from self._in_dirs(self._defaults_for(obj), soname)
-
-    @staticmethod
-    def _in_dirs(directories: Iterable[str], soname: str) -> Iterator[str]:
-        return (_join(directory, soname) for directory in directories)
-
-    def _defaults_for(self, obj: ElfInfo) -> tuple[str, ...]:
-        if self._default_dirs is not None:
-            return self._default_dirs
-        kind = (obj.elf_class, obj.machine)
-        dirs = self._default_dirs_by_kind.get(kind)
-        if dirs is None:
-            dirs = self._default_dirs_by_kind[kind] = default_library_dirs(*kind)
-        return dirs
-
-    def _look(self, path: str) -> ElfInfo | Literal[False] | None:
-        """The file at ``path``: its ElfInfo, None if it is not a dynamic ELF, False if it is
-        not there."""
-        try:
-            return self._files[path]
-        except KeyError:
-            found = self._files[path] = self._reader(path) if self._exists(path) else False
-            return found
-
-    def _check(self, obj: ElfInfo, path: str) -> str:
-        found = self._look(path)
-        if found is False:
-            return _SKIP
-        if found is None:
-            return _FATAL
-        if found.elf_class != obj.elf_class or found.machine != obj.machine:
-            return _SKIP
-        return _FOUND
-
-
-def _expand_all(entries: Sequence[str], origin: str) -> Iterator[str]:
-    for entry in entries:
-        expanded = expand_origin(entry, origin)
-        if expanded is not None:
-            yield expanded

@@ -29,18 +29,18 @@ from msgspec import Struct
 from packaging.utils import canonicalize_name
 
 from safeuninstall.base.cachefile import CacheFile
+from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import required_elsewhere
 from safeuninstall.environment.interpreter import Interpreter
-from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.probe import (
+from safeuninstall.options import UninstallOptions
+from safeuninstall.probe.kinds import ProbeKind
+from safeuninstall.probe.runner import (
     CandidateResult,
     ProbeResult,
     ProbeSettings,
     Running,
     start,
 )
-from safeuninstall.options import UninstallOptions
-from safeuninstall.session.context import Context
 
 CACHE_FILE = "baseline-cache.json"
 _KEEP = 16  # cached baselines per environment

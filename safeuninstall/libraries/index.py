@@ -28,18 +28,9 @@ from safeuninstall.environment import presence
 from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.paths import normalise
 from safeuninstall.environment.recordcache import Listed, Listings, RecordCache
-from safeuninstall.judgement.elf import (
-    ElfCache,
-    ElfInfo,
-    Loader,
-    LoadMap,
-    Resolved,
-    is_elf_candidate,
-    ld_cache_flags,
-    read_elf,
-    read_ld_cache,
-    split_ld_library_path,
-)
+from safeuninstall.libraries.elf import ElfCache, ElfInfo, is_elf_candidate, read_elf
+from safeuninstall.libraries.ldcache import ld_cache_flags, read_ld_cache
+from safeuninstall.libraries.loader import Loader, LoadMap, Resolved, split_ld_library_path
 
 
 class Ownership(Struct, frozen=True):

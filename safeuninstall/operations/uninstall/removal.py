@@ -1,6 +1,6 @@
 """One removal, from its plan to its result: the checks before any change, the baseline, the
 snapshot, then the attempt (uninstall, probe, and the restore of all of it when it must be
-undone). ``uninstall.py`` makes the plan; ``keep_needed.py`` is the attempt of ``--keep-needed``.
+undone). ``command.py`` makes the plan; ``keep_needed.py`` is the attempt of ``--keep-needed``.
 """
 
 from __future__ import annotations
@@ -16,33 +16,8 @@ from safeuninstall.base.errors import (
     InterruptedAfterChange,
 )
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
-from safeuninstall.environment.installed import (
-    InstalledDistribution,
-    RequirementIndex,
-    census,
-    ensure_writable,
-)
-from safeuninstall.environment.sizes import count_text
-from safeuninstall.judgement.derived import (
-    after_settings,
-    as_baseline,
-    dropped_notes,
-    judged_after,
-    to_the_end,
-    undecided,
-)
-from safeuninstall.judgement.doctor import Finding, also_in, diagnose
-from safeuninstall.judgement.impact import allowed_unmet, removal_closure, unmet_in
-from safeuninstall.judgement.kinds import ProbeKind
-from safeuninstall.judgement.libraries import Drift
-from safeuninstall.judgement.needs import Cleanup, orphans
-from safeuninstall.judgement.plan import NEVER_MATCHED, RemovalPlan
-from safeuninstall.judgement.probe import ProbeResult, ProbeSettings, run_all, start
-from safeuninstall.operations.results import ProbeRuns, RemovalResult
-from safeuninstall.operations.trial import metric_lines, refused, tried
-from safeuninstall.options import COMMANDS, UninstallOptions
-from safeuninstall.session import baseline
-from safeuninstall.session.analysis import (
+from safeuninstall.context import baseline
+from safeuninstall.context.analysis import (
     Analysis,
     analyse,
     failure_text,
@@ -52,13 +27,38 @@ from safeuninstall.session.analysis import (
     requirements_of,
     with_default,
 )
-from safeuninstall.session.baseline import (
+from safeuninstall.context.baseline import (
     BaselineCache,
     Begun,
     HeadStart,
     fingerprint,
 )
-from safeuninstall.session.context import Context
+from safeuninstall.context.context import Context
+from safeuninstall.environment.installed import (
+    InstalledDistribution,
+    RequirementIndex,
+    census,
+    ensure_writable,
+)
+from safeuninstall.environment.sizes import count_text
+from safeuninstall.libraries.index import Drift
+from safeuninstall.operations.results import ProbeRuns, RemovalResult
+from safeuninstall.operations.trial import metric_lines, refused, tried
+from safeuninstall.options import COMMANDS, UninstallOptions
+from safeuninstall.plans.changes import NEVER_MATCHED, RemovalPlan
+from safeuninstall.probe.derived import (
+    after_settings,
+    as_baseline,
+    dropped_notes,
+    judged_after,
+    to_the_end,
+    undecided,
+)
+from safeuninstall.probe.kinds import ProbeKind
+from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all, start
+from safeuninstall.reports.doctor import Finding, also_in, diagnose
+from safeuninstall.reports.impact import allowed_unmet, removal_closure, unmet_in
+from safeuninstall.reports.needs import Cleanup, orphans
 from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction

@@ -118,10 +118,10 @@ class Context:
         to undo the removal: no rollback, no recover."""
         if not self.is_tool_environment:
             return set()
-        # Imported here: it brings the library model (judgement.libraries, the ELF reader),
+        # Imported here: it brings the library model (libraries.index, the ELF reader),
         # which a command that only reads the state folder never needs. A change-making
         # operation has it loaded before its change (tests/test_startup_modules.py).
-        from safeuninstall.judgement.needs import requirement_closure
+        from safeuninstall.reports.needs import requirement_closure
 
         found = requirement_closure("safe-uninstall", installed, self.interpreter.markers)
         found |= _own_closure()
