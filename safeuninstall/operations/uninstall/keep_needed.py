@@ -32,9 +32,8 @@ from safeuninstall.reports.needs import (
     required,
     together,
 )
-from safeuninstall.state.snapshot import Snapshot
-from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import Restored, Transaction
+from safeuninstall.transaction.guard import Guard, Stands, Verdict
+from safeuninstall.transaction.transaction import Restored
 
 
 def plan(removal: Removal) -> None:
@@ -79,14 +78,12 @@ class KeepNeeded(Attempt):
     failing final run restores everything: the environment ends in the final state proven by
     a passing probe, or in the snapshot's."""
 
-    def __init__(
-        self, removal: Removal, txn: Transaction, snap: Snapshot, baseline: list[ProbeResult]
-    ) -> None:
-        super().__init__(removal, txn, snap, baseline)
+    def __init__(self, removal: Removal, guard: Guard, baseline: Sequence[ProbeResult]) -> None:
+        super().__init__(removal, guard, baseline)
         self.state: frozenset[str] = frozenset()  # removed now
         self.trials: list[Trial] = []
         self.found_needed: list[Needed] = []  # by the baseline's load map, then the search
-        self.tried: tuple[str, ...] = snap.removed
+        self.tried: tuple[str, ...] = self.snap.removed
         self.units = 0  # what the search moves: candidates sharing a file go together
         self.sharing: dict[str, tuple[str, ...]] = {}  # the candidates sharing files, together
         self.needed_units = 0
@@ -222,65 +219,63 @@ class KeepNeeded(Attempt):
         return sorted(self.state)
 
     def run(self) -> RemovalResult:
-        messages = self.removal.messages
+        ended = self.guard.attempt(self._search, self._restore)
+        return self._result(ended.outcome, ended.restored, ended.next_command)
+
+    def _search(self) -> Verdict:
+        """The search, and the state it ends in: the cleanup stands, or everything comes back
+        for a cause."""
         try:
-            self.found_needed = self._loaded_by_baseline()
-            for needed in self.found_needed:
-                self.ctx.emit("plan", f"kept, needed: {needed.name}: {needed.reason}")
-            loaded = {n.name for n in self.found_needed}
-            self.tried = tuple(n for n in self.snap.removed if n not in loaded)
-            if not self.tried:
-                messages.append("nothing to try: every candidate is needed")
-                self.txn.finish(Outcome.NOTHING_TO_DO)
-                return self._result(Outcome.NOTHING_TO_DO)
-            assert self.removal.analysis is not None
-            self.sharing = together(self.tried, self.removal.analysis.owned)
-            units = self._search_order(self.sharing)
-            self.units = len(units)
-
-            def removes(chosen: frozenset[str]) -> frozenset[str]:
-                names = frozenset(n for unit in chosen for n in units[unit])
-                return self._with_requirements_kept(names, units)[0]
-
-            found = search(list(units), lambda chosen: self._passes(removes(chosen)))
-            self.needed_units = len(found.needed)
-            self.found_needed += [
-                Needed(name, (self._why_needed(name, units[unit]),), "probe")
-                for unit in found.needed
-                for name in units[unit]
-            ]
-            # The search moved units as if each were needed or not on its own; what stays
-            # keeps what it requires, in every run (the probe judged that) and at the end.
-            chosen = frozenset(n for unit in found.removable for n in units[unit])
-            final, kept = self._with_requirements_kept(chosen, units)
-            self.found_needed += [kept[name] for name in self.snap.removed if name in kept]
-            if not found.final_passed:
-                messages.append(
-                    "the probe failed on the final state the search found (the candidates' "
-                    "needs are not independent, or the probe is not reliable): restoring all"
-                )
-                return self._restore(Cause.PROBE_FAILED)
-            if not final:
-                messages.append("every candidate tried is needed: restoring them all")
-                return self._restore(Cause.NEEDED)
-            assert self.state == final  # the search's last run probed it (see _passes)
-            stayed = [name for name in self.snap.removed if name in final]
-            if len(stayed) < len(self.snap.removed):  # the history names what stayed removed
-                self.ctx.store.set_removed(self.snap.id, stayed)
-            self.txn.finish(self._outcome())
-            return self._result(self._outcome())
+            return self._searched()
         except _Stop as stop:
-            messages.append(stop.message)
-            return self._restore(stop.cause)
-        except ChangedByOthers as err:
-            messages.append(err.message)
-            return self._restore(Cause.CONCURRENT)
-        except KeyboardInterrupt:
-            messages.append("interrupted during the search: restoring what was removed")
-            return self._restore(Cause.INTERRUPTED)
-        except Exception as err:  # whatever broke, what was removed comes back first
-            messages.append(f"unexpected error during the search: {err!r}")
-            return self._restore(Cause.ERROR)
+            self.removal.messages.append(stop.message)
+            return stop.cause
+
+    def _searched(self) -> Verdict:
+        messages = self.removal.messages
+        self.found_needed = self._loaded_by_baseline()
+        for needed in self.found_needed:
+            self.ctx.emit("plan", f"kept, needed: {needed.name}: {needed.reason}")
+        loaded = {n.name for n in self.found_needed}
+        self.tried = tuple(n for n in self.snap.removed if n not in loaded)
+        if not self.tried:
+            messages.append("nothing to try: every candidate is needed")
+            return Stands(Outcome.NOTHING_TO_DO)
+        assert self.removal.analysis is not None
+        self.sharing = together(self.tried, self.removal.analysis.owned)
+        units = self._search_order(self.sharing)
+        self.units = len(units)
+
+        def removes(chosen: frozenset[str]) -> frozenset[str]:
+            names = frozenset(n for unit in chosen for n in units[unit])
+            return self._with_requirements_kept(names, units)[0]
+
+        found = search(list(units), lambda chosen: self._passes(removes(chosen)))
+        self.needed_units = len(found.needed)
+        self.found_needed += [
+            Needed(name, (self._why_needed(name, units[unit]),), "probe")
+            for unit in found.needed
+            for name in units[unit]
+        ]
+        # The search moved units as if each were needed or not on its own; what stays keeps
+        # what it requires, in every run (the probe judged that) and at the end.
+        chosen = frozenset(n for unit in found.removable for n in units[unit])
+        final, kept = self._with_requirements_kept(chosen, units)
+        self.found_needed += [kept[name] for name in self.snap.removed if name in kept]
+        if not found.final_passed:
+            messages.append(
+                "the probe failed on the final state the search found (the candidates' needs "
+                "are not independent, or the probe is not reliable): restoring all"
+            )
+            return Cause.PROBE_FAILED
+        if not final:
+            messages.append("every candidate tried is needed: restoring them all")
+            return Cause.NEEDED
+        assert self.state == final  # the search's last run probed it (see _passes)
+        stayed = [name for name in self.snap.removed if name in final]
+        if len(stayed) < len(self.snap.removed):  # the history names what stayed removed
+            self.ctx.store.set_removed(self.snap.id, stayed)
+        return Stands(self._outcome())
 
     def _outcome(self) -> Outcome:
         cleanup = self.removal.cleanup

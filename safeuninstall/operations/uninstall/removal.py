@@ -10,17 +10,11 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from safeuninstall.base.errors import (
-    BaselineProbeFailed,
-    Interrupted,
-    InterruptedAfterChange,
-)
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
     Analysis,
     analyse,
-    failure_text,
     library_index,
     loadable_snapshots,
     owned_files,
@@ -48,7 +42,6 @@ from safeuninstall.options import COMMANDS, UninstallOptions
 from safeuninstall.plans.changes import NEVER_MATCHED, RemovalPlan
 from safeuninstall.probe.derived import (
     after_settings,
-    as_baseline,
     dropped_notes,
     judged_after,
     to_the_end,
@@ -59,9 +52,17 @@ from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all, star
 from safeuninstall.reports.doctor import Finding, also_in, diagnose
 from safeuninstall.reports.impact import allowed_unmet, removal_closure, unmet_in
 from safeuninstall.reports.needs import Cleanup, orphans
-from safeuninstall.state.snapshot import Snapshot
-from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
+from safeuninstall.transaction.guard import (
+    Back,
+    Change,
+    Ended,
+    Guard,
+    Kept,
+    Stands,
+    Verdict,
+    Words,
+)
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec
 
 
 class Removal:
@@ -226,43 +227,23 @@ class Removal:
         if self.begun is not None:
             self.begun.cancel()
 
-    def _refuse_changed_by_others(self, txn: Transaction) -> None:
-        """The last look before anything is removed: the environment the snapshot holds and
-        the baseline judged must still be the one there."""
+    def _records_rewritten(self) -> list[str]:
+        """The last look before anything is removed, beside the census: a RECORD of what it
+        removes rewritten since it was read (a reinstall of the same version, which the census
+        does not see; a dist-info folder that went is the census's to say)."""
         there = census(self.ctx.interpreter)
         now = _record_stats(self.installed, self.plan.remove)
-        # A dist-info folder that went is the census's to say; one still there with another
-        # RECORD is what the census can't see.
         rewritten = [
             name
             for name, key in now.items()
             if key != self.records.get(name) and str(self.installed[name].dist_info) in there
         ]
-        txn.check_others(
-            there,
-            during="while this removal prepared it",
-            then="nothing was removed: run it again",
-            more=[f"RECORD rewritten: {', '.join(rewritten)}"] if rewritten else (),
-        )
+        return [f"RECORD rewritten: {', '.join(rewritten)}"] if rewritten else []
 
-    def _baseline_results(self) -> list[ProbeResult]:
+    def _baseline_results(self, guard: Guard) -> tuple[ProbeResult, ...]:
         """The baseline must pass: else the probe cannot judge this removal. (A derived probe
         passes as a baseline when it ran: what fails in it is dropped, see derived.py.)"""
-        running = self.begun.running if self.begun is not None else None
-        if running is not None and not running.finished:  # said: the wait can be long
-            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
-            # Nothing else to do meanwhile: the diagnosis of a failing probe imports doctor
-            # and packaging's requirement parser, which would stand between that probe and
-            # its restore.
-        ran = self.begun.results() if self.begun is not None else []
-        results = [as_baseline(r) for r in ran]
-        if not all(r.passed for r in results):
-            raise BaselineProbeFailed(
-                "the probe already fails before any change, so it cannot judge this removal",
-                detail=failure_text(results),
-            )
-        if self.begun is not None and self.begun.running is not None:
-            self.cache.put(self.settings, self.fingerprint, ran)
+        results = guard.baseline(self.begun, self.cache)
         # Stopping at the first failure leaves out what a kept environment still breaks.
         self.after = after_settings(
             self.settings, results, stop_at_failure=not self.options.keep_on_failure
@@ -271,37 +252,42 @@ class Removal:
 
     # -- the change ----------------------------------------------------------------------
 
+    def change(self) -> Change:
+        """The removal, described for the guard."""
+        assert self.analysis is not None
+        spec = SnapshotSpec(
+            operation="uninstall",
+            stash=self.plan.remove,
+            removed=self.plan.remove,
+            shared=self.analysis.owned.shared_paths(of=self.plan.remove),
+            # Kept aside (hard links), they record that the state before had them: a recover
+            # leaves them. (A name it removes is refused when doubled.)
+            doubled=[
+                n for n, d in self.installed.items() if d.doubled and n not in self.plan.remove
+            ],
+        )
+        words = Words(
+            "removal", "anything was removed", "the uninstall had started", "nothing was removed"
+        )
+        return Change(
+            Operation.UNINSTALL,
+            "uninstall",
+            words,
+            self.census,
+            self.installed,
+            spec,
+            offline=self.options.offline,
+        )
+
     def apply(self, attempt: type[Attempt]) -> RemovalResult:
         """Snapshot, check the baseline, and make the change by ``attempt``."""
-        assert self.analysis is not None
-        txn = Transaction(self.ctx, "uninstall")
-        txn.expect(self.census)
+        guard = Guard(self.ctx, self.change(), self.messages)
         try:
-            with txn:
-                spec = SnapshotSpec(
-                    operation="uninstall",
-                    stash=self.plan.remove,
-                    removed=self.plan.remove,
-                    shared=self.analysis.owned.shared_paths(of=self.plan.remove),
-                    # Kept aside (hard links), they record that the state before had them: a
-                    # recover leaves them. (A name it removes is refused when doubled.)
-                    doubled=[
-                        n
-                        for n, d in self.installed.items()
-                        if d.doubled and n not in self.plan.remove
-                    ],
+            with guard.guarded():
+                baseline_results = guard.prepare(
+                    lambda: self._baseline_results(guard), more=self._records_rewritten
                 )
-                snap = txn.snapshot_before(self.installed, spec)
-                baseline_results = self._baseline_results()
-                self._refuse_changed_by_others(txn)
-                return attempt(self, txn, snap, baseline_results).run()
-        except KeyboardInterrupt:
-            if txn.changed:
-                raise InterruptedAfterChange(
-                    "interrupted after the uninstall had started, outside the steps that wait "
-                    "for an interrupt"
-                ) from None
-            raise Interrupted(txn.unchanged("interrupted before anything was removed")) from None
+                return attempt(self, guard, baseline_results).run()
         finally:
             self.stop_baseline()
 
@@ -332,13 +318,12 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str, verb: str 
 class Attempt:
     """The removal under way: uninstall, probe, and the restore when it must be undone."""
 
-    def __init__(
-        self, removal: Removal, txn: Transaction, snap: Snapshot, baseline: list[ProbeResult]
-    ) -> None:
+    def __init__(self, removal: Removal, guard: Guard, baseline: Sequence[ProbeResult]) -> None:
         self.removal = removal
         self.ctx = removal.ctx
-        self.txn = txn
-        self.snap = snap
+        self.guard = guard
+        self.txn = guard.txn
+        self.snap = guard.snapshot
         self.runs = ProbeRuns(
             notes=(*removal.settings.notes, *dropped_notes(baseline)),
             disabled=removal.settings.disabled,
@@ -351,34 +336,21 @@ class Attempt:
 
     def run(self) -> RemovalResult:
         """Uninstall and judge; on failure, error or interrupt, restore."""
-        messages = self.removal.messages
-        try:
-            failed = self.txn.uninstall(self.snap.removed)
-            if failed is None:  # the environment re-read once: what uv left, what others did
-                now = census(self.ctx.interpreter)
-                failed = self._still_installed(now)
-                if failed is None:
-                    self.txn.check_others(now, during="during the removal")
-            if failed is not None:
-                messages.append(failed)
-                cause = Cause.FAILED
-            else:
-                judged = self._judge()
-                if judged is None:
-                    return self._result(Outcome.REMOVED)
-                if isinstance(judged, Outcome):
-                    return self._kept(judged)
-                cause = judged
-        except ChangedByOthers as err:  # what the removal removed comes back; nothing else
-            messages.append(err.message)
-            cause = Cause.CONCURRENT
-        except KeyboardInterrupt:
-            messages.append("interrupted: restoring what was removed")
-            cause = Cause.INTERRUPTED
-        except Exception as err:  # whatever broke, what was removed comes back first
-            messages.append(f"unexpected error after the uninstall started: {err!r}")
-            cause = Cause.ERROR
-        return self._restore(cause)
+        ended = self.guard.attempt(self._remove, self._restore)
+        return self._result(ended.outcome, ended.restored, ended.next_command)
+
+    def _remove(self) -> Verdict:
+        """The uninstall, then the judgement of what it left."""
+        failed = self.txn.uninstall(self.snap.removed)
+        if failed is None:  # the environment re-read once: what uv left, what others did
+            now = census(self.ctx.interpreter)
+            failed = self._still_installed(now)
+            if failed is None:
+                self.txn.check_others(now, during="during the removal")
+        if failed is not None:
+            self.removal.messages.append(failed)
+            return Cause.FAILED
+        return self._judge()
 
     def _result(
         self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
@@ -411,9 +383,9 @@ class Attempt:
             "installed: nothing of it was removed"
         )
 
-    def _judge(self) -> Cause | Outcome | None:
-        """None when the removal stands; probe-failed-kept when it failed and stays on
-        request; else the cause to restore for: hollow, probe failed or drift. A change by
+    def _judge(self) -> Verdict:
+        """Whether the removal stands, is kept on request as it failed, or is restored for a
+        cause: hollow, probe failed, drift, inconclusive. A change by
         another process while the probe ran is raised (ChangedByOthers): a probe's verdict on
         an environment that is not the one the removal left judges nothing."""
         removal, messages = self.removal, self.removal.messages
@@ -454,15 +426,14 @@ class Attempt:
                 return Cause.TRIED
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
-            self.txn.finish(Outcome.REMOVED)
-            return None
+            return Stands(Outcome.REMOVED)
         if not passed and undecided(after):
             messages.append("the metric's runs could not tell: inconclusive is never a pass")
             if removal.options.keep_on_failure:
-                return Outcome.INCONCLUSIVE_KEPT
+                return Kept(Outcome.INCONCLUSIVE_KEPT)
             return Cause.INCONCLUSIVE
         if removal.options.keep_on_failure:
-            return Outcome.PROBE_FAILED_KEPT
+            return Kept(Outcome.PROBE_FAILED_KEPT)
         return Cause.PROBE_FAILED if not passed else Cause.DRIFT
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
@@ -504,49 +475,32 @@ class Attempt:
         outputs = (o for r in after if not r.passed for o in r.failure_outputs())
         return diagnose(outputs, [self.snap, *loadable_snapshots(self.ctx)])
 
-    def _kept(self, outcome: Outcome) -> RemovalResult:
-        self.txn.finish(outcome)
-        return self._result(outcome, next_command=self.ctx.suggest("rollback", self.snap.id))
-
-    def _restore(self, cause: Cause) -> RemovalResult:
+    def _restore(self, cause: Cause) -> Ended:
         """Bring back everything the removal took in one batch, verify, probe again."""
-        txn, snap, removal = self.txn, self.snap, self.removal
+        removal = self.removal
         assert removal.analysis is not None
-        entries = [e for name in self._gone() if (e := snap.package(name)) is not None]
-        with txn.interrupts_deferred():
-            restored = txn.restore(
-                snap, entries, removal.analysis.report.hollow, offline=removal.options.offline
-            )
-            next_command: str | None = self._recover()
-            if restored.verification is None:  # an error of ours stopped it half way
-                outcome = self._ended(cause, Ending.INCOMPLETE)
-                removal.messages.append(_stopped(restored))
-            else:
-                self.runs = self._probe_after_restore(restored)
-                ended = Ending.RESTORED if restored.ok else Ending.INCOMPLETE
-                outcome = self._ended(cause, ended)
-                next_command = None if restored.ok else next_command
-                if restored.ok and not all(r.passed for r in self.runs.after_restore):
-                    # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
-                    outcome = Outcome.RESTORED_PROBE_FAILS
-                    removal.messages.append(
-                        "the environment equals the snapshot again, yet the probe fails after "
-                        "the restore: it does not judge this environment reliably"
-                    )
-            # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome, keep_journal=not restored.ok)
-        if txn.interrupted:
-            removal.messages.append("an interrupt arrived during the restore; it finished first")
-        return self._result(outcome, restored=restored, next_command=next_command)
+        entries = [e for name in self._gone() if (e := self.snap.package(name)) is not None]
+        back = Back(entries, removal.analysis.report.hollow)
+        ended = self._ended if removal.options.always_undo else None
+        return self.guard.undo(cause, back, judge=self._probed_after_restore, ended=ended)
 
     def _ended(self, cause: Cause, ending: Ending) -> Outcome:
-        if self.removal.options.always_undo:
-            self.removal.messages += metric_lines(self.runs.after)
-            return tried(cause, ending, self.runs.after)
-        return Outcome.ended(Operation.UNINSTALL, cause, ending)
+        """try's verdict on the change, with the metric's numbers."""
+        self.removal.messages += metric_lines(self.runs.after)
+        return tried(cause, ending, self.runs.after)
 
-    def _recover(self) -> str:
-        return self.ctx.suggest("recover")
+    def _probed_after_restore(self, restored: Restored) -> Outcome | None:
+        """The probe again after a verified restore (unless proven needless): one that fails
+        on the snapshot's state again does not judge this environment reliably."""
+        self.runs = self._probe_after_restore(restored)
+        if all(r.passed for r in self.runs.after_restore):
+            return None
+        # Exit 5, not 4: the environment is the snapshot again, proven by hashes.
+        self.removal.messages.append(
+            "the environment equals the snapshot again, yet the probe fails after the restore: "
+            "it does not judge this environment reliably"
+        )
+        return Outcome.RESTORED_PROBE_FAILS
 
     def _probe_after_restore(self, restored: Restored) -> ProbeRuns:
         """After a verified restore, the probe runs again, unless the restore is proven to be,
@@ -581,10 +535,3 @@ class Attempt:
         else:
             removal.cache.put(removal.settings, env_print, runs.baseline)
         return msgspec.structs.replace(runs, after_restore=final, after_restore_skipped=skipped)
-
-
-def _stopped(restored: Restored) -> str:
-    return (
-        f"the restore stopped on an unexpected error ({restored.error}): the environment is "
-        "only partly restored"
-    )

@@ -1,0 +1,343 @@
+"""The guarded change: the one lifecycle every change-making operation goes through.
+
+An operation describes its change (``Change``: what to snapshot, what it is called, how its
+endings are named) and supplies the step that makes and judges it; the guard does the rest,
+the same way for a removal, a guarded command, a rollback, a cleanup search and a bisect:
+
+1. ``guarded``: the transaction (journal, snapshot, stash); an interrupt before any change
+   gives it all up, one after a change is reported as such.
+2. ``prepare``: the snapshot (under the installer's lock when asked), the baseline the probe
+   judges against, then the last look for another process's change before anything changes.
+3. ``attempt``: the step runs; it says whether the change stands, is kept on request, or must
+   be undone, and for what cause. Another process's change (ChangedByOthers), an interrupt or
+   an error of ours while it runs is a cause too.
+4. ``undo``: everything the change did comes back in one batch, interrupts held, verified by
+   hashes; the outcome is the operation's (cause, ending); a restore that could not be
+   verified keeps the journal for ``recover``; a change that cannot come back whole is left
+   as it is (``NotUndone``), never half undone.
+5. ``switch``: a move to another state within the change (bisect's states, the cleanup's
+   trials), in one batch, proven, then checked for another process's change.
+
+What another process changed is noticed by one check (Transaction.check_others) and means the
+same everywhere: the operation stops where it is, names the change, and undoes nothing of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from safeuninstall.base.errors import (
+    BaselineProbeFailed,
+    Interrupted,
+    InterruptedAfterChange,
+    NotRestorable,
+)
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.context.analysis import failure_text
+from safeuninstall.context.baseline import BaselineCache, Begun
+from safeuninstall.context.context import Context
+from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.probe.derived import as_baseline
+from safeuninstall.probe.runner import ProbeResult
+from safeuninstall.state.journal import Entry
+from safeuninstall.state.snapshot import PackageEntry, Snapshot
+from safeuninstall.transaction.others import ChangedByOthers
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
+
+
+@dataclass(frozen=True)
+class Words:
+    """How the messages name the change: ``noun`` ("removal"), what an interrupt before any
+    change came ``before`` ("anything was removed"), what it came ``after`` ("the uninstall had
+    started"), and what a refusal before any change leaves (``unchanged``)."""
+
+    noun: str
+    before: str
+    after: str
+    unchanged: str = "nothing was changed"
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an operation changes, described before it begins."""
+
+    operation: Operation  # whose table names the endings
+    journal: str  # the journal's and the snapshot's name for the operation
+    words: Words
+    read: frozenset[str]  # the census taken just before ``installed`` was read
+    installed: Mapping[str, InstalledDistribution]
+    spec: SnapshotSpec
+    offline: bool
+    installer_locked: bool = False  # the snapshot is taken under the installer's own lock
+    recovering: Entry | None = None  # a recover: the journal entry it finishes
+
+
+@dataclass(frozen=True)
+class Stands:
+    """The change stands, as ``outcome`` (removed, ran, rolled back)."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Judged a failure and kept on request (``--keep-on-failure``), as ``outcome``."""
+
+    outcome: Outcome
+
+
+Verdict = Stands | Kept | Cause
+
+
+@dataclass(frozen=True)
+class Back:
+    """What an undo brings back. ``entries``: those of the snapshot, in one batch, with
+    ``intact`` (distributions that share files with them) checked whole; None: the whole
+    snapshot's installed set again (what was added goes, ``also`` is installed again).
+    ``all_or_nothing``: refuse (NotUndone) unless everything can come back."""
+
+    entries: Sequence[PackageEntry] | None = None
+    intact: Sequence[str] = ()
+    also: Sequence[str] = ()
+    all_or_nothing: bool = False
+
+
+@dataclass(frozen=True)
+class Ended:
+    """Where the guarded change ended: the outcome, the proof of an undo (or a switch), and
+    the one command that goes on from here."""
+
+    outcome: Outcome
+    restored: Restored | None = None
+    next_command: str | None = None
+
+
+class NotUndone(Exception):
+    """The change had to be undone and cannot come back whole (``why``): left as it is."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class Guard:
+    """One guarded change (see the module). ``messages``: the operation's own list, which
+    the guard adds to."""
+
+    ctx: Context
+    change: Change
+    messages: list[str] = field(default_factory=list)
+    txn: Transaction = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.txn = Transaction(self.ctx, self.change.journal, self.change.recovering)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        assert self.txn.snapshot is not None
+        return self.txn.snapshot
+
+    @contextlib.contextmanager
+    def guarded(self) -> Iterator[Transaction]:
+        """The transaction, for the whole change. Leaving on an interrupt before any change
+        gives it up (nothing was changed, said so); after one, it is reported as such (a step
+        that waits for interrupts restores first)."""
+        txn, words = self.txn, self.change.words
+        txn.expect(self.change.read)
+        try:
+            with txn:
+                yield txn
+        except KeyboardInterrupt:
+            if txn.changed:
+                raise InterruptedAfterChange(
+                    f"interrupted after {words.after}, outside the steps that wait for an interrupt"
+                ) from None
+            raise Interrupted(txn.unchanged(f"interrupted before {words.before}")) from None
+
+    def prepare(
+        self,
+        baseline: Callable[[], tuple[ProbeResult, ...]] = tuple,
+        more: Callable[[], Sequence[str]] = tuple,
+    ) -> tuple[ProbeResult, ...]:
+        """The snapshot, the ``baseline``'s results, then the last look before anything
+        changes: the census expected, and ``more`` (what else the operation finds changed by
+        another process). Returns the baseline's results."""
+        change = self.change
+        lock = self.ctx.installer_locked() if change.installer_locked else None
+        with lock if lock is not None else contextlib.nullcontext() as missing:
+            if missing is not None:
+                self.messages.append(missing)
+            self.txn.snapshot_before(change.installed, change.spec)
+        results = baseline()
+        self.txn.check_others(
+            during=f"while this {change.words.noun} prepared it",
+            then=f"{change.words.unchanged}: run it again",
+            more=more(),
+        )
+        return results
+
+    def baseline(
+        self,
+        begun: Begun | None,
+        cache: BaselineCache,
+        *,
+        must_pass: bool = True,
+    ) -> tuple[ProbeResult, ...]:
+        """The baseline's results, taken as a baseline (derived.as_baseline), waited for
+        (said: the wait can be long). A fresh run that passed is cached. ``must_pass``: a
+        failing baseline cannot judge the change, which is refused before it begins; else it
+        is the caller's to report."""
+        if begun is None:
+            return ()
+        running = begun.running
+        if running is not None and not running.finished:
+            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
+        ran = begun.results()
+        results = tuple(as_baseline(r) for r in ran)
+        passed = all(r.passed for r in results)
+        if must_pass and not passed:
+            words = self.change.words
+            raise BaselineProbeFailed(
+                "the probe already fails before any change, so it cannot judge this "
+                f"{words.noun}; {words.unchanged}",
+                detail=failure_text(results),
+            )
+        if running is not None and passed:
+            cache.put(begun.settings, begun.fingerprint, ran)
+        return results
+
+    def attempt(self, step: Callable[[], Verdict], undo: Callable[[Cause], Ended]) -> Ended:
+        """Make and judge the change (``step``); ``undo`` it for the cause it names, or for
+        another process's change, an interrupt or an error of ours while it ran."""
+        words, messages = self.change.words, self.messages
+        try:
+            verdict = step()
+        except ChangedByOthers as err:  # what the change did comes back; nothing else
+            messages.append(err.message)
+            return undo(Cause.CONCURRENT)
+        except KeyboardInterrupt:
+            messages.append(f"interrupted: undoing the {words.noun}")
+            return undo(Cause.INTERRUPTED)
+        except Exception as err:  # whatever broke, what the change did is undone first
+            messages.append(f"unexpected error after {words.after}: {err!r}")
+            return undo(Cause.ERROR)
+        if isinstance(verdict, Stands):
+            self.txn.finish(verdict.outcome)
+            return Ended(verdict.outcome)
+        if isinstance(verdict, Kept):
+            return self.kept(verdict.outcome)
+        return undo(verdict)
+
+    def kept(self, outcome: Outcome) -> Ended:
+        """A failure kept as it is, on request: the rollback that undoes it is named."""
+        self.txn.finish(outcome)
+        return Ended(outcome, next_command=self.ctx.suggest("rollback", self.snapshot.id))
+
+    def undo(
+        self,
+        cause: Cause,
+        back: Back,
+        *,
+        judge: Callable[[Restored], Outcome | None] = lambda restored: None,
+        aside: Callable[[], list[str]] = list,
+        ended: Callable[[Cause, Ending], Outcome] | None = None,
+    ) -> Ended:
+        """Undo the change for ``cause``: ``back`` in one batch, interrupts held, verified.
+        ``judge``: what the operation makes of a verified undo (an outcome that replaces the
+        table's, or None); ``aside``: the second dist-info folders not put back, said;
+        ``ended``: the outcome of a (cause, ending) when the operation names its own (``try``:
+        its verdict on the change), else its table's.
+        Raises NotUndone when ``back.all_or_nothing`` and something cannot come back."""
+        txn, messages = self.txn, self.messages
+        with txn.interrupts_deferred():
+            restored = self._back(back)
+            if restored.verification is None:  # an error of ours stopped it half way
+                messages.append(stopped(restored))
+            left_aside = aside() if restored.ok else []
+            ending = (
+                Ending.INCOMPLETE
+                if not restored.ok
+                else Ending.RESTORED_EXCEPT_ASIDE
+                if left_aside
+                else Ending.RESTORED
+            )
+            operation = self.change.operation
+            outcome = (ended or partial(Outcome.ended, operation))(cause, ending)
+            if restored.ok:
+                outcome = judge(restored) or outcome
+            # Unverified, the journal stays: other commands are refused until ``recover``.
+            txn.finish(outcome, keep_journal=not restored.ok)
+        if restored.ok:
+            messages.append(self._claim(restored, bool(left_aside)))
+            messages += left_aside
+        if txn.interrupted:
+            messages.append("an interrupt arrived during the restore; it finished first")
+        return Ended(
+            outcome, restored, next_command=None if restored.ok else self.ctx.suggest("recover")
+        )
+
+    def _back(self, back: Back) -> Restored:
+        txn, snap, offline = self.txn, self.snapshot, self.change.offline
+        if back.entries is not None:
+            return txn.restore(snap, back.entries, back.intact, offline=offline)
+        try:
+            restored, failed = txn.return_to(
+                snap, offline=offline, also=back.also, all_or_nothing=back.all_or_nothing
+            )
+        except NotRestorable as err:
+            raise NotUndone(err.message) from None
+        if failed is not None:
+            self.messages.append(failed)
+        return restored
+
+    def _claim(self, restored: Restored, aside: bool) -> str:
+        """What a verified undo proved: the installed set, and the bytes it brought back."""
+        files = restored.verification.files_checked if restored.verification else 0
+        return (
+            f"the installed set is back as snapshot {self.snapshot.id} has it, and the "
+            f"{files} files brought back match their hashes" + (", except:" if aside else "")
+        )
+
+    def switch(self, wanted: Snapshot, *, during: str, all_or_nothing: bool = True) -> Restored:
+        """Move to ``wanted``'s installed set within the change, in one batch, interrupts
+        held, proven; then the check for another process's change, on the census the proof
+        was made on (ChangedByOthers). NotRestorable when something cannot come back (nothing
+        was changed then); the installer's error is said."""
+        txn = self.txn
+        with txn.interrupts_deferred():
+            restored, failed = txn.return_to(
+                wanted, offline=self.change.offline, all_or_nothing=all_or_nothing
+            )
+        if failed is not None:
+            self.messages.append(failed)
+        # A restore stopped by an error of ours made no census: one is taken now.
+        txn.check_others(
+            restored.left if restored.verification is not None else None, during=during
+        )
+        return restored
+
+    def concurrent_kept(self, err: ChangedByOthers, back_to: Snapshot, outcome: Outcome) -> Ended:
+        """Another process changed the environment after the change was made, while it was
+        judged: the verdict judged another environment, and undoing the change would undo
+        that process's work as if this one had done it. Nothing is undone; the rollback to
+        ``back_to`` is named."""
+        noun = self.change.words.noun
+        self.txn.finish(outcome)
+        self.messages += [
+            f"{err.message}: the probe judged another environment",
+            f"nothing was undone: the environment is as the {noun} and that process left it; "
+            f"the rollback named below returns it to snapshot {back_to.id}, undoing both",
+        ]
+        return Ended(outcome, next_command=self.ctx.suggest("rollback", back_to.id))
+
+
+def stopped(restored: Restored) -> str:
+    """An error of ours stopped a restore half way."""
+    return (
+        f"the restore stopped on an unexpected error ({restored.error}): the environment is "
+        "only partly restored"
+    )
