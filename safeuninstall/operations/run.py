@@ -26,16 +26,12 @@ import msgspec
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import (
-    BaselineProbeFailed,
     CommandNotStarted,
-    Interrupted,
-    InterruptedAfterChange,
     InvalidInput,
-    NotRestorable,
 )
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.context import baseline
-from safeuninstall.context.analysis import analyse, failure_text, snapshot_view, with_default
+from safeuninstall.context.analysis import analyse, snapshot_view, with_default
 from safeuninstall.context.baseline import BaselineCache, Begun, fingerprint
 from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import shell_line
@@ -52,7 +48,6 @@ from safeuninstall.operations.trial import metric_lines, tried
 from safeuninstall.options import RunOptions
 from safeuninstall.plans.changes import RollbackPlan, plan_rollback
 from safeuninstall.probe.derived import (
-    as_baseline,
     derive,
     dropped_notes,
     judged_after,
@@ -62,10 +57,20 @@ from safeuninstall.probe.derived import (
 )
 from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all
 from safeuninstall.reports.impact import Unmet, unmet_after_change
-from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import kept_aside, not_put_back
+from safeuninstall.transaction.guard import (
+    Back,
+    Change,
+    Ended,
+    Guard,
+    Kept,
+    NotUndone,
+    Stands,
+    Verdict,
+    Words,
+)
 from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction, rewritten
+from safeuninstall.transaction.transaction import SnapshotSpec, rewritten
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -74,13 +79,13 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
     ctx.refuse_externally_managed()
     with ctx.locked():
         ctx.refuse_if_unfinished()
-        guard = _Guard(ctx, configured, options)
+        command = _Run(ctx, configured, options)
         if options.dry_run:
-            guard.messages += guard.plan_lines()
-            return guard.result(Outcome.DRY_RUN)
+            command.messages += command.plan_lines()
+            return command.result(Outcome.DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()  # a restore needs it: before anything runs
-        return guard.run()
+        return command.run()
 
 
 def _refuse_unknown_command(ctx: Context, argv: Sequence[str]) -> None:
@@ -99,7 +104,7 @@ def _refuse_unknown_command(ctx: Context, argv: Sequence[str]) -> None:
         raise InvalidInput(f"{argv[0]}: not an executable file; nothing was changed")
 
 
-class _Guard:
+class _Run:
     """One guarded command, from the plan to its result."""
 
     def __init__(self, ctx: Context, configured: ProbeSettings, options: RunOptions) -> None:
@@ -155,12 +160,36 @@ class _Guard:
             + (" (--keep-on-failure: keeps it)" if self.options.keep_on_failure else ""),
         ]
 
+    def change(self) -> Change:
+        """The command's change, described for the guard: every installed file kept (hard
+        links), under uv's lock (no uv changes the venv meanwhile)."""
+        spec = SnapshotSpec(
+            operation="run",
+            stash=sorted(self.installed),
+            shared=ownership(self.installed).shared_paths(),
+            # The command may remove them (uv removes every folder of a name): their files are
+            # kept, though an undo brings back one version per name.
+            doubled=[n for n, d in self.installed.items() if d.doubled],
+        )
+        words = Words(
+            "run", "the command ran", "the command had started", "the command did not run"
+        )
+        return Change(
+            Operation.RUN,
+            "run",
+            words,
+            self.census,
+            self.installed,
+            spec,
+            offline=self.options.offline,
+            installer_locked=True,
+        )
+
     def run(self) -> RunResult:
         ctx = self.ctx
-        txn = Transaction(ctx, "run")
-        txn.expect(self.census)
+        guard = Guard(ctx, self.change(), self.messages)
         try:
-            with txn:
+            with guard.guarded() as txn:
                 if self.settings.probes:  # overlaps the snapshot and the stash's hashing
                     self.begun = baseline.begin(
                         self.settings,
@@ -169,76 +198,26 @@ class _Guard:
                         fingerprint(ctx.interpreter, ctx.environ),
                         fresh=self.options.fresh_baseline,
                     )
-                snap = self._snapshot(txn)
-                results = self._baseline_results()
+                results = guard.prepare(lambda: guard.baseline(self.begun, self.cache))
                 txn.hashed()
-                return _Attempt(self, txn, snap, results).run()
-        except KeyboardInterrupt:
-            if txn.changed:
-                raise InterruptedAfterChange(
-                    "interrupted after the command had started, outside the steps that wait "
-                    "for an interrupt"
-                ) from None
-            raise Interrupted(txn.unchanged("interrupted before the command ran")) from None
+                return _Attempt(self, guard, results).run()
         finally:
             if self.begun is not None:
                 self.begun.cancel()
-
-    def _snapshot(self, txn: Transaction) -> Snapshot:
-        """Every installed file kept, under uv's lock (no uv changes the venv meanwhile); then
-        the last look for another process's change."""
-        ctx = self.ctx
-        with ctx.installer_locked() as missing:
-            if missing is not None:
-                self.messages.append(missing)
-            spec = SnapshotSpec(
-                operation="run",
-                stash=sorted(self.installed),
-                shared=ownership(self.installed).shared_paths(),
-                # The command may remove them (uv removes every folder of a name): their files
-                # are kept, though an undo brings back one version per name.
-                doubled=[n for n, d in self.installed.items() if d.doubled],
-            )
-            snap = txn.snapshot_before(self.installed, spec)
-            txn.check_others(
-                during="while this run prepared it", then="the command did not run: run it again"
-            )
-        return snap
-
-    def _baseline_results(self) -> tuple[ProbeResult, ...]:
-        """The probe before the command must pass: else it cannot judge the change. (A derived
-        probe passes as a baseline when it ran: its candidates that fail are dropped.)"""
-        if self.begun is None:
-            return ()
-        running = self.begun.running
-        if running is not None and not running.finished:
-            self.ctx.emit("baseline", "baseline probe running: waiting for it to finish")
-        ran = self.begun.results()
-        results = tuple(as_baseline(r) for r in ran)
-        if not all(r.passed for r in results):
-            raise BaselineProbeFailed(
-                "the probe already fails before the command, so it cannot judge its change; "
-                "the command did not run",
-                detail=failure_text(results),
-            )
-        if running is not None:
-            self.cache.put(self.settings, self.begun.fingerprint, ran)
-        return results
 
 
 class _Attempt:
     """The command run, its change judged, and undone when it must be."""
 
-    def __init__(
-        self, guard: _Guard, txn: Transaction, snap: Snapshot, before: tuple[ProbeResult, ...]
-    ) -> None:
+    def __init__(self, command: _Run, guard: Guard, before: tuple[ProbeResult, ...]) -> None:
+        self.command = command
+        self.ctx = command.ctx
         self.guard = guard
-        self.ctx = guard.ctx
-        self.txn = txn
-        self.snap = snap
-        guard.runs = msgspec.structs.replace(
-            guard.runs,
-            notes=(*guard.runs.notes, *dropped_notes(before)),
+        self.txn = guard.txn
+        self.snap = guard.snapshot
+        command.runs = msgspec.structs.replace(
+            command.runs,
+            notes=(*command.runs.notes, *dropped_notes(before)),
             baseline=before,
         )
         self.status: int | None = None
@@ -247,7 +226,7 @@ class _Attempt:
         self.unmet: tuple[Unmet, ...] = ()
 
     def _result(self, outcome: Outcome, **parts: object) -> RunResult:
-        return self.guard.result(
+        return self.command.result(
             outcome,
             snapshot=self.snap.id,
             exit_status=self.status,
@@ -257,35 +236,24 @@ class _Attempt:
         )
 
     def run(self) -> RunResult:
-        messages = self.guard.messages
-        try:
-            passed_on = self._command()
-            now = self._compare()
-            judged = self._judge(passed_on, now)
-            if judged is None and self.guard.options.always_undo:
-                judged = Cause.TRIED  # try: it passes, and is undone all the same
-            if judged is None:
-                self.txn.finish(Outcome.RAN)
-                return self._result(Outcome.RAN)
-            if isinstance(judged, Outcome):
-                return self._kept(judged)
-            cause = judged
-        except CommandNotStarted:
-            raise  # nothing ran: the snapshot is given up with the transaction
-        except KeyboardInterrupt:
-            messages.append("interrupted: undoing the command's change")
-            cause = Cause.INTERRUPTED
-        except Exception as err:  # whatever broke, what the command changed is undone first
-            messages.append(f"unexpected error after the command started: {err!r}")
-            cause = Cause.ERROR
-        return self._restore(cause)
+        ended = self.guard.attempt(self._run, self._restore)
+        return self._result(ended.outcome, restored=ended.restored, next_command=ended.next_command)
+
+    def _run(self) -> Verdict:
+        """The command, then the judgement of what it changed."""
+        passed_on = self._command()
+        now = self._compare()
+        judged = self._judge(passed_on, now)
+        if judged is None and self.command.options.always_undo:
+            return Cause.TRIED  # try: it passes, and is undone all the same
+        return Stands(Outcome.RAN) if judged is None else judged
 
     def _command(self) -> list[int]:
         """Run the command; the signals passed on to it."""
-        ctx, argv = self.ctx, self.guard.options.argv
+        ctx, argv = self.ctx, self.command.options.argv
         self.txn.changing("command")
         ctx.emit("command", f"running: {shell_line(argv)}")
-        stdout = 2 if self.guard.options.output_to_stderr else None
+        stdout = 2 if self.command.options.output_to_stderr else None
         try:
             self.status, passed_on = process.run_command(
                 argv,
@@ -313,8 +281,8 @@ class _Attempt:
         view = snapshot_view(now, ownership(now), self.snap, ctx.interpreter.prefix)
         self.change = change = plan_rollback(self.snap, view)
         self.rewritten = rewritten(self.ctx, self.snap, now, change)
-        messages = self.guard.messages
-        before = self.guard.installed
+        messages = self.command.messages
+        before = self.command.installed
         messages += [f"the command added {n}=={now[n].version}" for n in change.added]
         messages += [
             f"the command changed {n}: {before[n].version} -> {now[n].version}"
@@ -331,19 +299,19 @@ class _Attempt:
 
     def _judge(
         self, passed_on: Sequence[int], now: dict[str, InstalledDistribution]
-    ) -> Cause | Outcome | None:
-        """None when the change stands; an outcome when it ends here without a restore (a
-        failure kept on request, a failed command that changed nothing); else the cause to
-        restore for: interrupted, command failed, unmet or probe failed."""
-        guard, messages = self.guard, self.guard.messages
-        options = guard.options
+    ) -> Verdict | None:
+        """None when the change stands; where it ends without a restore (a failed command
+        that changed nothing, a failure kept on request); else the cause to restore for:
+        interrupted, command failed, unmet or probe failed."""
+        command, messages = self.command, self.command.messages
+        options = command.options
         assert self.change is not None
         changed = not self.change.empty or bool(self.rewritten)
         if passed_on:
             names = ", ".join(signal.Signals(s).name for s in passed_on)
             messages.append(f"interrupted ({names}, passed on to the command)")
             return Cause.INTERRUPTED
-        gone = [n for n in self.change.missing if n in guard.runs_on]
+        gone = [n for n in self.change.missing if n in command.runs_on]
         if gone and "safe-uninstall" not in self.change.missing:
             messages.append(
                 f"the command removed {', '.join(gone)}, which safe-uninstall runs on here: "
@@ -354,19 +322,19 @@ class _Attempt:
         if self.status != 0:
             messages.append(f"the command {_exit_text(self.status)}")
             if not changed:
-                self.txn.finish(Outcome.RUN_COMMAND_FAILED_UNCHANGED)
-                return Outcome.RUN_COMMAND_FAILED_UNCHANGED
+                return Stands(Outcome.RUN_COMMAND_FAILED_UNCHANGED)
             return (
-                Outcome.RUN_COMMAND_FAILED_KEPT if options.keep_on_failure else Cause.COMMAND_FAILED
+                Kept(Outcome.RUN_COMMAND_FAILED_KEPT)
+                if options.keep_on_failure
+                else Cause.COMMAND_FAILED
             )
         if not changed:
-            self.txn.finish(Outcome.RAN_NO_CHANGE)
-            return Outcome.RAN_NO_CHANGE
-        self.unmet = unmet_after_change(guard.installed, now, self.ctx.interpreter.markers)
+            return Stands(Outcome.RAN_NO_CHANGE)
+        self.unmet = unmet_after_change(command.installed, now, self.ctx.interpreter.markers)
         if self.unmet:
             messages += [f"unmet after the command: {u.describe()}" for u in self.unmet]
             if not options.allow_unmet:
-                return Outcome.RUN_UNMET_KEPT if options.keep_on_failure else Cause.UNMET
+                return Kept(Outcome.RUN_UNMET_KEPT) if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
         passed = self._probe(now)
         try:
@@ -374,47 +342,47 @@ class _Attempt:
         except ChangedByOthers as err:
             # What changed since the comparison is not the command's: undoing it all would
             # undo that process's work as if the command had done it.
-            messages += [
-                f"{err.message}: the probe judged another environment",
-                "nothing was undone: the environment is as the command and that process left "
-                "it; the rollback named below returns it to the snapshot, undoing both",
-            ]
-            return Outcome.RUN_CONCURRENT_KEPT
-        if not passed and undecided(self.guard.runs.after):
+            messages += self.guard.kept_for_others(err, self.snap)
+            return Kept(Outcome.RUN_CONCURRENT_KEPT)
+        if not passed and undecided(self.command.runs.after):
             messages.append("the metric's runs could not tell: inconclusive is never a pass")
-            return Outcome.RUN_INCONCLUSIVE_KEPT if options.keep_on_failure else Cause.INCONCLUSIVE
+            if options.keep_on_failure:
+                return Kept(Outcome.RUN_INCONCLUSIVE_KEPT)
+            return Cause.INCONCLUSIVE
         if not passed:
-            return Outcome.RUN_PROBE_FAILED_KEPT if options.keep_on_failure else Cause.PROBE_FAILED
+            if options.keep_on_failure:
+                return Kept(Outcome.RUN_PROBE_FAILED_KEPT)
+            return Cause.PROBE_FAILED
         return None
 
     def _probe(self, now: dict[str, InstalledDistribution]) -> bool:
         """The probe after the command: the configured one, else the one derived from what
         changed (what it added and changed, and what requires or loads what it changed or
         removed), judged against the baseline. True when it passes."""
-        guard, ctx = self.guard, self.ctx
-        settings = guard.settings if self.guard.configured.probes else self._derived(now)
-        if not self.guard.configured.probes and not guard.options.keep_on_failure:
-            settings = stopping_after_change(settings, guard.runs.baseline)  # verdict known
+        command, ctx = self.command, self.ctx
+        settings = command.settings if self.command.configured.probes else self._derived(now)
+        if not self.command.configured.probes and not command.options.keep_on_failure:
+            settings = stopping_after_change(settings, command.runs.baseline)  # verdict known
         if not settings.probes:
-            guard.runs = msgspec.structs.replace(
-                guard.runs, notes=(*guard.runs.notes, *settings.notes)
+            command.runs = msgspec.structs.replace(
+                command.runs, notes=(*command.runs.notes, *settings.notes)
             )
             return True
         self.txn.probing()
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
         ran = run_all(settings, ctx.interpreter, ctx.child_env())
-        baseline_runs = guard.runs.baseline
-        if guard.configured.probes:
+        baseline_runs = command.runs.baseline
+        if command.configured.probes:
             after = judged_after(baseline_runs, ran)
         else:
             after = [judged_change(baseline_runs, r) for r in ran]
         passed = all(r.passed for r in after)
         ctx.emit("probe", f"probe after the command: {'passed' if passed else 'FAILED'}")
-        guard.runs = msgspec.structs.replace(
-            guard.runs,
-            notes=(*guard.runs.notes, *settings.notes)
-            if settings is not guard.settings
-            else guard.runs.notes,
+        command.runs = msgspec.structs.replace(
+            command.runs,
+            notes=(*command.runs.notes, *settings.notes)
+            if settings is not command.settings
+            else command.runs.notes,
             planned=settings.probes,
             after=tuple(after),
         )
@@ -425,15 +393,15 @@ class _Attempt:
         or removed: their dependents and library consumers (the impact report), and what it
         added or changed itself. And the distributions whose candidates failed before the
         command: not judged, but tried again, so that a command that fixed them says so."""
-        if self.guard.settings.disabled:
-            return self.guard.settings
+        if self.command.settings.disabled:
+            return self.command.settings
         assert self.change is not None
         change = self.change
         replaced = [*change.changed, *change.missing, *self.rewritten]
-        report = analyse(self.ctx, self.guard.installed, replaced).report if replaced else None
+        report = analyse(self.ctx, self.command.installed, replaced).report if replaced else None
         failed_before = {
             c.candidate.distribution
-            for r in self.guard.runs.baseline
+            for r in self.command.runs.baseline
             for c in r.candidates
             if c.status == "failed"  # not one that did not finish: it would cost its time limit
         }
@@ -446,50 +414,16 @@ class _Attempt:
         }
         probes, notes = derive(now, sorted(n for n in affected if n in now), replaced)
         notes = tuple(_said_of_a_change(n, "what the change affects") for n in notes)
-        return ProbeSettings(probes=probes, timeout=self.guard.settings.timeout, notes=notes)
+        return ProbeSettings(probes=probes, timeout=self.command.settings.timeout, notes=notes)
 
-    def _kept(self, outcome: Outcome) -> RunResult:
-        if outcome in (Outcome.RAN_NO_CHANGE, Outcome.RUN_COMMAND_FAILED_UNCHANGED):
-            return self._result(outcome)
-        self.txn.finish(outcome)
-        return self._result(outcome, next_command=self.ctx.suggest("rollback", self.snap.id))
-
-    def _restore(self, cause: Cause) -> RunResult:
+    def _restore(self, cause: Cause) -> Ended:
         """Put the environment back as the snapshot has it, in one batch, and prove it."""
-        txn, messages = self.txn, self.guard.messages
-        with txn.interrupts_deferred():
-            try:
-                restored, failed = txn.return_to(
-                    self.snap,
-                    offline=self.guard.options.offline,
-                    also=self._rewritten_now(),
-                    all_or_nothing=True,
-                )
-            except NotRestorable as err:
-                return self._not_undone(err.message)
-            if failed is not None:
-                messages.append(failed)
-            if restored.verification is None:  # an error of ours stopped it half way
-                messages.append(_stopped(restored))
-            aside = self._second_folders_gone() if restored.ok else []
-            ended = Ending.RESTORED_EXCEPT_ASIDE if aside else Ending.RESTORED
-            outcome = self._ended(cause, ended if restored.ok else Ending.INCOMPLETE)
-            # Unverified, the journal stays: other commands are refused until ``recover``.
-            txn.finish(outcome, keep_journal=not restored.ok)
-        if restored.ok:
-            messages.append(
-                f"the installed set is back as snapshot {self.snap.id} has it, and the "
-                f"{restored.verification.files_checked if restored.verification else 0} "
-                "files brought back match their hashes" + (", except:" if aside else "")
-            )
-            messages += aside
-        if txn.interrupted:
-            messages.append("an interrupt arrived during the restore; it finished first")
-        return self._result(
-            outcome,
-            restored=restored,
-            next_command=None if restored.ok else self.ctx.suggest("recover"),
-        )
+        back = Back(also=self._rewritten_now(), all_or_nothing=True)
+        ended = self._ended if self.command.options.always_undo else None
+        try:
+            return self.guard.undo(cause, back, aside=self._second_folders_gone, ended=ended)
+        except NotUndone as err:
+            return self._not_undone(err.why)
 
     def _second_folders_gone(self) -> list[str]:
         """The second dist-info folders there before the command that are gone now, said as
@@ -500,7 +434,7 @@ class _Attempt:
         its snapshot kept aside."""
         gone = [
             folder.name
-            for dist in self.guard.installed.values()
+            for dist in self.command.installed.values()
             for folder in dist.doubled
             if not os.path.lexists(folder)
         ]
@@ -515,11 +449,11 @@ class _Attempt:
         ]
         return [*not_put_back(snapshot_dir, self.snap.id, sorted(kept & set(gone))), *lost]
 
-    def _not_undone(self, why: str) -> RunResult:
+    def _not_undone(self, why: str) -> Ended:
         """Something the command changed cannot come back: its change is left whole rather
         than half undone (an uninstall first would leave the environment worse than the
         command did)."""
-        ctx, messages = self.ctx, self.guard.messages
+        ctx, messages = self.ctx, self.command.messages
         folder = ctx.store.folder(self.snap.id).path
         gone = not folder.is_dir()
         if gone:
@@ -533,20 +467,17 @@ class _Attempt:
             "listed above)",
         ]
         # The environment is in a known state, the command's: no journal for ``recover``.
-        outcome = self._ended(Cause.ERROR, Ending.NOT_UNDONE)
+        if self.command.options.always_undo:
+            outcome = self._ended(Cause.ERROR, Ending.NOT_UNDONE)
+        else:
+            outcome = Outcome.RUN_NOT_UNDONE
         self.txn.finish(outcome)
-        return self._result(
-            outcome,
-            next_command=None if gone else ctx.suggest("rollback", self.snap.id),
-        )
+        return Ended(outcome, next_command=None if gone else ctx.suggest("rollback", self.snap.id))
 
     def _ended(self, cause: Cause, ending: Ending) -> Outcome:
-        if self.guard.options.always_undo:
-            self.guard.messages += metric_lines(self.guard.runs.after)
-            return tried(cause, ending, self.guard.runs.after)
-        if ending is Ending.NOT_UNDONE:
-            return Outcome.RUN_NOT_UNDONE
-        return Outcome.ended(Operation.RUN, cause, ending)
+        """try's verdict on the change, with the metric's numbers."""
+        self.command.messages += metric_lines(self.command.runs.after)
+        return tried(cause, ending, self.command.runs.after)
 
     def _rewritten_now(self) -> Sequence[str]:
         """The distributions whose files the command replaced, also when the comparison did
@@ -577,10 +508,3 @@ def _exit_text(status: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-status}"
     return "exited with status 0" if status == 0 else f"exited with status {status}"
-
-
-def _stopped(restored: Restored) -> str:
-    return (
-        f"the restore stopped on an unexpected error ({restored.error}): the environment is "
-        "only partly restored"
-    )

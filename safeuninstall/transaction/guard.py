@@ -212,17 +212,22 @@ class Guard:
 
     def attempt(self, step: Callable[[], Verdict], undo: Callable[[Cause], Ended]) -> Ended:
         """Make and judge the change (``step``); ``undo`` it for the cause it names, or for
-        another process's change, an interrupt or an error of ours while it ran."""
+        another process's change, an interrupt or an error of ours while it ran. Raised before
+        the step began a change (Transaction.changed): the transaction gives it up (a command
+        that could not be started)."""
         words, messages = self.change.words, self.messages
         try:
             verdict = step()
-        except ChangedByOthers as err:  # what the change did comes back; nothing else
-            messages.append(err.message)
-            return undo(Cause.CONCURRENT)
-        except KeyboardInterrupt:
-            messages.append(f"interrupted: undoing the {words.noun}")
-            return undo(Cause.INTERRUPTED)
-        except Exception as err:  # whatever broke, what the change did is undone first
+        except (KeyboardInterrupt, Exception) as err:
+            if not self.txn.changed:
+                raise
+            if isinstance(err, ChangedByOthers):  # what the change did comes back; no more
+                messages.append(err.message)
+                return undo(Cause.CONCURRENT)
+            if isinstance(err, KeyboardInterrupt):
+                messages.append(f"interrupted: undoing the {words.noun}")
+                return undo(Cause.INTERRUPTED)
+            # Whatever broke, what the change did is undone first.
             messages.append(f"unexpected error after {words.after}: {err!r}")
             return undo(Cause.ERROR)
         if isinstance(verdict, Stands):
@@ -320,19 +325,17 @@ class Guard:
         )
         return restored
 
-    def concurrent_kept(self, err: ChangedByOthers, back_to: Snapshot, outcome: Outcome) -> Ended:
+    def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
         """Another process changed the environment after the change was made, while it was
         judged: the verdict judged another environment, and undoing the change would undo
-        that process's work as if this one had done it. Nothing is undone; the rollback to
-        ``back_to`` is named."""
+        that process's work as if this one had done it. Nothing is undone (said), and the
+        rollback to ``back_to`` undoes both."""
         noun = self.change.words.noun
-        self.txn.finish(outcome)
-        self.messages += [
+        return [
             f"{err.message}: the probe judged another environment",
             f"nothing was undone: the environment is as the {noun} and that process left it; "
             f"the rollback named below returns it to snapshot {back_to.id}, undoing both",
         ]
-        return Ended(outcome, next_command=self.ctx.suggest("rollback", back_to.id))
 
 
 def stopped(restored: Restored) -> str:

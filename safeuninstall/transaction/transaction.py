@@ -366,8 +366,8 @@ class Transaction:
         An interrupt that arrives while the installer runs waits for it to finish, and is
         obeyed then (KeyboardInterrupt): a restore that ran beside a still-running uninstall
         could be undone by it behind the verification's back."""
+        self._changed = True  # first: the step is begun once its journal write is
         self._step("uninstall")
-        self._changed = True
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
         hasher = self._hasher
         done = False
@@ -408,8 +408,8 @@ class Transaction:
     def changing(self, step: str) -> None:
         """A change of another kind than an uninstall (``run``'s command) is about to begin,
         journalled as ``step``: from here a failure restores, it no longer gives up."""
-        self._step(step)
         self._changed = True
+        self._step(step)
 
     def not_started(self) -> None:
         """The change ``changing`` announced never began (the command could not be started):
