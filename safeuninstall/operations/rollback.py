@@ -67,6 +67,7 @@ from safeuninstall.reports.impact import Unmet, allowed_unmet
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
+from safeuninstall.transaction.guard import Back, Change, Guard, NotUndone, Words
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
@@ -546,11 +547,25 @@ class _Rollback:
     def _apply(
         self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
     ) -> RollbackResult:
-        ctx = self.ctx
         baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
-        with Transaction(ctx, self.command, self.recovering) as txn:
+        words = Words(self.command, "anything was changed", f"the {self.command} had started")
+        change = Change(
+            self.operation,
+            self.command,
+            words,
+            self.now.census,
+            self.now.installed,
+            spec,
+            offline=self.options.offline,
+            recovering=self.recovering,
+        )
+        self.guard = guard = Guard(self.ctx, change, self.messages)
+        with guard.guarded() as txn:
             with txn.interrupts_deferred():
-                self._snapshot(txn, spec)
+                guard.prepare()
+                self.messages.append(
+                    f"the state before this {self.command} is snapshot {guard.snapshot.id}"
+                )
                 restored = self._change(txn, spec, restore)
                 stopped = self._stopped(txn, restored)
                 if stopped is None and not restored.ok:
@@ -575,17 +590,6 @@ class _Rollback:
                 self._finish(txn)
                 return self._probe_after(txn)
             return self._judge(txn)
-
-    def _snapshot(self, txn: Transaction, spec: SnapshotSpec) -> None:
-        """The state this operation leaves, snapshotted and stashed first (so it can be undone,
-        and rolled back to); then the last look for another process's change."""
-        txn.expect(self.now.census)
-        before = txn.snapshot_before(self.now.installed, spec)
-        txn.check_others(  # the last look before anything is removed
-            during=f"while this {self.command} prepared it",
-            then="nothing was changed: run it again",
-        )
-        self.messages.append(f"the state before this {self.command} is snapshot {before.id}")
 
     def _baseline_results(self) -> tuple[ProbeResult, ...]:
         """The probe before the change. One that fails already cannot judge the rollback (a
@@ -697,8 +701,7 @@ class _Rollback:
                 self.messages.append(
                     "the metric's runs could not tell: inconclusive is never a pass"
                 )
-            with txn.interrupts_deferred():
-                return self._undo(txn, cause, self.base.restored)
+            return self._undo(txn, cause, self.base.restored)
         self._finish(txn)
         if all(r.passed for r in after):
             return self._result(Outcome.ROLLED_BACK)
@@ -725,11 +728,7 @@ class _Rollback:
         assert restored.verification is not None
         outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
         txn.finish(outcome)
-        self.messages += [
-            f"{changed.message}: the probe judged another environment",
-            f"nothing was undone: the environment is as the {self.command} and that process "
-            f"left it; the rollback named below makes it match snapshot {self.wanted.id} again",
-        ]
+        self.messages += self.guard.kept_for_others(changed, self.wanted)
         verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)
         return self._result(
             outcome,
@@ -741,46 +740,19 @@ class _Rollback:
         """Put the environment back as it was before the rollback (its own snapshot), in one
         batch, and verify it: what the rollback brought that the snapshot lacks goes, what it
         removed comes back from the stash it took."""
-        ctx, before = self.ctx, txn.snapshot
-        assert before is not None
+        before = self.guard.snapshot
         if forward is not None and not forward.ok:
             self.messages.append(
                 f"the environment could not be made to match snapshot {self.wanted.id}"
             )
         try:
-            undone, failed = txn.return_to(
-                before, offline=self.options.offline, all_or_nothing=True
+            ended = self.guard.undo(
+                cause, Back(all_or_nothing=True), aside=lambda: self._kept_aside_by(before)
             )
-        except NotRestorable as err:
-            return self._not_undone(txn, err.message, forward)
-        if failed is not None:
-            self.messages.append(failed)
-        aside = self._kept_aside_by(before) if undone.ok else []
-        ended = (
-            Ending.INCOMPLETE
-            if not undone.ok
-            else Ending.RESTORED_EXCEPT_ASIDE
-            if aside
-            else Ending.RESTORED
-        )
-        outcome = Outcome.ended(self.operation, cause, ended)
-        # Unverified, the journal stays: ``recover`` returns to the state before the rollback.
-        txn.finish(outcome, keep_journal=not undone.ok)
-        if undone.ok:
-            # What the verification proved: not the bytes of what the rollback never touched.
-            self.messages.append(
-                f"what the {self.command} changed is back as snapshot {before.id} records the "
-                "state before it, except:"
-                if aside
-                else f"what the {self.command} changed is back as it was before it (snapshot "
-                f"{before.id}): the installed set, and each restored file its hash"
-            )
-            self.messages += aside
+        except NotUndone as err:
+            return self._not_undone(txn, err.why, forward)
         return self._result(
-            outcome,
-            restored=forward,
-            undo=undone,
-            next_command=None if undone.ok else ctx.suggest("recover"),
+            ended.outcome, restored=forward, undo=ended.restored, next_command=ended.next_command
         )
 
     def _not_undone(self, txn: Transaction, why: str, forward: Restored | None) -> RollbackResult:

@@ -329,12 +329,13 @@ class Guard:
         """Another process changed the environment after the change was made, while it was
         judged: the verdict judged another environment, and undoing the change would undo
         that process's work as if this one had done it. Nothing is undone (said), and the
-        rollback to ``back_to`` undoes both."""
+        rollback to ``back_to`` is named."""
         noun = self.change.words.noun
         return [
             f"{err.message}: the probe judged another environment",
             f"nothing was undone: the environment is as the {noun} and that process left it; "
-            f"the rollback named below returns it to snapshot {back_to.id}, undoing both",
+            f"the rollback named below returns it to snapshot {back_to.id}, undoing that "
+            "process's change too",
         ]
 
 
