@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
-from safeuninstall.base.outcome import Outcome
+from safeuninstall.base.outcome import Operation, Outcome
 from safeuninstall.context.analysis import (
     installed_sides,
     owned_files,
@@ -61,6 +61,7 @@ from safeuninstall.probe.runner import (
 from safeuninstall.state import described
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from safeuninstall.state.stash import package_entry
+from safeuninstall.transaction.guard import Change, Guard, Words
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
@@ -179,11 +180,19 @@ class _Bisect:
     def run(self) -> BisectResult:
         read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
-        txn = Transaction(self.ctx, "bisect")
-        txn.expect(read)
-        with txn:
-            self.start = txn.snapshot_before(installed, self._spec(installed))
-            start = self.start
+        change = Change(
+            Operation.BISECT,
+            "bisect",
+            Words("bisect", "any change", "the first switch"),
+            read,
+            installed,
+            self._spec(installed),
+            offline=self.options.offline,
+        )
+        self.guard = guard = Guard(self.ctx, change, self.messages)
+        with guard.guarded() as txn:
+            guard.prepare()
+            self.start = start = guard.snapshot
             now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
             not_bisected = self._group(txn.unchanged, now)
             if not self.settings.probes:
@@ -429,17 +438,17 @@ class _Bisect:
             return
         txn.check_others(during=_DURING)
         wanted = self._state(bad)
-        with txn.interrupts_deferred():
-            try:
-                restored, failed = txn.return_to(
-                    wanted, offline=self.options.offline, all_or_nothing=True
-                )
-            except NotRestorable as err:
-                raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
-            self.at = bad
-            self.switched |= set(self.units) - bad
-        # First: a change by another process during the switch fails its proof too.
-        _check_after(txn, restored)
+        before = self.at, set(self.switched)
+        # Counted as switched before it begins: an interrupt or another process's change
+        # during the switch leaves the environment somewhere between, and the return and
+        # the check of what no switch touched must take the switch as made.
+        self.at = bad
+        self.switched |= set(self.units) - bad
+        try:
+            restored, failed = self.guard.switch(wanted, during=_DURING)
+        except NotRestorable as err:
+            self.at, self.switched = before  # nothing was changed
+            raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
         if failed is not None or not restored.ok:
             why = failed or (restored.error or "the environment does not match it")
             raise _MoveFailed(f"a state to probe could not be reached and proven: {why}")
@@ -650,9 +659,7 @@ class _Bisect:
         assert self.start is not None
         if not txn.changed:
             return None
-        with txn.interrupts_deferred():
-            restored, failed = txn.return_to(self.start, offline=self.options.offline)
-        _check_after(txn, restored)
+        restored, failed = self.guard.switch(self.start, during=_DURING, all_or_nothing=False)
         if failed is not None:
             self.messages.append(failed)
         return restored
@@ -817,12 +824,6 @@ def _proven(restored: Restored) -> str:
     assert restored.verification is not None
     files = count_text(restored.verification.files_checked, "file")
     return f"the installed set is the start's again, and the {files} brought back hash-checked"
-
-
-def _check_after(txn: Transaction, restored: Restored) -> None:
-    """After a switch: what another process changed, by the census the proof was made on (a
-    restore stopped by an error of ours made none: one is taken now)."""
-    txn.check_others(restored.left if restored.verification is not None else None, during=_DURING)
 
 
 _ALONE = {"passed": "passed", "inconclusive": "could not tell it from the good state"}

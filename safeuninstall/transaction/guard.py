@@ -307,23 +307,23 @@ class Guard:
             f"{files} files brought back match their hashes" + (", except:" if aside else "")
         )
 
-    def switch(self, wanted: Snapshot, *, during: str, all_or_nothing: bool = True) -> Restored:
+    def switch(
+        self, wanted: Snapshot, *, during: str, all_or_nothing: bool = True
+    ) -> tuple[Restored, str | None]:
         """Move to ``wanted``'s installed set within the change, in one batch, interrupts
         held, proven; then the check for another process's change, on the census the proof
-        was made on (ChangedByOthers). NotRestorable when something cannot come back (nothing
-        was changed then); the installer's error is said."""
+        was made on (ChangedByOthers, ``during`` it). NotRestorable when ``all_or_nothing``
+        and something cannot come back (nothing was changed then). Returns the proof and the
+        installer's error, if its uninstall failed."""
         txn = self.txn
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(
                 wanted, offline=self.change.offline, all_or_nothing=all_or_nothing
             )
-        if failed is not None:
-            self.messages.append(failed)
         # A restore stopped by an error of ours made no census: one is taken now.
-        txn.check_others(
-            restored.left if restored.verification is not None else None, during=during
-        )
-        return restored
+        proven = restored.left if restored.verification is not None else None
+        txn.check_others(proven, during=during)
+        return restored, failed
 
     def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
         """Another process changed the environment after the change was made, while it was
