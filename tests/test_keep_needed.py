@@ -69,6 +69,7 @@ def test_an_entry_point_plugin_is_found_by_bisection(make_venv: MakeVenv, plugin
     assert cleanup["trials"][-1] == {  # ends on a passing run of exactly the final state
         "removed": cleanup["removed"],
         "passed": True,
+        "inconclusive": False,
         "why": "",
     }
     assert data["removed"] == [f"toyfmt{i}==1.0" for i in range(8) if i != 3]
@@ -111,6 +112,7 @@ def test_a_probe_failure_made_once_by_chance_keeps_nothing(
         {
             "removed": ["toyfmt0", "toyfmt1", "toyfmt2"],
             "passed": True,
+            "inconclusive": False,
             "why": "failed once (RuntimeError: by chance, on run 2), then passed when run again",
         }
     ]
@@ -403,7 +405,12 @@ def test_a_kept_candidate_keeps_the_candidates_it_requires(
         "metadata",
         f"bpkg (kept)[fast] requires cpkg, an extra requested by {first} (kept)",
     )
-    assert cleanup["trials"][-1] == {"removed": ["lonely"], "passed": True, "why": ""}
+    assert cleanup["trials"][-1] == {
+        "removed": ["lonely"],
+        "passed": True,
+        "inconclusive": False,
+        "why": "",
+    }
     assert set(venv.installed()) >= {first, "bpkg", "cpkg"}
     _doctor_clean(venv)
     assert venv.run_python(f"import {first}; {first}.render()").returncode == 0
@@ -498,7 +505,12 @@ def test_a_requirement_named_first_is_not_blamed_on_its_requirer(
     cleanup = data["keep_needed"]
     assert isinstance(cleanup, dict)
     assert cleanup["probe_runs"] <= cleanup["bound"] == bound(2, 1)
-    assert cleanup["trials"][-1] == {"removed": ["xpkg"], "passed": True, "why": ""}
+    assert cleanup["trials"][-1] == {
+        "removed": ["xpkg"],
+        "passed": True,
+        "inconclusive": False,
+        "why": "",
+    }
     assert venv.tool("rollback").returncode == 0
     assert venv.file_hashes() == before
 

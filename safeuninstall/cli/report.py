@@ -619,7 +619,11 @@ def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
     """--keep-needed: what was kept and why, what was removed, what it cost."""
     if cleanup is None:
         return []
-    lines = [f"kept, needed: {k.name}: {k.reason}" for k in cleanup.kept]
+    # A candidate kept as inconclusive is not said to be needed: its reason says what it is.
+    lines = [
+        f"kept{'' if k.why == 'inconclusive' else ', needed'}: {k.name}: {k.reason}"
+        for k in cleanup.kept
+    ]
     if not (cleanup.trials or cleanup.removed):  # a dry run, or nothing left to try
         lines.append(f"to try: {', '.join(cleanup.tried) or 'nothing'}")
         return lines
