@@ -17,7 +17,7 @@ import pytest
 
 from safeuninstall.environment.installed import Source
 from safeuninstall.state import described
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, run_tool
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -217,3 +217,36 @@ def test_a_lock_or_snapshot_gives_no_version_of_a_tree_or_a_checkout(tmp_path: P
         "wheel-only": "3.0",
     }
     assert [e.pin for e in lock.entries(None)] == ["wheel-only==3.0"]
+
+
+def test_a_snapshot_of_an_editable_install_gives_no_version_of_it(
+    b_and_a_freeze: tuple[Venv, Path, Path], tmp_path: Path
+) -> None:
+    """A snapshot.toml from another machine lists the editable install with the version its
+    metadata said: not a version an index has, so none is compared or brought back."""
+    b = b_and_a_freeze[0]
+    snapshot_id = b.tool("snapshot", "-q", "--no-stash").stdout.strip()
+
+    state = described.read(b.snapshot(snapshot_id).snapshot_file)
+
+    edpkg = next(p for p in state.packages if p.name == "edpkg")
+    assert (edpkg.version, edpkg.source.kind) == (None, "editable")
+    assert "edpkg" not in {e.name for e in state.entries(None)}
+    assert {p.name: p.version for p in state.packages if p.name != "edpkg"} == {
+        "part0": "1.0",
+        "part1": "2.0",
+        "part2": "2.0",
+    }
+
+
+def test_two_files_say_an_unnamed_editable_line_without_an_environment(tmp_path: Path) -> None:
+    first = tmp_path / "a.txt"
+    first.write_text("leftpad==1.0\n-e file:///src/project\n")
+    second = tmp_path / "b.txt"
+    second.write_text("leftpad==1.0\n")
+
+    found = run_tool("diff", str(first), str(second), "--json").json()
+
+    assert found["set_aside"] == [
+        "line 2: an editable install (file:///src/project) that names no distribution: not compared"
+    ]

@@ -74,7 +74,8 @@ def _side(
     if reference in files:
         state = files[reference]
         chosen = state.select(markers, installed)
-        said = (*state.set_aside, *state.unversioned(chosen, "not compared"))
+        unversioned = state.unversioned(chosen, "not compared", here=installed is not None)
+        said = (*state.set_aside, *unversioned)
         return state.path, "file", {name: Side(p.version) for name, p in chosen.items()}, said
     if reference == NOW:
         return NOW, "now", installed_sides(context()), ()

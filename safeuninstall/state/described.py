@@ -153,26 +153,30 @@ class DescribedState(Struct, frozen=True):
         (``named``) otherwise: the file may mean any of them, and none is to be touched
         because of it."""
         found: list[DescribedPackage] = []
+        here = [n for n, s in installed.items() if s.kind == "editable"]
         for line in self.editables:
-            here = [n for n, s in installed.items() if s.kind == "editable"]
             same = [n for n in here if _as_url(installed[n].url or "") == _as_url(line.url)]
             for name in same or [n for n in here if n not in named]:
                 source = Source(kind="editable", url=line.url)
                 found.append(DescribedPackage(name, None, line.where, source))
         return found
 
-    def unversioned(self, chosen: Mapping[str, DescribedPackage], then: str) -> list[str]:
+    def unversioned(
+        self, chosen: Mapping[str, DescribedPackage], then: str, here: bool = True
+    ) -> list[str]:
         """A sentence per distribution of ``chosen`` the file gives no version of, and per
-        unnamed editable line none of them is: what is ``then`` (not compared, kept)."""
+        unnamed editable line none of them is: what is ``then`` (not compared, kept).
+        ``here``: ``chosen`` was selected with what an environment has installed."""
         said = []
         for name, package in sorted(chosen.items()):
             if package.version is None:
                 what = _SOURCES.get(package.source.kind, "no version")
                 said.append(f"{name}: {what} in {self.path} ({package.where}): {then}")
         found = {p.where for p in chosen.values() if p.version is None}
+        nor = ", and none here is from its tree" if here else ""
         said += [
             f"{line.where}: an editable install ({line.url[:_SHOWN]}) that names no "
-            f"distribution, and none here is from its tree: {then}"
+            f"distribution{nor}: {then}"
             for line in self.editables
             if line.where not in found
         ]
