@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.judgement.bisection import bound
+from safeuninstall.judgement.needs import Trial, kept_by_search
 from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel, compile_shared_library
 
@@ -589,3 +590,39 @@ def test_a_candidate_kept_through_an_extra_of_another_is_tried_after_its_request
     }
     assert venv.tool("rollback").returncode == 0
     assert venv.file_hashes() == before
+
+
+UNSURE = "INCONCLUSIVE: the metric's runs show neither a regression nor a change within it"
+
+
+@pytest.mark.parametrize(
+    ("trials", "kind", "starts"),
+    [
+        # the smallest run without it that did not pass decides how it is said
+        (
+            [Trial(("a", "b"), False, "ImportError"), Trial(("a",), False, UNSURE, True)],
+            "inconclusive",
+            "inconclusive: the metric's runs could not tell whether it is needed: "
+            "the metric's runs show neither",
+        ),
+        (
+            [Trial(("a", "b"), False, UNSURE, True), Trial(("a",), False, "ImportError")],
+            "probe",
+            "the probe fails without it, confirmed by a second run (bisection): ImportError",
+        ),
+        # of the same size, a decided failure before an inconclusive one
+        (
+            [Trial(("a", "b"), False, UNSURE, True), Trial(("a", "c"), False, "KeyError")],
+            "probe",
+            "the probe fails without it, confirmed by a second run (bisection): KeyError",
+        ),
+        ([Trial(("b",), True)], "probe", "the probe fails without it"),
+    ],
+)
+def test_how_a_candidate_the_search_kept_is_said(
+    trials: list[Trial], kind: str, starts: str
+) -> None:
+    found_kind, reason = kept_by_search("a", trials)
+
+    assert found_kind == kind
+    assert reason.startswith(starts), reason
