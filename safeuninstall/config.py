@@ -124,7 +124,9 @@ KEYS: tuple[Key, ...] = (
         "one that holds the only copy of a distribution whose name is not installed now (a "
         "removal still in effect; an upgrade's old version is none), which is not counted among "
         "the newest `keep`. A bisect's own snapshots are not counted among them either: the "
-        "newest `keep` of those are kept apart.",
+        "newest `keep` of those are kept apart. Beyond `keep`, the stashes of snapshots whose "
+        "change was undone (put back and verified) are dropped first, then the oldest of the "
+        "others.",
         command_line="none (`prune --keep N` deletes whole snapshots once)",
     ),
     Key(

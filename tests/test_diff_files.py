@@ -319,9 +319,9 @@ def test_a_freeze_file_with_hashes_urls_markers_and_an_editable(tmp_path: Path) 
     assert (packages["wheel-made"].version, packages["wheel-made"].from_index) == ("2.1", False)
     assert packages["checkout"].version is None
     assert packages["checkout"].source.url == "git+https://example.org/c.git@abc123"
-    assert state.set_aside == (
-        "line 8: an editable install (-e file:///src/project) names no version: not compared",
-    )
+    # Which distribution the editable install is, only an environment can say.
+    assert state.set_aside == ()
+    assert [(e.where, e.url) for e in state.editables] == [("line 8", "file:///src/project")]
     linux = {"sys_platform": "linux", "python_version": "3.12"}
     assert "windows-only" not in state.select(linux)
     assert "windows-only" in state.select(None)  # no environment: markers not evaluated
@@ -377,8 +377,8 @@ def test_a_version_a_file_does_not_give_is_not_compared(
 
 
 def test_an_editable_line_is_set_aside_and_said(make_venv: MakeVenv, tmp_path: Path) -> None:
-    """``-e`` names no version: left out, said in the text and in ``set_aside``; the rest is
-    compared."""
+    """``-e`` names no version, and here no distribution either (no editable install here is
+    from its tree): left out, said in the text and in ``set_aside``; the rest is compared."""
     venv = make_venv("leftpad==1.0", "urllib3==2.3.0")
     frozen = _write(
         tmp_path / "other.txt", "leftpad==1.0\n-e file:///src/project\nurllib3==2.2.1\n"
@@ -390,6 +390,9 @@ def test_an_editable_line_is_set_aside_and_said(make_venv: MakeVenv, tmp_path: P
     assert [(c["name"], c["change"]) for c in found["changes"]] == [  # type: ignore[attr-defined]
         ("urllib3", "upgraded")
     ]
-    said = "line 2: an editable install (-e file:///src/project) names no version: not compared"
+    said = (
+        "line 2: an editable install (file:///src/project) that names no distribution, and "
+        "none here is from its tree: not compared"
+    )
     assert found["set_aside"] == [said]
     assert text[-1] == f"not compared: {said}"

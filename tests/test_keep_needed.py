@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.plans.bisection import bound
+from safeuninstall.reports.needs import Trial, kept_by_search
 from tests.conftest import MakeVenv, Venv, stand_in_uv
 from tests.wheels import build_wheel, compile_shared_library
 
@@ -69,6 +70,7 @@ def test_an_entry_point_plugin_is_found_by_bisection(make_venv: MakeVenv, plugin
     assert cleanup["trials"][-1] == {  # ends on a passing run of exactly the final state
         "removed": cleanup["removed"],
         "passed": True,
+        "inconclusive": False,
         "why": "",
     }
     assert data["removed"] == [f"toyfmt{i}==1.0" for i in range(8) if i != 3]
@@ -111,6 +113,7 @@ def test_a_probe_failure_made_once_by_chance_keeps_nothing(
         {
             "removed": ["toyfmt0", "toyfmt1", "toyfmt2"],
             "passed": True,
+            "inconclusive": False,
             "why": "failed once (RuntimeError: by chance, on run 2), then passed when run again",
         }
     ]
@@ -403,7 +406,12 @@ def test_a_kept_candidate_keeps_the_candidates_it_requires(
         "metadata",
         f"bpkg (kept)[fast] requires cpkg, an extra requested by {first} (kept)",
     )
-    assert cleanup["trials"][-1] == {"removed": ["lonely"], "passed": True, "why": ""}
+    assert cleanup["trials"][-1] == {
+        "removed": ["lonely"],
+        "passed": True,
+        "inconclusive": False,
+        "why": "",
+    }
     assert set(venv.installed()) >= {first, "bpkg", "cpkg"}
     _doctor_clean(venv)
     assert venv.run_python(f"import {first}; {first}.render()").returncode == 0
@@ -498,7 +506,12 @@ def test_a_requirement_named_first_is_not_blamed_on_its_requirer(
     cleanup = data["keep_needed"]
     assert isinstance(cleanup, dict)
     assert cleanup["probe_runs"] <= cleanup["bound"] == bound(2, 1)
-    assert cleanup["trials"][-1] == {"removed": ["xpkg"], "passed": True, "why": ""}
+    assert cleanup["trials"][-1] == {
+        "removed": ["xpkg"],
+        "passed": True,
+        "inconclusive": False,
+        "why": "",
+    }
     assert venv.tool("rollback").returncode == 0
     assert venv.file_hashes() == before
 
@@ -577,3 +590,39 @@ def test_a_candidate_kept_through_an_extra_of_another_is_tried_after_its_request
     }
     assert venv.tool("rollback").returncode == 0
     assert venv.file_hashes() == before
+
+
+UNSURE = "INCONCLUSIVE: the metric's runs show neither a regression nor a change within it"
+
+
+@pytest.mark.parametrize(
+    ("trials", "kind", "starts"),
+    [
+        # the smallest run without it that did not pass decides how it is said
+        (
+            [Trial(("a", "b"), False, "ImportError"), Trial(("a",), False, UNSURE, True)],
+            "inconclusive",
+            "inconclusive: the metric's runs could not tell whether it is needed: "
+            "the metric's runs show neither",
+        ),
+        (
+            [Trial(("a", "b"), False, UNSURE, True), Trial(("a",), False, "ImportError")],
+            "probe",
+            "the probe fails without it, confirmed by a second run (bisection): ImportError",
+        ),
+        # of the same size, a decided failure before an inconclusive one
+        (
+            [Trial(("a", "b"), False, UNSURE, True), Trial(("a", "c"), False, "KeyError")],
+            "probe",
+            "the probe fails without it, confirmed by a second run (bisection): KeyError",
+        ),
+        ([Trial(("b",), True)], "probe", "the probe fails without it"),
+    ],
+)
+def test_how_a_candidate_the_search_kept_is_said(
+    trials: list[Trial], kind: str, starts: str
+) -> None:
+    found_kind, reason = kept_by_search("a", trials)
+
+    assert found_kind == kind
+    assert reason.startswith(starts), reason

@@ -424,3 +424,35 @@ def test_bisects_one_after_another_never_push_out_the_good_snapshot(
     kept = runs[-1].json()["kept"]
     assert [p["snapshot"] for p in kept["pruned"]] == ["0002"]  # type: ignore[index]
     assert venv.installed()["part"] == "2.0"
+
+
+def test_undone_failures_never_push_out_the_good_snapshot(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Eleven failed removals, each undone, after a good snapshot: their snapshots record the
+    state the environment is back in, nothing new, so their stashes go first. The good one
+    keeps its stash within ``keep`` (10): a rollback to it needs no index (none here)."""
+    house = tmp_path / "house"
+    for version in ("1.0", "2.0"):
+        build_wheel(house, "part", version, {"part.py": f"V = {version!r}\n"})
+    venv = make_venv("leftpad")
+    venv.install("part==1.0", find_links=house)
+    good = venv.tool("snapshot", "-q").stdout.strip()
+    venv.install("part==2.0", find_links=house)  # by hand: only the good stash holds 1.0
+    hashes = venv.file_hashes()
+
+    failures = [venv.tool("--json", "--probe", "import leftpad", "leftpad") for _ in range(11)]
+
+    assert all(run.returncode == 3 for run in failures), failures[-1].json()
+    assert {run.json()["outcome"] for run in failures} == {"probe-failed-restored"}
+    assert venv.file_hashes() == hashes
+    assert not folder(venv, good).pruned_mark.exists()
+    assert folder(venv, good).stash_dir.is_dir()
+    kept = [run.json()["kept"] for run in failures]
+    pruned = [p["snapshot"] for k in kept for p in k["pruned"]]  # type: ignore[index]
+    assert pruned == ["0002", "0003"]  # the oldest undone ones, as eleven stashes, then twelve
+    listed = venv.tool("snapshots", "--json").json()["snapshots"]
+    assert len(listed) == 12  # type: ignore[arg-type]
+    back = venv.tool("--json", "rollback", "--no-probe", "--offline", good)
+    assert back.returncode == 0, back.json()
+    assert venv.installed()["part"] == "1.0"

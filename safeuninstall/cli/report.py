@@ -445,12 +445,14 @@ def diff_report(found: DiffResult, *, quiet: bool = False, verbose: bool = False
     for change in d.changes:
         kind = change.kind.value
         mark = _DIFF_MARKS[kind]
-        if change.before is None:
-            what = f"{change.name} {change.after}"
-        elif change.after is None or change.before == change.after:
-            what = f"{change.name} {change.before}"
+        # None: absent on that side, or present with no version (a file's source tree)
+        before, after = change.before or "(no version)", change.after or "(no version)"
+        if kind == "added":
+            what = f"{change.name} {after}"
+        elif kind == "removed" or before == after:
+            what = f"{change.name} {before}"
         else:
-            what = f"{change.name} {change.before} -> {change.after}"
+            what = f"{change.name} {before} -> {after}"
         sizes = _diff_sizes(change.size_before, change.size_after)
         lines.append(f"  {mark} {what}  ({kind}{sizes})")
         shown = change.files if verbose else change.files[:_SHOWN_FILES]
@@ -617,7 +619,11 @@ def cleanup_lines(cleanup: Cleanup | None) -> list[str]:
     """--keep-needed: what was kept and why, what was removed, what it cost."""
     if cleanup is None:
         return []
-    lines = [f"kept, needed: {k.name}: {k.reason}" for k in cleanup.kept]
+    # A candidate kept as inconclusive is not said to be needed: its reason says what it is.
+    lines = [
+        f"kept{'' if k.why == 'inconclusive' else ', needed'}: {k.name}: {k.reason}"
+        for k in cleanup.kept
+    ]
     if not (cleanup.trials or cleanup.removed):  # a dry run, or nothing left to try
         lines.append(f"to try: {', '.join(cleanup.tried) or 'nothing'}")
         return lines

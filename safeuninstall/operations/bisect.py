@@ -106,7 +106,8 @@ class _Good(NamedTuple):
             return cls(snap, f"snapshot {snap.id}")
         state = described.read(Path(reference))
         markers = ctx.interpreter.markers
-        chosen = state.select(markers)
+        installed = installed_distributions(ctx.interpreter)
+        chosen = state.select(markers, {name: d.source for name, d in installed.items()})
         unversioned = frozenset(n for n, p in chosen.items() if p.version is None)
         # An index source is matched by version alone: a lock file may name the index URL.
         packages = tuple(
@@ -126,10 +127,7 @@ class _Good(NamedTuple):
             packages=packages,
         )
         notes = [f"{state.path}: {line}" for line in state.set_aside]
-        notes += [
-            f"{name}: {state.path} gives no version of it: kept as it is, not bisected"
-            for name in sorted(unversioned)
-        ]
+        notes += state.unversioned(chosen, "kept as it is, not bisected")
         return cls(snap, f"the file {state.path}", unversioned, tuple(notes))
 
 

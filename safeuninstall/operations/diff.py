@@ -19,6 +19,7 @@ from pathlib import Path
 
 from safeuninstall.context.analysis import installed_sides
 from safeuninstall.context.context import Context
+from safeuninstall.environment.installed import Source, installed_distributions
 from safeuninstall.operations.results import DiffResult, SideKind
 from safeuninstall.plans.diff import Side, compare, snapshot_sides
 from safeuninstall.state import described
@@ -41,9 +42,13 @@ def diff(target: Callable[[], Context], first: str | None, second: str | None) -
     context = functools.cache(target)
     # A file's markers are evaluated for the environment compared with it, if there is one.
     markers = context().interpreter.markers if len(files) < 2 else None
-    before_label, before_kind, before = _side(context, before_ref, files, markers)
-    after_label, after_kind, after = _side(context, after_ref, files, markers)
-    set_aside = tuple(line for state in files.values() for line in state.set_aside)
+    # What is installed tells which distributions a file's unnamed editable lines are.
+    installed = _sources(context()) if files and markers is not None else None
+    before_label, before_kind, before, said = _side(context, before_ref, files, markers, installed)
+    after_label, after_kind, after, said_after = _side(
+        context, after_ref, files, markers, installed
+    )
+    set_aside = said + said_after
     return DiffResult(
         before_label,
         after_label,
@@ -54,17 +59,25 @@ def diff(target: Callable[[], Context], first: str | None, second: str | None) -
     )
 
 
+def _sources(ctx: Context) -> dict[str, Source]:
+    return {name: dist.source for name, dist in installed_distributions(ctx.interpreter).items()}
+
+
 def _side(
     context: Callable[[], Context],
     reference: str,
     files: dict[str, described.DescribedState],
     markers: Mapping[str, str] | None,
-) -> tuple[str, SideKind, dict[str, Side]]:
+    installed: Mapping[str, Source] | None,
+) -> tuple[str, SideKind, dict[str, Side], tuple[str, ...]]:
+    """A side's label, kind and distributions; for a file, what of it is not compared."""
     if reference in files:
         state = files[reference]
-        chosen = state.select(markers)
-        return state.path, "file", {name: Side(p.version) for name, p in chosen.items()}
+        chosen = state.select(markers, installed)
+        unversioned = state.unversioned(chosen, "not compared", here=installed is not None)
+        said = (*state.set_aside, *unversioned)
+        return state.path, "file", {name: Side(p.version) for name, p in chosen.items()}, said
     if reference == NOW:
-        return NOW, "now", installed_sides(context())
+        return NOW, "now", installed_sides(context()), ()
     snap = context().store.resolve(reference)
-    return snap.id, "snapshot", snapshot_sides(snap)
+    return snap.id, "snapshot", snapshot_sides(snap), ()

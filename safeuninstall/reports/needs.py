@@ -268,6 +268,28 @@ class Trial(Struct, frozen=True):
     removed: tuple[str, ...]
     passed: bool
     why: str = ""  # a failure: the probe's last line, or the drift
+    # Not passed, yet no failure either: a metric's runs could not tell (metric.decide)
+    inconclusive: bool = False
+
+
+# The kind of a candidate the search keeps because the runs without it did not pass: the probe
+# failed, or a metric's runs could not tell (which shows neither that it is needed nor not).
+PROBE = "probe"
+INCONCLUSIVE = "inconclusive"
+
+
+def kept_by_search(name: str, trials: Sequence[Trial]) -> tuple[str, str]:
+    """The kind and reason of a candidate the search kept, from the smallest run that removed
+    it and did not pass (a decided failure before an inconclusive one of the same size): the
+    probe failed without it, or the metric's runs could not tell, never said as a failure."""
+    unpassed = [t for t in trials if not t.passed and name in t.removed]
+    smallest = min(unpassed, key=lambda t: (len(t.removed), t.inconclusive), default=None)
+    if smallest is not None and smallest.inconclusive:
+        text = "inconclusive: the metric's runs could not tell whether it is needed"
+        shown = smallest.why.removeprefix("INCONCLUSIVE: ")  # metric.decide's words
+        return INCONCLUSIVE, f"{text}: {shown}" if shown else text
+    text = "the probe fails without it, confirmed by a second run (bisection)"
+    return PROBE, f"{text}: {smallest.why}" if smallest is not None and smallest.why else text
 
 
 class Cleanup(Struct, frozen=True):
@@ -292,7 +314,13 @@ class Cleanup(Struct, frozen=True):
             "reruns": self.reruns,
             "bound": self.bound,
             "trials": [
-                {"removed": list(t.removed), "passed": t.passed, "why": t.why} for t in self.trials
+                {
+                    "removed": list(t.removed),
+                    "passed": t.passed,
+                    "inconclusive": t.inconclusive,
+                    "why": t.why,
+                }
+                for t in self.trials
             ],
         }
 

@@ -7,8 +7,15 @@ Three kinds of file say it, told apart by name and content:
   ``safe-uninstall export --format pylock`` or a locker writes, validated by
   ``packaging.pylock``;
 - any other name: a pinned requirements file, ``name==version`` a line, as ``uv pip freeze``
-  and ``safe-uninstall export`` write it (comments, ``--hash`` options, ``name @ URL`` lines and
-  index options are read; ``-e`` lines, which name no version, are set aside with a note).
+  and ``safe-uninstall export`` write it (comments, ``--hash`` options, ``name @ URL`` lines,
+  ``-e`` lines and index options are read).
+
+A source tree or a checkout (an editable install, a ``directory`` or ``vcs`` source, ``name @``
+a folder) gives no version an index has, whatever version its metadata said: the file says only
+that the name is present as *some* install. Its version is None, so nothing compares it and no
+command brings one back or takes the install here away because of it. ``uv pip freeze`` names an
+editable install by its tree alone (``-e file:///src/x``): which distribution that is, only an
+environment can say (``select`` with what is installed there).
 
 Each becomes one ``DescribedState``: per distribution its version, where it comes from and the
 hashes the file gives, and the marker under which it applies. ``select`` gives the set that
@@ -92,20 +99,32 @@ class DescribedPackage(Struct, frozen=True):
         return self.version is not None and self.source.kind == "index"
 
 
+class UnnamedEditable(Struct, frozen=True):
+    """An ``-e`` line that names its source alone, as ``uv pip freeze`` writes one."""
+
+    where: str
+    url: str
+
+
 class DescribedState(Struct, frozen=True):
     """What a file says another environment has."""
 
     path: str  # as given
     format: DescribedFormat
     packages: tuple[DescribedPackage, ...]
-    # What was read and left out, each a sentence naming its line: an editable install
+    # What was read and left out, each a sentence naming its line
     set_aside: tuple[str, ...] = ()
     python: str | None = None  # the Python version the file was made for, where it says
+    editables: tuple[UnnamedEditable, ...] = ()
 
-    def select(self, markers: Mapping[str, str] | None) -> dict[str, DescribedPackage]:
+    def select(
+        self, markers: Mapping[str, str] | None, installed: Mapping[str, Source] | None = None
+    ) -> dict[str, DescribedPackage]:
         """The distributions that apply to an environment with these marker values, by name;
         ``markers`` None: every one, markers not evaluated. A name that applies twice is an
-        error: one environment has one version of it."""
+        error: one environment has one version of it. ``installed``: the sources of what an
+        environment has, by name, which tell which distributions the unnamed editable lines
+        are (``editables_in``)."""
         chosen: dict[str, DescribedPackage] = {}
         for package in self.packages:
             if markers is not None and not _applies(package, markers, self.path):
@@ -121,7 +140,47 @@ class DescribedState(Struct, frozen=True):
                     f"({first.where}); {why}"
                 )
             chosen[package.name] = package
+        if installed is not None:
+            for package in self.editables_in(installed, chosen):
+                chosen.setdefault(package.name, package)
         return chosen
+
+    def editables_in(
+        self, installed: Mapping[str, Source], named: Mapping[str, DescribedPackage]
+    ) -> list[DescribedPackage]:
+        """The installed distributions an unnamed editable line may be: the editable install
+        from its tree; where none is, every editable install the file does not name
+        (``named``) otherwise: the file may mean any of them, and none is to be touched
+        because of it."""
+        found: list[DescribedPackage] = []
+        here = [n for n, s in installed.items() if s.kind == "editable"]
+        for line in self.editables:
+            same = [n for n in here if _as_url(installed[n].url or "") == _as_url(line.url)]
+            for name in same or [n for n in here if n not in named]:
+                source = Source(kind="editable", url=line.url)
+                found.append(DescribedPackage(name, None, line.where, source))
+        return found
+
+    def unversioned(
+        self, chosen: Mapping[str, DescribedPackage], then: str, here: bool = True
+    ) -> list[str]:
+        """A sentence per distribution of ``chosen`` the file gives no version of, and per
+        unnamed editable line none of them is: what is ``then`` (not compared, kept).
+        ``here``: ``chosen`` was selected with what an environment has installed."""
+        said = []
+        for name, package in sorted(chosen.items()):
+            if package.version is None:
+                what = _SOURCES.get(package.source.kind, "no version")
+                said.append(f"{name}: {what} in {self.path} ({package.where}): {then}")
+        found = {p.where for p in chosen.values() if p.version is None}
+        nor = ", and none here is from its tree" if here else ""
+        said += [
+            f"{line.where}: an editable install ({line.url[:_SHOWN]}) that names no "
+            f"distribution{nor}: {then}"
+            for line in self.editables
+            if line.where not in found
+        ]
+        return said
 
     def entries(self, markers: Mapping[str, str] | None) -> tuple[PackageEntry, ...]:
         """The distributions that apply, each as a snapshot lists one (name, version, source;
@@ -134,6 +193,24 @@ class DescribedState(Struct, frozen=True):
             for _, p in sorted(self.select(markers).items())
             if p.version is not None
         )
+
+
+# How a distribution the file gives no version of is said, by its source's kind.
+_SOURCES = {
+    "editable": "an editable install",
+    "directory": "a source tree",
+    "vcs": "a checkout",
+    "url": "a direct reference",
+}
+# Sources that are a tree or a checkout: a version of one is not a version an index has.
+_TREES = frozenset({"editable", "directory", "vcs"})
+
+
+def _as_url(where: str) -> str:
+    """A tree's path or ``file:`` URL as one ``file:`` URL, to match an installed one."""
+    if where.startswith("/"):
+        return Path(where).as_uri()
+    return where.rstrip("/")
 
 
 def is_file_reference(reference: str) -> bool:
@@ -223,7 +300,12 @@ def _from_snapshot(path: Path, data: dict[str, Any]) -> DescribedState:
     except SnapshotInvalid as err:
         raise InvalidInput(err.message) from None
     packages = tuple(
-        DescribedPackage(entry.name, entry.version, f"packages[{index}]", entry.source)
+        DescribedPackage(
+            entry.name,
+            None if entry.source.kind in _TREES else entry.version,
+            f"packages[{index}]",
+            entry.source,
+        )
         for index, entry in enumerate(snap.packages)
     )
     return DescribedState(str(path), DescribedFormat.SNAPSHOT, packages, (), snap.target.version)
@@ -252,12 +334,15 @@ def _locked(path: Path, where: str, package: Package) -> DescribedPackage:
             version = str(parse_wheel_filename(wheel.filename)[1])
     if package.sdist is not None:
         hashes += _hashes(package.sdist.hashes)
+    source = _lock_source(package)
+    if source.kind in _TREES:
+        version = None
     name, version = _checked(path, where, str(package.name), version)
     return DescribedPackage(
         name,
         version,
         where,
-        _lock_source(package),
+        source,
         str(package.marker) if package.marker is not None else None,
         tuple(dict.fromkeys(hashes)),
     )
@@ -298,19 +383,28 @@ _INDEX_OPTIONS = re.compile(
     r"(-i|--index-url|--extra-index-url|-f|--find-links|--no-index|--trusted-host|--pre"
     r"|--prefer-binary|--only-binary|--no-binary|--require-hashes)(\s|=|$)"
 )
-_EDITABLE = re.compile(r"(-e|--editable)(\s|=)")
+_EDITABLE = re.compile(r"(-e|--editable)(\s+|=)")
+_EGG = re.compile(r"[#&]egg=([A-Za-z0-9._-]+)")
+# What pip freeze writes above an editable install it finds no VCS URL for.
+_PIP_EDITABLE_COMMENT = re.compile(r"#\s*Editable\b[^(]*\(([A-Za-z0-9._-]+)==[^)]*\)")
 _INCLUDE = re.compile(r"(-r|--requirement|-c|--constraint)(\s|=)")
 
 
 def _from_requirements(path: Path, text: str) -> DescribedState:
     packages: list[DescribedPackage] = []
-    set_aside: list[str] = []
+    editables: list[UnnamedEditable] = []
+    named = _pip_editable_names(text)
     for number, line in logical_lines(text):
         where = f"line {number}"
-        if _EDITABLE.match(line):
-            set_aside.append(
-                f"{where}: an editable install ({line[:_SHOWN]}) names no version: not compared"
-            )
+        if editable := _EDITABLE.match(line):
+            target = line[editable.end() :].strip()
+            name = _egg_name(target) or named.get(number)
+            if name is None:
+                editables.append(UnnamedEditable(where, target))
+            else:
+                canonical, _ = _checked(path, where, name, None)
+                source = Source(kind="editable", url=target)
+                packages.append(DescribedPackage(canonical, None, where, source))
         elif _INCLUDE.match(line):
             raise InvalidInput(
                 f"{path}: {where}: {line[:_SHOWN]!r} includes another file; give a file that "
@@ -327,11 +421,33 @@ def _from_requirements(path: Path, text: str) -> DescribedState:
             raise InvalidInput(f"{path}: {where}: {_too_many()}")
         else:
             packages.append(_pinned(path, where, line))
-    if not packages and not set_aside:
+    if not packages and not editables:
         raise InvalidInput(f"{path}: no `name==version` line: not a pinned requirements file")
     return DescribedState(
-        str(path), DescribedFormat.REQUIREMENTS, tuple(packages), tuple(set_aside)
+        str(path), DescribedFormat.REQUIREMENTS, tuple(packages), editables=tuple(editables)
     )
+
+
+def _egg_name(target: str) -> str | None:
+    """The name a VCS or URL target gives in its ``#egg=`` fragment (pip freeze writes it)."""
+    found = _EGG.search(target)
+    return found.group(1) if found else None
+
+
+def _pip_editable_names(text: str) -> dict[int, str]:
+    """The line numbers of the lines pip freeze's comment names an editable install for:
+    ``# Editable install with no version control (name==1.0)`` above ``-e /src/name``."""
+    named: dict[int, str] = {}
+    pending: str | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if found := _PIP_EDITABLE_COMMENT.match(line):
+            pending = found.group(1)
+        elif line and not line.startswith("#"):
+            if pending is not None:
+                named[number] = pending
+            pending = None
+    return named
 
 
 def _pinned(path: Path, where: str, line: str) -> DescribedPackage:

@@ -21,6 +21,12 @@ through on its way back: it is not counted against ``keep`` of the others, so th
 one after another never push out the good snapshot they all switch to (nor the states before).
 The newest ``keep`` of them keep their stash, counted apart.
 
+A snapshot whose change was undone (put back and verified: a failed removal, a refused run)
+records nothing new either: the environment is back in its state. Counted against ``keep``, a
+run of such failures would push out the stash of an older snapshot that holds something no
+other does (the version before an upgrade); so where the stashes are over ``keep``, those of
+undone changes go first, oldest first, and only then the oldest of the others.
+
 ``prune`` is the explicit command: it deletes whole snapshots, and one whose stash is such an
 only copy only when asked (``--drop-only-copies``).
 """
@@ -157,6 +163,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
         return None
     ids = [i for i, _ in heads]
     returned = {i for i, head in heads if _returned(head.outcome)}
+    undone = {i for i, head in heads if _undone(head.outcome)}
     every = ids[::-1]  # oldest first, measured whole: their own files (snapshot.toml...) too
     latest = every[-1]
     ids = [i for i in every if store.folder(i).stash_dir.is_dir()]  # what may lose its stash
@@ -170,7 +177,7 @@ def settle(store: Store, policy: Policy, installed: Callable[[], Mapping[str, st
     holdings = store.holdings(every)
 
     def plan_keeping(only: Iterable[str]) -> list[str]:
-        return _plan(ids, returned, holdings, protected, policy, set(only))
+        return _plan(ids, (returned, undone), holdings, protected, policy, set(only))
 
     doomed_ids = plan_keeping(copies)
     unguarded = plan_keeping(())  # what the bounds alone would drop: did a copy's guard count?
@@ -208,25 +215,38 @@ def _returned(outcome: str) -> bool:
     return isinstance(note, Outcome) and note.ending is Ending.RETURNED
 
 
+def _undone(outcome: str) -> bool:
+    """Whether a snapshot's note says its change was put back and verified (by the operation
+    itself, or by a recover that returned to it)."""
+    try:
+        return parse_note(outcome).undone
+    except ValueError:
+        return False
+
+
 def _plan(
     ids: Sequence[str],
-    returned: set[str],
+    apart: tuple[set[str], set[str]],
     holdings: Holdings,
     protected: set[str],
     policy: Policy,
     copies: set[str],
 ) -> list[str]:
     """The stashes to drop, oldest first: beyond the newest ``keep`` of the snapshots but the
-    ``returned`` ones, and of the ``returned`` ones apart; then the oldest until the rest hold
-    at most ``max-size``. The latest's stash, protected, is not counted against max-size: it
-    always stays."""
+    returned ones (``apart``: returned, undone), those of undone changes first, and of the
+    returned ones apart; then the oldest until the rest hold at most ``max-size``. The
+    latest's stash, protected, is not counted against max-size: it always stays."""
+    returned, undone = apart
     counted = [i for i in ids if i not in returned]
+    # plan_prune drops from the front: the undone ones first, then the others, oldest first;
+    # the protected last, as the newest (they stay, and count among the newest ``keep``).
+    ranked = sorted(counted, key=lambda i: (i in protected, i not in undone, ids.index(i)))
     doomed = plan_prune(
-        counted, holdings, protected, keep=policy.keep, max_size=None, only_copies=copies
+        ranked, holdings, protected, keep=policy.keep, max_size=None, only_copies=copies
     )
-    apart = [i for i in ids if i in returned and i not in copies]  # the latest counts among them
+    bisects = [i for i in ids if i in returned and i not in copies]  # with the latest
     if policy.keep is not None:
-        doomed += [i for i in apart[: max(len(apart) - policy.keep, 0)] if i not in protected]
+        doomed += [i for i in bisects[: max(len(bisects) - policy.keep, 0)] if i not in protected]
     rest = [i for i in ids if i not in doomed]
     doomed += plan_prune(
         rest,

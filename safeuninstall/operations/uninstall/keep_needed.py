@@ -22,12 +22,15 @@ from safeuninstall.environment.installed import census
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall.removal import Attempt, Removal
 from safeuninstall.plans.bisection import bound, search
+from safeuninstall.probe.derived import undecided
 from safeuninstall.probe.runner import ProbeResult
 from safeuninstall.reports.needs import (
+    INCONCLUSIVE,
     Cleanup,
     Needed,
     Trial,
     judge,
+    kept_by_search,
     loaded_by_probe,
     required,
     together,
@@ -253,10 +256,15 @@ class KeepNeeded(Attempt):
         found = search(list(units), lambda chosen: self._passes(removes(chosen)))
         self.needed_units = len(found.needed)
         self.found_needed += [
-            Needed(name, (self._why_needed(name, units[unit]),), "probe")
-            for unit in found.needed
-            for name in units[unit]
+            self._why_needed(name, units[unit]) for unit in found.needed for name in units[unit]
         ]
+        unsure = [n.name for n in self.found_needed if n.why == INCONCLUSIVE]
+        if unsure:
+            messages.append(
+                f"the metric's runs could not tell whether {', '.join(unsure)} is needed "
+                "(kept: inconclusive is never a pass); more runs (--metric-runs), a wider "
+                "--max-regression or a steadier workload may tell"
+            )
         # The search moved units as if each were needed or not on its own; what stays keeps
         # what it requires, in every run (the probe judged that) and at the end.
         chosen = frozenset(n for unit in found.removable for n in units[unit])
@@ -268,6 +276,9 @@ class KeepNeeded(Attempt):
                 "are not independent, or the probe is not reliable): restoring all"
             )
             return Cause.PROBE_FAILED
+        if not final and unsure:
+            messages.append("no candidate tried was shown removable: restoring them all")
+            return Cause.INCONCLUSIVE
         if not final:
             messages.append("every candidate tried is needed: restoring them all")
             return Cause.NEEDED
@@ -306,13 +317,11 @@ class KeepNeeded(Attempt):
             cleanup=cleanup,
         )
 
-    def _why_needed(self, name: str, unit: Sequence[str]) -> str:
-        """The failure of the smallest failing run that removed ``name``; and the candidates
-        that share files with it, which go and stay with it."""
-        failed = [t for t in self.trials if not t.passed and name in t.removed]
-        text = "the probe fails without it, confirmed by a second run (bisection)"
-        if failed:
-            text += ": " + min(failed, key=lambda t: len(t.removed)).why
+    def _why_needed(self, name: str, unit: Sequence[str]) -> Needed:
+        """``name`` kept by the search: the failure of the smallest failing run that removed
+        it, or its metric's inconclusive runs (needs.kept_by_search); and the candidates that
+        share files with it, which go and stay with it."""
+        kind, text = kept_by_search(name, self.trials)
         sharing = next(u for u in self.sharing.values() if name in u)
         others = [n for n in unit if n != name and n in sharing]
         if others:
@@ -320,7 +329,7 @@ class KeepNeeded(Attempt):
         others = [n for n in unit if n not in sharing]
         if others:
             text += f" (tried together with {', '.join(others)}: they require each other)"
-        return text
+        return Needed(name, (text,), kind)
 
     def _passes(self, removed: frozenset[str]) -> bool:
         """Put the environment in the state without ``removed``, probe it, judge it. Without
@@ -343,22 +352,23 @@ class KeepNeeded(Attempt):
             return True
         self.txn.probing()
         shown = ", ".join(sorted(removed))
-        passed, why = self._verdict()
-        if not passed:
-            run = len(self.trials) + 1
-            self.ctx.emit("bisect", f"run {run}: without {shown}: FAILED; running it again")
+        passed, why, unsure = self._verdict()
+        if not passed:  # a metric's runs that could not tell may tell on a second go
+            run, said = len(self.trials) + 1, "INCONCLUSIVE" if unsure else "FAILED"
+            self.ctx.emit("bisect", f"run {run}: without {shown}: {said}; running it again")
             self.reruns += 1
-            passed, again = self._verdict()
-            once = f"failed once ({why})" if why else "failed once"
+            passed, again, unsure = self._verdict()
+            once = f"{said.lower()} once ({why})" if why else f"{said.lower()} once"
             why = again if not passed else f"{once}, then passed when run again"
-        self.trials.append(Trial(tuple(sorted(removed)), passed, why))
-        verdict = "passed" if passed else "FAILED twice"
+        self.trials.append(Trial(tuple(sorted(removed)), passed, why, unsure))
+        verdict = "passed" if passed else "INCONCLUSIVE" if unsure else "FAILED twice"
         self.ctx.emit("bisect", f"run {len(self.trials)}: without {shown}: {verdict}")
         return passed
 
-    def _verdict(self) -> tuple[bool, str]:
-        """One probe run on the environment as it is: whether it passed, and why not (the
-        probe's last line, or the drift)."""
+    def _verdict(self) -> tuple[bool, str, bool]:
+        """One probe run on the environment as it is: whether it passed, why not (the
+        probe's last line, or the drift), and whether that is a metric's runs that could not
+        tell (derived.undecided), not a failure."""
         after, _ = self._probe()
         self.txn.check_others(
             during="during the removal", then="the probe judged another environment"
@@ -374,7 +384,10 @@ class KeepNeeded(Attempt):
         why = failure.splitlines()[-1] if failure else ""
         if drifted and not passed and not why:
             why = "drift: " + drifted[0].describe()
-        return passed, why
+        unsure = undecided(after) and not (drifted and not self.removal.options.allow_drift)
+        if unsure:  # what the metric's runs showed, not the workload's last line (a number)
+            why = next(r.metric.why for r in after if not r.passed and r.metric is not None)
+        return passed, why, unsure
 
     def _move_to(self, removed: frozenset[str]) -> None:
         """Restore what ``removed`` leaves out (from the stash, verified), uninstall the rest."""
