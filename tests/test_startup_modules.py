@@ -80,7 +80,7 @@ def test_listing_snapshots_loads_neither_installer_nor_installed_set(
     ("args", "operation"),
     [
         pytest.param(("audit",), "audit", id="audit"),
-        pytest.param(("export", "latest", "-o", "-"), "export", id="export"),
+        pytest.param(("export", "latest"), "export", id="export"),  # to standard output
         pytest.param(("diff", "latest"), "diff", id="diff"),
         pytest.param(("doctor",), "inspect", id="doctor"),
         pytest.param(("check", "leftpad"), "inspect", id="check"),
