@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -238,6 +239,8 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
         timed("snapshots", warmup, done)
 
     timed_rounds(cfg, [snapshots])
+    if cfg.against is not None:
+        _against(ws, cfg, results, stacks, stack, cfg.against, tool)
     venv.clear_history()
     results.info[f"the {stack} venv"] = _shape(venv)
 
@@ -315,6 +318,55 @@ def _one_stack(ws: Workspace, cfg: Config, results: Results, stacks: Stacks, sta
     else:
         results.not_measured(section, "`audit`", "no audit command in this build")
     add(f"`snapshots` with {history} snapshots", "snapshots")
+
+
+def _against(
+    ws: Workspace,
+    cfg: Config,
+    results: Results,
+    stacks: Stacks,
+    stack: str,
+    other: str,
+    tool: list[str],
+) -> None:
+    """``snapshots`` and ``doctor`` of this build and of ``other`` in turn, each in its own venv
+    of the stack with a history it made itself (the builds' caches differ): the ratio of each
+    pair, this build's time over the other's, so that a drift of the machine's speed cancels."""
+    venv = Venv(ws.root / f"stack-{stack}-against")
+    shutil.rmtree(venv.root, ignore_errors=True)
+    stacks.install(stack, venv.root)
+    theirs = [other, "-p", str(venv.root)]
+    count = _history(
+        ws, venv, theirs, lambda *n: stacks.reinstall(stack, venv.root, n), cfg.stack_snapshots
+    )
+    commands = ("snapshots", "doctor")
+    mine = {command: Series() for command in commands}
+    other_runs = {command: Series() for command in commands}
+    ratios: dict[str, list[float]] = {command: [] for command in commands}
+
+    def pair(command: str, warmup: bool) -> None:
+        ours = ws.run([*tool, command, "--json"], check=False)
+        other_run = ws.run([*theirs, command, "--json"], check=False)
+        if not warmup:
+            mine[command].add_run(ours)
+            other_runs[command].add_run(other_run)
+            ratios[command].append(ours.seconds / other_run.seconds)
+
+    timed_rounds(cfg, [lambda w: pair("snapshots", w), lambda w: pair("doctor", w)])
+    shutil.rmtree(venv.root, ignore_errors=True)
+    for command in commands:
+        paired = sorted(ratios[command])
+        median = statistics.median(paired)
+        results.values[f"real.{stack}.{command}_vs_against"] = median
+        section = f"real: {stack}"
+        results.add(
+            section,
+            f"`{command}` ({count} snapshots), this build, paired with the next row",
+            mine[command],
+            note=f"this / the other, pair by pair: median {median:.2f}, "
+            f"{paired[0]:.2f} to {paired[-1]:.2f} over {len(paired)} pairs",
+        )
+        results.add(section, f"the same by `{other}`", other_runs[command])
 
 
 def _history(

@@ -266,6 +266,17 @@ def _real_stack_targets(results: Results) -> list[Target]:
                     _below(limit),
                 )
             )
+        if key + "snapshots_vs_against" in v:
+            targets.append(
+                _ratio_target(
+                    v,
+                    f"{stack}: `snapshots` / the same of --against's build, paired",
+                    "<= 1.2",
+                    (key + "snapshots_vs_against",),
+                    lambda r: (r, f"median of the pairs' ratios {r:.2f}"),
+                    _at_most(1.2),
+                )
+            )
         peaks = [value for k, value in v.items() if k.startswith(key) and k.endswith(".peak_mib")]
         if peaks:
             targets.append(

@@ -72,6 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         help="run only this scenario (repeatable): "
         + ", ".join(scenario.__name__ for scenario in scenarios.SCENARIOS),
     )
+    parser.add_argument(
+        "--stack",
+        action="append",
+        default=[],
+        metavar="STACK",
+        help="real_stacks: only this stack (repeatable): torch, ml",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="SAFE_UNINSTALL",
+        help="real_stacks: another build's safe-uninstall command (e.g. 0.1.0 installed in a venv "
+        "of its own): `snapshots` and `doctor` of both timed in turn, the ratio pair by pair",
+    )
     args = parser.parse_args(argv)
 
     cfg = scenarios.QUICK if args.quick else scenarios.FULL
@@ -79,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = scenarios.Config(**{**vars(cfg), "runs": args.runs})
     if args.probe_seconds:
         cfg = scenarios.Config(**{**vars(cfg), "probe_sleep": args.probe_seconds})
+    if args.stack:
+        cfg = scenarios.Config(**{**vars(cfg), "stacks": tuple(args.stack)})
+    if args.against:
+        cfg = scenarios.Config(**{**vars(cfg), "against": args.against})
     root = Path(tempfile.mkdtemp(prefix="safe-uninstall-bench-", dir=args.workdir))
     try:
         ws = Workspace.create(root)

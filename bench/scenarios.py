@@ -49,6 +49,9 @@ class Config:
     # the real stacks (tests/stacks/), and how many snapshots `snapshots` lists there
     stacks: tuple[str, ...] = ("torch", "ml")
     stack_snapshots: int = 50
+    # another build's `safe-uninstall` (0.1.0 in a venv of its own, say): `snapshots` and
+    # `doctor` of both are timed in turn on the real stacks, each in a venv and history of its own
+    against: str | None = None
     # bisect: the units its search is counted over, how many culprit sets at most for each,
     # and the harmless changes beside nvidia-nccl-cu13 in the torch bisect
     bisect_sizes: tuple[int, ...] = (8, 32, 128)

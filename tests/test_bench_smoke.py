@@ -5,6 +5,7 @@ Nothing about time is asserted here; `python bench/run.py` measures and judges t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from bench import bisect_rounds, realstacks, report, scenarios
 from bench.dists import big_dist, record_hash, small_dist, write_installed, zeros_record_hash
-from bench.envs import Workspace, bundled_pip_wheel
+from bench.envs import Workspace, bundled_pip_wheel, tool_argv
 from bench.inprocess import open_venv
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.transaction.restore import RestoreReport, verify
@@ -132,9 +133,10 @@ def test_every_synthetic_scenario_runs_and_yields_numbers(tmp_path: Path) -> Non
 def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: Stacks) -> None:
     """The torch stack (the test tier's cache has it) once: every real-stack command of the
     bench runs there beside uv and pip; the 62,767-file ML venv is left to `bench/run.py`."""
-    smoke = scenarios.SMOKE
-    assert smoke.stacks == ("torch",)
+    assert scenarios.SMOKE.stacks == ("torch",)
     assert scenarios.real_stacks in scenarios.SCENARIOS
+    # This build against itself: the paired rows and their ratio targets (bench/run.py --against)
+    smoke = dataclasses.replace(scenarios.SMOKE, against=tool_argv()[0])
     results = scenarios.Results(config=smoke)
     # The session's cache, opened before this test's clean environment hid the machine's pip
     # configuration (its local index mirrors, where the torch wheels came from).
@@ -161,6 +163,10 @@ def test_the_real_stack_scenarios_run_and_yield_numbers(tmp_path: Path, stacks: 
             "check",
         )
     }
+    paired = [t for t in report.evaluate(results) if "--against's build" in t.name]
+    assert [t.name.split("`")[1] for t in paired] == ["snapshots"]
+    assert all(t.measured is not None and t.measured > 0 for t in paired), paired
+    assert results.values["real.torch.doctor_vs_against"] > 0
     # The guard by hand is the probe, the uninstall and the probe: more than its last two steps.
     values = results.values
     assert values["real.torch.hand_passing"] > values["real.torch.hand_uninstall_probe"]

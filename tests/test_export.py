@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from packaging.pylock import Pylock
 
-from safeuninstall.environment.installed import Source
+from safeuninstall.environment.source import Source
 from safeuninstall.operations import export
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from tests.conftest import UV, MakeVenv, Venv

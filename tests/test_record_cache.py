@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.environment import paths
-from safeuninstall.environment.installed import InstalledDistribution, Source
+from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.recordcache import RecordCache
+from safeuninstall.environment.source import Source
 from safeuninstall.libraries.index import Ownership, ownership, ownership_on_demand
 from tests.conftest import UV, MakeVenv, once_the_snapshot_exists
 from tests.wheels import build_wheel

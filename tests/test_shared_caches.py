@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.environment.installed import InstalledDistribution, Source
+from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.recordcache import RECORD_CACHE_FILE, RecordCache
+from safeuninstall.environment.source import Source
 from safeuninstall.libraries.index import ownership
 from tests.conftest import UV, MakeVenv
 

@@ -13,14 +13,18 @@ from tests.conftest import MakeVenv, Run
 _NOT_FOR_READING = ("safeuninstall.transaction", "safeuninstall.libraries.elf")
 
 
-def _loaded(run: Run) -> list[str]:
-    """The tool's modules the command imported, from ``-X importtime`` on its stderr."""
-    names = [
+def _imported(run: Run) -> list[str]:
+    """Every module the command imported, from ``-X importtime`` on its stderr."""
+    return [
         line.rsplit("|", 1)[1].strip()
         for line in run.stderr.splitlines()
         if line.startswith("import time:") and "|" in line
     ]
-    return [name for name in names if name.startswith("safeuninstall")]
+
+
+def _loaded(run: Run) -> list[str]:
+    """The tool's modules the command imported."""
+    return [name for name in _imported(run) if name.startswith("safeuninstall")]
 
 
 def _restore_machinery(loaded: list[str]) -> list[str]:
@@ -48,11 +52,35 @@ def test_a_read_only_command_loads_no_restore_machinery(
     assert _restore_machinery(loaded) == []
 
 
+# What only a change, a plan or the installed set needs: a listing of the snapshots reads the
+# state folder alone (docs/performance.md, "What is deferred at start-up").
+_NOT_FOR_LISTING = (
+    "safeuninstall.environment.backend",
+    "safeuninstall.environment.installed",
+    "safeuninstall.plans.changes",
+)
+
+
+@pytest.mark.parametrize("args", [("snapshots", "--json"), ("show",)])
+def test_listing_snapshots_loads_neither_installer_nor_installed_set(
+    make_venv: MakeVenv, args: tuple[str, ...]
+) -> None:
+    venv = make_venv("leftpad")
+    taken = venv.tool("snapshot")
+    assert taken.returncode == 0, taken.stderr
+    done = venv.tool(*args, PYTHONPROFILEIMPORTTIME="1")
+    assert done.returncode == 0, done.stderr
+    imported = _imported(done)
+    assert "safeuninstall.operations.snapshots" in imported, "no -X importtime lines were read"
+    assert [name for name in imported if name.split(".")[0] == "packaging"] == []
+    assert [name for name in imported if name.startswith(_NOT_FOR_LISTING)] == []
+
+
 @pytest.mark.parametrize(
     ("args", "operation"),
     [
         pytest.param(("audit",), "audit", id="audit"),
-        pytest.param(("export", "latest", "-o", "-"), "export", id="export"),
+        pytest.param(("export", "latest"), "export", id="export"),  # to standard output
         pytest.param(("diff", "latest"), "diff", id="diff"),
         pytest.param(("doctor",), "inspect", id="doctor"),
         pytest.param(("check", "leftpad"), "inspect", id="check"),

@@ -27,9 +27,10 @@ from safeuninstall.environment.backend import (
     find_links_offer,
     requirement_for,
 )
-from safeuninstall.environment.installed import InstalledDistribution, Source, read_distribution
+from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.records import _hex_from_record_hash, read_record, record_paths
 from safeuninstall.environment.requirements import Wanted
+from safeuninstall.environment.source import Source
 from safeuninstall.plans.changes import (
     Installed,
     build_stash_index,

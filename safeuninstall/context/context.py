@@ -7,23 +7,19 @@ to the operation, so the interpreter is looked up and queried once per command.
 
 from __future__ import annotations
 
-import configparser
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import EnvironmentNotFound, InsideGuardedRun, LockBusy, NotRestorable
 from safeuninstall.base.events import Events
-from safeuninstall.environment.backend import Backend, backend_for, shell_line
-from safeuninstall.environment.deletion import vital_line
-from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.interpreter import (
     Interpreter,
     find_python,
@@ -38,12 +34,16 @@ from safeuninstall.state import locks
 from safeuninstall.state.journal import Journal
 from safeuninstall.state.store import Store, own_files, state_dir
 
+if TYPE_CHECKING:
+    from safeuninstall.environment.backend import Backend
+    from safeuninstall.environment.installed import InstalledDistribution
+
 
 class Context:
     """The opened target. Read-only once made."""
 
     __slots__ = (
-        "backend",
+        "_backend",
         "break_system_packages",
         "command",
         "cwd",
@@ -51,6 +51,7 @@ class Context:
         "environ",
         "interpreter",
         "lock_timeout",
+        "on_installer_output",
         "on_progress",
         "own",
         "python",
@@ -78,13 +79,24 @@ class Context:
         self.state_dir_chosen = bool(target.state_dir)
         self.store.check()  # before anything in it is read
         self.own = own_files(interpreter, target.environ)
-        self.backend: Backend = backend_for(
-            python,
-            target.environ,
-            self.child_env(),
-            target.on_installer_output,
-            extra=_installer_options(interpreter, self.break_system_packages),
-        )
+        self.on_installer_output = target.on_installer_output
+        self._backend: Backend | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """The installer, made on first use: a command that only reads the state folder
+        (``snapshots``, ``show``) never runs it, nor imports it."""
+        if self._backend is None:
+            from safeuninstall.environment.backend import backend_for
+
+            self._backend = backend_for(
+                self.python,
+                self.environ,
+                self.child_env(),
+                self.on_installer_output,
+                extra=_installer_options(self.interpreter, self.break_system_packages),
+            )
+        return self._backend
 
     def child_env(self) -> dict[str, str]:
         """The caller's environment less what would point a child at another environment
@@ -134,6 +146,7 @@ class Context:
         text = self.interpreter.externally_managed()
         if text is None or self.break_system_packages:
             return
+        import configparser  # only for an externally managed interpreter
 
         parser = configparser.ConfigParser(interpolation=None)
         try:
@@ -155,6 +168,8 @@ class Context:
         or find the snapshot, to give anything back. Refused rather than
         kept in place: a removal that leaves one of the distribution's files behind is not the
         removal uv makes, and a refusal changes nothing at all."""
+        from safeuninstall.environment.deletion import vital_line  # a removal's, before it
+
         vital = vital_files(self.python, self.interpreter)
         for own, what in (
             (self.store.root, "the state folder that holds the snapshot undoing the removal"),
@@ -283,7 +298,7 @@ class Context:
 
     def suggest(self, *args: str, state_dir: str | None = None) -> str:
         """``command_line`` as one line to paste (shell-quoted)."""
-        return shell_line(self.command_line(*args, state_dir=state_dir))
+        return shlex.join(self.command_line(*args, state_dir=state_dir))
 
 
 def open_context(target: TargetOptions, events: Events | None = None) -> Context:
@@ -347,6 +362,9 @@ def _own_closure() -> set[str]:
     distribution (a source tree on PYTHONPATH)."""
     # Deferred: only a target that is the tool's own environment asks (docs/performance.md).
     from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     found: set[str] = set()
     frontier = ["safe-uninstall"]

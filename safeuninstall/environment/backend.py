@@ -18,8 +18,8 @@ from packaging.version import Version
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import BackendError
-from safeuninstall.environment.installed import Source
 from safeuninstall.environment.interpreter import find_uv
+from safeuninstall.environment.source import Source
 
 _TIMEOUT = 3600.0
 

@@ -29,46 +29,13 @@ from safeuninstall.environment.legacy import (
 )
 from safeuninstall.environment.names import unsafe_name, unsafe_version
 from safeuninstall.environment.records import RecordEntry, read_record, record_paths
+from safeuninstall.environment.source import Source as Source  # also named from here
 
 # What a dist-info file may hold at most; beyond, it is read as missing. A header of 16 MiB
 # (some put the whole README in a Description field) is already none a tool would write.
 _MAX_HEADER_BYTES = 16 * 1024 * 1024
 _MAX_DIRECT_URL_BYTES = 1024 * 1024  # a URL, a commit, a subdirectory
 _MAX_INSTALLER_BYTES = 4 * 1024  # one word: "uv", "pip"
-
-
-class Source(Struct, frozen=True):
-    """Where a distribution came from, as its direct_url.json (PEP 610) says."""
-
-    kind: str  # "index", "editable", "directory", "url", "file", "vcs"
-    url: str | None = None
-    vcs: str | None = None
-    commit: str | None = None
-    requested_revision: str | None = None
-    subdirectory: str | None = None
-
-    @classmethod
-    def from_direct_url(cls, data: Mapping[str, object]) -> Source:
-        url = str(data.get("url", ""))
-        subdirectory = data.get("subdirectory")
-        sub = str(subdirectory) if subdirectory else None
-        vcs_info = data.get("vcs_info")
-        if isinstance(vcs_info, dict):
-            revision = vcs_info.get("requested_revision")
-            return cls(
-                kind="vcs",
-                url=url,
-                vcs=str(vcs_info.get("vcs", "")),
-                commit=str(vcs_info.get("commit_id", "")),
-                requested_revision=str(revision) if revision else None,
-                subdirectory=sub,
-            )
-        dir_info = data.get("dir_info")
-        if isinstance(dir_info, dict):
-            kind = "editable" if dir_info.get("editable") else "directory"
-            return cls(kind=kind, url=url, subdirectory=sub)
-        kind = "file" if url.startswith("file:") else "url"
-        return cls(kind=kind, url=url, subdirectory=sub)
 
 
 class InstalledDistribution(Struct, frozen=True):

@@ -29,8 +29,9 @@ def hollow(
     for key, paths in files.items():
         if key not in installed:
             continue
-        folders = {p.rpartition("/")[0] for p in paths}
-        now = _folder_keys(folders)
+        # The folders listed for an earlier distribution, stat'ed before this one's look (one
+        # not listed yet is stat'ed by its listing).
+        now = _folder_keys(listings.listed({p.rpartition("/")[0] for p in paths}))
         if any(not p.endswith(".pyc") and not listings.lexists(p, now) for p in paths):
             found.append(key)
     return sorted(found)
@@ -60,6 +61,10 @@ class _Listings:
 
     def __init__(self) -> None:
         self._names: dict[str, tuple[FileStamp | None, frozenset[str]]] = {}
+
+    def listed(self, folders: set[str]) -> set[str]:
+        """Those of ``folders`` listed already."""
+        return folders & self._names.keys()
 
     def lexists(self, path: str, now: Mapping[str, FileStamp]) -> bool:
         """``now``: the folders' stats the caller took before this look."""

@@ -2,20 +2,19 @@
 
 ``snapshots`` and ``show`` only read, and import only what reading needs: what taking a
 snapshot needs (the transaction and the impact modules, 20 modules) is imported by ``snapshot``
-alone, and the distribution model (environment.py, with packaging's name rules) and the plans by
-``snapshot`` and ``prune``.
+alone, and the installed-distribution reader and the plans (packaging's requirement parser
+with them) by ``snapshot`` and ``prune``.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Iterable
 
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.base.outcome import Mark
 from safeuninstall.context.context import Context
-from safeuninstall.environment.backend import shell_line
-from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.operations.results import (
     PruneResult,
     ShownSnapshot,
@@ -23,13 +22,13 @@ from safeuninstall.operations.results import (
     SnapshotSummary,
 )
 from safeuninstall.options import PruneOptions
-from safeuninstall.plans.changes import plan_prune
 from safeuninstall.state.snapshot import Snapshot
 
 
 def snapshot_now(ctx: Context, *, stash: bool) -> Snapshot:
     # Imported here: listing and showing snapshots load none of the transaction layer.
     from safeuninstall.context.analysis import owned_files
+    from safeuninstall.environment.installed import installed_distributions
     from safeuninstall.transaction.transaction import SnapshotSpec, take_snapshot
 
     with ctx.locked():
@@ -60,7 +59,7 @@ def list_snapshots(ctx: Context) -> SnapshotList:
             SnapshotSummary(
                 id=snap.id,
                 created=snap.created,
-                command=shell_line(snap.command),
+                command=shlex.join(snap.command),
                 operation=snap.operation,
                 removed=snap.removed,
                 outcome=snap.outcome,
@@ -84,6 +83,7 @@ def show_snapshot(ctx: Context, reference: str | None) -> ShownSnapshot:
 
 
 def prune(ctx: Context, options: PruneOptions) -> PruneResult:
+    from safeuninstall.plans.changes import plan_prune
     from safeuninstall.transaction import retention  # see snapshot_now
 
     if options.keep is None and options.max_size is None:

@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from msgspec import Struct
 
 from safeuninstall.base.errors import InvalidInput
-from safeuninstall.environment.installed import InstalledDistribution, Source
+from safeuninstall.environment.installed import InstalledDistribution
 from safeuninstall.environment.legacy import DIST_INFO
 from safeuninstall.environment.requirements import Wanted, local_path, satisfies
+from safeuninstall.environment.source import Source
 from safeuninstall.state.holdings import Holdings
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 

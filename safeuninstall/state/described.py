@@ -52,9 +52,9 @@ from packaging.utils import (
 from safeuninstall.base import tomlfile
 from safeuninstall.base.bounded import limit_text, read_bytes
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
-from safeuninstall.environment.installed import Source
 from safeuninstall.environment.names import unsafe_name, unsafe_version
 from safeuninstall.environment.requirements import logical_lines
+from safeuninstall.environment.source import Source
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.snapshot import PackageEntry
 

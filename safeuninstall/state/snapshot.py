@@ -21,15 +21,19 @@ from typing import Annotated, Any
 import msgspec
 import tomli_w
 from msgspec import Meta, Struct, field
-from packaging.utils import InvalidName, canonicalize_name
 
 from safeuninstall.base import tomlfile
 from safeuninstall.base.atomicfile import write_atomically
 from safeuninstall.base.errors import SnapshotInvalid
 from safeuninstall.base.outcome import Note, parse_note
-from safeuninstall.environment.installed import Source
 from safeuninstall.environment.legacy import DIST_INFO, EASY_INSTALL_PTH, LAYOUTS, MAX_PTH_LINE
-from safeuninstall.environment.names import unsafe_name, unsafe_version
+from safeuninstall.environment.names import (
+    canonical_name,
+    is_valid_name,
+    unsafe_name,
+    unsafe_version,
+)
+from safeuninstall.environment.source import Source
 
 FORMAT_VERSION = 1
 
@@ -315,10 +319,9 @@ def _check_name(key: str, value: str) -> None:
 
 
 def _check_requested(key: str, value: str) -> None:
-    try:
-        canonical = canonicalize_name(value, validate=True)
-    except InvalidName:
-        raise _KeyError(key, f"{value!r} is not a valid distribution name") from None
+    if not is_valid_name(value):
+        raise _KeyError(key, f"{value!r} is not a valid distribution name")
+    canonical = canonical_name(value)
     if canonical != value:
         raise _KeyError(key, f"{value!r} is not in canonical form ({canonical!r})")
 
