@@ -558,6 +558,7 @@ class _Rollback:
             spec,
             offline=self.options.offline,
             recovering=self.recovering,
+            undoes=self.recovering is None,
         )
         self.guard = guard = Guard(self.ctx, change, self.messages)
         with guard.guarded() as txn:

@@ -69,7 +69,6 @@ from safeuninstall.transaction.guard import (
     Verdict,
     Words,
 )
-from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import SnapshotSpec, rewritten
 
 
@@ -183,6 +182,7 @@ class _Run:
             spec,
             offline=self.options.offline,
             installer_locked=True,
+            kept_for_others=Outcome.RUN_CONCURRENT_KEPT,
         )
 
     def run(self) -> RunResult:
@@ -337,13 +337,9 @@ class _Attempt:
                 return Kept(Outcome.RUN_UNMET_KEPT) if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
         passed = self._probe(now)
-        try:
-            self.txn.check_others(during="while the probe ran")
-        except ChangedByOthers as err:
-            # What changed since the comparison is not the command's: undoing it all would
-            # undo that process's work as if the command had done it.
-            messages += self.guard.kept_for_others(err, self.snap)
-            return Kept(Outcome.RUN_CONCURRENT_KEPT)
+        # What changed since the comparison is not the command's: undoing it all would undo
+        # that process's work as if the command had done it (Change.kept_for_others).
+        self.txn.check_others(during="while the probe ran")
         if not passed and undecided(self.command.runs.after):
             messages.append("the metric's runs could not tell: inconclusive is never a pass")
             if options.keep_on_failure:
