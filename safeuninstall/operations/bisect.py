@@ -278,7 +278,7 @@ class _Bisect:
         """The most rounds the search takes (bisection.bound, and the first round: now)."""
         n = len(self.units)
         first = self._judged_against_good()
-        rounds = [1 + bound(n, k, failing=True, proven=first) for k in (1, 2) if k <= n]
+        rounds = [1 + bound(n, k, failing=True) for k in (1, 2) if k <= n]
         line = f"at most {rounds[0]} rounds for one culprit among {count_text(n, 'unit')}"
         if len(rounds) > 1:
             line += f", {rounds[1]} for two"
