@@ -8,6 +8,7 @@ not one of those forms is refused with one line, exit 1.
 
 from __future__ import annotations
 
+import codecs
 import os
 import shutil
 from pathlib import Path
@@ -177,7 +178,10 @@ def _write(path: Path, content: str | bytes) -> Path:
 
 HOSTILE: dict[str, tuple[str, str | bytes, str]] = {
     # name: (file name, content, what the error says after "PATH: ")
-    "garbage": ("a.txt", b"\x00\xff\xfe garbage \x80", "not UTF-8 text"),
+    "garbage": ("a.txt", b"\x00\xff\xfe garbage \x80", described._NOT_TEXT),
+    # UTF-16 by its mark, then an odd byte out: no text either.
+    "utf16-cut": ("a.txt", codecs.BOM_UTF16_LE + "a==1.0\n".encode("utf-16-le")[:-1], "not text"),
+    "utf16-lone-surrogate": ("a.txt", codecs.BOM_UTF16_LE + b"a\x00\x00\xd8=\x00", "not text"),
     "not-toml": ("a.toml", "this is = = not toml", "not a valid TOML file"),
     "neither": ("a.toml", "[tool]\nx = 1\n", "a TOML file that is neither a snapshot"),
     "deep": ("a.toml", "x = " + "[" * 100_000, "not a valid TOML file"),
@@ -329,6 +333,25 @@ def test_a_freeze_file_with_hashes_urls_markers_and_an_editable(tmp_path: Path) 
     assert [(e.pin, e.source.kind) for e in state.entries(linux)] == [
         ("alpha-pkg==1.0", "index"),
         ("wheel-made==2.1", "url"),
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_utf16_freeze_file_is_read_as_uv_reads_it(
+    make_venv: MakeVenv, tmp_path: Path, encoding: str
+) -> None:
+    """``uv pip freeze > f.txt`` in Windows PowerShell writes UTF-16 with a byte-order mark: uv
+    reads such a file with ``-r``, and ``diff`` reads it the same way."""
+    venv = make_venv("leftpad==1.0")
+    mark = codecs.BOM_UTF16_LE if encoding == "utf-16-le" else codecs.BOM_UTF16_BE
+    path = _write(tmp_path / "freeze.txt", mark + "leftpad==0.9\r\n".encode(encoding))
+
+    done = venv.tool("diff", str(path), "--json")
+
+    assert done.returncode == 0, done.stderr
+    changes = done.json()["changes"]
+    assert [(c["name"], c["before"], c["after"]) for c in changes] == [  # type: ignore[attr-defined]
+        ("leftpad", "0.9", "1.0")
     ]
 
 
