@@ -6,8 +6,9 @@
 - reference/cli.md: every command and option, read from the click definitions;
 - reference/configuration.md: every configuration key, from safeuninstall.config.KEYS;
 - reference/exit-codes.md: the exit codes, from safeuninstall.errors.EXIT_CODES;
-- and the other way: safeuninstall/cli/json-schema.json, the schema the wheel ships (``--json``
-  output names it), copied from reference/json-schema.json, which is edited by hand.
+- reference/json-schema.json: the schema of ``--json`` output, generated from the payload types
+  (safeuninstall/operations/payloads.py, base/envelope.py) with their docstrings, and its copy
+  safeuninstall/cli/json-schema.json, which the wheel ships (``--json`` output names it).
 
 tests/test_docs.py asserts that the checked-in pages equal this script's output.
 """
@@ -16,15 +17,18 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import click
+import msgspec
 
 from safeuninstall import config
-from safeuninstall.base import errors
+from safeuninstall.base import envelope, errors
 from safeuninstall.cli.commands import cli
+from safeuninstall.operations import payloads
 
 REFERENCE = Path(__file__).parent / "reference"
 # Files the package ships, each a copy of one kept in the docs: {copy: source}.
@@ -205,8 +209,8 @@ def exit_codes_reference() -> str:
         *rows,
         "",
         "With `--json` the same code is the JSON's `exit_code`; an error before any change is "
-        '`{"json_version": "1", "outcome": "error", "exit_code": N, "error": "...", '
-        '"detail": "..."}` ([JSON output](json.md)).',
+        f'`{{"json_version": "{envelope.JSON_VERSION}", "json_schema": "...", "outcome": "error", '
+        '"exit_code": N, "error": "...", "detail": "..."}` ([JSON output](json.md)).',
         "",
         "A failing uninstall step (uv exits non-zero) is followed by the same restore as a "
         "failing probe: exit 3 when the environment is proven back, 4 otherwise.",
@@ -214,10 +218,69 @@ def exit_codes_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
+def _always_written(components: dict[str, dict[str, object]]) -> None:
+    """Every key of a payload is written, with its default too, unless its type leaves
+    defaults out (a snapshot's optional keys): such keys are required, not merely allowed."""
+    types = {t.__name__: t for t in vars(payloads).values() if isinstance(t, type)}
+    types.update({t.__name__: t for t in vars(envelope).values() if isinstance(t, type)})
+    for name, entry in components.items():
+        kind = types.get(name)
+        if kind is None or not issubclass(kind, msgspec.Struct):
+            continue
+        if not kind.__struct_config__.omit_defaults and "properties" in entry:
+            entry["required"] = list(entry["properties"])  # type: ignore[call-overload]
+
+
+def json_schema() -> dict[str, object]:
+    """The schema of every --json object: each command's entry (its name in ``$defs``) is its
+    payload's type, an error is ``error``; both extend the envelope."""
+    commands = payloads.COMMANDS
+    kinds = [envelope.Failure, *dict.fromkeys(k for ks in commands.values() for k in ks)]
+    _, components = msgspec.json.schema_components(kinds, ref_template="#/$defs/{name}")
+    _always_written(components)
+
+    def entry(ks: tuple[type, ...]) -> dict[str, object]:
+        refs: list[dict[str, object]] = [{"$ref": f"#/$defs/{k.__name__}"} for k in ks]
+        return refs[0] if len(refs) == 1 else {"anyOf": refs}
+
+    named = {"error": entry((envelope.Failure,))} | {c: entry(ks) for c, ks in commands.items()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"urn:safe-uninstall:json-schema:{envelope.JSON_VERSION}",
+        "title": "safe-uninstall --json",
+        "description": (
+            "The one object a safe-uninstall command prints on stdout with --json. Each "
+            "command's object is the $defs entry of its name; an error is `error`. Keys may be "
+            "added in any release; json_version changes when one is removed or renamed or "
+            "changes type. Generated from the payload types by docs/gen_reference.py."
+        ),
+        "anyOf": [{"$ref": f"#/$defs/{name}"} for name in named],
+        "$defs": named | dict(sorted(components.items())),
+    }
+
+
+def _compact(value: object, indent: str = "") -> str:
+    """JSON as a person reads it: a value that fits on its line stays on one."""
+    flat = json.dumps(value)
+    if len(indent) + len(flat) <= 96 or not isinstance(value, (dict, list)) or not value:
+        return flat
+    inner = indent + "  "
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {_compact(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    items = [inner + _compact(v, inner) for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{indent}]"
+
+
+def json_schema_reference() -> str:
+    return _compact(json_schema()) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": cli_reference,
     "configuration.md": configuration_reference,
     "exit-codes.md": exit_codes_reference,
+    "json-schema.json": json_schema_reference,
 }
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from safeuninstall.base import envelope
 from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
 from safeuninstall.cli import report
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import Probe, ProbeResult
+from safeuninstall.operations import payloads
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
 
@@ -181,7 +183,7 @@ def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
     for quiet in (False, True):
         text = report.operation(result, verbose=False, quiet=quiet)
         assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
-        as_json = json.loads(json.dumps(result.to_dict()))
+        as_json = _as_json(result)
         assert (as_json["outcome"], as_json["exit_code"]) == (outcome.id, outcome.exit_code)
 
 
@@ -331,10 +333,18 @@ def test_a_stored_note_this_tool_never_writes_is_refused(text: str) -> None:
         parse_note(text)
 
 
-def test_a_rollback_result_keeps_the_json_envelope() -> None:
-    plain = Result(command="probe", outcome=Outcome.PASSED, python="p").to_dict()
-    rolled = RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p")
-    assert set(plain) == set(rolled.to_dict())
+def _as_json(result: object) -> dict[str, object]:
+    """A result's --json object, as the CLI prints it."""
+    data = json.loads(envelope.encode(payloads.payload(result, "schema.json")))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_a_rollback_s_payload_has_every_key_of_an_operation_and_its_own() -> None:
+    plain = _as_json(Result(command="probe", outcome=Outcome.PASSED, python="p"))
+    rolled = _as_json(RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p"))
+    assert set(rolled) - set(plain) == {"rollback_plan", "rollback_choice", "undo", "impact"}
+    assert (rolled["outcome"], rolled["exit_code"]) == ("rolled-back", 0)
 
 
 # -- the command a command line names ---------------------------------------------------------
