@@ -23,8 +23,7 @@ from click.shell_completion import CompletionItem
 from msgspec import Struct
 
 from safeuninstall import __version__, config, options
-from safeuninstall.base import envelope, interrupts
-from safeuninstall.base.envelope import Failure
+from safeuninstall.base import interrupts
 from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
 from safeuninstall.base.events import Event, Events
 from safeuninstall.cli import report
@@ -686,6 +685,7 @@ def _run(
         # Likewise: the core turns errors after a change into a restore and a result.
         _fail(SafeUninstallError(str(err)), output)
     if output.as_json:
+        from safeuninstall.base import envelope  # loaded for --json alone, as the payloads
         from safeuninstall.operations import payloads
 
         # an operation's payload says what happened, step by step
@@ -708,6 +708,9 @@ JSON_SCHEMA = Path(__file__).with_name("json-schema.json")
 
 def _print_failure(exit_code: int, error: str, detail: str) -> None:
     """The --json object of an error: the envelope, and the message."""
+    from safeuninstall.base import envelope
+    from safeuninstall.base.envelope import Failure
+
     failure = Failure(json_schema=str(JSON_SCHEMA), exit_code=exit_code, error=error, detail=detail)
     click.echo(envelope.encode(failure))
 
