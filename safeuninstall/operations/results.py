@@ -105,7 +105,7 @@ class Result(Struct, frozen=True, kw_only=True):
 
     def _unmet_refused(self) -> str:
         """A refusal for unmet requirements, said once and exactly: how many, whose."""
-        impact = self.details().impact
+        impact = self.impact_report()
         refusals = (Outcome.REFUSED_UNMET, Outcome.TRY_UNMET)
         if self.outcome not in refusals or impact is None or not impact.unmet:
             return ""
@@ -158,51 +158,24 @@ class Result(Struct, frozen=True, kw_only=True):
         """What the restore brought back, from a stash or reinstalled."""
         return self.restored.restored_pins if self.restored is not None else []
 
-    def details(self) -> Details:
-        """What only some operations report (an impact report, a rollback plan...)."""
-        return Details()
-
-
-class Details(Struct, frozen=True):
-    """The parts of an operation's report that only some operations fill; empty elsewhere."""
-
-    absent: tuple[str, ...] = ()  # named, but not installed
-    impact: ImpactReport | None = None
-    drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
-    diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
-    rollback_plan: RollbackPlan | None = None
-    choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
-    undo: Restored | None = None  # a failed rollback put back as it was before it
-    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
-    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
-    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
-
-    @property
-    def dependents(self) -> tuple[str, ...]:
-        return self.impact.dependents if self.impact else ()
+    def impact_report(self) -> ImpactReport | None:
+        """The impact report of what the operation removes, for those that make one."""
+        return None
 
 
 class RemovalResult(Result, frozen=True, kw_only=True):
     """An uninstall, or its impact report alone (``check``)."""
 
-    absent: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()  # named, but not installed
     impact: ImpactReport | None = None
-    drift: tuple[Drift, ...] = ()
-    diagnosis: tuple[Finding, ...] = ()
+    drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
+    diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
     expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
-    cleanup: Cleanup | None = None
-    orphans: tuple[str, ...] = ()
+    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
+    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
 
-    def details(self) -> Details:
-        return Details(
-            self.absent,
-            self.impact,
-            self.drift,
-            self.diagnosis,
-            expanded=self.expanded,
-            cleanup=self.cleanup,
-            orphans=self.orphans,
-        )
+    def impact_report(self) -> ImpactReport | None:
+        return self.impact
 
     @property
     def patterns(self) -> dict[str, tuple[str, ...]]:
@@ -217,14 +190,12 @@ class RollbackResult(Result, frozen=True, kw_only=True):
     """A rollback, or a recover: back to a snapshot's exact set."""
 
     rollback_plan: RollbackPlan | None = None
-    choice: SnapshotChoice | None = None
+    choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
     impact: ImpactReport | None = None  # of what the rollback uninstalls
-    undo: Restored | None = None
+    undo: Restored | None = None  # a failed rollback put back as it was before it
 
-    def details(self) -> Details:
-        return Details(
-            impact=self.impact, rollback_plan=self.rollback_plan, choice=self.choice, undo=self.undo
-        )
+    def impact_report(self) -> ImpactReport | None:
+        return self.impact
 
 
 class RunResult(Result, frozen=True, kw_only=True):
