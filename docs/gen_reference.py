@@ -16,11 +16,16 @@ tests/test_docs.py asserts that the checked-in pages equal this script's output.
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
+import io
 import json
 import sys
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import click
 import msgspec
@@ -218,17 +223,58 @@ def exit_codes_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
-def _always_written(components: dict[str, dict[str, object]]) -> None:
-    """Every key of a payload is written, with its default too, unless its type leaves
-    defaults out (a snapshot's optional keys): such keys are required, not merely allowed."""
+def _field_comments(module: ModuleType) -> dict[tuple[str, str], str]:
+    """{(type, field): what its comment says}: the comment after a field, else the comment
+    lines just above it (a ``type:`` comment is mypy's, not the reader's)."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = {t.start[0]: t.string[1:].strip() for t in tokens if t.type == tokenize.COMMENT}
+    comments = {line: text for line, text in comments.items() if not text.startswith("type:")}
+    alone = {line for line in comments if lines[line - 1].lstrip().startswith("#")}
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        fields = [s for s in getattr(node, "body", ()) if isinstance(s, ast.AnnAssign)]
+        for field in fields:
+            above: list[str] = []
+            line = field.lineno - 1
+            while line in alone:
+                above.insert(0, comments[line])
+                line -= 1
+            after = field.end_lineno or field.lineno
+            text = (comments.get(after) if after not in alone else None) or " ".join(above)
+            if text and isinstance(field.target, ast.Name) and isinstance(node, ast.ClassDef):
+                found[node.name, field.target.id] = text
+    return found
+
+
+def _prose(text: str) -> str:
+    """A docstring or comment as the schema says it: one line, Markdown's backquotes."""
+    return " ".join(text.split()).replace("``", "`")
+
+
+def _annotate(components: dict[str, dict[str, Any]]) -> None:
+    """Each key's comment is its description; and every key of a payload is written, with its
+    default too, unless its type leaves defaults out (a snapshot's optional keys): such keys
+    are required, not merely allowed."""
+    comments = _field_comments(payloads) | _field_comments(envelope)
     types = {t.__name__: t for t in vars(payloads).values() if isinstance(t, type)}
     types.update({t.__name__: t for t in vars(envelope).values() if isinstance(t, type)})
     for name, entry in components.items():
         kind = types.get(name)
-        if kind is None or not issubclass(kind, msgspec.Struct):
+        if kind is None or not issubclass(kind, msgspec.Struct) or "properties" not in entry:
             continue
-        if not kind.__struct_config__.omit_defaults and "properties" in entry:
-            entry["required"] = list(entry["properties"])  # type: ignore[call-overload]
+        for info in msgspec.structs.fields(kind):
+            # a comment said by the type it extends, for a field that type declares
+            owner = next(t for t in kind.__mro__ if info.name in getattr(t, "__annotations__", {}))
+            text = comments.get((owner.__name__, info.name))
+            # the envelope's keys are said once, in the error's entry (the top says they are all)
+            if text and (owner is not envelope.Envelope or kind is envelope.Failure):
+                entry["properties"][info.encode_name]["description"] = _prose(text)
+        if "description" in entry:
+            entry["description"] = _prose(entry["description"])
+        if not kind.__struct_config__.omit_defaults:
+            entry["required"] = list(entry["properties"])
 
 
 def json_schema() -> dict[str, object]:
@@ -237,20 +283,29 @@ def json_schema() -> dict[str, object]:
     commands = payloads.COMMANDS
     kinds = [envelope.Failure, *dict.fromkeys(k for ks in commands.values() for k in ks)]
     _, components = msgspec.json.schema_components(kinds, ref_template="#/$defs/{name}")
-    _always_written(components)
+    _annotate(components)
+    root = click.Context(cli, info_name=PROG)
 
-    def entry(ks: tuple[type, ...]) -> dict[str, object]:
+    def entry(name: str, ks: tuple[type, ...]) -> dict[str, object]:
         refs: list[dict[str, object]] = [{"$ref": f"#/$defs/{k.__name__}"} for k in ks]
-        return refs[0] if len(refs) == 1 else {"anyOf": refs}
+        command = cli.get_command(root, name)
+        said = command.get_short_help_str(limit=200) if command else "an error, of any command"
+        return {
+            "description": f"{name}: {said}",
+            **(refs[0] if len(refs) == 1 else {"anyOf": refs}),
+        }
 
-    named = {"error": entry((envelope.Failure,))} | {c: entry(ks) for c, ks in commands.items()}
+    named = {"error": entry("error", (envelope.Failure,))}
+    named |= {name: entry(name, ks) for name, ks in commands.items()}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"urn:safe-uninstall:json-schema:{envelope.JSON_VERSION}",
         "title": "safe-uninstall --json",
         "description": (
             "The one object a safe-uninstall command prints on stdout with --json. Each "
-            "command's object is the $defs entry of its name; an error is `error`. Keys may be "
+            "command's object is the $defs entry of its name; an error is `error`. Every object "
+            "begins with the envelope (json_version, json_schema, outcome, exit_code: described "
+            "in `Failure`), and the command's own keys follow. Keys may be "
             "added in any release; json_version changes when one is removed or renamed or "
             "changes type. Generated from the payload types by docs/gen_reference.py."
         ),
@@ -268,6 +323,13 @@ def _compact(value: object, indent: str = "") -> str:
     if isinstance(value, dict):
         items = [f"{inner}{json.dumps(k)}: {_compact(v, inner)}" for k, v in value.items()]
         return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    if all(isinstance(v, str) for v in value):  # a list of names: as many a line as fit
+        rows = [inner]
+        for v in value:
+            if len(rows[-1]) + len(json.dumps(v)) > 96 and rows[-1] != inner:
+                rows.append(inner)
+            rows[-1] += json.dumps(v) + ", "
+        return "[\n" + "\n".join(r.rstrip() for r in rows).rstrip(",") + f"\n{indent}]"
     items = [inner + _compact(v, inner) for v in value]
     return "[\n" + ",\n".join(items) + f"\n{indent}]"
 

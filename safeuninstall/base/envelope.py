@@ -19,10 +19,13 @@ class Envelope(Struct, kw_only=True):
     """The keys every object has: the contract's version (first), where its schema is, the
     outcome (null for a command that only reads) and the exit code."""
 
+    # the version of this contract: it changes when a key is removed or renamed or changes
+    # type, never when one is added
     json_version: Literal["2"] = JSON_VERSION
-    json_schema: str = ""  # the path of the json-schema.json the installed tool ships
-    outcome: str | None = None  # an operation's is an Outcome (base.outcome), written as its id
-    exit_code: int = 0
+    # where this schema is, as the installed tool ships it (its $id names the version)
+    json_schema: str = ""
+    outcome: str | None = None  # how the command ended; null: a command that only reads
+    exit_code: int = 0  # the tool's exit status (the exit-code table)
 
 
 class Failure(Envelope, kw_only=True):

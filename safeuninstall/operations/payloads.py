@@ -91,15 +91,19 @@ class MetricRuns(Struct):
 
     values: list[float]
     median: float | None
-    baseline: float | None = field(name="baseline_median")
-    regression_percent: float | None
-    why: str
+    baseline: float | None = field(name="baseline_median")  # once judged against it
+    regression_percent: float | None  # percent worse than the baseline (negative: better)
+    why: str  # why it fails, for a person; empty when it does not
+    # the baseline's runs these were judged against (in a bisect round, the good state's)
     baseline_values: list[float]
-    ratio: float | None
+    ratio: float | None  # the median over the baseline's
+    # the two-sided Mann-Whitney U test's (null: both without spread, compared by medians)
     rounded_p_value: float | None = field(name="p_value")
+    # regressed: worse than --max-regression and significant at the 1% level; within-limit:
+    # shown within it at the 5% level; inconclusive: neither; null before it is judged
     verdict: Verdict | None
-    warmup: float | None
-    baseline_spread_percent: float | None
+    warmup: float | None  # the warm-up run's number, not counted
+    baseline_spread_percent: float | None  # (highest - lowest) of the baseline's runs, in %
 
 
 class PlannedProbe(Struct):
@@ -168,13 +172,13 @@ class Operation(Envelope, kw_only=True):
     """What every operation reports: how it ended, what it changed and put back, the probes
     that judged it, what to run next, and its steps as they happened."""
 
-    # narrower than the envelope's: msgspec takes a field redeclared, mypy sees an Enum as no str
-    outcome: Outcome  # type: ignore[assignment]
+    # how the operation ended; its exit code is in the exit-code table
+    outcome: Outcome  # type: ignore[assignment]  # an Enum (its id written), narrower than str
     command: str
     python: str
-    snapshot: str | None
-    removed: list[str]  # name==version
-    restored_pins: list[str] = field(name="restored")
+    snapshot: str | None  # the snapshot taken before the change; null: none was
+    removed: list[str]  # what the operation removes, as name==version
+    restored_pins: list[str] = field(name="restored")  # what a restore brought back
     restore: Restore | None
     verification: Verification | None
     probes: ProbeRuns
@@ -346,15 +350,23 @@ class Rollback(Operation, kw_only=True):
 # -- run, try -- COMMAND -------------------------------------------------------------------------
 
 
+class UnmetByRun(Struct):
+    """A requirement the command's change left unmet."""
+
+    dependent: str
+    requirement: str
+    required: str
+
+
 class CommandRun(Struct):
     """The command run under guard: its exit status and what it changed."""
 
     argv: list[str]
-    exit_status: int | None  # None: it did not run; -N: signal N
+    exit_status: int | None  # the command's own; negative: the signal that ended it; null: no run
     added: list[str]
     changed: list[str]
     missing: list[str] = field(name="removed")
-    unmet: list[Unmet]
+    unmet: list[UnmetByRun]
 
 
 class Run(Operation, kw_only=True):
@@ -379,7 +391,7 @@ class Round(Struct):
     passed: bool
     verdict: Literal["passed", "failed", "inconclusive"]
     metric: MetricRuns | None
-    confirming: str | None = field(name="confirms")
+    confirming: str | None = field(name="confirms")  # the culprit it tries on its own, if any
 
 
 class Bisection(Struct):
@@ -387,10 +399,11 @@ class Bisection(Struct):
     units: list[list[str]]
     rounds: list[Round]
     culprits: list[Culprit]
+    # units the search found that do not fail on their own: not named as culprits
     not_confirmed: list[Culprit]
-    confirmed: bool
-    failure: str
-    not_bisected: list[str]
+    confirmed: bool  # a round with only the culprits brought back passed
+    failure: str  # the probe's output where it fails (the environment as it was)
+    not_bisected: list[str]  # same version, other files: no stash tells them apart
 
 
 class Bisect(Operation, kw_only=True):
@@ -500,7 +513,8 @@ class Snapshots(Envelope, kw_only=True):
     """``snapshots``: every snapshot of this environment, and the bytes their stashes keep."""
 
     snapshots: list[SnapshotSummary]
-    total_bytes: int
+    total_bytes: int  # what all these stashes keep on disk, each file counted once
+    # no snapshot is this environment's but the state folder holds another's: why none is
     none_because: str | None
 
 
@@ -661,8 +675,8 @@ class Export(Envelope, kw_only=True):
     requested: Literal["requirements", "pylock"]
     format: Literal["requirements", "pylock"]
     packages: int
-    output_path: str | None = field(name="output")
-    shown_text: str | None = field(name="text")  # only when it was written nowhere else
+    output_path: str | None = field(name="output")  # where it was written (-o)
+    shown_text: str | None = field(name="text")  # the text, when it was written nowhere else
 
 
 class Setting(Struct):
@@ -683,9 +697,10 @@ class Config(Envelope, kw_only=True):
 
     by_key: dict[str, Setting] = field(name="settings")
     files: ConfigFiles
-    ignored_variables: list[str]
+    ignored_variables: list[str]  # SAFE_UNINSTALL_* variables that name no setting
+    # with -p, --system, --target or --prefix: the environment, as other commands name it
     environment: str | None
-    state_dir: str | None
+    state_dir: str | None  # with a target option: the state folder its commands use
 
 
 # Each result's payload, by the name of the result's type.
