@@ -12,16 +12,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from safeuninstall.base import envelope
 from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
 from safeuninstall.cli import report
+from safeuninstall.environment.installed import Source
 from safeuninstall.judgement.kinds import ProbeKind
 from safeuninstall.judgement.probe import Probe, ProbeResult
 from safeuninstall.operations import payloads
-from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
+from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult, ShownSnapshot
+from safeuninstall.state.snapshot import (
+    PackageEntry,
+    PackageStash,
+    PthLine,
+    Snapshot,
+    StashedFile,
+    Target,
+)
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -619,3 +629,34 @@ def test_a_usage_error_under_json_is_the_documented_error_object(
     # without --json, nothing on stdout, as before
     plain = run_tool(*[a for a in args if a != "--json"], cwd=tmp_path)
     assert (plain.returncode, plain.stdout) == (2, "")
+
+
+def test_show_s_object_holds_the_snapshot_as_its_file_does() -> None:
+    """``show --json`` writes a snapshot's keys as snapshot.toml holds them: the keys a file
+    leaves out when they hold their default (a layout, a stash, a link) left out there too."""
+    stash = PackageStash(
+        "0001/a",
+        (StashedFile("a/x.py", "0" * 64, 3), StashedFile("l", "1" * 64, 1, link="t", swept=True)),
+        True,
+        (PthLine("e.pth", "/src", "2" * 64, 5),),
+        ("gone.py",),
+    )
+    legacy = PackageEntry("a", "1.0", "uv", True, Source("url", url="file:///x"), "a.egg-info")
+    packages = (
+        msgspec.structs.replace(legacy, stash=stash, layout="egg-info"),
+        PackageEntry("b", "2"),
+    )
+    snap = Snapshot(
+        "0001",
+        "2026-01-01T00:00:00Z",
+        "0.3",
+        ("x",),
+        "uninstall",
+        Target("/p", "/e", "3.11"),
+        packages,
+        removed=("a",),
+        outcome="removed",
+    )
+    shown = _as_json(ShownSnapshot(snap, 5, None))
+    mine = {"json_version", "json_schema", "exit_code", "stash_bytes", "stash_pruned", "returns_to"}
+    assert {k: v for k, v in shown.items() if k not in mine} == snap.to_dict()

@@ -22,6 +22,7 @@ from msgspec import Struct, field
 
 from safeuninstall.base.envelope import Envelope
 from safeuninstall.base.outcome import Outcome
+from safeuninstall.environment.legacy import DIST_INFO
 from safeuninstall.judgement.diff import ChangeKind
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.metric import Verdict
@@ -453,6 +454,8 @@ class Stash(Struct, omit_defaults=True):
     absent: list[str] = field(default_factory=list)
 
 
+# The keys a snapshot.toml leaves out when they hold their default are left out here too
+# (msgspec compares with the default object itself: the entry's DIST_INFO is that object).
 class Package(Struct, omit_defaults=True):
     name: str
     version: str
@@ -461,7 +464,7 @@ class Package(Struct, omit_defaults=True):
     dist_info: str
     source: Source
     stash: Stash | None = None
-    layout: str = "dist-info"
+    layout: str = DIST_INFO  # how it was installed; left out for a .dist-info folder
 
 
 class SnapshotFile(Envelope, kw_only=True):
@@ -718,7 +721,7 @@ PAYLOADS: dict[str, type[Envelope]] = {
     "DoctorReport": Doctor,
     "AuditReport": Audit,
     "ExportResult": Export,
-    "ConfigShown": Config,
+    "_ConfigShown": Config,
 }
 
 # The published schema's entry of each command: its payload (try: either a removal's or a run's).
@@ -746,7 +749,7 @@ COMMANDS: dict[str, tuple[type[Envelope], ...]] = {
 def payload(result: object, schema: str, events: Sequence[object] = ()) -> Envelope:
     """The payload of ``result``, read from its attributes; ``schema``: where the schema is;
     ``events``: an operation's steps (base.events.Event), for an operation's payload."""
-    kind = PAYLOADS[type(result).__name__.lstrip("_")]
+    kind = PAYLOADS[type(result).__name__]
     found = msgspec.convert(result, kind, from_attributes=True)
     if events:
         steps = msgspec.convert(events, list[Event], from_attributes=True)
