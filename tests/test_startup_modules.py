@@ -56,6 +56,10 @@ def test_a_read_only_command_loads_no_restore_machinery(
         pytest.param(("diff", "latest"), "diff", id="diff"),
         pytest.param(("doctor",), "inspect", id="doctor"),
         pytest.param(("check", "leftpad"), "inspect", id="check"),
+        # --json: the payload types are read-only commands' too
+        pytest.param(("check", "--json", "leftpad"), "payloads", id="check-json"),
+        pytest.param(("diff", "--json", "latest"), "payloads", id="diff-json"),
+        pytest.param(("doctor", "--json"), "payloads", id="doctor-json"),
     ],
 )
 def test_a_read_only_command_that_reads_libraries_loads_no_restore_machinery(
