@@ -10,6 +10,7 @@ import pty
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import msgspec
@@ -660,3 +661,12 @@ def test_show_s_object_holds_the_snapshot_as_its_file_does() -> None:
     shown = _as_json(ShownSnapshot(snap, 5, None))
     mine = {"json_version", "json_schema", "exit_code", "stash_bytes", "stash_pruned", "returns_to"}
     assert {k: v for k, v in shown.items() if k not in mine} == snap.to_dict()
+
+
+def test_a_diff_change_s_kinds_are_the_tool_s() -> None:
+    """The payload names the kinds of a change without importing the diff (a command that only
+    reads loads no snapshot reader for its JSON): the two lists are one."""
+    from safeuninstall.judgement.diff import ChangeKind
+
+    kinds = typing.get_args(typing.get_type_hints(payloads.Change)["change"])
+    assert list(kinds) == [kind.value for kind in ChangeKind]

@@ -53,6 +53,11 @@ class Change(Struct, frozen=True):
     files: tuple[str, ...] = ()  # same version: the paths whose bytes differ, or on one side only
 
     @property
+    def change(self) -> str:
+        """Its kind, as --json writes it."""
+        return self.kind.value
+
+    @property
     def pin_before(self) -> str | None:
         return None if self.before is None else f"{self.name}=={self.before}"
 

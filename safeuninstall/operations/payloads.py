@@ -8,8 +8,8 @@ keeps what only the tool needs (hashes, loaded libraries), the payload declares 
 contract publishes, and the published schema is generated from these types
 (docs/gen_schema.py). Enumerations are written as their values.
 
-Only the bottom layers are imported: a command loads this module when it prints JSON, and a
-read-only command loads no restore machinery for it.
+Only the bottom layers and a few enumerations are imported: a command loads this module when
+it prints JSON, and a command that only reads loads nothing else for it (no snapshot reader).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from msgspec import Struct, field
 
 from safeuninstall.base.envelope import Envelope
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.environment.legacy import DIST_INFO
-from safeuninstall.judgement.diff import ChangeKind
 from safeuninstall.judgement.kinds import CandidateKind, ProbeKind
 from safeuninstall.judgement.metric import Verdict
 
@@ -454,8 +452,7 @@ class Stash(Struct, omit_defaults=True):
     absent: list[str] = field(default_factory=list)
 
 
-# The keys a snapshot.toml leaves out when they hold their default are left out here too
-# (msgspec compares with the default object itself: the entry's DIST_INFO is that object).
+# The keys a snapshot.toml leaves out when they hold their default are left out here too.
 class Package(Struct, omit_defaults=True):
     name: str
     version: str
@@ -464,7 +461,7 @@ class Package(Struct, omit_defaults=True):
     dist_info: str
     source: Source
     stash: Stash | None = None
-    layout: str = DIST_INFO  # how it was installed; left out for a .dist-info folder
+    legacy_layout: str | None = field(name="layout", default=None)  # how a legacy one was
 
 
 class SnapshotFile(Envelope, kw_only=True):
@@ -549,7 +546,8 @@ class Prune(Envelope, kw_only=True):
 
 class Change(Struct):
     name: str
-    kind: ChangeKind = field(name="change")
+    # its kind (judgement.diff.ChangeKind's values: a test keeps the two the same)
+    change: Literal["added", "removed", "upgraded", "downgraded", "changed", "files-differ"]
     before: str | None
     after: str | None
     size_before: int | None
