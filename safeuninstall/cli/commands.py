@@ -664,6 +664,11 @@ def _run(
     operation = operation or render is _operation_text
     if operation:
         common.live.speak()
+    if output.as_json:
+        # Loaded before the core changes anything: a removal of the tool's own environment
+        # (its files among those removed) still prints its object.
+        from safeuninstall.base import envelope
+        from safeuninstall.operations import payloads
     result: Any = _NO_RESULT
     try:
         interrupts.release()  # one that came during start-up is raised here
@@ -685,9 +690,6 @@ def _run(
         # Likewise: the core turns errors after a change into a restore and a result.
         _fail(SafeUninstallError(str(err)), output)
     if output.as_json:
-        from safeuninstall.base import envelope  # loaded for --json alone, as the payloads
-        from safeuninstall.operations import payloads
-
         # an operation's payload says what happened, step by step
         events = common.live.events if operation else ()
         click.echo(envelope.encode(payloads.payload(result, str(JSON_SCHEMA), events)))
