@@ -16,8 +16,8 @@ from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.judgement.kinds import ProbeKind
 
-# Annotations only (results are encoded by hand, never decoded): a command that renders a
-# result loads none of the machinery that built another kind of result.
+# Annotations only (the payloads read results by attribute; nothing decodes them): a command
+# that renders a result loads none of the machinery that built another kind of result.
 if TYPE_CHECKING:
     from safeuninstall.judgement.diff import Change, Diff
     from safeuninstall.judgement.doctor import Finding
