@@ -88,7 +88,10 @@ def restore_from_stash(ctx: Context, snapshot_id: str, names: Sequence[str]) -> 
     verification = verify(snap, ctx.interpreter, report)
     verified = time.perf_counter()
     if len(report.from_stash) != len(entries) or not verification.ok:
-        raise BenchError(f"in-process restore did not restore {list(names)}: {report.to_dict()}")
+        raise BenchError(
+            f"in-process restore did not restore {list(names)}: failed {report.failed}, "
+            f"notes {report.notes}"
+        )
     return RestoreWork(restored - started, verified - restored)
 
 

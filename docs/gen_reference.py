@@ -6,8 +6,9 @@
 - reference/cli.md: every command and option, read from the click definitions;
 - reference/configuration.md: every configuration key, from safeuninstall.config.KEYS;
 - reference/exit-codes.md: the exit codes, from safeuninstall.errors.EXIT_CODES;
-- and the other way: safeuninstall/cli/json-schema.json, the schema the wheel ships (``--json``
-  output names it), copied from reference/json-schema.json, which is edited by hand.
+- reference/json-schema.json: the schema of ``--json`` output, generated from the payload types
+  (safeuninstall/operations/payloads.py, base/envelope.py) with their docstrings, and its copy
+  safeuninstall/cli/json-schema.json, which the wheel ships (``--json`` output names it).
 
 tests/test_docs.py asserts that the checked-in pages equal this script's output.
 """
@@ -15,16 +16,24 @@ tests/test_docs.py asserts that the checked-in pages equal this script's output.
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
+import io
+import json
 import sys
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import click
+import msgspec
 
 from safeuninstall import config
-from safeuninstall.base import errors
+from safeuninstall.base import envelope, errors
 from safeuninstall.cli.commands import cli
+from safeuninstall.operations import payloads
 
 REFERENCE = Path(__file__).parent / "reference"
 # Files the package ships, each a copy of one kept in the docs: {copy: source}.
@@ -205,8 +214,8 @@ def exit_codes_reference() -> str:
         *rows,
         "",
         "With `--json` the same code is the JSON's `exit_code`; an error before any change is "
-        '`{"json_version": "1", "outcome": "error", "exit_code": N, "error": "...", '
-        '"detail": "..."}` ([JSON output](json.md)).',
+        f'`{{"json_version": "{envelope.JSON_VERSION}", "json_schema": "...", "outcome": "error", '
+        '"exit_code": N, "error": "...", "detail": "..."}` ([JSON output](json.md)).',
         "",
         "A failing uninstall step (uv exits non-zero) is followed by the same restore as a "
         "failing probe: exit 3 when the environment is proven back, 4 otherwise.",
@@ -214,10 +223,126 @@ def exit_codes_reference() -> str:
     return "\n".join(parts) + "\n"
 
 
+def _field_comments(module: ModuleType) -> dict[tuple[str, str], str]:
+    """{(type, field): what its comment says}: the comment after a field, else the comment
+    lines just above it (a ``type:`` comment is mypy's, not the reader's)."""
+    source = inspect.getsource(module)
+    lines = source.splitlines()
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = {t.start[0]: t.string[1:].strip() for t in tokens if t.type == tokenize.COMMENT}
+    comments = {line: text for line, text in comments.items() if not text.startswith("type:")}
+    alone = {line for line in comments if lines[line - 1].lstrip().startswith("#")}
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        fields = [s for s in getattr(node, "body", ()) if isinstance(s, ast.AnnAssign)]
+        for field in fields:
+            above: list[str] = []
+            line = field.lineno - 1
+            while line in alone:
+                above.insert(0, comments[line])
+                line -= 1
+            after = field.end_lineno or field.lineno
+            text = (comments.get(after) if after not in alone else None) or " ".join(above)
+            if text and isinstance(field.target, ast.Name) and isinstance(node, ast.ClassDef):
+                found[node.name, field.target.id] = text
+    return found
+
+
+def _prose(text: str) -> str:
+    """A docstring or comment as the schema says it: one line, Markdown's backquotes."""
+    return " ".join(text.split()).replace("``", "`")
+
+
+def _annotate(components: dict[str, dict[str, Any]]) -> None:
+    """Each key's comment is its description; and every key of a payload is written, with its
+    default too, unless its type leaves defaults out (a snapshot's optional keys): such keys
+    are required, not merely allowed."""
+    comments = _field_comments(payloads) | _field_comments(envelope)
+    types = {t.__name__: t for t in vars(payloads).values() if isinstance(t, type)}
+    types.update({t.__name__: t for t in vars(envelope).values() if isinstance(t, type)})
+    for name, entry in components.items():
+        kind = types.get(name)
+        if kind is None or not issubclass(kind, msgspec.Struct) or "properties" not in entry:
+            continue
+        for info in msgspec.structs.fields(kind):
+            # a comment said by the type it extends, for a field that type declares
+            owner = next(t for t in kind.__mro__ if info.name in getattr(t, "__annotations__", {}))
+            text = comments.get((owner.__name__, info.name))
+            # the envelope's keys are said once, in the error's entry (the top says they are all)
+            if text and (owner is not envelope.Envelope or kind is envelope.Failure):
+                entry["properties"][info.encode_name]["description"] = _prose(text)
+        if "description" in entry:
+            entry["description"] = _prose(entry["description"])
+        if not kind.__struct_config__.omit_defaults:
+            entry["required"] = list(entry["properties"])
+
+
+def json_schema() -> dict[str, object]:
+    """The schema of every --json object: each command's entry (its name in ``$defs``) is its
+    payload's type, an error is ``error``; both extend the envelope."""
+    commands = payloads.COMMANDS
+    kinds = [envelope.Failure, *dict.fromkeys(k for ks in commands.values() for k in ks)]
+    _, components = msgspec.json.schema_components(kinds, ref_template="#/$defs/{name}")
+    _annotate(components)
+    root = click.Context(cli, info_name=PROG)
+
+    def entry(name: str, ks: tuple[type, ...]) -> dict[str, object]:
+        refs: list[dict[str, object]] = [{"$ref": f"#/$defs/{k.__name__}"} for k in ks]
+        command = cli.get_command(root, name)
+        said = command.get_short_help_str(limit=200) if command else "an error, of any command"
+        return {
+            "description": f"{name}: {said}",
+            **(refs[0] if len(refs) == 1 else {"anyOf": refs}),
+        }
+
+    named = {"error": entry("error", (envelope.Failure,))}
+    named |= {name: entry(name, ks) for name, ks in commands.items()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"urn:safe-uninstall:json-schema:{envelope.JSON_VERSION}",
+        "title": "safe-uninstall --json",
+        "description": (
+            "The one object a safe-uninstall command prints on stdout with --json. Each "
+            "command's object is the $defs entry of its name; an error is `error`. Every object "
+            "begins with the envelope (json_version, json_schema, outcome, exit_code: described "
+            "in `Failure`), and the command's own keys follow. Keys may be "
+            "added in any release; json_version changes when one is removed or renamed or "
+            "changes type. Generated from the payload types by docs/gen_reference.py."
+        ),
+        "anyOf": [{"$ref": f"#/$defs/{name}"} for name in named],
+        "$defs": named | dict(sorted(components.items())),
+    }
+
+
+def _compact(value: object, indent: str = "") -> str:
+    """JSON as a person reads it: a value that fits on its line stays on one."""
+    flat = json.dumps(value)
+    if len(indent) + len(flat) <= 96 or not isinstance(value, (dict, list)) or not value:
+        return flat
+    inner = indent + "  "
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {_compact(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    if all(isinstance(v, str) for v in value):  # a list of names: as many a line as fit
+        rows = [inner]
+        for v in value:
+            if len(rows[-1]) + len(json.dumps(v)) > 96 and rows[-1] != inner:
+                rows.append(inner)
+            rows[-1] += json.dumps(v) + ", "
+        return "[\n" + "\n".join(r.rstrip() for r in rows).rstrip(",") + f"\n{indent}]"
+    items = [inner + _compact(v, inner) for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{indent}]"
+
+
+def json_schema_reference() -> str:
+    return _compact(json_schema()) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": cli_reference,
     "configuration.md": configuration_reference,
     "exit-codes.md": exit_codes_reference,
+    "json-schema.json": json_schema_reference,
 }
 
 

@@ -366,6 +366,10 @@ class Setting(Struct, frozen=True):
     value: Value
     origin: str  # "command line", a variable name, a file, or "default"
 
+    @property
+    def env(self) -> str:
+        return self.key.env
+
 
 class Settings(Struct, frozen=True):
     """Every key's effective value and where it came from, plus which files were consulted."""
@@ -404,24 +408,6 @@ class Settings(Struct, frozen=True):
         value = self.value(name)
         assert isinstance(value, tuple), name
         return value
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "settings": {
-                name: {
-                    "value": list(s.value) if isinstance(s.value, tuple) else s.value,
-                    "origin": s.origin,
-                    "env": s.key.env,
-                }
-                for name, s in self.by_key.items()
-            },
-            "files": {
-                "project": str(self.project_file) if self.project_file else None,
-                "user": str(self.user_file),
-                "user_exists": self.user_file_exists,
-            },
-            "ignored_variables": list(self.ignored_variables),
-        }
 
 
 def resolve(

@@ -10,16 +10,29 @@ import pty
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from safeuninstall.base import envelope
 from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
 from safeuninstall.cli import report
-from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult
+from safeuninstall.environment.installed import Source
+from safeuninstall.operations import payloads
+from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult, ShownSnapshot
 from safeuninstall.probe.kinds import ProbeKind
 from safeuninstall.probe.runner import Probe, ProbeResult
+from safeuninstall.state.snapshot import (
+    PackageEntry,
+    PackageStash,
+    PthLine,
+    Snapshot,
+    StashedFile,
+    Target,
+)
 from tests.conftest import UV, MakeVenv, Venv, read_terminal, run_tool, stand_in_uv
 
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -181,7 +194,7 @@ def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
     for quiet in (False, True):
         text = report.operation(result, verbose=False, quiet=quiet)
         assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
-        as_json = json.loads(json.dumps(result.to_dict()))
+        as_json = _as_json(result)
         assert (as_json["outcome"], as_json["exit_code"]) == (outcome.id, outcome.exit_code)
 
 
@@ -331,10 +344,18 @@ def test_a_stored_note_this_tool_never_writes_is_refused(text: str) -> None:
         parse_note(text)
 
 
-def test_a_rollback_result_keeps_the_json_envelope() -> None:
-    plain = Result(command="probe", outcome=Outcome.PASSED, python="p").to_dict()
-    rolled = RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p")
-    assert set(plain) == set(rolled.to_dict())
+def _as_json(result: object) -> dict[str, object]:
+    """A result's --json object, as the CLI prints it."""
+    data = json.loads(envelope.encode(payloads.payload(result, "schema.json")))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_a_rollback_s_payload_has_every_key_of_an_operation_and_its_own() -> None:
+    plain = _as_json(Result(command="probe", outcome=Outcome.PASSED, python="p"))
+    rolled = _as_json(RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p"))
+    assert set(rolled) - set(plain) == {"rollback_plan", "rollback_choice", "undo", "impact"}
+    assert (rolled["outcome"], rolled["exit_code"]) == ("rolled-back", 0)
 
 
 # -- the command a command line names ---------------------------------------------------------
@@ -609,3 +630,43 @@ def test_a_usage_error_under_json_is_the_documented_error_object(
     # without --json, nothing on stdout, as before
     plain = run_tool(*[a for a in args if a != "--json"], cwd=tmp_path)
     assert (plain.returncode, plain.stdout) == (2, "")
+
+
+def test_show_s_object_holds_the_snapshot_as_its_file_does() -> None:
+    """``show --json`` writes a snapshot's keys as snapshot.toml holds them: the keys a file
+    leaves out when they hold their default (a layout, a stash, a link) left out there too."""
+    stash = PackageStash(
+        "0001/a",
+        (StashedFile("a/x.py", "0" * 64, 3), StashedFile("l", "1" * 64, 1, link="t", swept=True)),
+        True,
+        (PthLine("e.pth", "/src", "2" * 64, 5),),
+        ("gone.py",),
+    )
+    legacy = PackageEntry("a", "1.0", "uv", True, Source("url", url="file:///x"), "a.egg-info")
+    packages = (
+        msgspec.structs.replace(legacy, stash=stash, layout="egg-info"),
+        PackageEntry("b", "2"),
+    )
+    snap = Snapshot(
+        "0001",
+        "2026-01-01T00:00:00Z",
+        "0.3",
+        ("x",),
+        "uninstall",
+        Target("/p", "/e", "3.11"),
+        packages,
+        removed=("a",),
+        outcome="removed",
+    )
+    shown = _as_json(ShownSnapshot(snap, 5, None))
+    mine = {"json_version", "json_schema", "exit_code", "stash_bytes", "stash_pruned", "returns_to"}
+    assert {k: v for k, v in shown.items() if k not in mine} == snap.to_dict()
+
+
+def test_a_diff_change_s_kinds_are_the_tool_s() -> None:
+    """The payload names the kinds of a change without importing the diff (a command that only
+    reads loads no snapshot reader for its JSON): the two lists are one."""
+    from safeuninstall.plans.diff import ChangeKind
+
+    kinds = typing.get_args(typing.get_type_hints(payloads.Change)["change"])
+    assert list(kinds) == [kind.value for kind in ChangeKind]

@@ -19,8 +19,9 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 import safeuninstall
+from safeuninstall.base.envelope import JSON_VERSION
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.cli.commands import JSON_SCHEMA, JSON_VERSION, cli
+from safeuninstall.cli.commands import JSON_SCHEMA, cli
 from tests.conftest import MakeVenv, Run, run_tool
 
 SCHEMA_FILE = Path(__file__).parent.parent / "docs" / "reference" / "json-schema.json"
@@ -63,7 +64,18 @@ def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
 
 
 def test_the_schema_has_the_version_the_tool_prints() -> None:
-    assert SCHEMA["$defs"]["json-version"]["const"] == JSON_VERSION
+    """Every command's object (each extends the envelope) has the version the tool prints."""
+
+    def objects(entry: dict[str, Any]) -> list[dict[str, Any]]:
+        if "$ref" in entry:
+            return objects(SCHEMA["$defs"][entry["$ref"].rpartition("/")[2]])
+        if "anyOf" in entry:
+            return [o for e in entry["anyOf"] for o in objects(e)]
+        return [entry]
+
+    found = objects(SCHEMA)
+    assert len(found) >= len(SCHEMA["anyOf"])
+    assert all(o["properties"]["json_version"]["enum"] == [JSON_VERSION] for o in found)
 
 
 def test_the_schema_s_id_names_the_version() -> None:
@@ -91,14 +103,14 @@ def test_every_command_has_its_object_in_the_schema() -> None:
 
 
 def test_the_outcomes_in_the_schema_are_the_tool_s() -> None:
-    assert SCHEMA["$defs"]["outcome"]["enum"] == [o.id for o in Outcome]
+    assert sorted(SCHEMA["$defs"]["Outcome"]["enum"]) == sorted(o.id for o in Outcome)
 
 
 def test_an_object_without_a_required_key_or_with_a_wrong_type_is_refused() -> None:
     """The check below is not vacuous: the schema refuses the error object without its
     version, with another version, or with an exit code that is not a number."""
-    good = {"json_version": JSON_VERSION, "outcome": "error", "exit_code": 2, "error": "e"}
-    good["detail"] = ""
+    good = {"json_version": JSON_VERSION, "json_schema": "s", "outcome": "error", "exit_code": 2}
+    good |= {"error": "e", "detail": ""}
     assert problems("error", good) == []
     assert problems("error", {k: v for k, v in good.items() if k != "json_version"})
     assert problems("error", {**good, "json_version": "0"})

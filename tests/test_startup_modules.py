@@ -84,6 +84,10 @@ def test_listing_snapshots_loads_neither_installer_nor_installed_set(
         pytest.param(("diff", "latest"), "diff", id="diff"),
         pytest.param(("doctor",), "inspect", id="doctor"),
         pytest.param(("check", "leftpad"), "inspect", id="check"),
+        # --json: the payload types are read-only commands' too
+        pytest.param(("check", "--json", "leftpad"), "payloads", id="check-json"),
+        pytest.param(("diff", "--json", "latest"), "payloads", id="diff-json"),
+        pytest.param(("doctor", "--json"), "payloads", id="doctor-json"),
     ],
 )
 def test_a_read_only_command_that_reads_libraries_loads_no_restore_machinery(

@@ -44,8 +44,9 @@ class Event(Struct, frozen=True):
         """Whether the step goes on after the event (the next event ends it)."""
         return self.step in _ONGOING_STEPS or "probe running" in self.text
 
-    def to_dict(self) -> dict[str, object]:
-        return {"step": self.step, "text": self.text, "seconds": round(self.at, 3)}
+    @property
+    def seconds(self) -> float:
+        return round(self.at, 3)
 
 
 Listener = Callable[[Event], None]

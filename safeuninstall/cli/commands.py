@@ -6,14 +6,13 @@ A package whose name equals a subcommand is removed with ``safe-uninstall uninst
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
@@ -665,6 +664,11 @@ def _run(
     operation = operation or render is _operation_text
     if operation:
         common.live.speak()
+    if output.as_json:
+        # Loaded before the core changes anything: a removal of the tool's own environment
+        # (its files among those removed) still prints its object.
+        from safeuninstall.base import envelope
+        from safeuninstall.operations import payloads
     result: Any = _NO_RESULT
     try:
         interrupts.release()  # one that came during start-up is raised here
@@ -686,10 +690,9 @@ def _run(
         # Likewise: the core turns errors after a change into a restore and a result.
         _fail(SafeUninstallError(str(err)), output)
     if output.as_json:
-        payload = result.to_dict()
-        if operation:  # an operation's envelope: what happened, step by step
-            payload["events"] = [event.to_dict() for event in common.live.events]
-        _print_json(payload)
+        # an operation's payload says what happened, step by step
+        events = common.live.events if operation else ()
+        click.echo(envelope.encode(payloads.payload(result, str(JSON_SCHEMA), events)))
     else:
         text = render(result, output)
         if text:
@@ -700,32 +703,23 @@ def _run(
 _NO_RESULT = object()  # _run's result before the core returned one
 
 
-# The version of the --json contract (docs/reference/json.md and json-schema.json beside it):
-# raised when a key is removed or renamed or its type changes; keys are added without it.
-JSON_VERSION = "1"
-
-
-# The schema of that contract, shipped in the package (a copy of docs/reference/json-schema.json,
-# see docs/gen_reference.py); every object names it.
+# The schema of the --json contract (base/envelope.py), shipped in the package: generated from
+# the payloads' types (docs/gen_schema.py); every object names it.
 JSON_SCHEMA = Path(__file__).with_name("json-schema.json")
 
 
-def _print_json(payload: dict[str, object]) -> None:
-    """Print one --json object, the contract's version first and where its schema is: the one
-    way any is printed."""
-    envelope = {"json_version": JSON_VERSION, "json_schema": str(JSON_SCHEMA)}
-    click.echo(json.dumps({**envelope, **payload}, indent=2, default=list))
+def _print_failure(exit_code: int, error: str, detail: str) -> None:
+    """The --json object of an error: the envelope, and the message."""
+    from safeuninstall.base import envelope
+    from safeuninstall.base.envelope import Failure
+
+    failure = Failure(json_schema=str(JSON_SCHEMA), exit_code=exit_code, error=error, detail=detail)
+    click.echo(envelope.encode(failure))
 
 
 def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
     if output.as_json:
-        payload = {
-            "outcome": "error",
-            "exit_code": err.exit_code,
-            "error": err.message,
-            "detail": err.detail,
-        }
-        _print_json(payload)
+        _print_failure(err.exit_code, err.message, err.detail)
     else:
         color = _use_color(sys.stderr)
         error = _painter(color)("error:", "bad")
@@ -1395,13 +1389,7 @@ def run(argv: list[str] | None = None) -> int:
     except click.ClickException as err:  # a usage error: click's own message, exit 2
         err.show()
         if _asks_for_json(args):  # and the JSON that exit-codes.md promises
-            payload = {
-                "outcome": "error",
-                "exit_code": err.exit_code,
-                "error": err.format_message(),
-                "detail": "",
-            }
-            _print_json(payload)
+            _print_failure(err.exit_code, err.format_message(), "")
         return err.exit_code
     except click.Abort:
         click.echo("Aborted!", err=True)
@@ -1480,12 +1468,23 @@ class _ConfigShown(Struct, frozen=True):
     environment: str | None = None
     state_dir: str | None = None
 
-    def to_dict(self) -> dict[str, object]:
+    @property
+    def by_key(self) -> Mapping[str, config.Setting]:
+        return self.settings.by_key
+
+    @property
+    def files(self) -> dict[str, object]:
+        settings = self.settings
+        project = settings.project_file
         return {
-            **self.settings.to_dict(),
-            "environment": self.environment,
-            "state_dir": self.state_dir,
+            "project": str(project) if project else None,
+            "user": str(settings.user_file),
+            "user_exists": settings.user_file_exists,
         }
+
+    @property
+    def ignored_variables(self) -> tuple[str, ...]:
+        return self.settings.ignored_variables
 
 
 @_command("config")

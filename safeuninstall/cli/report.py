@@ -20,10 +20,11 @@ if TYPE_CHECKING:  # annotations only: a command loads what it renders, no more
     from safeuninstall.libraries.index import LibraryChange
     from safeuninstall.operations.results import (
         BisectResult,
-        Details,
         DiffResult,
         PruneResult,
+        RemovalResult,
         Result,
+        RollbackResult,
         ShownSnapshot,
         SnapshotList,
         SnapshotSummary,
@@ -155,21 +156,23 @@ def operation(
     summary = _plain_removal(result, headline) if brief else None
     if summary is not None:
         return summary
-    details, runs = result.details(), result.probes
-    lines = [f"environment: {result.environment or result.python}", *_plan_lines(result, details)]
-    if details.impact is not None:
-        lines += impact_lines(details.impact, verbose=verbose)
+    removal, rollback = _removal(result), _rollback(result)
+    runs, impact = result.probes, result.impact_report()
+    lines = [f"environment: {result.environment or result.python}", *_plan_lines(result)]
+    if impact is not None:
+        lines += impact_lines(impact, verbose=verbose)
     lines += _probes_around_the_change(result, verbose, paint)
-    lines += [f"drift: {d.describe()}" for d in details.drift]
-    lines += [f"diagnosis: {f.describe()}" for f in details.diagnosis]
+    if removal is not None:
+        lines += [f"drift: {d.describe()}" for d in removal.drift]
+        lines += [f"diagnosis: {f.describe()}" for f in removal.diagnosis]
     lines += _restore_lines(result.restored, paint)
-    if details.undo is not None:
+    if rollback is not None and rollback.undo is not None:
         lines.append("putting the environment back as it was before:")
-        lines += ["  " + line for line in _restore_lines(details.undo, paint)]
+        lines += ["  " + line for line in _restore_lines(rollback.undo, paint)]
     lines += _probe_lines("probe after the restore", runs.after_restore, verbose, paint)
     if runs.after_restore_skipped:
         lines.append(f"probe after the restore: {runs.after_restore_skipped}")
-    lines += cleanup_lines(details.cleanup)
+    lines += cleanup_lines(removal.cleanup if removal is not None else None)
     lines += result.messages
     lines += kept_lines(result.kept)
     lines.append(headline)
@@ -181,21 +184,36 @@ def operation(
     return "\n".join(lines)
 
 
-def _plan_lines(result: Result, details: Details) -> list[str]:
+def _removal(result: Result) -> RemovalResult | None:
+    from safeuninstall.operations.results import RemovalResult  # loaded with any result
+
+    return result if isinstance(result, RemovalResult) else None
+
+
+def _rollback(result: Result) -> RollbackResult | None:
+    from safeuninstall.operations.results import RollbackResult
+
+    return result if isinstance(result, RollbackResult) else None
+
+
+def _plan_lines(result: Result) -> list[str]:
     """What the operation set out to change: the snapshot, the one a plain rollback chose and
     those it passed over, what the names given matched, and what is removed or restored."""
     lines = [f"snapshot: {result.snapshot}"] if result.snapshot else []
-    if details.choice is not None:
-        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in details.choice.skipped]
-        if details.choice.snapshot is not None:
-            lines.append(f"chosen: {details.choice.snapshot}: {details.choice.reason}")
+    removal, rollback = _removal(result), _rollback(result)
+    choice = rollback.choice if rollback is not None else None
+    if choice is not None:
+        lines += [f"passed over: {s.snapshot}: {s.reason}" for s in choice.skipped]
+        if choice.snapshot is not None:
+            lines.append(f"chosen: {choice.snapshot}: {choice.reason}")
         else:
-            lines.append(details.choice.reason)
-    lines += [f"pattern {text!r} matches: {', '.join(names)}" for text, names in details.expanded]
-    lines += [f"not installed, skipped: {name}" for name in details.absent]
-    if details.orphans:
-        lines.append(f"orphans, removed too (--with-orphans): {', '.join(details.orphans)}")
-    plan = details.rollback_plan
+            lines.append(choice.reason)
+    if removal is not None:
+        lines += [f"pattern {text!r} matches: {', '.join(ns)}" for text, ns in removal.expanded]
+        lines += [f"not installed, skipped: {name}" for name in removal.absent]
+        if removal.orphans:
+            lines.append(f"orphans, removed too (--with-orphans): {', '.join(removal.orphans)}")
+    plan = rollback.rollback_plan if rollback is not None else None
     if plan is not None:
         lines += [f"added since the snapshot, to remove: {name}" for name in plan.added]
         lines += [f"changed since the snapshot, to replace: {name}" for name in plan.changed]
@@ -224,26 +242,25 @@ def _plain_removal(result: Result, headline: str) -> str | None:
     """What was removed in uv's form, the probe's verdict, the snapshot and how to undo it,
     the outcome; None where there is more to say (what breaks, a restore, a pattern's
     expansion, orphans, a cleanup): the whole report then."""
-    details = result.details()
-    impact = details.impact
+    removal = _removal(result)
+    impact = removal.impact if removal is not None else None
     if (
-        result.command != "uninstall"
+        removal is None
+        or result.command != "uninstall"
         or result.exit_code != 0
         or not (result.removed and result.snapshot)
         or result.restored is not None
-        or details.undo is not None
-        or details.drift
-        or details.diagnosis
-        or details.cleanup is not None
-        or details.orphans
-        or details.expanded
-        or details.rollback_plan is not None
+        or removal.drift
+        or removal.diagnosis
+        or removal.cleanup is not None
+        or removal.orphans
+        or removal.expanded
         or (impact is not None and (impact.library_changes or impact.unmet))
     ):
         return None
     lines = [f"Uninstalled {count_text(len(result.removed), 'package')}"]
     lines += [f" - {pin}" for pin in result.removed]
-    lines += [f"not installed, skipped: {name}" for name in details.absent]
+    lines += [f"not installed, skipped: {name}" for name in removal.absent]
     lines += [f"probe: {r.probe.label} -- {r.summary()}" for r in result.probes.after]
     lines += result.messages
     start = result.kept.command if result.kept is not None else "safe-uninstall"

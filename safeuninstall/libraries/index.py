@@ -21,7 +21,6 @@ import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
-import msgspec
 from msgspec import Struct
 
 from safeuninstall.environment import presence
@@ -176,9 +175,6 @@ class LibraryChange(Struct, frozen=True):
     def breaks(self) -> bool:
         return self.after is None
 
-    def to_dict(self) -> dict[str, object]:
-        return msgspec.structs.asdict(self)
-
 
 class LibraryIndex:
     """The ELF objects of an environment and a loader to resolve their needs; each file is
@@ -323,9 +319,6 @@ class MissingLibrary(Struct, frozen=True):
     soname: str
     needed_by: tuple[str, ...]  # the objects that need it (paths)
     distributions: tuple[str, ...]  # theirs; for an object outside the environment, the root's
-
-    def to_dict(self) -> dict[str, object]:
-        return msgspec.structs.asdict(self)
 
 
 class Census(Struct, frozen=True):
@@ -490,9 +483,6 @@ class Drift(Struct, frozen=True):
         return (
             f"{self.library}: was {old}, now {self.after} ({self.after_dist or 'no distribution'})"
         )
-
-    def to_dict(self) -> dict[str, object]:
-        return msgspec.structs.asdict(self)
 
 
 def _by_library(paths: Iterable[str], index: LibraryIndex) -> dict[str, str]:

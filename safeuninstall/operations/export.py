@@ -200,16 +200,14 @@ class ExportResult(Struct, frozen=True):
     packages: int
     output: Path | None = None  # where it was written, if anywhere
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "snapshot": self.snapshot,
-            "requested": self.requested,
-            "format": self.format,
-            "packages": self.packages,
-            "output": str(self.output) if self.output else None,
-            # the text itself only when it went nowhere else
-            "text": None if self.output else self.text,
-        }
+    @property
+    def output_path(self) -> str | None:
+        return str(self.output) if self.output else None
+
+    @property
+    def shown_text(self) -> str | None:
+        """The text itself, when it went nowhere else."""
+        return None if self.output else self.text
 
 
 def _load(options: ExportOptions, target: Callable[[], Context]) -> Snapshot:

@@ -1,7 +1,8 @@
 """What each operation returns: frozen, built once at its end, rendered by the CLI.
 
-Removals (and ``check``), rollbacks (and ``recover``) and ``probe`` share one JSON envelope
-(docs/usage.md lists its keys), so a job reads every command's output the same way.
+Their ``--json`` payloads (operations/payloads.py) read these values by name: a property here
+is a value the contract publishes that is computed from the fields (the pins a restore brought
+back, the bytes a prune freed).
 """
 
 from __future__ import annotations
@@ -9,19 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-import msgspec
 from msgspec import Struct, field
 
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.probe.kinds import ProbeKind
 
-# Annotations only (results are encoded by hand, never decoded): a command that renders a
-# result loads none of the machinery that built another kind of result.
+# Annotations only (the payloads read results by attribute; nothing decodes them): a command
+# that renders a result loads none of the machinery that built another kind of result.
 if TYPE_CHECKING:
     from safeuninstall.libraries.index import Drift
     from safeuninstall.plans.changes import RollbackPlan, SnapshotChoice
-    from safeuninstall.plans.diff import Diff
+    from safeuninstall.plans.diff import Change, Diff
     from safeuninstall.probe.metric import MetricRuns
     from safeuninstall.probe.runner import Probe, ProbeResult
     from safeuninstall.reports.doctor import Finding
@@ -50,16 +50,6 @@ class ProbeRuns(Struct, frozen=True):
         what ran."""
         runs = self.after
         return runs[0] if len(runs) == 1 and runs[0].probe.kind is ProbeKind.DERIVED else None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "notes": list(self.notes),
-            "planned": [p.to_dict() for p in self.planned],
-            "baseline": [p.to_dict() for p in self.baseline],
-            "after": [p.to_dict() for p in self.after],
-            "after_restore": [p.to_dict() for p in self.after_restore],
-            "after_restore_skipped": self.after_restore_skipped,
-        }
 
 
 class Result(Struct, frozen=True, kw_only=True):
@@ -115,7 +105,7 @@ class Result(Struct, frozen=True, kw_only=True):
 
     def _unmet_refused(self) -> str:
         """A refusal for unmet requirements, said once and exactly: how many, whose."""
-        impact = self.details().impact
+        impact = self.impact_report()
         refusals = (Outcome.REFUSED_UNMET, Outcome.TRY_UNMET)
         if self.outcome not in refusals or impact is None or not impact.unmet:
             return ""
@@ -163,99 +153,49 @@ class Result(Struct, frozen=True, kw_only=True):
     def verification(self) -> Verification | None:
         return self.restored.verification if self.restored is not None else None
 
-    def details(self) -> Details:
-        """What only some operations report (an impact report, a rollback plan...)."""
-        return Details()
-
-    def to_dict(self) -> dict[str, object]:
-        restore, verification = self.restore, self.verification
-        return {
-            "command": self.command,
-            "outcome": self.outcome.id,
-            "exit_code": self.exit_code,
-            "python": self.python,
-            "snapshot": self.snapshot,
-            "removed": list(self.removed),
-            "restored": restore.from_stash + restore.reinstalled if restore else [],
-            "restore": restore.to_dict() if restore else None,
-            "verification": verification.to_dict() if verification else None,
-            "probes": self.probes.to_dict(),
-            **self.details().to_dict(),
-            "next_command": self.next_command,
-            "messages": list(self.messages),
-            "kept": self.kept.to_dict() if self.kept else None,
-        }
-
-
-class Details(Struct, frozen=True):
-    """The parts of an operation's report that only some operations fill; empty elsewhere."""
-
-    absent: tuple[str, ...] = ()  # named, but not installed
-    impact: ImpactReport | None = None
-    drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
-    diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
-    rollback_plan: RollbackPlan | None = None
-    choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
-    undo: Restored | None = None  # a failed rollback put back as it was before it
-    expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
-    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
-    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
-
     @property
-    def dependents(self) -> tuple[str, ...]:
-        return self.impact.dependents if self.impact else ()
+    def restored_pins(self) -> list[str]:
+        """What the restore brought back, from a stash or reinstalled."""
+        return self.restored.restored_pins if self.restored is not None else []
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "absent": list(self.absent),
-            "patterns": {text: list(names) for text, names in self.expanded},
-            "orphans": list(self.orphans),
-            "keep_needed": self.cleanup.to_dict() if self.cleanup else None,
-            "dependents": list(self.dependents),
-            "rollback_plan": self.rollback_plan.to_dict() if self.rollback_plan else None,
-            "rollback_choice": self.choice.to_dict() if self.choice else None,
-            "undo": _restored_dict(self.undo) if self.undo else None,
-            "impact": self.impact.to_dict() if self.impact else None,
-            "drift": [d.to_dict() for d in self.drift],
-            "diagnosis": [f.to_dict() for f in self.diagnosis],
-        }
+    def impact_report(self) -> ImpactReport | None:
+        """The impact report of what the operation removes, for those that make one."""
+        return None
 
 
 class RemovalResult(Result, frozen=True, kw_only=True):
     """An uninstall, or its impact report alone (``check``)."""
 
-    absent: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()  # named, but not installed
     impact: ImpactReport | None = None
-    drift: tuple[Drift, ...] = ()
-    diagnosis: tuple[Finding, ...] = ()
+    drift: tuple[Drift, ...] = ()  # libraries the probe loaded from elsewhere after the removal
+    diagnosis: tuple[Finding, ...] = ()  # what a failing probe missed, and who provided it
     expanded: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each pattern and what it matched
-    cleanup: Cleanup | None = None
-    orphans: tuple[str, ...] = ()
+    cleanup: Cleanup | None = None  # --keep-needed: kept, removed, why, probe runs
+    orphans: tuple[str, ...] = ()  # --with-orphans: the dependencies added
 
-    def details(self) -> Details:
-        return Details(
-            self.absent,
-            self.impact,
-            self.drift,
-            self.diagnosis,
-            expanded=self.expanded,
-            cleanup=self.cleanup,
-            orphans=self.orphans,
-        )
+    def impact_report(self) -> ImpactReport | None:
+        return self.impact
+
+    @property
+    def patterns(self) -> dict[str, tuple[str, ...]]:
+        return dict(self.expanded)
+
+    @property
+    def dependents(self) -> tuple[str, ...]:
+        return self.impact.dependents if self.impact else ()
 
 
 class RollbackResult(Result, frozen=True, kw_only=True):
     """A rollback, or a recover: back to a snapshot's exact set."""
 
     rollback_plan: RollbackPlan | None = None
-    choice: SnapshotChoice | None = None
+    choice: SnapshotChoice | None = None  # why a plain rollback returns to the snapshot it does
     impact: ImpactReport | None = None  # of what the rollback uninstalls
-    undo: Restored | None = None
+    undo: Restored | None = None  # a failed rollback put back as it was before it
 
-    def details(self) -> Details:
-        return Details(
-            impact=self.impact, rollback_plan=self.rollback_plan, choice=self.choice, undo=self.undo
-        )
+    def impact_report(self) -> ImpactReport | None:
+        return self.impact
 
 
 class RunResult(Result, frozen=True, kw_only=True):
@@ -267,22 +207,23 @@ class RunResult(Result, frozen=True, kw_only=True):
     change: RollbackPlan | None = None  # the snapshot against the environment the command left
     unmet: tuple[Unmet, ...] = ()  # requirements the change left unmet
 
-    def to_dict(self) -> dict[str, object]:
-        change = self.change
-        return {
-            **super().to_dict(),
-            "run": {
-                "argv": list(self.argv),
-                "exit_status": self.exit_status,
-                "added": list(change.added) if change else [],
-                "changed": list(change.changed) if change else [],
-                "removed": list(change.missing) if change else [],
-                "unmet": [
-                    {"dependent": u.dependent, "requirement": u.requirement, "required": u.required}
-                    for u in self.unmet
-                ],
-            },
-        }
+    @property
+    def run(self) -> RunResult:
+        """The command's own part of the report (the payload nests it under ``run``)."""
+        return self
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return self.change.added if self.change else ()
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        return self.change.changed if self.change else ()
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """What the command removed (``removed`` is the operation's own)."""
+        return self.change.missing if self.change else ()
 
 
 def _fixed_text(fixed: Sequence[str], judged: int) -> str:
@@ -293,15 +234,6 @@ def _fixed_text(fixed: Sequence[str], judged: int) -> str:
         f"it fixed what the probe found broken: {', '.join(fixed)} {was} before the change "
         f"and {now} now{rest}"
     )
-
-
-def _restored_dict(restored: Restored) -> dict[str, object]:
-    report, verification = restored.report, restored.verification
-    return {
-        "restored": report.from_stash + report.reinstalled,
-        "restore": report.to_dict(),
-        "verification": verification.to_dict() if verification else None,
-    }
 
 
 class SnapshotSummary(Struct, frozen=True):
@@ -318,9 +250,6 @@ class SnapshotSummary(Struct, frozen=True):
     stash_bytes: int = 0  # bytes only this snapshot's stash keeps (no other link to them)
     stash_pruned: str | None = None  # why the retention policy dropped its stash
 
-    def to_dict(self) -> dict[str, object]:
-        return msgspec.structs.asdict(self)
-
 
 class SnapshotList(Struct, frozen=True):
     snapshots: tuple[SnapshotSummary, ...]
@@ -329,42 +258,28 @@ class SnapshotList(Struct, frozen=True):
     # None of this environment's: why, when the state folder holds another's (Store.why_none)
     none_because: str | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "snapshots": [s.to_dict() for s in self.snapshots],
-            "total_bytes": self.total_bytes,
-            "none_because": self.none_because,
-        }
 
-
-class ShownSnapshot(Struct, frozen=True):
-    """``show``: one snapshot, with what its stash alone keeps on disk."""
+class _OfSnapshot(Struct, frozen=True):
+    """A result that is a snapshot and more: its payload reads the snapshot's keys as its own."""
 
     snapshot: Snapshot
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.snapshot, name)
+
+
+class ShownSnapshot(_OfSnapshot, frozen=True):
+    """``show``: one snapshot, with what its stash alone keeps on disk."""
+
     stash_bytes: int
     stash_pruned: str | None  # why the retention policy dropped its stash
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            **self.snapshot.to_dict(),
-            "stash_bytes": self.stash_bytes,
-            "stash_pruned": self.stash_pruned,
-        }
 
-
-class SnapshotTaken(Struct, frozen=True):
+class SnapshotTaken(_OfSnapshot, frozen=True):
     """``snapshot``: the snapshot taken, and what the retention policy did after it."""
 
-    snapshot: Snapshot
     kept: Kept | None = None
     messages: tuple[str, ...] = ()  # the policy did not run, and why
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            **self.snapshot.to_dict(),
-            "kept": self.kept.to_dict() if self.kept else None,
-            "messages": list(self.messages),
-        }
 
 
 class PruneResult(Struct, frozen=True):
@@ -386,17 +301,17 @@ class PruneResult(Struct, frozen=True):
     def freed(self) -> int:
         return self.held_before - self.held_after
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "removed": [{"id": i, "bytes": b} for i, b in self.removed],
-            "kept": [{"id": i, "bytes": b} for i, b in self.kept],
-            "protected": list(self.protected),
-            "freed_bytes": self.freed,
-            "held_after_bytes": self.held_after,
-            "only_copies": [{"id": i, "pins": list(pins)} for i, pins in self.only_copies],
-            "over_max_size_bytes": self.over_max_size,
-            "dry_run": self.dry_run,
-        }
+    @property
+    def removed_snapshots(self) -> list[dict[str, object]]:
+        return [{"id": i, "bytes": b} for i, b in self.removed]
+
+    @property
+    def kept_snapshots(self) -> list[dict[str, object]]:
+        return [{"id": i, "bytes": b} for i, b in self.kept]
+
+    @property
+    def only_copy_snapshots(self) -> list[dict[str, object]]:
+        return [{"id": i, "pins": pins} for i, pins in self.only_copies]
 
 
 # What a side of ``diff`` is: what is installed, a snapshot of the environment, or a file
@@ -415,15 +330,21 @@ class DiffResult(Struct, frozen=True):
     after_kind: SideKind = "now"
     set_aside: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "before": self.before,
-            "after": self.after,
-            "before_kind": self.before_kind,
-            "after_kind": self.after_kind,
-            **self.diff.to_dict(),
-            "set_aside": list(self.set_aside),
-        }
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return self.diff.changes
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.diff.counts
+
+    @property
+    def unchanged(self) -> int:
+        return self.diff.unchanged
+
+    @property
+    def not_compared(self) -> tuple[str, ...]:
+        return self.diff.not_compared
 
 
 class Culprit(Struct, frozen=True):
@@ -433,9 +354,6 @@ class Culprit(Struct, frozen=True):
     names: tuple[str, ...]
     good: tuple[str, ...]  # name==version in the good snapshot
     bad: tuple[str, ...]  # name==version now
-
-    def to_dict(self) -> dict[str, object]:
-        return {"names": list(self.names), "good": list(self.good), "bad": list(self.bad)}
 
 
 class Round(Struct, frozen=True):
@@ -452,14 +370,9 @@ class Round(Struct, frozen=True):
     def verdict(self) -> str:
         return "inconclusive" if self.inconclusive else "passed" if self.passed else "failed"
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "bad": list(self.bad),
-            "passed": self.passed,
-            "verdict": self.verdict,
-            "metric": self.metric.to_dict() if self.metric is not None else None,
-            "confirms": self.confirms or None,
-        }
+    @property
+    def confirming(self) -> str | None:
+        return self.confirms or None
 
 
 class BisectResult(Result, frozen=True, kw_only=True):
@@ -476,17 +389,7 @@ class BisectResult(Result, frozen=True, kw_only=True):
     failure: str = ""  # the probe's output where it fails (the environment as it was)
     not_bisected: tuple[str, ...] = ()  # same version, other files: no stash tells them apart
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            **super().to_dict(),
-            "bisect": {
-                "good": self.good,
-                "units": [list(u) for u in self.units],
-                "rounds": [r.to_dict() for r in self.rounds],
-                "culprits": [c.to_dict() for c in self.culprits],
-                "not_confirmed": [c.to_dict() for c in self.not_confirmed],
-                "confirmed": self.confirmed,
-                "failure": self.failure,
-                "not_bisected": list(self.not_bisected),
-            },
-        }
+    @property
+    def bisect(self) -> BisectResult:
+        """The search's own part of the report (the payload nests it under ``bisect``)."""
+        return self

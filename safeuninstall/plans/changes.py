@@ -263,13 +263,6 @@ class RollbackPlan(Struct, frozen=True):
     def empty(self) -> bool:
         return not self.remove and not self.restore
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "added": list(self.added),
-            "changed": list(self.changed),
-            "missing": list(self.missing),
-        }
-
 
 def _same_build(entry: PackageEntry, current: Installed) -> bool:
     return (
@@ -316,9 +309,6 @@ class Skipped(Struct, frozen=True):
     snapshot: str
     reason: str
 
-    def to_dict(self) -> dict[str, object]:
-        return {"snapshot": self.snapshot, "reason": self.reason}
-
 
 class SnapshotChoice(Struct, frozen=True):
     """Which snapshot a plain ``rollback`` returns to, why, and the newer ones it passed over."""
@@ -329,13 +319,6 @@ class SnapshotChoice(Struct, frozen=True):
     # The walk met a snapshot it cannot see past (unreadable, or a rollback whose target is
     # gone): no choice is safe, the user names the snapshot.
     blocked: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "snapshot": self.snapshot,
-            "reason": self.reason,
-            "skipped": [s.to_dict() for s in self.skipped],
-        }
 
 
 RETURNING = ("rollback", "recover")  # operations that return to a snapshot

@@ -53,23 +53,17 @@ class Change(Struct, frozen=True):
     files: tuple[str, ...] = ()  # same version: the paths whose bytes differ, or on one side only
 
     @property
+    def change(self) -> str:
+        """Its kind, as --json writes it."""
+        return self.kind.value
+
+    @property
     def pin_before(self) -> str | None:
         return None if self.before is None else f"{self.name}=={self.before}"
 
     @property
     def pin_after(self) -> str | None:
         return None if self.after is None else f"{self.name}=={self.after}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "change": self.kind.value,
-            "before": self.before,
-            "after": self.after,
-            "size_before": self.size_before,
-            "size_after": self.size_after,
-            "files": list(self.files),
-        }
 
 
 class Diff(Struct, frozen=True):
@@ -84,13 +78,10 @@ class Diff(Struct, frozen=True):
     def of_kind(self, kind: ChangeKind) -> tuple[Change, ...]:
         return tuple(c for c in self.changes if c.kind is kind)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "changes": [c.to_dict() for c in self.changes],
-            "counts": {kind.value: len(self.of_kind(kind)) for kind in ChangeKind},
-            "unchanged": self.unchanged,
-            "files_not_compared": list(self.not_compared),
-        }
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many changes of each kind."""
+        return {kind.value: len(self.of_kind(kind)) for kind in ChangeKind}
 
 
 def compare(before: Mapping[str, Side], after: Mapping[str, Side]) -> Diff:

@@ -108,20 +108,22 @@ class MetricRuns(Struct, frozen=True):
                 text += f"; {self.verdict.value}"
         return text
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "values": list(self.values),
-            "median": self.median,
-            "baseline_median": self.baseline,
-            "regression_percent": None if self.regression is None else round(self.regression, 3),
-            "why": self.why,
-            "baseline_values": list(self.baseline_values),
-            "ratio": ratio(self.baseline, self.median),
-            "p_value": None if self.p_value is None else round(self.p_value, 6),
-            "verdict": None if self.verdict is None else self.verdict.value,
-            "warmup": self.warmup,
-            "baseline_spread_percent": _rounded(spread(self.baseline_values)),
-        }
+    @property
+    def regression_percent(self) -> float | None:
+        return _rounded(self.regression)
+
+    @property
+    def ratio(self) -> float | None:
+        """The median against the baseline's."""
+        return ratio(self.baseline, self.median)
+
+    @property
+    def rounded_p_value(self) -> float | None:
+        return None if self.p_value is None else round(self.p_value, 6)
+
+    @property
+    def baseline_spread_percent(self) -> float | None:
+        return _rounded(spread(self.baseline_values))
 
 
 def _rounded(value: float | None) -> float | None:

@@ -155,15 +155,6 @@ class Candidate(Struct, frozen=True):
         """How the driver is told (see _CANDIDATES_DRIVER)."""
         return _CANDIDATE_ARGUMENT[self.kind](self)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "kind": self.kind.value,
-            "target": self.target,
-            "attrs": list(self.attrs),
-            "distribution": self.distribution,
-            "why": self.why,
-        }
-
 
 class CandidateResult(Struct, frozen=True):
     """How one candidate of a derived probe ended in one run."""
@@ -191,14 +182,30 @@ class CandidateResult(Struct, frozen=True):
         lines = [line.strip() for line in self.output.splitlines() if line.strip()]
         return lines[-1] if lines else self.status
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            **self.candidate.to_dict(),
-            "label": self.candidate.label,
-            "status": self.status,
-            "judged": self.judged,
-            "output": self.output,
-        }
+    # The candidate's own keys, beside how it ended (the --json payload is flat).
+    @property
+    def kind(self) -> CandidateKind:
+        return self.candidate.kind
+
+    @property
+    def target(self) -> str:
+        return self.candidate.target
+
+    @property
+    def attrs(self) -> tuple[str, ...]:
+        return self.candidate.attrs
+
+    @property
+    def distribution(self) -> str:
+        return self.candidate.distribution
+
+    @property
+    def why(self) -> str:
+        return self.candidate.why
+
+    @property
+    def label(self) -> str:
+        return self.candidate.label
 
 
 class Probe(Struct, frozen=True):
@@ -249,15 +256,6 @@ class Probe(Struct, frozen=True):
     def to_the_end(self) -> Probe:
         """The probe that tries every candidate whatever fails."""
         return msgspec.structs.replace(self, decisive=()) if self.decisive else self
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "label": self.label,
-            "kind": self.kind.value,
-            "origin": self.origin,
-            "code": self.code,
-            "candidates": [c.to_dict() for c in self.candidates],
-        }
 
 
 def derived_code(candidates: Sequence[Candidate]) -> str:
@@ -340,20 +338,22 @@ class ProbeResult(Struct, frozen=True):
             counts += f"; {dropped} not judged (they did not pass before the change)"
         return counts
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "probe": self.probe.label,
-            "kind": self.probe.kind.value,
-            "origin": self.probe.origin,
-            "passed": self.passed,
-            "returncode": self.returncode,
-            "timed_out": self.timed_out,
-            "seconds": round(self.seconds, 3),
-            "cached": self.cached,
-            "output": self.output,
-            "candidates": [c.to_dict() for c in self.candidates],
-            "metric": self.metric.to_dict() if self.metric is not None else None,
-        }
+    # The probe's keys, beside how the run ended (the --json payload is flat).
+    @property
+    def label(self) -> str:
+        return self.probe.label
+
+    @property
+    def kind(self) -> ProbeKind:
+        return self.probe.kind
+
+    @property
+    def origin(self) -> str:
+        return self.probe.origin
+
+    @property
+    def rounded_seconds(self) -> float:
+        return round(self.seconds, 3)
 
 
 class ProbeSettings(Struct, frozen=True):

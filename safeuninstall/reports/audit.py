@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 
-import msgspec
 from msgspec import Struct
 
 from safeuninstall.environment.installed import (
@@ -101,32 +100,6 @@ class DistributionAudit(Struct, frozen=True, kw_only=True):
             or self.record_problem
         )
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "installer": self.installer,
-            "requested": self.requested,
-            "requested_known": self.requested_known,
-            "bytes": self.bytes,
-            "files": self.files,
-            "shared_bytes": self.shared_bytes,
-            "shared_with": list(self.shared_with),
-            "linked_elsewhere_bytes": self.linked_elsewhere_bytes,
-            "missing_files": self.missing_files,
-            "outside_files": self.outside_files,
-            "record_problem": self.record_problem,
-            "metadata_only": self.metadata_only,
-            "orphan": self.orphan,
-            "top_level": self.top_level,
-            "required_by": [msgspec.structs.asdict(r) for r in self.required_by],
-            "optional_for": [msgspec.structs.asdict(r) for r in self.optional_for],
-            "loaded_by": [msgspec.structs.asdict(u) for u in self.loaded_by],
-            "loaded_by_count": self.loaded_by_count,
-            "loaded_by_probe": self.loaded_by_probe,
-            "unmet": [msgspec.structs.asdict(u) for u in self.unmet],
-        }
-
 
 class LibraryCopy(Struct, frozen=True):
     """One file that answers to a soname: who lists it, and whose wheel's copy it is (the
@@ -150,13 +123,6 @@ class DuplicateLibrary(Struct, frozen=True):
     @property
     def distributions(self) -> tuple[str, ...]:
         return tuple(sorted({o for c in self.copies for o in c.owners}))
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "soname": self.soname,
-            "distributions": list(self.distributions),
-            "copies": [msgspec.structs.asdict(c) for c in self.copies],
-        }
 
 
 class UnownedFolder(Struct, frozen=True):
@@ -200,30 +166,6 @@ class AuditReport(Struct, frozen=True, kw_only=True):
     def top_level(self) -> tuple[str, ...]:
         """Not required, not loaded, and not known to be requested or not (uv's installs)."""
         return tuple(sorted(d.name for d in self.distributions if d.top_level))
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "command": "audit",
-            "outcome": "audited",
-            "exit_code": self.exit_code,
-            "python": self.python,
-            "site_dirs": list(self.site_dirs),
-            "total_bytes": self.total_bytes,
-            "owned_bytes": self.owned_bytes,
-            "shared_bytes": self.shared_bytes,
-            "unowned_bytes": self.unowned_bytes,
-            "unowned_files": self.unowned_files,
-            "unowned": [msgspec.structs.asdict(u) for u in self.unowned],
-            "stash_bytes": self.stash_bytes,
-            "stashes": [msgspec.structs.asdict(s) for s in self.stashes],
-            "orphans": list(self.orphans),
-            "top_level": list(self.top_level),
-            "distributions": [d.to_dict() for d in self.distributions],
-            "duplicates": [d.to_dict() for d in self.duplicates],
-            "load": None if self.probe is None else [p.to_dict() for p in self.probe],
-            "mapped": None if self.mapped is None else list(self.mapped),
-            "notes": list(self.notes),
-        }
 
 
 # -- sizes -------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
-import msgspec
 from msgspec import Struct, field
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -124,9 +123,6 @@ class Finding(Struct, frozen=True):
                 + self.needed_by
             )
         return "no snapshot knows who provided it"
-
-    def to_dict(self) -> dict[str, object]:
-        return msgspec.structs.asdict(self)
 
 
 def doubled_findings(
@@ -289,16 +285,6 @@ class DoctorReport(Struct):
     @property
     def exit_code(self) -> int:
         return 0 if self.healthy else 1
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "healthy": self.healthy,
-            "findings": [f.to_dict() for f in self.findings],
-            "notes": [n.to_dict() for n in self.notes],
-            "repair_command": self.repair_command,
-            "repair_snapshot": self.repair_snapshot,
-            "repair_also": self.repair_also,
-        }
 
 
 Requirements = Mapping[str, Sequence[tuple[str, Requirement]]]

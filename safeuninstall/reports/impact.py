@@ -7,7 +7,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence, Set
 
-import msgspec
 from msgspec import Struct
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -435,25 +434,6 @@ class ImpactReport(Struct, frozen=True):
     def refused_by_strict(self) -> bool:
         """--strict refuses breakage and drift alike."""
         return self.finds_breakage or bool(self.drifts)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "removed": list(self.removed),
-            "dependents": list(self.dependents),
-            "optional_dependents": [
-                {"dependent": d.dependent, "requires": d.required, "extra": d.extra}
-                for d in self.optional_dependents
-            ],
-            "shared_files": [msgspec.structs.asdict(s) for s in self.shared_files],
-            "hollow": list(self.hollow),
-            "breaks": [c.to_dict() for c in self.breaks],
-            "drifts": [c.to_dict() for c in self.drifts],
-            "metadata_only": [
-                {"name": m.name, "provided_by": list(m.provided_by)} for m in self.metadata_only
-            ],
-            "unreadable_records": [msgspec.structs.asdict(u) for u in self.unreadable_records],
-            "unmet": [msgspec.structs.asdict(u) for u in self.unmet],
-        }
 
 
 def _shared_files(owned: Ownership, removed: Sequence[str]) -> list[SharedFile]:

@@ -51,9 +51,6 @@ class Needed(Struct, frozen=True):
     def reason(self) -> str:
         return self.reasons[0]
 
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "why": self.why, "reasons": list(self.reasons)}
-
 
 _MAX_REASONS = 3  # a person reads the first; JSON has a few more
 
@@ -303,26 +300,6 @@ class Cleanup(Struct, frozen=True):
     reruns: int = 0  # besides those, runs made again on a failing state to confirm it
     bound: int = 0  # the most runs the search could take (bisection.bound)
     trials: tuple[Trial, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "candidates": list(self.candidates),
-            "kept": [k.to_dict() for k in self.kept],
-            "tried": list(self.tried),
-            "removed": list(self.removed),
-            "probe_runs": self.probe_runs,
-            "reruns": self.reruns,
-            "bound": self.bound,
-            "trials": [
-                {
-                    "removed": list(t.removed),
-                    "passed": t.passed,
-                    "inconclusive": t.inconclusive,
-                    "why": t.why,
-                }
-                for t in self.trials
-            ],
-        }
 
 
 class Orphans(Struct, frozen=True):

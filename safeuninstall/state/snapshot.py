@@ -106,6 +106,11 @@ class PackageEntry(Struct, frozen=True):
     def legacy(self) -> bool:
         return self.layout != DIST_INFO
 
+    @property
+    def legacy_layout(self) -> str | None:
+        """Its layout where it is not a .dist-info folder (the file writes it there alone)."""
+        return self.layout if self.legacy else None
+
 
 class Target(Struct, frozen=True):
     """The environment a snapshot was taken of."""

@@ -74,14 +74,6 @@ class RestoreReport(Struct):
     # RECORD files of those restored from a stash that were already gone when it was taken
     absent: set[str] = field(default_factory=set)
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "from_stash": self.from_stash,
-            "reinstalled": self.reinstalled,
-            "failed": self.failed,
-            "notes": self.notes,
-        }
-
 
 class RestoreJob(Struct, frozen=True):
     """What to bring back, and from where."""
@@ -420,6 +412,14 @@ class Verification(Struct, frozen=True):
             and not self.changed_after
         )
 
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(self.difference.missing)
+
+    @property
+    def unexpected(self) -> tuple[str, ...]:
+        return tuple(self.difference.unexpected)
+
     def describe(self) -> list[str]:
         lines = [f"changed by another process since: {c}" for c in self.changed_after]
         lines += [f"missing: {pin}" for pin in self.difference.missing]
@@ -428,18 +428,6 @@ class Verification(Struct, frozen=True):
         lines += [f"another build or layout: {item}" for item in self.source_mismatches]
         lines += [f"hash mismatch: {item}" for item in self.hash_mismatches]
         return lines
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "ok": self.ok,
-            "missing": list(self.difference.missing),
-            "unexpected": list(self.difference.unexpected),
-            "source_mismatches": list(self.source_mismatches),
-            "hash_mismatches": list(self.hash_mismatches),
-            "extra_dist_info": list(self.extra_dist_info),
-            "changed_after": list(self.changed_after),
-            "files_checked": self.files_checked,
-        }
 
 
 def verify(

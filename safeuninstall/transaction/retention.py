@@ -77,13 +77,6 @@ class OnlyCopy(Struct, frozen=True):
     pins: tuple[str, ...]  # name==version, sorted
     beyond_policy: bool = False  # keep or max-size alone would have dropped it
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "snapshot": self.snapshot,
-            "only_copy_of": list(self.pins),
-            "beyond_policy": self.beyond_policy,
-        }
-
 
 class Kept(Struct, frozen=True):
     """What the snapshots hold on disk after an operation, and what the policy dropped."""
@@ -102,16 +95,9 @@ class Kept(Struct, frozen=True):
     # the report's `prune` suggestions start with.
     command: str = "safe-uninstall"
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "snapshot": self.snapshot,
-            "snapshot_bytes": self.snapshot_bytes,
-            "total_bytes": self.total_bytes,
-            "pruned": [{"snapshot": i, "bytes": size} for i, size in self.pruned],
-            "policy": self.policy,
-            "protected": [copy.to_dict() for copy in self.protected],
-            "over_max_size_bytes": self.over_max_size,
-        }
+    @property
+    def pruned_stashes(self) -> list[dict[str, object]]:
+        return [{"snapshot": i, "bytes": size} for i, size in self.pruned]
 
 
 def installed_pins(interpreter: Interpreter) -> dict[str, str]:

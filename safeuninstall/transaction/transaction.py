@@ -115,6 +115,11 @@ class Restored(Struct, frozen=True):
     def ok(self) -> bool:
         return self.verification is not None and self.verification.ok
 
+    @property
+    def restored_pins(self) -> list[str]:
+        """What it brought back, from a stash or reinstalled."""
+        return self.report.from_stash + self.report.reinstalled
+
 
 def take_snapshot(
     ctx: Context,
