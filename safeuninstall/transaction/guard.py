@@ -308,18 +308,25 @@ class Guard:
         )
 
     def switch(
-        self, wanted: Snapshot, *, during: str, all_or_nothing: bool = True
+        self,
+        wanted: Snapshot,
+        *,
+        during: str,
+        all_or_nothing: bool = True,
+        reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
     ) -> tuple[Restored, str | None]:
         """Move to ``wanted``'s installed set within the change, in one batch, interrupts
         held, proven; then the check for another process's change, on the census the proof
         was made on (ChangedByOthers, ``during`` it). NotRestorable when ``all_or_nothing``
-        and something cannot come back (nothing was changed then). Returns the proof and the
-        installer's error, if its uninstall failed."""
+        and something cannot come back (nothing was changed then). ``reached`` is told the
+        proof before that check, so that the caller knows where the environment is when the
+        check raises. Returns the proof and the installer's error, if its uninstall failed."""
         txn = self.txn
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(
                 wanted, offline=self.change.offline, all_or_nothing=all_or_nothing
             )
+            reached(restored, failed)
         # A restore stopped by an error of ours made no census: one is taken now.
         proven = restored.left if restored.verification is not None else None
         txn.check_others(proven, during=during)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from safeuninstall.base.errors import NotRestorable
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
@@ -42,13 +43,24 @@ from safeuninstall.options import COMMANDS, UninstallOptions
 from safeuninstall.plans.changes import NEVER_MATCHED, RemovalPlan
 from safeuninstall.probe.derived import (
     after_settings,
+    against,
     dropped_notes,
     judged_after,
     to_the_end,
     undecided,
 )
 from safeuninstall.probe.kinds import ProbeKind
-from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all, start
+from safeuninstall.probe.metric import noise_note
+from safeuninstall.probe.runner import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    RunSettings,
+    compare_states,
+    run_all,
+    run_probe,
+    start,
+)
 from safeuninstall.reports.doctor import Finding, also_in, diagnose
 from safeuninstall.reports.impact import allowed_unmet, removal_closure, unmet_in
 from safeuninstall.reports.needs import Cleanup, orphans
@@ -63,6 +75,8 @@ from safeuninstall.transaction.guard import (
     Words,
 )
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec
+
+_SWITCHING = "while the metric's runs switched between the states before and after the removal"
 
 
 class Removal:
@@ -315,8 +329,24 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str, verb: str 
     return ctx.suggest(*command, *flags, *names)
 
 
+class SwitchFailed(Exception):
+    """A state to measure the metric in could not be reached and proven: what the removal
+    did is undone (``message`` says why)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class Attempt:
-    """The removal under way: uninstall, probe, and the restore when it must be undone."""
+    """The removal under way: uninstall, probe, and the restore when it must be undone.
+
+    A metric probe is judged by runs of the state before the removal and the state after it,
+    interleaved (runner.compare_states): the environment is switched between the two from
+    this transaction's own stash (Guard.switch), and ends in the state after the removal
+    before its verdict is acted on."""
+
+    interleaves = True  # the metric's runs switch between the two states
 
     def __init__(self, removal: Removal, guard: Guard, baseline: Sequence[ProbeResult]) -> None:
         self.removal = removal
@@ -333,6 +363,9 @@ class Attempt:
         self.ran: list[ProbeResult] = []
         self.drift: tuple[Drift, ...] = ()
         self.diagnosis: tuple[Finding, ...] = ()
+        # The environment is in the state the removal left; False once it is proven back in
+        # the snapshot's between two metric runs (then an undo has nothing to bring back).
+        self.in_change = True
 
     def run(self) -> RemovalResult:
         """Uninstall and judge; on failure, error or interrupt, restore."""
@@ -367,7 +400,7 @@ class Attempt:
 
     def _gone(self) -> Sequence[str]:
         """What is removed now, of what the snapshot stashed."""
-        return self.snap.removed
+        return self.snap.removed if self.in_change else ()
 
     def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
         """What the installer left of what it said it removed (``names``, default all):
@@ -399,7 +432,11 @@ class Attempt:
                 + " (shared paths): they are installed but hollow"
             )
             return Cause.HOLLOW
-        after, env_print = self._probe()
+        try:
+            after, env_print = self._probe()
+        except SwitchFailed as err:
+            messages.append(err.message)
+            return Cause.ERROR
         self.txn.check_others(
             during="during the removal", then="the probe judged another environment"
         )
@@ -438,12 +475,18 @@ class Attempt:
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
-        taken while it runs (a passing probe is cached as that environment's baseline)."""
+        taken while it runs (a passing probe is cached as that environment's baseline). A
+        metric, once the others pass, by runs of both states interleaved (``_compared``)."""
         ctx, settings = self.ctx, self.removal.after
         if not settings.probes:
             return [], ""
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
-        running = start(settings, ctx.interpreter, ctx.child_env())
+        probes = settings.probes
+        apart = [i for i, p in enumerate(probes) if p.metric is not None and self.interleaves]
+        plain = msgspec.structs.replace(
+            settings, probes=tuple(p for i, p in enumerate(probes) if i not in apart)
+        )
+        running = start(plain, ctx.interpreter, ctx.child_env())
         try:
             env_print = fingerprint(ctx.interpreter, ctx.environ)
             ran = running.results()
@@ -451,10 +494,79 @@ class Attempt:
             running.cancel()
             raise
         self.ran = ran  # as run: the new environment's baseline, if the removal stands
-        after = judged_after(self.runs.baseline, ran)
+        baseline = self.runs.baseline
+        results: list[ProbeResult | None] = [None] * len(probes)
+        kept = [i for i in range(len(probes)) if i not in apart]
+        for index, run in zip(kept, ran, strict=True):
+            results[index] = against(baseline[index], run)
+        others_pass = all(r.passed for r in results if r is not None)
+        for index in apart:
+            results[index] = (
+                self._compared(probes[index])
+                if others_pass  # else measured as it is: the verdict is known already
+                else against(baseline[index], self._run_one(probes[index]))
+            )
+        after = [r for r in results if r is not None]
         verdict = "passed" if all(r.passed for r in after) else "FAILED"
         ctx.emit("probe", f"probe after the removal: {verdict}")
         return after, env_print
+
+    def _run_one(self, probe: Probe) -> ProbeResult:
+        how = RunSettings(self.removal.after.timeout, self.ctx.child_env())
+        return run_probe(probe, self.ctx.interpreter, settings=how)
+
+    def _compared(self, probe: Probe) -> ProbeResult:
+        """A metric judged by runs of the snapshot's state and the removal's, interleaved (a
+        warm-up first, not counted), runs added until decided or the cap; the environment
+        ends in the removal's state."""
+        ctx = self.ctx
+        assert probe.metric is not None
+        ctx.emit("probe", f"metric running: before and after the removal, in turn: {probe.label}")
+        how = RunSettings(self.removal.after.timeout, ctx.child_env())
+        result, compared = compare_states(
+            probe, ctx.interpreter, how, self._switch, after_first=self.in_change
+        )
+        self._switch(True)  # the verdict is acted on in the state the removal left
+        if compared.baseline_failed:
+            self.removal.messages.append(
+                "the metric failed in the state before the removal, where it passed before it: "
+                f"{compared.runs.why}; it does not judge this removal reliably"
+            )
+        note = noise_note(probe.metric, compared.runs.baseline_values)
+        if note:
+            self.removal.messages.append(note)
+        return result
+
+    def _switch(self, after: bool) -> None:
+        """Move the environment to the state the removal left (``after``) or back to the
+        snapshot's, from this transaction's own stash, in one batch, proven, then checked for
+        another process's change (Guard.switch); nothing where it is already."""
+        if after == self.in_change:
+            return
+        snap = self.snap
+        removed = set(snap.removed)
+        wanted = (
+            msgspec.structs.replace(
+                snap, packages=tuple(e for e in snap.packages if e.name not in removed)
+            )
+            if after
+            else snap
+        )
+
+        def reached(restored: Restored, failed: str | None) -> None:
+            # Until the snapshot's state is proven, an undo brings back all that was removed.
+            self.in_change = after or failed is not None or not restored.ok
+
+        self.in_change = True
+        try:
+            restored, failed = self.guard.switch(wanted, during=_SWITCHING, reached=reached)
+        except NotRestorable as err:
+            raise SwitchFailed(f"a state to measure could not be reached: {err.message}") from None
+        if failed is not None or not restored.ok:
+            why = failed or restored.error or "the environment does not match it"
+            raise SwitchFailed(f"a state to measure could not be reached and proven: {why}")
+        if self.txn.interrupted:
+            raise KeyboardInterrupt
 
     def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
         """With --target or --prefix: a module removed from the folder that the interpreter's
