@@ -115,6 +115,15 @@ class Ended:
     next_command: str | None = None
 
 
+class SwitchFailed(Exception):
+    """A state to measure in could not be reached and proven (``Guard.measure_in``): the
+    change is undone (``message`` says why)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class NotUndone(Exception):
     """The change had to be undone and cannot come back whole (``why``): left as it is."""
 
@@ -331,6 +340,26 @@ class Guard:
         proven = restored.left if restored.verification is not None else None
         txn.check_others(proven, during=during)
         return restored, failed
+
+    def measure_in(
+        self,
+        wanted: Snapshot,
+        *,
+        during: str,
+        reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
+    ) -> None:
+        """``switch`` to a state a metric's runs measure: SwitchFailed when it cannot be
+        reached and proven; an interrupt held during the switch is obeyed once it is done
+        (KeyboardInterrupt)."""
+        try:
+            restored, failed = self.switch(wanted, during=during, reached=reached)
+        except NotRestorable as err:
+            raise SwitchFailed(f"a state to measure could not be reached: {err.message}") from None
+        if failed is not None or not restored.ok:
+            why = failed or restored.error or "the environment does not match it"
+            raise SwitchFailed(f"a state to measure could not be reached and proven: {why}")
+        if self.txn.interrupted:
+            raise KeyboardInterrupt
 
     def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
         """Another process changed the environment after the change was made, while it was

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from safeuninstall.base.errors import NotRestorable
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
@@ -71,6 +70,7 @@ from safeuninstall.transaction.guard import (
     Guard,
     Kept,
     Stands,
+    SwitchFailed,
     Verdict,
     Words,
 )
@@ -329,15 +329,6 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str, verb: str 
     return ctx.suggest(*command, *flags, *names)
 
 
-class SwitchFailed(Exception):
-    """A state to measure the metric in could not be reached and proven: what the removal
-    did is undone (``message`` says why)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
 class Attempt:
     """The removal under way: uninstall, probe, and the restore when it must be undone.
 
@@ -558,15 +549,7 @@ class Attempt:
             self.in_change = after or failed is not None or not restored.ok
 
         self.in_change = True
-        try:
-            restored, failed = self.guard.switch(wanted, during=_SWITCHING, reached=reached)
-        except NotRestorable as err:
-            raise SwitchFailed(f"a state to measure could not be reached: {err.message}") from None
-        if failed is not None or not restored.ok:
-            why = failed or restored.error or "the environment does not match it"
-            raise SwitchFailed(f"a state to measure could not be reached and proven: {why}")
-        if self.txn.interrupted:
-            raise KeyboardInterrupt
+        self.guard.measure_in(wanted, during=_SWITCHING, reached=reached)
 
     def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
         """With --target or --prefix: a module removed from the folder that the interpreter's
