@@ -15,6 +15,7 @@ from safeuninstall.base.errors import EXIT_RESTORED, EXIT_SLOWER
 from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
 from tests.test_faults import _tool_in_background
 from tests.test_json_contract import problems
+from tests.test_run import uv_install
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -45,6 +46,8 @@ print(20000 * speed * load * (1 + noise))
 def _venv(make_venv: MakeVenv, tmp_path: Path) -> Venv:
     house = tmp_path / "house"
     build_wheel(house, "turbo", "1.0", {"turbo.py": "SPEED = 2.0\n"})
+    build_wheel(house, "turbo", "1.1", {"turbo.py": "SPEED = 2.0\n"})  # harmless
+    build_wheel(house, "turbo", "0.9", {"turbo.py": "SPEED = 1.0\n"})  # twice as slow
     build_wheel(house, "spare", "1.0", {"spare.py": "X = 1\n"})
     venv = make_venv()
     venv.install("turbo==1.0", "spare==1.0", find_links=house)
@@ -169,4 +172,90 @@ def test_ctrl_c_during_the_interleaved_runs_restores(
     assert data["outcome"] == "interrupted-restored"
     assert tagged_processes(process_tag) == [], "a run outlived the command"
     assert _start(venv) == start
+    assert not venv.journal.exists()
+
+
+def test_a_harmless_upgrade_on_a_machine_slowing_down_stands_and_leaves_one_snapshot(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """``run``: the state after the command is switched back to from a stash of what it
+    changed, which no history lists: the upgrade stands, within the limit, and a plain
+    rollback afterwards returns to the state before it."""
+    venv = _venv(make_venv, tmp_path)
+    start = _start(venv)
+    upgrade = uv_install(venv, "turbo==1.1", find_links=tmp_path / "house")
+
+    done = venv.tool(
+        "--json", "run", "--probe-metric", _metric(tmp_path, 1, 0.03), "--metric-runs", "8",
+        "--", *upgrade,
+    )  # fmt: skip
+
+    data = done.json()
+    assert done.returncode == 0, data
+    assert data["outcome"] == "ran"
+    assert problems("run", data) == []
+    metric = _runs(data)
+    assert metric["verdict"] == "within-limit", metric
+    assert len(metric["values"]) == len(metric["baseline_values"]) >= 8  # type: ignore[arg-type]
+    assert venv.installed()["turbo"] == "1.1"
+    snapshots = venv.tool("--json", "snapshots").json()["snapshots"]
+    assert [s["id"] for s in snapshots] == [data["snapshot"]]  # type: ignore[union-attr]
+    assert [p.name for p in venv.state.snapshots_dir.iterdir()] == [data["snapshot"]]
+
+    back = venv.tool("--json", "rollback", "--no-probe")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert _start(venv) == start
+
+
+def test_try_of_a_harmful_downgrade_says_slower_and_leaves_every_file_as_it_was(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    venv = _venv(make_venv, tmp_path)
+    start = _start(venv)
+    downgrade = uv_install(venv, "turbo==0.9", find_links=tmp_path / "house")
+
+    done = venv.tool(
+        "--json", "try", "--probe-metric", _metric(tmp_path, 2, 0.03), "--", *downgrade
+    )  # fmt: skip
+
+    data = done.json()
+    assert done.returncode == EXIT_SLOWER, data
+    assert data["outcome"] == "try-slower"
+    assert _runs(data)["ratio"] == pytest.approx(0.5, rel=0.1)
+    assert _start(venv) == start
+    assert not venv.journal.exists()
+
+
+@pytest.mark.parametrize(
+    ("back_to", "outcome", "code"),
+    [("1.1", "rolled-back", 0), ("0.9", "rollback-probe-failed-restored", EXIT_RESTORED)],
+)
+def test_a_rollback_is_judged_by_interleaved_runs_and_ends_as_judged(
+    make_venv: MakeVenv, tmp_path: Path, back_to: str, outcome: str, code: int
+) -> None:
+    """Back to a harmless turbo on a machine slowing down: it stands (measured one state
+    after the other it looked slower); back to a slow one: undone, every file as it was."""
+    venv = _venv(make_venv, tmp_path)
+    venv.install(f"turbo=={back_to}", find_links=tmp_path / "house")
+    assert venv.tool("snapshot").returncode == 0
+    venv.install("turbo==1.0", find_links=tmp_path / "house")
+    start = _start(venv)
+
+    done = venv.tool(
+        "--json", "rollback", "--probe-metric", _metric(tmp_path, 3, 0.03), "--metric-runs", "8"
+    )  # fmt: skip
+
+    data = done.json()
+    assert done.returncode == code, data
+    assert data["outcome"] == outcome
+    assert problems("rollback", data) == []
+    metric = _runs(data)
+    assert metric["verdict"] == ("within-limit" if code == 0 else "regressed"), metric
+    assert len(metric["values"]) == len(metric["baseline_values"]) >= 8  # type: ignore[arg-type]
+    if code == 0:
+        assert venv.installed()["turbo"] == back_to
+    else:
+        assert _start(venv) == start
+    ids = [p.name for p in venv.state.snapshots_dir.iterdir()]
+    assert len(ids) == 2, ids  # the snapshot, and the rollback's own: no other folder
     assert not venv.journal.exists()

@@ -349,7 +349,9 @@ def test_a_rollback_the_noisy_runs_cannot_judge_is_undone_as_inconclusive(
     venv.install("workload==1.0", find_links=workloads)
     hashes, installed = venv.file_hashes(), venv.installed()
 
-    done = venv.tool("--json", "rollback", "--probe-metric", _turns(tmp_path))
+    done = venv.tool(
+        "--json", "rollback", "--probe-metric", _turns(tmp_path), "--metric-max-runs", "3"
+    )  # fmt: skip
 
     data = done.json()
     assert done.returncode == 6, data

@@ -49,9 +49,9 @@ from safeuninstall.operations.trial import metric_lines, tried
 from safeuninstall.options import RunOptions
 from safeuninstall.plans.changes import RollbackPlan, plan_rollback
 from safeuninstall.probe.derived import (
-    against,
     derive,
     dropped_notes,
+    judged_apart,
     judged_change,
     stopping_after_change,
     undecided,
@@ -64,7 +64,6 @@ from safeuninstall.probe.runner import (
     RunSettings,
     compare_states,
     run_all,
-    run_probe,
 )
 from safeuninstall.reports.impact import Unmet, unmet_after_change
 from safeuninstall.state.snapshot import Snapshot
@@ -434,34 +433,22 @@ class _Attempt:
         if not self.command.configured.probes:  # derived: never a metric
             ran = run_all(settings, ctx.interpreter, ctx.child_env())
             return [judged_change(baseline, r) for r in ran]
-        probes = settings.probes
-        apart = [i for i, p in enumerate(probes) if p.metric is not None]
-        plain = msgspec.structs.replace(
-            settings, probes=tuple(p for i, p in enumerate(probes) if i not in apart)
-        )
-        results: list[ProbeResult | None] = [None] * len(probes)
-        kept = [i for i in range(len(probes)) if i not in apart]
-        ran = run_all(plain, ctx.interpreter, ctx.child_env())
-        for index, run in zip(kept, ran, strict=True):
-            results[index] = against(baseline[index], run)
-        others_pass = all(r.passed for r in results if r is not None)
-        how = RunSettings(settings.timeout, ctx.child_env())
-        for index in apart:
-            probe = probes[index]
-            results[index] = (
-                self._compared(probe, how, now)
-                if others_pass and not self.rewritten
-                else against(baseline[index], run_probe(probe, ctx.interpreter, settings=how))
-            )
-        if apart and self.rewritten:
+        metric = any(p.metric is not None for p in settings.probes)
+        if metric and self.rewritten:
             self.command.messages.append(
                 "the metric's runs were not interleaved with the state before the command: it "
                 "rewrote files of a distribution in place, which a switch cannot tell apart"
             )
-        return [r for r in results if r is not None]
+        how = RunSettings(settings.timeout, ctx.child_env())
+        return judged_apart(
+            settings,
+            baseline,
+            lambda plain: run_all(plain, ctx.interpreter, ctx.child_env()),
+            None if self.rewritten else partial(self._compared, how=how, now=now),
+        )
 
     def _compared(
-        self, probe: Probe, how: RunSettings, now: dict[str, InstalledDistribution]
+        self, probe: Probe, *, how: RunSettings, now: dict[str, InstalledDistribution]
     ) -> ProbeResult:
         """A metric judged by runs of the snapshot's state and the command's, interleaved (a
         warm-up first, not counted), runs added until decided or the cap. The command's state

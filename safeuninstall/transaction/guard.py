@@ -350,15 +350,20 @@ class Guard:
     ) -> None:
         """``switch`` to a state a metric's runs measure: SwitchFailed when it cannot be
         reached and proven; an interrupt held during the switch is obeyed once it is done
-        (KeyboardInterrupt)."""
+        (KeyboardInterrupt; one noted before it was the operation's to say)."""
+        txn = self.txn
+        noted, txn.interrupted = txn.interrupted, False
         try:
             restored, failed = self.switch(wanted, during=during, reached=reached)
         except NotRestorable as err:
             raise SwitchFailed(f"a state to measure could not be reached: {err.message}") from None
+        finally:
+            arrived = txn.interrupted
+            txn.interrupted = noted or arrived
         if failed is not None or not restored.ok:
             why = failed or restored.error or "the environment does not match it"
             raise SwitchFailed(f"a state to measure could not be reached and proven: {why}")
-        if self.txn.interrupted:
+        if arrived:
             raise KeyboardInterrupt
 
     def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:

@@ -42,9 +42,9 @@ from safeuninstall.options import COMMANDS, UninstallOptions
 from safeuninstall.plans.changes import NEVER_MATCHED, RemovalPlan
 from safeuninstall.probe.derived import (
     after_settings,
-    against,
     dropped_notes,
     judged_after,
+    judged_apart,
     to_the_end,
     undecided,
 )
@@ -57,7 +57,6 @@ from safeuninstall.probe.runner import (
     RunSettings,
     compare_states,
     run_all,
-    run_probe,
     start,
 )
 from safeuninstall.reports.doctor import Finding, also_in, diagnose
@@ -472,39 +471,26 @@ class Attempt:
         if not settings.probes:
             return [], ""
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
-        probes = settings.probes
-        apart = [i for i, p in enumerate(probes) if p.metric is not None and self.interleaves]
-        plain = msgspec.structs.replace(
-            settings, probes=tuple(p for i, p in enumerate(probes) if i not in apart)
-        )
-        running = start(plain, ctx.interpreter, ctx.child_env())
-        try:
-            env_print = fingerprint(ctx.interpreter, ctx.environ)
-            ran = running.results()
-        except BaseException:
-            running.cancel()
-            raise
-        self.ran = ran  # as run: the new environment's baseline, if the removal stands
-        baseline = self.runs.baseline
-        results: list[ProbeResult | None] = [None] * len(probes)
-        kept = [i for i in range(len(probes)) if i not in apart]
-        for index, run in zip(kept, ran, strict=True):
-            results[index] = against(baseline[index], run)
-        others_pass = all(r.passed for r in results if r is not None)
-        for index in apart:
-            results[index] = (
-                self._compared(probes[index])
-                if others_pass  # else measured as it is: the verdict is known already
-                else against(baseline[index], self._run_one(probes[index]))
-            )
-        after = [r for r in results if r is not None]
+        env_print = ""
+
+        def run(plain: ProbeSettings) -> list[ProbeResult]:
+            nonlocal env_print
+            running = start(plain, ctx.interpreter, ctx.child_env())
+            try:
+                env_print = env_print or fingerprint(ctx.interpreter, ctx.environ)
+                ran = running.results()
+            except BaseException:
+                running.cancel()
+                raise
+            self.ran = self.ran or ran  # as run: the new environment's baseline, if it stands
+            return ran
+
+        self.ran = []
+        compared = self._compared if self.interleaves else None
+        after = judged_apart(settings, self.runs.baseline, run, compared)
         verdict = "passed" if all(r.passed for r in after) else "FAILED"
         ctx.emit("probe", f"probe after the removal: {verdict}")
         return after, env_print
-
-    def _run_one(self, probe: Probe) -> ProbeResult:
-        how = RunSettings(self.removal.after.timeout, self.ctx.child_env())
-        return run_probe(probe, self.ctx.interpreter, settings=how)
 
     def _compared(self, probe: Probe) -> ProbeResult:
         """A metric judged by runs of the snapshot's state and the removal's, interleaved (a
