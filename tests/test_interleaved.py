@@ -259,3 +259,49 @@ def test_a_rollback_is_judged_by_interleaved_runs_and_ends_as_judged(
     ids = [p.name for p in venv.state.snapshots_dir.iterdir()]
     assert len(ids) == 2, ids  # the snapshot, and the rollback's own: no other folder
     assert not venv.journal.exists()
+
+
+# At the run numbered ``argv[2]``, another process installs ``other`` into the environment.
+INSTALLS_MEANWHILE = """
+import pathlib, subprocess, sys
+counter = pathlib.Path(sys.argv[1])
+count = int(counter.read_text() or 0) if counter.exists() else 0
+counter.write_text(str(count + 1))
+if count == int(sys.argv[2]):
+    subprocess.run(sys.argv[3:], check=True, capture_output=True)
+try:
+    import turbo
+    print(20000 * turbo.SPEED)
+except ImportError:
+    print(20000)
+"""
+
+
+@pytest.mark.parametrize("run", [4, 5])
+def test_another_process_s_change_between_two_runs_stops_them_and_is_left_alone(
+    make_venv: MakeVenv, tmp_path: Path, run: int
+) -> None:
+    """The baseline's runs 0-2, the warm-up after the removal (3), then after (4), before
+    (5)...: another process installs ``other`` during a run; the next switch notices it before
+    it begins, names it, and stops there. What the removal took comes back; ``other`` stays,
+    and the proof says the environment is the snapshot's but for it (as when another process
+    changes it during a removal's probe)."""
+    venv = _venv(make_venv, tmp_path)
+    house = tmp_path / "house"
+    build_wheel(house, "other", "1.0", {"other.py": ""})
+    installs = uv_install(venv, "--python", str(venv.python), "other==1.0", find_links=house)
+    script = tmp_path / "meanwhile.py"
+    script.write_text(INSTALLS_MEANWHILE)
+    metric = f"python {script} {tmp_path / 'counter'} {run} {' '.join(installs)}"
+
+    done = venv.tool("--json", "uninstall", "--probe-metric", metric, "turbo")
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "concurrent-incomplete"
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert "another process changed the environment while the metric's runs switched" in said
+    assert "(appeared: other-1.0.dist-info)" in said, said
+    assert data["verification"]["unexpected"] == ["other==1.0"]  # type: ignore[index]
+    installed = venv.installed()
+    assert installed["turbo"] == "1.0" and installed["other"] == "1.0"

@@ -348,10 +348,13 @@ class Guard:
         during: str,
         reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
     ) -> None:
-        """``switch`` to a state a metric's runs measure: SwitchFailed when it cannot be
-        reached and proven; an interrupt held during the switch is obeyed once it is done
-        (KeyboardInterrupt; one noted before it was the operation's to say)."""
+        """``switch`` to a state a metric's runs measure. Another process's change since the
+        last look stops it before it begins (ChangedByOthers: a switch would undo it);
+        SwitchFailed when the state cannot be reached and proven; an interrupt held during the
+        switch is obeyed once it is done (KeyboardInterrupt; one noted before it was the
+        operation's to say)."""
         txn = self.txn
+        txn.check_others(during=during)
         noted, txn.interrupted = txn.interrupted, False
         try:
             restored, failed = self.switch(wanted, during=during, reached=reached)
