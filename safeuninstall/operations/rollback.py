@@ -783,10 +783,12 @@ class _Rollback:
         def reached(restored: Restored, failed: str | None) -> None:
             self.at_change = after or failed is not None or not restored.ok
 
-        self.at_change = True
+        def starting() -> None:
+            self.at_change = True
+
         wanted = made if after else self.guard.snapshot
         during = f"while the metric's runs switched between the states around the {self.command}"
-        self.guard.measure_in(wanted, during=during, reached=reached)
+        self.guard.measure_in(wanted, during=during, starting=starting, reached=reached)
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
         """After the probe, before anything is claimed: the environment re-read (its census)

@@ -498,8 +498,11 @@ class _Attempt:
             # Until the snapshot's state is proven, the command's change counts as made.
             self.at_change = after or failed is not None or not restored.ok
 
-        self.at_change = True
-        self.guard.measure_in(made if after else self.snap, during=_SWITCHING, reached=reached)
+        def starting() -> None:
+            self.at_change = True
+
+        wanted = made if after else self.snap
+        self.guard.measure_in(wanted, during=_SWITCHING, starting=starting, reached=reached)
 
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced

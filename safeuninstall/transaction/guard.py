@@ -346,15 +346,17 @@ class Guard:
         wanted: Snapshot,
         *,
         during: str,
+        starting: Callable[[], None] = lambda: None,
         reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
     ) -> None:
         """``switch`` to a state a metric's runs measure. Another process's change since the
-        last look stops it before it begins (ChangedByOthers: a switch would undo it);
-        SwitchFailed when the state cannot be reached and proven; an interrupt held during the
-        switch is obeyed once it is done (KeyboardInterrupt; one noted before it was the
-        operation's to say)."""
+        last look stops it before it begins (ChangedByOthers: a switch would undo it); then
+        ``starting`` is called, and ``reached`` as in ``switch``. SwitchFailed when the state
+        cannot be reached and proven; an interrupt held during the switch is obeyed once it is
+        done (KeyboardInterrupt; one noted before it was the operation's to say)."""
         txn = self.txn
         txn.check_others(during=during)
+        starting()
         noted, txn.interrupted = txn.interrupted, False
         try:
             restored, failed = self.switch(wanted, during=during, reached=reached)

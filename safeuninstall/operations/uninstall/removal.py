@@ -534,8 +534,10 @@ class Attempt:
             # Until the snapshot's state is proven, an undo brings back all that was removed.
             self.in_change = after or failed is not None or not restored.ok
 
-        self.in_change = True
-        self.guard.measure_in(wanted, during=_SWITCHING, reached=reached)
+        def starting() -> None:
+            self.in_change = True
+
+        self.guard.measure_in(wanted, during=_SWITCHING, starting=starting, reached=reached)
 
     def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
         """With --target or --prefix: a module removed from the folder that the interpreter's
