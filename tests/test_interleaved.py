@@ -305,3 +305,51 @@ def test_another_process_s_change_between_two_runs_stops_them_and_is_left_alone(
     assert data["verification"]["unexpected"] == ["other==1.0"]  # type: ignore[index]
     installed = venv.installed()
     assert installed["turbo"] == "1.0" and installed["other"] == "1.0"
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome", "code", "ends_with"),
+    [
+        ("run", "run-interrupted-restored", 3, "1.0"),
+        ("rollback", "rolled-back-probe-interrupted", 5, "1.1"),
+    ],
+)
+def test_ctrl_c_while_run_or_rollback_measures_the_state_before_ends_as_their_interrupt_does(
+    make_venv: MakeVenv,
+    tmp_path: Path,
+    process_tag: dict[str, str],
+    command: str,
+    outcome: str,
+    code: int,
+    ends_with: str,
+) -> None:
+    """Run 5 is one of the state before the change (baseline 0-2, warm-up 3, after 4): an
+    interrupt there undoes a ``run``, verified; a rollback stands in the state it made, as when
+    its probe is interrupted. The stash of the state after it is gone either way."""
+    venv = _venv(make_venv, tmp_path)
+    house = tmp_path / "house"
+    if command == "rollback":
+        venv.install("turbo==1.1", find_links=house)
+        assert venv.tool("snapshot").returncode == 0
+        venv.install("turbo==1.0", find_links=house)
+        change: list[str] = ["rollback"]
+    else:
+        change = ["run", "--", *uv_install(venv, "turbo==1.1", find_links=house)]
+    started = tmp_path / "started"
+    metric = _metric(tmp_path, 6, 0.0, "5", str(started))
+    args = ["--json", *change[:1], "--probe-metric", metric, *change[1:]]
+    proc = _tool_in_background(venv, *args, **process_tag)
+    wait_for(started)
+    assert venv.installed()["turbo"] == "1.0"  # the state before the change
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+
+    data = json.loads(out)
+    assert proc.returncode == code, err
+    assert data["outcome"] == outcome
+    assert tagged_processes(process_tag) == [], "a run outlived the command"
+    assert venv.installed()["turbo"] == ends_with
+    assert not venv.journal.exists()
+    listed = venv.tool("--json", "snapshots").json()["snapshots"]
+    ids = sorted(s["id"] for s in listed)  # type: ignore[union-attr]
+    assert sorted(p.name for p in venv.state.snapshots_dir.iterdir()) == ids
