@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.errors import EXIT_RESTORED, EXIT_SLOWER
+from safeuninstall.probe.metric import Metric, MetricRuns, decide, with_decision
 from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
 from tests.test_faults import _tool_in_background
 from tests.test_json_contract import problems
@@ -41,6 +42,16 @@ load = 1 - float(sys.argv[3]) * min(count, 12)
 noise = 0.02 * random.Random(f"{sys.argv[2]}:{count}").uniform(-1, 1)
 print(20000 * speed * load * (1 + noise))
 """
+
+
+def test_the_text_of_a_judged_metric_shows_both_states_runs_and_the_warm_up() -> None:
+    before, after = [20000.0, 20500.0, 19800.0], [20100.0, 19900.0, 20300.0]
+    runs = MetricRuns(tuple(after), 20100.0, warmup=18000.0)
+    judged = with_decision(runs, before, decide(Metric(), before, after))
+    assert judged.summary() == (
+        "median 20100 (runs: 20100, 19900, 20300; spread 2.0%); baseline 20000 (runs: 20000, "
+        "20500, 19800): 0.5% better, p = 1; within-limit; warm-up 18000 not counted"
+    )
 
 
 def _venv(make_venv: MakeVenv, tmp_path: Path) -> Venv:
