@@ -5,7 +5,7 @@
    position of one culprit, and every set of 2 or 3 where there are at most ``cfg.bisect_sets``
    of them, else that many drawn with a fixed seed. A round is one call of the probe, as
    ``bisect --json`` lists them: the first is the environment as it is. Fewest, mean and most,
-   beside the bound ``2 + k * ceil(log2 n)``.
+   beside the bound ``1 + k * (ceil(log2 n) + 1)``.
 2. Torch (``bisect_torch``): the CUDA torch venv of the real-stack cache (bench/realstacks.py),
    snapshot GOOD taken with nvidia-nccl-cu13, then ``cfg.bisect_harmless`` toy wheels installed
    and nccl removed; ``bisect GOOD --probe PROBE`` timed whole. Each round's probe is timed by
@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from safeuninstall.plans import bisection
 from safeuninstall.plans.culprits import find
 from tests.wheels import build_wheel
 
@@ -41,8 +42,9 @@ STACK = "torch"
 
 
 def bound(n: int, k: int) -> int:
-    """The probe rounds bisect is held to for ``k`` culprits among ``n`` units."""
-    return 2 + k * math.ceil(math.log2(n)) if n > 1 else 2
+    """The probe rounds bisect is held to for ``k`` culprits among ``n`` units: its first
+    round, and the search's (bisection.bound)."""
+    return 1 + bisection.bound(n, k, failing=True)
 
 
 def rounds_key(n: int, k: int, stat: str) -> str:

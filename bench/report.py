@@ -171,7 +171,7 @@ def evaluate(results: Results) -> list[Target]:
 
 def _bisect_targets(results: Results) -> list[Target]:
     """bisect's probe rounds, the most of each count and of the torch bisect, against the bound
-    ``2 + k * ceil(log2 n)``; only what was measured."""
+    ``1 + k * (ceil(log2 n) + 1)``; only what was measured."""
     v = results.values
     targets = []
     for n in results.config.bisect_sizes:

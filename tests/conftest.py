@@ -7,13 +7,14 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,6 +250,14 @@ SYSTEM_FOO = "int foo_version(void) { return 9; }\n"  # an older "system" copy o
 
 # -- real environments --------------------------------------------------------------------
 
+# Where uv finds wheels: a folder, a page's URL, or several of them.
+FindLinks = Path | str | Sequence[Path | str]
+
+
+def _find_links(places: FindLinks) -> list[str]:
+    listed = [places] if isinstance(places, (Path, str)) else places
+    return [arg for place in listed for arg in ("--find-links", str(place))]
+
 
 @dataclass(frozen=True)
 class Venv:
@@ -289,19 +298,18 @@ class Venv:
         )
 
     def install(
-        self, *requirements: str, find_links: Path | None = None, copies: bool = False
+        self, *requirements: str, find_links: FindLinks | None = None, copies: bool = False
     ) -> None:
-        """Offline, from the session's wheelhouse or from ``find_links``. The files are hard
-        links into the session's uv cache, unless ``copies``: for a test that writes into one
-        in place."""
+        """Offline, from the session's wheelhouse or from ``find_links`` (a folder or a page
+        that lists wheels, or several). The files are hard links into the venv's uv cache,
+        unless ``copies``: for a test that writes into one in place."""
         self.uv(
             "pip",
             "install",
             "--python",
             str(self.python),
             "--no-index",
-            "--find-links",
-            str(find_links or self.wheelhouse),
+            *_find_links(find_links or self.wheelhouse),
             *(("--link-mode", "copy") if copies else ()),
             *requirements,
         )
@@ -565,6 +573,108 @@ def installer_calls(log: Path, *verb: str) -> list[list[str]]:
     ``install``), a dry run left out."""
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return [c for c in calls if c[: len(verb)] == list(verb) and "--dry-run" not in c]
+
+
+# -- commands run by a test: in the background, interrupted, recovered ----------------------
+
+
+def uv_install(venv: Venv, *args: str, find_links: Path | None = None) -> list[str]:
+    """The command line a user guards: uv installing into the activated environment."""
+    assert UV is not None
+    return [
+        UV,
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(find_links or venv.wheelhouse),
+        *args,
+    ]
+
+
+def script(venv: Venv, body: str) -> list[str]:
+    """A command that is a Python script of the test's (run by the test's interpreter)."""
+    return [sys.executable, "-c", body]
+
+
+def tool_in_background(venv: Venv, *args: str, **extra_env: str) -> subprocess.Popen[str]:
+    """``safe-uninstall -p <venv> ARGS`` started, not waited for: a test signals it."""
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "uv-cache")}
+    argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env={**env, **extra_env})
+
+
+def interrupted_at(
+    proc: subprocess.Popen[str],
+    marker: Path,
+    signal_number: int = signal.SIGINT,
+    timeout: float = 60.0,
+) -> tuple[str, str]:
+    """Once ``marker`` exists, ``proc`` gets the signal (a Ctrl-C by default); its output."""
+    wait_for(marker)
+    proc.send_signal(signal_number)
+    return proc.communicate(timeout=timeout)
+
+
+def probe_that_outlives(started: Path, *, when_leftpad: bool) -> str:
+    """A probe that, in the state named, says it started, then runs for ten minutes: still there
+    after the command has exited only if the command left it behind."""
+    test = "is not None" if when_leftpad else "is None"
+    return (
+        "import importlib.util, pathlib, time\n"
+        f"if importlib.util.find_spec('leftpad') {test}:\n"
+        f"    pathlib.Path({str(started)!r}).touch()\n"
+        "    time.sleep(600)\n"
+    )
+
+
+def assert_recovered(venv: Venv, hashes: dict[str, str], installed: dict[str, str]) -> None:
+    """``recover`` ends what was left: no journal, the installed set and every file as before."""
+    run = venv.tool("recover", "--no-probe")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
+
+
+# -- files that describe an environment (diff FILE, bisect FILE) -----------------------------
+
+
+def described_files(venv: Venv, find_links: Path, out: Path) -> dict[str, Path]:
+    """``venv``'s set in every form a user has, each a file in ``out`` (as if copied from that
+    node; its wheels also in ``find_links``): the snapshot.toml the tool wrote, ``export``'s
+    requirements, ``uv pip freeze``'s, and a pylock.toml as a locker writes it (``export``
+    writes one only where it knows the wheels' URLs and hashes, which an install from a local
+    folder does not record)."""
+    out.mkdir()
+    snapshot_id = venv.tool("snapshot", "-q", "--no-stash").stdout.strip()
+    shutil.copy(venv.snapshot(snapshot_id).snapshot_file, out / "snapshot.toml")
+    exported = venv.tool("export", "-o", str(out / "exported.txt"))
+    assert exported.returncode == 0, exported.stderr
+    freeze = venv.uv("pip", "freeze", "--python", str(venv.python)).stdout
+    (out / "freeze.txt").write_text(freeze)
+    locked = venv.uv(
+        "pip",
+        "compile",
+        "--quiet",
+        "--no-index",
+        *_find_links((venv.wheelhouse, find_links)),
+        "--format",
+        "pylock.toml",
+        "--python",
+        str(venv.python),
+        "-o",
+        str(out / "pylock.toml"),
+        str(out / "freeze.txt"),
+    )
+    assert locked.returncode == 0, locked.stderr
+    return {
+        "snapshot": out / "snapshot.toml",
+        "export": out / "exported.txt",
+        "freeze": out / "freeze.txt",
+        "pylock": out / "pylock.toml",
+    }
 
 
 # -- the real-stack tier: environments from the package index (tests/realstack.py) ---------

@@ -45,15 +45,9 @@ def test_one_culprit_among_n_takes_at_most_2_plus_log2_n_rounds(n: int) -> None:
 
 
 @pytest.mark.parametrize(("n", "k"), [(4, 2), (8, 2), (8, 3), (13, 2), (16, 4), (32, 2)])
-def test_k_culprits_take_at_most_2_plus_k_times_log2_n_rounds_and_the_plan_s_spare(
-    n: int, k: int
-) -> None:
-    # 2 + k log2 n, and where n is in (3/4 * 2^L, 2^L] up to two more for two culprits or more:
-    # the price of one culprit's 2 + log2 n (no strategy does better: tests/test_bisection.py).
-    log = math.ceil(math.log2(n))
-    spare = 2 if n > 3 * 2**log // 4 else 0
-    bound = 1 + bisection.bound(n, k, failing=True, proven=False)
-    assert bound <= 2 + k * log + spare
+def test_k_culprits_take_at_most_1_plus_k_times_log2_n_plus_1_rounds(n: int, k: int) -> None:
+    bound = 1 + bisection.bound(n, k, failing=True)
+    assert bound == 1 + k * (math.ceil(math.log2(n)) + 1)
     for culprits in itertools.islice(itertools.combinations(range(n), k), 2000):
         found, rounds, confirmed = _searched(n, set(culprits))
         assert found == {f"u{i:03d}" for i in culprits}

@@ -173,6 +173,21 @@ def test_dry_run_prints_the_plan_and_changes_nothing(
     assert data["bisect"]["units"] == [[n] for n in PARTS]  # type: ignore[index]
 
 
+def test_dry_run_ties_the_units_by_what_the_installed_set_requires(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """part1 2.0, installed now, requires part3 2.0; GOOD's versions require nothing: the tie
+    is known from the installed side alone, as the plan reads it before any snapshot."""
+    venv, good = _upgraded(
+        make_venv, tmp_path / "house", {"part3"}, requires={"part1": ["part3>=2"]}, stash=False
+    )
+
+    data = venv.tool("--json", "bisect", good, "--probe", PROBE, "--dry-run").json()
+
+    assert data["outcome"] == "dry-run"
+    assert data["bisect"]["units"] == [["part0"], ["part1", "part3"], ["part2"]]  # type: ignore[index]
+
+
 def test_a_new_hard_link_to_a_file_of_a_unit_is_not_called_a_write(
     make_venv: MakeVenv, tmp_path: Path
 ) -> None:

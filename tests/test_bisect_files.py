@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv, error_line
+from tests.conftest import UV, MakeVenv, Venv, described_files, error_line
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -58,44 +58,9 @@ def _node_b(make_venv: MakeVenv, house: Path) -> Venv:
     return venv
 
 
-def _files_of_a(venv: Venv, house: Path, out: Path) -> dict[str, Path]:
-    """A's set in every form, as if copied from node A."""
-    out.mkdir()
-    snapshot_id = venv.tool("snapshot", "-q", "--no-stash").stdout.strip()
-    shutil.copy(venv.snapshot(snapshot_id).snapshot_file, out / "snapshot.toml")
-    exported = venv.tool("export", "-o", str(out / "exported.txt"))
-    assert exported.returncode == 0, exported.stderr
-    freeze = venv.uv("pip", "freeze", "--python", str(venv.python)).stdout
-    (out / "freeze.txt").write_text(freeze)
-    # A pylock.toml as a locker writes it (``export`` writes one only where it knows the wheels'
-    # URLs and hashes, which an install from a local folder does not record).
-    locked = venv.uv(
-        "pip",
-        "compile",
-        "--quiet",
-        "--no-index",
-        "--find-links",
-        str(house),
-        "--format",
-        "pylock.toml",
-        "--python",
-        str(venv.python),
-        "-o",
-        str(out / "pylock.toml"),
-        str(out / "freeze.txt"),
-    )
-    assert locked.returncode == 0, locked.stderr
-    return {
-        "snapshot": out / "snapshot.toml",
-        "export": out / "exported.txt",
-        "freeze": out / "freeze.txt",
-        "pylock": out / "pylock.toml",
-    }
-
-
 @pytest.fixture
 def nodes(make_venv: MakeVenv, house: Path, tmp_path: Path) -> tuple[Venv, dict[str, Path]]:
-    files = _files_of_a(_node_a(make_venv, house), house, tmp_path / "from-a")
+    files = described_files(_node_a(make_venv, house), house, tmp_path / "from-a")
     return _node_b(make_venv, house), files
 
 

@@ -8,15 +8,15 @@ not one of those forms is refused with one line, exit 1.
 
 from __future__ import annotations
 
+import codecs
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from safeuninstall.state import described
 from safeuninstall.state.described import DescribedFormat, DescribedState
-from tests.conftest import UV, MakeVenv, Venv, error_line, run_tool
+from tests.conftest import UV, MakeVenv, Venv, described_files, error_line, run_tool
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -42,74 +42,30 @@ def more_wheels(tmp_path: Path) -> Path:
     return house
 
 
-def _install(venv: Venv, house: Path, *requirements: str) -> None:
-    venv.uv(
-        "pip",
-        "install",
-        "--python",
-        str(venv.python),
-        "--no-index",
-        "--find-links",
-        str(venv.wheelhouse),
-        "--find-links",
-        str(house),
-        *requirements,
-    )
-
-
 def _node_a(make_venv: MakeVenv, house: Path) -> Venv:
     venv = make_venv()
-    _install(venv, house, *A_SET, "requests==2.32.3")
+    venv.install(*A_SET, "requests==2.32.3", find_links=(venv.wheelhouse, house))
     return venv
 
 
 def _node_b(make_venv: MakeVenv, house: Path) -> Venv:
     """A, changed in six ways."""
     venv = _node_a(make_venv, house)
-    _install(venv, house, "urllib3==2.3.0", "beta==2.0", "alpha==1.0", "toolpkg==1.0")
+    venv.install(
+        "urllib3==2.3.0",
+        "beta==2.0",
+        "alpha==1.0",
+        "toolpkg==1.0",
+        find_links=(venv.wheelhouse, house),
+    )
     venv.uv("pip", "uninstall", "--python", str(venv.python), "leftpad", "multipkg")
     return venv
-
-
-def _files_of_a(venv: Venv, house: Path, out: Path) -> dict[str, Path]:
-    """A's set in every form, each as a file beside the others (as if copied from node A)."""
-    out.mkdir()
-    snapshot_id = venv.tool("snapshot", "-q").stdout.strip()
-    shutil.copy(venv.snapshot(snapshot_id).snapshot_file, out / "snapshot.toml")
-    exported = venv.tool("export", "-o", str(out / "exported.txt"))
-    assert exported.returncode == 0, exported.stderr
-    freeze = venv.uv("pip", "freeze", "--python", str(venv.python)).stdout
-    (out / "freeze.txt").write_text(freeze)
-    locked = venv.uv(
-        "pip",
-        "compile",
-        "--quiet",
-        "--no-index",
-        "--find-links",
-        str(venv.wheelhouse),
-        "--find-links",
-        str(house),
-        "--format",
-        "pylock.toml",
-        "--python",
-        str(venv.python),
-        "-o",
-        str(out / "pylock.toml"),
-        str(out / "freeze.txt"),
-    )
-    assert locked.returncode == 0, locked.stderr
-    return {
-        "snapshot": out / "snapshot.toml",
-        "export": out / "exported.txt",
-        "freeze": out / "freeze.txt",
-        "pylock": out / "pylock.toml",
-    }
 
 
 def test_on_b_a_file_of_a_names_exactly_the_six_changes(
     make_venv: MakeVenv, more_wheels: Path, tmp_path: Path
 ) -> None:
-    files = _files_of_a(_node_a(make_venv, more_wheels), more_wheels, tmp_path / "from-a")
+    files = described_files(_node_a(make_venv, more_wheels), more_wheels, tmp_path / "from-a")
     b = _node_b(make_venv, more_wheels)
     before = b.file_hashes()
 
@@ -152,7 +108,7 @@ def test_two_files_compare_without_an_environment(
     make_venv: MakeVenv, more_wheels: Path, tmp_path: Path
 ) -> None:
     """Two files of one set: no change, and no environment is looked for (there is none)."""
-    files = _files_of_a(_node_a(make_venv, more_wheels), more_wheels, tmp_path / "from-a")
+    files = described_files(_node_a(make_venv, more_wheels), more_wheels, tmp_path / "from-a")
     nowhere = tmp_path / "no-venv-here"
     nowhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
@@ -177,7 +133,10 @@ def _write(path: Path, content: str | bytes) -> Path:
 
 HOSTILE: dict[str, tuple[str, str | bytes, str]] = {
     # name: (file name, content, what the error says after "PATH: ")
-    "garbage": ("a.txt", b"\x00\xff\xfe garbage \x80", "not UTF-8 text"),
+    "garbage": ("a.txt", b"\x00\xff\xfe garbage \x80", described._NOT_TEXT),
+    # UTF-16 by its mark, then an odd byte out: no text either.
+    "utf16-cut": ("a.txt", codecs.BOM_UTF16_LE + "a==1.0\n".encode("utf-16-le")[:-1], "not text"),
+    "utf16-lone-surrogate": ("a.txt", codecs.BOM_UTF16_LE + b"a\x00\x00\xd8=\x00", "not text"),
     "not-toml": ("a.toml", "this is = = not toml", "not a valid TOML file"),
     "neither": ("a.toml", "[tool]\nx = 1\n", "a TOML file that is neither a snapshot"),
     "deep": ("a.toml", "x = " + "[" * 100_000, "not a valid TOML file"),
@@ -329,6 +288,25 @@ def test_a_freeze_file_with_hashes_urls_markers_and_an_editable(tmp_path: Path) 
     assert [(e.pin, e.source.kind) for e in state.entries(linux)] == [
         ("alpha-pkg==1.0", "index"),
         ("wheel-made==2.1", "url"),
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_utf16_freeze_file_is_read_as_uv_reads_it(
+    make_venv: MakeVenv, tmp_path: Path, encoding: str
+) -> None:
+    """``uv pip freeze > f.txt`` in Windows PowerShell writes UTF-16 with a byte-order mark: uv
+    reads such a file with ``-r``, and ``diff`` reads it the same way."""
+    venv = make_venv("leftpad==1.0")
+    mark = codecs.BOM_UTF16_LE if encoding == "utf-16-le" else codecs.BOM_UTF16_BE
+    path = _write(tmp_path / "freeze.txt", mark + "leftpad==0.9\r\n".encode(encoding))
+
+    done = venv.tool("diff", str(path), "--json")
+
+    assert done.returncode == 0, done.stderr
+    changes = done.json()["changes"]
+    assert [(c["name"], c["before"], c["after"]) for c in changes] == [  # type: ignore[attr-defined]
+        ("leftpad", "0.9", "1.0")
     ]
 
 

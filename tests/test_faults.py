@@ -35,8 +35,12 @@ from tests.conftest import (
     MakeVenv,
     Run,
     Venv,
+    assert_recovered,
+    interrupted_at,
+    probe_that_outlives,
     running,
     tagged_processes,
+    tool_in_background,
     wait_for,
 )
 
@@ -55,14 +59,6 @@ RECOVER_STEPS = (
 
 def journal(venv: Venv) -> Path:
     return venv.journal
-
-
-def assert_recovered(venv: Venv, hashes: dict[str, str], installed: dict[str, str]) -> None:
-    run = venv.tool("recover", "--no-probe")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert not journal(venv).exists()
-    assert venv.installed() == installed
-    assert venv.file_hashes() == hashes
 
 
 @pytest.mark.parametrize("step", UNINSTALL_STEPS)
@@ -430,25 +426,6 @@ def test_an_error_after_the_uninstall_started_is_restored_not_raised(
     assert venv.file_hashes() == hashes
 
 
-def _tool_in_background(venv: Venv, *args: str, **extra_env: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "uv-cache")}
-    argv = [sys.executable, "-m", "safeuninstall", "--python", str(venv.root), *args]
-    pipe = subprocess.PIPE
-    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, env={**env, **extra_env})
-
-
-def _probe_that_outlives(started: Path, *, when_leftpad: bool) -> str:
-    """A probe that, in the state named, says it started, then runs for ten minutes: still there
-    after the command has exited only if the command left it behind."""
-    test = "is not None" if when_leftpad else "is None"
-    return (
-        "import importlib.util, pathlib, time\n"
-        f"if importlib.util.find_spec('leftpad') {test}:\n"
-        f"    pathlib.Path({str(started)!r}).touch()\n"
-        "    time.sleep(600)\n"
-    )
-
-
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
     make_venv: MakeVenv, tmp_path: Path, process_tag: dict[str, str], signal_number: int
@@ -459,8 +436,8 @@ def test_a_signal_during_the_probe_after_the_removal_kills_it_and_restores(
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
     started = tmp_path / "started"
-    probe = _probe_that_outlives(started, when_leftpad=False)
-    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
+    probe = probe_that_outlives(started, when_leftpad=False)
+    proc = tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
     assert tagged_processes(process_tag), "the probe should be running now"
     proc.send_signal(signal_number)
@@ -476,14 +453,12 @@ def test_ctrl_c_during_the_baseline_kills_its_probe(
     venv = make_venv("requests", "leftpad")
     hashes = venv.file_hashes()
     started = tmp_path / "started"
-    probe = _probe_that_outlives(started, when_leftpad=True)
-    proc = _tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
+    probe = probe_that_outlives(started, when_leftpad=True)
+    proc = tool_in_background(venv, "--json", "--probe", probe, "leftpad", **process_tag)
     wait_for(started)
     # The snapshot is saved right before the command waits for the baseline; the probe runs.
     saved = venv.snapshot("0001").snapshot_file
-    wait_for(saved)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = interrupted_at(proc, saved)
     assert proc.returncode == 1, out + err
     assert "nothing was changed" in out + err
     assert venv.file_hashes() == hashes

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.outcome import Outcome
-from tests.conftest import UV, MakeVenv, Venv, wait_for
+from tests.conftest import UV, MakeVenv, Venv, script, uv_install, wait_for
 from tests.realstack import RealVenv, Stacks
 from tests.test_own_environment import _own_tool as own_tool
 from tests.test_own_environment import own  # noqa: F401 - the fixture, used by name
@@ -23,20 +23,6 @@ from tests.test_rollback import _doubled_urllib3, _kept_aside
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
-
-
-def uv_install(venv: Venv, *args: str, find_links: Path | None = None) -> list[str]:
-    """The command line a user guards: uv installing into the activated environment."""
-    assert UV is not None
-    return [
-        UV,
-        "pip",
-        "install",
-        "--no-index",
-        "--find-links",
-        str(find_links or venv.wheelhouse),
-        *args,
-    ]
 
 
 def upgraded_venv(make_venv: MakeVenv) -> Venv:
@@ -162,11 +148,6 @@ def test_a_downgrade_below_a_requirement_is_restored_and_allow_unmet_lets_the_pr
     allowed = venv.tool("--json", "run", "--allow-unmet", "--", *downgrade)
     assert allowed.returncode == 0, allowed.stdout  # the derived probe imports requests: fine
     assert venv.installed() == {**installed, "urllib3": "1.26.0"}
-
-
-def script(venv: Venv, body: str) -> list[str]:
-    """A command that is a Python script of the test's (run by the test's interpreter)."""
-    return [sys.executable, "-c", body]
 
 
 def test_a_command_that_installs_then_exits_non_zero_is_restored(make_venv: MakeVenv) -> None:
@@ -390,20 +371,7 @@ def test_rollback_undoes_an_upgrade_made_outside_the_tool(
     venv, newer = local_installs(make_venv, tmp_path)
     hashes, installed = venv.file_hashes(), venv.installed()
     assert venv.tool("snapshot").returncode == 0
-    venv.uv(
-        "pip",
-        "install",
-        "--python",
-        str(venv.python),
-        "--no-index",
-        "--find-links",
-        str(newer),
-        "--find-links",
-        str(venv.wheelhouse),
-        "localbuilt==2.0",
-        "edpkg==0.2",
-        "leftpad",
-    )
+    venv.install("localbuilt==2.0", "edpkg==0.2", "leftpad", find_links=(newer, venv.wheelhouse))
     assert venv.installed()["edpkg"] == "0.2"
 
     undo = venv.tool("--json", "rollback", "--no-probe")

@@ -5,16 +5,24 @@ started (every file hashed before and after), whatever the verdict."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import pytest
 
 from safeuninstall.base.errors import EXIT_BREAKS, EXIT_SLOWER
-from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
-from tests.test_faults import _probe_that_outlives, _tool_in_background, assert_recovered
+from tests.conftest import (
+    UV,
+    MakeVenv,
+    Venv,
+    assert_recovered,
+    interrupted_at,
+    probe_that_outlives,
+    script,
+    tagged_processes,
+    tool_in_background,
+    uv_install,
+)
 from tests.test_json_contract import problems
-from tests.test_run import script, uv_install
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -199,11 +207,9 @@ def test_ctrl_c_during_the_probe_after_the_change_goes_back_to_the_start(
     venv = make_venv("requests", "leftpad")
     start = _start(venv)
     started = tmp_path / "started"
-    probe = _probe_that_outlives(started, when_leftpad=False)  # runs on once leftpad is gone
-    proc = _tool_in_background(venv, "try", "--json", "--probe", probe, "leftpad", **process_tag)
-    wait_for(started)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    probe = probe_that_outlives(started, when_leftpad=False)  # runs on once leftpad is gone
+    proc = tool_in_background(venv, "try", "--json", "--probe", probe, "leftpad", **process_tag)
+    out, err = interrupted_at(proc, started)
 
     data = json.loads(out)
     assert proc.returncode == 3, err
@@ -260,10 +266,8 @@ def test_ctrl_c_while_the_command_runs_undoes_what_it_changed(
         "signal.sigwait({signal.SIGINT})\n"
         "sys.exit(130)\n"
     )
-    proc = _tool_in_background(venv, "--json", "try", "--no-probe", "--", *script(venv, body))
-    wait_for(ready)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    proc = tool_in_background(venv, "--json", "try", "--no-probe", "--", *script(venv, body))
+    out, err = interrupted_at(proc, ready, timeout=120)
 
     assert proc.returncode == 3, out + err
     data = json.loads(out)

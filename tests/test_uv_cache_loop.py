@@ -37,17 +37,7 @@ def _venv(tmp_path: Path, find_links: str | None = None) -> Venv:
     build_wheel(house, "six", "1.16.0", {"six.py": "PY3 = True\n"})
     venv = Venv(root=tmp_path / "venv", uv_cache=tmp_path / "uv-cache", wheelhouse=house)
     venv.uv("venv", "--quiet", "--python", sys.executable, str(venv.root))
-    venv.uv(
-        "pip",
-        "install",
-        "--python",
-        str(venv.python),
-        "--no-index",
-        "--find-links",
-        find_links or str(house),
-        "leftpad",
-        "six",
-    )
+    venv.install("leftpad", "six", find_links=find_links or house)
     return venv
 
 

@@ -788,6 +788,11 @@ class Outcome(enum.Enum):
         grid and its ``also`` (checked when its table is built)."""
         return _BY_CAUSE[operation, cause, ending]
 
+    @classmethod
+    def has(cls, operation: Operation, cause: Cause, ending: Ending) -> bool:
+        """Whether ``ended`` has an outcome for the combination."""
+        return (operation, cause, ending) in _BY_CAUSE
+
 
 _TABLES = (_UNINSTALL, _ROLLBACK, _RECOVER, _RUN, _BISECT, _TRY)
 _BY_ID = {member.id: member for member in Outcome}

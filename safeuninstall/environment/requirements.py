@@ -379,9 +379,10 @@ class _Reader:
         return [self.argument(item, f"{name}: {key}[{i}]") for i, item in enumerate(items)]
 
 
-def _decode(data: bytes) -> str:
+def decode_text(data: bytes) -> str:
     """As uv reads a requirements file: a byte-order mark says UTF-8 or UTF-16 (and is no part
-    of the text), else it is UTF-8 (a Windows editor's "Unicode" is UTF-16 with a mark)."""
+    of the text), else it is UTF-8 (a Windows editor's "Unicode" is UTF-16 with a mark).
+    Raises UnicodeDecodeError."""
     if data.startswith(codecs.BOM_UTF8):
         return data[len(codecs.BOM_UTF8) :].decode("utf-8")
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
@@ -391,7 +392,7 @@ def _decode(data: bytes) -> str:
 
 def _read_stdin() -> str:
     try:
-        return _decode(read_fd(0, MAX_FILE_BYTES, name="standard input"))
+        return decode_text(read_fd(0, MAX_FILE_BYTES, name="standard input"))
     except Unusable as err:
         raise InvalidInput(f"-r {err}: not a requirements file") from None
     except UnicodeDecodeError:
@@ -402,7 +403,7 @@ def _read_file(path: Path, name: str) -> str:
     """A pipe (``<(cmd)``) or a device is read like a file, up to the same limit: /dev/zero is
     refused after 16 MiB, a FIFO nobody writes to reads as empty instead of blocking."""
     try:
-        return _decode(read_bytes(path, MAX_FILE_BYTES, regular_only=False))
+        return decode_text(read_bytes(path, MAX_FILE_BYTES, regular_only=False))
     except Unusable as err:
         raise InvalidInput(f"-r {err}: not a requirements file") from None
     except FileNotFoundError:

@@ -35,6 +35,7 @@ from safeuninstall.context.context import Context
 from safeuninstall.environment.backend import find_links_offer
 from safeuninstall.environment.installed import (
     InstalledDistribution,
+    RequirementIndex,
     Source,
     census,
     installed_distributions,
@@ -242,12 +243,10 @@ class _Bisect:
             packages=tuple(package_entry(d, root) for _, d in sorted(installed.items())),
         )
 
-        def requires(name: str) -> set[str]:
-            dist = installed.get(name)
-            return set() if dist is None else _required_names(dist.dist_info / "METADATA")
-
+        requires = _requires_each(requirements_of(ctx, installed))
         said = _said_unchanged
-        not_bisected = self._group(said, _Sides(installed_sides(ctx, installed), requires))
+        now = _Sides(installed_sides(ctx, installed), lambda name: requires.get(name, set()))
+        not_bisected = self._group(said, now)
         if not self.settings.probes:
             self.settings = self._derived(said, installed)
         self.messages += self._plan_lines(installed)
@@ -286,7 +285,7 @@ class _Bisect:
         """The most rounds the search takes (bisection.bound, and the first round: now)."""
         n = len(self.units)
         first = self._judged_against_good()
-        rounds = [1 + bound(n, k, failing=True, proven=first) for k in (1, 2) if k <= n]
+        rounds = [1 + bound(n, k, failing=True) for k in (1, 2) if k <= n]
         line = f"at most {rounds[0]} rounds for one culprit among {count_text(n, 'unit')}"
         if len(rounds) > 1:
             line += f", {rounds[1]} for two"
@@ -788,6 +787,16 @@ def _ties(diff: Diff, sides: Sequence[_Sides]) -> dict[str, set[str]]:
             for name in names:
                 ties[name] |= names
     return ties
+
+
+def _requires_each(index: RequirementIndex) -> dict[str, set[str]]:
+    """Each installed distribution's required names, from the installed set's requirement
+    index (required name -> its dependents)."""
+    requires: dict[str, set[str]] = {}
+    for required, dependents in index.items():
+        for dependent, _ in dependents:
+            requires.setdefault(dependent, set()).add(required)
+    return requires
 
 
 def _required_names(metadata: Path) -> set[str]:

@@ -58,7 +58,6 @@ from safeuninstall.plans.changes import (
 )
 from safeuninstall.probe.derived import (
     after_settings,
-    as_baseline,
     dropped_notes,
     judged_apart,
     undecided,
@@ -76,7 +75,15 @@ from safeuninstall.reports.impact import Unmet, allowed_unmet
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.guard import Back, Change, Guard, NotUndone, SwitchFailed, Words
+from safeuninstall.transaction.guard import (
+    Back,
+    Change,
+    Guard,
+    NotUndone,
+    SwitchFailed,
+    Words,
+    stopped,
+)
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
@@ -326,6 +333,7 @@ class _Rollback:
         self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
         self.begun: Begun | None = None
+        self.cache = BaselineCache(ctx.store.root)
         # the second dist-info folders a recover keeps (see ``run``)
         self.beside: frozenset[str] = frozenset()
         self.rewritten: tuple[str, ...] = ()  # a recover's (see ``_with_rewritten``)
@@ -532,9 +540,8 @@ class _Rollback:
 
     def _begin_baseline(self) -> Begun:
         ctx = self.ctx
-        cache = BaselineCache(ctx.store.root)
         return baseline.begin(
-            self.settings, ctx, cache, fingerprint(ctx.interpreter, ctx.environ), fresh=False
+            self.settings, ctx, self.cache, fingerprint(ctx.interpreter, ctx.environ), fresh=False
         )
 
     def _refuse_unrestorable(self, entries: Sequence[PackageEntry]) -> None:
@@ -558,7 +565,6 @@ class _Rollback:
     def _apply(
         self, spec: SnapshotSpec, restore: tuple[Sequence[PackageEntry], Sequence[str]]
     ) -> RollbackResult:
-        baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
         words = Words(self.command, "anything was changed", f"the {self.command} had started")
         change = Change(
             self.operation,
@@ -569,8 +575,10 @@ class _Rollback:
             spec,
             offline=self.options.offline,
             recovering=self.recovering,
+            undoes=self.recovering is None,
         )
         self.guard = guard = Guard(self.ctx, change, self.messages)
+        baseline_results = self._baseline_results()  # Ctrl-C here: nothing was changed
         with guard.guarded() as txn:
             with txn.interrupts_deferred():
                 guard.prepare()
@@ -606,9 +614,7 @@ class _Rollback:
         """The probe before the change. One that fails already cannot judge the rollback (a
         rollback is often run to repair what fails): it is run after, and reported. (A derived
         probe's candidates that fail before are dropped, see derived.py.)"""
-        if self.begun is None:
-            return ()
-        results = tuple(as_baseline(r) for r in self.begun.results())
+        results = self.guard.baseline(self.begun, self.cache, must_pass=False)
         self.after = after_settings(self.settings, results)
         failing = [r.probe.label for r in results if not r.passed]
         if failing:
@@ -646,10 +652,7 @@ class _Rollback:
             return None
         outcome = Outcome.ended(self.operation, Cause.ERROR, Ending.INCOMPLETE)
         txn.finish(outcome, keep_journal=True)
-        self.messages.append(
-            f"the restore stopped on an unexpected error ({restored.error}): the "
-            "environment is only partly restored"
-        )
+        self.messages.append(stopped(restored))
         return self._result(outcome, restored=restored, next_command=self.ctx.suggest("recover"))
 
     def _short(self, txn: Transaction, restored: Restored) -> RollbackResult:

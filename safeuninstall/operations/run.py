@@ -201,6 +201,7 @@ class _Run:
             spec,
             offline=self.options.offline,
             installer_locked=True,
+            kept_for_others=Outcome.RUN_CONCURRENT_KEPT,
         )
 
     def run(self) -> RunResult:
@@ -373,24 +374,22 @@ class _Attempt:
 
     def _probed(self, now: dict[str, InstalledDistribution]) -> bool | Verdict:
         """The probe after the command (True: it passes), then the check for another
-        process's change while it ran; or the verdict when the probe could not judge the
-        command's change: another process changed the environment (nothing of that is
-        undone), a state to measure the metric in could not be reached."""
+        process's change while it ran (ChangedByOthers: the guard keeps it all, named); or
+        the verdict when a state to measure the metric in could not be reached."""
         messages = self.command.messages
         try:
             passed = self._probe(now)
             self.txn.check_others(during="while the probe ran")
-        except ChangedByOthers as err:
+        except ChangedByOthers:
             # What changed since the comparison is not the command's: undoing it all would
-            # undo that process's work as if the command had done it.
-            messages += self.guard.kept_for_others(err, self.snap)
+            # undo that process's work as if the command had done it (Change.kept_for_others).
             if not self.at_change:
                 messages.append(
                     "the metric's runs had the command's change undone for a run: the "
                     f"environment is as snapshot {self.snap.id} has it, with that process's "
                     "change"
                 )
-            return Kept(Outcome.RUN_CONCURRENT_KEPT)
+            raise
         except SwitchFailed as err:
             messages.append(err.message)
             return Cause.ERROR

@@ -11,9 +11,8 @@ probe passes exactly when ``bad`` holds no culprit. The first run is the environ
 (every unit bad), which must fail; then bisection.search, the search ``--keep-needed`` makes,
 narrows the culprits down: a unit left bad is a candidate removed, a culprit a needed one. The
 good state is probed only when no run has passed by the second culprit found, or at the end.
-Runs, the first counted: at most ``2 + k * ceil(log2 n)`` for ``k`` culprits among ``n`` units,
-one more when ``n`` is in ``(3/4 * 2^L, 2^L]``, ``L = ceil(log2 n)`` (no strategy does better
-there: see bisection). A caller that probed the good state first (a metric's baseline) says
+Runs, the first counted: at most ``1 + k * (ceil(log2 n) + 1)`` for ``k`` culprits among ``n``
+units (bisection.bound). A caller that probed the good state first (a metric's baseline) says
 so, and no run of it is made here.
 """
 

@@ -24,9 +24,11 @@ applies to one environment (its marker values): what ``diff`` compares with anot
 (from a stash that holds them, else an index: ``DescribedPackage.from_index`` says whether an
 index can give a version at all).
 
-The file is untrusted: it is read only if it is a regular file, up to a limit; a file of another
-kind, a syntax error, an unpinned line or a value that could act as something else (a path, a
-marker or URL in a name) is refused with an error naming the file and the line or key path.
+Its text is UTF-8, or UTF-16 with a byte-order mark, as uv reads a requirements file (and
+``-r`` here: requirements.decode_text). The file is untrusted: it is read only if it is a
+regular file, up to a limit; a file of another kind, a syntax error, an unpinned line or a
+value that could act as something else (a path, a marker or URL in a name) is refused with an
+error naming the file and the line or key path.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from safeuninstall.base import tomlfile
 from safeuninstall.base.bounded import limit_text, read_bytes
 from safeuninstall.base.errors import InvalidInput, SnapshotInvalid
 from safeuninstall.environment.names import unsafe_name, unsafe_version
-from safeuninstall.environment.requirements import logical_lines
+from safeuninstall.environment.requirements import decode_text, logical_lines
 from safeuninstall.environment.source import Source
 from safeuninstall.state import snapshot as snapshot_file
 from safeuninstall.state.snapshot import PackageEntry
@@ -63,6 +65,7 @@ from safeuninstall.state.snapshot import PackageEntry
 _MAX_TOML_BYTES = 64 << 20
 _MAX_BYTES = 16 << 20
 _SHOWN = 80  # characters of a refused line shown in a message
+_NOT_TEXT = "not text: neither UTF-8 nor UTF-16 with a byte-order mark"
 # Far beyond any environment (a large ML one has a few hundred); what is more is refused
 # before it is validated entry by entry, which would take a minute for a million lines.
 MAX_PACKAGES = 20_000
@@ -225,9 +228,9 @@ def read(path: Path) -> DescribedState:
     toml = path.suffix == ".toml"
     raw = _read_bounded(path, _MAX_TOML_BYTES if toml else _MAX_BYTES)
     try:
-        text = raw.decode("utf-8-sig")
+        text = decode_text(raw)
     except UnicodeDecodeError:
-        raise InvalidInput(f"{path}: not UTF-8 text") from None
+        raise InvalidInput(f"{path}: {_NOT_TEXT}") from None
     if toml:
         return _from_toml(path, text)
     return _from_requirements(path, text)

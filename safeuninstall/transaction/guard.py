@@ -35,7 +35,7 @@ from safeuninstall.base.errors import (
     InterruptedAfterChange,
     NotRestorable,
 )
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome, OutcomeTableError
 from safeuninstall.context.analysis import failure_text
 from safeuninstall.context.baseline import BaselineCache, Begun
 from safeuninstall.context.context import Context
@@ -73,6 +73,11 @@ class Change:
     offline: bool
     installer_locked: bool = False  # the snapshot is taken under the installer's own lock
     recovering: Entry | None = None  # a recover: the journal entry it finishes
+    # Another process changed the environment while the step ran, and the operation cannot
+    # tell its own change from theirs (a command's): kept as it is, named, as this outcome.
+    # None: the operation undoes only its own (a removal puts back what it removed).
+    kept_for_others: Outcome | None = None
+    undoes: bool = True  # False: it finishes another operation's undo (a recover) and has none
 
 
 @dataclass(frozen=True)
@@ -224,14 +229,19 @@ class Guard:
         another process's change, an interrupt or an error of ours while it ran. Raised before
         the step began a change (Transaction.changed): the transaction gives it up (a command
         that could not be started)."""
+        self._check_endings()
         words, messages = self.change.words, self.messages
         try:
             verdict = step()
         except (KeyboardInterrupt, Exception) as err:
             if not self.txn.changed:
                 raise
-            if isinstance(err, ChangedByOthers):  # what the change did comes back; no more
-                messages.append(err.message)
+            if isinstance(err, ChangedByOthers):  # nothing of theirs is undone
+                kept = self.change.kept_for_others
+                if kept is not None:
+                    messages += self.kept_for_others(err, self.snapshot)
+                    return self.kept(kept)
+                messages.append(err.message)  # what the change did comes back; no more
                 return undo(Cause.CONCURRENT)
             if isinstance(err, KeyboardInterrupt):
                 messages.append(f"interrupted: undoing the {words.noun}")
@@ -245,6 +255,25 @@ class Guard:
         if isinstance(verdict, Kept):
             return self.kept(verdict.outcome)
         return undo(verdict)
+
+    def _check_endings(self) -> None:
+        """Every ending ``attempt`` can give the change by itself (an interrupt, an error of
+        ours, another process's change) has its outcome in the operation's table: checked
+        before the step begins, so that none is missing when it is reached."""
+        change = self.change
+        causes = [Cause.INTERRUPTED, Cause.ERROR]
+        if change.kept_for_others is None:
+            causes.append(Cause.CONCURRENT)
+        missing = [
+            f"{cause.name.lower()}/{ending.name.lower()}"
+            for cause in causes
+            for ending in (Ending.RESTORED, Ending.INCOMPLETE)
+            if not Outcome.has(change.operation, cause, ending)
+        ]
+        if missing:
+            raise OutcomeTableError(
+                f"{change.operation.value}: no outcome for {', '.join(missing)}"
+            )
 
     def kept(self, outcome: Outcome) -> Ended:
         """A failure kept as it is, on request: the rollback that undoes it is named."""
@@ -266,6 +295,7 @@ class Guard:
         ``ended``: the outcome of a (cause, ending) when the operation names its own (``try``:
         its verdict on the change), else its table's.
         Raises NotUndone when ``back.all_or_nothing`` and something cannot come back."""
+        assert self.change.undoes, "a change that has no undo was asked to undo"
         txn, messages = self.txn, self.messages
         with txn.interrupts_deferred():
             restored = self._back(back)
