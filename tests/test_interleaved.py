@@ -13,10 +13,16 @@ import pytest
 
 from safeuninstall.base.errors import EXIT_RESTORED, EXIT_SLOWER
 from safeuninstall.probe.metric import Metric, MetricRuns, decide, with_decision
-from tests.conftest import UV, MakeVenv, Venv, tagged_processes, wait_for
-from tests.test_faults import _tool_in_background
+from tests.conftest import (
+    UV,
+    MakeVenv,
+    Venv,
+    tagged_processes,
+    tool_in_background,
+    uv_install,
+    wait_for,
+)
 from tests.test_json_contract import problems
-from tests.test_run import uv_install
 from tests.wheels import build_wheel
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
@@ -170,7 +176,7 @@ def test_ctrl_c_during_the_interleaved_runs_restores(
     start = _start(venv)
     started = tmp_path / "started"
     metric = _metric(tmp_path, 6, 0.0, str(run), str(started))
-    proc = _tool_in_background(
+    proc = tool_in_background(
         venv, "--json", "--probe-metric", metric, "turbo", **process_tag
     )  # fmt: skip
     wait_for(started)
@@ -349,7 +355,7 @@ def test_ctrl_c_while_run_or_rollback_measures_the_state_before_ends_as_their_in
     started = tmp_path / "started"
     metric = _metric(tmp_path, 6, 0.0, "5", str(started))
     args = ["--json", *change[:1], "--probe-metric", metric, *change[1:]]
-    proc = _tool_in_background(venv, *args, **process_tag)
+    proc = tool_in_background(venv, *args, **process_tag)
     wait_for(started)
     assert venv.installed()["turbo"] == "1.0"  # the state before the change
     proc.send_signal(signal.SIGINT)
