@@ -50,12 +50,13 @@ from safeuninstall.plans.culprits import Found, find, units
 from safeuninstall.plans.diff import ChangeKind, Diff, Side, compare, snapshot_sides
 from safeuninstall.probe.derived import against, as_baseline, derive
 from safeuninstall.probe.kinds import ProbeKind
-from safeuninstall.probe.metric import Metric, interleaved, noise_note
+from safeuninstall.probe.metric import Metric, noise_note
 from safeuninstall.probe.runner import (
     Probe,
     ProbeResult,
     ProbeSettings,
     RunSettings,
+    compare_states,
     run_all,
     run_probe,
 )
@@ -495,33 +496,22 @@ class _Bisect:
         self, txn: Transaction, bad: frozenset[str], probe: Probe, how: RunSettings
     ) -> ProbeResult:
         """A metric in the state with ``bad`` as now against GOOD's, their runs interleaved
-        (metric.interleaved): a switch between the two is a few links."""
+        (runner.compare_states): a switch between the two is a few links."""
         assert probe.metric is not None
-        once = msgspec.structs.replace(probe, metric=msgspec.structs.replace(probe.metric, runs=1))
-        ran: dict[bool, list[ProbeResult]] = {False: [], True: []}
-
-        def sample(after: bool) -> float | str:
-            self._move(txn, bad if after else frozenset())
-            run = run_probe(once, self.ctx.interpreter, settings=how)
-            ran[after].append(run)
-            assert run.metric is not None
-            return run.metric.values[0] if run.passed else run.metric.why
-
-        compared = interleaved(probe.metric, sample, after_first=self.at == bad)
+        result, compared = compare_states(
+            probe,
+            self.ctx.interpreter,
+            how,
+            lambda after: self._move(txn, bad if after else frozenset()),
+            after_first=self.at == bad,
+        )
         if compared.baseline_failed:
             raise _MoveFailed(
                 f"the metric failed in {self.named}'s state, where it passed before: "
                 f"{compared.runs.why}; no round can be judged"
             )
         self._note_noise(probe.metric, compared.runs.baseline_values)
-        last = (ran[True] or ran[False])[-1]  # its output is the round's state's, where it ran
-        return msgspec.structs.replace(
-            last,
-            probe=probe,
-            passed=not compared.runs.why,
-            seconds=sum(r.seconds for r in (*ran[False], *ran[True])),
-            metric=compared.runs,
-        )
+        return result  # its output is the round's state's, where it ran
 
     def _note_noise(self, metric: Metric, baseline: Sequence[float]) -> None:
         note = noise_note(metric, baseline)

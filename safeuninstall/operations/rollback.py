@@ -15,6 +15,7 @@ import os
 import shlex
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
-from safeuninstall.libraries.index import Ownership
+from safeuninstall.libraries.index import Ownership, ownership
 from safeuninstall.operations.results import ProbeRuns, RollbackResult
 from safeuninstall.options import RollbackOptions
 from safeuninstall.plans.changes import (
@@ -58,15 +59,31 @@ from safeuninstall.plans.changes import (
 from safeuninstall.probe.derived import (
     after_settings,
     dropped_notes,
-    judged_after,
+    judged_apart,
     undecided,
 )
-from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all
+from safeuninstall.probe.metric import noise_note
+from safeuninstall.probe.runner import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    RunSettings,
+    compare_states,
+    run_all,
+)
 from safeuninstall.reports.impact import Unmet, allowed_unmet
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.guard import Back, Change, Guard, NotUndone, Words, stopped
+from safeuninstall.transaction.guard import (
+    Back,
+    Change,
+    Guard,
+    NotUndone,
+    SwitchFailed,
+    Words,
+    stopped,
+)
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
@@ -75,6 +92,7 @@ from safeuninstall.transaction.transaction import (
     Transaction,
     cannot_come_back,
     rewritten,
+    take_snapshot,
 )
 
 
@@ -319,6 +337,7 @@ class _Rollback:
         # the second dist-info folders a recover keeps (see ``run``)
         self.beside: frozenset[str] = frozenset()
         self.rewritten: tuple[str, ...] = ()  # a recover's (see ``_with_rewritten``)
+        self.at_change = True  # False: proven back in the state before, between metric runs
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -655,15 +674,25 @@ class _Rollback:
     def _judge(self, txn: Transaction) -> RollbackResult:
         """The environment matches ``wanted``: the probe after it, against the baseline. A
         probe that passed before and fails now undoes the rollback."""
-        ctx, settings = self.ctx, self.after
+        settings = self.after
         runs = self.base.probes
         if not settings.probes:
             self._finish(txn)
             return self._result(Outcome.ROLLED_BACK)
         txn.probing()
         try:
-            ran = run_all(settings, ctx.interpreter, ctx.child_env())
-            after = tuple(judged_after(runs.baseline, ran))
+            after = tuple(self._probed_after_change(settings))
+        except SwitchFailed as err:
+            self.messages.append(err.message)
+            return self._undo(txn, Cause.FAILED, self.base.restored)
+        except ChangedByOthers as err:  # while the metric's runs switched
+            assert self.base.restored is not None
+            if not self.at_change:
+                self.messages.append(
+                    f"the metric's runs had the {self.command} undone for a run: the environment "
+                    f"is as snapshot {self.guard.snapshot.id} has it, with that process's change"
+                )
+            return self._concurrent_kept(txn, self.base.restored, err)
         except KeyboardInterrupt:
             concurrent = self._changed_by_others(txn)
             if concurrent is not None:
@@ -701,6 +730,68 @@ class _Rollback:
         if all(r.passed for r in after):
             return self._result(Outcome.ROLLED_BACK)
         return self._result(Outcome.ROLLED_BACK_PROBE_FAILS)
+
+    def _probed_after_change(self, settings: ProbeSettings) -> list[ProbeResult]:
+        """Each probe after the change, judged against the baseline; a metric, once the others
+        pass, by runs of the states before and after it, interleaved (``_compared``)."""
+        ctx = self.ctx
+        interleaves = self.recovering is None and not self.rewritten and not self.beside
+        return judged_apart(
+            settings,
+            self.base.probes.baseline,
+            lambda plain: run_all(plain, ctx.interpreter, ctx.child_env()),
+            self._compared if interleaves else None,
+        )
+
+    def _compared(self, probe: Probe) -> ProbeResult:
+        """A metric judged by runs of the state before the change (its own snapshot's) and
+        the state it made, interleaved (a warm-up first, not counted), runs added until decided
+        or the cap. The state it made is switched back to from a stash of what it brought
+        back, kept only while the runs last; the environment ends there, also when the runs
+        are interrupted (the change then stands, as when its probe is)."""
+        ctx = self.ctx
+        assert probe.metric is not None
+        ctx.emit("probe", f"metric running: before and after the {self.command}, in turn")
+        now = installed_distributions(ctx.interpreter)
+        plan = self.base.rollback_plan
+        spec = SnapshotSpec(
+            operation=self.command,
+            stash=[e.name for e in plan.restore] if plan is not None else [],
+            shared=ownership(now).shared_paths(),
+        )
+        made = take_snapshot(ctx, now, ctx.store.new_folder(), spec, save=False)
+        how = RunSettings(self.after.timeout, ctx.child_env())
+        try:
+            try:
+                result, compared = compare_states(
+                    probe, ctx.interpreter, how, partial(self._switch, made), after_first=True
+                )
+            except KeyboardInterrupt:  # the change stands, as when its probe is interrupted
+                self._switch(made, True)
+                raise
+            self._switch(made, True)  # the verdict is acted on in the state it made
+        finally:
+            shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
+        note = noise_note(probe.metric, compared.runs.baseline_values)
+        if note:
+            self.messages.append(note)
+        return result
+
+    def _switch(self, made: Snapshot, after: bool) -> None:
+        """Move the environment to the state the change made (``after``) or back to the one
+        before it, in one batch, proven, then checked for another process's change."""
+        if after == self.at_change:
+            return
+
+        def reached(restored: Restored, failed: str | None) -> None:
+            self.at_change = after or failed is not None or not restored.ok
+
+        def starting() -> None:
+            self.at_change = True
+
+        wanted = made if after else self.guard.snapshot
+        during = f"while the metric's runs switched between the states around the {self.command}"
+        self.guard.measure_in(wanted, during=during, starting=starting, reached=reached)
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
         """After the probe, before anything is claimed: the environment re-read (its census)

@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -50,13 +51,22 @@ from safeuninstall.plans.changes import RollbackPlan, plan_rollback
 from safeuninstall.probe.derived import (
     derive,
     dropped_notes,
-    judged_after,
+    judged_apart,
     judged_change,
     stopping_after_change,
     undecided,
 )
-from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all
+from safeuninstall.probe.metric import noise_note
+from safeuninstall.probe.runner import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    RunSettings,
+    compare_states,
+    run_all,
+)
 from safeuninstall.reports.impact import Unmet, unmet_after_change
+from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import kept_aside, not_put_back
 from safeuninstall.transaction.guard import (
     Back,
@@ -66,10 +76,19 @@ from safeuninstall.transaction.guard import (
     Kept,
     NotUndone,
     Stands,
+    SwitchFailed,
     Verdict,
     Words,
 )
-from safeuninstall.transaction.transaction import SnapshotSpec, rewritten
+from safeuninstall.transaction.others import ChangedByOthers
+from safeuninstall.transaction.transaction import (
+    Restored,
+    SnapshotSpec,
+    rewritten,
+    take_snapshot,
+)
+
+_SWITCHING = "while the metric's runs switched between the states before and after the command"
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -224,6 +243,9 @@ class _Attempt:
         self.change: RollbackPlan | None = None
         self.rewritten: tuple[str, ...] = ()
         self.unmet: tuple[Unmet, ...] = ()
+        # The environment is in the command's state; False once it is proven back in the
+        # snapshot's between two metric runs.
+        self.at_change = True
 
     def _result(self, outcome: Outcome, **parts: object) -> RunResult:
         return self.command.result(
@@ -336,10 +358,9 @@ class _Attempt:
             if not options.allow_unmet:
                 return Kept(Outcome.RUN_UNMET_KEPT) if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
-        passed = self._probe(now)
-        # What changed since the comparison is not the command's: undoing it all would undo
-        # that process's work as if the command had done it (Change.kept_for_others).
-        self.txn.check_others(during="while the probe ran")
+        passed = self._probed(now)
+        if not isinstance(passed, bool):
+            return passed
         if not passed and undecided(self.command.runs.after):
             messages.append("the metric's runs could not tell: inconclusive is never a pass")
             if options.keep_on_failure:
@@ -350,6 +371,29 @@ class _Attempt:
                 return Kept(Outcome.RUN_PROBE_FAILED_KEPT)
             return Cause.PROBE_FAILED
         return None
+
+    def _probed(self, now: dict[str, InstalledDistribution]) -> bool | Verdict:
+        """The probe after the command (True: it passes), then the check for another
+        process's change while it ran (ChangedByOthers: the guard keeps it all, named); or
+        the verdict when a state to measure the metric in could not be reached."""
+        messages = self.command.messages
+        try:
+            passed = self._probe(now)
+            self.txn.check_others(during="while the probe ran")
+        except ChangedByOthers:
+            # What changed since the comparison is not the command's: undoing it all would
+            # undo that process's work as if the command had done it (Change.kept_for_others).
+            if not self.at_change:
+                messages.append(
+                    "the metric's runs had the command's change undone for a run: the "
+                    f"environment is as snapshot {self.snap.id} has it, with that process's "
+                    "change"
+                )
+            raise
+        except SwitchFailed as err:
+            messages.append(err.message)
+            return Cause.ERROR
+        return passed
 
     def _probe(self, now: dict[str, InstalledDistribution]) -> bool:
         """The probe after the command: the configured one, else the one derived from what
@@ -366,12 +410,7 @@ class _Attempt:
             return True
         self.txn.probing()
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
-        ran = run_all(settings, ctx.interpreter, ctx.child_env())
-        baseline_runs = command.runs.baseline
-        if command.configured.probes:
-            after = judged_after(baseline_runs, ran)
-        else:
-            after = [judged_change(baseline_runs, r) for r in ran]
+        after = self._judged(settings, now)
         passed = all(r.passed for r in after)
         ctx.emit("probe", f"probe after the command: {'passed' if passed else 'FAILED'}")
         command.runs = msgspec.structs.replace(
@@ -383,6 +422,86 @@ class _Attempt:
             after=tuple(after),
         )
         return passed
+
+    def _judged(
+        self, settings: ProbeSettings, now: dict[str, InstalledDistribution]
+    ) -> list[ProbeResult]:
+        """Each probe run and judged against the baseline; a metric, once the others pass, by
+        runs of the states before and after the command, interleaved (``_compared``)."""
+        ctx, baseline = self.ctx, self.command.runs.baseline
+        if not self.command.configured.probes:  # derived: never a metric
+            ran = run_all(settings, ctx.interpreter, ctx.child_env())
+            return [judged_change(baseline, r) for r in ran]
+        metric = any(p.metric is not None for p in settings.probes)
+        if metric and self.rewritten:
+            self.command.messages.append(
+                "the metric's runs were not interleaved with the state before the command: it "
+                "rewrote files of a distribution in place, which a switch cannot tell apart"
+            )
+        how = RunSettings(settings.timeout, ctx.child_env())
+        return judged_apart(
+            settings,
+            baseline,
+            lambda plain: run_all(plain, ctx.interpreter, ctx.child_env()),
+            None if self.rewritten else partial(self._compared, how=how, now=now),
+        )
+
+    def _compared(
+        self, probe: Probe, *, how: RunSettings, now: dict[str, InstalledDistribution]
+    ) -> ProbeResult:
+        """A metric judged by runs of the snapshot's state and the command's, interleaved (a
+        warm-up first, not counted), runs added until decided or the cap. The command's state
+        is switched back to from a stash of what it added or changed (``_made``), kept only
+        while the runs last. The environment ends in the command's state."""
+        ctx = self.ctx
+        assert probe.metric is not None
+        ctx.emit("probe", f"metric running: before and after the command, in turn: {probe.label}")
+        made = self._made(now)
+        try:
+            result, compared = compare_states(
+                probe, ctx.interpreter, how, partial(self._switch, made), after_first=True
+            )
+            self._switch(made, True)  # the verdict is acted on in the state the command left
+        finally:
+            shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
+        if compared.baseline_failed:
+            self.command.messages.append(
+                "the metric failed in the state before the command, where it passed before it: "
+                f"{compared.runs.why}; it does not judge this change reliably"
+            )
+        note = noise_note(probe.metric, compared.runs.baseline_values)
+        if note:
+            self.command.messages.append(note)
+        return result
+
+    def _made(self, now: dict[str, InstalledDistribution]) -> Snapshot:
+        """The command's state, with a stash of what it added or changed, in a folder of its
+        own that no history lists (not saved: a rollback never chooses it, and one left by a
+        killed process is deleted as unsaved)."""
+        assert self.change is not None
+        spec = SnapshotSpec(
+            operation="run",
+            stash=[*self.change.added, *self.change.changed],
+            shared=ownership(now).shared_paths(),
+        )
+        return take_snapshot(self.ctx, now, self.ctx.store.new_folder(), spec, save=False)
+
+    def _switch(self, made: Snapshot, after: bool) -> None:
+        """Move the environment to the command's state (``after``) or back to the
+        snapshot's, in one batch, proven, then checked for another process's change
+        (Guard.measure_in); nothing where it is already."""
+        if after == self.at_change:
+            return
+
+        def reached(restored: Restored, failed: str | None) -> None:
+            # Until the snapshot's state is proven, the command's change counts as made.
+            self.at_change = after or failed is not None or not restored.ok
+
+        def starting() -> None:
+            self.at_change = True
+
+        wanted = made if after else self.snap
+        self.guard.measure_in(wanted, during=_SWITCHING, starting=starting, reached=reached)
 
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced

@@ -21,7 +21,7 @@ not tried again after.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 from packaging.utils import canonicalize_name
@@ -297,6 +297,39 @@ def judged_after(
     baseline: Sequence[ProbeResult], after: Sequence[ProbeResult]
 ) -> list[ProbeResult]:
     return [against(b, a) for b, a in zip(baseline, after, strict=True)]
+
+
+def judged_apart(
+    settings: ProbeSettings,
+    baseline: Sequence[ProbeResult],
+    run: Callable[[ProbeSettings], Sequence[ProbeResult]],
+    compared: Callable[[Probe], ProbeResult] | None,
+) -> list[ProbeResult]:
+    """Each probe of ``settings`` run (``run``) and judged against its baseline. With
+    ``compared``, a metric whose baseline passed is not among them: once they all pass, it is
+    judged by ``compared`` (runs of the states before and after the change, interleaved); when
+    one fails, the verdict is known, and it is run and judged as they are."""
+    probes = settings.probes
+    apart = {
+        i
+        for i, p in enumerate(probes)
+        if compared is not None and p.metric is not None and baseline[i].passed
+    }
+    kept = [i for i in range(len(probes)) if i not in apart]
+    plain = msgspec.structs.replace(settings, probes=tuple(probes[i] for i in kept))
+    results: dict[int, ProbeResult] = {
+        i: against(baseline[i], r) for i, r in zip(kept, run(plain), strict=True)
+    }
+    others_pass = all(r.passed for r in results.values())
+    for index in sorted(apart):
+        assert compared is not None
+        if others_pass:
+            results[index] = compared(probes[index])
+        else:
+            alone = msgspec.structs.replace(settings, probes=(probes[index],))
+            (ran,) = run(alone)
+            results[index] = against(baseline[index], ran)
+    return [results[i] for i in range(len(probes))]
 
 
 def undecided(results: Sequence[ProbeResult]) -> bool:

@@ -106,6 +106,8 @@ class MetricRuns(Struct, frozen=True):
                 text += f", p = {self.p_value:.2g}"
             if self.verdict is not None:
                 text += f"; {self.verdict.value}"
+        if self.warmup is not None:
+            text += f"; warm-up {number_text(self.warmup)} not counted"
         return text
 
     @property

@@ -33,7 +33,15 @@ from safeuninstall.base.errors import InvalidInput
 from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.probe.kinds import CandidateKind, ProbeKind
-from safeuninstall.probe.metric import Metric, MetricRuns, measured, no_number_why, read_number
+from safeuninstall.probe.metric import (
+    Compared,
+    Metric,
+    MetricRuns,
+    interleaved,
+    measured,
+    no_number_why,
+    read_number,
+)
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -655,6 +663,42 @@ def run_all(
 ) -> list[ProbeResult]:
     how = RunSettings(settings.timeout, env)
     return [run_probe(p, interpreter, settings=how) for p in settings.probes]
+
+
+def compare_states(
+    probe: Probe,
+    interpreter: Interpreter,
+    how: RunSettings,
+    switch: Callable[[bool], None],
+    *,
+    after_first: bool,
+) -> tuple[ProbeResult, Compared]:
+    """A metric ``probe`` in two states, one run at a time, interleaved (metric.interleaved):
+    ``switch(True)`` moves the environment to the changed state, ``switch(False)`` to the one
+    before it (each a no-op where it is already). ``after_first``: the changed state is the one
+    reached now. Returns the probe's result, its output the last run's in the changed state
+    (where one ran) and its seconds those of every run, and the comparison."""
+    assert probe.metric is not None
+    once = msgspec.structs.replace(probe, metric=msgspec.structs.replace(probe.metric, runs=1))
+    ran: dict[bool, list[ProbeResult]] = {False: [], True: []}
+
+    def sample(after: bool) -> float | str:
+        switch(after)
+        run = run_probe(once, interpreter, settings=how)
+        ran[after].append(run)
+        assert run.metric is not None
+        return run.metric.values[0] if run.passed else run.metric.why
+
+    compared = interleaved(probe.metric, sample, after_first=after_first)
+    last = (ran[True] or ran[False])[-1]
+    result = msgspec.structs.replace(
+        last,
+        probe=probe,
+        passed=not compared.runs.why,
+        seconds=sum(r.seconds for r in (*ran[False], *ran[True])),
+        metric=compared.runs,
+    )
+    return result, compared
 
 
 class Running:

@@ -120,6 +120,15 @@ class Ended:
     next_command: str | None = None
 
 
+class SwitchFailed(Exception):
+    """A state to measure in could not be reached and proven (``Guard.measure_in``): the
+    change is undone (``message`` says why)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class NotUndone(Exception):
     """The change had to be undone and cannot come back whole (``why``): left as it is."""
 
@@ -338,22 +347,59 @@ class Guard:
         )
 
     def switch(
-        self, wanted: Snapshot, *, during: str, all_or_nothing: bool = True
+        self,
+        wanted: Snapshot,
+        *,
+        during: str,
+        all_or_nothing: bool = True,
+        reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
     ) -> tuple[Restored, str | None]:
         """Move to ``wanted``'s installed set within the change, in one batch, interrupts
         held, proven; then the check for another process's change, on the census the proof
         was made on (ChangedByOthers, ``during`` it). NotRestorable when ``all_or_nothing``
-        and something cannot come back (nothing was changed then). Returns the proof and the
-        installer's error, if its uninstall failed."""
+        and something cannot come back (nothing was changed then). ``reached`` is told the
+        proof before that check, so that the caller knows where the environment is when the
+        check raises. Returns the proof and the installer's error, if its uninstall failed."""
         txn = self.txn
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(
                 wanted, offline=self.change.offline, all_or_nothing=all_or_nothing
             )
+            reached(restored, failed)
         # A restore stopped by an error of ours made no census: one is taken now.
         proven = restored.left if restored.verification is not None else None
         txn.check_others(proven, during=during)
         return restored, failed
+
+    def measure_in(
+        self,
+        wanted: Snapshot,
+        *,
+        during: str,
+        starting: Callable[[], None] = lambda: None,
+        reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
+    ) -> None:
+        """``switch`` to a state a metric's runs measure. Another process's change since the
+        last look stops it before it begins (ChangedByOthers: a switch would undo it); then
+        ``starting`` is called, and ``reached`` as in ``switch``. SwitchFailed when the state
+        cannot be reached and proven; an interrupt held during the switch is obeyed once it is
+        done (KeyboardInterrupt; one noted before it was the operation's to say)."""
+        txn = self.txn
+        txn.check_others(during=during)
+        starting()
+        noted, txn.interrupted = txn.interrupted, False
+        try:
+            restored, failed = self.switch(wanted, during=during, reached=reached)
+        except NotRestorable as err:
+            raise SwitchFailed(f"a state to measure could not be reached: {err.message}") from None
+        finally:
+            arrived = txn.interrupted
+            txn.interrupted = noted or arrived
+        if failed is not None or not restored.ok:
+            why = failed or restored.error or "the environment does not match it"
+            raise SwitchFailed(f"a state to measure could not be reached and proven: {why}")
+        if arrived:
+            raise KeyboardInterrupt
 
     def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
         """Another process changed the environment after the change was made, while it was

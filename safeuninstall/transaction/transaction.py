@@ -126,8 +126,12 @@ def take_snapshot(
     installed: Mapping[str, InstalledDistribution],
     folder: SnapshotFolder,
     spec: SnapshotSpec,
+    *,
+    save: bool = True,
 ) -> Snapshot:
     """Write a snapshot of ``installed`` into ``folder``, stashing ``spec.stash`` first.
+    Without ``save``, only the stash is written: a state an operation switches to and drops
+    (no history lists it; a folder left by a killed process is deleted as unsaved).
 
     On any failure (disk full, Ctrl-C) the half-made folder is deleted and the error raised:
     nothing has been removed yet, so nothing is lost.
@@ -160,12 +164,14 @@ def take_snapshot(
             for name in spec.stash
         }
         snap = _snapshot_of(ctx, snapshot_id, installed, stashes, spec)
-        ctx.store.save(snap)
+        if save:
+            ctx.store.save(snap)
     except BaseException:
         shutil.rmtree(folder.path, ignore_errors=True)
         raise
     stashed = count_text(len(stashes), "distribution")
-    ctx.emit("snapshot", f"snapshot: {snapshot_id} ({stashed} stashed)")
+    said = f"snapshot: {snapshot_id}" if save else "the state to switch back to"
+    ctx.emit("snapshot", f"{said} ({stashed} stashed)")
     return snap
 
 

@@ -81,6 +81,10 @@ class KeepNeeded(Attempt):
     failing final run restores everything: the environment ends in the final state proven by
     a passing probe, or in the snapshot's."""
 
+    # Each run of the search judges one state: a metric's runs there are judged against the
+    # baseline's, measured before the search.
+    interleaves = False
+
     def __init__(self, removal: Removal, guard: Guard, baseline: Sequence[ProbeResult]) -> None:
         super().__init__(removal, guard, baseline)
         self.state: frozenset[str] = frozenset()  # removed now

@@ -44,11 +44,21 @@ from safeuninstall.probe.derived import (
     after_settings,
     dropped_notes,
     judged_after,
+    judged_apart,
     to_the_end,
     undecided,
 )
 from safeuninstall.probe.kinds import ProbeKind
-from safeuninstall.probe.runner import ProbeResult, ProbeSettings, run_all, start
+from safeuninstall.probe.metric import noise_note
+from safeuninstall.probe.runner import (
+    Probe,
+    ProbeResult,
+    ProbeSettings,
+    RunSettings,
+    compare_states,
+    run_all,
+    start,
+)
 from safeuninstall.reports.doctor import Finding, also_in, diagnose
 from safeuninstall.reports.impact import allowed_unmet, removal_closure, unmet_in
 from safeuninstall.reports.needs import Cleanup, orphans
@@ -59,10 +69,13 @@ from safeuninstall.transaction.guard import (
     Guard,
     Kept,
     Stands,
+    SwitchFailed,
     Verdict,
     Words,
 )
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec
+
+_SWITCHING = "while the metric's runs switched between the states before and after the removal"
 
 
 class Removal:
@@ -316,7 +329,14 @@ def _removal_command(ctx: Context, names: Sequence[str], *flags: str, verb: str 
 
 
 class Attempt:
-    """The removal under way: uninstall, probe, and the restore when it must be undone."""
+    """The removal under way: uninstall, probe, and the restore when it must be undone.
+
+    A metric probe is judged by runs of the state before the removal and the state after it,
+    interleaved (runner.compare_states): the environment is switched between the two from
+    this transaction's own stash (Guard.switch), and ends in the state after the removal
+    before its verdict is acted on."""
+
+    interleaves = True  # the metric's runs switch between the two states
 
     def __init__(self, removal: Removal, guard: Guard, baseline: Sequence[ProbeResult]) -> None:
         self.removal = removal
@@ -333,6 +353,9 @@ class Attempt:
         self.ran: list[ProbeResult] = []
         self.drift: tuple[Drift, ...] = ()
         self.diagnosis: tuple[Finding, ...] = ()
+        # The environment is in the state the removal left; False once it is proven back in
+        # the snapshot's between two metric runs (then an undo has nothing to bring back).
+        self.in_change = True
 
     def run(self) -> RemovalResult:
         """Uninstall and judge; on failure, error or interrupt, restore."""
@@ -367,7 +390,7 @@ class Attempt:
 
     def _gone(self) -> Sequence[str]:
         """What is removed now, of what the snapshot stashed."""
-        return self.snap.removed
+        return self.snap.removed if self.in_change else ()
 
     def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
         """What the installer left of what it said it removed (``names``, default all):
@@ -399,7 +422,11 @@ class Attempt:
                 + " (shared paths): they are installed but hollow"
             )
             return Cause.HOLLOW
-        after, env_print = self._probe()
+        try:
+            after, env_print = self._probe()
+        except SwitchFailed as err:
+            messages.append(err.message)
+            return Cause.ERROR
         self.txn.check_others(
             during="during the removal", then="the probe judged another environment"
         )
@@ -438,23 +465,79 @@ class Attempt:
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
         """The probe after the removal, and the fingerprint of the environment it ran in,
-        taken while it runs (a passing probe is cached as that environment's baseline)."""
+        taken while it runs (a passing probe is cached as that environment's baseline). A
+        metric, once the others pass, by runs of both states interleaved (``_compared``)."""
         ctx, settings = self.ctx, self.removal.after
         if not settings.probes:
             return [], ""
         ctx.emit("probe", "probe running: " + ", ".join(p.label for p in settings.probes))
-        running = start(settings, ctx.interpreter, ctx.child_env())
-        try:
-            env_print = fingerprint(ctx.interpreter, ctx.environ)
-            ran = running.results()
-        except BaseException:
-            running.cancel()
-            raise
-        self.ran = ran  # as run: the new environment's baseline, if the removal stands
-        after = judged_after(self.runs.baseline, ran)
+        env_print = ""
+
+        def run(plain: ProbeSettings) -> list[ProbeResult]:
+            nonlocal env_print
+            running = start(plain, ctx.interpreter, ctx.child_env())
+            try:
+                env_print = env_print or fingerprint(ctx.interpreter, ctx.environ)
+                ran = running.results()
+            except BaseException:
+                running.cancel()
+                raise
+            self.ran = self.ran or ran  # as run: the new environment's baseline, if it stands
+            return ran
+
+        self.ran = []
+        compared = self._compared if self.interleaves else None
+        after = judged_apart(settings, self.runs.baseline, run, compared)
         verdict = "passed" if all(r.passed for r in after) else "FAILED"
         ctx.emit("probe", f"probe after the removal: {verdict}")
         return after, env_print
+
+    def _compared(self, probe: Probe) -> ProbeResult:
+        """A metric judged by runs of the snapshot's state and the removal's, interleaved (a
+        warm-up first, not counted), runs added until decided or the cap; the environment
+        ends in the removal's state."""
+        ctx = self.ctx
+        assert probe.metric is not None
+        ctx.emit("probe", f"metric running: before and after the removal, in turn: {probe.label}")
+        how = RunSettings(self.removal.after.timeout, ctx.child_env())
+        result, compared = compare_states(
+            probe, ctx.interpreter, how, self._switch, after_first=self.in_change
+        )
+        self._switch(True)  # the verdict is acted on in the state the removal left
+        if compared.baseline_failed:
+            self.removal.messages.append(
+                "the metric failed in the state before the removal, where it passed before it: "
+                f"{compared.runs.why}; it does not judge this removal reliably"
+            )
+        note = noise_note(probe.metric, compared.runs.baseline_values)
+        if note:
+            self.removal.messages.append(note)
+        return result
+
+    def _switch(self, after: bool) -> None:
+        """Move the environment to the state the removal left (``after``) or back to the
+        snapshot's, from this transaction's own stash, in one batch, proven, then checked for
+        another process's change (Guard.switch); nothing where it is already."""
+        if after == self.in_change:
+            return
+        snap = self.snap
+        removed = set(snap.removed)
+        wanted = (
+            msgspec.structs.replace(
+                snap, packages=tuple(e for e in snap.packages if e.name not in removed)
+            )
+            if after
+            else snap
+        )
+
+        def reached(restored: Restored, failed: str | None) -> None:
+            # Until the snapshot's state is proven, an undo brings back all that was removed.
+            self.in_change = after or failed is not None or not restored.ok
+
+        def starting() -> None:
+            self.in_change = True
+
+        self.guard.measure_in(wanted, during=_SWITCHING, starting=starting, reached=reached)
 
     def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
         """With --target or --prefix: a module removed from the folder that the interpreter's
