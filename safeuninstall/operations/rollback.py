@@ -613,7 +613,7 @@ class _Rollback:
     ) -> Restored:
         """Uninstall what ``wanted`` lacks, bring back what it has, verify."""
         if spec.removed:
-            failed = txn.uninstall(spec.removed)
+            failed = txn.uninstall(spec.removed, undone_on_error=False)
             if failed is not None:
                 self.messages.append(failed)
         entries, intact = restore
