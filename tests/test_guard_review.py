@@ -4,9 +4,13 @@ interrupt between two lines, another process's change, what a run says it found)
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
-from tests.conftest import UV, MakeVenv
+from tests.conftest import UV, MakeVenv, Run, Venv
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
@@ -96,3 +100,87 @@ def test_a_command_that_touches_nothing_here_is_not_said_to_rewrite_files(
     assert venv.file_hashes() == hashes
     assert "rewrote" not in str(data["messages"]), data["messages"]
     assert data["outcome"] == "ran-no-change", data
+
+
+# Runs the command with a Ctrl-C landing on one line: as the outcome that ends a change left
+# as it is (run-not-undone, rolled-back-probe-fails) is written. A signal can land between
+# any two lines; this one stands for those between the undo finding that it could not bring
+# everything back and that outcome.
+_CTRL_C_AS_NOT_UNDONE_IS_WRITTEN = """
+import os, runpy, signal, sys
+from safeuninstall.base.outcome import Outcome
+from safeuninstall.transaction import transaction
+
+finish = transaction.Transaction.finish
+
+def finishing(self, outcome, **kw):
+    if outcome in (Outcome.RUN_NOT_UNDONE, Outcome.ROLLED_BACK_PROBE_FAILS):
+        os.kill(os.getpid(), signal.SIGINT)
+    return finish(self, outcome, **kw)
+
+transaction.Transaction.finish = finishing
+sys.argv = ["safe-uninstall", *sys.argv[1:]]
+runpy.run_module("safeuninstall", run_name="__main__")
+"""
+
+
+def _with_ctrl_c_as_not_undone_is_written(venv: Venv, *args: str, **extra: str) -> Run:
+    """``safe-uninstall --python VENV --json ARGS`` as Venv.tool runs it, with that Ctrl-C."""
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "no-cache")}
+    driver = [sys.executable, "-c", _CTRL_C_AS_NOT_UNDONE_IS_WRITTEN]
+    done = subprocess.run(
+        [*driver, "--python", str(venv.root), "--json", *args],
+        capture_output=True,
+        text=True,
+        env={**env, **extra},
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def test_a_ctrl_c_as_a_run_is_left_not_undone_waits_for_its_outcome(make_venv: MakeVenv) -> None:
+    """The command wrote leftpad.py in place (its hard-linked stash too) and failed: nothing
+    can bring leftpad back, so the change is left as it is (run-not-undone, no journal: a
+    known state). A Ctrl-C from the moment the undo found that to the outcome's write is
+    held, as during the undo: it cut that ending short, and left a journal that `recover`
+    refuses (leftpad cannot come back for it either)."""
+    venv = make_venv("requests")
+    venv.install("leftpad", copies=True)
+    target = venv.site_packages / "leftpad.py"
+    write = f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)"
+
+    done = _with_ctrl_c_as_not_undone_is_written(
+        venv, "run", "--no-probe", "--", sys.executable, "-c", write
+    )
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "run-not-undone", data
+    assert not venv.journal.exists()
+
+
+def test_a_ctrl_c_as_a_rollback_is_left_not_undone_waits_for_its_outcome(
+    make_venv: MakeVenv,
+) -> None:
+    """The same for a rollback whose probe fails after it and whose undo cannot bring back
+    what it removed: the probe (passing before, on urllib3 2.3.0) deletes a file of the stash
+    of the rollback's own snapshot, 0002, then fails on 2.2.1. Nothing is undone, said with
+    rolled-back-probe-fails (exit 5), not an interrupt with the journal left."""
+    venv = make_venv("urllib3==2.2.1")
+    assert venv.tool("snapshot").returncode == 0  # 0001
+    venv.install("urllib3==2.3.0")
+    own = venv.snapshot("0002").stash_dir
+    probe = (
+        "import pathlib, urllib3\n"
+        "if urllib3.VERSION == '2.2.1':\n"
+        f"    for kept in pathlib.Path({str(own)!r}).glob('urllib3-*/**/urllib3/__init__.py'):\n"
+        "        kept.unlink()\n"
+        "    raise SystemExit(1)\n"
+    )
+
+    done = _with_ctrl_c_as_not_undone_is_written(venv, "rollback", "1", "--probe", probe)
+
+    data = done.json()
+    assert done.returncode == 5, data
+    assert data["outcome"] == "rolled-back-probe-fails", data
+    assert "nothing was undone" in str(data["messages"])
+    assert not venv.journal.exists()

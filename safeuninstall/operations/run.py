@@ -64,7 +64,6 @@ from safeuninstall.transaction.guard import (
     Ended,
     Guard,
     Kept,
-    NotUndone,
     Stands,
     Verdict,
     Words,
@@ -416,10 +415,9 @@ class _Attempt:
         """Put the environment back as the snapshot has it, in one batch, and prove it."""
         back = Back(also=self._rewritten_now(), all_or_nothing=True)
         ended = self._ended if self.command.options.always_undo else None
-        try:
-            return self.guard.undo(cause, back, aside=self._second_folders_gone, ended=ended)
-        except NotUndone as err:
-            return self._not_undone(err.why)
+        return self.guard.undo(
+            cause, back, aside=self._second_folders_gone, ended=ended, not_undone=self._not_undone
+        )
 
     def _second_folders_gone(self) -> list[str]:
         """The second dist-info folders there before the command that are gone now, said as

@@ -279,17 +279,26 @@ class Guard:
         judge: Callable[[Restored], Outcome | None] = lambda restored: None,
         aside: Callable[[], list[str]] = list,
         ended: Callable[[Cause, Ending], Outcome] | None = None,
+        not_undone: Callable[[str], Ended] | None = None,
     ) -> Ended:
         """Undo the change for ``cause``: ``back`` in one batch, interrupts held, verified.
         ``judge``: what the operation makes of a verified undo (an outcome that replaces the
         table's, or None); ``aside``: the second dist-info folders not put back, said;
         ``ended``: the outcome of a (cause, ending) when the operation names its own (``try``:
         its verdict on the change), else its table's.
-        Raises NotUndone when ``back.all_or_nothing`` and something cannot come back."""
+        When ``back.all_or_nothing`` and something cannot come back (why), the change is left
+        as it is: ``not_undone`` ends it, interrupts still held (an interrupt must not cut
+        that ending short: its outcome, and no journal, say the state is known); without
+        one, NotUndone is raised."""
         assert self.change.undoes, "a change that has no undo was asked to undo"
         txn, messages = self.txn, self.messages
         with txn.interrupts_deferred():
-            restored = self._back(back)
+            try:
+                restored = self._back(back)
+            except NotUndone as err:
+                if not_undone is None:
+                    raise
+                return not_undone(err.why)
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(stopped(restored))
             left_aside = aside() if restored.ok else []
