@@ -102,11 +102,10 @@ def test_a_command_that_touches_nothing_here_is_not_said_to_rewrite_files(
     assert data["outcome"] == "ran-no-change", data
 
 
-# Runs the command with a Ctrl-C landing on one line: as the outcome that ends a change left
-# as it is (run-not-undone, rolled-back-probe-fails) is written. A signal can land between
-# any two lines; this one stands for those between the undo finding that it could not bring
-# everything back and that outcome.
-_CTRL_C_AS_NOT_UNDONE_IS_WRITTEN = """
+# Runs the command with a Ctrl-C landing on one line: as one of the outcomes named in CTRL_C_AT
+# (Outcome members) is written. A signal can land between any two lines; this one stands for
+# those between the moment an operation decided how it ends and the write of that outcome.
+_CTRL_C_AS_WRITTEN = """
 import os, runpy, signal, sys
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.transaction import transaction
@@ -114,7 +113,7 @@ from safeuninstall.transaction import transaction
 finish = transaction.Transaction.finish
 
 def finishing(self, outcome, **kw):
-    if outcome in (Outcome.RUN_NOT_UNDONE, Outcome.ROLLED_BACK_PROBE_FAILS):
+    if outcome in [Outcome[name] for name in os.environ["CTRL_C_AT"].split(",")]:
         os.kill(os.getpid(), signal.SIGINT)
     return finish(self, outcome, **kw)
 
@@ -124,15 +123,16 @@ runpy.run_module("safeuninstall", run_name="__main__")
 """
 
 
-def _with_ctrl_c_as_not_undone_is_written(venv: Venv, *args: str, **extra: str) -> Run:
-    """``safe-uninstall --python VENV --json ARGS`` as Venv.tool runs it, with that Ctrl-C."""
+def _with_ctrl_c_as_written(venv: Venv, outcome: str, *args: str, **extra: str) -> Run:
+    """``safe-uninstall --python VENV --json ARGS`` as Venv.tool runs it, with a Ctrl-C as
+    ``outcome`` (an Outcome member's name) is written."""
     env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "no-cache")}
-    driver = [sys.executable, "-c", _CTRL_C_AS_NOT_UNDONE_IS_WRITTEN]
+    driver = [sys.executable, "-c", _CTRL_C_AS_WRITTEN]
     done = subprocess.run(
         [*driver, "--python", str(venv.root), "--json", *args],
         capture_output=True,
         text=True,
-        env={**env, **extra},
+        env={**env, "CTRL_C_AT": outcome, **extra},
     )
     return Run(done.returncode, done.stdout, done.stderr)
 
@@ -148,8 +148,8 @@ def test_a_ctrl_c_as_a_run_is_left_not_undone_waits_for_its_outcome(make_venv: M
     target = venv.site_packages / "leftpad.py"
     write = f"open({str(target)!r}, 'r+b').write(b'#')\nraise SystemExit(1)"
 
-    done = _with_ctrl_c_as_not_undone_is_written(
-        venv, "run", "--no-probe", "--", sys.executable, "-c", write
+    done = _with_ctrl_c_as_written(
+        venv, "RUN_NOT_UNDONE", "run", "--no-probe", "--", sys.executable, "-c", write
     )
 
     data = done.json()
@@ -177,10 +177,41 @@ def test_a_ctrl_c_as_a_rollback_is_left_not_undone_waits_for_its_outcome(
         "    raise SystemExit(1)\n"
     )
 
-    done = _with_ctrl_c_as_not_undone_is_written(venv, "rollback", "1", "--probe", probe)
+    done = _with_ctrl_c_as_written(
+        venv, "ROLLED_BACK_PROBE_FAILS", "rollback", "1", "--probe", probe
+    )
 
     data = done.json()
     assert done.returncode == 5, data
     assert data["outcome"] == "rolled-back-probe-fails", data
     assert "nothing was undone" in str(data["messages"])
+    assert not venv.journal.exists()
+
+
+@pytest.mark.parametrize("operation", ["uninstall", "run"])
+def test_a_ctrl_c_as_a_change_that_stands_is_written_changes_nothing_of_it(
+    make_venv: MakeVenv, operation: str
+) -> None:
+    """The probe passed: the change stands (removed, ran), decided. A Ctrl-C as that outcome
+    is written must change neither the outcome nor the exit code (the outcome is decided), nor
+    leave a journal. It undid the removal (interrupted-restored, exit 3) before the guard;
+    with it, it ended in an error (exit 4) with the journal left for a recover that undoes a
+    change the probe passed."""
+    venv = make_venv("requests")
+    if operation == "uninstall":
+        venv.install("leftpad")
+        args = ["--probe", "import requests", "leftpad"]
+        outcome = "REMOVED"
+    else:
+        assert UV is not None
+        install = [UV, "pip", "install", "--no-index", "--find-links", str(venv.wheelhouse)]
+        args = ["run", "--probe", "import requests", "--", *install, "leftpad"]
+        outcome = "RAN"
+
+    done = _with_ctrl_c_as_written(venv, outcome, *args)
+
+    data = done.json()
+    assert done.returncode == 0, data
+    assert data["outcome"] == outcome.lower(), data
+    assert ("leftpad" in venv.installed()) is (operation == "run")
     assert not venv.journal.exists()

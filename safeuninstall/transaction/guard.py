@@ -241,7 +241,7 @@ class Guard:
             messages.append(f"unexpected error after {words.after}: {err!r}")
             return undo(Cause.ERROR)
         if isinstance(verdict, Stands):
-            self.txn.finish(verdict.outcome)
+            self._decided(verdict.outcome)
             return Ended(verdict.outcome)
         if isinstance(verdict, Kept):
             return self.kept(verdict.outcome)
@@ -268,8 +268,14 @@ class Guard:
 
     def kept(self, outcome: Outcome) -> Ended:
         """A failure kept as it is, on request: the rollback that undoes it is named."""
-        self.txn.finish(outcome)
+        self._decided(outcome)
         return Ended(outcome, next_command=self.ctx.suggest("rollback", self.snapshot.id))
+
+    def _decided(self, outcome: Outcome) -> None:
+        """The change stands as ``outcome``, decided: written with interrupts held, so that one
+        arriving now changes nothing of it (neither undoes it nor leaves the journal)."""
+        with self.txn.interrupts_deferred():
+            self.txn.finish(outcome)
 
     def undo(
         self,
