@@ -215,3 +215,48 @@ def test_a_ctrl_c_as_a_change_that_stands_is_written_changes_nothing_of_it(
     assert data["outcome"] == outcome.lower(), data
     assert ("leftpad" in venv.installed()) is (operation == "run")
     assert not venv.journal.exists()
+
+
+# Runs the command with a second Ctrl-C landing as run's undo reads what the command rewrote
+# (when the first one stopped it before its comparison): Ctrl-C pressed twice.
+_SECOND_CTRL_C_AS_THE_UNDO_BEGINS = """
+import os, runpy, signal, sys
+from safeuninstall.operations import run
+
+rewritten_now = run._Attempt._rewritten_now
+
+def reading(self):
+    os.kill(os.getpid(), signal.SIGINT)
+    return rewritten_now(self)
+
+run._Attempt._rewritten_now = reading
+sys.argv = ["safe-uninstall", *sys.argv[1:]]
+runpy.run_module("safeuninstall", run_name="__main__")
+"""
+
+
+def test_a_second_ctrl_c_as_a_runs_undo_begins_waits_for_the_undo(make_venv: MakeVenv) -> None:
+    """The first Ctrl-C lands as the command's step begins (before the comparison), the second
+    as the undo reads which distributions the command rewrote: that read was held with the
+    undo, as the undo is. Escaping, it ended in an error (exit 4) with the change not undone
+    and the journal left."""
+    venv = make_venv("requests", "urllib3==2.2.1")
+    hashes, installed = venv.file_hashes(), venv.installed()
+    assert UV is not None
+    install = [UV, "pip", "install", "--no-index", "--find-links", str(venv.wheelhouse)]
+    env = {**os.environ, "UV_OFFLINE": "1", "UV_CACHE_DIR": str(venv.root.parent / "no-cache")}
+    argv = ["--python", str(venv.root), "--json", "run", "--no-probe", "--"]
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SECOND_CTRL_C_AS_THE_UNDO_BEGINS, *argv, *install, "-U", "urllib3"],
+        capture_output=True,
+        text=True,
+        env={**env, "SAFE_UNINSTALL_FAULT": "command:INT"},
+    )
+
+    data = Run(done.returncode, done.stdout, done.stderr).json()
+    assert done.returncode == 3, data
+    assert data["outcome"] == "run-interrupted-restored", data
+    assert not venv.journal.exists()
+    assert venv.installed() == installed
+    assert venv.file_hashes() == hashes
