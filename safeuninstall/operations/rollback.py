@@ -78,8 +78,8 @@ from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_re
 from safeuninstall.transaction.guard import (
     Back,
     Change,
+    Ended,
     Guard,
-    NotUndone,
     SwitchFailed,
     Words,
     stopped,
@@ -632,7 +632,7 @@ class _Rollback:
     ) -> Restored:
         """Uninstall what ``wanted`` lacks, bring back what it has, verify."""
         if spec.removed:
-            failed = txn.uninstall(spec.removed)
+            failed = txn.uninstall(spec.removed, undone_on_error=False)
             if failed is not None:
                 self.messages.append(failed)
         entries, intact = restore
@@ -831,17 +831,17 @@ class _Rollback:
             self.messages.append(
                 f"the environment could not be made to match snapshot {self.wanted.id}"
             )
-        try:
-            ended = self.guard.undo(
-                cause, Back(all_or_nothing=True), aside=lambda: self._kept_aside_by(before)
-            )
-        except NotUndone as err:
-            return self._not_undone(txn, err.why, forward)
+        ended = self.guard.undo(
+            cause,
+            Back(all_or_nothing=True),
+            aside=lambda: self._kept_aside_by(before),
+            not_undone=lambda why: self._not_undone(txn, why, forward),
+        )
         return self._result(
             ended.outcome, restored=forward, undo=ended.restored, next_command=ended.next_command
         )
 
-    def _not_undone(self, txn: Transaction, why: str, forward: Restored | None) -> RollbackResult:
+    def _not_undone(self, txn: Transaction, why: str, forward: Restored | None) -> Ended:
         """Something the rollback removed cannot come back now: the environment is left as the
         rollback made it rather than half undone (an uninstall first would leave it worse). No
         journal is kept: ``recover`` would try the same return and be refused the same way, and
@@ -877,7 +877,7 @@ class _Rollback:
             ]
             outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
         txn.finish(outcome)
-        return self._result(outcome, restored=forward, next_command=next_command)
+        return Ended(outcome, next_command=next_command)
 
     def _probe_after(self, txn: Transaction) -> RollbackResult:
         """The installed set matches the snapshot: does it work?"""

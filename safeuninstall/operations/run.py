@@ -74,7 +74,6 @@ from safeuninstall.transaction.guard import (
     Ended,
     Guard,
     Kept,
-    NotUndone,
     Stands,
     SwitchFailed,
     Verdict,
@@ -532,13 +531,19 @@ class _Attempt:
         return ProbeSettings(probes=probes, timeout=self.command.settings.timeout, notes=notes)
 
     def _restore(self, cause: Cause) -> Ended:
-        """Put the environment back as the snapshot has it, in one batch, and prove it."""
-        back = Back(also=self._rewritten_now(), all_or_nothing=True)
+        """Put the environment back as the snapshot has it, in one batch, and prove it. What
+        it brings back is read with interrupts held, as the undo runs: a second Ctrl-C there
+        waits for the undo too."""
         ended = self._ended if self.command.options.always_undo else None
-        try:
-            return self.guard.undo(cause, back, aside=self._second_folders_gone, ended=ended)
-        except NotUndone as err:
-            return self._not_undone(err.why)
+        with self.txn.interrupts_deferred():
+            back = Back(also=self._rewritten_now(), all_or_nothing=True)
+            return self.guard.undo(
+                cause,
+                back,
+                aside=self._second_folders_gone,
+                ended=ended,
+                not_undone=self._not_undone,
+            )
 
     def _second_folders_gone(self) -> list[str]:
         """The second dist-info folders there before the command that are gone now, said as

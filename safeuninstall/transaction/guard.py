@@ -250,7 +250,7 @@ class Guard:
             messages.append(f"unexpected error after {words.after}: {err!r}")
             return undo(Cause.ERROR)
         if isinstance(verdict, Stands):
-            self.txn.finish(verdict.outcome)
+            self._decided(verdict.outcome)
             return Ended(verdict.outcome)
         if isinstance(verdict, Kept):
             return self.kept(verdict.outcome)
@@ -277,8 +277,14 @@ class Guard:
 
     def kept(self, outcome: Outcome) -> Ended:
         """A failure kept as it is, on request: the rollback that undoes it is named."""
-        self.txn.finish(outcome)
+        self._decided(outcome)
         return Ended(outcome, next_command=self.ctx.suggest("rollback", self.snapshot.id))
+
+    def _decided(self, outcome: Outcome) -> None:
+        """The change stands as ``outcome``, decided: written with interrupts held, so that one
+        arriving now changes nothing of it (neither undoes it nor leaves the journal)."""
+        with self.txn.interrupts_deferred():
+            self.txn.finish(outcome)
 
     def undo(
         self,
@@ -288,17 +294,26 @@ class Guard:
         judge: Callable[[Restored], Outcome | None] = lambda restored: None,
         aside: Callable[[], list[str]] = list,
         ended: Callable[[Cause, Ending], Outcome] | None = None,
+        not_undone: Callable[[str], Ended] | None = None,
     ) -> Ended:
         """Undo the change for ``cause``: ``back`` in one batch, interrupts held, verified.
         ``judge``: what the operation makes of a verified undo (an outcome that replaces the
         table's, or None); ``aside``: the second dist-info folders not put back, said;
         ``ended``: the outcome of a (cause, ending) when the operation names its own (``try``:
         its verdict on the change), else its table's.
-        Raises NotUndone when ``back.all_or_nothing`` and something cannot come back."""
+        When ``back.all_or_nothing`` and something cannot come back (why), the change is left
+        as it is: ``not_undone`` ends it, interrupts still held (an interrupt must not cut
+        that ending short: its outcome, and no journal, say the state is known); without
+        one, NotUndone is raised."""
         assert self.change.undoes, "a change that has no undo was asked to undo"
         txn, messages = self.txn, self.messages
         with txn.interrupts_deferred():
-            restored = self._back(back)
+            try:
+                restored = self._back(back)
+            except NotUndone as err:
+                if not_undone is None:
+                    raise
+                return not_undone(err.why)
             if restored.verification is None:  # an error of ours stopped it half way
                 messages.append(stopped(restored))
             left_aside = aside() if restored.ok else []

@@ -371,14 +371,25 @@ class Transaction:
             self._entry, self._prefix + step, durable=durable, must_write=must_write
         )
 
-    def uninstall(self, names: Sequence[str]) -> str | None:
+    def uninstall(self, names: Sequence[str], *, undone_on_error: bool = True) -> str | None:
         """Run the installer's uninstall; the error text if it failed, else None.
+
+        The step counts as begun from its journal write on: an operation that undoes its change
+        on an error (a removal, a run) restores after one at that write. ``undone_on_error=False``
+        (a rollback, which undoes nothing on an error of ours): an error at that write gives
+        the operation up, as before any change; the installer never ran.
 
         An interrupt that arrives while the installer runs waits for it to finish, and is
         obeyed then (KeyboardInterrupt): a restore that ran beside a still-running uninstall
         could be undone by it behind the verification's back."""
+        before = self._changed
         self._changed = True  # first: the step is begun once its journal write is
-        self._step("uninstall")
+        try:
+            self._step("uninstall")
+        except Exception:
+            if not undone_on_error:
+                self._changed = before
+            raise
         self._ctx.emit("removing", f"removing: {', '.join(names)}")
         hasher = self._hasher
         done = False
