@@ -41,12 +41,6 @@ def test_a_full_disk_at_the_journal_write_before_a_rollbacks_uninstall_gives_it_
     assert after.returncode == 0, after.stderr  # not refused: nothing is left to recover
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the undo of a removal verifies against the whole snapshot: another process's "
-    "install fails the proof (concurrent-incomplete), the journal stays, and the recover it "
-    "names returns to the snapshot, uninstalling that process's work",
-)
 def test_an_install_by_another_process_during_a_removal_is_not_undone_by_what_it_advises(
     make_venv: MakeVenv,
 ) -> None:
@@ -71,6 +65,11 @@ def test_an_install_by_another_process_during_a_removal_is_not_undone_by_what_it
     if "recover" in advised:
         assert venv.tool("recover", "--no-probe").returncode == 0
     assert "toolpkg" in venv.installed()  # the other process's work stands
+    assert data["outcome"] == "concurrent-restored", data
+    assert data["next_command"] is None
+    assert "but for what another process changed (toolpkg: left as it is)" in str(
+        data["messages"]
+    )
 
 
 @pytest.mark.xfail(

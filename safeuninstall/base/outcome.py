@@ -205,7 +205,8 @@ _UNINSTALL = _Endings(
         ),
         (Cause.FAILED, Ending.INCOMPLETE): "the uninstall failed and the restore is INCOMPLETE",
         (Cause.CONCURRENT, Ending.RESTORED): (
-            "another process changed the environment during the removal: all was restored"
+            "another process changed the environment during the removal: what the removal "
+            "took was restored and verified; that process's change stands"
         ),
         (Cause.CONCURRENT, Ending.INCOMPLETE): (
             "another process changed the environment during the removal; restore INCOMPLETE"

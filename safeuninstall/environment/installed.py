@@ -423,6 +423,11 @@ def census_change(before: frozenset[str], after: frozenset[str]) -> str:
     return "; ".join(census_changes(before, after))
 
 
+def names_in(entries: Iterable[str]) -> frozenset[str]:
+    """The canonical names the census ``entries`` (paths or folder names) are installs of."""
+    return frozenset(n for p in entries for n in _named_as(os.path.basename(p)))
+
+
 def folders_of(census: frozenset[str], names: Collection[str]) -> frozenset[str]:
     """The entries of ``census`` that are installs of one of ``names`` (canonical), by their
     folder names: what an uninstall of ``names`` takes away (uv removes every copy of a name),

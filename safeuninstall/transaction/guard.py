@@ -25,7 +25,7 @@ same everywhere: the operation stops where it is, names the change, and undoes n
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -308,8 +308,11 @@ class Guard:
         assert self.change.undoes, "a change that has no undo was asked to undo"
         txn, messages = self.txn, self.messages
         with txn.interrupts_deferred():
+            # Another process's change stands: only this change's own comes back, and the
+            # proof takes theirs as it is.
+            theirs = self.txn.theirs() if cause is Cause.CONCURRENT else frozenset()
             try:
-                restored = self._back(back)
+                restored = self._back(back, theirs)
             except NotUndone as err:
                 if not_undone is None:
                     raise
@@ -331,7 +334,7 @@ class Guard:
             # Unverified, the journal stays: other commands are refused until ``recover``.
             txn.finish(outcome, keep_journal=not restored.ok)
         if restored.ok:
-            messages.append(self._claim(restored, bool(left_aside)))
+            messages.append(self._claim(restored, bool(left_aside), theirs))
             messages += left_aside
         if txn.interrupted:
             messages.append("an interrupt arrived during the restore; it finished first")
@@ -339,10 +342,13 @@ class Guard:
             outcome, restored, next_command=None if restored.ok else self.ctx.suggest("recover")
         )
 
-    def _back(self, back: Back) -> Restored:
+    def _back(self, back: Back, theirs: frozenset[str]) -> Restored:
         txn, snap, offline = self.txn, self.snapshot, self.change.offline
         if back.entries is not None:
-            return txn.restore(snap, back.entries, back.intact, offline=offline)
+            own = {e.name for e in back.entries}
+            return txn.restore(
+                snap, back.entries, back.intact, offline=offline, theirs=theirs - own
+            )
         try:
             restored, failed = txn.return_to(
                 snap, offline=offline, also=back.also, all_or_nothing=back.all_or_nothing
@@ -353,11 +359,16 @@ class Guard:
             self.messages.append(failed)
         return restored
 
-    def _claim(self, restored: Restored, aside: bool) -> str:
+    def _claim(self, restored: Restored, aside: bool, theirs: Collection[str] = ()) -> str:
         """What a verified undo proved: the installed set, and the bytes it brought back."""
         files = restored.verification.files_checked if restored.verification else 0
+        but = (
+            f", but for what another process changed ({', '.join(sorted(theirs))}: left as it is)"
+            if theirs
+            else ""
+        )
         return (
-            f"the installed set is back as snapshot {self.snapshot.id} has it, and the "
+            f"the installed set is back as snapshot {self.snapshot.id} has it{but}, and the "
             f"{files} files brought back match their hashes" + (", except:" if aside else "")
         )
 

@@ -48,6 +48,7 @@ from safeuninstall.environment.installed import (
     census,
     folders_of,
     installed_distributions,
+    names_in,
 )
 from safeuninstall.environment.records import RecordEntry
 from safeuninstall.environment.sizes import count_text
@@ -335,6 +336,13 @@ class Transaction:
         ``check_others`` compares it with what is installed."""
         self._expected = read
 
+    def theirs(self) -> frozenset[str]:
+        """The names of the distributions another process changed: each whose folders differ
+        between the installed set expected and a census taken now."""
+        if self._expected is None:
+            return frozenset()
+        return names_in(self._expected ^ census(self._ctx.interpreter))
+
     def others_changed(self, now: frozenset[str] | None = None) -> tuple[str, ...]:
         """What another process changed: each difference between the installed set expected and
         the census ``now`` (default: one taken now); none before ``expect``."""
@@ -465,6 +473,7 @@ class Transaction:
         offline: bool,
         beside: Collection[str] = (),
         rewritten: Collection[str] = (),
+        theirs: Collection[str] = (),
     ) -> Restored:
         """Bring ``entries`` back in one batch and prove the environment equals ``wanted``, and
         that ``intact`` (distributions that share files with what was removed) are whole.
@@ -474,7 +483,10 @@ class Transaction:
         aside by that snapshot); returning to this transaction's own snapshot, those there as
         it was taken: a change that left one alone (a removal of another name, a command that
         installed another) did not make it, and its undo keeps it. ``rewritten``: those of
-        ``entries`` whose files were replaced or written since ``wanted`` (RestoreJob)."""
+        ``entries`` whose files were replaced or written since ``wanted`` (RestoreJob).
+        ``theirs``: distributions another process changed meanwhile, none of ``entries``: the
+        proof takes them as they are now (that process's work is not this change's to undo),
+        and says so."""
         ctx = self._ctx
         assert self.snapshot is not None
         pins = ", ".join(e.pin for e in entries)
@@ -497,6 +509,8 @@ class Transaction:
             self._step("verify", must_write=False)
             if wanted.id == self.snapshot.id:
                 beside = self._beside
+            if theirs:
+                wanted = _as_they_left(ctx, wanted, theirs)
             left, verification = _prove(
                 ctx, wanted, entries, report, (intact, beside), offline, self._followed
             )
@@ -635,6 +649,17 @@ class Transaction:
         with interrupts.deferred(obey=False) as noted:
             yield
         self.interrupted = self.interrupted or bool(noted)
+
+
+def _as_they_left(ctx: Context, wanted: Snapshot, theirs: Collection[str]) -> Snapshot:
+    """``wanted``, with the distributions another process changed (``theirs``) as they are
+    installed now: what a proof of this change's undo compares the environment with."""
+    now = installed_distributions(ctx.interpreter)
+    root = Path(ctx.interpreter.prefix)
+    kept = [e for e in wanted.packages if e.name not in theirs]
+    added = [package_entry(now[n], root, None) for n in sorted(theirs) if n in now]
+    packages = tuple(sorted([*kept, *added], key=lambda e: e.name))
+    return msgspec.structs.replace(wanted, packages=packages)
 
 
 def _pruned_note(ctx: Context, snapshot_id: str, reinstalled: Sequence[str]) -> str | None:
