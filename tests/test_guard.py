@@ -3,6 +3,8 @@ it does with an error before and after the change began, and with another proces
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +24,10 @@ class _Txn:
 
     def finish(self, outcome: Outcome, *, keep_journal: bool = False) -> None:
         self.finished.append(outcome)
+
+    @contextlib.contextmanager
+    def interrupts_deferred(self) -> Iterator[None]:
+        yield
 
 
 class _Ctx:
