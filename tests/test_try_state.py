@@ -15,8 +15,17 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.errors import EXIT_BREAKS, EXIT_SLOWER
-from tests.conftest import UV, MakeVenv, Venv, error_line, tagged_processes, wait_for
+from tests.conftest import (
+    UV,
+    MakeVenv,
+    Venv,
+    error_line,
+    stand_in_uv,
+    tagged_processes,
+    wait_for,
+)
 from tests.test_bisect_files import A_SET, FROM_HOUSE, SIX, house, nodes
+from tests.test_bisect_others import _other_process_at
 from tests.test_faults import _tool_in_background, assert_recovered
 from tests.test_json_contract import problems
 from tests.test_try import _metric, _speed_house
@@ -246,3 +255,38 @@ def test_a_package_or_a_removal_s_option_beside_a_state_is_a_usage_error(
     assert strict.returncode == 2 and "--strict: not for try --state FILE" in strict.stderr
     assert links.returncode == 2 and "--find-links: only for try --state FILE" in links.stderr
     assert _start(b) == start
+
+
+@pytest.mark.parametrize("switch", [1, 2])  # the switch to A's state, the return to the start
+def test_another_process_s_change_is_left_as_it_is_and_recover_named(
+    nodes: tuple[Venv, dict[str, Path]], house: Path, tmp_path: Path, switch: int
+) -> None:
+    """Another process installs leftpad during a switch (a stand-in uv does it on the
+    ``switch``-th uninstall): going back would undo its work too, so the try stops there,
+    undoes nothing of it, keeps its journal and names ``recover``."""
+    b, files = nodes
+    hashes, installed = b.file_hashes(), b.installed()
+    count = tmp_path / "count"
+    python = ["--python", str(b.python)]
+    argv = ["pip", "install", *python, "--no-index", "--find-links", str(b.wheelhouse)]
+    uv = stand_in_uv(
+        tmp_path / "uv",
+        _other_process_at(count, switch, [*argv, "leftpad==1.0"]),
+        "pathlib, subprocess",
+    )
+
+    done = b.tool(
+        "--json", "try", "--state", str(files["export"]), "--find-links", str(house),
+        "--probe", EITHER, SAFE_UNINSTALL_UV=str(uv), UV_CACHE_DIR=str(b.uv_cache),
+    )  # fmt: skip
+
+    data = done.json()
+    assert done.returncode == 4, data
+    assert data["outcome"] == "try-not-returned"
+    assert problems("try", data) == []
+    assert "appeared: leftpad-1.0.dist-info" in " ".join(map(str, data["messages"]))  # type: ignore[arg-type]
+    assert b.installed().get("leftpad") == "1.0"  # the other process's install stands
+    assert int(count.read_text()) == switch  # nothing was switched after it was noticed
+    assert b.journal.exists()
+    assert str(data["next_command"]).endswith("recover")
+    assert_recovered(b, hashes, installed)  # the start, that process's install undone too
