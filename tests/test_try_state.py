@@ -26,13 +26,14 @@ from tests.conftest import (
 )
 from tests.test_bisect_files import A_SET, FROM_HOUSE, SIX, house, nodes
 from tests.test_bisect_others import _other_process_at
+from tests.test_editables_in_files import b_and_a_freeze
 from tests.test_faults import _tool_in_background, assert_recovered
 from tests.test_json_contract import problems
 from tests.test_try import _metric, _speed_house
 
 pytestmark = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of the tool")
 
-__all__ = ["house", "nodes"]  # the fixtures, shared with the bisect of a file
+__all__ = ["b_and_a_freeze", "house", "nodes"]  # fixtures, shared with the bisect of a file
 
 # Passes on B (part1 2.0); fails in A's state, which has the older part1 1.0.
 NEEDS_B = "import part1; assert part1.V == '2.0', part1.V"
@@ -290,3 +291,25 @@ def test_another_process_s_change_is_left_as_it_is_and_recover_named(
     assert b.journal.exists()
     assert str(data["next_command"]).endswith("recover")
     assert_recovered(b, hashes, installed)  # the start, that process's install undone too
+
+
+def test_an_editable_install_the_file_names_is_left_as_it_is(
+    b_and_a_freeze: tuple[Venv, Path, Path], house: Path, tmp_path: Path
+) -> None:
+    b, freeze, _ = b_and_a_freeze
+    start = _start(b)
+    record = tmp_path / "seen"
+
+    done = b.tool(
+        "--json", "try", "--state", str(freeze), "--find-links", str(house),
+        "--probe", "import part0, part1, edpkg", "--probe", _seen_by(record),
+    )  # fmt: skip
+
+    data = done.json()
+    assert done.returncode == 0, data
+    assert [c["name"] for c in data["state"]["changes"]] == ["part1", "part2"]  # type: ignore[index]
+    said = f"edpkg: an editable install in {freeze} (line 1): kept as it is, not switched"
+    assert said in data["messages"]  # type: ignore[operator]
+    seen = record.read_text().splitlines()  # in A's state: A's versions, edpkg as it was
+    assert seen == ["edpkg==0.1", "part0==1.0", "part1==1.0", "part2==1.0"]
+    _back_at(b, start)

@@ -110,7 +110,7 @@ class _Good(NamedTuple):
     notes: tuple[str, ...] = ()  # what the file set aside
 
     @classmethod
-    def of(cls, ctx: Context, reference: str) -> _Good:
+    def of(cls, ctx: Context, reference: str, kept: str = "kept as it is, not bisected") -> _Good:
         if not described.is_file_reference(reference):
             snap = ctx.store.resolve(reference)
             return cls(snap, f"snapshot {snap.id}")
@@ -137,7 +137,7 @@ class _Good(NamedTuple):
             packages=packages,
         )
         notes = [f"{state.path}: {line}" for line in state.set_aside]
-        notes += state.unversioned(chosen, "kept as it is, not bisected")
+        notes += state.unversioned(chosen, kept)
         return cls(snap, f"the file {state.path}", unversioned, tuple(notes))
 
 
@@ -865,7 +865,7 @@ def try_state(ctx: Context, configured: ProbeSettings, options: BisectOptions) -
     ctx.backend.find_links = [*options.find_links]
     with ctx.locked():
         ctx.refuse_if_unfinished()
-        good = _Good.of(ctx, options.good)
+        good = _Good.of(ctx, options.good, kept="kept as it is, not switched")
         return _TryState(ctx, configured, options, good).tried()
 
 
