@@ -313,3 +313,30 @@ def test_an_editable_install_the_file_names_is_left_as_it_is(
     seen = record.read_text().splitlines()  # in A's state: A's versions, edpkg as it was
     assert seen == ["edpkg==0.1", "part0==1.0", "part1==1.0", "part2==1.0"]
     _back_at(b, start)
+
+
+def test_a_metric_that_fails_at_the_start_is_refused_before_any_change(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    speeds = tmp_path / "speeds"
+    _speed_house(speeds)
+    a = make_venv()
+    a.install("speed==3.0", find_links=speeds)
+    exported = tmp_path / "a.txt"
+    assert a.tool("export", "-o", str(exported)).returncode == 0
+    b = make_venv()
+    b.install("speed==1.0", find_links=speeds)
+    start = _start(b)
+    workload = tmp_path / "fails-on-1.py"  # fails as B is, measures in A's state
+    workload.write_text("import speed, sys\nsys.exit(1) if speed.SPEED == 1.0 else print(1.0)\n")
+
+    done = b.tool(
+        "try", "--state", str(exported), "--find-links", str(speeds),
+        "--probe-metric", f"python {workload}",
+    )  # fmt: skip
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = error_line(done.stderr)
+    assert "the metric failed at the start" in said and said.endswith("nothing was changed")
+    assert _start(b) == start
+    assert not b.journal.exists()

@@ -929,6 +929,8 @@ class _TryState(_Bisect):
         except ChangedByOthers:
             raise
         except _MoveFailed as err:
+            if not txn.changed:  # the metric failed at the start, before any switch
+                raise BaselineProbeFailed(txn.unchanged(str(err))) from None
             self.messages.append(str(err))
             return (), Cause.FAILED
         except Exception as err:  # an error of ours, or the disk: the start comes back
