@@ -340,3 +340,24 @@ def test_a_metric_that_fails_at_the_start_is_refused_before_any_change(
     assert "the metric failed at the start" in said and said.endswith("nothing was changed")
     assert _start(b) == start
     assert not b.journal.exists()
+
+
+def test_without_a_probe_the_derived_one_does_not_count_what_the_file_lacks_as_broken(
+    nodes: tuple[Venv, dict[str, Path]], house: Path
+) -> None:
+    """part6 is B's alone: A's state uninstalls it, so its import is no candidate. part2 fails
+    here already (B's 2.0): dropped before the switch, not judged."""
+    b, files = nodes
+    start = _start(b)
+
+    done = b.tool("--json", "try", "--state", str(files["export"]), "--find-links", str(house))
+
+    data = done.json()
+    assert done.returncode == 0, data
+    assert data["outcome"] == "try-passes"
+    (after,) = data["probes"]["after"]  # type: ignore[index]
+    candidates = {c["target"]: c for c in after["candidates"]}
+    assert "part6" not in candidates
+    assert candidates["part2"]["judged"] is False
+    assert all(c["status"] == "passed" for c in candidates.values() if c["judged"])
+    _back_at(b, start)

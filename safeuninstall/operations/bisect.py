@@ -162,9 +162,8 @@ class _Inconclusive(Exception):
 
 
 class _Bisect:
-    # How messages say when another process's change was found, and what a probe is needed for.
+    # How messages say when another process's change was found.
     _during = _DURING
-    _needs = "bisect needs a probe that passes in the good snapshot and fails now"
 
     def __init__(
         self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: _Good
@@ -564,9 +563,9 @@ class _Bisect:
         if not probes:
             raise InvalidInput(
                 unchanged(
-                    f"{self._needs}: none is given (--probe, --probe-cmd, --probe-metric) or "
-                    f"configured, and none can be derived from the changes since {self.named}: "
-                    + "; ".join(notes)
+                    "bisect needs a probe that passes in the good snapshot and fails now: none "
+                    "is given (--probe, --probe-cmd, --probe-metric) or configured, and none "
+                    f"can be derived from the changes since {self.named}: " + "; ".join(notes)
                 )
             )
         self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
@@ -878,7 +877,6 @@ class _TryState(_Bisect):
     then in the file's state; a metric's runs alternate between the two."""
 
     _during = _TRYING
-    _needs = "try --state needs a probe to judge the file's state"
 
     def tried(self) -> StateTried:
         read = census(self.ctx.interpreter)  # first: a change after it shows later
@@ -1010,8 +1008,9 @@ class _TryState(_Bisect):
         self, unchanged: Callable[[str], str], installed: Mapping[str, InstalledDistribution]
     ) -> ProbeSettings:
         """No probe given nor configured: the one derived as for a removal of what the file's
-        state lacks: the changed distributions both states have, what requires any changed
-        one and stays, and torch's own check where torch is installed."""
+        state lacks: the changed distributions both states have and what requires any changed
+        one and stays (not what the file's state uninstalls: its import failing there is the
+        switch, not a break), with torch's own check where torch is among them."""
         changed = {name for names in self.units.values() for name in names}
         removed = sorted(n for n in changed if n in installed and not self.good.package(n))
         required_by = requirements_of(self.ctx, installed)
@@ -1021,9 +1020,9 @@ class _TryState(_Bisect):
         if not probes:
             raise InvalidInput(
                 unchanged(
-                    f"{self._needs}: none is given (--probe, --probe-cmd, --probe-metric) or "
-                    f"configured, and none can be derived from how {self.named} differs: "
-                    + "; ".join(notes)
+                    "try --state needs a probe to judge the file's state: none is given "
+                    "(--probe, --probe-cmd, --probe-metric) or configured, and none can be "
+                    f"derived from how {self.named} differs: " + "; ".join(notes)
                 )
             )
         self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
