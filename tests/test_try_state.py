@@ -19,15 +19,16 @@ from tests.conftest import (
     UV,
     MakeVenv,
     Venv,
+    assert_recovered,
     error_line,
     stand_in_uv,
     tagged_processes,
+    tool_in_background,
     wait_for,
 )
 from tests.test_bisect_files import A_SET, FROM_HOUSE, SIX, house, nodes
 from tests.test_bisect_others import _other_process_at
 from tests.test_editables_in_files import b_and_a_freeze
-from tests.test_faults import _tool_in_background, assert_recovered
 from tests.test_json_contract import problems
 from tests.test_try import _metric, _speed_house
 
@@ -226,7 +227,7 @@ def test_ctrl_c_in_the_file_s_state_goes_back_to_the_start(
         f"    pathlib.Path({str(started)!r}).touch()\n"
         "    time.sleep(600)\n"
     )
-    proc = _tool_in_background(
+    proc = tool_in_background(
         b, "--json", "try", "--state", str(files["export"]), "--find-links", str(house),
         "--probe", probe, **process_tag,
     )  # fmt: skip
