@@ -972,37 +972,26 @@ class _TryState(_Bisect):
 
     def _measured(self, txn: Transaction, probe: Probe, how: RunSettings) -> ProbeResult:
         """A metric in the file's state against the start, their runs interleaved
-        (metric.interleaved): a switch between the two is a few links."""
+        (runner.compare_states): a switch between the two is a few links."""
         assert probe.metric is not None
-        once = msgspec.structs.replace(probe, metric=msgspec.structs.replace(probe.metric, runs=1))
-        ran: dict[bool, list[ProbeResult]] = {False: [], True: []}
         there, here = frozenset[str](), frozenset(self.units)
 
-        def sample(after: bool) -> float | str:
+        def switch(after: bool) -> None:
             self._move(txn, there if after else here)
             if after:
                 txn.probing()
-            run = run_probe(once, self.ctx.interpreter, settings=how)
-            ran[after].append(run)
-            assert run.metric is not None
-            return run.metric.values[0] if run.passed else run.metric.why
 
         self.ctx.emit("probe", f"metric runs, the start and {self.named}'s state in turn")
-        compared = interleaved(probe.metric, sample, after_first=self.at == there)
+        result, compared = compare_states(
+            probe, self.ctx.interpreter, how, switch, after_first=self.at == there
+        )
         if compared.baseline_failed:
             raise _MoveFailed(
                 f"the metric failed at the start, where the try began: {compared.runs.why}; "
                 "nothing can be judged"
             )
         self._note_noise(probe.metric, compared.runs.baseline_values)
-        last = (ran[True] or ran[False])[-1]
-        return msgspec.structs.replace(
-            last,
-            probe=probe,
-            passed=not compared.runs.why,
-            seconds=sum(r.seconds for r in (*ran[False], *ran[True])),
-            metric=compared.runs,
-        )
+        return result
 
     def _derived(
         self, unchanged: Callable[[str], str], installed: Mapping[str, InstalledDistribution]
