@@ -992,22 +992,56 @@ _NOT_TRIED = ("keep_on_failure", "keep_needed", "_yes", "_pip_check")
 _REMOVAL_ONLY = ("strict", "probe_after_restore", "allow_drift", "with_orphans")
 
 
+_FIND_LINKS_OPTION = click.option(
+    "--find-links",
+    "find_links",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    metavar="DIR",
+    help="A folder of wheels (a wheelhouse copied from another node) the installs also look "
+    "in, offline too. Repeatable.",
+)
+
+
 @_command("try", probes=True, offline=True)
-@click.argument("targets", nargs=-1, type=click.UNPROCESSED, metavar="PACKAGE... | -- COMMAND")
+@click.argument(
+    "targets", nargs=-1, type=click.UNPROCESSED, metavar="PACKAGE... | -- COMMAND | --state FILE"
+)
+@click.option(
+    "--state",
+    "state",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Try the state FILE describes (a snapshot.toml the tool wrote, a pylock.toml, a pinned "
+    "requirements file) in place of a change: every difference at once.",
+)
+@_FIND_LINKS_OPTION
 def try_command(
-    common: Common, targets: tuple[str, ...], requirement_files: tuple[str, ...], **flags: bool
+    common: Common,
+    targets: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    state: str | None,
+    find_links: tuple[str, ...],
+    **flags: bool,
 ) -> None:
-    """Try a change and go back: remove PACKAGE... (as `uninstall` does, with its options) or
-    run `-- COMMAND` (as `run` does), judge it (probes, `--probe-metric`), then ALWAYS put
-    everything back, verified, and say what the change would do: passes (exit 0), faster
-    (0), breaks (7), slower (8), inconclusive (6).
+    """Try a change and go back: remove PACKAGE... (as `uninstall` does, with its options),
+    run `-- COMMAND` (as `run` does) or switch to the state `--state FILE` describes (as
+    `bisect FILE` reaches it: versions from a stash, the index or --find-links), judge it
+    (probes, `--probe-metric`), then ALWAYS put everything back, verified, and say what the
+    change would do: passes (exit 0), faster (0), breaks (7), slower (8), inconclusive (6).
 
     `safe-uninstall try --probe 'import torch' numexpr`,
-    `safe-uninstall try --probe-metric 'python bench.py' -- uv pip install -U numpy`.
+    `safe-uninstall try --probe-metric 'python bench.py' -- uv pip install -U numpy`,
+    `safe-uninstall try --probe-metric 'python bench.py' --state fast-node.toml`.
     """
 
     argv: tuple[str, ...] | None = click.get_current_context().meta.get(_TRY_ARGV)
     common.read_only = flags["dry_run"]
+    if state is not None:
+        _refuse_with_a_state(targets, argv, requirement_files, flags)
+        return _try_state(common, state, find_links)
+    if find_links:
+        raise click.UsageError("--find-links: only for try --state FILE")
     if argv is not None:
         _refuse_removal_options(targets, argv, requirement_files, flags)
 
@@ -1039,6 +1073,32 @@ def try_command(
         return _removal(common, removal)
 
     _run(common, call, _operation_text)
+
+
+def _try_state(common: Common, state: str, find_links: tuple[str, ...]) -> None:
+    def call() -> Result:
+        wanted = options.BisectOptions(good=state, offline=common.offline, find_links=find_links)
+        from safeuninstall.operations.bisect import try_state
+
+        return common.settled(try_state(common.context(), common.probes(), wanted))
+
+    _run(common, call, _operation_text)
+
+
+def _refuse_with_a_state(
+    targets: tuple[str, ...],
+    argv: tuple[str, ...] | None,
+    requirement_files: tuple[str, ...],
+    flags: dict[str, bool],
+) -> None:
+    """try --state FILE is the whole change: a package or a command too, or an option of a
+    removal's, is a mistake said before anything is read."""
+    if targets or argv is not None or requirement_files:
+        raise click.UsageError("try takes PACKAGE..., -- COMMAND or --state FILE, one of them")
+    given = [name for name, value in flags.items() if value is True]
+    if given:
+        shown = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise click.UsageError(f"{shown}: not for try --state FILE")
 
 
 def _refuse_removal_options(
@@ -1090,17 +1150,6 @@ def rollback_command(
         return common.settled(rollback(common.context(), common.probes(), wanted))
 
     _run(common, call, _operation_text)
-
-
-_FIND_LINKS_OPTION = click.option(
-    "--find-links",
-    "find_links",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, resolve_path=True),
-    metavar="DIR",
-    help="A folder of wheels (a wheelhouse copied from another node) the installs also look "
-    "in, offline too. Repeatable.",
-)
 
 
 @_command("bisect", probes=True, offline=True)

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
-from safeuninstall.base.outcome import Operation, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.context.analysis import (
     installed_sides,
     owned_files,
@@ -42,7 +42,15 @@ from safeuninstall.environment.installed import (
     read_requires,
 )
 from safeuninstall.environment.sizes import count_text
-from safeuninstall.operations.results import BisectResult, Culprit, ProbeRuns, Round
+from safeuninstall.operations.results import (
+    BisectResult,
+    Culprit,
+    ProbeRuns,
+    Round,
+    StateChange,
+    StateTried,
+)
+from safeuninstall.operations.trial import metric_lines, tried
 from safeuninstall.options import BisectOptions
 from safeuninstall.plans.bisection import bound
 from safeuninstall.plans.changes import RollbackPlan, plan_restore
@@ -102,7 +110,7 @@ class _Good(NamedTuple):
     notes: tuple[str, ...] = ()  # what the file set aside
 
     @classmethod
-    def of(cls, ctx: Context, reference: str) -> _Good:
+    def of(cls, ctx: Context, reference: str, kept: str = "kept as it is, not bisected") -> _Good:
         if not described.is_file_reference(reference):
             snap = ctx.store.resolve(reference)
             return cls(snap, f"snapshot {snap.id}")
@@ -129,7 +137,7 @@ class _Good(NamedTuple):
             packages=packages,
         )
         notes = [f"{state.path}: {line}" for line in state.set_aside]
-        notes += state.unversioned(chosen, "kept as it is, not bisected")
+        notes += state.unversioned(chosen, kept)
         return cls(snap, f"the file {state.path}", unversioned, tuple(notes))
 
 
@@ -154,6 +162,9 @@ class _Inconclusive(Exception):
 
 
 class _Bisect:
+    # How messages say when another process's change was found.
+    _during = _DURING
+
     def __init__(
         self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: _Good
     ) -> None:
@@ -434,7 +445,7 @@ class _Bisect:
         (ChangedByOthers): a switch on would undo it, as would the return to the start."""
         if bad == self.at:
             return
-        txn.check_others(during=_DURING)
+        txn.check_others(during=self._during)
         wanted = self._state(bad)
         before = self.at, set(self.switched)
         # Counted as switched before it begins: an interrupt or another process's change
@@ -443,7 +454,7 @@ class _Bisect:
         self.at = bad
         self.switched |= set(self.units) - bad
         try:
-            restored, failed = self.guard.switch(wanted, during=_DURING)
+            restored, failed = self.guard.switch(wanted, during=self._during)
         except NotRestorable as err:
             self.at, self.switched = before  # nothing was changed
             raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
@@ -646,7 +657,7 @@ class _Bisect:
         assert self.start is not None
         if not txn.changed:
             return None
-        restored, failed = self.guard.switch(self.start, during=_DURING, all_or_nothing=False)
+        restored, failed = self.guard.switch(self.start, during=self._during, all_or_nothing=False)
         if failed is not None:
             self.messages.append(failed)
         return restored
@@ -834,3 +845,266 @@ def _failure_text(results: Sequence[ProbeResult]) -> str:
             lines.append(f"{r.probe.label} -- {r.summary()}")
             lines += [o for o in r.failure_outputs() if o]
     return "\n".join(lines)
+
+
+# -- try --state FILE ---------------------------------------------------------------------
+
+
+def try_state(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> StateTried:
+    """``try --state FILE``: the environment switched to the state FILE describes, every
+    difference at once, judged against the start (the probes; a metric by runs of both states
+    interleaved), then ALWAYS back to the start, verified. It is a bisect of one round over
+    all the units, through the same guard and switches; its verdict is try's outcome."""
+    ctx.refuse_externally_managed()
+    if configured.disabled:
+        raise InvalidInput(
+            "try --state needs a probe to judge the file's state, and --no-probe leaves it "
+            "none; nothing was changed"
+        )
+    ctx.backend.find_links = [*options.find_links]
+    with ctx.locked():
+        ctx.refuse_if_unfinished()
+        good = _Good.of(ctx, options.good, kept="kept as it is, not switched")
+        return _TryState(ctx, configured, options, good).tried()
+
+
+_TRYING = "during the try"
+
+
+class _TryState(_Bisect):
+    """The file's state is GOOD's (``self._state(frozenset())``); the start is every unit as
+    now. The probes run at the start first (the baseline the file's state is judged against),
+    then in the file's state; a metric's runs alternate between the two."""
+
+    _during = _TRYING
+
+    def tried(self) -> StateTried:
+        read = census(self.ctx.interpreter)  # first: a change after it shows later
+        installed = installed_distributions(self.ctx.interpreter)
+        # Journaled as a bisect: ``recover`` takes it back to the start as it takes one.
+        change = Change(
+            Operation.TRY,
+            "bisect",
+            Words("try", "any change", "the switch to the file's state"),
+            read,
+            installed,
+            self._spec(installed),
+            offline=self.options.offline,
+        )
+        self.guard = guard = Guard(self.ctx, change, self.messages)
+        with guard.guarded() as txn:
+            guard.prepare()
+            self.start = start = guard.snapshot
+            now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
+            not_compared = self._group(txn.unchanged, now)
+            self.messages.append(
+                f"tried: the state of {self.named}: " + _changes_text(self._changes())
+            )
+            if not self.settings.probes:
+                self.settings = self._derived(txn.unchanged, installed)
+            self._refuse_what_cannot_come_back(txn)
+            try:
+                after, cause = self._judged(txn)
+            except ChangedByOthers as err:
+                if not txn.changed:
+                    raise ChangedByOthers(
+                        err.changes, during=_TRYING, then="nothing was changed: run it again"
+                    ) from None
+                return self._left_for_others(txn, err, not_compared)
+            return self._back_from(txn, cause, after, not_compared)
+
+    def _judged(self, txn: Transaction) -> tuple[tuple[ProbeResult, ...], Cause]:
+        """The verdict on the file's state, and why the try ends: the probes' cause, or an
+        interrupt, a state that could not be reached, an error. Before any change, an error is
+        raised as it is (nothing to undo)."""
+        try:
+            after = self._trial(txn)
+        except KeyboardInterrupt:
+            if not txn.changed:
+                raise
+            self.messages.append("interrupted: back to the start")
+            return (), Cause.INTERRUPTED
+        except ChangedByOthers:
+            raise
+        except _MoveFailed as err:
+            if not txn.changed:  # the metric failed at the start, before any switch
+                raise BaselineProbeFailed(txn.unchanged(str(err))) from None
+            self.messages.append(str(err))
+            return (), Cause.FAILED
+        except Exception as err:  # an error of ours, or the disk: the start comes back
+            if not txn.changed:
+                raise
+            self.messages.append(f"the try stopped on an error: {err}")
+            return (), Cause.ERROR
+        return after, Cause.TRIED if all(r.passed for r in after) else Cause.PROBE_FAILED
+
+    def _trial(self, txn: Transaction) -> tuple[ProbeResult, ...]:
+        """The probes at the start (a failure there refuses the try, nothing changed), then in
+        the file's state, judged against the start; a metric, when the others pass, by runs of
+        both states interleaved."""
+        ctx = self.ctx
+        how = RunSettings(self.settings.timeout, ctx.child_env())
+        plain = [p for p in self.settings.probes if p.metric is None]
+        if plain:
+            ctx.emit("baseline", "baseline probe running, at the start")
+        before = [as_baseline(run_probe(p, ctx.interpreter, settings=how)) for p in plain]
+        self.probes = msgspec.structs.replace(self.probes, baseline=tuple(before))
+        if not all(r.passed for r in before):
+            raise BaselineProbeFailed(
+                txn.unchanged(
+                    "the probe already fails here, before any change, so it cannot judge "
+                    f"{self.named}'s state (`bisect FILE` finds which differences make it fail)"
+                ),
+                detail=_failure_text(before),
+            )
+        after: list[ProbeResult] = []
+        if plain:
+            self._move(txn, frozenset())
+            ctx.emit("probe", f"probe running, in the state of {self.named}")
+            txn.probing()
+            ran = [run_probe(p, ctx.interpreter, settings=how) for p in plain]
+            after = [against(b, r) for b, r in zip(before, ran, strict=True)]
+        if all(r.passed for r in after):
+            metrics = [p for p in self.settings.probes if p.metric is not None]
+            after += [self._measured(txn, probe, how) for probe in metrics]
+        self.probes = msgspec.structs.replace(self.probes, after=tuple(after))
+        return tuple(after)
+
+    def _measured(self, txn: Transaction, probe: Probe, how: RunSettings) -> ProbeResult:
+        """A metric in the file's state against the start, their runs interleaved
+        (runner.compare_states): a switch between the two is a few links."""
+        assert probe.metric is not None
+        there, here = frozenset[str](), frozenset(self.units)
+
+        def switch(after: bool) -> None:
+            self._move(txn, there if after else here)
+            if after:
+                txn.probing()
+
+        self.ctx.emit("probe", f"metric runs, the start and {self.named}'s state in turn")
+        result, compared = compare_states(
+            probe, self.ctx.interpreter, how, switch, after_first=self.at == there
+        )
+        if compared.baseline_failed:
+            raise _MoveFailed(
+                f"the metric failed at the start, where the try began: {compared.runs.why}; "
+                "nothing can be judged"
+            )
+        self._note_noise(probe.metric, compared.runs.baseline_values)
+        return result
+
+    def _derived(
+        self, unchanged: Callable[[str], str], installed: Mapping[str, InstalledDistribution]
+    ) -> ProbeSettings:
+        """No probe given nor configured: the one derived as for a removal of what the file's
+        state lacks: the changed distributions both states have and what requires any changed
+        one and stays (not what the file's state uninstalls: its import failing there is the
+        switch, not a break), with torch's own check where torch is among them."""
+        changed = {name for names in self.units.values() for name in names}
+        removed = sorted(n for n in changed if n in installed and not self.good.package(n))
+        required_by = requirements_of(self.ctx, installed)
+        dependents = {d for name in changed for d, _ in required_by.get(name, ())}
+        kept = sorted({*changed, *dependents} - set(removed))
+        probes, notes = derive(installed, kept, removed)
+        if not probes:
+            raise InvalidInput(
+                unchanged(
+                    "try --state needs a probe to judge the file's state: none is given "
+                    "(--probe, --probe-cmd, --probe-metric) or configured, and none can be "
+                    f"derived from how {self.named} differs: " + "; ".join(notes)
+                )
+            )
+        self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
+        return ProbeSettings(probes=probes, timeout=self.settings.timeout, notes=notes)
+
+    def _back_from(
+        self,
+        txn: Transaction,
+        cause: Cause,
+        after: Sequence[ProbeResult],
+        not_compared: tuple[str, ...],
+    ) -> StateTried:
+        """Back to the start, verified; the verdict as try names it (trial.tried), or
+        TRY_INCOMPLETE when the start could not be proven (the journal stays, for
+        ``recover``). A change by another process found now is left as it is."""
+        try:
+            if txn.changed:
+                txn.check_others(during=_TRYING)
+            restored = self._return(txn)
+        except ChangedByOthers as err:
+            return self._left_for_others(txn, err, not_compared)
+        if restored is not None and not restored.ok:
+            txn.finish(Outcome.TRY_INCOMPLETE, keep_journal=True)
+            return self._tried_result(
+                Outcome.TRY_INCOMPLETE, not_compared, restored, self.ctx.suggest("recover")
+            )
+        if txn.interrupted and cause is not Cause.INTERRUPTED:
+            self.messages.append("an interrupt arrived during the return; it finished first")
+            cause = Cause.INTERRUPTED
+        outcome = tried(cause, Ending.RESTORED, after)
+        if restored is not None:
+            self.messages.append(_proven(restored))
+        self.messages += metric_lines(after)
+        txn.finish(outcome)
+        return self._tried_result(outcome, not_compared, restored)
+
+    def _left_for_others(
+        self, txn: Transaction, changed: ChangedByOthers, not_compared: tuple[str, ...]
+    ) -> StateTried:
+        """Another process changed the environment: going back would undo its work too. The
+        journal stays: ``recover`` returns to the start when the user says so."""
+        self.messages.append(
+            f"{changed.message}: the try stopped there and undid nothing of it; the "
+            "environment is as the last switch and that process left it, and `recover` "
+            "returns it to the start (undoing that change too)"
+        )
+        txn.finish(Outcome.TRY_NOT_RETURNED, keep_journal=True)
+        return self._tried_result(
+            Outcome.TRY_NOT_RETURNED, not_compared, None, self.ctx.suggest("recover")
+        )
+
+    def _tried_result(
+        self,
+        outcome: Outcome,
+        not_compared: tuple[str, ...],
+        restored: Restored | None,
+        next_command: str | None = None,
+    ) -> StateTried:
+        assert self.start is not None
+        if not_compared:
+            self.messages.append(
+                f"same version, other files than {self.named} (not switched): "
+                + ", ".join(not_compared)
+            )
+        return StateTried(
+            command="try",
+            outcome=outcome,
+            python=str(self.ctx.python),
+            snapshot=self.start.id,
+            probes=self.probes,
+            restored=restored,
+            next_command=next_command,
+            messages=tuple(self.messages),
+            file=self.good.id,
+            changes=self._changes(),
+            not_compared=not_compared,
+        )
+
+    def _changes(self) -> tuple[StateChange, ...]:
+        """Each distribution the file's state has otherwise: its version here and there."""
+        assert self.start is not None
+        start, good = self.start, self.good
+        names = sorted(n for unit in self.units.values() for n in unit)
+        return tuple(
+            StateChange(
+                name,
+                e.version if (e := start.package(name)) is not None else None,
+                e.version if (e := good.package(name)) is not None else None,
+            )
+            for name in names
+        )
+
+
+def _changes_text(changes: Sequence[StateChange]) -> str:
+    """``part0 2.0 -> 1.0, part5 (absent) -> 1.0``: each change, here then there."""
+    return ", ".join(f"{c.name} {c.here or '(absent)'} -> {c.there or '(absent)'}" for c in changes)

@@ -375,6 +375,30 @@ class Run(Operation, kw_only=True):
     run: CommandRun
 
 
+# -- try --state FILE ----------------------------------------------------------------------------
+
+
+class StateChange(Struct):
+    """A distribution the file's state has otherwise."""
+
+    name: str
+    here: str | None  # its version here, at the start; null: not installed here
+    there: str | None  # its version in the file; null: the file does not have it
+
+
+class TriedState(Struct):
+    file: str  # the file that describes the state
+    changes: list[StateChange]
+    not_compared: list[str]  # same version, other files: no stash tells them apart, not switched
+
+
+class TryState(Operation, kw_only=True):
+    """``try --state FILE``: the verdict is the outcome and ``probes.after``; ``state`` says
+    what differed."""
+
+    state: TriedState
+
+
 # -- bisect --------------------------------------------------------------------------------------
 
 
@@ -712,6 +736,7 @@ PAYLOADS: dict[str, type[Envelope]] = {
     "RollbackResult": Rollback,
     "RunResult": Run,
     "BisectResult": Bisect,
+    "StateTried": TryState,
     "SnapshotList": Snapshots,
     "ShownSnapshot": Show,
     "SnapshotTaken": Taken,
@@ -723,7 +748,8 @@ PAYLOADS: dict[str, type[Envelope]] = {
     "_ConfigShown": Config,
 }
 
-# The published schema's entry of each command: its payload (try: either a removal's or a run's).
+# The published schema's entry of each command: its payload (try: a removal's, a run's or a
+# state's).
 COMMANDS: dict[str, tuple[type[Envelope], ...]] = {
     "uninstall": (Removal,),
     "check": (Removal,),
@@ -731,7 +757,7 @@ COMMANDS: dict[str, tuple[type[Envelope], ...]] = {
     "rollback": (Rollback,),
     "recover": (Rollback,),
     "run": (Run,),
-    "try": (Removal, Run),
+    "try": (Removal, Run, TryState),
     "bisect": (Bisect,),
     "snapshot": (Taken,),
     "snapshots": (Snapshots,),

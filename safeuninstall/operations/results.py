@@ -393,3 +393,27 @@ class BisectResult(Result, frozen=True, kw_only=True):
     def bisect(self) -> BisectResult:
         """The search's own part of the report (the payload nests it under ``bisect``)."""
         return self
+
+
+class StateChange(Struct, frozen=True):
+    """One distribution a described state has otherwise: its version here, at the start, and
+    in the file (None: absent from that side)."""
+
+    name: str
+    here: str | None
+    there: str | None
+
+
+class StateTried(Result, frozen=True, kw_only=True):
+    """``try --state FILE``: the environment switched to the state FILE describes, judged
+    against the start, and brought back. The verdict is the outcome and ``probes.after``
+    (a metric's runs of both states, interleaved); ``state`` says what differed."""
+
+    file: str = ""
+    changes: tuple[StateChange, ...] = ()
+    not_compared: tuple[str, ...] = ()  # same version, other files: no stash tells them apart
+
+    @property
+    def state(self) -> StateTried:
+        """The state's own part of the report (the payload nests it under ``state``)."""
+        return self

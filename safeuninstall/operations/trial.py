@@ -1,8 +1,10 @@
 """``try``: the hypothesis tested before acting. A removal (``try PACKAGE...``) or a guarded
 command (``try -- COMMAND``) made and judged as ``uninstall`` and ``run`` make and judge it, then
 undone whatever the verdict (their ``always_undo`` option): the return to the start is their
-restore, verified by hashes, journaled for ``recover``. What the change would do is the outcome:
-this module only names it from why the change was undone and how the return ended.
+restore, verified by hashes, journaled for ``recover``. Another environment's state
+(``try --state FILE``) is reached and left as bisect's switches reach and leave it (bisect.py).
+What the change would do is the outcome: this module only names it from why the change was
+undone and how the return ended.
 """
 
 from __future__ import annotations
