@@ -67,9 +67,7 @@ def test_an_install_by_another_process_during_a_removal_is_not_undone_by_what_it
     assert "toolpkg" in venv.installed()  # the other process's work stands
     assert data["outcome"] == "concurrent-restored", data
     assert data["next_command"] is None
-    assert "but for what another process changed (toolpkg: left as it is)" in str(
-        data["messages"]
-    )
+    assert "but for what another process changed (toolpkg: left as it is)" in str(data["messages"])
 
 
 @pytest.mark.xfail(
