@@ -489,13 +489,7 @@ class Transaction:
         and says so."""
         ctx = self._ctx
         assert self.snapshot is not None
-        pins = ", ".join(e.pin for e in entries)
-        ctx.emit("restoring", f"restoring: {pins or 'nothing to bring back, only what was added'}")
-        # From here a full disk must not stop the restore (see Journal.step).
-        self._step("restore", must_write=False)
-        self._changed = True
-        if self._hasher is not None:
-            self._hasher.wait()  # usually done already: it ran while the probes did
+        self._restoring(entries)
         report = RestoreReport()
         job = self._job(wanted, entries, offline=offline, rewritten=rewritten)
         left: frozenset[str] | None = None
@@ -529,6 +523,18 @@ class Transaction:
             f"restored: {count_text(verification.files_checked, 'file')} checked, {done}",
         )
         return Restored(report, verification, left=left)
+
+    def _restoring(self, entries: Sequence[PackageEntry]) -> None:
+        """A restore begins: said, journalled (from here a full disk must not stop it, see
+        Journal.step), and the stash's record complete."""
+        pins = ", ".join(e.pin for e in entries)
+        self._ctx.emit(
+            "restoring", f"restoring: {pins or 'nothing to bring back, only what was added'}"
+        )
+        self._step("restore", must_write=False)
+        self._changed = True
+        if self._hasher is not None:
+            self._hasher.wait()  # usually done already: it ran while the probes did
 
     def _job(
         self,
