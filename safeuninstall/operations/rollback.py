@@ -614,6 +614,8 @@ class _Rollback:
         """The probe before the change. One that fails already cannot judge the rollback (a
         rollback is often run to repair what fails): it is run after, and reported. (A derived
         probe's candidates that fail before are dropped, see derived.py.)"""
+        if self.begun is None:  # not judged: the probe runs after it, and is reported
+            return ()
         results = self.guard.baseline(self.begun, self.cache, must_pass=False)
         self.after = after_settings(self.settings, results)
         failing = [r.probe.label for r in results if not r.passed]
