@@ -15,8 +15,9 @@ the same way for a removal, a guarded command, a rollback, a cleanup search and 
    hashes; the outcome is the operation's (cause, ending); a restore that could not be
    verified keeps the journal for ``recover``; a change that cannot come back whole is left
    as it is (``NotUndone``), never half undone.
-5. ``switch``: a move to another state within the change (bisect's states, the cleanup's
-   trials), in one batch, proven, then checked for another process's change.
+5. ``switch``: a move to another state within the change (bisect's states, the states a
+   metric's runs alternate between: ``measure_in``), in one batch, proven, then checked for
+   another process's change.
 
 What another process changed is noticed by one check (Transaction.check_others) and means the
 same everywhere: the operation stops where it is, names the change, and undoes nothing of it.
