@@ -71,7 +71,7 @@ from safeuninstall.probe.runner import (
 from safeuninstall.state import described
 from safeuninstall.state.snapshot import PackageEntry, Snapshot, Target
 from safeuninstall.state.stash import package_entry
-from safeuninstall.transaction.guard import Change, Guard, Words
+from safeuninstall.transaction.guard import Change, Guard, SwitchFailed, Words
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
     Restored,
@@ -445,24 +445,22 @@ class _Bisect:
         (ChangedByOthers): a switch on would undo it, as would the return to the start."""
         if bad == self.at:
             return
-        txn.check_others(during=self._during)
         wanted = self._state(bad)
         before = self.at, set(self.switched)
-        # Counted as switched before it begins: an interrupt or another process's change
-        # during the switch leaves the environment somewhere between, and the return and
-        # the check of what no switch touched must take the switch as made.
-        self.at = bad
-        self.switched |= set(self.units) - bad
+
+        def starting() -> None:
+            # Counted as switched before it begins: an interrupt or another process's change
+            # during the switch leaves the environment somewhere between, and the return and
+            # the check of what no switch touched must take the switch as made.
+            self.at = bad
+            self.switched |= set(self.units) - bad
+
         try:
-            restored, failed = self.guard.switch(wanted, during=self._during)
-        except NotRestorable as err:
-            self.at, self.switched = before  # nothing was changed
-            raise _MoveFailed(f"a state to probe could not be reached: {err.message}") from None
-        if failed is not None or not restored.ok:
-            why = failed or (restored.error or "the environment does not match it")
-            raise _MoveFailed(f"a state to probe could not be reached and proven: {why}")
-        if txn.interrupted:
-            raise KeyboardInterrupt
+            self.guard.measure_in(wanted, during=self._during, purpose="probe", starting=starting)
+        except SwitchFailed as err:
+            if err.unchanged:
+                self.at, self.switched = before
+            raise _MoveFailed(err.message) from None
 
     def _probe(self, txn: Transaction, bad: frozenset[str], confirms: str = "") -> bool | None:
         """The probe in the state with ``bad`` as now, judged: True when it passes, None when

@@ -47,7 +47,7 @@ from safeuninstall.environment.installed import (
     ensure_writable,
     installed_distributions,
 )
-from safeuninstall.libraries.index import Ownership, ownership
+from safeuninstall.libraries.index import Ownership
 from safeuninstall.operations.results import ProbeRuns, RollbackResult
 from safeuninstall.options import RollbackOptions
 from safeuninstall.plans.changes import (
@@ -92,7 +92,6 @@ from safeuninstall.transaction.transaction import (
     Transaction,
     cannot_come_back,
     rewritten,
-    take_snapshot,
 )
 
 
@@ -337,7 +336,6 @@ class _Rollback:
         # the second dist-info folders a recover keeps (see ``run``)
         self.beside: frozenset[str] = frozenset()
         self.rewritten: tuple[str, ...] = ()  # a recover's (see ``_with_rewritten``)
-        self.at_change = True  # False: proven back in the state before, between metric runs
 
     def _result(self, outcome: Outcome, **parts: Any) -> RollbackResult:
         return msgspec.structs.replace(
@@ -689,7 +687,7 @@ class _Rollback:
             return self._undo(txn, Cause.FAILED, self.base.restored)
         except ChangedByOthers as err:  # while the metric's runs switched
             assert self.base.restored is not None
-            if not self.at_change:
+            if not self.guard.at_change:
                 self.messages.append(
                     f"the metric's runs had the {self.command} undone for a run: the environment "
                     f"is as snapshot {self.guard.snapshot.id} has it, with that process's change"
@@ -756,44 +754,23 @@ class _Rollback:
         ctx.emit("probe", f"metric running: before and after the {self.command}, in turn")
         now = installed_distributions(ctx.interpreter)
         plan = self.base.rollback_plan
-        spec = SnapshotSpec(
-            operation=self.command,
-            stash=[e.name for e in plan.restore] if plan is not None else [],
-            shared=ownership(now).shared_paths(),
-        )
-        made = take_snapshot(ctx, now, ctx.store.new_folder(), spec, save=False)
+        stash = [e.name for e in plan.restore] if plan is not None else []
         how = RunSettings(self.after.timeout, ctx.child_env())
-        try:
+        during = f"while the metric's runs switched between the states around the {self.command}"
+        with self.guard.stashed_state(now, stash) as made:
+            switch = partial(self.guard.switch_between, changed=made, during=during)
             try:
                 result, compared = compare_states(
-                    probe, ctx.interpreter, how, partial(self._switch, made), after_first=True
+                    probe, ctx.interpreter, how, switch, after_first=True
                 )
             except KeyboardInterrupt:  # the change stands, as when its probe is interrupted
-                self._switch(made, True)
+                switch(True)
                 raise
-            self._switch(made, True)  # the verdict is acted on in the state it made
-        finally:
-            shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
+            switch(True)  # the verdict is acted on in the state it made
         note = noise_note(probe.metric, compared.runs.baseline_values)
         if note:
             self.messages.append(note)
         return result
-
-    def _switch(self, made: Snapshot, after: bool) -> None:
-        """Move the environment to the state the change made (``after``) or back to the one
-        before it, in one batch, proven, then checked for another process's change."""
-        if after == self.at_change:
-            return
-
-        def reached(restored: Restored, failed: str | None) -> None:
-            self.at_change = after or failed is not None or not restored.ok
-
-        def starting() -> None:
-            self.at_change = True
-
-        wanted = made if after else self.guard.snapshot
-        during = f"while the metric's runs switched between the states around the {self.command}"
-        self.guard.measure_in(wanted, during=during, starting=starting, reached=reached)
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
         """After the probe, before anything is claimed: the environment re-read (its census)

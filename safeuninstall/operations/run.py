@@ -66,7 +66,6 @@ from safeuninstall.probe.runner import (
     run_all,
 )
 from safeuninstall.reports.impact import Unmet, unmet_after_change
-from safeuninstall.state.snapshot import Snapshot
 from safeuninstall.state.stash import kept_aside, not_put_back
 from safeuninstall.transaction.guard import (
     Back,
@@ -81,10 +80,8 @@ from safeuninstall.transaction.guard import (
 )
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import (
-    Restored,
     SnapshotSpec,
     rewritten,
-    take_snapshot,
 )
 
 _SWITCHING = "while the metric's runs switched between the states before and after the command"
@@ -242,9 +239,6 @@ class _Attempt:
         self.change: RollbackPlan | None = None
         self.rewritten: tuple[str, ...] = ()
         self.unmet: tuple[Unmet, ...] = ()
-        # The environment is in the command's state; False once it is proven back in the
-        # snapshot's between two metric runs.
-        self.at_change = True
 
     def _result(self, outcome: Outcome, **parts: object) -> RunResult:
         return self.command.result(
@@ -382,7 +376,7 @@ class _Attempt:
         except ChangedByOthers:
             # What changed since the comparison is not the command's: undoing it all would
             # undo that process's work as if the command had done it (Change.kept_for_others).
-            if not self.at_change:
+            if not self.guard.at_change:
                 messages.append(
                     "the metric's runs had the command's change undone for a run: the "
                     f"environment is as snapshot {self.snap.id} has it, with that process's "
@@ -450,19 +444,16 @@ class _Attempt:
     ) -> ProbeResult:
         """A metric judged by runs of the snapshot's state and the command's, interleaved (a
         warm-up first, not counted), runs added until decided or the cap. The command's state
-        is switched back to from a stash of what it added or changed (``_made``), kept only
-        while the runs last. The environment ends in the command's state."""
+        is switched back to from a stash of what it added or changed (Guard.stashed_state),
+        kept only while the runs last. The environment ends in the command's state."""
         ctx = self.ctx
         assert probe.metric is not None
         ctx.emit("probe", f"metric running: before and after the command, in turn: {probe.label}")
-        made = self._made(now)
-        try:
-            result, compared = compare_states(
-                probe, ctx.interpreter, how, partial(self._switch, made), after_first=True
-            )
-            self._switch(made, True)  # the verdict is acted on in the state the command left
-        finally:
-            shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
+        assert self.change is not None
+        with self.guard.stashed_state(now, [*self.change.added, *self.change.changed]) as made:
+            switch = partial(self.guard.switch_between, changed=made, during=_SWITCHING)
+            result, compared = compare_states(probe, ctx.interpreter, how, switch, after_first=True)
+            switch(True)  # the verdict is acted on in the state the command left
         if compared.baseline_failed:
             self.command.messages.append(
                 "the metric failed in the state before the command, where it passed before it: "
@@ -472,35 +463,6 @@ class _Attempt:
         if note:
             self.command.messages.append(note)
         return result
-
-    def _made(self, now: dict[str, InstalledDistribution]) -> Snapshot:
-        """The command's state, with a stash of what it added or changed, in a folder of its
-        own that no history lists (not saved: a rollback never chooses it, and one left by a
-        killed process is deleted as unsaved)."""
-        assert self.change is not None
-        spec = SnapshotSpec(
-            operation="run",
-            stash=[*self.change.added, *self.change.changed],
-            shared=ownership(now).shared_paths(),
-        )
-        return take_snapshot(self.ctx, now, self.ctx.store.new_folder(), spec, save=False)
-
-    def _switch(self, made: Snapshot, after: bool) -> None:
-        """Move the environment to the command's state (``after``) or back to the
-        snapshot's, in one batch, proven, then checked for another process's change
-        (Guard.measure_in); nothing where it is already."""
-        if after == self.at_change:
-            return
-
-        def reached(restored: Restored, failed: str | None) -> None:
-            # Until the snapshot's state is proven, the command's change counts as made.
-            self.at_change = after or failed is not None or not restored.ok
-
-        def starting() -> None:
-            self.at_change = True
-
-        wanted = made if after else self.snap
-        self.guard.measure_in(wanted, during=_SWITCHING, starting=starting, reached=reached)
 
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced

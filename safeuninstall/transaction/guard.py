@@ -26,6 +26,7 @@ same everywhere: the operation stops where it is, names the change, and undoes n
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,12 +42,18 @@ from safeuninstall.context.analysis import failure_text
 from safeuninstall.context.baseline import BaselineCache, Begun
 from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.libraries.index import ownership
 from safeuninstall.probe.derived import as_baseline
 from safeuninstall.probe.runner import ProbeResult
 from safeuninstall.state.journal import Entry
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction
+from safeuninstall.transaction.transaction import (
+    Restored,
+    SnapshotSpec,
+    Transaction,
+    take_snapshot,
+)
 
 
 @dataclass(frozen=True)
@@ -122,12 +129,13 @@ class Ended:
 
 
 class SwitchFailed(Exception):
-    """A state to measure in could not be reached and proven (``Guard.measure_in``): the
-    change is undone (``message`` says why)."""
+    """A state within the change could not be reached and proven (``Guard.measure_in``):
+    ``message`` says why; ``unchanged``: nothing was changed (it could not come back whole)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, unchanged: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.unchanged = unchanged
 
 
 class NotUndone(Exception):
@@ -147,6 +155,9 @@ class Guard:
     change: Change
     messages: list[str] = field(default_factory=list)
     txn: Transaction = field(init=False)
+    # Where a metric's runs left the environment (``switch_between``): in the state the change
+    # made, or, once proven, back in the one before it (an undo then has nothing to bring back).
+    at_change: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         self.txn = Transaction(self.ctx, self.change.journal, self.change.recovering)
@@ -403,14 +414,16 @@ class Guard:
         wanted: Snapshot,
         *,
         during: str,
+        purpose: str = "measure",
         starting: Callable[[], None] = lambda: None,
         reached: Callable[[Restored, str | None], None] = lambda restored, failed: None,
     ) -> None:
-        """``switch`` to a state a metric's runs measure. Another process's change since the
-        last look stops it before it begins (ChangedByOthers: a switch would undo it); then
-        ``starting`` is called, and ``reached`` as in ``switch``. SwitchFailed when the state
-        cannot be reached and proven; an interrupt held during the switch is obeyed once it is
-        done (KeyboardInterrupt; one noted before it was the operation's to say)."""
+        """``switch`` to a state within the change, to ``purpose`` in it (a metric's runs,
+        bisect's probe). Another process's change since the last look stops it before it
+        begins (ChangedByOthers: a switch would undo it); then ``starting`` is called, and
+        ``reached`` as in ``switch``. SwitchFailed when the state cannot be reached and
+        proven; an interrupt held during the switch is obeyed once it is done
+        (KeyboardInterrupt; one noted before it was the operation's to say)."""
         txn = self.txn
         txn.check_others(during=during)
         starting()
@@ -418,15 +431,50 @@ class Guard:
         try:
             restored, failed = self.switch(wanted, during=during, reached=reached)
         except NotRestorable as err:
-            raise SwitchFailed(f"a state to measure could not be reached: {err.message}") from None
+            message = f"a state to {purpose} could not be reached: {err.message}"
+            raise SwitchFailed(message, unchanged=True) from None
         finally:
             arrived = txn.interrupted
             txn.interrupted = noted or arrived
         if failed is not None or not restored.ok:
             why = failed or restored.error or "the environment does not match it"
-            raise SwitchFailed(f"a state to measure could not be reached and proven: {why}")
+            raise SwitchFailed(f"a state to {purpose} could not be reached and proven: {why}")
         if arrived:
             raise KeyboardInterrupt
+
+    def switch_between(self, after: bool, changed: Snapshot, *, during: str) -> None:
+        """For a metric's runs: move to the state the change made (``after``, ``changed``) or
+        back to the one before it (the snapshot), as ``measure_in``; nothing where it is
+        already. Until the state before is proven, the change counts as made (``at_change``)."""
+        if after == self.at_change:
+            return
+
+        def reached(restored: Restored, failed: str | None) -> None:
+            self.at_change = after or failed is not None or not restored.ok
+
+        def starting() -> None:
+            self.at_change = True
+
+        wanted = changed if after else self.snapshot
+        self.measure_in(wanted, during=during, starting=starting, reached=reached)
+
+    @contextlib.contextmanager
+    def stashed_state(
+        self, installed: Mapping[str, InstalledDistribution], stash: Sequence[str]
+    ) -> Iterator[Snapshot]:
+        """The state the change made, with a stash of ``stash`` (what it added or changed) so
+        that a metric's runs can switch back to it, in a folder no history lists (not saved:
+        a rollback never chooses it, and one a killed process leaves is deleted as unsaved);
+        deleted when the runs end."""
+        ctx = self.ctx
+        spec = SnapshotSpec(
+            operation=self.change.journal, stash=stash, shared=ownership(installed).shared_paths()
+        )
+        made = take_snapshot(ctx, installed, ctx.store.new_folder(), spec, save=False)
+        try:
+            yield made
+        finally:
+            shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
 
     def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
         """Another process changed the environment after the change was made, while it was

@@ -353,9 +353,6 @@ class Attempt:
         self.ran: list[ProbeResult] = []
         self.drift: tuple[Drift, ...] = ()
         self.diagnosis: tuple[Finding, ...] = ()
-        # The environment is in the state the removal left; False once it is proven back in
-        # the snapshot's between two metric runs (then an undo has nothing to bring back).
-        self.in_change = True
 
     def run(self) -> RemovalResult:
         """Uninstall and judge; on failure, error or interrupt, restore."""
@@ -390,7 +387,7 @@ class Attempt:
 
     def _gone(self) -> Sequence[str]:
         """What is removed now, of what the snapshot stashed."""
-        return self.snap.removed if self.in_change else ()
+        return self.snap.removed if self.guard.at_change else ()
 
     def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
         """What the installer left of what it said it removed (``names``, default all):
@@ -501,7 +498,7 @@ class Attempt:
         ctx.emit("probe", f"metric running: before and after the removal, in turn: {probe.label}")
         how = RunSettings(self.removal.after.timeout, ctx.child_env())
         result, compared = compare_states(
-            probe, ctx.interpreter, how, self._switch, after_first=self.in_change
+            probe, ctx.interpreter, how, self._switch, after_first=self.guard.at_change
         )
         self._switch(True)  # the verdict is acted on in the state the removal left
         if compared.baseline_failed:
@@ -515,29 +512,14 @@ class Attempt:
         return result
 
     def _switch(self, after: bool) -> None:
-        """Move the environment to the state the removal left (``after``) or back to the
-        snapshot's, from this transaction's own stash, in one batch, proven, then checked for
-        another process's change (Guard.switch); nothing where it is already."""
-        if after == self.in_change:
-            return
-        snap = self.snap
-        removed = set(snap.removed)
-        wanted = (
-            msgspec.structs.replace(
-                snap, packages=tuple(e for e in snap.packages if e.name not in removed)
-            )
-            if after
-            else snap
+        """Move the environment to the state the removal left (``after``: the snapshot less
+        what it removed) or back to the snapshot's, from this transaction's own stash
+        (Guard.switch_between)."""
+        snap, removed = self.snap, set(self.snap.removed)
+        left = msgspec.structs.replace(
+            snap, packages=tuple(e for e in snap.packages if e.name not in removed)
         )
-
-        def reached(restored: Restored, failed: str | None) -> None:
-            # Until the snapshot's state is proven, an undo brings back all that was removed.
-            self.in_change = after or failed is not None or not restored.ok
-
-        def starting() -> None:
-            self.in_change = True
-
-        self.guard.measure_in(wanted, during=_SWITCHING, starting=starting, reached=reached)
+        self.guard.switch_between(after, left, during=_SWITCHING)
 
     def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
         """With --target or --prefix: a module removed from the folder that the interpreter's
