@@ -91,7 +91,7 @@ def test_the_bounded_reader_reads_no_link_when_told_not_to(tmp_path: Path) -> No
 def test_a_cache_file_round_trips_its_type(tmp_path: Path) -> None:
     cache = _cache(tmp_path / "cache.json")
     assert cache.read() is None  # missing: no cache
-    value = _Value(["a", os.fsdecode(b"\xff-not-utf8")], FileStamp(1, 2, 3, 4, 5))
+    value = _Value(["a", os.fsdecode(b"\xff-not-utf8")], FileStamp(1, 2, 3, 4, 5, 0o100644))
     cache.write(value)
     assert _cache(tmp_path / "cache.json").read() == value
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]  # no temp file left
@@ -101,7 +101,7 @@ def test_a_cache_file_through_a_symbolic_link_is_not_read(tmp_path: Path) -> Non
     """Even one that holds a well-formed value: a link can lead anywhere (/dev/zero, another
     user's file)."""
     elsewhere = tmp_path / "elsewhere.json"
-    _cache(elsewhere).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5)))
+    _cache(elsewhere).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5, 0o100644)))
     assert _cache(elsewhere).read() is not None
     (tmp_path / "cache.json").symlink_to(elsewhere)
     assert _cache(tmp_path / "cache.json").read() is None
@@ -113,7 +113,7 @@ def test_a_cache_file_through_a_symbolic_link_is_not_read(tmp_path: Path) -> Non
 )
 def test_a_spoilt_cache_file_is_no_cache(tmp_path: Path, spoil: str) -> None:
     path = tmp_path / "cache.json"
-    _cache(path).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5)))
+    _cache(path).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5, 0o100644)))
     stored = json.loads(path.read_text())
     if spoil == "garbage":
         path.write_bytes(b"\x00{")
@@ -137,7 +137,7 @@ def test_a_spoilt_cache_file_is_no_cache(tmp_path: Path, spoil: str) -> None:
 def test_a_cache_file_is_read_bounded(tmp_path: Path) -> None:
     path = tmp_path / "cache.json"
     small: CacheFile[_Value] = CacheFile(path, _Value, format="test-cache", version=1, max_bytes=64)
-    small.write(_Value(["a" * 100], FileStamp(1, 2, 3, 4, 5)))
+    small.write(_Value(["a" * 100], FileStamp(1, 2, 3, 4, 5, 0o100644)))
     assert path.stat().st_size > 64
     assert small.read() is None
 

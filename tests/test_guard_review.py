@@ -70,12 +70,6 @@ def test_an_install_by_another_process_during_a_removal_is_not_undone_by_what_it
     assert "but for what another process changed (toolpkg: left as it is)" in str(data["messages"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run's comparison takes a new ctime as a rewrite (transaction.rewritten with "
-    "ctime=True): uv linking its cache into another venv moves the ctime of every file here "
-    "that shares the inode",
-)
 def test_a_command_that_touches_nothing_here_is_not_said_to_rewrite_files(
     make_venv: MakeVenv,
 ) -> None:

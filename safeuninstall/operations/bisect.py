@@ -635,7 +635,7 @@ class _Bisect:
         """The units no switch touched whose files were replaced or written in place since the
         start (by the probe, say): the return did not touch them either, so they are not as
         the start had them. Found by a stat of each file against the one the stash hasher
-        recorded, its ctime aside (transaction.rewritten), not by their bytes."""
+        recorded, and by their bytes where the ctime alone moved (transaction.rewritten)."""
         assert self.start is not None
         never = {n for key, names in self.units.items() if key not in self.switched for n in names}
         kept = tuple(e for e in self.start.packages if e.name in never)
@@ -643,7 +643,7 @@ class _Bisect:
             return []
         now = installed_distributions(self.ctx.interpreter)
         snap = msgspec.structs.replace(self.start, packages=kept)
-        written = rewritten(self.ctx, snap, now, RollbackPlan((), (), (), (), ()), ctime=False)
+        written = rewritten(self.ctx, snap, now, RollbackPlan((), (), (), (), ()))
         return [
             f"NOT as at the start: files of {name}=={now[name].version} were replaced or written "
             "in place since the bisect began (no switch touched it, nor did the return)"
