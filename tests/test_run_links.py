@@ -72,12 +72,15 @@ def test_a_write_in_place_hidden_behind_a_new_link_is_still_undone(
     assert venv.file_hashes() == hashes
 
 
-def test_a_chmod_is_said_and_its_undo_gives_the_mode_back(make_venv: MakeVenv) -> None:
+@pytest.mark.parametrize("copies", [True, False], ids=["a copy", "linked to uv's cache"])
+def test_a_chmod_is_said_and_its_undo_gives_the_mode_back(
+    make_venv: MakeVenv, copies: bool
+) -> None:
     """The command makes leftpad.py writable by all and fails. The stash shares the file's
     inode, so its copy has that mode too: the undo gives back the mode the stash hasher
-    recorded, not only the bytes."""
+    recorded, not only the bytes (to uv's cache too, where the file is its inode)."""
     venv = make_venv("requests")
-    venv.install("leftpad", copies=True)
+    venv.install("leftpad", copies=copies)
     target = venv.site_packages / "leftpad.py"
     mode = stat.S_IMODE(target.stat().st_mode)
     assert mode != 0o777
