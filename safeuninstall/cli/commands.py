@@ -1198,7 +1198,7 @@ def bisect_command(common: Common, good: str, find_links: tuple[str, ...], dry_r
     "--stash/--no-stash",
     default=True,
     show_default=True,
-    help="Also keep every installed file (reflinks, else copies under 64 KiB and hard links).",
+    help="Also keep every installed file (hard links: no data copied).",
 )
 def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
