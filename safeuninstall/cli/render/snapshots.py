@@ -78,7 +78,7 @@ def _cut(text: str, width: int) -> str:
 
 def shown_snapshot(shown: ShownSnapshot, *, quiet: bool = False) -> str:
     """``show``: the snapshot, then what its stash keeps on disk."""
-    text = snapshot_details(shown.snapshot, quiet=quiet)
+    text = _snapshot_details(shown.snapshot, quiet=quiet)
     if quiet:
         return text
     held = f"on disk: {size_text(shown.stash_bytes)} that nothing else links"
@@ -90,7 +90,7 @@ def shown_snapshot(shown: ShownSnapshot, *, quiet: bool = False) -> str:
     return f"{text}\n{held}"
 
 
-def snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
+def _snapshot_details(snap: Snapshot, *, quiet: bool = False) -> str:
     headline = f"snapshot {snap.id} ({snap.operation}, {snap.outcome})"
     if quiet:
         return headline
