@@ -9,5 +9,6 @@
 - ``snapshots``: snapshot, snapshots, show and prune; ``diff``, ``doctor``, ``audit``,
   ``settings`` (config): one command each.
 
-A command imports the renderer it uses where it runs, so a command loads no other's.
+A command imports its renderer where it runs (cli/commands.py), and a renderer the parts it is
+built of: only ``paint`` is loaded at start-up, and no command loads one it does not use.
 """
