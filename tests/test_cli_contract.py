@@ -19,7 +19,7 @@ import pytest
 from safeuninstall.base import envelope
 from safeuninstall.base.errors import EXIT_CODES
 from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
-from safeuninstall.cli import report
+from safeuninstall.cli.render.operation import operation
 from safeuninstall.environment.installed import Source
 from safeuninstall.operations import payloads
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult, ShownSnapshot
@@ -192,7 +192,7 @@ def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
         probes=ProbeRuns(after=(ran,)),  # a probe ran: the outcome's own words apply
     )
     for quiet in (False, True):
-        text = report.operation(result, verbose=False, quiet=quiet)
+        text = operation(result, verbose=False, quiet=quiet)
         assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
         as_json = _as_json(result)
         assert (as_json["outcome"], as_json["exit_code"]) == (outcome.id, outcome.exit_code)

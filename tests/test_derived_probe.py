@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.outcome import Outcome
-from safeuninstall.cli.report import operation
+from safeuninstall.cli.render.operation import operation
 from safeuninstall.context.baseline import BaselineCache
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.interpreter import Interpreter
