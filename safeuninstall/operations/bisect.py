@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Outcome
 from safeuninstall.context.analysis import (
     installed_sides,
     owned_files,
@@ -42,6 +42,17 @@ from safeuninstall.environment.installed import (
     read_requires,
 )
 from safeuninstall.environment.sizes import count_text
+from safeuninstall.operations.endings.bisect import (
+    BISECT,
+    BISECT_CONCURRENT_KEPT,
+    BISECT_INCOMPLETE,
+    BISECT_INCONCLUSIVE,
+    BISECT_INTERRUPTED,
+    BISECT_STOPPED,
+    BISECTED,
+)
+from safeuninstall.operations.endings.trial import TRY, TRY_INCOMPLETE, TRY_NOT_RETURNED
+from safeuninstall.operations.endings.uninstall import DRY_RUN
 from safeuninstall.operations.results import (
     BisectResult,
     Culprit,
@@ -192,7 +203,7 @@ class _Bisect:
         read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
         change = Change(
-            Operation.BISECT,
+            BISECT,
             "bisect",
             Words("bisect", "any change", "the first switch"),
             read,
@@ -226,20 +237,20 @@ class _Bisect:
         except KeyboardInterrupt:
             if not txn.changed:
                 raise
-            return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
+            return self._back(txn, BISECT_INTERRUPTED, None, not_bisected)
         except ChangedByOthers:
             raise
         except _MoveFailed as err:
             self.messages.append(str(err))
-            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+            return self._back(txn, BISECT_STOPPED, None, not_bisected)
         except _Inconclusive as err:
             self.messages.append(str(err))
-            return self._back(txn, Outcome.BISECT_INCONCLUSIVE, None, not_bisected)
+            return self._back(txn, BISECT_INCONCLUSIVE, None, not_bisected)
         except Exception as err:  # an error of ours, or the disk: the start comes back
             if not txn.changed:
                 raise
             self.messages.append(f"the bisect stopped on an error: {err}")
-            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+            return self._back(txn, BISECT_STOPPED, None, not_bisected)
         return self._found(txn, found, not_bisected)
 
     def plan(self) -> BisectResult:
@@ -261,7 +272,7 @@ class _Bisect:
         if not self.settings.probes:
             self.settings = self._derived(said, installed)
         self.messages += self._plan_lines(installed)
-        result = self._result(Outcome.DRY_RUN, None, not_bisected, None)
+        result = self._result(DRY_RUN, None, not_bisected, None)
         return msgspec.structs.replace(result, snapshot=None)
 
     def _plan_lines(self, installed: Mapping[str, InstalledDistribution]) -> list[str]:
@@ -355,8 +366,8 @@ class _Bisect:
                 self.good_failure,
             )
         if self.not_confirmed and not found.culprits:
-            return self._back(txn, Outcome.BISECT_INCONCLUSIVE, found, not_bisected)
-        return self._back(txn, Outcome.BISECTED, found, not_bisected)
+            return self._back(txn, BISECT_INCONCLUSIVE, found, not_bisected)
+        return self._back(txn, BISECTED, found, not_bisected)
 
     def _refused(self, txn: Transaction, why: str, detail: str) -> BisectResult:
         """Nothing to bisect: raised (BaselineProbeFailed), leaving nothing behind. Before any
@@ -625,8 +636,8 @@ class _Bisect:
         restored = self._return(txn)
         if restored is not None and not restored.ok:
             return self._incomplete(txn, found, not_bisected, restored)
-        if txn.interrupted and outcome is Outcome.BISECTED:
-            outcome = Outcome.BISECT_INTERRUPTED
+        if txn.interrupted and outcome is BISECTED:
+            outcome = BISECT_INTERRUPTED
         self.messages += self._written_in_place()
         txn.finish(outcome)
         return self._result(outcome, found, not_bisected, restored)
@@ -670,9 +681,9 @@ class _Bisect:
             "environment is as the last switch and that process left it, and `recover` "
             "returns it to the start (undoing that change too)"
         )
-        txn.finish(Outcome.BISECT_CONCURRENT_KEPT, keep_journal=True)
+        txn.finish(BISECT_CONCURRENT_KEPT, keep_journal=True)
         return self._result(
-            Outcome.BISECT_CONCURRENT_KEPT,
+            BISECT_CONCURRENT_KEPT,
             None,
             not_bisected,
             None,
@@ -686,9 +697,9 @@ class _Bisect:
         not_bisected: tuple[str, ...],
         restored: Restored,
     ) -> BisectResult:
-        txn.finish(Outcome.BISECT_INCOMPLETE, keep_journal=True)
+        txn.finish(BISECT_INCOMPLETE, keep_journal=True)
         return self._result(
-            Outcome.BISECT_INCOMPLETE,
+            BISECT_INCOMPLETE,
             found,
             not_bisected,
             restored,
@@ -705,7 +716,7 @@ class _Bisect:
     ) -> BisectResult:
         assert self.start is not None
         culprits: tuple[Culprit, ...] = ()
-        if found is not None and outcome is Outcome.BISECTED:
+        if found is not None and outcome is BISECTED:
             culprits = tuple(self._culprit(self.units[key]) for key in found.culprits)
             next_command = self._bring_back(culprits)
             if not found.final_passed:
@@ -881,7 +892,7 @@ class _TryState(_Bisect):
         installed = installed_distributions(self.ctx.interpreter)
         # Journaled as a bisect: ``recover`` takes it back to the start as it takes one.
         change = Change(
-            Operation.TRY,
+            TRY,
             "bisect",
             Words("try", "any change", "the switch to the file's state"),
             read,
@@ -1032,9 +1043,9 @@ class _TryState(_Bisect):
         except ChangedByOthers as err:
             return self._left_for_others(txn, err, not_compared)
         if restored is not None and not restored.ok:
-            txn.finish(Outcome.TRY_INCOMPLETE, keep_journal=True)
+            txn.finish(TRY_INCOMPLETE, keep_journal=True)
             return self._tried_result(
-                Outcome.TRY_INCOMPLETE, not_compared, restored, self.ctx.suggest("recover")
+                TRY_INCOMPLETE, not_compared, restored, self.ctx.suggest("recover")
             )
         if txn.interrupted and cause is not Cause.INTERRUPTED:
             self.messages.append("an interrupt arrived during the return; it finished first")
@@ -1056,10 +1067,8 @@ class _TryState(_Bisect):
             "environment is as the last switch and that process left it, and `recover` "
             "returns it to the start (undoing that change too)"
         )
-        txn.finish(Outcome.TRY_NOT_RETURNED, keep_journal=True)
-        return self._tried_result(
-            Outcome.TRY_NOT_RETURNED, not_compared, None, self.ctx.suggest("recover")
-        )
+        txn.finish(TRY_NOT_RETURNED, keep_journal=True)
+        return self._tried_result(TRY_NOT_RETURNED, not_compared, None, self.ctx.suggest("recover"))
 
     def _tried_result(
         self,

@@ -29,7 +29,7 @@ from safeuninstall.base.errors import (
     SnapshotNotFound,
     UnfinishedTransaction,
 )
-from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
+from safeuninstall.base.outcome import Cause, Ending, Mark, Outcome, Returned
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
     Analysis,
@@ -48,6 +48,23 @@ from safeuninstall.environment.installed import (
     installed_distributions,
 )
 from safeuninstall.libraries.index import Ownership
+from safeuninstall.operations.endings.rollback import (
+    ALREADY_MATCHES,
+    NOTHING_TO_RECOVER,
+    NOTHING_TO_ROLL_BACK,
+    RECOVER,
+    RECOVER_FELL_SHORT,
+    RECOVER_INCOMPLETE,
+    RECOVERED,
+    RECOVERED_PROBE_FAILS,
+    RECOVERED_PROBE_INTERRUPTED,
+    ROLLBACK,
+    ROLLBACK_FAILED_NOT_UNDONE,
+    ROLLED_BACK,
+    ROLLED_BACK_PROBE_FAILS,
+    ROLLED_BACK_PROBE_INTERRUPTED,
+)
+from safeuninstall.operations.endings.uninstall import DRY_RUN, REFUSED_UNMET
 from safeuninstall.operations.results import ProbeRuns, RollbackResult
 from safeuninstall.options import RollbackOptions
 from safeuninstall.plans.changes import (
@@ -109,7 +126,7 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
         if chosen is None:
             return RollbackResult(
                 command="rollback",
-                outcome=Outcome.NOTHING_TO_ROLL_BACK,
+                outcome=NOTHING_TO_ROLL_BACK,
                 python=str(ctx.python),
                 environment=ctx.where,
                 choice=choice,
@@ -190,7 +207,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         if entry is None:
             return _recovered(
                 ctx,
-                Outcome.NOTHING_TO_RECOVER,
+                NOTHING_TO_RECOVER,
                 "no unfinished operation on this environment",
                 _deleted_note(leftovers, "a journal write cut short"),
             )
@@ -201,7 +218,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         if not entry.snapshot or not ctx.store.snapshot_path(entry.snapshot).is_file():
             return _recovered(
                 ctx,
-                Outcome.RECOVERED,
+                RECOVERED,
                 found,
                 *stopped,
                 _recover_without_snapshot(ctx, entry, journal),
@@ -327,7 +344,8 @@ class _Rollback:
         self.now = now
         self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
-        self.operation = Operation.RECOVER if recovering else Operation.ROLLBACK
+        self.endings = RECOVER if recovering else ROLLBACK
+        self.operation = self.endings.operation
         self.command = self.operation.value
         self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
@@ -404,7 +422,7 @@ class _Rollback:
         self.after = self.settings  # what runs after the change (derived.after_settings)
         self.base = RollbackResult(
             command=self.command,
-            outcome=Outcome.ALREADY_MATCHES,
+            outcome=ALREADY_MATCHES,
             python=str(self.ctx.python),
             environment=self.ctx.where,
             snapshot=self.wanted.id,
@@ -421,15 +439,15 @@ class _Rollback:
         it would leave unmet (unless --allow-unmet), --dry-run; None when it goes ahead."""
         if plan.empty and self.recovering is None:
             self.messages.append(f"the installed set already matches snapshot {self.wanted.id}")
-            return self._result(Outcome.ALREADY_MATCHES)
+            return self._result(ALREADY_MATCHES)
         if unmet and not self.options.allow_unmet:
             self.messages += self._refused_unmet()
-            return self._result(Outcome.REFUSED_UNMET)
+            return self._result(REFUSED_UNMET)
         if unmet:
             no_probe = self.settings.disabled
             self.messages.append(allowed_unmet(unmet, "the rollback", no_probe=no_probe))
         if self.options.dry_run:
-            return self._result(Outcome.DRY_RUN)
+            return self._result(DRY_RUN)
         return None
 
     def _refuse_before_change(self, plan: RollbackPlan) -> None:
@@ -565,7 +583,7 @@ class _Rollback:
     ) -> RollbackResult:
         words = Words(self.command, "anything was changed", f"the {self.command} had started")
         change = Change(
-            self.operation,
+            self.endings,
             self.command,
             words,
             self.now.census,
@@ -650,7 +668,7 @@ class _Rollback:
         returns to the state before the operation (for a recover: finishes it)."""
         if restored.verification is not None:
             return None
-        outcome = Outcome.ended(self.operation, Cause.ERROR, Ending.INCOMPLETE)
+        outcome = self.endings[Cause.ERROR, Ending.INCOMPLETE]
         txn.finish(outcome, keep_journal=True)
         self.messages.append(stopped(restored))
         return self._result(outcome, restored=restored, next_command=self.ctx.suggest("recover"))
@@ -661,9 +679,9 @@ class _Rollback:
         if self.recovering is None:
             return self._undo(txn, Cause.FAILED, restored)
         # Its note is the recover's that stopped on an error: both are run again as they are.
-        txn.finish(Outcome.RECOVER_INCOMPLETE, keep_journal=True)
+        txn.finish(RECOVER_INCOMPLETE, keep_journal=True)
         return self._result(
-            Outcome.RECOVER_FELL_SHORT, restored=restored, next_command=self.ctx.suggest("recover")
+            RECOVER_FELL_SHORT, restored=restored, next_command=self.ctx.suggest("recover")
         )
 
     def _finish(self, txn: Transaction) -> None:
@@ -678,7 +696,7 @@ class _Rollback:
         runs = self.base.probes
         if not settings.probes:
             self._finish(txn)
-            return self._result(Outcome.ROLLED_BACK)
+            return self._result(ROLLED_BACK)
         txn.probing()
         try:
             after = tuple(self._probed_after_change(settings))
@@ -703,7 +721,7 @@ class _Rollback:
                 "and each restored file its hash, but nothing proved it works; run "
                 f"`{self.ctx.suggest('probe')}`"
             )
-            return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
+            return self._result(ROLLED_BACK_PROBE_INTERRUPTED)
         self.base = msgspec.structs.replace(
             self.base, probes=msgspec.structs.replace(runs, after=after)
         )
@@ -728,8 +746,8 @@ class _Rollback:
             return self._undo(txn, cause, self.base.restored)
         self._finish(txn)
         if all(r.passed for r in after):
-            return self._result(Outcome.ROLLED_BACK)
-        return self._result(Outcome.ROLLED_BACK_PROBE_FAILS)
+            return self._result(ROLLED_BACK)
+        return self._result(ROLLED_BACK_PROBE_FAILS)
 
     def _probed_after_change(self, settings: ProbeSettings) -> list[ProbeResult]:
         """Each probe after the change, judged against the baseline; a metric, once the others
@@ -791,7 +809,7 @@ class _Rollback:
         self, txn: Transaction, restored: Restored, changed: ChangedByOthers
     ) -> RollbackResult:
         assert restored.verification is not None
-        outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
+        outcome = self.endings[Cause.CONCURRENT, Ending.KEPT]
         txn.finish(outcome)
         self.messages += self.guard.kept_for_others(changed, self.wanted)
         verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)
@@ -837,7 +855,7 @@ class _Rollback:
                 f"nothing was undone: the environment is as the {self.command} left it",
                 f"once what it removed can come back, {back} returns to the state before it",
             ]
-            outcome, next_command = Outcome.ROLLED_BACK_PROBE_FAILS, None
+            outcome, next_command = ROLLED_BACK_PROBE_FAILS, None
         else:
             self.messages += [
                 "nothing was undone: the environment matches neither "
@@ -854,7 +872,7 @@ class _Rollback:
                 f"returns to the state before the {self.command}; "
                 f"{self.ctx.suggest('rollback', self.wanted.id)} tries it again",
             ]
-            outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
+            outcome, next_command = ROLLBACK_FAILED_NOT_UNDONE, back
         txn.finish(outcome)
         return Ended(outcome, next_command=next_command)
 
@@ -874,9 +892,7 @@ class _Rollback:
                 f"`{self.ctx.suggest('probe')}`"
             )
             return self._result(
-                Outcome.RECOVERED_PROBE_INTERRUPTED
-                if self.recovering
-                else Outcome.ROLLED_BACK_PROBE_INTERRUPTED
+                RECOVERED_PROBE_INTERRUPTED if self.recovering else ROLLED_BACK_PROBE_INTERRUPTED
             )
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         self.base = msgspec.structs.replace(self.base, probes=runs)
@@ -884,10 +900,8 @@ class _Rollback:
         if concurrent is not None:
             return concurrent
         if all(r.passed for r in final):
-            return self._result(Outcome.RECOVERED if self.recovering else Outcome.ROLLED_BACK)
-        return self._result(
-            Outcome.RECOVERED_PROBE_FAILS if self.recovering else Outcome.ROLLED_BACK_PROBE_FAILS
-        )
+            return self._result(RECOVERED if self.recovering else ROLLED_BACK)
+        return self._result(RECOVERED_PROBE_FAILS if self.recovering else ROLLED_BACK_PROBE_FAILS)
 
 
 def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:

@@ -56,7 +56,7 @@ def operation(
     lines.append(headline)
     if result.next_command:
         said = "to finish the job, run"
-        if result.outcome.value == "bisected":
+        if result.outcome.id == "bisected":
             said = "to bring back the good versions of the culprits, keeping the rest"
         lines.append(f"{said}: {result.next_command}")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from safeuninstall.context.analysis import (
     requirements_of,
 )
 from safeuninstall.environment.installed import census
+from safeuninstall.operations.endings.uninstall import KEPT_NEEDED, NOTHING_TO_DO, REMOVED
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall.removal import Attempt, Removal
 from safeuninstall.plans.bisection import bound, search
@@ -247,7 +248,7 @@ class KeepNeeded(Attempt):
         self.tried = tuple(n for n in self.snap.removed if n not in loaded)
         if not self.tried:
             messages.append("nothing to try: every candidate is needed")
-            return Stands(Outcome.NOTHING_TO_DO)
+            return Stands(NOTHING_TO_DO)
         assert self.removal.analysis is not None
         self.sharing = together(self.tried, self.removal.analysis.owned)
         units = self._search_order(self.sharing)
@@ -295,7 +296,7 @@ class KeepNeeded(Attempt):
     def _outcome(self) -> Outcome:
         cleanup = self.removal.cleanup
         kept = bool(self.found_needed or (cleanup is not None and cleanup.kept))
-        return Outcome.KEPT_NEEDED if kept else Outcome.REMOVED
+        return KEPT_NEEDED if kept else REMOVED
 
     def _result(
         self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None
