@@ -137,8 +137,8 @@ def test_every_combination_each_table_says_it_reaches_has_its_outcome() -> None:
 
 
 def test_the_tables_refuse_an_id_taken_twice() -> None:
-    twice = Outcome("removed", "removed again", EXIT_OK, Ending.STANDS)
-    run = _table(ALL, others=(twice,))
+    run = _table(ALL)
+    run.other("removed", "removed again", EXIT_OK, Ending.STANDS)
     others = [table for table in TABLES if table is not RUN]
     with pytest.raises(OutcomeTableError, match="an id is taken twice: removed"):
         by_id(*others, run)

@@ -149,7 +149,7 @@ class Outcome(metaclass=_Every):
 
 class Endings:
     """One operation's outcomes: the texts of its endings for a cause, by (cause, ending), and
-    ``others``, the outcomes it ends with for no cause (removed, dry run). An id is the
+    the outcomes it ends with for no cause (removed, dry run: ``other``). An id is the
     operation's prefix, then the cause's phrase and the ending's (``run-unmet-kept``), where
     ``words`` may rename a phrase ("" drops it) and ``ids`` gives the few irregular ones whole.
     An exit code follows from the ending (and an inconclusive metric), unless ``exit_codes``
@@ -170,10 +170,9 @@ class Endings:
         words: dict[Cause | Ending, str] | None = None,
         ids: dict[Key, str] | None = None,
         exit_codes: dict[Key, int] | None = None,
-        others: tuple[Outcome, ...] = (),
     ) -> None:
         self.operation = operation
-        self.others = others
+        self._others: list[Outcome] = []
         causes, endings = grid
         self.reached = [(c, e) for c in causes for e in endings] + list(also)
         missing = [key for key in self.reached if key not in texts]
@@ -204,10 +203,23 @@ class Endings:
         """The combinations of ``causes`` and ``endings`` the table has no outcome for."""
         return [_named([(c, e)]) for c in causes for e in endings if (c, e) not in self._rows]
 
+    def other(
+        self,
+        id: str,
+        text: str,
+        exit_code: int,
+        ending: Ending,
+        operation: Operation | None = None,
+    ) -> Outcome:
+        """An outcome the operation ends with for no cause, declared with its table."""
+        outcome = Outcome(id, text, exit_code, ending, None, operation)
+        self._others.append(outcome)
+        return outcome
+
     def __iter__(self) -> Iterator[Outcome]:
-        """Every outcome the operation declares: its table's, then its others."""
+        """Every outcome the operation declares: its table's, then the others."""
         yield from self._rows.values()
-        yield from self.others
+        yield from self._others
 
 
 def _named(keys: list[Key]) -> str:

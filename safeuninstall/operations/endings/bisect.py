@@ -3,24 +3,7 @@
 from __future__ import annotations
 
 from safeuninstall.base.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_UNCHANGED
-from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcome
-
-BISECTED = Outcome(
-    "bisected",
-    "found what makes the probe fail; the installed set is back where it started, verified",
-    EXIT_OK,
-    Ending.RETURNED,
-    None,
-    Operation.BISECT,
-)
-BISECT_INCOMPLETE = Outcome(
-    "bisect-incomplete",
-    "the environment is NOT back where the bisect started",
-    EXIT_INCOMPLETE,
-    Ending.INCOMPLETE,
-    None,
-    Operation.BISECT,
-)
+from safeuninstall.base.outcome import Cause, Ending, Endings, Operation
 
 BISECT = Endings(
     Operation.BISECT,
@@ -53,8 +36,22 @@ BISECT = Endings(
     },
     words={Ending.RETURNED: "", Cause.FAILED: "stopped", Cause.PROBE_FAILED: "refused"},
     exit_codes={(Cause.PROBE_FAILED, Ending.RETURNED): EXIT_UNCHANGED},
-    others=(BISECTED, BISECT_INCOMPLETE),
 )
+BISECTED = BISECT.other(
+    "bisected",
+    "found what makes the probe fail; the installed set is back where it started, verified",
+    EXIT_OK,
+    Ending.RETURNED,
+    Operation.BISECT,
+)
+BISECT_INCOMPLETE = BISECT.other(
+    "bisect-incomplete",
+    "the environment is NOT back where the bisect started",
+    EXIT_INCOMPLETE,
+    Ending.INCOMPLETE,
+    Operation.BISECT,
+)
+
 BISECT_INTERRUPTED = BISECT[Cause.INTERRUPTED, Ending.RETURNED]
 BISECT_STOPPED = BISECT[Cause.FAILED, Ending.RETURNED]
 # A metric's runs could not tell whether a round's state is worse than allowed, or no culprit

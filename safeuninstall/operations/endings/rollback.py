@@ -4,58 +4,7 @@ recover finishes another operation's undo and says so in its own words."""
 from __future__ import annotations
 
 from safeuninstall.base.errors import EXIT_OK, EXIT_PROBE_FAILS_AFTER_ROLLBACK
-from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcome
-
-ALREADY_MATCHES = Outcome(
-    "already-matches", "the installed set already matches the snapshot", EXIT_OK, Ending.UNCHANGED
-)
-ROLLED_BACK = Outcome(
-    "rolled-back",
-    # what the verification proved: not the bytes of what the rollback never touched
-    "rolled back; the installed set matches the snapshot, and each restored file its hash",
-    EXIT_OK,
-    Ending.STANDS,
-)
-ROLLED_BACK_PROBE_FAILS = Outcome(
-    "rolled-back-probe-fails",
-    "rolled back; the installed set matches the snapshot, and each restored file its hash, "
-    "but the probe fails in that state",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
-    Ending.STANDS,
-)
-ROLLED_BACK_PROBE_INTERRUPTED = Outcome(
-    "rolled-back-probe-interrupted",
-    "rolled back; the probe after it was interrupted",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
-    Ending.STANDS,
-)
-NOTHING_TO_ROLL_BACK = Outcome(
-    "nothing-to-roll-back",
-    "nothing to roll back: no change since a snapshot is still in effect",
-    EXIT_OK,
-    Ending.UNCHANGED,
-)
-NOTHING_TO_RECOVER = Outcome("nothing-to-recover", "nothing to recover", EXIT_OK, Ending.UNCHANGED)
-RECOVERED = Outcome(
-    "recovered",
-    # what the verification proved: not the bytes of what the operation never touched
-    "recovered; the installed set matches the snapshot, and each restored file its hash",
-    EXIT_OK,
-    Ending.STANDS,
-)
-RECOVERED_PROBE_FAILS = Outcome(
-    "recovered-probe-fails",
-    "recovered; the installed set matches the snapshot, and each restored file its hash, "
-    "but the probe fails in that state",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
-    Ending.STANDS,
-)
-RECOVERED_PROBE_INTERRUPTED = Outcome(
-    "recovered-probe-interrupted",
-    "recovered; the probe after it was interrupted",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
-    Ending.STANDS,
-)
+from safeuninstall.base.outcome import Cause, Ending, Endings, Operation
 
 # Put back as the rollback's own snapshot records the state before it, but a second dist-info
 # folder the rollback removed is only kept aside (a snapshot holds one version per name): not
@@ -121,13 +70,6 @@ ROLLBACK = Endings(
         ),
     },
     ids={(Cause.ERROR, Ending.INCOMPLETE): "rollback-incomplete"},
-    others=(
-        ALREADY_MATCHES,
-        ROLLED_BACK,
-        ROLLED_BACK_PROBE_FAILS,
-        ROLLED_BACK_PROBE_INTERRUPTED,
-        NOTHING_TO_ROLL_BACK,
-    ),
 )
 # A recover that could not make the environment match the snapshot: its journal stays, and it
 # is run again.
@@ -150,8 +92,60 @@ RECOVER = Endings(
         (Cause.FAILED, Ending.INCOMPLETE): "incomplete",
         (Cause.ERROR, Ending.INCOMPLETE): "recover-incomplete",
     },
-    others=(NOTHING_TO_RECOVER, RECOVERED, RECOVERED_PROBE_FAILS, RECOVERED_PROBE_INTERRUPTED),
 )
+ALREADY_MATCHES = ROLLBACK.other(
+    "already-matches", "the installed set already matches the snapshot", EXIT_OK, Ending.UNCHANGED
+)
+ROLLED_BACK = ROLLBACK.other(
+    "rolled-back",
+    # what the verification proved: not the bytes of what the rollback never touched
+    "rolled back; the installed set matches the snapshot, and each restored file its hash",
+    EXIT_OK,
+    Ending.STANDS,
+)
+ROLLED_BACK_PROBE_FAILS = ROLLBACK.other(
+    "rolled-back-probe-fails",
+    "rolled back; the installed set matches the snapshot, and each restored file its hash, "
+    "but the probe fails in that state",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    Ending.STANDS,
+)
+ROLLED_BACK_PROBE_INTERRUPTED = ROLLBACK.other(
+    "rolled-back-probe-interrupted",
+    "rolled back; the probe after it was interrupted",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    Ending.STANDS,
+)
+NOTHING_TO_ROLL_BACK = ROLLBACK.other(
+    "nothing-to-roll-back",
+    "nothing to roll back: no change since a snapshot is still in effect",
+    EXIT_OK,
+    Ending.UNCHANGED,
+)
+NOTHING_TO_RECOVER = RECOVER.other(
+    "nothing-to-recover", "nothing to recover", EXIT_OK, Ending.UNCHANGED
+)
+RECOVERED = RECOVER.other(
+    "recovered",
+    # what the verification proved: not the bytes of what the operation never touched
+    "recovered; the installed set matches the snapshot, and each restored file its hash",
+    EXIT_OK,
+    Ending.STANDS,
+)
+RECOVERED_PROBE_FAILS = RECOVER.other(
+    "recovered-probe-fails",
+    "recovered; the installed set matches the snapshot, and each restored file its hash, "
+    "but the probe fails in that state",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    Ending.STANDS,
+)
+RECOVERED_PROBE_INTERRUPTED = RECOVER.other(
+    "recovered-probe-interrupted",
+    "recovered; the probe after it was interrupted",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    Ending.STANDS,
+)
+
 # The rows a rollback and a recover name themselves.
 ROLLBACK_FAILED_NOT_UNDONE = ROLLBACK[Cause.FAILED, Ending.NOT_UNDONE]
 RECOVER_FELL_SHORT = RECOVER[Cause.FAILED, Ending.INCOMPLETE]

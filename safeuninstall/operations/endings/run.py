@@ -4,21 +4,7 @@ command failed, it left requirements unmet)."""
 from __future__ import annotations
 
 from safeuninstall.base.errors import EXIT_INCOMPLETE, EXIT_OK
-from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcome
-
-RAN = Outcome("ran", "the command ran; every probe passed after its change", EXIT_OK, Ending.STANDS)
-RAN_NO_CHANGE = Outcome(
-    "ran-no-change", "the command ran and changed no distribution", EXIT_OK, Ending.UNCHANGED
-)
-RUN_NOT_UNDONE = Outcome(
-    "run-not-undone",
-    "the command's change had to be undone but cannot be: nothing was undone, the "
-    "environment is as the command left it",
-    EXIT_INCOMPLETE,
-    Ending.NOT_UNDONE,
-    None,
-    Operation.RUN,
-)
+from safeuninstall.base.outcome import Cause, Ending, Endings, Operation
 
 # Undone as the run's snapshot records the state before it, but a second dist-info folder the
 # command removed is only kept aside (a snapshot holds one version per name): not everything,
@@ -123,8 +109,22 @@ RUN = Endings(
             "not judged, and nothing was undone"
         ),
     },
-    others=(RAN, RAN_NO_CHANGE, RUN_NOT_UNDONE),
 )
+RAN = RUN.other(
+    "ran", "the command ran; every probe passed after its change", EXIT_OK, Ending.STANDS
+)
+RAN_NO_CHANGE = RUN.other(
+    "ran-no-change", "the command ran and changed no distribution", EXIT_OK, Ending.UNCHANGED
+)
+RUN_NOT_UNDONE = RUN.other(
+    "run-not-undone",
+    "the command's change had to be undone but cannot be: nothing was undone, the "
+    "environment is as the command left it",
+    EXIT_INCOMPLETE,
+    Ending.NOT_UNDONE,
+    Operation.RUN,
+)
+
 # The rows a run names itself (the others its guard reaches by cause).
 RUN_COMMAND_FAILED_UNCHANGED = RUN[Cause.COMMAND_FAILED, Ending.UNCHANGED]
 RUN_COMMAND_FAILED_KEPT = RUN[Cause.COMMAND_FAILED, Ending.KEPT]

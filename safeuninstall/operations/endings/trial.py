@@ -4,47 +4,7 @@ outcome."""
 from __future__ import annotations
 
 from safeuninstall.base.errors import EXIT_BREAKS, EXIT_INCOMPLETE, EXIT_OK, EXIT_SLOWER
-from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcome
-
-TRY_FASTER = Outcome(
-    "try-faster",
-    "the change would make the metric better, significantly; it was undone: back where it "
-    "started, verified",
-    EXIT_OK,
-    Ending.RESTORED,
-)
-TRY_SLOWER = Outcome(
-    "try-slower",
-    "the change would make the metric worse than allowed, significantly; it was undone: "
-    "back where it started, verified",
-    EXIT_SLOWER,
-    Ending.RESTORED,
-)
-# Refused before any change, as a removal is, because it would leave requirements unmet: that
-# is what it would do.
-TRY_UNMET = Outcome(
-    "try-unmet",
-    "the change would break the environment: it leaves requirements unmet; nothing was "
-    "changed (--allow-unmet lets the probe judge it)",
-    EXIT_BREAKS,
-    Ending.UNCHANGED,
-)
-TRY_INCOMPLETE = Outcome(
-    "try-incomplete",
-    "the return to where the try started is INCOMPLETE: the environment differs from it",
-    EXIT_INCOMPLETE,
-    Ending.INCOMPLETE,
-    None,
-    Operation.TRY,
-)
-TRY_NOT_RETURNED = Outcome(
-    "try-not-returned",
-    "the change cannot be undone: nothing was undone, the environment is as the change left it",
-    EXIT_INCOMPLETE,
-    Ending.NOT_UNDONE,
-    None,
-    Operation.TRY,
-)
+from safeuninstall.base.outcome import Cause, Ending, Endings, Operation
 
 TRY = Endings(
     Operation.TRY,
@@ -84,8 +44,45 @@ TRY = Endings(
         (Cause.TRIED, Ending.RESTORED): EXIT_OK,
         (Cause.PROBE_FAILED, Ending.RESTORED): EXIT_BREAKS,
     },
-    others=(TRY_FASTER, TRY_SLOWER, TRY_UNMET, TRY_INCOMPLETE, TRY_NOT_RETURNED),
 )
+TRY_FASTER = TRY.other(
+    "try-faster",
+    "the change would make the metric better, significantly; it was undone: back where it "
+    "started, verified",
+    EXIT_OK,
+    Ending.RESTORED,
+)
+TRY_SLOWER = TRY.other(
+    "try-slower",
+    "the change would make the metric worse than allowed, significantly; it was undone: "
+    "back where it started, verified",
+    EXIT_SLOWER,
+    Ending.RESTORED,
+)
+# Refused before any change, as a removal is, because it would leave requirements unmet: that
+# is what it would do.
+TRY_UNMET = TRY.other(
+    "try-unmet",
+    "the change would break the environment: it leaves requirements unmet; nothing was "
+    "changed (--allow-unmet lets the probe judge it)",
+    EXIT_BREAKS,
+    Ending.UNCHANGED,
+)
+TRY_INCOMPLETE = TRY.other(
+    "try-incomplete",
+    "the return to where the try started is INCOMPLETE: the environment differs from it",
+    EXIT_INCOMPLETE,
+    Ending.INCOMPLETE,
+    Operation.TRY,
+)
+TRY_NOT_RETURNED = TRY.other(
+    "try-not-returned",
+    "the change cannot be undone: nothing was undone, the environment is as the change left it",
+    EXIT_INCOMPLETE,
+    Ending.NOT_UNDONE,
+    Operation.TRY,
+)
+
 TRY_PASSES = TRY[Cause.TRIED, Ending.RESTORED]
 TRY_BREAKS = TRY[Cause.PROBE_FAILED, Ending.RESTORED]
 TRY_INCONCLUSIVE = TRY[Cause.INCONCLUSIVE, Ending.RESTORED]

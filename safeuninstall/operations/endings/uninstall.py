@@ -9,38 +9,7 @@ from safeuninstall.base.errors import (
     EXIT_PROBE_FAILS_AFTER_ROLLBACK,
     EXIT_UNCHANGED,
 )
-from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcome
-
-NOTHING_TO_DO = Outcome("nothing-to-do", "nothing to do", EXIT_OK, Ending.UNCHANGED)
-DRY_RUN = Outcome("dry-run", "dry run: nothing was changed", EXIT_OK, Ending.UNCHANGED)
-REFUSED_STRICT = Outcome(
-    "refused-strict", "refused (--strict): nothing was changed", EXIT_UNCHANGED, Ending.UNCHANGED
-)
-REFUSED_UNMET = Outcome(
-    "refused-unmet",
-    "refused: it would leave requirements unmet; nothing was changed",
-    EXIT_UNCHANGED,
-    Ending.UNCHANGED,
-)
-CHECKED = Outcome("checked", "checked: nothing was changed", EXIT_OK, Ending.UNCHANGED)
-REMOVED = Outcome("removed", "removed; every probe passed", EXIT_OK, Ending.STANDS)
-# --keep-needed: what nothing needs is removed, the rest kept (each with its reason)
-KEPT_NEEDED = Outcome(
-    "removed-kept-needed",
-    "removed what nothing needs, kept what is needed; the probe passed",
-    EXIT_OK,
-    Ending.STANDS,
-)
-RESTORED_PROBE_FAILS = Outcome(
-    "restored-probe-fails",
-    "the probe failed after the removal; all was restored and verified, but the probe "
-    "still fails in the restored state",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
-    Ending.RESTORED,
-)
-# -- probe
-PASSED = Outcome("passed", "every probe passed", EXIT_OK, Ending.UNCHANGED)
-FAILED = Outcome("failed", "a probe failed", EXIT_UNCHANGED, Ending.UNCHANGED)
+from safeuninstall.base.outcome import Cause, Ending, Endings, Operation
 
 UNINSTALL = Endings(
     Operation.UNINSTALL,
@@ -126,19 +95,38 @@ UNINSTALL = Endings(
         (Cause.FAILED, Ending.RESTORED): EXIT_UNCHANGED,
         (Cause.ERROR, Ending.RESTORED): EXIT_UNCHANGED,
     },
-    others=(
-        NOTHING_TO_DO,
-        DRY_RUN,
-        REFUSED_STRICT,
-        REFUSED_UNMET,
-        CHECKED,
-        REMOVED,
-        KEPT_NEEDED,
-        RESTORED_PROBE_FAILS,
-        PASSED,
-        FAILED,
-    ),
 )
+NOTHING_TO_DO = UNINSTALL.other("nothing-to-do", "nothing to do", EXIT_OK, Ending.UNCHANGED)
+DRY_RUN = UNINSTALL.other("dry-run", "dry run: nothing was changed", EXIT_OK, Ending.UNCHANGED)
+REFUSED_STRICT = UNINSTALL.other(
+    "refused-strict", "refused (--strict): nothing was changed", EXIT_UNCHANGED, Ending.UNCHANGED
+)
+REFUSED_UNMET = UNINSTALL.other(
+    "refused-unmet",
+    "refused: it would leave requirements unmet; nothing was changed",
+    EXIT_UNCHANGED,
+    Ending.UNCHANGED,
+)
+CHECKED = UNINSTALL.other("checked", "checked: nothing was changed", EXIT_OK, Ending.UNCHANGED)
+REMOVED = UNINSTALL.other("removed", "removed; every probe passed", EXIT_OK, Ending.STANDS)
+# --keep-needed: what nothing needs is removed, the rest kept (each with its reason)
+KEPT_NEEDED = UNINSTALL.other(
+    "removed-kept-needed",
+    "removed what nothing needs, kept what is needed; the probe passed",
+    EXIT_OK,
+    Ending.STANDS,
+)
+RESTORED_PROBE_FAILS = UNINSTALL.other(
+    "restored-probe-fails",
+    "the probe failed after the removal; all was restored and verified, but the probe "
+    "still fails in the restored state",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    Ending.RESTORED,
+)
+# -- probe
+PASSED = UNINSTALL.other("passed", "every probe passed", EXIT_OK, Ending.UNCHANGED)
+FAILED = UNINSTALL.other("failed", "a probe failed", EXIT_UNCHANGED, Ending.UNCHANGED)
+
 # The rows a removal names itself (the others its guard reaches by cause). A metric whose runs
 # could not tell (probe/metric.py) is never a pass: undone, or kept on request, under its own
 # outcomes, so that a script tells it from a regression.
