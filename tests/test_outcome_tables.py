@@ -120,11 +120,6 @@ def test_an_override_for_a_combination_with_no_text_fails_when_built() -> None:
         _table(ALL, ids={(Cause.HOLLOW, Ending.RESTORED): "run-hollow"})
 
 
-def test_a_combination_named_besides_the_grid_must_have_its_text() -> None:
-    with pytest.raises(OutcomeTableError, match="run: no outcome for concurrent/kept"):
-        _table(ALL, also=((Cause.CONCURRENT, Ending.KEPT),))
-
-
 def test_every_combination_each_table_says_it_reaches_has_its_outcome() -> None:
     for table in TABLES:
         for cause, ending in table.reached:

@@ -154,18 +154,16 @@ class Endings:
     ``words`` may rename a phrase ("" drops it) and ``ids`` gives the few irregular ones whole.
     An exit code follows from the ending (and an inconclusive metric), unless ``exit_codes``
     says otherwise. ``grid`` is the causes and endings the operation reaches at run time, each
-    with each (the guard's undo: the cause is the verdict's, the ending the restore's), and
-    ``also`` the single combinations it reaches so: each must have its text, or building the
-    table fails. A row an operation names itself is taken from the table at import
-    (``table[cause, ending]``), so that a missing one fails there too."""
+    with each (the guard's undo: the cause is the verdict's, the ending the restore's): each
+    must have its text, or building the table fails. A row an operation names itself is taken
+    from the table at import (``table[cause, ending]``), so that a missing one fails there."""
 
     def __init__(
         self,
         operation: Operation,
         prefix: str,
         *,
-        grid: tuple[tuple[Cause, ...], tuple[Ending, ...]],
-        also: tuple[Key, ...] = (),
+        grid: tuple[tuple[Cause, ...], tuple[Ending, ...]] = ((), ()),
         texts: dict[Key, str],
         words: dict[Cause | Ending, str] | None = None,
         ids: dict[Key, str] | None = None,
@@ -174,7 +172,7 @@ class Endings:
         self.operation = operation
         self._others: list[Outcome] = []
         causes, endings = grid
-        self.reached = [(c, e) for c in causes for e in endings] + list(also)
+        self.reached = [(c, e) for c in causes for e in endings]
         missing = [key for key in self.reached if key not in texts]
         stray = [key for key in (*(ids or {}), *(exit_codes or {})) if key not in texts]
         if missing or stray:
@@ -196,7 +194,7 @@ class Endings:
 
     def ended(self, cause: Cause, ending: Ending) -> Outcome:
         """The outcome of ``cause`` as ``ending`` (the guard asks so at run time: every
-        combination of the grid and ``also`` is there, checked when the table was built)."""
+        combination of the grid is there, checked when the table was built)."""
         return self[cause, ending]
 
     def missing(self, causes: tuple[Cause, ...], endings: tuple[Ending, ...]) -> list[str]:

@@ -29,7 +29,7 @@ from safeuninstall.base.errors import (
     SnapshotNotFound,
     UnfinishedTransaction,
 )
-from safeuninstall.base.outcome import Cause, Ending, Mark, Outcome, Returned
+from safeuninstall.base.outcome import Cause, Mark, Outcome, Returned
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
     Analysis,
@@ -53,13 +53,16 @@ from safeuninstall.operations.endings.rollback import (
     NOTHING_TO_RECOVER,
     NOTHING_TO_ROLL_BACK,
     RECOVER,
+    RECOVER_CONCURRENT_KEPT,
     RECOVER_FELL_SHORT,
     RECOVER_INCOMPLETE,
     RECOVERED,
     RECOVERED_PROBE_FAILS,
     RECOVERED_PROBE_INTERRUPTED,
     ROLLBACK,
+    ROLLBACK_CONCURRENT_KEPT,
     ROLLBACK_FAILED_NOT_UNDONE,
+    ROLLBACK_INCOMPLETE,
     ROLLED_BACK,
     ROLLED_BACK_PROBE_FAILS,
     ROLLED_BACK_PROBE_INTERRUPTED,
@@ -668,7 +671,7 @@ class _Rollback:
         returns to the state before the operation (for a recover: finishes it)."""
         if restored.verification is not None:
             return None
-        outcome = self.endings[Cause.ERROR, Ending.INCOMPLETE]
+        outcome = RECOVER_INCOMPLETE if self.recovering else ROLLBACK_INCOMPLETE
         txn.finish(outcome, keep_journal=True)
         self.messages.append(stopped(restored))
         return self._result(outcome, restored=restored, next_command=self.ctx.suggest("recover"))
@@ -809,7 +812,7 @@ class _Rollback:
         self, txn: Transaction, restored: Restored, changed: ChangedByOthers
     ) -> RollbackResult:
         assert restored.verification is not None
-        outcome = self.endings[Cause.CONCURRENT, Ending.KEPT]
+        outcome = RECOVER_CONCURRENT_KEPT if self.recovering else ROLLBACK_CONCURRENT_KEPT
         txn.finish(outcome)
         self.messages += self.guard.kept_for_others(changed, self.wanted)
         verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)

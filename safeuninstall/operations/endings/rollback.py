@@ -19,7 +19,6 @@ ROLLBACK = Endings(
         (Cause.PROBE_FAILED, Cause.INCONCLUSIVE, Cause.FAILED),
         (Ending.RESTORED, Ending.INCOMPLETE, Ending.RESTORED_EXCEPT_ASIDE),
     ),
-    also=((Cause.ERROR, Ending.INCOMPLETE), (Cause.CONCURRENT, Ending.KEPT)),
     texts={
         (Cause.ERROR, Ending.INCOMPLETE): "the rollback stopped on an error and is INCOMPLETE",
         (Cause.PROBE_FAILED, Ending.RESTORED): (
@@ -76,8 +75,6 @@ ROLLBACK = Endings(
 RECOVER = Endings(
     Operation.RECOVER,
     "recover-",
-    grid=((Cause.FAILED, Cause.ERROR), (Ending.INCOMPLETE,)),
-    also=((Cause.CONCURRENT, Ending.KEPT),),
     texts={
         (Cause.FAILED, Ending.INCOMPLETE): (
             "the recover could not make the environment match the snapshot: INCOMPLETE"
@@ -146,7 +143,11 @@ RECOVERED_PROBE_INTERRUPTED = RECOVER.other(
     Ending.STANDS,
 )
 
-# The rows a rollback and a recover name themselves.
+# The rows a rollback and a recover name themselves (a recover has no undo of its own: the
+# guard reaches none of its rows).
+ROLLBACK_INCOMPLETE = ROLLBACK[Cause.ERROR, Ending.INCOMPLETE]
+ROLLBACK_CONCURRENT_KEPT = ROLLBACK[Cause.CONCURRENT, Ending.KEPT]
 ROLLBACK_FAILED_NOT_UNDONE = ROLLBACK[Cause.FAILED, Ending.NOT_UNDONE]
 RECOVER_FELL_SHORT = RECOVER[Cause.FAILED, Ending.INCOMPLETE]
 RECOVER_INCOMPLETE = RECOVER[Cause.ERROR, Ending.INCOMPLETE]
+RECOVER_CONCURRENT_KEPT = RECOVER[Cause.CONCURRENT, Ending.KEPT]
