@@ -93,9 +93,6 @@ class _Every(type):
     def __iter__(cls) -> Iterator[Outcome]:
         return iter(_registered().values())
 
-    def __len__(cls) -> int:
-        return len(_registered())
-
 
 class Outcome(metaclass=_Every):
     """One outcome: its id, text, exit code and ending, and for one of an operation's table
