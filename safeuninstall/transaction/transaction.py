@@ -585,7 +585,7 @@ class Transaction:
         planned = {e.name for e in back.restore}
         more = [n for n in dict.fromkeys([*again, *shared]) if n not in planned]
         entries = [*back.restore, *(e for n in more if (e := wanted.package(n)) is not None)]
-        if all_or_nothing:
+        if all_or_nothing and entries:  # nothing to bring back: no wait for the stash hasher
             cannot = self.cannot_come_back(wanted, entries, offline=offline)
             if cannot:
                 raise NotRestorable("; ".join(cannot))
