@@ -16,7 +16,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
@@ -46,6 +46,7 @@ from safeuninstall.operations.results import (
     BisectResult,
     Culprit,
     ProbeRuns,
+    Result,
     Round,
     StateChange,
     StateTried,
@@ -143,6 +144,7 @@ class _Good(NamedTuple):
 
 # How a change by another process is said: it may be found at any switch, or at the end.
 _DURING = "during the bisect"
+_Made = TypeVar("_Made", bound=Result)
 
 
 class _Sides(NamedTuple):
@@ -164,6 +166,7 @@ class _Inconclusive(Exception):
 class _Bisect:
     # How messages say when another process's change was found.
     _during = _DURING
+    _command = "bisect"  # the results' ``command``
 
     def __init__(
         self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: _Good
@@ -216,7 +219,9 @@ class _Bisect:
                     raise ChangedByOthers(
                         err.changes, during=_DURING, then="nothing was changed: run it again"
                     ) from None
-                return self._concurrent(txn, err, not_bisected)
+                outcome = Outcome.BISECT_CONCURRENT_KEPT
+                recover = self._left_for_others(txn, err, outcome)
+                return self._result(outcome, None, not_bisected, None, recover)
 
     def _searched(self, txn: Transaction, not_bisected: tuple[str, ...]) -> BisectResult:
         """The search, and the end it leads to. A change by another process, found at any
@@ -368,7 +373,8 @@ class _Bisect:
         restored = self._return(txn)
         assert restored is not None
         if not restored.ok:
-            return self._incomplete(txn, None, (), restored)
+            outcome = Outcome.BISECT_INCOMPLETE
+            return self._result(outcome, None, (), restored, self._for_recover(txn, outcome))
         txn.discard()
         raise BaselineProbeFailed(
             f"{why}; to judge it, the bisect switched to the state of {self.named} "
@@ -624,7 +630,8 @@ class _Bisect:
             txn.check_others(during=_DURING)
         restored = self._return(txn)
         if restored is not None and not restored.ok:
-            return self._incomplete(txn, found, not_bisected, restored)
+            recover = self._for_recover(txn, Outcome.BISECT_INCOMPLETE)
+            return self._result(Outcome.BISECT_INCOMPLETE, found, not_bisected, restored, recover)
         if txn.interrupted and outcome is Outcome.BISECTED:
             outcome = Outcome.BISECT_INTERRUPTED
         self.messages += self._written_in_place()
@@ -660,39 +667,42 @@ class _Bisect:
             self.messages.append(failed)
         return restored
 
-    def _concurrent(
-        self, txn: Transaction, changed: ChangedByOthers, not_bisected: tuple[str, ...]
-    ) -> BisectResult:
+    def _left_for_others(self, txn: Transaction, changed: ChangedByOthers, outcome: Outcome) -> str:
         """Another process changed the environment: going on, or back, would undo its work.
-        The journal stays: ``recover`` returns to the start when the user says so."""
+        Ends as ``outcome``, for ``recover`` (``_for_recover``)."""
         self.messages.append(
-            f"{changed.message}: the bisect stopped there and undid nothing of it; the "
-            "environment is as the last switch and that process left it, and `recover` "
-            "returns it to the start (undoing that change too)"
+            f"{changed.message}: the {self.guard.change.words.noun} stopped there and undid "
+            "nothing of it; the environment is as the last switch and that process left it, "
+            "and `recover` returns it to the start (undoing that change too)"
         )
-        txn.finish(Outcome.BISECT_CONCURRENT_KEPT, keep_journal=True)
-        return self._result(
-            Outcome.BISECT_CONCURRENT_KEPT,
-            None,
-            not_bisected,
-            None,
-            next_command=self.ctx.suggest("recover"),
-        )
+        return self._for_recover(txn, outcome)
 
-    def _incomplete(
+    def _for_recover(self, txn: Transaction, outcome: Outcome) -> str:
+        """Ends as ``outcome``, the journal kept: ``recover``, the command returned, takes the
+        environment back to the start when the user says so."""
+        txn.finish(outcome, keep_journal=True)
+        return self.ctx.suggest("recover")
+
+    def _made(
         self,
-        txn: Transaction,
-        found: Found | None,
-        not_bisected: tuple[str, ...],
-        restored: Restored,
-    ) -> BisectResult:
-        txn.finish(Outcome.BISECT_INCOMPLETE, keep_journal=True)
-        return self._result(
-            Outcome.BISECT_INCOMPLETE,
-            found,
-            not_bisected,
-            restored,
-            next_command=self.ctx.suggest("recover"),
+        kind: type[_Made],
+        outcome: Outcome,
+        restored: Restored | None,
+        next_command: str | None,
+        **own: Any,
+    ) -> _Made:
+        """A result of ``kind``: the fields bisect and try --state share, and its ``own``."""
+        assert self.start is not None
+        return kind(
+            command=self._command,
+            outcome=outcome,
+            python=str(self.ctx.python),
+            snapshot=self.start.id,
+            probes=self.probes,
+            restored=restored,
+            next_command=next_command,
+            messages=tuple(self.messages),
+            **own,
         )
 
     def _result(
@@ -703,7 +713,6 @@ class _Bisect:
         restored: Restored | None,
         next_command: str | None = None,
     ) -> BisectResult:
-        assert self.start is not None
         culprits: tuple[Culprit, ...] = ()
         if found is not None and outcome is Outcome.BISECTED:
             culprits = tuple(self._culprit(self.units[key]) for key in found.culprits)
@@ -724,15 +733,11 @@ class _Bisect:
                 "same version, other files since the good snapshot (not bisected): "
                 + ", ".join(not_bisected)
             )
-        return BisectResult(
-            command="bisect",
-            outcome=outcome,
-            python=str(self.ctx.python),
-            snapshot=self.start.id,
-            probes=self.probes,
-            restored=restored,
-            next_command=next_command,
-            messages=tuple(self.messages),
+        return self._made(
+            BisectResult,
+            outcome,
+            restored,
+            next_command,
             good=self.good.id,
             units=tuple(self.units.values()),
             rounds=tuple(self.rounds),
@@ -875,6 +880,7 @@ class _TryState(_Bisect):
     then in the file's state; a metric's runs alternate between the two."""
 
     _during = _TRYING
+    _command = "try"
 
     def tried(self) -> StateTried:
         read = census(self.ctx.interpreter)  # first: a change after it shows later
@@ -908,7 +914,9 @@ class _TryState(_Bisect):
                     raise ChangedByOthers(
                         err.changes, during=_TRYING, then="nothing was changed: run it again"
                     ) from None
-                return self._left_for_others(txn, err, not_compared)
+                outcome = Outcome.TRY_NOT_RETURNED
+                recover = self._left_for_others(txn, err, outcome)
+                return self._tried_result(outcome, not_compared, None, recover)
             return self._back_from(txn, cause, after, not_compared)
 
     def _judged(self, txn: Transaction) -> tuple[tuple[ProbeResult, ...], Cause]:
@@ -1030,12 +1038,12 @@ class _TryState(_Bisect):
                 txn.check_others(during=_TRYING)
             restored = self._return(txn)
         except ChangedByOthers as err:
-            return self._left_for_others(txn, err, not_compared)
+            outcome = Outcome.TRY_NOT_RETURNED
+            recover = self._left_for_others(txn, err, outcome)
+            return self._tried_result(outcome, not_compared, None, recover)
         if restored is not None and not restored.ok:
-            txn.finish(Outcome.TRY_INCOMPLETE, keep_journal=True)
-            return self._tried_result(
-                Outcome.TRY_INCOMPLETE, not_compared, restored, self.ctx.suggest("recover")
-            )
+            recover = self._for_recover(txn, Outcome.TRY_INCOMPLETE)
+            return self._tried_result(Outcome.TRY_INCOMPLETE, not_compared, restored, recover)
         if txn.interrupted and cause is not Cause.INTERRUPTED:
             self.messages.append("an interrupt arrived during the return; it finished first")
             cause = Cause.INTERRUPTED
@@ -1046,21 +1054,6 @@ class _TryState(_Bisect):
         txn.finish(outcome)
         return self._tried_result(outcome, not_compared, restored)
 
-    def _left_for_others(
-        self, txn: Transaction, changed: ChangedByOthers, not_compared: tuple[str, ...]
-    ) -> StateTried:
-        """Another process changed the environment: going back would undo its work too. The
-        journal stays: ``recover`` returns to the start when the user says so."""
-        self.messages.append(
-            f"{changed.message}: the try stopped there and undid nothing of it; the "
-            "environment is as the last switch and that process left it, and `recover` "
-            "returns it to the start (undoing that change too)"
-        )
-        txn.finish(Outcome.TRY_NOT_RETURNED, keep_journal=True)
-        return self._tried_result(
-            Outcome.TRY_NOT_RETURNED, not_compared, None, self.ctx.suggest("recover")
-        )
-
     def _tried_result(
         self,
         outcome: Outcome,
@@ -1068,21 +1061,16 @@ class _TryState(_Bisect):
         restored: Restored | None,
         next_command: str | None = None,
     ) -> StateTried:
-        assert self.start is not None
         if not_compared:
             self.messages.append(
                 f"same version, other files than {self.named} (not switched): "
                 + ", ".join(not_compared)
             )
-        return StateTried(
-            command="try",
-            outcome=outcome,
-            python=str(self.ctx.python),
-            snapshot=self.start.id,
-            probes=self.probes,
-            restored=restored,
-            next_command=next_command,
-            messages=tuple(self.messages),
+        return self._made(
+            StateTried,
+            outcome,
+            restored,
+            next_command,
             file=self.good.id,
             changes=self._changes(),
             not_compared=not_compared,
