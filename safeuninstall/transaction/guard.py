@@ -41,7 +41,7 @@ from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome, Outcom
 from safeuninstall.context.analysis import failure_text
 from safeuninstall.context.baseline import BaselineCache, Begun
 from safeuninstall.context.context import Context
-from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.environment.installed import InstalledDistribution, names_in
 from safeuninstall.libraries.index import ownership
 from safeuninstall.probe.derived import as_baseline
 from safeuninstall.probe.runner import ProbeResult
@@ -322,7 +322,8 @@ class Guard:
         with txn.interrupts_deferred():
             # Another process's change stands: only this change's own comes back, and the
             # proof takes theirs as it is.
-            theirs = self.txn.theirs() if cause is Cause.CONCURRENT else frozenset()
+            changed = self.txn.others_changed() if cause is Cause.CONCURRENT else frozenset()
+            theirs = names_in(changed)
             try:
                 restored = self._back(back, theirs)
             except NotUndone as err:

@@ -48,7 +48,6 @@ from safeuninstall.environment.installed import (
     census,
     folders_of,
     installed_distributions,
-    names_in,
 )
 from safeuninstall.environment.records import RecordEntry
 from safeuninstall.environment.sizes import count_text
@@ -336,19 +335,13 @@ class Transaction:
         ``check_others`` compares it with what is installed."""
         self._expected = read
 
-    def theirs(self) -> frozenset[str]:
-        """The names of the distributions another process changed: each whose folders differ
-        between the installed set expected and a census taken now."""
+    def others_changed(self, now: frozenset[str] | None = None) -> frozenset[str]:
+        """What another process changed: the census entries (folders) that differ between the
+        installed set expected and the census ``now`` (default: one taken now); none before
+        ``expect``. Their names (installed.names_in) are what an undo leaves as they are."""
         if self._expected is None:
             return frozenset()
-        return names_in(self._expected ^ census(self._ctx.interpreter))
-
-    def others_changed(self, now: frozenset[str] | None = None) -> tuple[str, ...]:
-        """What another process changed: each difference between the installed set expected and
-        the census ``now`` (default: one taken now); none before ``expect``."""
-        if self._expected is None:
-            return ()
-        return differences(self._expected, census(self._ctx.interpreter) if now is None else now)
+        return self._expected ^ (census(self._ctx.interpreter) if now is None else now)
 
     def check_others(
         self,
@@ -361,7 +354,8 @@ class Transaction:
         """The one check that no other process changed the environment (others.py): raises
         ChangedByOthers naming each difference (and ``more``: what else the caller found
         changed by another process), said as ``during`` and ``then``."""
-        changes = (*self.others_changed(now), *more)
+        changed = self.others_changed(now)
+        changes = (*differences(self._expected or frozenset(), changed), *more)
         if changes:
             raise ChangedByOthers(changes, during=during, then=then)
 
