@@ -15,7 +15,6 @@ import os
 import shlex
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +61,11 @@ from safeuninstall.probe.derived import (
     judged_apart,
     undecided,
 )
-from safeuninstall.probe.metric import noise_note
 from safeuninstall.probe.runner import (
     Probe,
     ProbeResult,
     ProbeSettings,
     RunSettings,
-    compare_states,
     run_all,
 )
 from safeuninstall.reports.impact import Unmet, allowed_unmet
@@ -745,32 +742,16 @@ class _Rollback:
 
     def _compared(self, probe: Probe) -> ProbeResult:
         """A metric judged by runs of the state before the change (its own snapshot's) and
-        the state it made, interleaved (a warm-up first, not counted), runs added until decided
-        or the cap. The state it made is switched back to from a stash of what it brought
-        back, kept only while the runs last; the environment ends there, also when the runs
-        are interrupted (the change then stands, as when its probe is)."""
-        ctx = self.ctx
-        assert probe.metric is not None
-        ctx.emit("probe", f"metric running: before and after the {self.command}, in turn")
-        now = installed_distributions(ctx.interpreter)
+        the state it made, interleaved (Guard.compared). The state it made is switched back to
+        from a stash of what it brought back, kept only while the runs last; the environment
+        ends there, also when the runs are interrupted (the change then stands, as when its
+        probe is)."""
+        now = installed_distributions(self.ctx.interpreter)
         plan = self.base.rollback_plan
         stash = [e.name for e in plan.restore] if plan is not None else []
-        how = RunSettings(self.after.timeout, ctx.child_env())
-        during = f"while the metric's runs switched between the states around the {self.command}"
+        how = RunSettings(self.after.timeout, self.ctx.child_env())
         with self.guard.stashed_state(now, stash) as made:
-            switch = partial(self.guard.switch_between, changed=made, during=during)
-            try:
-                result, compared = compare_states(
-                    probe, ctx.interpreter, how, switch, after_first=True
-                )
-            except KeyboardInterrupt:  # the change stands, as when its probe is interrupted
-                switch(True)
-                raise
-            switch(True)  # the verdict is acted on in the state it made
-        note = noise_note(probe.metric, compared.runs.baseline_values)
-        if note:
-            self.messages.append(note)
-        return result
+            return self.guard.compared(probe, how, made, stands=True)
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
         """After the probe, before anything is claimed: the environment re-read (its census)

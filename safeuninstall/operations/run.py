@@ -56,13 +56,11 @@ from safeuninstall.probe.derived import (
     stopping_after_change,
     undecided,
 )
-from safeuninstall.probe.metric import noise_note
 from safeuninstall.probe.runner import (
     Probe,
     ProbeResult,
     ProbeSettings,
     RunSettings,
-    compare_states,
     run_all,
 )
 from safeuninstall.reports.impact import Unmet, unmet_after_change
@@ -83,8 +81,6 @@ from safeuninstall.transaction.transaction import (
     SnapshotSpec,
     rewritten,
 )
-
-_SWITCHING = "while the metric's runs switched between the states before and after the command"
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -442,27 +438,12 @@ class _Attempt:
     def _compared(
         self, probe: Probe, *, how: RunSettings, now: dict[str, InstalledDistribution]
     ) -> ProbeResult:
-        """A metric judged by runs of the snapshot's state and the command's, interleaved (a
-        warm-up first, not counted), runs added until decided or the cap. The command's state
-        is switched back to from a stash of what it added or changed (Guard.stashed_state),
-        kept only while the runs last. The environment ends in the command's state."""
-        ctx = self.ctx
-        assert probe.metric is not None
-        ctx.emit("probe", f"metric running: before and after the command, in turn: {probe.label}")
+        """A metric judged by runs of the snapshot's state and the command's, interleaved
+        (Guard.compared). The command's state is switched back to from a stash of what it
+        added or changed (Guard.stashed_state), kept only while the runs last."""
         assert self.change is not None
         with self.guard.stashed_state(now, [*self.change.added, *self.change.changed]) as made:
-            switch = partial(self.guard.switch_between, changed=made, during=_SWITCHING)
-            result, compared = compare_states(probe, ctx.interpreter, how, switch, after_first=True)
-            switch(True)  # the verdict is acted on in the state the command left
-        if compared.baseline_failed:
-            self.command.messages.append(
-                "the metric failed in the state before the command, where it passed before it: "
-                f"{compared.runs.why}; it does not judge this change reliably"
-            )
-        note = noise_note(probe.metric, compared.runs.baseline_values)
-        if note:
-            self.command.messages.append(note)
-        return result
+            return self.guard.compared(probe, how, made)
 
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced

@@ -44,7 +44,8 @@ from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import InstalledDistribution, names_in
 from safeuninstall.libraries.index import ownership
 from safeuninstall.probe.derived import as_baseline
-from safeuninstall.probe.runner import ProbeResult
+from safeuninstall.probe.metric import noise_note
+from safeuninstall.probe.runner import Probe, ProbeResult, RunSettings, compare_states
 from safeuninstall.state.journal import Entry
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.transaction.others import ChangedByOthers
@@ -155,7 +156,7 @@ class Guard:
     change: Change
     messages: list[str] = field(default_factory=list)
     txn: Transaction = field(init=False)
-    # Where a metric's runs left the environment (``switch_between``): in the state the change
+    # Where a metric's runs left the environment (``compared``): in the state the change
     # made, or, once proven, back in the one before it (an undo then has nothing to bring back).
     at_change: bool = field(default=True, init=False)
 
@@ -443,7 +444,39 @@ class Guard:
         if arrived:
             raise KeyboardInterrupt
 
-    def switch_between(self, after: bool, changed: Snapshot, *, during: str) -> None:
+    def compared(
+        self, probe: Probe, how: RunSettings, changed: Snapshot, *, stands: bool = False
+    ) -> ProbeResult:
+        """A metric judged by runs of the state before the change (the snapshot's) and the
+        state it made (``changed``), interleaved (runner.compare_states: a warm-up first, not
+        counted, runs added until decided or the cap), each switch as ``measure_in``. The
+        environment ends in the state the change made, where the verdict is acted on; on an
+        interrupt too when the change ``stands`` then (a rollback's, as when its probe is
+        interrupted). Said besides: a failure in the state before, a noisy baseline."""
+        assert probe.metric is not None
+        ctx, noun, messages = self.ctx, self.change.words.noun, self.messages
+        ctx.emit("probe", f"metric running: before and after the {noun}, in turn: {probe.label}")
+        switch = partial(self._switch_between, changed)
+        try:
+            result, compared = compare_states(
+                probe, ctx.interpreter, how, switch, after_first=self.at_change
+            )
+        except KeyboardInterrupt:
+            if stands:
+                switch(True)
+            raise
+        switch(True)
+        if compared.baseline_failed:
+            messages.append(
+                f"the metric failed in the state before the {noun}, where it passed before it: "
+                f"{compared.runs.why}; it does not judge this {noun} reliably"
+            )
+        note = noise_note(probe.metric, compared.runs.baseline_values)
+        if note:
+            messages.append(note)
+        return result
+
+    def _switch_between(self, changed: Snapshot, after: bool) -> None:
         """For a metric's runs: move to the state the change made (``after``, ``changed``) or
         back to the one before it (the snapshot), as ``measure_in``; nothing where it is
         already. Until the state before is proven, the change counts as made (``at_change``)."""
@@ -456,6 +489,10 @@ class Guard:
         def starting() -> None:
             self.at_change = True
 
+        during = (
+            "while the metric's runs switched between the states before and after the "
+            + self.change.words.noun
+        )
         wanted = changed if after else self.snapshot
         self.measure_in(wanted, during=during, starting=starting, reached=reached)
 
