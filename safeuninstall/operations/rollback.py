@@ -49,38 +49,14 @@ from safeuninstall.environment.installed import (
 from safeuninstall.libraries.index import Ownership
 from safeuninstall.operations.results import ProbeRuns, RollbackResult
 from safeuninstall.options import RollbackOptions
-from safeuninstall.plans.changes import (
-    RollbackPlan,
-    SnapshotChoice,
-    choose_snapshot,
-    plan_rollback,
-)
-from safeuninstall.probe.derived import (
-    after_settings,
-    dropped_notes,
-    judged_apart,
-    undecided,
-)
-from safeuninstall.probe.runner import (
-    Probe,
-    ProbeResult,
-    ProbeSettings,
-    RunSettings,
-    run_all,
-)
+from safeuninstall.plans.changes import RollbackPlan, SnapshotChoice, choose_snapshot, plan_rollback
+from safeuninstall.probe.derived import after_settings, dropped_notes, judged_apart, undecided
+from safeuninstall.probe.runner import Probe, ProbeResult, ProbeSettings, RunSettings, run_all
 from safeuninstall.reports.impact import Unmet, allowed_unmet
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.guard import (
-    Back,
-    Change,
-    Ended,
-    Guard,
-    SwitchFailed,
-    Words,
-    stopped,
-)
+from safeuninstall.transaction.guard import Back, Change, Ended, Guard, SwitchFailed, Words, stopped
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (

@@ -26,10 +26,7 @@ from pathlib import Path
 import msgspec
 
 from safeuninstall.base import process
-from safeuninstall.base.errors import (
-    CommandNotStarted,
-    InvalidInput,
-)
+from safeuninstall.base.errors import CommandNotStarted, InvalidInput
 from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import analyse, snapshot_view, with_default
@@ -56,13 +53,7 @@ from safeuninstall.probe.derived import (
     stopping_after_change,
     undecided,
 )
-from safeuninstall.probe.runner import (
-    Probe,
-    ProbeResult,
-    ProbeSettings,
-    RunSettings,
-    run_all,
-)
+from safeuninstall.probe.runner import Probe, ProbeResult, ProbeSettings, RunSettings, run_all
 from safeuninstall.reports.impact import Unmet, unmet_after_change
 from safeuninstall.state.stash import kept_aside, not_put_back
 from safeuninstall.transaction.guard import (
@@ -77,10 +68,7 @@ from safeuninstall.transaction.guard import (
     Words,
 )
 from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import (
-    SnapshotSpec,
-    rewritten,
-)
+from safeuninstall.transaction.transaction import SnapshotSpec, rewritten
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:

@@ -49,12 +49,7 @@ from safeuninstall.probe.runner import Probe, ProbeResult, RunSettings, compare_
 from safeuninstall.state.journal import Entry
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import (
-    Restored,
-    SnapshotSpec,
-    Transaction,
-    take_snapshot,
-)
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction, take_snapshot
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from safeuninstall.base.outcome import Cause, Outcome
-from safeuninstall.context.analysis import (
-    failure_text,
-    library_index,
-    owned_files,
-    requirements_of,
-)
+from safeuninstall.context.analysis import failure_text, library_index, owned_files, requirements_of
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall.removal import Attempt, Removal
 from safeuninstall.plans.bisection import bound, search

@@ -21,12 +21,7 @@ from safeuninstall.context.analysis import (
     requirements_of,
     with_default,
 )
-from safeuninstall.context.baseline import (
-    BaselineCache,
-    Begun,
-    HeadStart,
-    fingerprint,
-)
+from safeuninstall.context.baseline import BaselineCache, Begun, HeadStart, fingerprint
 from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import (
     InstalledDistribution,
