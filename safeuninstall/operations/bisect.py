@@ -13,8 +13,9 @@ environment returns to the start and is verified.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -191,34 +192,46 @@ class _Bisect:
         self.noise = ""  # what to do about a baseline noisier than the limit, said once
         self.messages += good.notes
 
-    def run(self) -> BisectResult:
+    @contextlib.contextmanager
+    def _prepared(
+        self, operation: Operation, words: Words
+    ) -> Iterator[tuple[Transaction, tuple[str, ...]]]:
+        """The guarded change, prepared: the start snapshotted, the units grouped, the probe
+        known, what cannot come back refused. Yields the transaction and what is not switched
+        (same version, other files). Journaled as a bisect (a try --state too): ``recover``
+        takes it back to the start. Another process's change found before any switch is
+        raised as one that changed nothing (the transaction is given up)."""
         read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
+        spec = self._spec(installed)
         change = Change(
-            Operation.BISECT,
-            "bisect",
-            Words("bisect", "any change", "the first switch"),
-            read,
-            installed,
-            self._spec(installed),
-            offline=self.options.offline,
+            operation, "bisect", words, read, installed, spec, offline=self.options.offline
         )
         self.guard = guard = Guard(self.ctx, change, self.messages)
         with guard.guarded() as txn:
             guard.prepare()
             self.start = start = guard.snapshot
             now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
-            not_bisected = self._group(txn.unchanged, now)
+            not_switched = self._group(txn.unchanged, now)
             if not self.settings.probes:
                 self.settings = self._derived(txn.unchanged, installed)
             self._refuse_what_cannot_come_back(txn)
             try:
+                yield txn, not_switched
+            except ChangedByOthers as err:
+                if txn.changed:
+                    raise
+                then = "nothing was changed: run it again"
+                raise ChangedByOthers(err.changes, during=self._during, then=then) from None
+
+    def run(self) -> BisectResult:
+        words = Words("bisect", "any change", "the first switch")
+        with self._prepared(Operation.BISECT, words) as (txn, not_bisected):
+            try:
                 return self._searched(txn, not_bisected)
             except ChangedByOthers as err:
                 if not txn.changed:  # given up with the transaction: nothing to keep
-                    raise ChangedByOthers(
-                        err.changes, during=_DURING, then="nothing was changed: run it again"
-                    ) from None
+                    raise
                 outcome = Outcome.BISECT_CONCURRENT_KEPT
                 recover = self._left_for_others(txn, err, outcome)
                 return self._result(outcome, None, not_bisected, None, recover)
@@ -883,37 +896,16 @@ class _TryState(_Bisect):
     _command = "try"
 
     def tried(self) -> StateTried:
-        read = census(self.ctx.interpreter)  # first: a change after it shows later
-        installed = installed_distributions(self.ctx.interpreter)
-        # Journaled as a bisect: ``recover`` takes it back to the start as it takes one.
-        change = Change(
-            Operation.TRY,
-            "bisect",
-            Words("try", "any change", "the switch to the file's state"),
-            read,
-            installed,
-            self._spec(installed),
-            offline=self.options.offline,
-        )
-        self.guard = guard = Guard(self.ctx, change, self.messages)
-        with guard.guarded() as txn:
-            guard.prepare()
-            self.start = start = guard.snapshot
-            now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
-            not_compared = self._group(txn.unchanged, now)
+        words = Words("try", "any change", "the switch to the file's state")
+        with self._prepared(Operation.TRY, words) as (txn, not_compared):
             self.messages.append(
                 f"tried: the state of {self.named}: " + _changes_text(self._changes())
             )
-            if not self.settings.probes:
-                self.settings = self._derived(txn.unchanged, installed)
-            self._refuse_what_cannot_come_back(txn)
             try:
                 after, cause = self._judged(txn)
             except ChangedByOthers as err:
                 if not txn.changed:
-                    raise ChangedByOthers(
-                        err.changes, during=_TRYING, then="nothing was changed: run it again"
-                    ) from None
+                    raise
                 outcome = Outcome.TRY_NOT_RETURNED
                 recover = self._left_for_others(txn, err, outcome)
                 return self._tried_result(outcome, not_compared, None, recover)
