@@ -85,19 +85,30 @@ from safeuninstall.transaction.transaction import (
 
 
 def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> BisectResult:
+    needs = "bisect needs a probe that passes in the good snapshot and fails now"
+    with _locked(ctx, configured, options, needs) as good:
+        bisecting = _Bisect(ctx, configured, options, good)
+        return bisecting.plan() if options.dry_run else bisecting.run()
+
+
+@contextlib.contextmanager
+def _locked(
+    ctx: Context,
+    configured: ProbeSettings,
+    options: BisectOptions,
+    needs: str,
+    kept: str = "kept as it is, not bisected",
+) -> Iterator[_Good]:
+    """What bisect and try --state refuse before anything (an externally managed environment,
+    no probe: ``needs`` says why one is needed, an unfinished operation), then, under the
+    lock, the good state (``kept``: what is said of what no stash tells apart)."""
     ctx.refuse_externally_managed()
     if configured.disabled:
-        raise InvalidInput(
-            "bisect needs a probe that passes in the good snapshot and fails now, and "
-            "--no-probe leaves it none; nothing was changed"
-        )
+        raise InvalidInput(f"{needs}, and --no-probe leaves it none; nothing was changed")
     ctx.backend.find_links = [*options.find_links]
     with ctx.locked():
         ctx.refuse_if_unfinished()
-        good = _Good.of(ctx, options.good)
-        if options.dry_run:
-            return _Bisect(ctx, configured, options, good).plan()
-        return _Bisect(ctx, configured, options, good).run()
+        yield _Good.of(ctx, options.good, kept)
 
 
 class _Good(NamedTuple):
@@ -112,7 +123,7 @@ class _Good(NamedTuple):
     notes: tuple[str, ...] = ()  # what the file set aside
 
     @classmethod
-    def of(cls, ctx: Context, reference: str, kept: str = "kept as it is, not bisected") -> _Good:
+    def of(cls, ctx: Context, reference: str, kept: str) -> _Good:
         if not described.is_file_reference(reference):
             snap = ctx.store.resolve(reference)
             return cls(snap, f"snapshot {snap.id}")
@@ -871,16 +882,8 @@ def try_state(ctx: Context, configured: ProbeSettings, options: BisectOptions) -
     difference at once, judged against the start (the probes; a metric by runs of both states
     interleaved), then ALWAYS back to the start, verified. It is a bisect of one round over
     all the units, through the same guard and switches; its verdict is try's outcome."""
-    ctx.refuse_externally_managed()
-    if configured.disabled:
-        raise InvalidInput(
-            "try --state needs a probe to judge the file's state, and --no-probe leaves it "
-            "none; nothing was changed"
-        )
-    ctx.backend.find_links = [*options.find_links]
-    with ctx.locked():
-        ctx.refuse_if_unfinished()
-        good = _Good.of(ctx, options.good, kept="kept as it is, not switched")
+    needs = "try --state needs a probe to judge the file's state"
+    with _locked(ctx, configured, options, needs, kept="kept as it is, not switched") as good:
         return _TryState(ctx, configured, options, good).tried()
 
 
