@@ -667,16 +667,8 @@ class _Rollback:
                 )
             return self._concurrent_kept(txn, self.base.restored, err)
         except KeyboardInterrupt:
-            concurrent = self._changed_by_others(txn)
-            if concurrent is not None:
-                return concurrent
             self._finish(txn)
-            self.messages.append(
-                "the probe after it was interrupted: the installed set matches the snapshot, "
-                "and each restored file its hash, but nothing proved it works; run "
-                f"`{self.ctx.suggest('probe')}`"
-            )
-            return self._result(Outcome.ROLLED_BACK_PROBE_INTERRUPTED)
+            return self._probe_interrupted(txn)
         self.base = msgspec.structs.replace(
             self.base, probes=msgspec.structs.replace(runs, after=after)
         )
@@ -728,6 +720,24 @@ class _Rollback:
         how = RunSettings(self.after.timeout, self.ctx.child_env())
         with self.guard.stashed_state(now, stash) as made:
             return self.guard.compared(probe, how, made, stands=True)
+
+    def _probe_interrupted(self, txn: Transaction) -> RollbackResult:
+        """The probe after the change was interrupted, the change finished: it stands, the
+        restore verified; only the check is missing (another process's change found now is
+        kept, as after a probe that ran)."""
+        concurrent = self._changed_by_others(txn)
+        if concurrent is not None:
+            return concurrent
+        self.messages.append(
+            "the probe after it was interrupted: the installed set matches the snapshot, "
+            "and each restored file its hash, but nothing proved it works; run "
+            f"`{self.ctx.suggest('probe')}`"
+        )
+        return self._result(
+            Outcome.RECOVERED_PROBE_INTERRUPTED
+            if self.recovering
+            else Outcome.ROLLED_BACK_PROBE_INTERRUPTED
+        )
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
         """After the probe, before anything is claimed: the environment re-read (its census)
@@ -821,20 +831,7 @@ class _Rollback:
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
         except KeyboardInterrupt:
-            concurrent = self._changed_by_others(txn)
-            if concurrent is not None:
-                return concurrent
-            # The restore was verified; only the check is missing.
-            self.messages.append(
-                "the probe after it was interrupted: the installed set matches the snapshot, "
-                "and each restored file its hash, but nothing proved it works; run "
-                f"`{self.ctx.suggest('probe')}`"
-            )
-            return self._result(
-                Outcome.RECOVERED_PROBE_INTERRUPTED
-                if self.recovering
-                else Outcome.ROLLED_BACK_PROBE_INTERRUPTED
-            )
+            return self._probe_interrupted(txn)
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         self.base = msgspec.structs.replace(self.base, probes=runs)
         concurrent = self._changed_by_others(txn)
