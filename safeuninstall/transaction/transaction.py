@@ -271,7 +271,6 @@ class Transaction:
         self._folder: SnapshotFolder | None = None
         self._hasher: StashHasher | None = None
         self._changed = False  # the installer has run: giving up is no longer possible
-        self._finished = False
         self.interrupted = False  # an interrupt arrived during interrupts_deferred
         self.left_behind: list[str] = []  # what giving up could not delete
         self.snapshot: Snapshot | None = None
@@ -605,7 +604,6 @@ class Transaction:
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
         if not keep_journal:
             self._journal.finish()
-        self._finished = True
 
     def discard(self) -> None:
         """The change is undone and proven (the environment is its snapshot's again) and the
@@ -616,7 +614,6 @@ class Transaction:
             self._hasher.cancel()
             self._hasher = None
         self._give_up()
-        self._finished = True
 
     def _give_up(self) -> None:
         """Nothing was removed: undo the snapshot too, so no "pending" one is left behind.
