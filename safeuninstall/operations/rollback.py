@@ -660,11 +660,6 @@ class _Rollback:
             return self._undo(txn, Cause.FAILED, self.base.restored)
         except ChangedByOthers as err:  # while the metric's runs switched
             assert self.base.restored is not None
-            if not self.guard.at_change:
-                self.messages.append(
-                    f"the metric's runs had the {self.command} undone for a run: the environment "
-                    f"is as snapshot {self.guard.snapshot.id} has it, with that process's change"
-                )
             return self._concurrent_kept(txn, self.base.restored, err)
         except KeyboardInterrupt:
             self._finish(txn)

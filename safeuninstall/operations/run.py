@@ -67,7 +67,6 @@ from safeuninstall.transaction.guard import (
     Verdict,
     Words,
 )
-from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import SnapshotSpec, rewritten
 
 
@@ -353,22 +352,13 @@ class _Attempt:
         """The probe after the command (True: it passes), then the check for another
         process's change while it ran (ChangedByOthers: the guard keeps it all, named); or
         the verdict when a state to measure the metric in could not be reached."""
-        messages = self.command.messages
         try:
             passed = self._probe(now)
-            self.txn.check_others(during="while the probe ran")
-        except ChangedByOthers:
             # What changed since the comparison is not the command's: undoing it all would
             # undo that process's work as if the command had done it (Change.kept_for_others).
-            if not self.guard.at_change:
-                messages.append(
-                    "the metric's runs had the command's change undone for a run: the "
-                    f"environment is as snapshot {self.snap.id} has it, with that process's "
-                    "change"
-                )
-            raise
+            self.txn.check_others(during="while the probe ran")
         except SwitchFailed as err:
-            messages.append(err.message)
+            self.command.messages.append(err.message)
             return Cause.ERROR
         return passed
 

@@ -447,7 +447,8 @@ class Guard:
         counted, runs added until decided or the cap), each switch as ``measure_in``. The
         environment ends in the state the change made, where the verdict is acted on; on an
         interrupt too when the change ``stands`` then (a rollback's, as when its probe is
-        interrupted). Said besides: a failure in the state before, a noisy baseline."""
+        interrupted). Said besides: a failure in the state before, a noisy baseline, and where
+        the runs left the environment when another process's change stops them."""
         assert probe.metric is not None
         ctx, noun, messages = self.ctx, self.change.words.noun, self.messages
         ctx.emit("probe", f"metric running: before and after the {noun}, in turn: {probe.label}")
@@ -456,6 +457,14 @@ class Guard:
             result, compared = compare_states(
                 probe, ctx.interpreter, how, switch, after_first=self.at_change
             )
+        except ChangedByOthers:  # nothing is switched after it: where the runs left it, said
+            if not self.at_change:
+                messages.append(
+                    f"the metric's runs had switched back to the state before the {noun} for a "
+                    f"run: the environment is as snapshot {self.snapshot.id} has it, with that "
+                    "process's change"
+                )
+            raise
         except KeyboardInterrupt:
             if stands:
                 switch(True)
