@@ -30,6 +30,7 @@ from safeuninstall.reports.needs import (
     together,
 )
 from safeuninstall.transaction.guard import Guard, Stands, SwitchFailed, Verdict
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored
 
 _MOVING = "while --keep-needed moved between the states it tries"
@@ -398,7 +399,8 @@ class KeepNeeded(Attempt):
         wanted = msgspec.structs.replace(
             snap, packages=tuple(e for e in snap.packages if e.name not in removed)
         )
-        installer: list[str] = []
+        installer: list[str] = []  # its error; or what it said it removed and left (``left``)
+        left: list[str] = []
 
         def starting() -> None:
             # Counted as gone before the move begins: an interrupt held back while it runs is
@@ -406,8 +408,12 @@ class KeepNeeded(Attempt):
             self.state = before | removed
 
         def reached(restored: Restored, failed: str | None) -> None:
-            if failed is not None:
-                installer.append(failed)
+            more = [name for name in self.snap.removed if name in removed - before]
+            if failed is None and more and restored.verification is not None:  # uv said: gone
+                still = self._still_installed(restored.left, more)
+                left.extend([still] if still is not None else [])
+            if failed is not None or left:
+                installer.append(failed or left[0])
             elif restored.ok:
                 self.state = removed
 
@@ -415,7 +421,15 @@ class KeepNeeded(Attempt):
             self.guard.measure_in(
                 wanted, during=_MOVING, purpose="try", starting=starting, reached=reached
             )
+        except ChangedByOthers:
+            # What uv said it removed and left is expected gone: the check after the move
+            # takes it for another process's change. The installer failed.
+            if not left:
+                raise
+            raise _Stop(Cause.FAILED, left[0]) from None
         except SwitchFailed as err:
             if err.unchanged:
                 self.state = before
-            raise _Stop(Cause.FAILED if installer else Cause.ERROR, err.message) from None
+            if installer:
+                raise _Stop(Cause.FAILED, installer[0]) from None
+            raise _Stop(Cause.ERROR, err.message) from None
