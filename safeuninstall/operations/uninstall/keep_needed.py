@@ -74,9 +74,9 @@ class KeepNeeded(Attempt):
     tried before what it requires (``_search_order``).
     Between two runs the guard moves the environment (``_move_to``): from this transaction's
     own stash and by uninstalling, in one batch, proven; one snapshot for it all, so one
-    ``rollback`` undoes the whole cleanup. An interrupt, an error or a
-    failing final run restores everything: the environment ends in the final state proven by
-    a passing probe, or in the snapshot's."""
+    ``rollback`` undoes the whole cleanup. An interrupt, an error or a failing final run
+    restores everything: the environment ends in the final state proven by a passing probe,
+    or in the snapshot's."""
 
     # Each run of the search judges one state: a metric's runs there are judged against the
     # baseline's, measured before the search.
