@@ -257,30 +257,6 @@ def test_ctrl_c_while_uv_uninstalls_in_the_search_restores_what_it_removed(
     assert not venv.journal.exists()
 
 
-def test_an_installer_that_removes_nothing_in_the_search_is_said_and_all_is_restored(
-    make_venv: MakeVenv, plugins: Path, tmp_path: Path
-) -> None:
-    """Uv (here a stand-in) exits 0 and removes nothing at the search's first move: the
-    installer failed, named as such, and what the search changed comes back, proven."""
-    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
-    hashes = venv.file_hashes()
-    idle = stand_in_uv(tmp_path / "idle-uv", "sys.exit(0)")
-    done = venv.tool(
-        "--json",
-        "--keep-needed",
-        "--probe",
-        "import toyhost",
-        "toyfmt*",
-        SAFE_UNINSTALL_UV=str(idle),
-    )
-    data = done.json()
-    assert done.returncode == 1, data
-    assert data["outcome"] == "uninstall-failed-restored"
-    assert "toyfmt3 is still installed: nothing of it was removed" in str(data["messages"])
-    assert venv.file_hashes() == hashes
-    assert not venv.journal.exists()
-
-
 # -- another process's change during the search -----------------------------------------------
 # The other process acts inside a move of the search, deterministically: the uv the tool runs
 # is a stand-in (conftest.stand_in_uv) that, on the N-th ``pip uninstall``, first installs
@@ -357,6 +333,23 @@ def test_an_install_by_another_process_during_the_search_is_kept_and_named(
     assert "appeared: leftpad-1.0.dist-info" in said
     assert "leftpad" in said.split("but for what another process changed")[1]
     assert venv.installed() == {**before, "leftpad": "1.0"}  # theirs stands, ours came back
+    assert not venv.journal.exists()
+
+
+def test_an_installer_that_removes_nothing_in_the_search_is_said_and_all_is_restored(
+    make_venv: MakeVenv, plugins: Path, tmp_path: Path
+) -> None:
+    """Uv (here a stand-in) exits 0 and removes nothing at the search's first move: the
+    installer failed, named as such (not taken for another process's change), and what the
+    search changed comes back, proven."""
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
+    hashes = venv.file_hashes()
+    idle = stand_in_uv(tmp_path / "idle-uv", "sys.exit(0)")
+    data = _searched_beside(venv, idle, "--probe", "import toyhost")
+    assert data["exit"] == 1, data
+    assert data["outcome"] == "uninstall-failed-restored"
+    assert "toyfmt3 is still installed: nothing of it was removed" in str(data["messages"])
+    assert venv.file_hashes() == hashes
     assert not venv.journal.exists()
 
 
