@@ -660,7 +660,7 @@ class _Rollback:
             return self._undo(txn, Cause.FAILED, self.base.restored)
         except ChangedByOthers as err:  # while the metric's runs switched
             assert self.base.restored is not None
-            return self._concurrent_kept(txn, self.base.restored, err)
+            return self._concurrent_kept(self.base.restored, err)
         except KeyboardInterrupt:
             self._finish(txn)
             return self._probe_interrupted(txn)
@@ -746,22 +746,18 @@ class _Rollback:
         try:
             txn.check_others(during=f"during the {self.command}'s probe")
         except ChangedByOthers as err:
-            return self._concurrent_kept(txn, restored, err)
+            return self._concurrent_kept(restored, err)
         return None
 
-    def _concurrent_kept(
-        self, txn: Transaction, restored: Restored, changed: ChangedByOthers
-    ) -> RollbackResult:
+    def _concurrent_kept(self, restored: Restored, changed: ChangedByOthers) -> RollbackResult:
+        """Kept beside another process's change (Guard.kept_for_others): the proof of the
+        restore names what changed after it; the rollback named goes to ``wanted`` again."""
         assert restored.verification is not None
         outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
-        txn.finish(outcome)
-        self.messages += self.guard.kept_for_others(changed, self.wanted)
+        ended = self.guard.kept_for_others(changed, outcome, self.wanted)
         verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)
-        return self._result(
-            outcome,
-            restored=msgspec.structs.replace(restored, verification=verification),
-            next_command=self.ctx.suggest("rollback", self.wanted.id),
-        )
+        restored = msgspec.structs.replace(restored, verification=verification)
+        return self._result(outcome, restored=restored, next_command=ended.next_command)
 
     def _undo(self, txn: Transaction, cause: Cause, forward: Restored | None) -> RollbackResult:
         """Put the environment back as it was before the rollback (its own snapshot), in one

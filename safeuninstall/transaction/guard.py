@@ -247,8 +247,7 @@ class Guard:
             if isinstance(err, ChangedByOthers):  # nothing of theirs is undone
                 kept = self.change.kept_for_others
                 if kept is not None:
-                    messages += self.kept_for_others(err, self.snapshot)
-                    return self.kept(kept)
+                    return self.kept_for_others(err, kept)
                 messages.append(err.message)  # what the change did comes back; no more
                 return undo(Cause.CONCURRENT)
             if isinstance(err, KeyboardInterrupt):
@@ -283,10 +282,12 @@ class Guard:
                 f"{change.operation.value}: no outcome for {', '.join(missing)}"
             )
 
-    def kept(self, outcome: Outcome) -> Ended:
-        """A failure kept as it is, on request: the rollback that undoes it is named."""
+    def kept(self, outcome: Outcome, back_to: Snapshot | None = None) -> Ended:
+        """A failure kept as it is, on request: the rollback that undoes it (to ``back_to``,
+        default the snapshot) is named."""
         self._decided(outcome)
-        return Ended(outcome, next_command=self.ctx.suggest("rollback", self.snapshot.id))
+        back = (back_to or self.snapshot).id
+        return Ended(outcome, next_command=self.ctx.suggest("rollback", back))
 
     def _decided(self, outcome: Outcome) -> None:
         """The change stands as ``outcome``, decided: written with interrupts held, so that one
@@ -518,18 +519,21 @@ class Guard:
         finally:
             shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
 
-    def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
+    def kept_for_others(
+        self, err: ChangedByOthers, outcome: Outcome, back_to: Snapshot | None = None
+    ) -> Ended:
         """Another process changed the environment after the change was made, while it was
         judged: the verdict judged another environment, and undoing the change would undo
-        that process's work as if this one had done it. Nothing is undone (said), and the
-        rollback to ``back_to`` is named."""
-        noun = self.change.words.noun
-        return [
+        that process's work as if this one had done it. Nothing is undone (said): kept as
+        ``outcome``, and the rollback to ``back_to`` (default the snapshot) is named."""
+        noun, back = self.change.words.noun, back_to or self.snapshot
+        self.messages += [
             f"{err.message}: the probe judged another environment",
             f"nothing was undone: the environment is as the {noun} and that process left it; "
-            f"the rollback named below returns it to snapshot {back_to.id}, undoing that "
+            f"the rollback named below returns it to snapshot {back.id}, undoing that "
             "process's change too",
         ]
+        return self.kept(outcome, back)
 
 
 def stopped(restored: Restored) -> str:
