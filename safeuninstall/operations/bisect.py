@@ -391,7 +391,8 @@ class _Bisect:
         """Nothing to bisect: raised (BaselineProbeFailed), leaving nothing behind. Before any
         switch the transaction is given up; after one, the start comes back, proven, and then
         the snapshot and the journal go (a start that could not be proven keeps them, for
-        ``recover``: BISECT_INCOMPLETE)."""
+        ``recover``: BISECT_INCOMPLETE; another process's change found then is kept, raised
+        as ChangedByOthers)."""
         if not txn.changed:
             raise BaselineProbeFailed(txn.unchanged(why), detail=detail)
         restored = self._return(txn)
@@ -650,8 +651,6 @@ class _Bisect:
         """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
         be proven: the journal stays, for ``recover``). A change by another process since the
         last switch, or during the return, is raised (ChangedByOthers)."""
-        if txn.changed:
-            txn.check_others(during=_DURING)
         restored = self._return(txn)
         if restored is not None and not restored.ok:
             recover = self._for_recover(txn, Outcome.BISECT_INCOMPLETE)
@@ -682,10 +681,13 @@ class _Bisect:
         ]
 
     def _return(self, txn: Transaction) -> Restored | None:
-        """The start again, in one batch, proven (None: nothing was changed)."""
+        """The start again, in one batch, proven (None: nothing was changed). A change by
+        another process since the last switch, or during the return, is raised
+        (ChangedByOthers): the return would undo it, or did not make the start."""
         assert self.start is not None
         if not txn.changed:
             return None
+        txn.check_others(during=self._during)
         restored, failed = self.guard.switch(self.start, during=self._during, all_or_nothing=False)
         if failed is not None:
             self.messages.append(failed)
@@ -1029,8 +1031,6 @@ class _TryState(_Bisect):
         TRY_INCOMPLETE when the start could not be proven (the journal stays, for
         ``recover``). A change by another process found now is left as it is."""
         try:
-            if txn.changed:
-                txn.check_others(during=_TRYING)
             restored = self._return(txn)
         except ChangedByOthers as err:
             outcome = Outcome.TRY_NOT_RETURNED
