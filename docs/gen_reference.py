@@ -32,6 +32,7 @@ import msgspec
 
 from safeuninstall import config
 from safeuninstall.base import envelope, errors
+from safeuninstall.base.outcome import Outcome
 from safeuninstall.cli.commands import cli
 from safeuninstall.operations import payloads
 
@@ -277,12 +278,29 @@ def _annotate(components: dict[str, dict[str, Any]]) -> None:
             entry["required"] = list(entry["properties"])
 
 
+def _outcome_schema(kind: type) -> dict[str, object]:
+    """An outcome is written as its id: one of every operation's (``Outcome`` in ``$defs``)."""
+    if kind is Outcome:
+        return {"$ref": "#/$defs/Outcome"}
+    raise NotImplementedError(kind)
+
+
 def json_schema() -> dict[str, object]:
     """The schema of every --json object: each command's entry (its name in ``$defs``) is its
     payload's type, an error is ``error``; both extend the envelope."""
     commands = payloads.COMMANDS
     kinds = [envelope.Failure, *dict.fromkeys(k for ks in commands.values() for k in ks)]
-    _, components = msgspec.json.schema_components(kinds, ref_template="#/$defs/{name}")
+    _, components = msgspec.json.schema_components(
+        kinds, schema_hook=_outcome_schema, ref_template="#/$defs/{name}"
+    )
+    components["Outcome"] = {
+        "title": "Outcome",
+        "description": (
+            "How an operation ended: one id of every operation's outcomes (its exit code is "
+            "in the exit-code table)."
+        ),
+        "enum": sorted(outcome.id for outcome in Outcome),
+    }
     _annotate(components)
     root = click.Context(cli, info_name=PROG)
 

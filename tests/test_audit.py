@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from safeuninstall.cli.report import audit_report
+from safeuninstall.cli.render.audit import audit_report
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.sizes import Weighing
 from safeuninstall.libraries.index import LibraryIndex, ownership

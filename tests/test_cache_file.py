@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,9 +73,57 @@ def test_a_file_written_in_place_with_its_mtime_set_back_is_not_unchanged_since_
         stash_of("pkg", "1.0"), (StashedFile("pkg/mod.py", digest, 12),), complete=True
     )
     hashed = {f"{stash.folder}/pkg/mod.py": (FileStamp.of(os.lstat(installed)), digest)}
-    assert not _changed_files(stash, folder, root, hashed, ctime=True)
+    assert not _changed_files(stash, folder, root, hashed)
     _written_in_place_with_its_mtime_set_back(installed)
-    assert _changed_files(stash, folder, root, hashed, ctime=True)
+    assert _changed_files(stash, folder, root, hashed)
+
+
+def _recorded(tmp_path: Path) -> tuple[Path, PackageStash, dict[str, tuple[FileStamp, str]]]:
+    """An environment at ``tmp_path/env`` with one file, its stash, and the stash hasher's
+    record of it."""
+    root = tmp_path / "env"
+    (root / "pkg").mkdir(parents=True)
+    installed = root / "pkg" / "mod.py"
+    installed.write_bytes(b"good = True\n")
+    digest = hashlib.sha256(installed.read_bytes()).hexdigest()
+    stash = PackageStash(
+        stash_of("pkg", "1.0"), (StashedFile("pkg/mod.py", digest, 12),), complete=True
+    )
+    return root, stash, {f"{stash.folder}/pkg/mod.py": (FileStamp.of(os.lstat(installed)), digest)}
+
+
+def _moved_ctime(path: Path, change: Callable[[int], None]) -> None:
+    """``change(turn)`` made to ``path`` until the kernel's clock, which stamps the ctime, has
+    moved on (a change in the same tick leaves the ctime as it was)."""
+    before = os.lstat(path).st_ctime_ns
+    for turn in range(1_000_000):
+        change(turn)
+        if os.lstat(path).st_ctime_ns != before:
+            return
+    raise AssertionError("the ctime never moved")
+
+
+def test_a_new_hard_link_alone_is_no_change_to_a_file(tmp_path: Path) -> None:
+    """Another venv linking the same inode (as uv links its cache's) moves the file's ctime
+    and link count, not its bytes: the file is the one recorded."""
+    root, stash, hashed = _recorded(tmp_path)
+    installed = root / "pkg" / "mod.py"
+    elsewhere = tmp_path / "another-venv"
+    elsewhere.mkdir()
+
+    def link(turn: int) -> None:
+        os.link(installed, elsewhere / f"mod-{turn}.py")
+
+    _moved_ctime(installed, link)
+    assert not _changed_files(stash, SnapshotFolder(tmp_path / "0001"), root, hashed)
+
+
+def test_a_chmod_alone_is_a_change_to_a_file(tmp_path: Path) -> None:
+    """Its bytes are the ones recorded, its mode is not."""
+    root, stash, hashed = _recorded(tmp_path)
+    installed = root / "pkg" / "mod.py"
+    os.chmod(installed, 0o777)
+    assert _changed_files(stash, SnapshotFolder(tmp_path / "0001"), root, hashed)
 
 
 def test_the_bounded_reader_reads_no_link_when_told_not_to(tmp_path: Path) -> None:
@@ -91,7 +140,7 @@ def test_the_bounded_reader_reads_no_link_when_told_not_to(tmp_path: Path) -> No
 def test_a_cache_file_round_trips_its_type(tmp_path: Path) -> None:
     cache = _cache(tmp_path / "cache.json")
     assert cache.read() is None  # missing: no cache
-    value = _Value(["a", os.fsdecode(b"\xff-not-utf8")], FileStamp(1, 2, 3, 4, 5))
+    value = _Value(["a", os.fsdecode(b"\xff-not-utf8")], FileStamp(1, 2, 3, 4, 5, 0o100644))
     cache.write(value)
     assert _cache(tmp_path / "cache.json").read() == value
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.json"]  # no temp file left
@@ -101,7 +150,7 @@ def test_a_cache_file_through_a_symbolic_link_is_not_read(tmp_path: Path) -> Non
     """Even one that holds a well-formed value: a link can lead anywhere (/dev/zero, another
     user's file)."""
     elsewhere = tmp_path / "elsewhere.json"
-    _cache(elsewhere).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5)))
+    _cache(elsewhere).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5, 0o100644)))
     assert _cache(elsewhere).read() is not None
     (tmp_path / "cache.json").symlink_to(elsewhere)
     assert _cache(tmp_path / "cache.json").read() is None
@@ -113,7 +162,7 @@ def test_a_cache_file_through_a_symbolic_link_is_not_read(tmp_path: Path) -> Non
 )
 def test_a_spoilt_cache_file_is_no_cache(tmp_path: Path, spoil: str) -> None:
     path = tmp_path / "cache.json"
-    _cache(path).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5)))
+    _cache(path).write(_Value(["a"], FileStamp(1, 2, 3, 4, 5, 0o100644)))
     stored = json.loads(path.read_text())
     if spoil == "garbage":
         path.write_bytes(b"\x00{")
@@ -137,7 +186,7 @@ def test_a_spoilt_cache_file_is_no_cache(tmp_path: Path, spoil: str) -> None:
 def test_a_cache_file_is_read_bounded(tmp_path: Path) -> None:
     path = tmp_path / "cache.json"
     small: CacheFile[_Value] = CacheFile(path, _Value, format="test-cache", version=1, max_bytes=64)
-    small.write(_Value(["a" * 100], FileStamp(1, 2, 3, 4, 5)))
+    small.write(_Value(["a" * 100], FileStamp(1, 2, 3, 4, 5, 0o100644)))
     assert path.stat().st_size > 64
     assert small.read() is None
 

@@ -18,10 +18,20 @@ import pytest
 
 from safeuninstall.base import envelope
 from safeuninstall.base.errors import EXIT_CODES
-from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, parse_note
-from safeuninstall.cli import report
+from safeuninstall.base.outcome import Cause, Ending, Endings, Mark, Outcome, parse_note
+from safeuninstall.cli.render.operation import operation
 from safeuninstall.environment.installed import Source
 from safeuninstall.operations import payloads
+from safeuninstall.operations.endings.rollback import (
+    RECOVER,
+    RECOVER_FELL_SHORT,
+    RECOVERED,
+    ROLLBACK,
+    ROLLED_BACK,
+)
+from safeuninstall.operations.endings.run import RUN
+from safeuninstall.operations.endings.trial import TRY_UNMET
+from safeuninstall.operations.endings.uninstall import PASSED, RESTORED_PROBE_FAILS, UNINSTALL
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult, ShownSnapshot
 from safeuninstall.probe.kinds import ProbeKind
 from safeuninstall.probe.runner import Probe, ProbeResult
@@ -172,7 +182,7 @@ def test_every_outcome_id_and_exit_code_is_the_contract() -> None:
 def test_every_outcome_has_text_and_a_documented_exit_code(outcome: Outcome) -> None:
     assert outcome.exit_code in EXIT_CODES
     assert outcome.text and outcome.text != outcome.id
-    assert parse_note(outcome.id) is (Mark.RECOVERED if outcome is Outcome.RECOVERED else outcome)
+    assert parse_note(outcome.id) is (Mark.RECOVERED if outcome is RECOVERED else outcome)
 
 
 @pytest.mark.parametrize("outcome", list(Outcome), ids=lambda o: o.id)
@@ -192,7 +202,7 @@ def test_every_outcome_is_rendered_as_its_text(outcome: Outcome) -> None:
         probes=ProbeRuns(after=(ran,)),  # a probe ran: the outcome's own words apply
     )
     for quiet in (False, True):
-        text = report.operation(result, verbose=False, quiet=quiet)
+        text = operation(result, verbose=False, quiet=quiet)
         assert text.splitlines()[-1] == f"uninstall: {outcome.text}"
         as_json = _as_json(result)
         assert (as_json["outcome"], as_json["exit_code"]) == (outcome.id, outcome.exit_code)
@@ -212,8 +222,8 @@ UNINSTALL_CAUSES = [
 
 @pytest.mark.parametrize("cause", UNINSTALL_CAUSES, ids=lambda c: c.name)
 def test_every_cause_to_restore_a_removal_has_both_ends(cause: Cause) -> None:
-    restored = Outcome.ended(Operation.UNINSTALL, cause, Ending.RESTORED)
-    incomplete = Outcome.ended(Operation.UNINSTALL, cause, Ending.INCOMPLETE)
+    restored = UNINSTALL[cause, Ending.RESTORED]
+    incomplete = UNINSTALL[cause, Ending.INCOMPLETE]
     assert incomplete.exit_code == 4
     assert restored.exit_code in (0, 1, 3)  # 1 when nothing was meant to change, 0: --keep-needed
     assert restored.undone and not incomplete.undone
@@ -234,8 +244,8 @@ def test_every_cause_a_run_is_undone_for_is_kept_whatever_was_put_back(cause: Ca
     """A run undone but for a second dist-info folder kept aside still says why it was
     undone (the probe failed, the command failed...), as each of its siblings does: in its
     JSON word and before the first colon of its text."""
-    ends = [Outcome.ended(Operation.RUN, cause, e) for e in (Ending.RESTORED, Ending.INCOMPLETE)]
-    aside = Outcome.ended(Operation.RUN, cause, Ending.RESTORED_EXCEPT_ASIDE)
+    ends = [RUN[cause, e] for e in (Ending.RESTORED, Ending.INCOMPLETE)]
+    aside = RUN[cause, Ending.RESTORED_EXCEPT_ASIDE]
     assert aside.exit_code == 4  # not all is back
     assert aside.undone  # a plain rollback passes over it, as over run-*-restored
     for sibling in ends:
@@ -243,10 +253,11 @@ def test_every_cause_a_run_is_undone_for_is_kept_whatever_was_put_back(cause: Ca
         assert aside.text.partition(":")[0] == sibling.text.partition(":")[0].partition(",")[0]
 
 
-@pytest.mark.parametrize("operation", [Operation.ROLLBACK, Operation.RECOVER])
-def test_a_rollback_and_a_recover_each_have_their_own_ends(operation: Operation) -> None:
-    stopped = Outcome.ended(operation, Cause.ERROR, Ending.INCOMPLETE)
-    concurrent = Outcome.ended(operation, Cause.CONCURRENT, Ending.KEPT)
+@pytest.mark.parametrize("endings", [ROLLBACK, RECOVER], ids=["rollback", "recover"])
+def test_a_rollback_and_a_recover_each_have_their_own_ends(endings: Endings) -> None:
+    operation = endings.operation
+    stopped = endings[Cause.ERROR, Ending.INCOMPLETE]
+    concurrent = endings[Cause.CONCURRENT, Ending.KEPT]
     for outcome in (stopped, concurrent):
         assert outcome.id.startswith(operation.value + "-")
         assert f"the {operation.value}" in outcome.text
@@ -255,8 +266,8 @@ def test_a_rollback_and_a_recover_each_have_their_own_ends(operation: Operation)
 
 def test_a_recover_that_falls_short_says_so_in_its_own_words() -> None:
     """Its id stays what scripts read; its text is the recover's, not a rollback's."""
-    outcome = Outcome.ended(Operation.RECOVER, Cause.FAILED, Ending.INCOMPLETE)
-    assert outcome is Outcome.RECOVER_FELL_SHORT
+    outcome = RECOVER[Cause.FAILED, Ending.INCOMPLETE]
+    assert outcome is RECOVER_FELL_SHORT
     assert (outcome.id, outcome.exit_code) == ("incomplete", 4)
     assert "recover" in outcome.text and "rollback" not in outcome.text
 
@@ -296,11 +307,11 @@ def test_what_an_outcome_says_of_the_environment(outcome: Outcome) -> None:
     assert outcome.changed_nothing == (outcome.id in CHANGED_NOTHING)
     undone = outcome.id.endswith(("-restored", "-restored-except-aside"))
     undone = undone or outcome.id in TRIED_AND_UNDONE
-    assert outcome.undone == (undone or outcome is Outcome.RESTORED_PROBE_FAILS)
+    assert outcome.undone == (undone or outcome is RESTORED_PROBE_FAILS)
     if outcome.changed_nothing:  # a try says what the change would do: it breaks, exit 7
-        assert outcome.exit_code in (0, 1) or outcome is Outcome.TRY_UNMET
+        assert outcome.exit_code in (0, 1) or outcome is TRY_UNMET
     if outcome.undone:
-        assert outcome.exit_code != 5 or outcome is Outcome.RESTORED_PROBE_FAILS
+        assert outcome.exit_code != 5 or outcome is RESTORED_PROBE_FAILS
     assert outcome.returned_to is None
 
 
@@ -352,8 +363,8 @@ def _as_json(result: object) -> dict[str, object]:
 
 
 def test_a_rollback_s_payload_has_every_key_of_an_operation_and_its_own() -> None:
-    plain = _as_json(Result(command="probe", outcome=Outcome.PASSED, python="p"))
-    rolled = _as_json(RollbackResult(command="rollback", outcome=Outcome.ROLLED_BACK, python="p"))
+    plain = _as_json(Result(command="probe", outcome=PASSED, python="p"))
+    rolled = _as_json(RollbackResult(command="rollback", outcome=ROLLED_BACK, python="p"))
     assert set(rolled) - set(plain) == {"rollback_plan", "rollback_choice", "undo", "impact"}
     assert (rolled["outcome"], rolled["exit_code"]) == ("rolled-back", 0)
 

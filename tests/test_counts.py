@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from safeuninstall.cli.report import _uses_text
+from safeuninstall.cli.render.audit import _uses_text
 from safeuninstall.libraries.index import Ownership
 from safeuninstall.probe.runner import Probe
 from safeuninstall.reports.audit import DistributionAudit, LibraryUse

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.base.outcome import Outcome
-from safeuninstall.cli.report import operation
+from safeuninstall.cli.render.operation import operation
 from safeuninstall.context.baseline import BaselineCache
 from safeuninstall.environment.installed import InstalledDistribution, read_distribution
 from safeuninstall.environment.interpreter import Interpreter
+from safeuninstall.operations.endings.uninstall import DRY_RUN, PASSED
 from safeuninstall.operations.results import ProbeRuns, Result
 from safeuninstall.probe import derived, importables
 from safeuninstall.probe.kinds import CandidateKind, ProbeKind
@@ -667,7 +667,7 @@ def test_a_multi_line_probe_is_a_block_and_its_result_a_line_of_its_own() -> Non
     probe = Probe(ProbeKind.PYTHON, "import a\nimport b", "--probe")
     result = Result(
         command="probe",
-        outcome=Outcome.PASSED,
+        outcome=PASSED,
         python="/v/bin/python",
         probes=ProbeRuns(after=(ProbeResult(probe, True, 0, False, 0.25, ""),)),
     )
@@ -679,7 +679,7 @@ def test_the_derived_probe_is_shown_with_whose_each_candidate_is() -> None:
     before = derived.as_baseline(ran((A, "passed"), (B, "failed"), (C, "passed")))
     result = Result(
         command="uninstall",
-        outcome=Outcome.DRY_RUN,
+        outcome=DRY_RUN,
         python="/v/bin/python",
         probes=ProbeRuns(notes=("derived ...", *derived.dropped_notes([before])), planned=(PROBE,)),
     )

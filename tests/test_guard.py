@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome, OutcomeTableError
-from safeuninstall.transaction.guard import Change, Ended, Guard, Stands, Words
+from safeuninstall.base.outcome import Cause, Ending, Endings, Outcome, OutcomeTableError
+from safeuninstall.operations.endings.bisect import BISECT, BISECTED
+from safeuninstall.operations.endings.run import RUN, RUN_CONCURRENT_KEPT
+from safeuninstall.operations.endings.uninstall import REMOVED, UNINSTALL
+from safeuninstall.transaction.guard import Back, Change, Ended, Guard, Stands, Words
 from safeuninstall.transaction.others import ChangedByOthers
 
 
@@ -35,10 +38,10 @@ class _Ctx:
         return "safe-uninstall " + " ".join(words)
 
 
-def _guard(operation: Operation, *, changed: bool, kept: Outcome | None = None) -> Guard:
+def _guard(endings: Endings, *, changed: bool, kept: Outcome | None = None) -> Guard:
     change = Change(
-        operation,
-        operation.value,
+        endings,
+        endings.operation.value,
         Words("change", "any change", "the change had started"),
         frozenset(),
         {},
@@ -55,34 +58,34 @@ def _guard(operation: Operation, *, changed: bool, kept: Outcome | None = None) 
 
 
 def _undo(cause: Cause) -> Ended:
-    return Ended(Outcome.ended(Operation.UNINSTALL, cause, Ending.RESTORED))
+    return Ended(UNINSTALL[cause, Ending.RESTORED])
 
 
 def test_a_table_without_an_ending_the_guard_reaches_is_refused_before_the_step() -> None:
     ran: list[bool] = []
-    guard = _guard(Operation.BISECT, changed=False)
+    guard = _guard(BISECT, changed=False)
 
     def step() -> Any:
         ran.append(True)
-        return Stands(Outcome.BISECTED)
+        return Stands(BISECTED)
 
     with pytest.raises(OutcomeTableError, match="bisect: no outcome for interrupted/restored"):
         guard.attempt(step, _undo)
     assert ran == []
 
 
-@pytest.mark.parametrize("operation", [Operation.UNINSTALL, Operation.RUN])
+@pytest.mark.parametrize("endings", [UNINSTALL, RUN], ids=["uninstall", "run"])
 def test_the_operations_that_attempt_through_the_guard_have_every_ending_it_reaches(
-    operation: Operation,
+    endings: Endings,
 ) -> None:
-    kept = Outcome.RUN_CONCURRENT_KEPT if operation is Operation.RUN else None
-    guard = _guard(operation, changed=True, kept=kept)
-    ended = guard.attempt(lambda: Stands(Outcome.REMOVED), _undo)
-    assert ended.outcome is Outcome.REMOVED
+    kept = RUN_CONCURRENT_KEPT if endings is RUN else None
+    guard = _guard(endings, changed=True, kept=kept)
+    ended = guard.attempt(lambda: Stands(REMOVED), _undo)
+    assert ended.outcome is REMOVED
 
 
 def test_an_error_before_the_change_began_is_raised_not_undone() -> None:
-    guard = _guard(Operation.UNINSTALL, changed=False)
+    guard = _guard(UNINSTALL, changed=False)
     undone: list[Cause] = []
 
     def step() -> Any:
@@ -104,7 +107,7 @@ def test_an_error_before_the_change_began_is_raised_not_undone() -> None:
 def test_an_interrupt_or_an_error_after_the_change_began_is_undone_for_its_cause(
     raised: BaseException, cause: Cause
 ) -> None:
-    guard = _guard(Operation.UNINSTALL, changed=True)
+    guard = _guard(UNINSTALL, changed=True)
     undone: list[Cause] = []
 
     def step() -> Any:
@@ -121,21 +124,21 @@ def test_an_interrupt_or_an_error_after_the_change_began_is_undone_for_its_cause
 def test_another_process_s_change_is_kept_and_named_where_the_operation_cannot_tell_it_apart() -> (
     None
 ):
-    guard = _guard(Operation.RUN, changed=True, kept=Outcome.RUN_CONCURRENT_KEPT)
+    guard = _guard(RUN, changed=True, kept=RUN_CONCURRENT_KEPT)
 
     def step() -> Any:
         raise ChangedByOthers(["appeared: leftpad-2.0.dist-info"], during="during the run")
 
     ended = guard.attempt(step, lambda cause: pytest.fail("nothing of theirs is undone"))
-    assert ended.outcome is Outcome.RUN_CONCURRENT_KEPT
+    assert ended.outcome is RUN_CONCURRENT_KEPT
     assert ended.next_command == "safe-uninstall rollback 0007"
-    assert guard.txn.finished == [Outcome.RUN_CONCURRENT_KEPT]  # type: ignore[attr-defined]
+    assert guard.txn.finished == [RUN_CONCURRENT_KEPT]  # type: ignore[attr-defined]
     assert "appeared: leftpad-2.0.dist-info" in guard.messages[0]
     assert "nothing was undone" in guard.messages[1]
 
 
 def test_another_process_s_change_during_a_removal_puts_back_only_what_it_removed() -> None:
-    guard = _guard(Operation.UNINSTALL, changed=True)
+    guard = _guard(UNINSTALL, changed=True)
     undone: list[Cause] = []
 
     def step() -> Any:
@@ -147,3 +150,30 @@ def test_another_process_s_change_during_a_removal_puts_back_only_what_it_remove
 
     guard.attempt(step, undo)
     assert undone == [Cause.CONCURRENT]
+
+
+def test_an_undo_ends_with_the_outcome_of_the_change_s_own_table() -> None:
+    """The guard names an undo's ending from the table the change carries, not from a list of
+    every operation's: a table of its own (registered nowhere) gives the outcome."""
+    texts = {
+        (cause, ending): f"{cause.name} {ending.name}"
+        for cause in (Cause.INTERRUPTED, Cause.ERROR, Cause.CONCURRENT)
+        for ending in (Ending.RESTORED, Ending.INCOMPLETE)
+    }
+    grid = (
+        (Cause.INTERRUPTED, Cause.ERROR, Cause.CONCURRENT),
+        (Ending.RESTORED, Ending.INCOMPLETE),
+    )
+    own = Endings(UNINSTALL.operation, "own-", grid=grid, texts=texts)
+    guard = _guard(own, changed=True)
+    guard.txn.interrupted = False
+    short = type("Short", (), {"ok": False, "verification": object()})()
+    guard._back = lambda back, theirs: short  # type: ignore[method-assign]
+
+    def step() -> Any:
+        raise OSError("disk")
+
+    ended = guard.attempt(step, lambda cause: guard.undo(cause, Back()))
+    assert ended.outcome is own[Cause.ERROR, Ending.INCOMPLETE]
+    assert ended.outcome.id == "own-error-incomplete"
+    assert guard.txn.finished == [ended.outcome]  # type: ignore[attr-defined]

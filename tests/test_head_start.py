@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from safeuninstall import config, options
-from safeuninstall.base.outcome import Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.context import Context, open_context
+from safeuninstall.operations.endings.uninstall import REMOVED
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall.command import uninstall
 from safeuninstall.probe.runner import probes_from
@@ -112,7 +112,7 @@ def test_a_valid_head_start_is_taken_over(make_venv: MakeVenv, tmp_path: Path) -
     target, probes, runs = _call(venv, tmp_path)
     early = _started(target, probes)
     result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome is Outcome.REMOVED
+    assert result.outcome is REMOVED
     assert runs.read_text() == "xx"  # the head start's baseline and the probe after: no third
     assert [r.cached for r in result.probes.baseline] == [False]
 
@@ -125,7 +125,7 @@ def test_a_head_start_in_a_changed_environment_is_thrown_away(
     early = _started(target, probes)
     venv.uv("pip", "uninstall", "--python", str(venv.python), "toolpkg")  # in between
     result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome is Outcome.REMOVED
+    assert result.outcome is REMOVED
     assert runs.read_text() == "xxx"  # the baseline ran again in the environment it judges
 
 
@@ -138,7 +138,7 @@ def test_a_head_start_is_thrown_away_when_the_lock_was_busy(
     early = _started(target, probes)
     with _lock_held(venv, seconds=0.3):
         result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome is Outcome.REMOVED
+    assert result.outcome is REMOVED
     assert runs.read_text() == "xxx"
 
 
@@ -162,7 +162,7 @@ def test_a_head_start_is_thrown_away_after_another_operation_came_and_went(
     early = _started(target, probes)
     assert venv.tool("snapshot").returncode == 0
     result = target.uninstall(options.UninstallOptions(names=("leftpad",)), early)
-    assert result.outcome is Outcome.REMOVED
+    assert result.outcome is REMOVED
     assert runs.read_text() == "xxx"
 
 
@@ -201,7 +201,7 @@ def test_a_head_start_is_stopped_as_soon_as_the_removal_waits_for_the_lock(
     slow.unlink()  # the probes the removal runs itself are quick
     with _lock_held_until(venv, lambda: not running(pid)) as released:
         result = command.uninstall(wanted, early)
-    assert result.outcome is Outcome.REMOVED
+    assert result.outcome is REMOVED
     assert released == ["probe gone"], (
         "the head start's probe ran on while another operation held on"
     )

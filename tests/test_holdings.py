@@ -82,3 +82,15 @@ def test_links_are_listed_as_os_walk_lists_them(tmp_path: Path) -> None:
         assert sorted(walk(str(store.folder("0001").path))) == expected
         listings.append(expected)
     assert listings[0] != listings[1]
+
+
+def test_a_folder_that_is_a_link_when_it_is_opened_is_not_followed(tmp_path: Path) -> None:
+    """A stash folder swapped for a link once it was listed (here: the folder walked is a
+    link) is not walked into: what a link leads to is never counted as a stash's bytes."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "big").write_bytes(b"x" * 1000)
+    (tmp_path / "stash").symlink_to(elsewhere)
+
+    assert list(walk(str(tmp_path / "stash"))) == []
+    assert len(list(walk(str(elsewhere)))) == 1

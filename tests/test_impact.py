@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.cli.report import impact_lines
+from safeuninstall.cli.render.impact import impact_lines
 from safeuninstall.libraries.index import LibraryChange
 from safeuninstall.reports.impact import ImpactReport, SharedFile
 from tests.conftest import SYSTEM_FOO, UV, MakeVenv, Venv

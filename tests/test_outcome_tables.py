@@ -1,6 +1,7 @@
-"""The outcomes built from their operations' tables: every member exactly as published (its
-name, id, text, exit code, ending, cause and operation), and a table that leaves a combination
-out fails when it is built, not when an operation ends."""
+"""The outcomes built from their operations' tables: every outcome exactly as published (its
+id, text, exit code, ending, cause and operation), each declared by its operation (none in the
+bottom layer), and a table that leaves a combination out, or a row an operation names that its
+table lacks, fails when it is built (at import), not when an operation ends."""
 
 from __future__ import annotations
 
@@ -9,24 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.base.errors import EXIT_INCOMPLETE, EXIT_RESTORED
+from safeuninstall.base import outcome as base
+from safeuninstall.base.errors import EXIT_INCOMPLETE, EXIT_OK, EXIT_RESTORED
 from safeuninstall.base.outcome import (
-    _TABLES,
     Cause,
     Ending,
+    Endings,
     Key,
     Operation,
     Outcome,
     OutcomeTableError,
-    _Endings,
+    by_id,
+    parse_note,
 )
+from safeuninstall.operations.endings.bisect import BISECT
+from safeuninstall.operations.endings.rollback import RECOVER, ROLLBACK
+from safeuninstall.operations.endings.run import RUN
+from safeuninstall.operations.endings.trial import TRY
+from safeuninstall.operations.endings.uninstall import REMOVED, UNINSTALL
 
 FIXTURE = Path(__file__).parent / "fixtures" / "outcomes.json"
+TABLES = (UNINSTALL, ROLLBACK, RECOVER, RUN, BISECT, TRY)
 
 
 def _row(outcome: Outcome) -> dict[str, object]:
     return {
-        "name": outcome.name,
         "id": outcome.id,
         "text": outcome.text,
         "exit_code": outcome.exit_code,
@@ -36,17 +44,35 @@ def _row(outcome: Outcome) -> dict[str, object]:
     }
 
 
-def test_every_member_is_as_published() -> None:
+def test_every_outcome_is_as_published() -> None:
     published = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    assert [_row(outcome) for outcome in Outcome] == published
+    rows = sorted((_row(outcome) for outcome in Outcome), key=lambda row: str(row["id"]))
+    assert rows == sorted(published, key=lambda row: str(row["id"]))
 
 
-def _table(texts: dict[Key, str]) -> _Endings:
-    return _Endings(
+def test_every_outcome_is_its_operation_s_and_none_is_declared_in_the_bottom_layer() -> None:
+    declared = [outcome for table in TABLES for outcome in table]
+    assert sorted(o.id for o in declared) == sorted(o.id for o in Outcome)
+    assert not [v for v in vars(base).values() if isinstance(v, (Endings, Outcome))]
+
+
+def test_a_note_is_read_back_as_the_outcome_it_was_written_from() -> None:
+    assert parse_note(REMOVED.id) is REMOVED
+    assert parse_note(RECOVER[Cause.FAILED, Ending.INCOMPLETE].id).id == "incomplete"
+
+
+def test_an_outcome_is_read_only() -> None:
+    with pytest.raises(AttributeError):
+        REMOVED.exit_code = EXIT_OK
+
+
+def _table(texts: dict[Key, str], **more: object) -> Endings:
+    return Endings(
         Operation.RUN,
         "run-",
         grid=((Cause.UNMET, Cause.ERROR), (Ending.RESTORED, Ending.INCOMPLETE)),
         texts=texts,
+        **more,  # type: ignore[arg-type]
     )
 
 
@@ -58,21 +84,24 @@ ALL = {
 }
 
 
-def test_a_complete_table_names_each_member_by_its_phrases() -> None:
+def test_a_complete_table_names_each_outcome_by_its_phrases() -> None:
     table = _table(ALL)
-    assert table[Cause.UNMET, Ending.RESTORED] == (
-        "run-unmet-restored",
-        "unmet, restored",
-        EXIT_RESTORED,
-        Ending.RESTORED,
-        Cause.UNMET,
-        Operation.RUN,
-    )
-    assert table[Cause.ERROR, Ending.INCOMPLETE][:3] == (
+    restored = table[Cause.UNMET, Ending.RESTORED]
+    assert _row(restored) == {
+        "id": "run-unmet-restored",
+        "text": "unmet, restored",
+        "exit_code": EXIT_RESTORED,
+        "ending": "RESTORED",
+        "cause": "UNMET",
+        "operation": "RUN",
+    }
+    incomplete = table[Cause.ERROR, Ending.INCOMPLETE]
+    assert (incomplete.id, incomplete.text, incomplete.exit_code) == (
         "run-error-incomplete",
         "error, incomplete",
         EXIT_INCOMPLETE,
     )
+    assert table.ended(Cause.ERROR, Ending.INCOMPLETE) is incomplete  # one object per row
 
 
 def test_a_table_missing_a_combination_of_its_grid_fails_when_built() -> None:
@@ -81,39 +110,35 @@ def test_a_table_missing_a_combination_of_its_grid_fails_when_built() -> None:
         _table(texts)
 
 
-def test_a_member_naming_a_combination_with_no_text_fails_when_built() -> None:
+def test_a_row_named_with_no_text_fails_when_taken() -> None:
     with pytest.raises(OutcomeTableError, match="run: no outcome for unmet/kept"):
         _table(ALL)[Cause.UNMET, Ending.KEPT]
 
 
 def test_an_override_for_a_combination_with_no_text_fails_when_built() -> None:
     with pytest.raises(OutcomeTableError, match="run: no outcome for hollow/restored"):
-        _Endings(
-            Operation.RUN,
-            "run-",
-            grid=((Cause.UNMET,), (Ending.RESTORED,)),
-            texts={(Cause.UNMET, Ending.RESTORED): "unmet, restored"},
-            ids={(Cause.HOLLOW, Ending.RESTORED): "run-hollow"},
-        )
+        _table(ALL, ids={(Cause.HOLLOW, Ending.RESTORED): "run-hollow"})
 
 
-def test_a_combination_named_besides_the_grid_must_have_its_text() -> None:
-    with pytest.raises(OutcomeTableError, match="run: no outcome for concurrent/kept"):
-        _Endings(
-            Operation.RUN,
-            "run-",
-            grid=((Cause.UNMET,), (Ending.RESTORED,)),
-            also=((Cause.CONCURRENT, Ending.KEPT),),
-            texts={(Cause.UNMET, Ending.RESTORED): "unmet, restored"},
-        )
-
-
-def test_ended_finds_every_combination_each_table_says_it_is_asked_for() -> None:
-    for table in _TABLES:
+def test_every_combination_each_table_says_it_reaches_has_its_outcome() -> None:
+    for table in TABLES:
         for cause, ending in table.reached:
-            outcome = Outcome.ended(table.operation, cause, ending)
+            outcome = table.ended(cause, ending)
             assert (outcome.operation, outcome.cause, outcome.ending) == (
                 table.operation,
                 cause,
                 ending,
             )
+
+
+def test_the_tables_refuse_an_id_taken_twice() -> None:
+    run = _table(ALL)
+    run.other("removed", "removed again", EXIT_OK, Ending.STANDS)
+    others = [table for table in TABLES if table is not RUN]
+    with pytest.raises(OutcomeTableError, match="an id is taken twice: removed"):
+        by_id(*others, run)
+
+
+def test_the_tables_leave_no_operation_out() -> None:
+    with pytest.raises(OutcomeTableError, match="the tables are those of"):
+        by_id(*(table for table in TABLES if table is not BISECT))

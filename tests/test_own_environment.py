@@ -73,6 +73,17 @@ def test_the_tool_removing_itself_restores_itself(own: Venv) -> None:
     assert not own.journal.exists()
 
 
+def test_the_tool_that_removed_itself_prints_its_report(own: Venv) -> None:
+    # In text, the probe passing: the report is rendered once the tool's files are gone, by
+    # modules loaded before the removal.
+    done = _own_tool(own, "--probe", "import json", "safe-uninstall")
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "removing: safe-uninstall==0.1.0" in done.stdout.splitlines()
+    assert done.stdout.splitlines()[-1].startswith("uninstall: "), done.stdout
+    assert "safe-uninstall" not in own.installed()
+
+
 def test_the_tool_keeps_what_its_search_needs_while_removing_itself(own: Venv) -> None:
     # Without the tool nothing requires tomli-w, so both are tried; the probe needs tomli-w:
     # the search restores it, from a process whose package is gone, and removes the tool.

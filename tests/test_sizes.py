@@ -214,3 +214,15 @@ def test_the_child_answers_in_the_format_read_back(env: Path) -> None:
         check=True,
     )
     assert sizes._checked(done.stdout) == _here(env)
+
+
+def test_a_folder_that_is_a_link_when_it_is_opened_is_not_followed(tmp_path: Path) -> None:
+    """A folder swapped for a link once it was listed (here: the root walked is a link) is not
+    walked into: a path found is always the file's own, never one through a link."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "big").write_bytes(b"x" * 1000)
+    (tmp_path / "site").symlink_to(elsewhere)
+
+    assert walk([str(tmp_path / "site")]) == {}
+    assert list(walk([str(elsewhere)])) == [str(elsewhere / "big")]

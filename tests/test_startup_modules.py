@@ -52,6 +52,39 @@ def test_a_read_only_command_loads_no_restore_machinery(
     assert _restore_machinery(loaded) == []
 
 
+# Loaded by every command: the command line, and the colours any text may be painted in.
+_EVERY_COMMAND_LOADS = {
+    "safeuninstall.cli.commands",
+    "safeuninstall.cli.render",
+    "safeuninstall.cli.render.paint",
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "renderers"),
+    [
+        pytest.param(("--version",), [], id="version"),
+        pytest.param(("snapshots",), ["safeuninstall.cli.render.snapshots"], id="snapshots"),
+        pytest.param(("snapshots", "--json"), [], id="snapshots-json"),
+        pytest.param(("diff", "latest"), ["safeuninstall.cli.render.diff"], id="diff"),
+    ],
+)
+def test_a_command_loads_its_own_renderer_alone(
+    make_venv: MakeVenv, args: tuple[str, ...], renderers: list[str]
+) -> None:
+    """A read-only command loads the renderer of its text, after its result, and no other
+    command's; with --json, none."""
+    venv = make_venv("leftpad")
+    taken = venv.tool("snapshot")
+    assert taken.returncode == 0, taken.stderr
+    done = venv.tool(*args, PYTHONPROFILEIMPORTTIME="1")
+    assert done.returncode == 0, done.stderr
+    loaded = _loaded(done)
+    assert "safeuninstall.cli.commands" in loaded, "no -X importtime lines were read"
+    cli = [name for name in loaded if name.startswith("safeuninstall.cli.")]
+    assert sorted(set(cli) - _EVERY_COMMAND_LOADS) == renderers
+
+
 # What only a change, a plan or the installed set needs: a listing of the snapshots reads the
 # state folder alone (docs/performance.md, "What is deferred at start-up").
 _NOT_FOR_LISTING = (

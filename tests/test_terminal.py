@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from safeuninstall.cli import report
+from safeuninstall.cli.render.paint import use_color
 from tests.conftest import UV, MakeVenv, Venv, error_line, read_terminal
 
 ESC = "\x1b["
@@ -36,7 +36,7 @@ needs_uv = pytest.mark.skipif(UV is None, reason="uv is a runtime dependency of 
     ],
 )
 def test_when_to_colour(choice: str, isatty: bool, environ: dict[str, str], expected: bool) -> None:
-    assert report.use_color(choice, isatty=isatty, environ=environ) is expected
+    assert use_color(choice, isatty=isatty, environ=environ) is expected
 
 
 def run_on_a_terminal(venv: Venv, *args: str, **extra_env: str) -> str:

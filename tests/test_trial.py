@@ -8,6 +8,17 @@ from pathlib import Path
 import pytest
 
 from safeuninstall.base.outcome import Cause, Ending, Outcome
+from safeuninstall.operations.endings.trial import (
+    TRY_BREAKS,
+    TRY_FASTER,
+    TRY_INCOMPLETE,
+    TRY_INCONCLUSIVE,
+    TRY_INTERRUPTED,
+    TRY_NOT_RETURNED,
+    TRY_PASSES,
+    TRY_SLOWER,
+    TRY_STOPPED,
+)
 from safeuninstall.operations.trial import tried
 from safeuninstall.probe.metric import Metric, MetricRuns, Verdict
 from safeuninstall.probe.runner import ProbeResult, metric_probe, python_probe
@@ -37,21 +48,21 @@ SAME = _metric(Verdict.WITHIN, -1.0, 0.8)
 @pytest.mark.parametrize(
     ("cause", "after", "outcome"),
     [
-        (Cause.TRIED, [], Outcome.TRY_PASSES),
-        (Cause.TRIED, [_code(True), SAME], Outcome.TRY_PASSES),
-        (Cause.TRIED, [_code(True), FASTER], Outcome.TRY_FASTER),
-        (Cause.PROBE_FAILED, [_code(False)], Outcome.TRY_BREAKS),
-        (Cause.PROBE_FAILED, [SLOWER], Outcome.TRY_SLOWER),
-        (Cause.PROBE_FAILED, [_code(False), SLOWER], Outcome.TRY_BREAKS),  # breaks says more
-        (Cause.INCONCLUSIVE, [UNDECIDED], Outcome.TRY_INCONCLUSIVE),
-        (Cause.UNMET, [], Outcome.TRY_BREAKS),
-        (Cause.COMMAND_FAILED, [], Outcome.TRY_BREAKS),
-        (Cause.DRIFT, [_code(True)], Outcome.TRY_BREAKS),
-        (Cause.HOLLOW, [], Outcome.TRY_BREAKS),
-        (Cause.INTERRUPTED, [], Outcome.TRY_INTERRUPTED),
-        (Cause.CONCURRENT, [], Outcome.TRY_STOPPED),
-        (Cause.ERROR, [], Outcome.TRY_STOPPED),
-        (Cause.FAILED, [], Outcome.TRY_STOPPED),
+        (Cause.TRIED, [], TRY_PASSES),
+        (Cause.TRIED, [_code(True), SAME], TRY_PASSES),
+        (Cause.TRIED, [_code(True), FASTER], TRY_FASTER),
+        (Cause.PROBE_FAILED, [_code(False)], TRY_BREAKS),
+        (Cause.PROBE_FAILED, [SLOWER], TRY_SLOWER),
+        (Cause.PROBE_FAILED, [_code(False), SLOWER], TRY_BREAKS),  # breaks says more
+        (Cause.INCONCLUSIVE, [UNDECIDED], TRY_INCONCLUSIVE),
+        (Cause.UNMET, [], TRY_BREAKS),
+        (Cause.COMMAND_FAILED, [], TRY_BREAKS),
+        (Cause.DRIFT, [_code(True)], TRY_BREAKS),
+        (Cause.HOLLOW, [], TRY_BREAKS),
+        (Cause.INTERRUPTED, [], TRY_INTERRUPTED),
+        (Cause.CONCURRENT, [], TRY_STOPPED),
+        (Cause.ERROR, [], TRY_STOPPED),
+        (Cause.FAILED, [], TRY_STOPPED),
     ],
 )
 def test_a_verified_return_says_what_the_change_would_do(
@@ -65,9 +76,9 @@ def test_a_verified_return_says_what_the_change_would_do(
 @pytest.mark.parametrize(
     ("ending", "outcome"),
     [
-        (Ending.INCOMPLETE, Outcome.TRY_INCOMPLETE),
-        (Ending.RESTORED_EXCEPT_ASIDE, Outcome.TRY_INCOMPLETE),
-        (Ending.NOT_UNDONE, Outcome.TRY_NOT_RETURNED),
+        (Ending.INCOMPLETE, TRY_INCOMPLETE),
+        (Ending.RESTORED_EXCEPT_ASIDE, TRY_INCOMPLETE),
+        (Ending.NOT_UNDONE, TRY_NOT_RETURNED),
     ],
 )
 def test_a_return_that_falls_short_says_so_whatever_the_verdict(

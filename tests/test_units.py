@@ -1523,7 +1523,7 @@ def test_python_request_is_a_path_as_uv_reads_it(
 
 def test_prune_text_names_no_empty_list_of_only_copy_keepers() -> None:
     """Over --max-size with no only copy kept (protected ones alone over): no 'and  for'."""
-    from safeuninstall.cli.report import prune_summary
+    from safeuninstall.cli.render.snapshots import prune_summary
     from safeuninstall.operations.results import PruneResult
 
     result = PruneResult((), (("0001", 7270),), ("0001",), dry_run=True, over_max_size=7269)

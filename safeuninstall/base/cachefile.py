@@ -3,9 +3,10 @@
 A cache is a hint, never an authority. Each entry carries the key of what it summarises, and is
 used only while that key matches the thing as it is now:
 
-- ``FileStamp``: a file's device, inode, size, mtime and ctime (mtime can be set back with
-  ``os.utime``, ctime cannot). Enough for a cache whose content only saves time: whoever could
-  forge the entry could also change the thing it stands for.
+- ``FileStamp``: a file's device, inode, size, mtime, ctime and mode (mtime can be set back
+  with ``os.utime``, ctime cannot; a chmod changes the mode alone). Enough for a cache whose
+  content only saves time: whoever could forge the entry could also change the thing it stands
+  for.
 - ``digest``: the sha256 of bytes the command reads anyway. A cache whose content could change
   a verdict (a snapshot's twin) is keyed by the content it summarises: a forged entry then has
   to name the bytes as they are, and it is their summary or it is ignored.
@@ -43,11 +44,21 @@ class FileStamp(Struct, frozen=True, array_like=True):
     ino: int
     size: int
     mtime_ns: int
+    # Moves with any change to the inode, and also when another hard link to it is made or
+    # removed: the file as a path shows it may be the same.
     ctime_ns: int
+    mode: int  # st_mode: the kind and the permission bits
 
     @classmethod
     def of(cls, info: os.stat_result) -> FileStamp:
-        return cls(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        return cls(
+            info.st_dev,
+            info.st_ino,
+            info.st_size,
+            info.st_mtime_ns,
+            info.st_ctime_ns,
+            info.st_mode,
+        )
 
     @classmethod
     def at(cls, path: str | os.PathLike[str]) -> FileStamp:

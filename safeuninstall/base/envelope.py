@@ -10,6 +10,8 @@ from typing import Literal
 import msgspec
 from msgspec import Struct
 
+from safeuninstall.base.outcome import Outcome
+
 # The version of the --json contract (docs/reference/json.md and json-schema.json beside it):
 # raised when a key is removed or renamed or its type changes; keys are added without it.
 JSON_VERSION: Literal["2"] = "2"
@@ -39,5 +41,11 @@ class Failure(Envelope, kw_only=True):
 
 def encode(data: Envelope) -> str:
     """One --json object as printed: indented, the contract's version first (enumerations as
-    their values)."""
-    return msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
+    their values, an outcome as its id)."""
+    return msgspec.json.format(msgspec.json.encode(data, enc_hook=_id), indent=2).decode()
+
+
+def _id(value: object) -> str:
+    if isinstance(value, Outcome):
+        return value.id
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")

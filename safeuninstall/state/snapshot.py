@@ -420,9 +420,15 @@ def _read(path: Path) -> bytes | None:
     """Up to one byte more than the limit; None for a FIFO or a device."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the command
     with open(fd, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return None
-        return stream.read(_MAX_BYTES + 1)
+        # As many bytes as the file has, and one more to see it grow (then the rest, up to
+        # the limit): one read of the whole limit would reserve that much memory each time.
+        data = stream.read(min(info.st_size, _MAX_BYTES) + 1)
+        if len(data) > info.st_size:
+            data += stream.read(_MAX_BYTES + 1 - len(data))
+        return data
 
 
 def dumps(snapshot: Snapshot) -> str:

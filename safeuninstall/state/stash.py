@@ -477,7 +477,8 @@ _MAX_VERIFIED_BYTES = 64 * 1024 * 1024  # some 400,000 files
 
 class _Verified(Struct, frozen=True, array_like=True, forbid_unknown_fields=True):
     """A stashed file whose bytes were hashed: its stamp then (the ctime too: an in-place write
-    whose mtime was set back with os.utime changes it), and the sha256 of its bytes."""
+    whose mtime was set back with os.utime changes it; the mode, which a restore gives back),
+    and the sha256 of its bytes."""
 
     stamp: FileStamp
     sha256: str
@@ -488,7 +489,7 @@ def _verified_file(snapshot: SnapshotFolder) -> CacheFile[dict[str, _Verified]]:
         snapshot.verified_file,
         dict[str, _Verified],
         format="safeuninstall-stash-verified",
-        version=2,
+        version=3,
         max_bytes=_MAX_VERIFIED_BYTES,
     )
 
@@ -520,6 +521,9 @@ class StashCheck(Struct, frozen=True):
     modified: list[str]  # files that differed from their RECORD already before the removal
     # each accepted file as it was when it was checked: what restore_files may link back
     identities: dict[str, FileId]
+    # accepted files whose mode is not the one the stash hasher recorded (a chmod reaches the
+    # stash through the shared inode): the permission bits restore_files gives back
+    modes: dict[str, int]
 
 
 def check_stash(
@@ -535,8 +539,8 @@ def check_stash(
 
     Those bytes are the ones the stash hasher recorded in ``verified`` where it has the file,
     else the sha256 the snapshot recorded (the RECORD's). A file whose device, inode, size,
-    mtime and ctime are those it had when it was hashed is not read again (rewriting its bytes
-    changes the ctime, which no one can set back); any other is hashed and must match. So a
+    mtime, ctime and mode are those it had when it was hashed is not read again (rewriting its
+    bytes changes the ctime, which no one can set back); any other is hashed and must match. So a
     stash changed since its snapshot is caught, also when an edit in place of an installed
     file reached it through a shared inode (a hard link), even one that put the RECORD's bytes
     back.
@@ -558,6 +562,7 @@ def check_stash(
     accepted: dict[str, str] = {}
     modified = []
     identities: dict[str, FileId] = {}
+    modes: dict[str, int] = {}
     for stashed in stash.files:
         if stashed.swept and not with_swept:
             continue
@@ -572,21 +577,23 @@ def check_stash(
         if isinstance(found, str):
             problems.append(FileProblem(stashed.path, found))
             continue
-        identities[stashed.path], accepted[stashed.path] = found
+        identities[stashed.path], accepted[stashed.path], mode = found
         if found[1] != stashed.sha256:
             modified.append(stashed.path)
+        if known is not None and mode != known[0].mode:
+            modes[stashed.path] = stat.S_IMODE(known[0].mode)
     for pth in stash.lines:
         problem = _pth_problem(snapshot.holding(f"{stash.folder}/{pth.path}"), pth)
         if problem is not None:
             problems.append(FileProblem(pth.path, problem))
-    return StashCheck(problems, accepted, modified, identities)
+    return StashCheck(problems, accepted, modified, identities, modes)
 
 
 def _check_copy(
     kept: Path, recorded: str, known: tuple[FileStamp, str] | None, accept_modified: bool
-) -> tuple[FileId, str] | str:
+) -> tuple[FileId, str, int] | str:
     """The stashed copy ``kept`` as check_stash accepts it (the file checked, the sha256 of
-    its bytes), or why it does not: ``recorded`` is the sha256 its snapshot recorded,
+    its bytes, its st_mode), or why it does not: ``recorded`` is the sha256 its snapshot recorded,
     ``known`` the stash hasher's record of it, if any (see check_stash)."""
     try:
         info = kept.lstat()
@@ -607,7 +614,7 @@ def _check_copy(
             "stashed copy differs from its RECORD (modified locally before that "
             "snapshot): not the bytes of the snapshot being restored"
         )
-    return file_id(info), actual
+    return file_id(info), actual, info.st_mode
 
 
 def _pth_problem(kept: Path, pth: PthLine) -> str | None:
@@ -796,6 +803,8 @@ def restore_files(
             _restore_link(Path(dest), stashed.link, displaced_dir / stashed.path)
             continue
         kept_file = os.path.join(kept_root, stashed.path)
+        if stashed.path in checked.modes:  # the inode linked back: its mode as it was
+            os.chmod(kept_file, checked.modes[stashed.path])
         linked = _link_back(kept_file, dest, displaced_dir / stashed.path, checked, stashed.path)
         if linked and after_file is not None:
             after_file()

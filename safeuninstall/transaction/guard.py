@@ -37,7 +37,7 @@ from safeuninstall.base.errors import (
     InterruptedAfterChange,
     NotRestorable,
 )
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome, OutcomeTableError
+from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcome, OutcomeTableError
 from safeuninstall.context.analysis import failure_text
 from safeuninstall.context.baseline import BaselineCache, Begun
 from safeuninstall.context.context import Context
@@ -68,7 +68,7 @@ class Words:
 class Change:
     """What an operation changes, described before it begins."""
 
-    operation: Operation  # whose table names the endings
+    endings: Endings  # the operation's outcomes: its table names how the change ends
     journal: str  # the journal's and the snapshot's name for the operation
     words: Words
     read: frozenset[str]  # the census taken just before ``installed`` was read
@@ -82,6 +82,10 @@ class Change:
     # None: the operation undoes only its own (a removal puts back what it removed).
     kept_for_others: Outcome | None = None
     undoes: bool = True  # False: it finishes another operation's undo (a recover) and has none
+
+    @property
+    def operation(self) -> Operation:
+        return self.endings.operation
 
 
 @dataclass(frozen=True)
@@ -268,15 +272,10 @@ class Guard:
         ours, another process's change) has its outcome in the operation's table: checked
         before the step begins, so that none is missing when it is reached."""
         change = self.change
-        causes = [Cause.INTERRUPTED, Cause.ERROR]
+        causes: tuple[Cause, ...] = (Cause.INTERRUPTED, Cause.ERROR)
         if change.kept_for_others is None:
-            causes.append(Cause.CONCURRENT)
-        missing = [
-            f"{cause.name.lower()}/{ending.name.lower()}"
-            for cause in causes
-            for ending in (Ending.RESTORED, Ending.INCOMPLETE)
-            if not Outcome.has(change.operation, cause, ending)
-        ]
+            causes += (Cause.CONCURRENT,)
+        missing = change.endings.missing(causes, (Ending.RESTORED, Ending.INCOMPLETE))
         if missing:
             raise OutcomeTableError(
                 f"{change.operation.value}: no outcome for {', '.join(missing)}"
@@ -337,8 +336,7 @@ class Guard:
                 if left_aside
                 else Ending.RESTORED
             )
-            operation = self.change.operation
-            outcome = (ended or partial(Outcome.ended, operation))(cause, ending)
+            outcome = (ended or self.change.endings.ended)(cause, ending)
             if restored.ok:
                 outcome = judge(restored) or outcome
             # Unverified, the journal stays: other commands are refused until ``recover``.

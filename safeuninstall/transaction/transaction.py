@@ -49,7 +49,7 @@ from safeuninstall.environment.installed import (
     folders_of,
     installed_distributions,
 )
-from safeuninstall.environment.records import RecordEntry
+from safeuninstall.environment.records import RecordEntry, sha256_file
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.libraries.index import ownership
 from safeuninstall.plans.changes import (
@@ -759,17 +759,14 @@ def rewritten(
     snap: Snapshot,
     now: Mapping[str, InstalledDistribution],
     change: RollbackPlan,
-    *,
-    ctime: bool = True,
 ) -> tuple[str, ...]:
     """Distributions installed as the snapshot has them whose files changed all the same:
-    replaced (another inode: a reinstall, a command killed half way) or written in place
-    (another size, mtime or ctime than the stash hasher recorded before the change). An lstat per
-    file; where the stash cannot tell (a copy on another filesystem, an incomplete stash), the
-    distribution is taken as it looks. ``change``: what a return to ``snap`` does anyway.
-    ``ctime=False``: a ctime alone does not count. It also moves when another hard link to the
-    file is made or removed (uv links every install of a wheel to its cache's inodes), so a
-    report that names a write must not rest on it; an undo that may redo too much can."""
+    replaced (another inode: a reinstall, a command killed half way), written in place
+    (another size or mtime than the stash hasher recorded before the change, or other bytes)
+    or given another mode (a chmod). An lstat per file, and a read of those whose ctime alone
+    moved (``_written``); where the stash cannot tell (a copy on another filesystem, an
+    incomplete stash), the distribution is taken as it looks. ``change``: what a return to
+    ``snap`` does anyway."""
     skip = {*change.remove, *(e.name for e in change.restore)}
     root = Path(ctx.interpreter.prefix)
     folder = ctx.store.folder(snap.id)
@@ -779,7 +776,7 @@ def rewritten(
         stash = entry.stash
         if entry.name in skip or entry.name not in now or stash is None or not stash.complete:
             continue
-        if _changed_files(stash, folder, root, hashed, ctime):
+        if _changed_files(stash, folder, root, hashed):
             found.append(entry.name)
     return tuple(found)
 
@@ -789,21 +786,18 @@ def _changed_files(
     folder: SnapshotFolder,
     root: Path,
     hashed: Mapping[str, tuple[FileStamp, str]],
-    ctime: bool,
 ) -> bool:
     for kept in stash.files:
         if kept.link is not None or kept.swept or "__pycache__" in kept.path:
             continue  # bytecode is rewritten by any import, by rename
+        place = root / kept.path
         try:
-            placed = os.lstat(root / kept.path)
+            placed = os.lstat(place)
         except OSError:
             return True
         recorded = hashed.get(f"{stash.folder}/{kept.path}")
         if recorded is not None:
-            stamp, was = FileStamp.of(placed), recorded[0]
-            if not ctime:
-                stamp = msgspec.structs.replace(stamp, ctime_ns=was.ctime_ns)
-            if stamp != was:
+            if _written(place, placed, *recorded):
                 return True
             continue
         try:
@@ -815,6 +809,24 @@ def _changed_files(
         if stashed.st_ino != placed.st_ino:
             return True
     return False
+
+
+def _written(place: Path, placed: os.stat_result, was: FileStamp, sha256: str) -> bool:
+    """Whether the file at ``place`` (``placed``: its lstat) is not the one the stash hasher
+    recorded as ``was``, with bytes of ``sha256``. A ctime that alone moved does not say: it
+    also moves when another hard link to the file is made or removed, and uv links every
+    install of a wheel, in any venv, to its cache's inodes. Nor does it clear the file: a
+    write in place whose mtime was set back with os.utime moves the ctime alone too. The bytes
+    then tell, read once."""
+    stamp = FileStamp.of(placed)
+    if stamp == was:
+        return False
+    if msgspec.structs.replace(stamp, ctime_ns=was.ctime_ns) != was:
+        return True  # another inode, size, mtime or mode
+    try:
+        return sha256_file(place, placed) != sha256
+    except OSError:  # changed while it was read, or unreadable: not the file recorded
+        return True
 
 
 def _prove(

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from safeuninstall.base.errors import InvalidInput, NotRestorable
-from safeuninstall.base.outcome import Outcome
 from safeuninstall.context.baseline import HeadStart
 from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import (
@@ -29,6 +28,7 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.legacy import DESCRIBED
 from safeuninstall.environment.requirements import read_request
+from safeuninstall.operations.endings.uninstall import NOTHING_TO_DO
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall import keep_needed
 from safeuninstall.operations.uninstall.removal import Attempt, Removal
@@ -80,14 +80,14 @@ def uninstall(
                 removal.messages.append(
                     "nothing to try: every candidate is needed (kept, each with its reason)"
                 )
-                return removal.result(Outcome.NOTHING_TO_DO)
+                return removal.result(NOTHING_TO_DO)
         ctx.refuse_deleting_the_interpreter([installed[n] for n in removal.plan.remove])
         if not plan.remove:
             if not request.wanted:
                 removal.messages.append("nothing to do: no packages to uninstall")
             elif not plan.empty_record:
                 removal.messages.append("nothing to do: none of the named packages is installed")
-            return removal.result(Outcome.NOTHING_TO_DO)
+            return removal.result(NOTHING_TO_DO)
         if not removal.leaves_unmet(early):
             removal.begin_configured(configured, early, waited)
         try:

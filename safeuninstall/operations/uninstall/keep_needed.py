@@ -13,6 +13,7 @@ import msgspec
 
 from safeuninstall.base.outcome import Cause, Outcome
 from safeuninstall.context.analysis import failure_text, library_index, owned_files, requirements_of
+from safeuninstall.operations.endings.uninstall import KEPT_NEEDED, NOTHING_TO_DO, REMOVED
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall.removal import Attempt, Removal
 from safeuninstall.plans.bisection import bound, search
@@ -244,7 +245,7 @@ class KeepNeeded(Attempt):
         self.tried = tuple(n for n in self.snap.removed if n not in loaded)
         if not self.tried:
             messages.append("nothing to try: every candidate is needed")
-            return Stands(Outcome.NOTHING_TO_DO)
+            return Stands(NOTHING_TO_DO)
         assert self.removal.analysis is not None
         self.sharing = together(self.tried, self.removal.analysis.owned)
         units = self._search_order(self.sharing)
@@ -292,7 +293,7 @@ class KeepNeeded(Attempt):
     def _outcome(self) -> Outcome:
         cleanup = self.removal.cleanup
         kept = bool(self.found_needed or (cleanup is not None and cleanup.kept))
-        return Outcome.KEPT_NEEDED if kept else Outcome.REMOVED
+        return KEPT_NEEDED if kept else REMOVED
 
     def _result(
         self, outcome: Outcome, restored: Restored | None = None, next_command: str | None = None

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from safeuninstall.base.outcome import Cause, Ending, Operation, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import (
     Analysis,
@@ -31,6 +31,16 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.libraries.index import Drift
+from safeuninstall.operations.endings.uninstall import (
+    DRY_RUN,
+    INCONCLUSIVE_KEPT,
+    PROBE_FAILED_KEPT,
+    REFUSED_STRICT,
+    REFUSED_UNMET,
+    REMOVED,
+    RESTORED_PROBE_FAILS,
+    UNINSTALL,
+)
 from safeuninstall.operations.results import ProbeRuns, RemovalResult
 from safeuninstall.operations.trial import metric_lines, refused, tried
 from safeuninstall.options import COMMANDS, UninstallOptions
@@ -187,15 +197,15 @@ class Removal:
         self.settings = with_default(configured, self.installed, report.affected, report.removed)
         if self.options.strict and report.refused_by_strict:
             self.messages.append("--strict: the impact report finds breakage or drift")
-            return self.result(Outcome.REFUSED_STRICT)
+            return self.result(REFUSED_STRICT)
         if report.unmet and not self.options.allow_unmet:
             self.messages += self._refused_unmet()
-            return self.result(Outcome.REFUSED_UNMET)
+            return self.result(REFUSED_UNMET)
         if report.unmet:
             no_probe = self.settings.disabled
             self.messages.append(allowed_unmet(report.unmet, "the removal", no_probe=no_probe))
         if self.options.dry_run:
-            return self.result(Outcome.DRY_RUN)
+            return self.result(DRY_RUN)
         ensure_writable(self.ctx.interpreter)
         self.ctx.backend.check_available()
         return None
@@ -274,7 +284,7 @@ class Removal:
             "removal", "anything was removed", "the uninstall had started", "nothing was removed"
         )
         return Change(
-            Operation.UNINSTALL,
+            UNINSTALL,
             "uninstall",
             words,
             self.census,
@@ -439,14 +449,14 @@ class Attempt:
                 return Cause.TRIED
             if not after:  # no probe ran for the hasher to overlap: see Transaction.stop_hashing
                 self.txn.stop_hashing()
-            return Stands(Outcome.REMOVED)
+            return Stands(REMOVED)
         if not passed and undecided(after):
             messages.append("the metric's runs could not tell: inconclusive is never a pass")
             if removal.options.keep_on_failure:
-                return Kept(Outcome.INCONCLUSIVE_KEPT)
+                return Kept(INCONCLUSIVE_KEPT)
             return Cause.INCONCLUSIVE
         if removal.options.keep_on_failure:
-            return Kept(Outcome.PROBE_FAILED_KEPT)
+            return Kept(PROBE_FAILED_KEPT)
         return Cause.PROBE_FAILED if not passed else Cause.DRIFT
 
     def _probe(self) -> tuple[list[ProbeResult], str]:
@@ -533,7 +543,7 @@ class Attempt:
             "the environment equals the snapshot again, yet the probe fails after the restore: "
             "it does not judge this environment reliably"
         )
-        return Outcome.RESTORED_PROBE_FAILS
+        return RESTORED_PROBE_FAILS
 
     def _probe_after_restore(self, restored: Restored) -> ProbeRuns:
         """After a verified restore, the probe runs again, unless the restore is proven to be,
