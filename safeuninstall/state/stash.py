@@ -552,10 +552,8 @@ def check_stash(
 
     Only a regular file can be accepted: a symbolic link in the stash (which a restore would
     link back as it is, pointing wherever it points) or anything else is a problem, and the
-    distribution is then brought back by a reinstall instead.
-
-    A symbolic link is kept as its target in the snapshot, nothing in the stash: it is
-    accepted as recorded. ``with_swept``: also the files that are no distribution's own
+    distribution is then brought back by a reinstall instead. A symbolic link is kept as its
+    target in the snapshot, nothing in the stash: it is accepted as recorded. ``with_swept``: also the files that are no distribution's own
     (``StashedFile.swept``), brought back only to the state of the snapshot that kept them.
     """
     problems = []
