@@ -8,6 +8,7 @@ return to the start), first installs leftpad or uninstalls toolpkg with the real
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,30 @@ def test_a_change_by_another_process_at_a_switch_is_kept_and_named(
     assert int(count.read_text()) == switch  # nothing was switched after it was noticed
     assert venv.journal.exists()
     assert str(data["next_command"]).endswith("recover")
+
+
+def test_a_change_by_another_process_before_a_refusal_s_return_is_kept_and_named(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """The metric fails in GOOD's state (its run there, made first, is the last before the
+    refusal), and another process installs leftpad while it runs: the return to the start
+    that the refusal makes would uninstall it. It is kept and named instead."""
+    venv, good = _four_parts_upgraded(make_venv, tmp_path / "house")
+    install = [UV, "pip", "install", "--python", str(venv.python), "--no-index"]
+    install += ["--find-links", str(venv.wheelhouse), "--cache-dir", str(venv.uv_cache)]
+    code = (
+        "import subprocess, sys; "
+        f"subprocess.run({[*install, 'leftpad==1.0']!r}, check=True, capture_output=True); "
+        "sys.exit(1)"
+    )
+    metric = shlex.join([str(venv.python), "-c", code])
+
+    done = venv.tool("--json", "bisect", good, "--probe-metric", metric, "--metric-runs", "1")
+
+    data = done.json()
+    assert done.returncode == 4, (data, venv.installed().get("leftpad"))
+    assert data["outcome"] == "bisect-concurrent-kept"
+    said = " ".join(map(str, data["messages"]))  # type: ignore[arg-type]
+    assert "appeared: leftpad-1.0.dist-info" in said
+    assert venv.installed().get("leftpad") == "1.0"  # the other process's install stands
+    assert venv.journal.exists()

@@ -257,6 +257,102 @@ def test_ctrl_c_while_uv_uninstalls_in_the_search_restores_what_it_removed(
     assert not venv.journal.exists()
 
 
+# -- another process's change during the search -----------------------------------------------
+# The other process acts inside a move of the search, deterministically: the uv the tool runs
+# is a stand-in (conftest.stand_in_uv) that, on the N-th ``pip uninstall``, first installs
+# leftpad with the real uv. The search below (toyhost needs toyfmt3) moves by two uninstalls:
+# its first run, then one after a restore.
+MOVES = 2
+
+
+def _other_process_at(count: Path, move: int, argv: list[str]) -> str:
+    """Stand-in uv code: the ``move``-th ``pip uninstall`` first runs ``argv`` (the real uv's
+    install, as another process would), then the tool's own uninstall goes on."""
+    return (
+        f"count = pathlib.Path({str(count)!r})\n"
+        "n = int(count.read_text()) + 1 if count.exists() else 1\n"
+        "count.write_text(str(n))\n"
+        f"if n == {move}:\n"
+        f"    subprocess.run([real, *{argv!r}], check=True, capture_output=True)\n"
+    )
+
+
+def _searched_beside(venv: Venv, uv: Path, *probe: str) -> dict[str, object]:
+    done = venv.tool(
+        "--json",
+        "--keep-needed",
+        *probe,
+        "toyfmt*",
+        SAFE_UNINSTALL_UV=str(uv),
+        UV_CACHE_DIR=str(venv.uv_cache),
+    )
+    data = done.json()
+    data["exit"] = done.returncode
+    return data
+
+
+def test_every_move_of_the_search_is_covered(
+    make_venv: MakeVenv, plugins: Path, tmp_path: Path
+) -> None:
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
+    count = tmp_path / "counted"
+    uv = stand_in_uv(tmp_path / "uv-counting", _other_process_at(count, 0, []), "pathlib")
+    data = _searched_beside(venv, uv, "--probe", "import toyhost")
+    assert data["exit"] == 0, data
+    assert int(count.read_text()) == MOVES
+
+
+@pytest.mark.parametrize(
+    ("move", "probe"),
+    [(move, ("--probe", "import toyhost")) for move in range(1, MOVES + 1)]
+    + [(1, ("--no-probe",))],
+)
+def test_an_install_by_another_process_during_the_search_is_kept_and_named(
+    make_venv: MakeVenv, plugins: Path, tmp_path: Path, move: int, probe: tuple[str, ...]
+) -> None:
+    """Noticed at the move it lands in (with or without a probe), named, never undone; what
+    the search removed comes back, and the removal ends as one does beside another process
+    (``concurrent-restored``, exit 3)."""
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
+    before = venv.installed()
+    python = ["--python", str(venv.python)]
+    argv = ["pip", "install", *python, "--no-index", "--find-links", str(venv.wheelhouse)]
+    count = tmp_path / "count"
+    uv = stand_in_uv(
+        tmp_path / "uv",
+        _other_process_at(count, move, [*argv, "leftpad==1.0"]),
+        "pathlib, subprocess",
+    )
+
+    data = _searched_beside(venv, uv, *probe)
+
+    assert int(count.read_text()) == move  # it did act, and nothing was moved after it
+    assert data["exit"] == 3, data
+    assert data["outcome"] == "concurrent-restored"
+    said = " ".join(map(str, data["messages"]))  # type: ignore[arg-type]
+    assert "appeared: leftpad-1.0.dist-info" in said
+    assert "leftpad" in said.split("but for what another process changed")[1]
+    assert venv.installed() == {**before, "leftpad": "1.0"}  # theirs stands, ours came back
+    assert not venv.journal.exists()
+
+
+def test_an_installer_that_removes_nothing_in_the_search_is_said_and_all_is_restored(
+    make_venv: MakeVenv, plugins: Path, tmp_path: Path
+) -> None:
+    """Uv (here a stand-in) exits 0 and removes nothing at the search's first move: the
+    installer failed, named as such (not taken for another process's change), and what the
+    search changed comes back, proven."""
+    venv = _installed_with(make_venv, plugins, "toyhost", *(f"toyfmt{i}" for i in range(4)))
+    hashes = venv.file_hashes()
+    idle = stand_in_uv(tmp_path / "idle-uv", "sys.exit(0)")
+    data = _searched_beside(venv, idle, "--probe", "import toyhost")
+    assert data["exit"] == 1, data
+    assert data["outcome"] == "uninstall-failed-restored"
+    assert "toyfmt3 is still installed: nothing of it was removed" in str(data["messages"])
+    assert venv.file_hashes() == hashes
+    assert not venv.journal.exists()
+
+
 def test_the_history_names_what_stayed_removed_and_rollback_restores_all(
     make_venv: MakeVenv,
 ) -> None:

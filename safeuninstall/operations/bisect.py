@@ -13,10 +13,11 @@ environment returns to the start and is verified.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from packaging.requirements import InvalidRequirement, Requirement
@@ -24,7 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from safeuninstall.base.errors import BaselineProbeFailed, InvalidInput, NotRestorable
-from safeuninstall.base.outcome import Cause, Ending, Outcome
+from safeuninstall.base.outcome import Cause, Ending, Endings, Outcome
 from safeuninstall.context.analysis import (
     installed_sides,
     owned_files,
@@ -57,6 +58,7 @@ from safeuninstall.operations.results import (
     BisectResult,
     Culprit,
     ProbeRuns,
+    Result,
     Round,
     StateChange,
     StateTried,
@@ -94,19 +96,30 @@ from safeuninstall.transaction.transaction import (
 
 
 def bisect(ctx: Context, configured: ProbeSettings, options: BisectOptions) -> BisectResult:
+    needs = "bisect needs a probe that passes in the good snapshot and fails now"
+    with _locked(ctx, configured, options, needs) as good:
+        bisecting = _Bisect(ctx, configured, options, good)
+        return bisecting.plan() if options.dry_run else bisecting.run()
+
+
+@contextlib.contextmanager
+def _locked(
+    ctx: Context,
+    configured: ProbeSettings,
+    options: BisectOptions,
+    needs: str,
+    kept: str = "kept as it is, not bisected",
+) -> Iterator[_Good]:
+    """What bisect and try --state refuse before anything (an externally managed environment,
+    no probe: ``needs`` says why one is needed, an unfinished operation), then, under the
+    lock, the good state (``kept``: what is said of what no stash tells apart)."""
     ctx.refuse_externally_managed()
     if configured.disabled:
-        raise InvalidInput(
-            "bisect needs a probe that passes in the good snapshot and fails now, and "
-            "--no-probe leaves it none; nothing was changed"
-        )
+        raise InvalidInput(f"{needs}, and --no-probe leaves it none; nothing was changed")
     ctx.backend.find_links = [*options.find_links]
     with ctx.locked():
         ctx.refuse_if_unfinished()
-        good = _Good.of(ctx, options.good)
-        if options.dry_run:
-            return _Bisect(ctx, configured, options, good).plan()
-        return _Bisect(ctx, configured, options, good).run()
+        yield _Good.of(ctx, options.good, kept)
 
 
 class _Good(NamedTuple):
@@ -121,7 +134,7 @@ class _Good(NamedTuple):
     notes: tuple[str, ...] = ()  # what the file set aside
 
     @classmethod
-    def of(cls, ctx: Context, reference: str, kept: str = "kept as it is, not bisected") -> _Good:
+    def of(cls, ctx: Context, reference: str, kept: str) -> _Good:
         if not described.is_file_reference(reference):
             snap = ctx.store.resolve(reference)
             return cls(snap, f"snapshot {snap.id}")
@@ -154,6 +167,7 @@ class _Good(NamedTuple):
 
 # How a change by another process is said: it may be found at any switch, or at the end.
 _DURING = "during the bisect"
+_Made = TypeVar("_Made", bound=Result)
 
 
 class _Sides(NamedTuple):
@@ -175,6 +189,7 @@ class _Inconclusive(Exception):
 class _Bisect:
     # How messages say when another process's change was found.
     _during = _DURING
+    _command = "bisect"  # the results' ``command``
 
     def __init__(
         self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: _Good
@@ -199,35 +214,49 @@ class _Bisect:
         self.noise = ""  # what to do about a baseline noisier than the limit, said once
         self.messages += good.notes
 
-    def run(self) -> BisectResult:
+    @contextlib.contextmanager
+    def _prepared(
+        self, endings: Endings, words: Words
+    ) -> Iterator[tuple[Transaction, tuple[str, ...]]]:
+        """The guarded change, prepared: the start snapshotted, the units grouped, the probe
+        known, what cannot come back refused. Yields the transaction and what is not switched
+        (same version, other files). Journaled as a bisect (a try --state too): ``recover``
+        takes it back to the start. Another process's change found before any switch is
+        raised as one that changed nothing (the transaction is given up)."""
         read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
+        spec = self._spec(installed)
         change = Change(
-            BISECT,
-            "bisect",
-            Words("bisect", "any change", "the first switch"),
-            read,
-            installed,
-            self._spec(installed),
-            offline=self.options.offline,
+            endings, "bisect", words, read, installed, spec, offline=self.options.offline
         )
         self.guard = guard = Guard(self.ctx, change, self.messages)
         with guard.guarded() as txn:
             guard.prepare()
             self.start = start = guard.snapshot
             now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
-            not_bisected = self._group(txn.unchanged, now)
+            not_switched = self._group(txn.unchanged, now)
             if not self.settings.probes:
                 self.settings = self._derived(txn.unchanged, installed)
             self._refuse_what_cannot_come_back(txn)
             try:
+                yield txn, not_switched
+            except ChangedByOthers as err:
+                if txn.changed:
+                    raise
+                then = "nothing was changed: run it again"
+                raise ChangedByOthers(err.changes, during=self._during, then=then) from None
+
+    def run(self) -> BisectResult:
+        words = Words("bisect", "any change", "the first switch")
+        with self._prepared(BISECT, words) as (txn, not_bisected):
+            try:
                 return self._searched(txn, not_bisected)
             except ChangedByOthers as err:
                 if not txn.changed:  # given up with the transaction: nothing to keep
-                    raise ChangedByOthers(
-                        err.changes, during=_DURING, then="nothing was changed: run it again"
-                    ) from None
-                return self._concurrent(txn, err, not_bisected)
+                    raise
+                outcome = BISECT_CONCURRENT_KEPT
+                recover = self._left_for_others(txn, err, outcome)
+                return self._result(outcome, None, not_bisected, None, recover)
 
     def _searched(self, txn: Transaction, not_bisected: tuple[str, ...]) -> BisectResult:
         """The search, and the end it leads to. A change by another process, found at any
@@ -373,13 +402,15 @@ class _Bisect:
         """Nothing to bisect: raised (BaselineProbeFailed), leaving nothing behind. Before any
         switch the transaction is given up; after one, the start comes back, proven, and then
         the snapshot and the journal go (a start that could not be proven keeps them, for
-        ``recover``: BISECT_INCOMPLETE)."""
+        ``recover``: BISECT_INCOMPLETE; another process's change found then is kept, raised
+        as ChangedByOthers)."""
         if not txn.changed:
             raise BaselineProbeFailed(txn.unchanged(why), detail=detail)
         restored = self._return(txn)
         assert restored is not None
         if not restored.ok:
-            return self._incomplete(txn, None, (), restored)
+            outcome = BISECT_INCOMPLETE
+            return self._result(outcome, None, (), restored, self._for_recover(txn, outcome))
         txn.discard()
         raise BaselineProbeFailed(
             f"{why}; to judge it, the bisect switched to the state of {self.named} "
@@ -631,11 +662,10 @@ class _Bisect:
         """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
         be proven: the journal stays, for ``recover``). A change by another process since the
         last switch, or during the return, is raised (ChangedByOthers)."""
-        if txn.changed:
-            txn.check_others(during=_DURING)
         restored = self._return(txn)
         if restored is not None and not restored.ok:
-            return self._incomplete(txn, found, not_bisected, restored)
+            recover = self._for_recover(txn, BISECT_INCOMPLETE)
+            return self._result(BISECT_INCOMPLETE, found, not_bisected, restored, recover)
         if txn.interrupted and outcome is BISECTED:
             outcome = BISECT_INTERRUPTED
         self.messages += self._written_in_place()
@@ -662,48 +692,54 @@ class _Bisect:
         ]
 
     def _return(self, txn: Transaction) -> Restored | None:
-        """The start again, in one batch, proven (None: nothing was changed)."""
+        """The start again, in one batch, proven (None: nothing was changed). A change by
+        another process since the last switch, or during the return, is raised
+        (ChangedByOthers): the return would undo it, or did not make the start."""
         assert self.start is not None
         if not txn.changed:
             return None
+        txn.check_others(during=self._during)
         restored, failed = self.guard.switch(self.start, during=self._during, all_or_nothing=False)
         if failed is not None:
             self.messages.append(failed)
         return restored
 
-    def _concurrent(
-        self, txn: Transaction, changed: ChangedByOthers, not_bisected: tuple[str, ...]
-    ) -> BisectResult:
+    def _left_for_others(self, txn: Transaction, changed: ChangedByOthers, outcome: Outcome) -> str:
         """Another process changed the environment: going on, or back, would undo its work.
-        The journal stays: ``recover`` returns to the start when the user says so."""
+        Ends as ``outcome``, for ``recover`` (``_for_recover``)."""
         self.messages.append(
-            f"{changed.message}: the bisect stopped there and undid nothing of it; the "
-            "environment is as the last switch and that process left it, and `recover` "
-            "returns it to the start (undoing that change too)"
+            f"{changed.message}: the {self.guard.change.words.noun} stopped there and undid "
+            "nothing of it; the environment is as the last switch and that process left it, "
+            "and `recover` returns it to the start (undoing that change too)"
         )
-        txn.finish(BISECT_CONCURRENT_KEPT, keep_journal=True)
-        return self._result(
-            BISECT_CONCURRENT_KEPT,
-            None,
-            not_bisected,
-            None,
-            next_command=self.ctx.suggest("recover"),
-        )
+        return self._for_recover(txn, outcome)
 
-    def _incomplete(
+    def _for_recover(self, txn: Transaction, outcome: Outcome) -> str:
+        """Ends as ``outcome``, the journal kept: ``recover``, the command returned, takes the
+        environment back to the start when the user says so."""
+        txn.finish(outcome, keep_journal=True)
+        return self.ctx.suggest("recover")
+
+    def _made(
         self,
-        txn: Transaction,
-        found: Found | None,
-        not_bisected: tuple[str, ...],
-        restored: Restored,
-    ) -> BisectResult:
-        txn.finish(BISECT_INCOMPLETE, keep_journal=True)
-        return self._result(
-            BISECT_INCOMPLETE,
-            found,
-            not_bisected,
-            restored,
-            next_command=self.ctx.suggest("recover"),
+        kind: type[_Made],
+        outcome: Outcome,
+        restored: Restored | None,
+        next_command: str | None,
+        **own: Any,
+    ) -> _Made:
+        """A result of ``kind``: the fields bisect and try --state share, and its ``own``."""
+        assert self.start is not None
+        return kind(
+            command=self._command,
+            outcome=outcome,
+            python=str(self.ctx.python),
+            snapshot=self.start.id,
+            probes=self.probes,
+            restored=restored,
+            next_command=next_command,
+            messages=tuple(self.messages),
+            **own,
         )
 
     def _result(
@@ -714,7 +750,6 @@ class _Bisect:
         restored: Restored | None,
         next_command: str | None = None,
     ) -> BisectResult:
-        assert self.start is not None
         culprits: tuple[Culprit, ...] = ()
         if found is not None and outcome is BISECTED:
             culprits = tuple(self._culprit(self.units[key]) for key in found.culprits)
@@ -735,15 +770,11 @@ class _Bisect:
                 "same version, other files since the good snapshot (not bisected): "
                 + ", ".join(not_bisected)
             )
-        return BisectResult(
-            command="bisect",
-            outcome=outcome,
-            python=str(self.ctx.python),
-            snapshot=self.start.id,
-            probes=self.probes,
-            restored=restored,
-            next_command=next_command,
-            messages=tuple(self.messages),
+        return self._made(
+            BisectResult,
+            outcome,
+            restored,
+            next_command,
             good=self.good.id,
             units=tuple(self.units.values()),
             rounds=tuple(self.rounds),
@@ -864,16 +895,8 @@ def try_state(ctx: Context, configured: ProbeSettings, options: BisectOptions) -
     difference at once, judged against the start (the probes; a metric by runs of both states
     interleaved), then ALWAYS back to the start, verified. It is a bisect of one round over
     all the units, through the same guard and switches; its verdict is try's outcome."""
-    ctx.refuse_externally_managed()
-    if configured.disabled:
-        raise InvalidInput(
-            "try --state needs a probe to judge the file's state, and --no-probe leaves it "
-            "none; nothing was changed"
-        )
-    ctx.backend.find_links = [*options.find_links]
-    with ctx.locked():
-        ctx.refuse_if_unfinished()
-        good = _Good.of(ctx, options.good, kept="kept as it is, not switched")
+    needs = "try --state needs a probe to judge the file's state"
+    with _locked(ctx, configured, options, needs, kept="kept as it is, not switched") as good:
         return _TryState(ctx, configured, options, good).tried()
 
 
@@ -886,40 +909,22 @@ class _TryState(_Bisect):
     then in the file's state; a metric's runs alternate between the two."""
 
     _during = _TRYING
+    _command = "try"
 
     def tried(self) -> StateTried:
-        read = census(self.ctx.interpreter)  # first: a change after it shows later
-        installed = installed_distributions(self.ctx.interpreter)
-        # Journaled as a bisect: ``recover`` takes it back to the start as it takes one.
-        change = Change(
-            TRY,
-            "bisect",
-            Words("try", "any change", "the switch to the file's state"),
-            read,
-            installed,
-            self._spec(installed),
-            offline=self.options.offline,
-        )
-        self.guard = guard = Guard(self.ctx, change, self.messages)
-        with guard.guarded() as txn:
-            guard.prepare()
-            self.start = start = guard.snapshot
-            now = _Sides(snapshot_sides(start), lambda name: self._stash_requires(start, name))
-            not_compared = self._group(txn.unchanged, now)
+        words = Words("try", "any change", "the switch to the file's state")
+        with self._prepared(TRY, words) as (txn, not_compared):
             self.messages.append(
                 f"tried: the state of {self.named}: " + _changes_text(self._changes())
             )
-            if not self.settings.probes:
-                self.settings = self._derived(txn.unchanged, installed)
-            self._refuse_what_cannot_come_back(txn)
             try:
                 after, cause = self._judged(txn)
             except ChangedByOthers as err:
                 if not txn.changed:
-                    raise ChangedByOthers(
-                        err.changes, during=_TRYING, then="nothing was changed: run it again"
-                    ) from None
-                return self._left_for_others(txn, err, not_compared)
+                    raise
+                outcome = TRY_NOT_RETURNED
+                recover = self._left_for_others(txn, err, outcome)
+                return self._tried_result(outcome, not_compared, None, recover)
             return self._back_from(txn, cause, after, not_compared)
 
     def _judged(self, txn: Transaction) -> tuple[tuple[ProbeResult, ...], Cause]:
@@ -1037,16 +1042,14 @@ class _TryState(_Bisect):
         TRY_INCOMPLETE when the start could not be proven (the journal stays, for
         ``recover``). A change by another process found now is left as it is."""
         try:
-            if txn.changed:
-                txn.check_others(during=_TRYING)
             restored = self._return(txn)
         except ChangedByOthers as err:
-            return self._left_for_others(txn, err, not_compared)
+            outcome = TRY_NOT_RETURNED
+            recover = self._left_for_others(txn, err, outcome)
+            return self._tried_result(outcome, not_compared, None, recover)
         if restored is not None and not restored.ok:
-            txn.finish(TRY_INCOMPLETE, keep_journal=True)
-            return self._tried_result(
-                TRY_INCOMPLETE, not_compared, restored, self.ctx.suggest("recover")
-            )
+            recover = self._for_recover(txn, TRY_INCOMPLETE)
+            return self._tried_result(TRY_INCOMPLETE, not_compared, restored, recover)
         if txn.interrupted and cause is not Cause.INTERRUPTED:
             self.messages.append("an interrupt arrived during the return; it finished first")
             cause = Cause.INTERRUPTED
@@ -1057,19 +1060,6 @@ class _TryState(_Bisect):
         txn.finish(outcome)
         return self._tried_result(outcome, not_compared, restored)
 
-    def _left_for_others(
-        self, txn: Transaction, changed: ChangedByOthers, not_compared: tuple[str, ...]
-    ) -> StateTried:
-        """Another process changed the environment: going back would undo its work too. The
-        journal stays: ``recover`` returns to the start when the user says so."""
-        self.messages.append(
-            f"{changed.message}: the try stopped there and undid nothing of it; the "
-            "environment is as the last switch and that process left it, and `recover` "
-            "returns it to the start (undoing that change too)"
-        )
-        txn.finish(TRY_NOT_RETURNED, keep_journal=True)
-        return self._tried_result(TRY_NOT_RETURNED, not_compared, None, self.ctx.suggest("recover"))
-
     def _tried_result(
         self,
         outcome: Outcome,
@@ -1077,21 +1067,16 @@ class _TryState(_Bisect):
         restored: Restored | None,
         next_command: str | None = None,
     ) -> StateTried:
-        assert self.start is not None
         if not_compared:
             self.messages.append(
                 f"same version, other files than {self.named} (not switched): "
                 + ", ".join(not_compared)
             )
-        return StateTried(
-            command="try",
-            outcome=outcome,
-            python=str(self.ctx.python),
-            snapshot=self.start.id,
-            probes=self.probes,
-            restored=restored,
-            next_command=next_command,
-            messages=tuple(self.messages),
+        return self._made(
+            StateTried,
+            outcome,
+            restored,
+            next_command,
             file=self.good.id,
             changes=self._changes(),
             not_compared=not_compared,

@@ -15,7 +15,6 @@ import os
 import shlex
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,40 +69,14 @@ from safeuninstall.operations.endings.rollback import (
 from safeuninstall.operations.endings.uninstall import DRY_RUN, REFUSED_UNMET
 from safeuninstall.operations.results import ProbeRuns, RollbackResult
 from safeuninstall.options import RollbackOptions
-from safeuninstall.plans.changes import (
-    RollbackPlan,
-    SnapshotChoice,
-    choose_snapshot,
-    plan_rollback,
-)
-from safeuninstall.probe.derived import (
-    after_settings,
-    dropped_notes,
-    judged_apart,
-    undecided,
-)
-from safeuninstall.probe.metric import noise_note
-from safeuninstall.probe.runner import (
-    Probe,
-    ProbeResult,
-    ProbeSettings,
-    RunSettings,
-    compare_states,
-    run_all,
-)
+from safeuninstall.plans.changes import RollbackPlan, SnapshotChoice, choose_snapshot, plan_rollback
+from safeuninstall.probe.derived import after_settings, dropped_notes, judged_apart, undecided
+from safeuninstall.probe.runner import Probe, ProbeResult, ProbeSettings, RunSettings, run_all
 from safeuninstall.reports.impact import Unmet, allowed_unmet
 from safeuninstall.state.journal import Entry, Journal
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.state.stash import check_restore_paths, kept_aside, legacy_refusal, not_put_back
-from safeuninstall.transaction.guard import (
-    Back,
-    Change,
-    Ended,
-    Guard,
-    SwitchFailed,
-    Words,
-    stopped,
-)
+from safeuninstall.transaction.guard import Back, Change, Ended, Guard, SwitchFailed, Words, stopped
 from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.restore import remove_half_restored, remove_restore_leftovers
 from safeuninstall.transaction.transaction import (
@@ -708,23 +681,10 @@ class _Rollback:
             return self._undo(txn, Cause.FAILED, self.base.restored)
         except ChangedByOthers as err:  # while the metric's runs switched
             assert self.base.restored is not None
-            if not self.guard.at_change:
-                self.messages.append(
-                    f"the metric's runs had the {self.command} undone for a run: the environment "
-                    f"is as snapshot {self.guard.snapshot.id} has it, with that process's change"
-                )
-            return self._concurrent_kept(txn, self.base.restored, err)
+            return self._concurrent_kept(self.base.restored, err)
         except KeyboardInterrupt:
-            concurrent = self._changed_by_others(txn)
-            if concurrent is not None:
-                return concurrent
             self._finish(txn)
-            self.messages.append(
-                "the probe after it was interrupted: the installed set matches the snapshot, "
-                "and each restored file its hash, but nothing proved it works; run "
-                f"`{self.ctx.suggest('probe')}`"
-            )
-            return self._result(ROLLED_BACK_PROBE_INTERRUPTED)
+            return self._probe_interrupted(txn)
         self.base = msgspec.structs.replace(
             self.base, probes=msgspec.structs.replace(runs, after=after)
         )
@@ -766,32 +726,32 @@ class _Rollback:
 
     def _compared(self, probe: Probe) -> ProbeResult:
         """A metric judged by runs of the state before the change (its own snapshot's) and
-        the state it made, interleaved (a warm-up first, not counted), runs added until decided
-        or the cap. The state it made is switched back to from a stash of what it brought
-        back, kept only while the runs last; the environment ends there, also when the runs
-        are interrupted (the change then stands, as when its probe is)."""
-        ctx = self.ctx
-        assert probe.metric is not None
-        ctx.emit("probe", f"metric running: before and after the {self.command}, in turn")
-        now = installed_distributions(ctx.interpreter)
+        the state it made, interleaved (Guard.compared). The state it made is switched back to
+        from a stash of what it brought back, kept only while the runs last; the environment
+        ends there, also when the runs are interrupted (the change then stands, as when its
+        probe is)."""
+        now = installed_distributions(self.ctx.interpreter)
         plan = self.base.rollback_plan
         stash = [e.name for e in plan.restore] if plan is not None else []
-        how = RunSettings(self.after.timeout, ctx.child_env())
-        during = f"while the metric's runs switched between the states around the {self.command}"
+        how = RunSettings(self.after.timeout, self.ctx.child_env())
         with self.guard.stashed_state(now, stash) as made:
-            switch = partial(self.guard.switch_between, changed=made, during=during)
-            try:
-                result, compared = compare_states(
-                    probe, ctx.interpreter, how, switch, after_first=True
-                )
-            except KeyboardInterrupt:  # the change stands, as when its probe is interrupted
-                switch(True)
-                raise
-            switch(True)  # the verdict is acted on in the state it made
-        note = noise_note(probe.metric, compared.runs.baseline_values)
-        if note:
-            self.messages.append(note)
-        return result
+            return self.guard.compared(probe, how, made, stands=True)
+
+    def _probe_interrupted(self, txn: Transaction) -> RollbackResult:
+        """The probe after the change was interrupted, the change finished: it stands, the
+        restore verified; only the check is missing (another process's change found now is
+        kept, as after a probe that ran)."""
+        concurrent = self._changed_by_others(txn)
+        if concurrent is not None:
+            return concurrent
+        self.messages.append(
+            "the probe after it was interrupted: the installed set matches the snapshot, "
+            "and each restored file its hash, but nothing proved it works; run "
+            f"`{self.ctx.suggest('probe')}`"
+        )
+        return self._result(
+            RECOVERED_PROBE_INTERRUPTED if self.recovering else ROLLED_BACK_PROBE_INTERRUPTED
+        )
 
     def _changed_by_others(self, txn: Transaction) -> RollbackResult | None:
         """After the probe, before anything is claimed: the environment re-read (its census)
@@ -805,22 +765,18 @@ class _Rollback:
         try:
             txn.check_others(during=f"during the {self.command}'s probe")
         except ChangedByOthers as err:
-            return self._concurrent_kept(txn, restored, err)
+            return self._concurrent_kept(restored, err)
         return None
 
-    def _concurrent_kept(
-        self, txn: Transaction, restored: Restored, changed: ChangedByOthers
-    ) -> RollbackResult:
+    def _concurrent_kept(self, restored: Restored, changed: ChangedByOthers) -> RollbackResult:
+        """Kept beside another process's change (Guard.kept_for_others): the proof of the
+        restore names what changed after it; the rollback named goes to ``wanted`` again."""
         assert restored.verification is not None
         outcome = RECOVER_CONCURRENT_KEPT if self.recovering else ROLLBACK_CONCURRENT_KEPT
-        txn.finish(outcome)
-        self.messages += self.guard.kept_for_others(changed, self.wanted)
+        ended = self.guard.kept_for_others(changed, outcome, self.wanted)
         verification = msgspec.structs.replace(restored.verification, changed_after=changed.changes)
-        return self._result(
-            outcome,
-            restored=msgspec.structs.replace(restored, verification=verification),
-            next_command=self.ctx.suggest("rollback", self.wanted.id),
-        )
+        restored = msgspec.structs.replace(restored, verification=verification)
+        return self._result(outcome, restored=restored, next_command=ended.next_command)
 
     def _undo(self, txn: Transaction, cause: Cause, forward: Restored | None) -> RollbackResult:
         """Put the environment back as it was before the rollback (its own snapshot), in one
@@ -885,18 +841,7 @@ class _Rollback:
         try:
             final = tuple(run_all(settings, ctx.interpreter, ctx.child_env()))
         except KeyboardInterrupt:
-            concurrent = self._changed_by_others(txn)
-            if concurrent is not None:
-                return concurrent
-            # The restore was verified; only the check is missing.
-            self.messages.append(
-                "the probe after it was interrupted: the installed set matches the snapshot, "
-                "and each restored file its hash, but nothing proved it works; run "
-                f"`{self.ctx.suggest('probe')}`"
-            )
-            return self._result(
-                RECOVERED_PROBE_INTERRUPTED if self.recovering else ROLLED_BACK_PROBE_INTERRUPTED
-            )
+            return self._probe_interrupted(txn)
         runs = msgspec.structs.replace(self.base.probes, after_restore=final)
         self.base = msgspec.structs.replace(self.base, probes=runs)
         concurrent = self._changed_by_others(txn)

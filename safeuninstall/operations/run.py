@@ -26,10 +26,7 @@ from pathlib import Path
 import msgspec
 
 from safeuninstall.base import process
-from safeuninstall.base.errors import (
-    CommandNotStarted,
-    InvalidInput,
-)
+from safeuninstall.base.errors import CommandNotStarted, InvalidInput
 from safeuninstall.base.outcome import Cause, Ending, Outcome
 from safeuninstall.context import baseline
 from safeuninstall.context.analysis import analyse, snapshot_view, with_default
@@ -69,15 +66,7 @@ from safeuninstall.probe.derived import (
     stopping_after_change,
     undecided,
 )
-from safeuninstall.probe.metric import noise_note
-from safeuninstall.probe.runner import (
-    Probe,
-    ProbeResult,
-    ProbeSettings,
-    RunSettings,
-    compare_states,
-    run_all,
-)
+from safeuninstall.probe.runner import Probe, ProbeResult, ProbeSettings, RunSettings, run_all
 from safeuninstall.reports.impact import Unmet, unmet_after_change
 from safeuninstall.state.stash import kept_aside, not_put_back
 from safeuninstall.transaction.guard import (
@@ -91,13 +80,7 @@ from safeuninstall.transaction.guard import (
     Verdict,
     Words,
 )
-from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import (
-    SnapshotSpec,
-    rewritten,
-)
-
-_SWITCHING = "while the metric's runs switched between the states before and after the command"
+from safeuninstall.transaction.transaction import SnapshotSpec, rewritten
 
 
 def run(ctx: Context, configured: ProbeSettings, options: RunOptions) -> RunResult:
@@ -380,22 +363,13 @@ class _Attempt:
         """The probe after the command (True: it passes), then the check for another
         process's change while it ran (ChangedByOthers: the guard keeps it all, named); or
         the verdict when a state to measure the metric in could not be reached."""
-        messages = self.command.messages
         try:
             passed = self._probe(now)
-            self.txn.check_others(during="while the probe ran")
-        except ChangedByOthers:
             # What changed since the comparison is not the command's: undoing it all would
             # undo that process's work as if the command had done it (Change.kept_for_others).
-            if not self.guard.at_change:
-                messages.append(
-                    "the metric's runs had the command's change undone for a run: the "
-                    f"environment is as snapshot {self.snap.id} has it, with that process's "
-                    "change"
-                )
-            raise
+            self.txn.check_others(during="while the probe ran")
         except SwitchFailed as err:
-            messages.append(err.message)
+            self.command.messages.append(err.message)
             return Cause.ERROR
         return passed
 
@@ -453,27 +427,12 @@ class _Attempt:
     def _compared(
         self, probe: Probe, *, how: RunSettings, now: dict[str, InstalledDistribution]
     ) -> ProbeResult:
-        """A metric judged by runs of the snapshot's state and the command's, interleaved (a
-        warm-up first, not counted), runs added until decided or the cap. The command's state
-        is switched back to from a stash of what it added or changed (Guard.stashed_state),
-        kept only while the runs last. The environment ends in the command's state."""
-        ctx = self.ctx
-        assert probe.metric is not None
-        ctx.emit("probe", f"metric running: before and after the command, in turn: {probe.label}")
+        """A metric judged by runs of the snapshot's state and the command's, interleaved
+        (Guard.compared). The command's state is switched back to from a stash of what it
+        added or changed (Guard.stashed_state), kept only while the runs last."""
         assert self.change is not None
         with self.guard.stashed_state(now, [*self.change.added, *self.change.changed]) as made:
-            switch = partial(self.guard.switch_between, changed=made, during=_SWITCHING)
-            result, compared = compare_states(probe, ctx.interpreter, how, switch, after_first=True)
-            switch(True)  # the verdict is acted on in the state the command left
-        if compared.baseline_failed:
-            self.command.messages.append(
-                "the metric failed in the state before the command, where it passed before it: "
-                f"{compared.runs.why}; it does not judge this change reliably"
-            )
-        note = noise_note(probe.metric, compared.runs.baseline_values)
-        if note:
-            self.command.messages.append(note)
-        return result
+            return self.guard.compared(probe, how, made)
 
     def _derived(self, now: dict[str, InstalledDistribution]) -> ProbeSettings:
         """The probe derived from what changed, as for a removal of the versions it replaced

@@ -29,6 +29,7 @@ import contextlib
 import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from safeuninstall.base.errors import (
     BaselineProbeFailed,
@@ -40,19 +41,15 @@ from safeuninstall.base.outcome import Cause, Ending, Endings, Operation, Outcom
 from safeuninstall.context.analysis import failure_text
 from safeuninstall.context.baseline import BaselineCache, Begun
 from safeuninstall.context.context import Context
-from safeuninstall.environment.installed import InstalledDistribution
+from safeuninstall.environment.installed import InstalledDistribution, names_in
 from safeuninstall.libraries.index import ownership
 from safeuninstall.probe.derived import as_baseline
-from safeuninstall.probe.runner import ProbeResult
+from safeuninstall.probe.metric import noise_note
+from safeuninstall.probe.runner import Probe, ProbeResult, RunSettings, compare_states
 from safeuninstall.state.journal import Entry
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
 from safeuninstall.transaction.others import ChangedByOthers
-from safeuninstall.transaction.transaction import (
-    Restored,
-    SnapshotSpec,
-    Transaction,
-    take_snapshot,
-)
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, Transaction, take_snapshot
 
 
 @dataclass(frozen=True)
@@ -158,7 +155,7 @@ class Guard:
     change: Change
     messages: list[str] = field(default_factory=list)
     txn: Transaction = field(init=False)
-    # Where a metric's runs left the environment (``switch_between``): in the state the change
+    # Where a metric's runs left the environment (``compared``): in the state the change
     # made, or, once proven, back in the one before it (an undo then has nothing to bring back).
     at_change: bool = field(default=True, init=False)
 
@@ -254,8 +251,7 @@ class Guard:
             if isinstance(err, ChangedByOthers):  # nothing of theirs is undone
                 kept = self.change.kept_for_others
                 if kept is not None:
-                    messages += self.kept_for_others(err, self.snapshot)
-                    return self.kept(kept)
+                    return self.kept_for_others(err, kept)
                 messages.append(err.message)  # what the change did comes back; no more
                 return undo(Cause.CONCURRENT)
             if isinstance(err, KeyboardInterrupt):
@@ -285,10 +281,12 @@ class Guard:
                 f"{change.operation.value}: no outcome for {', '.join(missing)}"
             )
 
-    def kept(self, outcome: Outcome) -> Ended:
-        """A failure kept as it is, on request: the rollback that undoes it is named."""
+    def kept(self, outcome: Outcome, back_to: Snapshot | None = None) -> Ended:
+        """A failure kept as it is, on request: the rollback that undoes it (to ``back_to``,
+        default the snapshot) is named."""
         self._decided(outcome)
-        return Ended(outcome, next_command=self.ctx.suggest("rollback", self.snapshot.id))
+        back = (back_to or self.snapshot).id
+        return Ended(outcome, next_command=self.ctx.suggest("rollback", back))
 
     def _decided(self, outcome: Outcome) -> None:
         """The change stands as ``outcome``, decided: written with interrupts held, so that one
@@ -320,7 +318,8 @@ class Guard:
         with txn.interrupts_deferred():
             # Another process's change stands: only this change's own comes back, and the
             # proof takes theirs as it is.
-            theirs = self.txn.theirs() if cause is Cause.CONCURRENT else frozenset()
+            changed = self.txn.others_changed() if cause is Cause.CONCURRENT else frozenset()
+            theirs = names_in(changed)
             try:
                 restored = self._back(back, theirs)
             except NotUndone as err:
@@ -439,7 +438,48 @@ class Guard:
         if arrived:
             raise KeyboardInterrupt
 
-    def switch_between(self, after: bool, changed: Snapshot, *, during: str) -> None:
+    def compared(
+        self, probe: Probe, how: RunSettings, changed: Snapshot, *, stands: bool = False
+    ) -> ProbeResult:
+        """A metric judged by runs of the state before the change (the snapshot's) and the
+        state it made (``changed``), interleaved (runner.compare_states: a warm-up first, not
+        counted, runs added until decided or the cap), each switch as ``measure_in``. The
+        environment ends in the state the change made, where the verdict is acted on; on an
+        interrupt too when the change ``stands`` then (a rollback's, as when its probe is
+        interrupted). Said besides: a failure in the state before, a noisy baseline, and where
+        the runs left the environment when another process's change stops them."""
+        assert probe.metric is not None
+        ctx, noun, messages = self.ctx, self.change.words.noun, self.messages
+        ctx.emit("probe", f"metric running: before and after the {noun}, in turn: {probe.label}")
+        switch = partial(self._switch_between, changed)
+        try:
+            result, compared = compare_states(
+                probe, ctx.interpreter, how, switch, after_first=self.at_change
+            )
+        except ChangedByOthers:  # nothing is switched after it: where the runs left it, said
+            if not self.at_change:
+                messages.append(
+                    f"the metric's runs had switched back to the state before the {noun} for a "
+                    f"run: the environment is as snapshot {self.snapshot.id} has it, with that "
+                    "process's change"
+                )
+            raise
+        except KeyboardInterrupt:
+            if stands:
+                switch(True)
+            raise
+        switch(True)
+        if compared.baseline_failed:
+            messages.append(
+                f"the metric failed in the state before the {noun}, where it passed before it: "
+                f"{compared.runs.why}; it does not judge this {noun} reliably"
+            )
+        note = noise_note(probe.metric, compared.runs.baseline_values)
+        if note:
+            messages.append(note)
+        return result
+
+    def _switch_between(self, changed: Snapshot, after: bool) -> None:
         """For a metric's runs: move to the state the change made (``after``, ``changed``) or
         back to the one before it (the snapshot), as ``measure_in``; nothing where it is
         already. Until the state before is proven, the change counts as made (``at_change``)."""
@@ -452,6 +492,10 @@ class Guard:
         def starting() -> None:
             self.at_change = True
 
+        during = (
+            "while the metric's runs switched between the states before and after the "
+            + self.change.words.noun
+        )
         wanted = changed if after else self.snapshot
         self.measure_in(wanted, during=during, starting=starting, reached=reached)
 
@@ -473,18 +517,21 @@ class Guard:
         finally:
             shutil.rmtree(ctx.store.folder(made.id).path, ignore_errors=True)
 
-    def kept_for_others(self, err: ChangedByOthers, back_to: Snapshot) -> list[str]:
+    def kept_for_others(
+        self, err: ChangedByOthers, outcome: Outcome, back_to: Snapshot | None = None
+    ) -> Ended:
         """Another process changed the environment after the change was made, while it was
         judged: the verdict judged another environment, and undoing the change would undo
-        that process's work as if this one had done it. Nothing is undone (said), and the
-        rollback to ``back_to`` is named."""
-        noun = self.change.words.noun
-        return [
+        that process's work as if this one had done it. Nothing is undone (said): kept as
+        ``outcome``, and the rollback to ``back_to`` (default the snapshot) is named."""
+        noun, back = self.change.words.noun, back_to or self.snapshot
+        self.messages += [
             f"{err.message}: the probe judged another environment",
             f"nothing was undone: the environment is as the {noun} and that process left it; "
-            f"the rollback named below returns it to snapshot {back_to.id}, undoing that "
+            f"the rollback named below returns it to snapshot {back.id}, undoing that "
             "process's change too",
         ]
+        return self.kept(outcome, back)
 
 
 def stopped(restored: Restored) -> str:

@@ -29,6 +29,7 @@ class ChangedByOthers(SafeUninstallError):
         super().__init__(f"{said}; {then}" if then else said)
 
 
-def differences(expected: frozenset[str], now: frozenset[str]) -> tuple[str, ...]:
-    """What differs between the census an operation expects and the one taken now."""
-    return tuple(census_changes(expected, now))
+def differences(expected: frozenset[str], changed: frozenset[str]) -> tuple[str, ...]:
+    """Each entry of ``changed`` (those of the census now that differ from the one an operation
+    expects), said as it changed: ``appeared: x-1.0.dist-info`` or ``went: ...``."""
+    return tuple(census_changes(expected, expected ^ changed))

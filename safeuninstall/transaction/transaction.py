@@ -48,7 +48,6 @@ from safeuninstall.environment.installed import (
     census,
     folders_of,
     installed_distributions,
-    names_in,
 )
 from safeuninstall.environment.records import RecordEntry, sha256_file
 from safeuninstall.environment.sizes import count_text
@@ -272,7 +271,6 @@ class Transaction:
         self._folder: SnapshotFolder | None = None
         self._hasher: StashHasher | None = None
         self._changed = False  # the installer has run: giving up is no longer possible
-        self._finished = False
         self.interrupted = False  # an interrupt arrived during interrupts_deferred
         self.left_behind: list[str] = []  # what giving up could not delete
         self.snapshot: Snapshot | None = None
@@ -336,19 +334,13 @@ class Transaction:
         ``check_others`` compares it with what is installed."""
         self._expected = read
 
-    def theirs(self) -> frozenset[str]:
-        """The names of the distributions another process changed: each whose folders differ
-        between the installed set expected and a census taken now."""
+    def others_changed(self, now: frozenset[str] | None = None) -> frozenset[str]:
+        """What another process changed: the census entries (folders) that differ between the
+        installed set expected and the census ``now`` (default: one taken now); none before
+        ``expect``. Their names (installed.names_in) are what an undo leaves as they are."""
         if self._expected is None:
             return frozenset()
-        return names_in(self._expected ^ census(self._ctx.interpreter))
-
-    def others_changed(self, now: frozenset[str] | None = None) -> tuple[str, ...]:
-        """What another process changed: each difference between the installed set expected and
-        the census ``now`` (default: one taken now); none before ``expect``."""
-        if self._expected is None:
-            return ()
-        return differences(self._expected, census(self._ctx.interpreter) if now is None else now)
+        return self._expected ^ (census(self._ctx.interpreter) if now is None else now)
 
     def check_others(
         self,
@@ -361,7 +353,8 @@ class Transaction:
         """The one check that no other process changed the environment (others.py): raises
         ChangedByOthers naming each difference (and ``more``: what else the caller found
         changed by another process), said as ``during`` and ``then``."""
-        changes = (*self.others_changed(now), *more)
+        changed = self.others_changed(now)
+        changes = (*differences(self._expected or frozenset(), changed), *more)
         if changes:
             raise ChangedByOthers(changes, during=during, then=then)
 
@@ -585,7 +578,7 @@ class Transaction:
         planned = {e.name for e in back.restore}
         more = [n for n in dict.fromkeys([*again, *shared]) if n not in planned]
         entries = [*back.restore, *(e for n in more if (e := wanted.package(n)) is not None)]
-        if all_or_nothing:
+        if all_or_nothing and entries:  # nothing to bring back: no wait for the stash hasher
             cannot = self.cannot_come_back(wanted, entries, offline=offline)
             if cannot:
                 raise NotRestorable("; ".join(cannot))
@@ -611,7 +604,6 @@ class Transaction:
             self._ctx.store.set_outcome(self.snapshot.id, outcome)
         if not keep_journal:
             self._journal.finish()
-        self._finished = True
 
     def discard(self) -> None:
         """The change is undone and proven (the environment is its snapshot's again) and the
@@ -622,7 +614,6 @@ class Transaction:
             self._hasher.cancel()
             self._hasher = None
         self._give_up()
-        self._finished = True
 
     def _give_up(self) -> None:
         """Nothing was removed: undo the snapshot too, so no "pending" one is left behind.

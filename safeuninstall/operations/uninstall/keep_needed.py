@@ -12,13 +12,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from safeuninstall.base.outcome import Cause, Outcome
-from safeuninstall.context.analysis import (
-    failure_text,
-    library_index,
-    owned_files,
-    requirements_of,
-)
-from safeuninstall.environment.installed import census
+from safeuninstall.context.analysis import failure_text, library_index, owned_files, requirements_of
 from safeuninstall.operations.endings.uninstall import KEPT_NEEDED, NOTHING_TO_DO, REMOVED
 from safeuninstall.operations.results import RemovalResult
 from safeuninstall.operations.uninstall.removal import Attempt, Removal
@@ -36,8 +30,11 @@ from safeuninstall.reports.needs import (
     required,
     together,
 )
-from safeuninstall.transaction.guard import Guard, Stands, Verdict
+from safeuninstall.transaction.guard import Guard, Stands, SwitchFailed, Verdict
+from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored
+
+_MOVING = "while --keep-needed moved between the states it tries"
 
 
 def plan(removal: Removal) -> None:
@@ -76,11 +73,11 @@ class KeepNeeded(Attempt):
     """--keep-needed: bisection.search finds the largest subset of the candidates tried whose
     removal passes (its first run removes them all, or for some counts a part of them), each
     tried before what it requires (``_search_order``).
-    Between two runs the environment is moved by restoring from this transaction's own stash
-    (verified against the snapshot less what stays removed) and by uninstalling; one snapshot
-    for it all, so one ``rollback`` undoes the whole cleanup. An interrupt, an error or a
-    failing final run restores everything: the environment ends in the final state proven by
-    a passing probe, or in the snapshot's."""
+    Between two runs the guard moves the environment (``_move_to``): from this transaction's
+    own stash and by uninstalling, in one batch, proven; one snapshot for it all, so one
+    ``rollback`` undoes the whole cleanup. An interrupt, an error or a failing final run
+    restores everything: the environment ends in the final state proven by a passing probe,
+    or in the snapshot's."""
 
     # Each run of the search judges one state: a metric's runs there are judged against the
     # baseline's, measured before the search.
@@ -395,37 +392,45 @@ class KeepNeeded(Attempt):
         return passed, why, unsure
 
     def _move_to(self, removed: frozenset[str]) -> None:
-        """Restore what ``removed`` leaves out (from the stash, verified), uninstall the rest."""
-        back = sorted(self.state - removed)
-        if back:
-            snap, staying = self.snap, self.state & removed  # removed after the restore
-            wanted = msgspec.structs.replace(
-                snap, packages=tuple(e for e in snap.packages if e.name not in staying)
+        """Move to the snapshot's state less ``removed``: what it leaves out comes back from
+        the stash, the rest is uninstalled, in one batch, proven (Guard.measure_in). Another
+        process's change, before the move or during it, stops the search (ChangedByOthers):
+        what the search removed comes back, nothing of that process's work is undone."""
+        snap, before = self.snap, self.state
+        wanted = msgspec.structs.replace(
+            snap, packages=tuple(e for e in snap.packages if e.name not in removed)
+        )
+        installer: list[str] = []  # its error; or what it said it removed and left (``left``)
+        left: list[str] = []
+
+        def starting() -> None:
+            # Counted as gone before the move begins: an interrupt held back while it runs is
+            # raised once it is done, and the undo must bring back all the move may have taken.
+            self.state = before | removed
+
+        def reached(restored: Restored, failed: str | None) -> None:
+            more = [name for name in self.snap.removed if name in removed - before]
+            if failed is None and more and restored.verification is not None:  # uv said: gone
+                still = self._still_installed(restored.left, more)
+                left.extend([still] if still is not None else [])
+            if failed is not None or left:
+                installer.append(failed or left[0])
+            elif restored.ok:
+                self.state = removed
+
+        try:
+            self.guard.measure_in(
+                wanted, during=_MOVING, purpose="try", starting=starting, reached=reached
             )
-            entries = [e for name in back if (e := snap.package(name)) is not None]
-            with self.txn.interrupts_deferred():
-                restored = self.txn.restore(
-                    wanted, entries, (), offline=self.removal.options.offline
-                )
-            if not restored.ok:
-                problems = (
-                    "; ".join(restored.verification.describe())
-                    if restored.verification
-                    else restored.error
-                )
-                raise _Stop(
-                    Cause.ERROR, f"bringing back {', '.join(back)} was not verified: {problems}"
-                )
-            self.state = self.state - set(back)
-            if self.txn.interrupted:
-                raise KeyboardInterrupt
-        more = [name for name in self.snap.removed if name in removed - self.state]
-        if more:
-            # Counted as gone before the uninstall starts: an interrupt held back while uv runs
-            # is raised as txn.uninstall returns, and the restore brings back only these.
-            self.state = self.state | set(more)
-            failed = self.txn.uninstall(more)
-            if failed is None:
-                failed = self._still_installed(census(self.ctx.interpreter), more)
-            if failed is not None:
-                raise _Stop(Cause.FAILED, failed)
+        except ChangedByOthers:
+            # What uv said it removed and left is expected gone: the check after the move
+            # takes it for another process's change. The installer failed.
+            if not left:
+                raise
+            raise _Stop(Cause.FAILED, left[0]) from None
+        except SwitchFailed as err:
+            if err.unchanged:
+                self.state = before
+            if installer:
+                raise _Stop(Cause.FAILED, installer[0]) from None
+            raise _Stop(Cause.ERROR, err.message) from None

@@ -21,12 +21,7 @@ from safeuninstall.context.analysis import (
     requirements_of,
     with_default,
 )
-from safeuninstall.context.baseline import (
-    BaselineCache,
-    Begun,
-    HeadStart,
-    fingerprint,
-)
+from safeuninstall.context.baseline import BaselineCache, Begun, HeadStart, fingerprint
 from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import (
     InstalledDistribution,
@@ -59,13 +54,11 @@ from safeuninstall.probe.derived import (
     undecided,
 )
 from safeuninstall.probe.kinds import ProbeKind
-from safeuninstall.probe.metric import noise_note
 from safeuninstall.probe.runner import (
     Probe,
     ProbeResult,
     ProbeSettings,
     RunSettings,
-    compare_states,
     run_all,
     start,
 )
@@ -84,8 +77,6 @@ from safeuninstall.transaction.guard import (
     Words,
 )
 from safeuninstall.transaction.transaction import Restored, SnapshotSpec
-
-_SWITCHING = "while the metric's runs switched between the states before and after the removal"
 
 
 class Removal:
@@ -403,9 +394,7 @@ class Attempt:
         """What the installer left of what it said it removed (``names``, default all):
         dist-info folders still in the census ``now``."""
         installed = self.removal.installed
-        left = [
-            name for name in names or self.snap.removed if str(installed[name].dist_info) in now
-        ]
+        left = [n for n in names or self.snap.removed if str(installed[n].dist_info) in now]
         if not left:
             return None
         return (
@@ -500,36 +489,15 @@ class Attempt:
         return after, env_print
 
     def _compared(self, probe: Probe) -> ProbeResult:
-        """A metric judged by runs of the snapshot's state and the removal's, interleaved (a
-        warm-up first, not counted), runs added until decided or the cap; the environment
-        ends in the removal's state."""
-        ctx = self.ctx
-        assert probe.metric is not None
-        ctx.emit("probe", f"metric running: before and after the removal, in turn: {probe.label}")
-        how = RunSettings(self.removal.after.timeout, ctx.child_env())
-        result, compared = compare_states(
-            probe, ctx.interpreter, how, self._switch, after_first=self.guard.at_change
-        )
-        self._switch(True)  # the verdict is acted on in the state the removal left
-        if compared.baseline_failed:
-            self.removal.messages.append(
-                "the metric failed in the state before the removal, where it passed before it: "
-                f"{compared.runs.why}; it does not judge this removal reliably"
-            )
-        note = noise_note(probe.metric, compared.runs.baseline_values)
-        if note:
-            self.removal.messages.append(note)
-        return result
-
-    def _switch(self, after: bool) -> None:
-        """Move the environment to the state the removal left (``after``: the snapshot less
-        what it removed) or back to the snapshot's, from this transaction's own stash
-        (Guard.switch_between)."""
+        """A metric judged by runs of the snapshot's state and the removal's (the snapshot less
+        what it removed), interleaved (Guard.compared): the removal's is switched back to from
+        this transaction's own stash."""
         snap, removed = self.snap, set(self.snap.removed)
         left = msgspec.structs.replace(
             snap, packages=tuple(e for e in snap.packages if e.name not in removed)
         )
-        self.guard.switch_between(after, left, during=_SWITCHING)
+        how = RunSettings(self.removal.after.timeout, self.ctx.child_env())
+        return self.guard.compared(probe, how, left)
 
     def _passed_on_the_interpreter_s_own(self, after: Sequence[ProbeResult]) -> list[str]:
         """With --target or --prefix: a module removed from the folder that the interpreter's
