@@ -20,6 +20,10 @@ from pathlib import Path
 
 import pytest
 
+# A snapshot's note names an outcome of any operation: they are registered when the operations
+# package is imported, as every command does before it reads one. Tests that call the state
+# layer in-process do the same.
+import safeuninstall.operations  # noqa: F401
 from safeuninstall.environment.interpreter import find_uv
 from safeuninstall.state.layout import SnapshotFolder
 from safeuninstall.state.store import STATE_DIR_NAME, Store
