@@ -30,7 +30,7 @@ from safeuninstall.operations.endings.rollback import (
     ROLLED_BACK,
 )
 from safeuninstall.operations.endings.run import RUN
-from safeuninstall.operations.endings.trial import TRY_UNMET
+from safeuninstall.operations.endings.trial import TRY_RESTORED_PROBE_FAILS, TRY_UNMET
 from safeuninstall.operations.endings.uninstall import PASSED, RESTORED_PROBE_FAILS, UNINSTALL
 from safeuninstall.operations.results import ProbeRuns, Result, RollbackResult, ShownSnapshot
 from safeuninstall.probe.kinds import ProbeKind
@@ -167,6 +167,7 @@ OUTCOMES = {
     "try-unmet": 7,
     "try-interrupted": 3,
     "try-stopped": 3,
+    "try-restored-probe-fails": 5,
     "try-incomplete": 4,
     "try-not-returned": 4,
     "passed": 0,
@@ -307,11 +308,13 @@ def test_what_an_outcome_says_of_the_environment(outcome: Outcome) -> None:
     assert outcome.changed_nothing == (outcome.id in CHANGED_NOTHING)
     undone = outcome.id.endswith(("-restored", "-restored-except-aside"))
     undone = undone or outcome.id in TRIED_AND_UNDONE
-    assert outcome.undone == (undone or outcome is RESTORED_PROBE_FAILS)
+    # Undone, verified, and the probe fails there all the same: exit 5.
+    fails_there = outcome in (RESTORED_PROBE_FAILS, TRY_RESTORED_PROBE_FAILS)
+    assert outcome.undone == (undone or fails_there)
     if outcome.changed_nothing:  # a try says what the change would do: it breaks, exit 7
         assert outcome.exit_code in (0, 1) or outcome is TRY_UNMET
     if outcome.undone:
-        assert outcome.exit_code != 5 or outcome is RESTORED_PROBE_FAILS
+        assert (outcome.exit_code == 5) == fails_there
     assert outcome.returned_to is None
 
 

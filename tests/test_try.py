@@ -88,6 +88,33 @@ def test_a_harmless_removal_passes_exits_0_and_the_package_is_still_installed(
     assert undo.json()["outcome"] == "nothing-to-roll-back", undo.stdout
 
 
+@pytest.mark.parametrize("fails_from", [2, 3])  # the run after the change; after the return
+def test_a_probe_that_fails_back_at_the_start_is_a_try_s_own_outcome_exit_5(
+    make_venv: MakeVenv, tmp_path: Path, fails_from: int
+) -> None:
+    """The probe passes at the start and fails from its ``fails_from``-th run: run again after
+    the verified return, it fails where it passed, so it says nothing of the change. That is
+    an outcome of try's (listed with its others), with the exit code of a removal's."""
+    venv = make_venv("requests", "leftpad")
+    start = _start(venv)
+    count = tmp_path / "count"
+    probe = (
+        f"sh -c 'n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}; "
+        f"test $n -lt {fails_from}'"
+    )
+
+    done = venv.tool("--json", "try", "--probe-after-restore", "--probe-cmd", probe, "leftpad")
+
+    data = done.json()
+    assert done.returncode == 5, data
+    assert data["command"] == "try"
+    assert data["outcome"] == "try-restored-probe-fails"
+    assert int(count.read_text()) == 3  # the baseline, after the change, after the return
+    assert data["verification"]["ok"] is True  # type: ignore[index]
+    assert problems("try", data) == []
+    _back_at(venv, start)
+
+
 def test_a_command_that_breaks_the_probe_exits_7_and_is_undone(make_venv: MakeVenv) -> None:
     venv = make_venv("requests", "urllib3==2.2.1")
     start = _start(venv)

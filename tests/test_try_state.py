@@ -197,8 +197,31 @@ def test_a_probe_that_fails_here_already_is_refused_before_any_change(
     assert not b.journal.exists()
 
 
-def test_killed_in_the_file_s_state_recover_brings_back_the_start(
+def test_its_snapshot_is_listed_and_shown_as_a_try(
     nodes: tuple[Venv, dict[str, Path]], house: Path
+) -> None:
+    b, files = nodes
+    snapshots = b.state.snapshots_dir
+    before = {p.name for p in snapshots.iterdir()} if snapshots.exists() else set()
+
+    done = b.tool(
+        "try", "--state", str(files["export"]), "--find-links", str(house), "--probe", EITHER
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = b.tool("snapshots", "--json").json()["snapshots"]
+    assert isinstance(listed, list)
+    (taken,) = [s for s in listed if s["id"] not in before]
+    assert (taken["operation"], taken["outcome"]) == ("try", "try-passes")
+    shown = b.tool("show", taken["id"])
+    assert f"snapshot {taken['id']} (try, try-passes)" in shown.stdout, shown.stdout
+
+
+# Killed in A's state (its probe), half way through a switch's links (what a distribution
+# left unfinished linked back, recover deletes), and proving the start.
+@pytest.mark.parametrize("fault", ["probe:KILL", "restore-file:3:KILL", "verify:KILL"])
+def test_killed_recover_finds_a_try_and_brings_back_the_start(
+    nodes: tuple[Venv, dict[str, Path]], house: Path, fault: str
 ) -> None:
     b, files = nodes
     hashes, installed = b.file_hashes(), b.installed()
@@ -206,12 +229,16 @@ def test_killed_in_the_file_s_state_recover_brings_back_the_start(
 
     done = b.tool(
         "try", "--state", str(files["freeze"]), *links, "--probe", EITHER,
-        SAFE_UNINSTALL_FAULT="probe:KILL",
+        SAFE_UNINSTALL_FAULT=fault,
     )  # fmt: skip
 
     assert done.returncode < 0 or done.returncode == 137, done.stderr
     assert b.journal.exists()
-    assert b.installed()["part1"] == "1.0"  # A's: it was killed in A's state
+    assert 'operation = "try"' in b.journal.read_text()
+    if fault == "probe:KILL":
+        assert b.installed()["part1"] == "1.0"  # A's: it was killed in A's state
+    said = b.tool("doctor").stdout  # the operation recover finds, as it names it
+    assert "a try (pid " in said, said
     assert_recovered(b, hashes, installed)
 
 

@@ -11,8 +11,8 @@ code meaning
 2    command-line usage error, malformed configuration
 3    the removal (or a rollback) failed; everything was put back and verified
 4    restore incomplete: the environment differs from the snapshot
-5    a restore (rollback, recover, or after a failed removal) done and verified, but the
-     probe fails in the restored state
+5    a restore (rollback, recover, after a failed removal, or try's return) done and
+     verified, but the probe fails in the restored state
 6    inconclusive: a metric's runs could not tell whether a state is worse than allowed;
      nothing named (bisect) or the change undone, verified
 7    ``try``: the change breaks (a probe fails, a requirement is left unmet); undone, verified
@@ -44,8 +44,9 @@ EXIT_CODES = {
     "was put back and verified",
     EXIT_INCOMPLETE: "restore incomplete, or `--keep-on-failure`: the environment differs from "
     "the snapshot; the output names each difference and the one command that finishes the job",
-    EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, or "
-    "after a failed removal), but the probe fails in that state",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, "
+    "after a failed removal, or `try`'s return to where it started), but the probe fails in "
+    "that state",
     EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
     "is worse than `--max-regression` allows, or no culprit `bisect` found fails on its own; so "
     "nothing is named (`bisect`) or the change was undone (a removal, `run`, `rollback`); the "

@@ -1035,7 +1035,8 @@ def try_command(
     run `-- COMMAND` (as `run` does) or switch to the state `--state FILE` describes (as
     `bisect FILE` reaches it: versions from a stash, the index or --find-links), judge it
     (probes, `--probe-metric`), then ALWAYS put everything back, verified, and say what the
-    change would do: passes (exit 0), faster (0), breaks (7), slower (8), inconclusive (6).
+    change would do: passes (exit 0), faster (0), breaks (7), slower (8), inconclusive (6);
+    a probe that fails back at the start says nothing of it (5).
 
     `safe-uninstall try --probe 'import torch' numexpr`,
     `safe-uninstall try --probe-metric 'python bench.py' -- uv pip install -U numpy`,

@@ -189,7 +189,7 @@ class _Inconclusive(Exception):
 class _Bisect:
     # How messages say when another process's change was found.
     _during = _DURING
-    _command = "bisect"  # the results' ``command``
+    _command = "bisect"  # the results' ``command``, the journal's and the snapshot's name
 
     def __init__(
         self, ctx: Context, settings: ProbeSettings, options: BisectOptions, good: _Good
@@ -220,14 +220,15 @@ class _Bisect:
     ) -> Iterator[tuple[Transaction, tuple[str, ...]]]:
         """The guarded change, prepared: the start snapshotted, the units grouped, the probe
         known, what cannot come back refused. Yields the transaction and what is not switched
-        (same version, other files). Journaled as a bisect (a try --state too): ``recover``
-        takes it back to the start. Another process's change found before any switch is
+        (same version, other files). Journaled, and its snapshot listed, under the command's
+        name (a try --state is a try): ``recover`` takes it back to the start. Another
+        process's change found before any switch is
         raised as one that changed nothing (the transaction is given up)."""
         read = census(self.ctx.interpreter)  # first: a change after it shows later
         installed = installed_distributions(self.ctx.interpreter)
         spec = self._spec(installed)
         change = Change(
-            endings, "bisect", words, read, installed, spec, offline=self.options.offline
+            endings, self._command, words, read, installed, spec, offline=self.options.offline
         )
         self.guard = guard = Guard(self.ctx, change, self.messages)
         with guard.guarded() as txn:
@@ -357,7 +358,9 @@ class _Bisect:
             if (entry := self.good.package(name)) is None or entry.version != dist.version
         ]
         stash = sorted({*changed, *sharing_files(owned, changed)})
-        return SnapshotSpec(operation="bisect", stash=stash, shared=owned.shared_paths(of=stash))
+        return SnapshotSpec(
+            operation=self._command, stash=stash, shared=owned.shared_paths(of=stash)
+        )
 
     def _group(self, unchanged: Callable[[str], str], now: _Sides) -> tuple[str, ...]:
         """The changes since GOOD in units; the same-version ones whose files differ, which

@@ -204,8 +204,9 @@ def recover(ctx: Context, configured: ProbeSettings, options: RollbackOptions) -
         entry = journal.step(entry, "recover")
         with ctx.installer_locked():
             leftovers += remove_restore_leftovers(ctx.store, wanted, ctx.interpreter)
-            # Their restores may have begun what ``wanted`` lacks.
-            if entry.operation in ("rollback", "bisect"):
+            # Their restores (a bisect's, a try --state's switches) may have begun what
+            # ``wanted`` lacks.
+            if entry.operation in ("rollback", "bisect", "try"):
                 remove_half_restored(ctx.store, ctx.interpreter)
         rollback = _Rollback(ctx, configured, options, wanted, _Now.read(ctx), recovering=entry)
         rollback.messages += [found, *stopped]

@@ -56,7 +56,8 @@ from safeuninstall.state.snapshot import FORMED_ID
 FAULT_VARIABLE = "SAFE_UNINSTALL_FAULT"
 _SIGNALS = {"KILL": signal.SIGKILL, "INT": signal.SIGINT, "TERM": signal.SIGTERM}
 
-OPERATIONS = frozenset({"uninstall", "rollback", "run", "bisect"})
+# "try": a try --state (a try of a removal or a command is journaled as that change is).
+OPERATIONS = frozenset({"uninstall", "rollback", "run", "bisect", "try"})
 # Every step an operation records (core.py, and transaction.restore's "restore-reinstall");
 # a recover that is itself interrupted records its own under "recover:".
 _RECOVERED_STEPS = ("stash", "uninstall", "restore", "restore-reinstall", "verify")
@@ -81,7 +82,7 @@ class Child(Struct, frozen=True):
 class Entry(Struct, frozen=True):
     """The operation in progress, as recorded in the journal."""
 
-    operation: str  # "uninstall", "rollback", "run" or "bisect"
+    operation: str  # one of OPERATIONS
     snapshot: str  # the snapshot that recover returns to
     step: str  # the step that was about to run, or the last one done
     pid: int

@@ -3,7 +3,13 @@ outcome."""
 
 from __future__ import annotations
 
-from safeuninstall.base.errors import EXIT_BREAKS, EXIT_INCOMPLETE, EXIT_OK, EXIT_SLOWER
+from safeuninstall.base.errors import (
+    EXIT_BREAKS,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    EXIT_SLOWER,
+)
 from safeuninstall.base.outcome import Cause, Ending, Endings, Operation
 
 TRY = Endings(
@@ -67,6 +73,16 @@ TRY_UNMET = TRY.other(
     "changed (--allow-unmet lets the probe judge it)",
     EXIT_BREAKS,
     Ending.UNCHANGED,
+)
+# The return is verified, yet the probe run again at the start fails there: it does not judge
+# this environment reliably, so it says nothing of the change (a removal's restored-probe-fails).
+TRY_RESTORED_PROBE_FAILS = TRY.other(
+    "try-restored-probe-fails",
+    "the change was undone: back where it started, verified, but the probe fails there now: it "
+    "does not judge this environment reliably, and says nothing of what the change would do "
+    "(`probe` runs it alone, at the start)",
+    EXIT_PROBE_FAILS_AFTER_ROLLBACK,
+    Ending.RESTORED,
 )
 TRY_INCOMPLETE = TRY.other(
     "try-incomplete",

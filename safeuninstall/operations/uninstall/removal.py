@@ -31,6 +31,7 @@ from safeuninstall.environment.installed import (
 )
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.libraries.index import Drift
+from safeuninstall.operations.endings.trial import TRY_RESTORED_PROBE_FAILS
 from safeuninstall.operations.endings.uninstall import (
     DRY_RUN,
     INCONCLUSIVE_KEPT,
@@ -543,7 +544,9 @@ class Attempt:
             "the environment equals the snapshot again, yet the probe fails after the restore: "
             "it does not judge this environment reliably"
         )
-        return RESTORED_PROBE_FAILS
+        return (
+            TRY_RESTORED_PROBE_FAILS if self.removal.options.always_undo else RESTORED_PROBE_FAILS
+        )
 
     def _probe_after_restore(self, restored: Restored) -> ProbeRuns:
         """After a verified restore, the probe runs again, unless the restore is proven to be,
