@@ -502,6 +502,11 @@ class _Bisect:
         except SwitchFailed as err:
             if err.unchanged:
                 self.at, self.switched = before
+            if err.installer is not None:  # the installer failed, not the probe, nor others
+                raise _MoveFailed(
+                    f"{err.message}: the installer failed, nothing was judged; run it again "
+                    f"once {self.ctx.backend.name} does what it reports"
+                ) from None
             raise _MoveFailed(err.message) from None
 
     def _probe(self, txn: Transaction, bad: frozenset[str], confirms: str = "") -> bool | None:

@@ -130,12 +130,17 @@ class Ended:
 
 class SwitchFailed(Exception):
     """A state within the change could not be reached and proven (``Guard.measure_in``):
-    ``message`` says why; ``unchanged``: nothing was changed (it could not come back whole)."""
+    ``message`` says why; ``unchanged``: nothing was changed (it could not come back whole);
+    ``installer``: the installer's failure that stopped it (its error, or what it reported
+    done and left undone), None when it was not the installer's."""
 
-    def __init__(self, message: str, *, unchanged: bool = False) -> None:
+    def __init__(
+        self, message: str, *, unchanged: bool = False, installer: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.unchanged = unchanged
+        self.installer = installer
 
 
 class NotUndone(Exception):
@@ -393,7 +398,9 @@ class Guard:
         was made on (ChangedByOthers, ``during`` it). NotRestorable when ``all_or_nothing``
         and something cannot come back (nothing was changed then). ``reached`` is told the
         proof before that check, so that the caller knows where the environment is when the
-        check raises. Returns the proof and the installer's error, if its uninstall failed."""
+        check raises. Returns the proof and the installer's failure (Transaction.return_to):
+        what it reported done and left undone is its failure, expected as it is, never taken
+        for another process's change by that check."""
         txn = self.txn
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(
@@ -434,7 +441,9 @@ class Guard:
             txn.interrupted = noted or arrived
         if failed is not None or not restored.ok:
             why = failed or restored.error or "the environment does not match it"
-            raise SwitchFailed(f"a state to {purpose} could not be reached and proven: {why}")
+            raise SwitchFailed(
+                f"a state to {purpose} could not be reached and proven: {why}", installer=failed
+            )
         if arrived:
             raise KeyboardInterrupt
 

@@ -390,11 +390,11 @@ class Attempt:
         """What is removed now, of what the snapshot stashed."""
         return self.snap.removed if self.guard.at_change else ()
 
-    def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
-        """What the installer left of what it said it removed (``names``, default all):
-        dist-info folders still in the census ``now``."""
+    def _still_installed(self, now: frozenset[str]) -> str | None:
+        """What the installer left of what it said it removed: dist-info folders still in the
+        census ``now`` (a move of the search says it too: Transaction.return_to)."""
         installed = self.removal.installed
-        left = [n for n in names or self.snap.removed if str(installed[n].dist_info) in now]
+        left = [name for name in self.snap.removed if str(installed[name].dist_info) in now]
         if not left:
             return None
         return (
