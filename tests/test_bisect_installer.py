@@ -7,12 +7,13 @@ run aside), and is the real uv after that: the return to the start works."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import UV, MakeVenv, Venv
+from tests.conftest import UV, MakeVenv, Venv, stand_in_uv
 from tests.test_bisect import PROBE as PROBE_EIGHT
 from tests.test_bisect import _good_then_upgraded, _parts
 from tests.test_bisect_files import house, nodes
@@ -87,7 +88,29 @@ def test_a_switch_whose_uninstall_removes_nothing_is_the_installer_s_failure(
     assert "the installer failed" in said
     assert "another process" not in said
     assert data["verification"]["ok"] is True  # type: ignore[index]
+    # The one command that goes on: the same bisect, once the installer works.
+    assert str(data["next_command"]).endswith(shlex.join(["bisect", good, "--probe", PROBE]))
     _back_at_the_start(venv, start)
+
+
+def test_an_installer_that_never_removes_leaves_the_return_to_recover_not_to_others(
+    make_venv: MakeVenv, tmp_path: Path
+) -> None:
+    """Uv removes nothing at any switch, the return to the start too: the start cannot come
+    back (part's other version stays beside it), which is said as the installer's failure,
+    with ``recover``; nobody else is named."""
+    venv, good = _four_parts_upgraded(make_venv, tmp_path / "house")
+    idle = stand_in_uv(tmp_path / "idle-uv", "sys.exit(0)")
+
+    done = venv.tool("--json", "bisect", good, "--probe", PROBE, SAFE_UNINSTALL_UV=str(idle))
+
+    data = done.json()
+    assert data["outcome"] == "bisect-incomplete", data
+    said = _said(data)
+    assert said.count("uv reported success, but part") >= 2  # the switch, then the return
+    assert "another process" not in said
+    assert venv.journal.exists()
+    assert str(data["next_command"]).endswith("recover")
 
 
 def test_a_switch_whose_install_installs_nothing_is_the_installer_s_failure(

@@ -17,7 +17,8 @@ the same way for a removal, a guarded command, a rollback, a cleanup search and 
    as it is (``NotUndone``), never half undone.
 5. ``switch``: a move to another state within the change (bisect's states, the states a
    metric's runs alternate between: ``measure_in``), in one batch, proven, then checked for
-   another process's change.
+   another process's change. An installer that reports success and leaves undone what it was
+   asked is its own failure there (SwitchFailed.installer), never another process's change.
 
 What another process changed is noticed by one check (Transaction.check_others) and means the
 same everywhere: the operation stops where it is, names the change, and undoes nothing of it.

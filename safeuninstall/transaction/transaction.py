@@ -48,6 +48,7 @@ from safeuninstall.environment.installed import (
     census,
     folders_of,
     installed_distributions,
+    names_in,
 )
 from safeuninstall.environment.records import RecordEntry, sha256_file
 from safeuninstall.environment.sizes import count_text
@@ -584,17 +585,15 @@ class Transaction:
             cannot = self.cannot_come_back(wanted, entries, offline=offline)
             if cannot:
                 raise NotRestorable("; ".join(cannot))
+        taken = folders_of(census(ctx.interpreter), remove) if remove else frozenset()
         failed = self.uninstall(remove) if remove else None
         restored = self.restore(wanted, entries, shared, offline=offline, rewritten=again)
         if failed is None and restored.verification is not None:
             # Folders the uninstall was to take that are still there, but for those the
             # restore put back as they were: the installer left them.
             placed = {os.path.basename(e.dist_info) for e in entries}
-            kept = [
-                n
-                for n in remove
-                if str(now[n].dist_info) in restored.left and now[n].dist_info.name not in placed
-            ]
+            still = {p for p in taken & restored.left if os.path.basename(p) not in placed}
+            kept = sorted(names_in(still) & set(remove))
             if kept:
                 self._expect_of(kept, restored.left)
             failed = _left_undone(ctx.backend.name, restored, kept)
@@ -663,17 +662,20 @@ class Transaction:
         self.interrupted = self.interrupted or bool(noted)
 
 
+def still_installed(installer: str, names: Sequence[str]) -> str:
+    """The installer reported success and left ``names`` installed, in words."""
+    one = len(names) == 1
+    return (
+        f"{installer} reported success, but {', '.join(names)} {'is' if one else 'are'} "
+        f"still installed: nothing of {'it' if one else 'them'} was removed"
+    )
+
+
 def _left_undone(installer: str, restored: Restored, kept: Sequence[str] = ()) -> str | None:
     """What the installer reported done and left undone, in words (None: nothing): ``kept``,
     what it said it uninstalled and left installed; the versions it said it installed and
     the proof finds missing."""
-    lines = []
-    if kept:
-        one = len(kept) == 1
-        lines.append(
-            f"{installer} reported success, but {', '.join(kept)} {'is' if one else 'are'} "
-            f"still installed: nothing of {'it' if one else 'them'} was removed"
-        )
+    lines = [still_installed(installer, kept)] if kept else []
     missing = set(restored.verification.missing if restored.verification is not None else ())
     absent = [pin for pin in restored.report.reinstalled if pin in missing]
     if absent:

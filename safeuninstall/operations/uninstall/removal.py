@@ -76,7 +76,7 @@ from safeuninstall.transaction.guard import (
     Verdict,
     Words,
 )
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, still_installed
 
 
 class Removal:
@@ -395,12 +395,7 @@ class Attempt:
         census ``now`` (a move of the search says it too: Transaction.return_to)."""
         installed = self.removal.installed
         left = [name for name in self.snap.removed if str(installed[name].dist_info) in now]
-        if not left:
-            return None
-        return (
-            f"{self.ctx.backend.name} reported success, but {', '.join(left)} is still "
-            "installed: nothing of it was removed"
-        )
+        return still_installed(self.ctx.backend.name, left) if left else None
 
     def _judge(self) -> Verdict:
         """Whether the removal stands, is kept on request as it failed, or is restored for a
