@@ -348,7 +348,7 @@ def test_an_installer_that_removes_nothing_in_the_search_is_said_and_all_is_rest
     data = _searched_beside(venv, idle, "--probe", "import toyhost")
     assert data["exit"] == 1, data
     assert data["outcome"] == "uninstall-failed-restored"
-    assert "toyfmt3 is still installed: nothing of it was removed" in str(data["messages"])
+    assert "toyfmt3 are still installed: nothing of them was removed" in str(data["messages"])
     assert venv.file_hashes() == hashes
     assert not venv.journal.exists()
 

@@ -182,6 +182,11 @@ class _MoveFailed(Exception):
     """A state could not be reached and proven: the search stops, and the start comes back."""
 
 
+class _InstallerFailed(_MoveFailed):
+    """The installer failed at a switch (its error, or what it reported done and left undone):
+    once the start is back, the same command is the one that goes on, when it works."""
+
+
 class _Inconclusive(Exception):
     """A metric's runs could not tell a round's state from GOOD's: nothing can be named."""
 
@@ -272,7 +277,8 @@ class _Bisect:
             raise
         except _MoveFailed as err:
             self.messages.append(str(err))
-            return self._back(txn, BISECT_STOPPED, None, not_bisected)
+            again = shlex.join(self.ctx.command) if isinstance(err, _InstallerFailed) else None
+            return self._back(txn, BISECT_STOPPED, None, not_bisected, again)
         except _Inconclusive as err:
             self.messages.append(str(err))
             return self._back(txn, BISECT_INCONCLUSIVE, None, not_bisected)
@@ -505,6 +511,11 @@ class _Bisect:
         except SwitchFailed as err:
             if err.unchanged:
                 self.at, self.switched = before
+            if err.installer is not None:  # the installer failed, not the probe, nor others
+                raise _InstallerFailed(
+                    f"{err.message}: the installer failed, nothing was judged; run it again "
+                    f"once {self.ctx.backend.name} does what it reports"
+                ) from None
             raise _MoveFailed(err.message) from None
 
     def _probe(self, txn: Transaction, bad: frozenset[str], confirms: str = "") -> bool | None:
@@ -661,9 +672,11 @@ class _Bisect:
         outcome: Outcome,
         found: Found | None,
         not_bisected: tuple[str, ...],
+        again: str | None = None,
     ) -> BisectResult:
-        """Back to the start, verified; the result (BISECT_INCOMPLETE when the start could not
-        be proven: the journal stays, for ``recover``). A change by another process since the
+        """Back to the start, verified; the result, naming ``again`` (the command that goes
+        on from the start) when there is one (BISECT_INCOMPLETE when the start could not be
+        proven: the journal stays, for ``recover``). A change by another process since the
         last switch, or during the return, is raised (ChangedByOthers)."""
         restored = self._return(txn)
         if restored is not None and not restored.ok:
@@ -673,7 +686,7 @@ class _Bisect:
             outcome = BISECT_INTERRUPTED
         self.messages += self._written_in_place()
         txn.finish(outcome)
-        return self._result(outcome, found, not_bisected, restored)
+        return self._result(outcome, found, not_bisected, restored, again)
 
     def _written_in_place(self) -> list[str]:
         """The units no switch touched whose files were replaced or written in place since the

@@ -17,7 +17,8 @@ the same way for a removal, a guarded command, a rollback, a cleanup search and 
    as it is (``NotUndone``), never half undone.
 5. ``switch``: a move to another state within the change (bisect's states, the states a
    metric's runs alternate between: ``measure_in``), in one batch, proven, then checked for
-   another process's change.
+   another process's change. An installer that reports success and leaves undone what it was
+   asked is its own failure there (SwitchFailed.installer), never another process's change.
 
 What another process changed is noticed by one check (Transaction.check_others) and means the
 same everywhere: the operation stops where it is, names the change, and undoes nothing of it.
@@ -130,12 +131,17 @@ class Ended:
 
 class SwitchFailed(Exception):
     """A state within the change could not be reached and proven (``Guard.measure_in``):
-    ``message`` says why; ``unchanged``: nothing was changed (it could not come back whole)."""
+    ``message`` says why; ``unchanged``: nothing was changed (it could not come back whole);
+    ``installer``: the installer's failure that stopped it (its error, or what it reported
+    done and left undone), None when it was not the installer's."""
 
-    def __init__(self, message: str, *, unchanged: bool = False) -> None:
+    def __init__(
+        self, message: str, *, unchanged: bool = False, installer: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.unchanged = unchanged
+        self.installer = installer
 
 
 class NotUndone(Exception):
@@ -393,7 +399,9 @@ class Guard:
         was made on (ChangedByOthers, ``during`` it). NotRestorable when ``all_or_nothing``
         and something cannot come back (nothing was changed then). ``reached`` is told the
         proof before that check, so that the caller knows where the environment is when the
-        check raises. Returns the proof and the installer's error, if its uninstall failed."""
+        check raises. Returns the proof and the installer's failure (Transaction.return_to):
+        what it reported done and left undone is its failure, expected as it is, never taken
+        for another process's change by that check."""
         txn = self.txn
         with txn.interrupts_deferred():
             restored, failed = txn.return_to(
@@ -434,7 +442,9 @@ class Guard:
             txn.interrupted = noted or arrived
         if failed is not None or not restored.ok:
             why = failed or restored.error or "the environment does not match it"
-            raise SwitchFailed(f"a state to {purpose} could not be reached and proven: {why}")
+            raise SwitchFailed(
+                f"a state to {purpose} could not be reached and proven: {why}", installer=failed
+            )
         if arrived:
             raise KeyboardInterrupt
 

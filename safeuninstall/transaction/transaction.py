@@ -48,6 +48,7 @@ from safeuninstall.environment.installed import (
     census,
     folders_of,
     installed_distributions,
+    names_in,
 )
 from safeuninstall.environment.records import RecordEntry, sha256_file
 from safeuninstall.environment.sizes import count_text
@@ -563,7 +564,9 @@ class Transaction:
         (added since, or another version) and ``also`` (installed as ``wanted`` has them, but
         with files replaced or written since), bring back what it has (from a stash, else one
         pinned install) with the distributions that share files with what is uninstalled, and
-        prove it. Returns the proof, and the installer's error when its uninstall failed.
+        prove it. Returns the proof, and the installer's failure: its error, or what it
+        reported done and left undone (``_left_undone``: then what it left is expected as it
+        is, not taken for another process's change).
 
         ``all_or_nothing``: before anything is uninstalled, every distribution to bring back
         must be able to come back (``cannot_come_back``); else NotRestorable is raised and the
@@ -582,8 +585,19 @@ class Transaction:
             cannot = self.cannot_come_back(wanted, entries, offline=offline)
             if cannot:
                 raise NotRestorable("; ".join(cannot))
+        taken = folders_of(census(ctx.interpreter), remove) if remove else frozenset()
         failed = self.uninstall(remove) if remove else None
-        return self.restore(wanted, entries, shared, offline=offline, rewritten=again), failed
+        restored = self.restore(wanted, entries, shared, offline=offline, rewritten=again)
+        if failed is None and restored.verification is not None:
+            # Folders the uninstall was to take that are still there, but for those the
+            # restore put back as they were: the installer left them.
+            placed = {os.path.basename(e.dist_info) for e in entries}
+            still = {p for p in taken & restored.left if os.path.basename(p) not in placed}
+            kept = sorted(names_in(still) & set(remove))
+            if kept:
+                self._expect_of(kept, restored.left)
+            failed = _left_undone(ctx.backend.name, restored, kept)
+        return restored, failed
 
     def cannot_come_back(
         self, wanted: Snapshot, entries: Sequence[PackageEntry], *, offline: bool
@@ -646,6 +660,30 @@ class Transaction:
         with interrupts.deferred(obey=False) as noted:
             yield
         self.interrupted = self.interrupted or bool(noted)
+
+
+def still_installed(installer: str, names: Sequence[str]) -> str:
+    """The installer reported success and left ``names`` installed, in words."""
+    one = len(names) == 1
+    return (
+        f"{installer} reported success, but {', '.join(names)} {'is' if one else 'are'} "
+        f"still installed: nothing of {'it' if one else 'them'} was removed"
+    )
+
+
+def _left_undone(installer: str, restored: Restored, kept: Sequence[str] = ()) -> str | None:
+    """What the installer reported done and left undone, in words (None: nothing): ``kept``,
+    what it said it uninstalled and left installed; the versions it said it installed and
+    the proof finds missing."""
+    lines = [still_installed(installer, kept)] if kept else []
+    missing = set(restored.verification.missing if restored.verification is not None else ())
+    absent = [pin for pin in restored.report.reinstalled if pin in missing]
+    if absent:
+        lines.append(
+            f"{installer} reported success, but {', '.join(absent)} "
+            f"{'is' if len(absent) == 1 else 'are'} not installed: it installed nothing"
+        )
+    return "; ".join(lines) or None
 
 
 def _as_they_left(ctx: Context, wanted: Snapshot, theirs: Collection[str]) -> Snapshot:

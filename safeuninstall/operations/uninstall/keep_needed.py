@@ -31,7 +31,6 @@ from safeuninstall.reports.needs import (
     together,
 )
 from safeuninstall.transaction.guard import Guard, Stands, SwitchFailed, Verdict
-from safeuninstall.transaction.others import ChangedByOthers
 from safeuninstall.transaction.transaction import Restored
 
 _MOVING = "while --keep-needed moved between the states it tries"
@@ -400,8 +399,6 @@ class KeepNeeded(Attempt):
         wanted = msgspec.structs.replace(
             snap, packages=tuple(e for e in snap.packages if e.name not in removed)
         )
-        installer: list[str] = []  # its error; or what it said it removed and left (``left``)
-        left: list[str] = []
 
         def starting() -> None:
             # Counted as gone before the move begins: an interrupt held back while it runs is
@@ -409,28 +406,16 @@ class KeepNeeded(Attempt):
             self.state = before | removed
 
         def reached(restored: Restored, failed: str | None) -> None:
-            more = [name for name in self.snap.removed if name in removed - before]
-            if failed is None and more and restored.verification is not None:  # uv said: gone
-                still = self._still_installed(restored.left, more)
-                left.extend([still] if still is not None else [])
-            if failed is not None or left:
-                installer.append(failed or left[0])
-            elif restored.ok:
+            if failed is None and restored.ok:
                 self.state = removed
 
         try:
             self.guard.measure_in(
                 wanted, during=_MOVING, purpose="try", starting=starting, reached=reached
             )
-        except ChangedByOthers:
-            # What uv said it removed and left is expected gone: the check after the move
-            # takes it for another process's change. The installer failed.
-            if not left:
-                raise
-            raise _Stop(Cause.FAILED, left[0]) from None
         except SwitchFailed as err:
             if err.unchanged:
                 self.state = before
-            if installer:
-                raise _Stop(Cause.FAILED, installer[0]) from None
+            if err.installer is not None:  # its error, or what it said done and left
+                raise _Stop(Cause.FAILED, err.installer) from None
             raise _Stop(Cause.ERROR, err.message) from None

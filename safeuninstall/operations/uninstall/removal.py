@@ -77,7 +77,7 @@ from safeuninstall.transaction.guard import (
     Verdict,
     Words,
 )
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec
+from safeuninstall.transaction.transaction import Restored, SnapshotSpec, still_installed
 
 
 class Removal:
@@ -391,17 +391,12 @@ class Attempt:
         """What is removed now, of what the snapshot stashed."""
         return self.snap.removed if self.guard.at_change else ()
 
-    def _still_installed(self, now: frozenset[str], names: Sequence[str] = ()) -> str | None:
-        """What the installer left of what it said it removed (``names``, default all):
-        dist-info folders still in the census ``now``."""
+    def _still_installed(self, now: frozenset[str]) -> str | None:
+        """What the installer left of what it said it removed: dist-info folders still in the
+        census ``now`` (a move of the search says it too: Transaction.return_to)."""
         installed = self.removal.installed
-        left = [n for n in names or self.snap.removed if str(installed[n].dist_info) in now]
-        if not left:
-            return None
-        return (
-            f"{self.ctx.backend.name} reported success, but {', '.join(left)} is still "
-            "installed: nothing of it was removed"
-        )
+        left = [name for name in self.snap.removed if str(installed[name].dist_info) in now]
+        return still_installed(self.ctx.backend.name, left) if left else None
 
     def _judge(self) -> Verdict:
         """Whether the removal stands, is kept on request as it failed, or is restored for a
