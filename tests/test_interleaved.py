@@ -371,3 +371,74 @@ def test_ctrl_c_while_run_or_rollback_measures_the_state_before_ends_as_their_in
     listed = venv.tool("--json", "snapshots").json()["snapshots"]
     ids = sorted(s["id"] for s in listed)  # type: ignore[union-attr]
     assert sorted(p.name for p in venv.state.snapshots_dir.iterdir()) == ids
+
+
+def _installs_meanwhile(venv: Venv, tmp_path: Path, run: int) -> str:
+    """A metric whose run numbered ``run`` installs ``other`` from another process."""
+    house = tmp_path / "house"
+    build_wheel(house, "other", "1.0", {"other.py": ""})
+    installs = uv_install(venv, "--python", str(venv.python), "other==1.0", find_links=house)
+    script = tmp_path / "meanwhile.py"
+    script.write_text(INSTALLS_MEANWHILE)
+    return f"python {script} {tmp_path / 'counter'} {run} {' '.join(installs)}"
+
+
+@pytest.mark.parametrize(
+    ("command", "run", "outcome", "code", "turbo"),
+    [
+        # Runs 5 and 6 are taken in the state before the change: it is not in place when
+        # another process installs ``other``, so nothing of it is left to keep.
+        ("run", 5, "run-concurrent-restored", 3, "1.0"),
+        ("run", 6, "run-concurrent-restored", 3, "1.0"),
+        ("rollback", 5, "rollback-concurrent-restored", 3, "1.0"),
+        ("rollback", 6, "rollback-concurrent-restored", 3, "1.0"),
+        # Run 4 is taken in the state after it: the change is in place, and kept.
+        ("run", 4, "run-concurrent-kept", 4, "1.1"),
+        ("rollback", 4, "rollback-concurrent-kept", 4, "1.1"),
+    ],
+)
+def test_another_process_s_change_while_run_or_rollback_measures_says_where_the_change_is(
+    make_venv: MakeVenv,
+    tmp_path: Path,
+    command: str,
+    run: int,
+    outcome: str,
+    code: int,
+    turbo: str,
+) -> None:
+    """Another process installs ``other`` during one of the metric's runs. In the state
+    before the change, the change is gone (switched back from, its stash deleted): the
+    command ends as undone, proven to be the snapshot's state but for ``other``, left as it
+    is. In the state after, the change is in place and kept beside ``other``."""
+    venv = _venv(make_venv, tmp_path)
+    house = tmp_path / "house"
+    metric = _installs_meanwhile(venv, tmp_path, run)
+    if command == "rollback":
+        venv.install("turbo==1.1", find_links=house)
+        assert venv.tool("snapshot").returncode == 0
+        venv.install("turbo==1.0", find_links=house)
+        change: list[str] = ["rollback"]
+    else:
+        change = ["run", "--", *uv_install(venv, "turbo==1.1", find_links=house)]
+
+    done = venv.tool("--json", change[0], "--probe-metric", metric, *change[1:])
+
+    data = done.json()
+    said = " ".join(data["messages"])  # type: ignore[arg-type]
+    assert data["outcome"] == outcome, said
+    assert done.returncode == code, said
+    assert problems(command, data) == []
+    installed = venv.installed()
+    assert installed["turbo"] == turbo, said
+    assert installed["other"] == "1.0", said
+    assert "(appeared: other-1.0.dist-info)" in said, said
+    assert not venv.journal.exists()
+    if code == 3:
+        assert "but for what another process changed (other: left as it is)" in said, said
+        assert "nothing was undone" not in said, said
+        undo = data["verification"] if command == "run" else data["undo"]["verification"]
+        assert undo["ok"] and undo["unexpected"] == [], undo  # type: ignore[index]
+        assert data["next_command"] is None
+    else:
+        assert "nothing was undone" in said, said
+        assert "rollback" in str(data["next_command"])

@@ -682,6 +682,9 @@ class _Rollback:
             return self._undo(txn, Cause.FAILED, self.base.restored)
         except ChangedByOthers as err:  # while the metric's runs switched
             assert self.base.restored is not None
+            if not self.guard.at_change:  # back in the state before it: nothing of it to keep
+                self.messages.append(err.message)
+                return self._undo(txn, Cause.CONCURRENT, self.base.restored)
             return self._concurrent_kept(self.base.restored, err)
         except KeyboardInterrupt:
             self._finish(txn)

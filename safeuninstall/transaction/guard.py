@@ -78,9 +78,11 @@ class Change:
     offline: bool
     installer_locked: bool = False  # the snapshot is taken under the installer's own lock
     recovering: Entry | None = None  # a recover: the journal entry it finishes
-    # Another process changed the environment while the step ran, and the operation cannot
-    # tell its own change from theirs (a command's): kept as it is, named, as this outcome.
-    # None: the operation undoes only its own (a removal puts back what it removed).
+    # Another process changed the environment while the step ran, with the change in place,
+    # and the operation cannot tell its own change from theirs (a command's): kept as it is,
+    # named, as this outcome. None, or the change not in place (a metric's runs had left the
+    # state before it, ``Guard.at_change``): the operation undoes only its own (a removal puts
+    # back what it removed), proven beside theirs.
     kept_for_others: Outcome | None = None
     undoes: bool = True  # False: it finishes another operation's undo (a recover) and has none
 
@@ -256,9 +258,11 @@ class Guard:
                 raise
             if isinstance(err, ChangedByOthers):  # nothing of theirs is undone
                 kept = self.change.kept_for_others
-                if kept is not None:
+                if kept is not None and self.at_change:
                     return self.kept_for_others(err, kept)
-                messages.append(err.message)  # what the change did comes back; no more
+                # What the change did comes back, no more; when a metric's runs had left the
+                # state before it, nothing of it is left to keep: the undo only proves it.
+                messages.append(err.message)
                 return undo(Cause.CONCURRENT)
             if isinstance(err, KeyboardInterrupt):
                 messages.append(f"interrupted: undoing the {words.noun}")
@@ -278,9 +282,9 @@ class Guard:
         ours, another process's change) has its outcome in the operation's table: checked
         before the step begins, so that none is missing when it is reached."""
         change = self.change
-        causes: tuple[Cause, ...] = (Cause.INTERRUPTED, Cause.ERROR)
-        if change.kept_for_others is None:
-            causes += (Cause.CONCURRENT,)
+        # Another process's change is undone around when the change is not kept for it, or
+        # not in place (a metric's runs had left the state before it).
+        causes = (Cause.INTERRUPTED, Cause.ERROR, Cause.CONCURRENT)
         missing = change.endings.missing(causes, (Ending.RESTORED, Ending.INCOMPLETE))
         if missing:
             raise OutcomeTableError(
@@ -321,6 +325,8 @@ class Guard:
         one, NotUndone is raised."""
         assert self.change.undoes, "a change that has no undo was asked to undo"
         txn, messages = self.txn, self.messages
+        if not self.at_change:  # a metric's runs left the state before it, proven: nothing
+            back = Back(entries=(), intact=back.intact)  # of it to bring back, only the proof
         with txn.interrupts_deferred():
             # Another process's change stands: only this change's own comes back, and the
             # proof takes theirs as it is.
@@ -466,19 +472,19 @@ class Guard:
             result, compared = compare_states(
                 probe, ctx.interpreter, how, switch, after_first=self.at_change
             )
+            switch(True)  # its first check may find another process's change: as any switch
         except ChangedByOthers:  # nothing is switched after it: where the runs left it, said
             if not self.at_change:
                 messages.append(
                     f"the metric's runs had switched back to the state before the {noun} for a "
-                    f"run: the environment is as snapshot {self.snapshot.id} has it, with that "
-                    "process's change"
+                    f"run: its change is not in place, and the environment is as snapshot "
+                    f"{self.snapshot.id} has it, with that process's change"
                 )
             raise
         except KeyboardInterrupt:
             if stands:
                 switch(True)
             raise
-        switch(True)
         if compared.baseline_failed:
             messages.append(
                 f"the metric failed in the state before the {noun}, where it passed before it: "
@@ -530,10 +536,11 @@ class Guard:
     def kept_for_others(
         self, err: ChangedByOthers, outcome: Outcome, back_to: Snapshot | None = None
     ) -> Ended:
-        """Another process changed the environment after the change was made, while it was
-        judged: the verdict judged another environment, and undoing the change would undo
-        that process's work as if this one had done it. Nothing is undone (said): kept as
-        ``outcome``, and the rollback to ``back_to`` (default the snapshot) is named."""
+        """Another process changed the environment while the change was judged, with the
+        change in place (``at_change``): the verdict judged another environment, and undoing
+        the change would undo that process's work as if this one had done it. Nothing is
+        undone (said): kept as ``outcome``, and the rollback to ``back_to`` (default the
+        snapshot) is named."""
         noun, back = self.change.words.noun, back_to or self.snapshot
         self.messages += [
             f"{err.message}: the probe judged another environment",

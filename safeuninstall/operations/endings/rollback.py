@@ -16,7 +16,7 @@ ROLLBACK = Endings(
     Operation.ROLLBACK,
     "rollback-",
     grid=(
-        (Cause.PROBE_FAILED, Cause.INCONCLUSIVE, Cause.FAILED),
+        (Cause.PROBE_FAILED, Cause.INCONCLUSIVE, Cause.FAILED, Cause.CONCURRENT),
         (Ending.RESTORED, Ending.INCOMPLETE, Ending.RESTORED_EXCEPT_ASIDE),
     ),
     texts={
@@ -66,6 +66,23 @@ ROLLBACK = Endings(
         (Cause.CONCURRENT, Ending.KEPT): (
             "another process changed the environment during the rollback's probe: it no "
             "longer matches the snapshot, and nothing was undone"
+        ),
+        # The metric's runs had switched back to the state before the rollback when another
+        # process changed the environment: the rollback's change was no longer in place.
+        (Cause.CONCURRENT, Ending.RESTORED): (
+            "another process changed the environment while the metric's runs had undone the "
+            "rollback's change: it stays undone, verified; that process's change is left as "
+            "it is; run the rollback again"
+        ),
+        (Cause.CONCURRENT, Ending.INCOMPLETE): (
+            "another process changed the environment while the metric's runs had undone the "
+            "rollback's change, and the proof that it is undone is INCOMPLETE"
+        ),
+        (Cause.CONCURRENT, Ending.RESTORED_EXCEPT_ASIDE): (
+            "another process changed the environment while the metric's runs had undone the "
+            "rollback's change: it stays undone as its snapshot records it, verified, but NOT "
+            "the second dist-info folder it removed (kept aside); that process's change is "
+            "left as it is; run the rollback again"
         ),
     },
     ids={(Cause.ERROR, Ending.INCOMPLETE): "rollback-incomplete"},

@@ -20,6 +20,7 @@ RUN = Endings(
             Cause.UNMET,
             Cause.INTERRUPTED,
             Cause.ERROR,
+            Cause.CONCURRENT,
         ),
         (Ending.RESTORED, Ending.INCOMPLETE, Ending.RESTORED_EXCEPT_ASIDE),
     ),
@@ -107,6 +108,23 @@ RUN = Endings(
         (Cause.CONCURRENT, Ending.KEPT): (
             "another process changed the environment while the probe ran: the change was "
             "not judged, and nothing was undone"
+        ),
+        # The metric's runs had switched back to the state before the command when another
+        # process changed the environment: the command's change was no longer in place.
+        (Cause.CONCURRENT, Ending.RESTORED): (
+            "another process changed the environment while the metric's runs had undone the "
+            "command's change: it stays undone, verified; that process's change is left as it "
+            "is; run the command again"
+        ),
+        (Cause.CONCURRENT, Ending.INCOMPLETE): (
+            "another process changed the environment while the metric's runs had undone the "
+            "command's change, and the proof that it is undone is INCOMPLETE"
+        ),
+        (Cause.CONCURRENT, Ending.RESTORED_EXCEPT_ASIDE): (
+            "another process changed the environment while the metric's runs had undone the "
+            "command's change: it stays undone as the snapshot records it, verified, but NOT "
+            "a second dist-info folder the command removed (kept aside); that process's "
+            "change is left as it is; run the command again"
         ),
     },
 )
