@@ -392,6 +392,9 @@ def _installs_meanwhile(venv: Venv, tmp_path: Path, run: int) -> str:
         ("run", 6, "run-concurrent-restored", 3, "1.0"),
         ("rollback", 5, "rollback-concurrent-restored", 3, "1.0"),
         ("rollback", 6, "rollback-concurrent-restored", 3, "1.0"),
+        # Run 9, the last, in the state before: the switch back to the change finds it first.
+        ("run", 9, "run-concurrent-restored", 3, "1.0"),
+        ("rollback", 9, "rollback-concurrent-restored", 3, "1.0"),
         # Run 4 is taken in the state after it: the change is in place, and kept.
         ("run", 4, "run-concurrent-kept", 4, "1.1"),
         ("rollback", 4, "rollback-concurrent-kept", 4, "1.1"),
@@ -436,6 +439,7 @@ def test_another_process_s_change_while_run_or_rollback_measures_says_where_the_
     if code == 3:
         assert "but for what another process changed (other: left as it is)" in said, said
         assert "nothing was undone" not in said, said
+        assert "its change is not in place" in said, said
         undo = data["verification"] if command == "run" else data["undo"]["verification"]
         assert undo["ok"] and undo["unexpected"] == [], undo  # type: ignore[index]
         assert data["next_command"] is None
