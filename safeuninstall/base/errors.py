@@ -11,7 +11,7 @@ code meaning
 2    command-line usage error, malformed configuration
 3    the removal (or a rollback) failed; everything was put back and verified
 4    restore incomplete: the environment differs from the snapshot
-5    a restore (rollback, recover, after a failed removal, or try's return) done and
+5    a restore (rollback, recover, after a failed removal, or try PACKAGE's return) done and
      verified, but the probe fails in the restored state
 6    inconclusive: a metric's runs could not tell whether a state is worse than allowed;
      nothing named (bisect) or the change undone, verified
@@ -45,7 +45,7 @@ EXIT_CODES = {
     EXIT_INCOMPLETE: "restore incomplete, or `--keep-on-failure`: the environment differs from "
     "the snapshot; the output names each difference and the one command that finishes the job",
     EXIT_PROBE_FAILS_AFTER_ROLLBACK: "a restore done and verified (`rollback`, `recover`, "
-    "after a failed removal, or `try`'s return to where it started), but the probe fails in "
+    "after a failed removal, or the return of `try PACKAGE`), but the probe fails in "
     "that state",
     EXIT_INCONCLUSIVE: "inconclusive: a `--probe-metric`'s runs could not tell whether a state "
     "is worse than `--max-regression` allows, or no culprit `bisect` found fails on its own; so "

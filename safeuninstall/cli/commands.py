@@ -1036,7 +1036,8 @@ def try_command(
     `bisect FILE` reaches it: versions from a stash, the index or --find-links), judge it
     (probes, `--probe-metric`), then ALWAYS put everything back, verified, and say what the
     change would do: passes (exit 0), faster (0), breaks (7), slower (8), inconclusive (6);
-    a probe that fails back at the start says nothing of it (5).
+    `try PACKAGE` whose probe, run again back at the start, fails there says nothing of it
+    (5).
 
     `safe-uninstall try --probe 'import torch' numexpr`,
     `safe-uninstall try --probe-metric 'python bench.py' -- uv pip install -U numpy`,

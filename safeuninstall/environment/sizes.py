@@ -1,7 +1,7 @@
 """What the files of the site folders weigh: one walk with one lstat per file, then each file
 counted once, by inode, for whoever lists it (audit.py says what the figures mean).
 
-The walk is the largest step of ``audit`` (an ML venv's 62,000 files: about 0.3 s of CPU) and
+The walk is the largest step of ``audit`` (an ML venv holds some 60,000 files) and
 needs nothing but the site folders, so ``Weighing`` runs it in a child process beside the rest
 of the command: the reading of RECORDs, the requirements and the library model hold the GIL, so
 a thread would starve. Once the ownership is known it is sent to the child, which counts there
@@ -63,7 +63,7 @@ def walk(roots: Sequence[str]) -> dict[str, Stat]:
 
     Each folder is opened once (never through a link) and listed through its descriptor, so
     that each file's lstat is relative to it: the kernel looks up one name, not the whole path
-    again (about a tenth of the walk of an ML venv's 62,000 files)."""
+    again."""
     stats: dict[str, Stat] = {}
     for root in roots:
         pending = [root]

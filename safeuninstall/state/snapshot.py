@@ -127,7 +127,7 @@ class Snapshot(Struct, frozen=True):
     created: str  # ISO 8601, UTC
     tool_version: str
     command: tuple[str, ...]
-    operation: str  # "uninstall", "rollback", "snapshot"
+    operation: str  # what made it: journal.OPERATIONS, "snapshot" (on request), "export", "file"
     target: Target
     packages: tuple[PackageEntry, ...]
     removed: tuple[str, ...] = ()  # canonical names this operation removes

@@ -802,8 +802,6 @@ def restore_files(
             _restore_link(Path(dest), stashed.link, displaced_dir / stashed.path)
             continue
         kept_file = os.path.join(kept_root, stashed.path)
-        if stashed.path in checked.modes:  # the inode linked back: its mode as it was
-            os.chmod(kept_file, checked.modes[stashed.path])
         linked = _link_back(kept_file, dest, displaced_dir / stashed.path, checked, stashed.path)
         if linked and after_file is not None:
             after_file()
@@ -813,16 +811,21 @@ def _link_back(kept_file: str, dest: str, displaced: Path, checked: StashCheck, 
     """Link ``kept_file``, the stashed copy of ``rel`` that ``checked`` accepted, to ``dest``
     through a temp file renamed into place; a different file at ``dest`` is first kept at
     ``displaced``. False where ``dest`` is that very file already. Raises OSError where the
-    copy was not checked, or changed since."""
+    copy was not checked, or changed since. A mode changed since the file was hashed is given
+    back to the file once it is known to be the one checked (through the shared inode, to the
+    stash and uv's cache too)."""
     identity = checked.identities.get(rel)
     if identity is None:
         raise OSError(errno.EPERM, f"{kept_file} was not checked; not linked back")
+    mode = checked.modes.get(rel)
     try:
         there: os.stat_result | None = os.lstat(dest)
     except FileNotFoundError:
         there = None
     if there is not None:
         if file_id(there) == identity:
+            if mode is not None:
+                os.chmod(dest, mode)
             return False
         _link_or_copy(dest, displaced)
     tmp = restore_temp(dest)
@@ -832,6 +835,8 @@ def _link_back(kept_file: str, dest: str, displaced: Path, checked: StashCheck, 
     if not _is_checked(Path(tmp), identity, checked.accepted[rel]):
         os.unlink(tmp)
         raise OSError(errno.ESTALE, f"{kept_file} changed since its check; not linked back")
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, dest)
     return True
 
