@@ -387,9 +387,15 @@ class Guard:
             if theirs
             else ""
         )
+        hashed = (
+            f", and the {files} files brought back match their hashes"
+            if files != 1
+            else ", and the 1 file brought back matches its hash"
+        )
         return (
-            f"the installed set is back as snapshot {self.snapshot.id} has it{but}, and the "
-            f"{files} files brought back match their hashes" + (", except:" if aside else "")
+            f"the installed set is back as snapshot {self.snapshot.id} has it{but}"
+            + (hashed if files else "")
+            + (", except:" if aside else "")
         )
 
     def switch(
