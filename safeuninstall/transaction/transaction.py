@@ -592,8 +592,7 @@ class Transaction:
             # Folders the uninstall was to take that are still there, but for those the
             # restore put back as they were: the installer left them.
             placed = {os.path.basename(e.dist_info) for e in entries}
-            still = {p for p in taken & restored.left if os.path.basename(p) not in placed}
-            kept = sorted(names_in(still) & set(remove))
+            kept = left_installed(taken, restored.left, remove, put_back=placed)
             if kept:
                 self._expect_of(kept, restored.left)
             failed = _left_undone(ctx.backend.name, restored, kept)
@@ -660,6 +659,21 @@ class Transaction:
         with interrupts.deferred(obey=False) as noted:
             yield
         self.interrupted = self.interrupted or bool(noted)
+
+
+def left_installed(
+    taken: frozenset[str],
+    now: frozenset[str],
+    names: Collection[str],
+    *,
+    put_back: Collection[str] = (),
+) -> list[str]:
+    """Of ``names``, those an uninstall reported done and left installed, sorted: their census
+    folders it was to take (``taken``) still in the census ``now``, but for the folders a
+    restore put back as they were (``put_back``, by folder name). The one check of it, for a
+    removal and for a return to a snapshot; ``still_installed`` says it."""
+    still = {p for p in taken & now if os.path.basename(p) not in put_back}
+    return sorted(names_in(still) & set(names))
 
 
 def still_installed(installer: str, names: Sequence[str]) -> str:

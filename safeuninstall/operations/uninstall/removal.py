@@ -77,7 +77,12 @@ from safeuninstall.transaction.guard import (
     Verdict,
     Words,
 )
-from safeuninstall.transaction.transaction import Restored, SnapshotSpec, still_installed
+from safeuninstall.transaction.transaction import (
+    Restored,
+    SnapshotSpec,
+    left_installed,
+    still_installed,
+)
 
 
 class Removal:
@@ -393,9 +398,10 @@ class Attempt:
 
     def _still_installed(self, now: frozenset[str]) -> str | None:
         """What the installer left of what it said it removed: dist-info folders still in the
-        census ``now`` (a move of the search says it too: Transaction.return_to)."""
+        census ``now`` (left_installed, as Transaction.return_to checks it)."""
         installed = self.removal.installed
-        left = [name for name in self.snap.removed if str(installed[name].dist_info) in now]
+        taken = frozenset(str(installed[name].dist_info) for name in self.snap.removed)
+        left = left_installed(taken, now, self.snap.removed)
         return still_installed(self.ctx.backend.name, left) if left else None
 
     def _judge(self) -> Verdict:
