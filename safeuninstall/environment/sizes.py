@@ -29,7 +29,7 @@ import threading
 
 TYPE_CHECKING = False  # typing is not imported by the child: a large part of its start
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from types import TracebackType
     from typing import Any
 
@@ -59,42 +59,49 @@ Counted = tuple[
 
 def walk(roots: Sequence[str]) -> dict[str, Stat]:
     """Every file under the roots (real paths; links not followed, so every path found is
-    normalised), in the order met; a folder that can't be listed is skipped.
-
-    Each folder is opened once (never through a link) and listed through its descriptor, so
-    that each file's lstat is relative to it: the kernel looks up one name, not the whole path
-    again."""
+    normalised), in the order met; a folder that can't be listed is skipped."""
     stats: dict[str, Stat] = {}
     for root in roots:
-        pending = [root]
-        while pending:
-            folder = pending.pop()
-            try:
-                fd = os.open(folder, _FOLDER)
-            except OSError:
-                continue
-            inside = folder if folder.endswith("/") else folder + "/"
-            try:
-                with os.scandir(fd) as entries:
-                    for entry in entries:
-                        path = inside + entry.name
-                        try:
-                            if entry.is_dir(follow_symlinks=False):
-                                pending.append(path)
-                            elif path not in stats:
-                                info = entry.stat(follow_symlinks=False)
-                                stats[path] = (
-                                    info.st_dev << 64 | info.st_ino,
-                                    info.st_size,
-                                    info.st_nlink,
-                                )
-                        except OSError:
-                            continue
-            except OSError:
-                continue
-            finally:
-                os.close(fd)
+        for path, entry in entries_under(root):
+            if path not in stats:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                stats[path] = (info.st_dev << 64 | info.st_ino, info.st_size, info.st_nlink)
     return stats
+
+
+def entries_under(top: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under ``top`` that is not a folder (a link to one is an entry: links are
+    not followed), with its path; a folder that can't be listed is skipped.
+
+    Each folder is opened once (never through a link) and listed through its descriptor, so
+    that an entry's lstat (``entry.stat(follow_symlinks=False)``, taken while it is yielded)
+    is relative to it: the kernel looks up one name, not the whole path again."""
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            fd = os.open(folder, _FOLDER)
+        except OSError:
+            continue
+        inside = folder if folder.endswith("/") else folder + "/"
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    path = inside + entry.name
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(path)
+                            continue
+                    except OSError:
+                        continue
+                    yield path, entry
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
 
 
 # a folder to list: never a link to one, never left open in a child process

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from msgspec import Struct
 
+from safeuninstall.environment.sizes import entries_under
+
 Inode = tuple[int, int]  # (st_dev, st_ino)
 Entry = tuple[Inode, int, int]  # a listed file: its inode, st_size, st_nlink
 
@@ -37,39 +39,16 @@ class Holdings(Struct, frozen=True):
 
 def walk(top: str) -> Iterator[Entry]:
     """Every entry under ``top`` that is not a folder (nor a link to one), as ``os.walk``
-    lists them; what can't be read is passed over.
-
-    Each folder is opened once and listed through its descriptor, so that each entry's lstat
-    is relative to it (``fstatat``): the kernel then looks up one name, not the whole path
-    again (a stash's files lie some ten folders deep). A folder is opened without following a
-    link, as it was listed."""
-    pending = [top]
-    while pending:
-        path = pending.pop()
+    lists them; what can't be read is passed over. One lstat per entry, relative to its
+    folder's descriptor (sizes.entries_under): a stash's files lie some ten folders deep."""
+    for _, entry in entries_under(top):
+        if entry.is_symlink() and _is_dir(entry):
+            continue  # a link to a folder: neither listed nor followed
         try:
-            fd = os.open(path, _FOLDER)
+            now = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        try:
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if _is_dir(entry):
-                        if not entry.is_symlink():
-                            pending.append(os.path.join(path, entry.name))
-                        continue  # a link to a folder: neither listed nor followed
-                    try:
-                        now = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    yield ((now.st_dev, now.st_ino), now.st_size, now.st_nlink)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-
-
-# a folder to list: never a link to one, never left open in a child process
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        yield ((now.st_dev, now.st_ino), now.st_size, now.st_nlink)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
