@@ -101,7 +101,7 @@ def test_a_complete_table_names_each_outcome_by_its_phrases() -> None:
         "error, incomplete",
         EXIT_INCOMPLETE,
     )
-    assert table.ended(Cause.ERROR, Ending.INCOMPLETE) is incomplete  # one object per row
+    assert table[Cause.ERROR, Ending.INCOMPLETE] is incomplete  # one object per row
 
 
 def test_a_table_missing_a_combination_of_its_grid_fails_when_built() -> None:
@@ -123,7 +123,7 @@ def test_an_override_for_a_combination_with_no_text_fails_when_built() -> None:
 def test_every_combination_each_table_says_it_reaches_has_its_outcome() -> None:
     for table in TABLES:
         for cause, ending in table.reached:
-            outcome = table.ended(cause, ending)
+            outcome = table[cause, ending]
             assert (outcome.operation, outcome.cause, outcome.ending) == (
                 table.operation,
                 cause,

@@ -189,11 +189,6 @@ class Endings:
             raise OutcomeTableError(f"{self.operation.value}: no outcome for {_named([key])}")
         return row
 
-    def ended(self, cause: Cause, ending: Ending) -> Outcome:
-        """The outcome of ``cause`` as ``ending`` (the guard asks so at run time: every
-        combination of the grid is there, checked when the table was built)."""
-        return self[cause, ending]
-
     def missing(self, causes: tuple[Cause, ...], endings: tuple[Ending, ...]) -> list[str]:
         """The combinations of ``causes`` and ``endings`` the table has no outcome for."""
         return [_named([(c, e)]) for c in causes for e in endings if (c, e) not in self._rows]

@@ -348,7 +348,7 @@ class Guard:
                 if left_aside
                 else Ending.RESTORED
             )
-            outcome = (ended or self.change.endings.ended)(cause, ending)
+            outcome = ended(cause, ending) if ended else self.change.endings[cause, ending]
             if restored.ok:
                 outcome = judge(restored) or outcome
             # Unverified, the journal stays: other commands are refused until ``recover``.
