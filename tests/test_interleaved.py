@@ -6,13 +6,17 @@ counter it keeps in a file, which also makes the machine "slow down" as the runs
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from safeuninstall.base.errors import EXIT_RESTORED, EXIT_SLOWER
+from safeuninstall.probe.kinds import ProbeKind
 from safeuninstall.probe.metric import Metric, MetricRuns, decide, with_decision
+from safeuninstall.probe.runner import Probe, RunSettings, compare_states
 from tests.conftest import (
     UV,
     MakeVenv,
@@ -22,6 +26,7 @@ from tests.conftest import (
     uv_install,
     wait_for,
 )
+from tests.test_derived_probe import this_interpreter
 from tests.test_json_contract import problems
 from tests.wheels import build_wheel
 
@@ -446,3 +451,54 @@ def test_another_process_s_change_while_run_or_rollback_measures_says_where_the_
     else:
         assert "nothing was undone" in said, said
         assert "rollback" in str(data["next_command"])
+
+
+# The metric of the two states compare_states switches between (a file names the state): the
+# state before prints 100 and 150 in turn, or fails; the changed one prints 100.
+_STATES = """
+import pathlib, sys
+here = pathlib.Path(sys.argv[1])
+state = (here / "state").read_text()
+if state == "before-fails":
+    sys.exit(1)
+if state == "after":
+    print(100)
+else:
+    count = here / "count"
+    seen = int(count.read_text()) if count.exists() else 0
+    count.write_text(str(seen + 1))
+    print(150 if seen % 2 else 100)
+"""
+
+
+@pytest.mark.parametrize("before", ["before", "before-fails"])
+def test_two_states_compared_say_a_failure_before_and_a_noisy_baseline(
+    tmp_path: Path, before: str
+) -> None:
+    """The one comparison every metric judge uses (a removal, a run, a rollback, bisect, try):
+    why the state before failed, and the note on its runs spreading wider than the limit."""
+    script = tmp_path / "states.py"
+    script.write_text(_STATES)
+    probe = Probe(
+        kind=ProbeKind.METRIC,
+        code=f"{sys.executable} {script} {tmp_path}",
+        origin="--probe-metric",
+        metric=Metric(runs=3, max_runs=3, max_regression=10),
+    )
+
+    def switch(after: bool) -> None:
+        (tmp_path / "state").write_text("after" if after else before)
+
+    switch(True)
+    compared = compare_states(
+        probe, this_interpreter(), RunSettings(60.0, dict(os.environ)), switch, after_first=True
+    )
+    assert compared.result.metric is not None
+    if before == "before-fails":
+        assert compared.baseline_failed == "the metric command failed with exit code 1"
+        assert compared.result.metric.why == compared.baseline_failed
+        assert compared.noise == ""
+    else:
+        assert compared.baseline_failed == ""
+        assert compared.result.metric.baseline_values == (100.0, 150.0, 100.0)
+        assert compared.noise.startswith("the baseline's own runs spread 50.0% (100 to 150)")

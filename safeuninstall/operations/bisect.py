@@ -71,7 +71,7 @@ from safeuninstall.plans.culprits import Found, find, units
 from safeuninstall.plans.diff import ChangeKind, Diff, Side, compare, snapshot_sides
 from safeuninstall.probe.derived import against, as_baseline, derive
 from safeuninstall.probe.kinds import ProbeKind
-from safeuninstall.probe.metric import Metric, noise_note
+from safeuninstall.probe.metric import noise_note
 from safeuninstall.probe.runner import (
     Probe,
     ProbeResult,
@@ -554,32 +554,38 @@ class _Bisect:
         if all(r.passed for r in results if r is not None):
             for index, probe in enumerate(probes):
                 if results[index] is None:
-                    results[index] = self._compared(txn, bad, probe, how)
+                    results[index] = self._compared(
+                        probe,
+                        how,
+                        lambda after: self._move(txn, bad if after else frozenset()),
+                        after_first=self.at == bad,
+                        failed=lambda why: (
+                            f"the metric failed in {self.named}'s state, where it passed "
+                            f"before: {why}; no round can be judged"
+                        ),
+                    )
         return [r for r in results if r is not None]
 
     def _compared(
-        self, txn: Transaction, bad: frozenset[str], probe: Probe, how: RunSettings
+        self,
+        probe: Probe,
+        how: RunSettings,
+        switch: Callable[[bool], None],
+        *,
+        after_first: bool,
+        failed: Callable[[str], str],
     ) -> ProbeResult:
-        """A metric in the state with ``bad`` as now against GOOD's, their runs interleaved
-        (runner.compare_states): a switch between the two is a few links."""
-        assert probe.metric is not None
-        result, compared = compare_states(
-            probe,
-            self.ctx.interpreter,
-            how,
-            lambda after: self._move(txn, bad if after else frozenset()),
-            after_first=self.at == bad,
-        )
+        """A metric in a state against GOOD's (bisect's round) or the start's (try), their
+        runs interleaved (runner.compare_states): ``switch`` moves between the two, a few
+        links. A failure in the state before stops it (``failed`` says so, given why); its
+        noise note is said once."""
+        compared = compare_states(probe, self.ctx.interpreter, how, switch, after_first=after_first)
         if compared.baseline_failed:
-            raise _MoveFailed(
-                f"the metric failed in {self.named}'s state, where it passed before: "
-                f"{compared.runs.why}; no round can be judged"
-            )
-        self._note_noise(probe.metric, compared.runs.baseline_values)
-        return result  # its output is the round's state's, where it ran
+            raise _MoveFailed(failed(compared.baseline_failed))
+        self._noted(compared.noise)
+        return compared.result  # its output is the changed state's, where it ran
 
-    def _note_noise(self, metric: Metric, baseline: Sequence[float]) -> None:
-        note = noise_note(metric, baseline)
+    def _noted(self, note: str) -> None:
         if note and not self.noise:
             self.noise = note
             self.messages.append(note)
@@ -646,7 +652,7 @@ class _Bisect:
             self.baseline = baseline
             for result in baseline:
                 if result.probe.metric is not None and result.metric is not None:
-                    self._note_noise(result.probe.metric, result.metric.values)
+                    self._noted(noise_note(result.probe.metric, result.metric.values))
         order = list(self.units)
         # The first state probed is the start itself: no move while nothing changed yet.
         metric = any(p.metric is not None for p in self.settings.probes)
@@ -1001,9 +1007,7 @@ class _TryState(_Bisect):
         return tuple(after)
 
     def _measured(self, txn: Transaction, probe: Probe, how: RunSettings) -> ProbeResult:
-        """A metric in the file's state against the start, their runs interleaved
-        (runner.compare_states): a switch between the two is a few links."""
-        assert probe.metric is not None
+        """A metric in the file's state against the start, their runs interleaved."""
         there, here = frozenset[str](), frozenset(self.units)
 
         def switch(after: bool) -> None:
@@ -1012,16 +1016,15 @@ class _TryState(_Bisect):
                 txn.probing()
 
         self.ctx.emit("probe", f"metric runs, the start and {self.named}'s state in turn")
-        result, compared = compare_states(
-            probe, self.ctx.interpreter, how, switch, after_first=self.at == there
+        return self._compared(
+            probe,
+            how,
+            switch,
+            after_first=self.at == there,
+            failed=lambda why: (
+                f"the metric failed at the start, where the try began: {why}; nothing can be judged"
+            ),
         )
-        if compared.baseline_failed:
-            raise _MoveFailed(
-                f"the metric failed at the start, where the try began: {compared.runs.why}; "
-                "nothing can be judged"
-            )
-        self._note_noise(probe.metric, compared.runs.baseline_values)
-        return result
 
     def _derived(
         self, unchanged: Callable[[str], str], installed: Mapping[str, InstalledDistribution]

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from subprocess import Popen
+from typing import NamedTuple
 
 import msgspec
 from msgspec import Struct, field
@@ -34,12 +35,12 @@ from safeuninstall.environment.interpreter import Interpreter
 from safeuninstall.environment.sizes import count_text
 from safeuninstall.probe.kinds import CandidateKind, ProbeKind
 from safeuninstall.probe.metric import (
-    Compared,
     Metric,
     MetricRuns,
     interleaved,
     measured,
     no_number_why,
+    noise_note,
     read_number,
 )
 
@@ -665,6 +666,15 @@ def run_all(
     return [run_probe(p, interpreter, settings=how) for p in settings.probes]
 
 
+class StatesCompared(NamedTuple):
+    """A metric judged by runs of two states, interleaved (``compare_states``)."""
+
+    # its output the last run's in the changed state (where one ran), its seconds every run's
+    result: ProbeResult
+    baseline_failed: str  # why a run of the state before failed: nothing judged ("" if none)
+    noise: str  # what to do when the state before's own runs spread wider than the limit, or ""
+
+
 def compare_states(
     probe: Probe,
     interpreter: Interpreter,
@@ -672,12 +682,12 @@ def compare_states(
     switch: Callable[[bool], None],
     *,
     after_first: bool,
-) -> tuple[ProbeResult, Compared]:
+) -> StatesCompared:
     """A metric ``probe`` in two states, one run at a time, interleaved (metric.interleaved):
     ``switch(True)`` moves the environment to the changed state, ``switch(False)`` to the one
     before it (each a no-op where it is already). ``after_first``: the changed state is the one
-    reached now. Returns the probe's result, its output the last run's in the changed state
-    (where one ran) and its seconds those of every run, and the comparison."""
+    reached now. Every caller (a removal, a run, a rollback, bisect, try) judges by this one
+    comparison: the probe's result, whether the state before failed, and its noise note."""
     assert probe.metric is not None
     once = msgspec.structs.replace(probe, metric=msgspec.structs.replace(probe.metric, runs=1))
     ran: dict[bool, list[ProbeResult]] = {False: [], True: []}
@@ -698,7 +708,8 @@ def compare_states(
         seconds=sum(r.seconds for r in (*ran[False], *ran[True])),
         metric=compared.runs,
     )
-    return result, compared
+    failed = compared.runs.why if compared.baseline_failed else ""
+    return StatesCompared(result, failed, noise_note(probe.metric, compared.runs.baseline_values))
 
 
 class Running:

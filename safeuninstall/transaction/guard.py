@@ -45,7 +45,6 @@ from safeuninstall.context.context import Context
 from safeuninstall.environment.installed import InstalledDistribution, names_in
 from safeuninstall.libraries.index import ownership
 from safeuninstall.probe.derived import as_baseline
-from safeuninstall.probe.metric import noise_note
 from safeuninstall.probe.runner import Probe, ProbeResult, RunSettings, compare_states
 from safeuninstall.state.journal import Entry
 from safeuninstall.state.snapshot import PackageEntry, Snapshot
@@ -475,7 +474,7 @@ class Guard:
         ctx.emit("probe", f"metric running: before and after the {noun}, in turn: {probe.label}")
         switch = partial(self._switch_between, changed)
         try:
-            result, compared = compare_states(
+            compared = compare_states(
                 probe, ctx.interpreter, how, switch, after_first=self.at_change
             )
             switch(True)  # its first check may find another process's change: as any switch
@@ -494,12 +493,11 @@ class Guard:
         if compared.baseline_failed:
             messages.append(
                 f"the metric failed in the state before the {noun}, where it passed before it: "
-                f"{compared.runs.why}; it does not judge this {noun} reliably"
+                f"{compared.baseline_failed}; it does not judge this {noun} reliably"
             )
-        note = noise_note(probe.metric, compared.runs.baseline_values)
-        if note:
-            messages.append(note)
-        return result
+        if compared.noise:
+            messages.append(compared.noise)
+        return compared.result
 
     def _switch_between(self, changed: Snapshot, after: bool) -> None:
         """For a metric's runs: move to the state the change made (``after``, ``changed``) or
