@@ -615,19 +615,37 @@ class _Bisect:
         of what GOOD had (derived.py): the changed distributions installed now, what requires
         any changed one, and torch's own check where torch is installed. Refused when that is
         nothing."""
-        changed = sorted({name for names in self.units.values() for name in names})
-        present = [name for name in changed if name in installed]
+        changed, dependents = self._changed_and_dependents(installed)
+        present = sorted(name for name in changed if name in installed)
+        refused = (
+            "bisect needs a probe that passes in the good snapshot and fails now: none is given "
+            "(--probe, --probe-cmd, --probe-metric) or configured, and none can be derived from "
+            f"the changes since {self.named}: "
+        )
+        kept = sorted({*present, *dependents})
+        return self._planned(unchanged, installed, kept, present, refused)
+
+    def _changed_and_dependents(
+        self, installed: Mapping[str, InstalledDistribution]
+    ) -> tuple[set[str], set[str]]:
+        """The distributions the units change, and those installed that require any of them."""
+        changed = {name for names in self.units.values() for name in names}
         required_by = requirements_of(self.ctx, installed)
-        dependents = {d for name in changed for d, _ in required_by.get(name, ())}
-        probes, notes = derive(installed, sorted({*present, *dependents}), present)
+        return changed, {d for name in changed for d, _ in required_by.get(name, ())}
+
+    def _planned(
+        self,
+        unchanged: Callable[[str], str],
+        installed: Mapping[str, InstalledDistribution],
+        kept: list[str],
+        removed: list[str],
+        refused: str,
+    ) -> ProbeSettings:
+        """The probe derived as for a removal of ``removed`` that keeps ``kept``; refused
+        (``refused``, then why each found nothing) when nothing can be derived."""
+        probes, notes = derive(installed, kept, removed)
         if not probes:
-            raise InvalidInput(
-                unchanged(
-                    "bisect needs a probe that passes in the good snapshot and fails now: none "
-                    "is given (--probe, --probe-cmd, --probe-metric) or configured, and none "
-                    f"can be derived from the changes since {self.named}: " + "; ".join(notes)
-                )
-            )
+            raise InvalidInput(unchanged(refused + "; ".join(notes)))
         self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
         return ProbeSettings(probes=probes, timeout=self.settings.timeout, notes=notes)
 
@@ -1033,22 +1051,15 @@ class _TryState(_Bisect):
         state lacks: the changed distributions both states have and what requires any changed
         one and stays (not what the file's state uninstalls: its import failing there is the
         switch, not a break), with torch's own check where torch is among them."""
-        changed = {name for names in self.units.values() for name in names}
+        changed, dependents = self._changed_and_dependents(installed)
         removed = sorted(n for n in changed if n in installed and not self.good.package(n))
-        required_by = requirements_of(self.ctx, installed)
-        dependents = {d for name in changed for d, _ in required_by.get(name, ())}
         kept = sorted({*changed, *dependents} - set(removed))
-        probes, notes = derive(installed, kept, removed)
-        if not probes:
-            raise InvalidInput(
-                unchanged(
-                    "try --state needs a probe to judge the file's state: none is given "
-                    "(--probe, --probe-cmd, --probe-metric) or configured, and none can be "
-                    f"derived from how {self.named} differs: " + "; ".join(notes)
-                )
-            )
-        self.probes = msgspec.structs.replace(self.probes, notes=notes, planned=probes)
-        return ProbeSettings(probes=probes, timeout=self.settings.timeout, notes=notes)
+        refused = (
+            "try --state needs a probe to judge the file's state: none is given (--probe, "
+            "--probe-cmd, --probe-metric) or configured, and none can be derived from how "
+            f"{self.named} differs: "
+        )
+        return self._planned(unchanged, installed, kept, removed, refused)
 
     def _back_from(
         self,
